@@ -1,0 +1,206 @@
+/* kiln: compile CUDA C++ source strings at run time, load and launch them.
+ *
+ * This header is the whole public contract of libkiln. What is not declared here is not API.
+ *
+ * Every call returns a kiln_status. On failure, kiln_last_error() gives a sentence naming
+ * what failed and why (which call, which CUresult, which parameter); it is thread-local and
+ * valid until the next kiln call on the same thread.
+ *
+ * libcuda and libnvrtc are opened with dlopen on first use, never linked: compiling works on a
+ * machine with no GPU and no driver, and a missing driver is KILN_ERROR_NO_DRIVER, not a crash.
+ */
+#ifndef KILN_H
+#define KILN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define KILN_VERSION_MAJOR 0
+#define KILN_VERSION_MINOR 1
+#define KILN_VERSION_PATCH 0
+
+/* One table makes the status enum, its names and its strings (KILN_OK is 0 and not in it). */
+#define KILN_STATUS_MAP(X)                                                 \
+  X(NO_DRIVER, "no CUDA driver could be loaded")                           \
+  X(NO_DEVICE, "no CUDA device is available")                              \
+  X(NO_NVRTC, "NVRTC could not be loaded")                                 \
+  X(COMPILE, "NVRTC compilation failed")                                   \
+  X(CUDA, "a CUDA driver call failed")                                     \
+  X(LAUNCH, "a kernel launch failed")                                      \
+  X(OUT_OF_MEMORY, "out of device memory")                                 \
+  X(NOT_FOUND, "no kernel of that name in the module")                     \
+  X(AMBIGUOUS, "the kernel name matches more than one overload")           \
+  X(PTX, "the PTX could not be parsed")                                    \
+  X(CACHE_IO, "kernel cache I/O error")                                    \
+  X(INVALID, "invalid argument")                                           \
+  X(NO_MEMORY, "out of host memory")
+
+typedef enum kiln_status {
+  KILN_OK = 0,
+#define KILN__STATUS_ENUM(name, msg) KILN_ERROR_##name,
+  KILN_STATUS_MAP(KILN__STATUS_ENUM)
+#undef KILN__STATUS_ENUM
+  KILN__STATUS_COUNT
+} kiln_status;
+
+const char *kiln_status_name(kiln_status s);   /* "KILN_ERROR_COMPILE" */
+const char *kiln_status_string(kiln_status s); /* "NVRTC compilation failed" */
+
+/* The detail of the last failure on this thread; "" when the last call succeeded. */
+const char *kiln_last_error(void);
+
+/* The CUresult of the last failed driver call on this thread (0 when the failure was not a
+ * driver call), and its name, e.g. "CUDA_ERROR_ILLEGAL_ADDRESS" (NULL for 0). */
+int kiln_last_cuda_result(void);
+const char *kiln_cuda_result_name(int result);
+
+/* ---- Devices --------------------------------------------------------------------------- */
+
+typedef struct kiln_device_info {
+  char name[256];
+  int major, minor;     /* compute capability */
+  size_t total_memory;  /* bytes */
+  int multiprocessors;
+  int max_threads_per_block;
+  int max_block[3];
+  int max_grid[3];
+  int max_shared_per_block;        /* bytes, without opting in */
+  int max_shared_per_block_optin;  /* bytes, the most a kernel can opt in to */
+} kiln_device_info;
+
+kiln_status kiln_device_count(int *count);
+kiln_status kiln_device_get_info(int device, kiln_device_info *out);
+
+/* kiln works in the primary context of its current device (device 0 unless changed), the
+ * context the CUDA runtime, PyTorch and CuPy use, so their pointers and streams are kiln's. */
+kiln_status kiln_device_set_current(int device);
+int kiln_device_current(void);
+kiln_status kiln_synchronize(void); /* waits for all work of the current device */
+
+/* ---- Compiling -------------------------------------------------------------------------- */
+
+typedef struct kiln_module kiln_module;     /* compiled code, shared; loaded on first launch */
+typedef struct kiln_function kiln_function; /* borrowed from its module */
+
+typedef struct kiln_compile_opts {
+  const char *arch;                /* "sm_90"; NULL: the current device's, else KILN_ARCH, else
+                                      the oldest arch this NVRTC supports */
+  const char *const *options;      /* extra NVRTC options, in order */
+  int n_options;
+  const char *const *include_dirs; /* searched before the toolkit's include folder */
+  int n_include_dirs;
+  const char *const *name_expressions; /* e.g. "axpy<float>", for templates */
+  int n_name_expressions;
+} kiln_compile_opts;
+
+/* Compiles src with NVRTC (one run gives CUBIN and PTX). The same source, options and arch
+ * compiled earlier in this process gives the same module without recompiling. opts may be
+ * NULL. On KILN_ERROR_COMPILE, *out is still set when a log exists (read it with
+ * kiln_module_log, then free the module); otherwise *out is NULL. */
+kiln_status kiln_module_from_source(const char *src, const kiln_compile_opts *opts,
+                                    kiln_module **out);
+void kiln_module_free(kiln_module *m); /* NULL is a no-op */
+
+const char *kiln_module_arch(const kiln_module *m);        /* "sm_90" */
+const char *kiln_module_log(const kiln_module *m);         /* NVRTC log; "" when empty */
+const char *kiln_module_ptx(const kiln_module *m, size_t *size);
+const void *kiln_module_cubin(const kiln_module *m, size_t *size); /* NULL if none */
+
+int kiln_module_function_count(const kiln_module *m);
+const char *kiln_module_function_name(const kiln_module *m, int i); /* the PTX entry name */
+
+/* Finds a kernel by its plain name ("multiply_them"), whether declared extern "C" or as a C++
+ * function, by its mangled entry name, or by a name expression given at compile time.
+ * KILN_ERROR_NOT_FOUND lists the module's kernels; KILN_ERROR_AMBIGUOUS lists the overloads. */
+kiln_status kiln_module_get_function(kiln_module *m, const char *name, kiln_function **out);
+
+/* ---- Signatures ------------------------------------------------------------------------- */
+
+/* What the PTX says of a parameter, sharpened by the mangled name when there is one (PTX
+ * alone does not tell int from unsigned, nor a pointer from a 64-bit integer). */
+typedef enum kiln_param_class {
+  KILN_PARAM_B8,     /* 8-bit integer, sign unknown (extern "C") */
+  KILN_PARAM_I8,
+  KILN_PARAM_U8,     /* also bool */
+  KILN_PARAM_B16,
+  KILN_PARAM_I16,
+  KILN_PARAM_U16,
+  KILN_PARAM_B32,    /* 32-bit integer, sign unknown */
+  KILN_PARAM_I32,
+  KILN_PARAM_U32,
+  KILN_PARAM_B64,    /* 64 bits: a pointer or a 64-bit integer (extern "C") */
+  KILN_PARAM_I64,
+  KILN_PARAM_U64,
+  KILN_PARAM_PTR,    /* known to be a pointer */
+  KILN_PARAM_F32,
+  KILN_PARAM_F64,
+  KILN_PARAM_AGGREGATE /* .align N .b8 x[S]: a struct, vector type, __half, ... */
+} kiln_param_class;
+
+typedef struct kiln_param {
+  kiln_param_class cls;
+  unsigned size;  /* bytes */
+  unsigned align; /* bytes */
+} kiln_param;
+
+const char *kiln_function_name(const kiln_function *f); /* the PTX entry name */
+int kiln_function_param_count(const kiln_function *f);
+const kiln_param *kiln_function_params(const kiln_function *f);
+const char *kiln_param_class_name(kiln_param_class c); /* "i32", "ptr", "struct", ... */
+
+/* ---- Memory ----------------------------------------------------------------------------- */
+
+typedef uint64_t kiln_deviceptr;
+
+kiln_status kiln_mem_alloc(size_t nbytes, kiln_deviceptr *out);
+kiln_status kiln_mem_free(kiln_deviceptr p); /* 0 is a no-op */
+kiln_status kiln_memcpy_htod(kiln_deviceptr dst, const void *src, size_t nbytes);
+kiln_status kiln_memcpy_dtoh(void *dst, kiln_deviceptr src, size_t nbytes);
+
+/* ---- Launching -------------------------------------------------------------------------- */
+
+typedef struct kiln_launch_config {
+  unsigned grid[3];
+  unsigned block[3];
+  unsigned shared;  /* dynamic shared memory, bytes */
+  void *stream;     /* a CUstream; NULL is the default stream */
+} kiln_launch_config;
+
+/* Launches f asynchronously. params[i] points at parameter i's bytes, as for cuLaunchKernel.
+ * Block, grid and shared memory are checked against the device's and the kernel's limits
+ * first, with a sentence naming the limit (KILN_ERROR_INVALID). */
+kiln_status kiln_function_launch(kiln_function *f, const kiln_launch_config *cfg,
+                                 void **params);
+
+/* Host data a parameter receives as a device pointer (PyCUDA's In, Out, InOut). */
+typedef enum kiln_transfer_dir {
+  KILN_IN = 1,   /* copied host to device before the launch */
+  KILN_OUT = 2,  /* copied device to host after it */
+  KILN_INOUT = 3
+} kiln_transfer_dir;
+
+typedef struct kiln_transfer {
+  int param;             /* which parameter gets the device pointer */
+  kiln_transfer_dir dir;
+  void *host;            /* contiguous host memory (const for KILN_IN) */
+  size_t nbytes;
+} kiln_transfer;
+
+/* Launches f with transfers: device memory for each transfer comes from kiln's reusable
+ * buffers (no cuMemAlloc per call), its address is written into *params[t.param], inputs are
+ * copied in, the kernel runs, outputs are copied back, and the call returns when the host
+ * buffers hold the results. With elapsed_s non-NULL, the kernel's own time in seconds
+ * (measured with events) is stored there. */
+kiln_status kiln_function_call(kiln_function *f, const kiln_launch_config *cfg, void **params,
+                               const kiln_transfer *transfers, int n_transfers,
+                               double *elapsed_s);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* KILN_H */

@@ -1,0 +1,12 @@
+# The engine's sources: the one list the Makefile and setup.py both read.
+KILN_ENGINE_SOURCES = \
+	engine/src/status.c \
+	engine/src/driver.c \
+	engine/src/nvrtc.c \
+	engine/src/hash.c \
+	engine/src/signature.c \
+	engine/src/compile.c \
+	engine/src/device.c \
+	engine/src/memory.c \
+	engine/src/module.c \
+	engine/src/launch.c

@@ -1,0 +1,201 @@
+/* Compiling with NVRTC: one run for -arch=sm_XY gives both CUBIN and PTX. */
+#include "compile.h"
+
+#include "device.h"
+#include "nvrtc.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* "sm_90", "sm_90a", "compute_90", "90" -> 90 and the suffix; 0 when unreadable. */
+static int kiln__parse_arch(const char *s, char *suffix, size_t cap) {
+  if (strncmp(s, "sm_", 3) == 0) s += 3;
+  else if (strncmp(s, "compute_", 8) == 0) s += 8;
+  int n = 0, digits = 0;
+  while (*s >= '0' && *s <= '9' && digits < 4) n = n * 10 + (*s++ - '0'), digits++;
+  if (digits < 2 || (*s && strcmp(s, "a") && strcmp(s, "f"))) return 0;
+  snprintf(suffix, cap, "%s", s);
+  return n;
+}
+
+static kiln_status kiln__unsupported_arch(const char *asked) {
+  kiln__fail(KILN_ERROR_INVALID, "arch '%s' is not one NVRTC %d.%d supports; it supports",
+             asked, kiln__rtc.major, kiln__rtc.minor);
+  for (int i = 0; i < kiln__rtc.n_archs; i++)
+    kiln__fail_append("%s sm_%d", i ? "," : "", kiln__rtc.archs[i]);
+  return KILN_ERROR_INVALID;
+}
+
+kiln_status kiln__compile_arch(const kiln_compile_opts *opts, char *arch, size_t cap,
+                               int *arch_num) {
+  kiln_status s = kiln__nvrtc_load();
+  if (s) return s;
+  const char *asked = opts && opts->arch && *opts->arch ? opts->arch : getenv("KILN_ARCH");
+  if (asked && *asked) {
+    char suffix[4];
+    int n = kiln__parse_arch(asked, suffix, sizeof suffix);
+    if (!n || kiln__nvrtc_clamp_arch(n) != n) return kiln__unsupported_arch(asked);
+    snprintf(arch, cap, "sm_%d%s", n, suffix);
+    *arch_num = n;
+    return KILN_OK;
+  }
+  int major, minor, n = 0;
+  if (kiln__device_capability(&major, &minor) == KILN_OK) {
+    n = kiln__nvrtc_clamp_arch(major * 10 + minor);
+    if (!n)
+      return kiln__fail(KILN_ERROR_INVALID,
+                        "the device is sm_%d%d, older than any arch NVRTC %d.%d supports "
+                        "(the oldest is sm_%d)",
+                        major, minor, kiln__rtc.major, kiln__rtc.minor, kiln__rtc.archs[0]);
+  } else {
+    /* No device: the oldest arch, whose PTX any newer GPU can still run. */
+    kiln__clear_error();
+    n = kiln__rtc.archs[0];
+  }
+  snprintf(arch, cap, "sm_%d", n);
+  *arch_num = n;
+  return KILN_OK;
+}
+
+void kiln__code_free(kiln__code *code) {
+  if (!code) return;
+  free(code->ptx);
+  free(code->cubin);
+  free(code->log);
+  for (int i = 0; i < code->n_names; i++) {
+    if (code->names) free(code->names[i]);
+    if (code->lowered) free(code->lowered[i]);
+  }
+  free(code->names);
+  free(code->lowered);
+  memset(code, 0, sizeof *code);
+}
+
+/* The first "error" line of the log, for the one-line message. */
+static void kiln__first_error(const char *log, char *out, size_t cap) {
+  const char *e = strstr(log, "error");
+  if (!e) {
+    snprintf(out, cap, "see the log");
+    return;
+  }
+  const char *start = e;
+  while (start > log && start[-1] != '\n') start--;
+  const char *end = strchr(e, '\n');
+  size_t n = end ? (size_t)(end - start) : strlen(start);
+  snprintf(out, cap, "%.*s", (int)(n > cap - 1 ? cap - 1 : n), start);
+}
+
+static kiln_status kiln__compile_program(nvrtcProgram prog, const kiln_compile_opts *opts,
+                                         const char *arch, kiln__code *out) {
+  int n_inc = opts ? opts->n_include_dirs : 0, n_opt = opts ? opts->n_options : 0;
+  size_t n_args = 2 + (size_t)n_inc + (size_t)n_opt;
+  const char **args = calloc(n_args, sizeof *args);
+  char **owned = calloc(n_args, sizeof *owned);
+  kiln_status s = KILN_OK;
+  size_t k = 0;
+  if (!args || !owned) {
+    s = kiln__fail(KILN_ERROR_NO_MEMORY, "out of memory building NVRTC options");
+    goto done;
+  }
+  char arch_opt[48];
+  snprintf(arch_opt, sizeof arch_opt, "-arch=%s", arch);
+  args[k++] = arch_opt;
+  /* The user's folders first, so their headers win over the toolkit's. */
+  for (int i = 0; i < n_inc; i++) {
+    size_t len = strlen(opts->include_dirs[i]) + 3;
+    if (!(owned[k] = malloc(len))) {
+      s = kiln__fail(KILN_ERROR_NO_MEMORY, "out of memory building NVRTC options");
+      goto done;
+    }
+    snprintf(owned[k], len, "-I%s", opts->include_dirs[i]);
+    args[k] = owned[k];
+    k++;
+  }
+  char toolkit[PATH_MAX + 3];
+  if (kiln__rtc.include_dir[0]) {
+    snprintf(toolkit, sizeof toolkit, "-I%s", kiln__rtc.include_dir);
+    args[k++] = toolkit;
+  }
+  for (int i = 0; i < n_opt; i++) args[k++] = opts->options[i];
+
+  nvrtcResult rc = kiln__rtc.CompileProgram(prog, (int)k, args);
+  size_t log_size = 0;
+  if (kiln__rtc.GetProgramLogSize(prog, &log_size) == NVRTC_SUCCESS && log_size > 1) {
+    out->log = malloc(log_size);
+    if (out->log && kiln__rtc.GetProgramLog(prog, out->log) != NVRTC_SUCCESS) out->log[0] = 0;
+  }
+  if (!out->log) out->log = kiln__strdup("");
+  if (rc != NVRTC_SUCCESS) {
+    char first[512];
+    kiln__first_error(out->log ? out->log : "", first, sizeof first);
+    s = kiln__fail(KILN_ERROR_COMPILE, "NVRTC compilation for %s failed with %s: %s", arch,
+                   kiln__rtc.GetErrorString(rc), first);
+  }
+done:
+  if (owned)
+    for (size_t i = 0; i < n_args; i++) free(owned[i]);
+  free(owned);
+  free(args);
+  return s;
+}
+
+static kiln_status kiln__collect(nvrtcProgram prog, const kiln_compile_opts *opts,
+                                 kiln__code *out) {
+  KILN__RTC(GetPTXSize, (prog, &out->ptx_size));
+  if (!(out->ptx = malloc(out->ptx_size + 1)))
+    return kiln__fail(KILN_ERROR_NO_MEMORY, "out of memory for the PTX");
+  KILN__RTC(GetPTX, (prog, out->ptx));
+  out->ptx[out->ptx_size] = '\0';
+  out->ptx_size = strlen(out->ptx); /* NVRTC counts the NUL */
+  KILN__RTC(GetCUBINSize, (prog, &out->cubin_size));
+  if (out->cubin_size) {
+    if (!(out->cubin = malloc(out->cubin_size)))
+      return kiln__fail(KILN_ERROR_NO_MEMORY, "out of memory for the CUBIN");
+    KILN__RTC(GetCUBIN, (prog, out->cubin));
+  }
+  int n = opts ? opts->n_name_expressions : 0;
+  if (!n) return KILN_OK;
+  out->names = calloc((size_t)n, sizeof(char *));
+  out->lowered = calloc((size_t)n, sizeof(char *));
+  if (!out->names || !out->lowered)
+    return kiln__fail(KILN_ERROR_NO_MEMORY, "out of memory for name expressions");
+  out->n_names = n;
+  for (int i = 0; i < n; i++) {
+    const char *lowered = NULL;
+    KILN__RTC(GetLoweredName, (prog, opts->name_expressions[i], &lowered));
+    out->names[i] = kiln__strdup(opts->name_expressions[i]);
+    out->lowered[i] = kiln__strdup(lowered);
+    if (!out->names[i] || !out->lowered[i])
+      return kiln__fail(KILN_ERROR_NO_MEMORY, "out of memory for name expressions");
+  }
+  return KILN_OK;
+}
+
+kiln_status kiln__compile(const char *src, const kiln_compile_opts *opts, const char *arch,
+                          kiln__code *out) {
+  memset(out, 0, sizeof *out);
+  kiln_status s = kiln__nvrtc_load();
+  if (s) return s;
+  char suffix[4];
+  snprintf(out->arch, sizeof out->arch, "%s", arch);
+  out->arch_num = kiln__parse_arch(arch, suffix, sizeof suffix);
+  nvrtcProgram prog = NULL;
+  KILN__RTC(CreateProgram, (&prog, src, "kernel.cu", 0, NULL, NULL));
+  for (int i = 0; opts && i < opts->n_name_expressions && !s; i++) {
+    nvrtcResult rc = kiln__rtc.AddNameExpression(prog, opts->name_expressions[i]);
+    if (rc != NVRTC_SUCCESS)
+      s = kiln__fail(KILN_ERROR_INVALID, "name expression '%s' was refused by NVRTC: %s",
+                     opts->name_expressions[i], kiln__rtc.GetErrorString(rc));
+  }
+  if (!s) s = kiln__compile_program(prog, opts, arch, out);
+  if (!s) s = kiln__collect(prog, opts, out);
+  kiln__rtc.DestroyProgram(&prog);
+  if (s && s != KILN_ERROR_COMPILE) {
+    char *log = out->log;
+    out->log = NULL;
+    kiln__code_free(out);
+    out->log = log;
+  }
+  return s;
+}

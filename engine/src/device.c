@@ -1,0 +1,170 @@
+/* Devices and their primary contexts. */
+#include "device.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static pthread_mutex_t kiln__devices_lock = PTHREAD_MUTEX_INITIALIZER;
+static kiln__device **kiln__devices; /* one per ordinal, made on first use, never freed */
+static int kiln__n_devices = -1;
+
+/* Like the CUDA runtime's, the current device is per thread. */
+static _Thread_local int kiln__current;
+
+static kiln_status kiln__device_count_locked(void) {
+  if (kiln__n_devices >= 0) return KILN_OK;
+  int n = 0;
+  KILN__CU(DeviceGetCount, (&n));
+  kiln__devices = calloc((size_t)(n ? n : 1), sizeof *kiln__devices);
+  if (!kiln__devices) return kiln__fail(KILN_ERROR_NO_MEMORY, "out of memory for devices");
+  __atomic_store_n(&kiln__n_devices, n, __ATOMIC_RELEASE);
+  return KILN_OK;
+}
+
+kiln_status kiln_device_count(int *count) {
+  *count = 0;
+  kiln_status s = kiln__driver_load();
+  if (s == KILN_ERROR_NO_DEVICE) {
+    kiln__clear_error();
+    return KILN_OK;
+  }
+  if (s) return s;
+  pthread_mutex_lock(&kiln__devices_lock);
+  s = kiln__device_count_locked();
+  pthread_mutex_unlock(&kiln__devices_lock);
+  if (!s) *count = kiln__n_devices;
+  else return s;
+  kiln__clear_error();
+  return KILN_OK;
+}
+
+static kiln_status kiln__read_info(CUdevice dev, kiln_device_info *info) {
+  memset(info, 0, sizeof *info);
+  KILN__CU(DeviceGetName, (info->name, (int)sizeof info->name - 1, dev));
+  KILN__CU(DeviceTotalMem, (&info->total_memory, dev));
+  struct {
+    CUdevice_attribute attr;
+    int *out;
+  } attrs[] = {
+      {CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, &info->major},
+      {CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, &info->minor},
+      {CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, &info->multiprocessors},
+      {CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK, &info->max_threads_per_block},
+      {CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_X, &info->max_block[0]},
+      {CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Y, &info->max_block[1]},
+      {CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Z, &info->max_block[2]},
+      {CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_X, &info->max_grid[0]},
+      {CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Y, &info->max_grid[1]},
+      {CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Z, &info->max_grid[2]},
+      {CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK, &info->max_shared_per_block},
+      {CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN, &info->max_shared_per_block_optin},
+  };
+  for (size_t i = 0; i < KILN__COUNT(attrs); i++)
+    KILN__CU(DeviceGetAttribute, (attrs[i].out, attrs[i].attr, dev));
+  return KILN_OK;
+}
+
+static kiln_status kiln__check_ordinal(int device) {
+  kiln_status s = kiln__driver_load();
+  if (s) return s;
+  s = kiln__device_count_locked();
+  if (s) return s;
+  if (kiln__n_devices == 0) return kiln__fail(KILN_ERROR_NO_DEVICE, "the driver found no CUDA device");
+  if (device < 0 || device >= kiln__n_devices)
+    return kiln__fail(KILN_ERROR_INVALID, "device %d does not exist; there %s %d (0 to %d)",
+                      device, kiln__n_devices == 1 ? "is" : "are", kiln__n_devices,
+                      kiln__n_devices - 1);
+  return KILN_OK;
+}
+
+/* Sets up device `ordinal` once: its info and its retained primary context. */
+static kiln_status kiln__device_setup(int ordinal, kiln__device **out) {
+  pthread_mutex_lock(&kiln__devices_lock);
+  kiln_status s = kiln__check_ordinal(ordinal);
+  if (!s && !kiln__devices[ordinal]) {
+    kiln__device *d = calloc(1, sizeof *d);
+    int pools = 0;
+    if (!d) s = kiln__fail(KILN_ERROR_NO_MEMORY, "out of memory for a device");
+    if (!s) {
+      d->ordinal = ordinal;
+      CUresult rc = kiln__cu.DeviceGet(&d->dev, ordinal);
+      if (rc) s = kiln__cuda_fail("cuDeviceGet", rc);
+    }
+    if (!s) s = kiln__read_info(d->dev, &d->info);
+    if (!s) {
+      CUresult rc = kiln__cu.DeviceGetAttribute(&pools, CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED,
+                                                d->dev);
+      d->has_pools = rc == CUDA_SUCCESS && pools;
+      rc = kiln__cu.DevicePrimaryCtxRetain(&d->ctx, d->dev);
+      if (rc) s = kiln__cuda_fail("cuDevicePrimaryCtxRetain", rc);
+    }
+    if (!s) s = kiln__staging_init(&d->staging);
+    if (s) free(d);
+    else __atomic_store_n(&kiln__devices[ordinal], d, __ATOMIC_RELEASE);
+  }
+  if (!s) *out = kiln__devices[ordinal];
+  pthread_mutex_unlock(&kiln__devices_lock);
+  return s;
+}
+
+kiln_status kiln__device_enter(kiln__device **out) {
+  /* Devices are never freed once made, so reading the slot without the lock is safe. */
+  kiln__device *d = NULL;
+  if (__atomic_load_n(&kiln__n_devices, __ATOMIC_ACQUIRE) > kiln__current)
+    d = __atomic_load_n(&kiln__devices[kiln__current], __ATOMIC_ACQUIRE);
+  if (KILN__UNLIKELY(!d)) {
+    kiln_status s = kiln__device_setup(kiln__current, &d);
+    if (s) return s;
+  }
+  CUcontext cur = NULL;
+  KILN__CU(CtxGetCurrent, (&cur));
+  if (KILN__UNLIKELY(cur != d->ctx)) KILN__CU(CtxSetCurrent, (d->ctx));
+  *out = d;
+  return KILN_OK;
+}
+
+kiln_status kiln__device_capability(int *major, int *minor) {
+  kiln_status s = kiln__driver_load();
+  if (s) return s;
+  pthread_mutex_lock(&kiln__devices_lock);
+  s = kiln__check_ordinal(kiln__current);
+  CUdevice dev = 0;
+  if (!s) {
+    CUresult rc = kiln__cu.DeviceGet(&dev, kiln__current);
+    if (!rc) rc = kiln__cu.DeviceGetAttribute(major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev);
+    if (!rc) rc = kiln__cu.DeviceGetAttribute(minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev);
+    if (rc) s = kiln__cuda_fail("cuDeviceGetAttribute", rc);
+  }
+  pthread_mutex_unlock(&kiln__devices_lock);
+  return s;
+}
+
+kiln_status kiln_device_get_info(int device, kiln_device_info *out) {
+  kiln__device *d;
+  kiln_status s = kiln__device_setup(device, &d);
+  if (s) return s;
+  *out = d->info;
+  kiln__clear_error();
+  return KILN_OK;
+}
+
+kiln_status kiln_device_set_current(int device) {
+  pthread_mutex_lock(&kiln__devices_lock);
+  kiln_status s = kiln__check_ordinal(device);
+  pthread_mutex_unlock(&kiln__devices_lock);
+  if (s) return s;
+  kiln__current = device;
+  kiln__clear_error();
+  return KILN_OK;
+}
+
+int kiln_device_current(void) { return kiln__current; }
+
+kiln_status kiln_synchronize(void) {
+  kiln__device *d;
+  kiln_status s = kiln__device_enter(&d);
+  if (s) return s;
+  KILN__CU(CtxSynchronize, ());
+  kiln__clear_error();
+  return KILN_OK;
+}

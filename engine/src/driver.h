@@ -1,0 +1,69 @@
+/* The CUDA driver, opened with dlopen on first GPU use and never linked. */
+#ifndef KILN_DRIVER_H
+#define KILN_DRIVER_H
+
+#include "internal.h"
+
+#include <cuda.h>
+
+/* Entry points are resolved through cuGetProcAddress at the CUDA 12.0 ABI, so the table is
+ * the same whatever header or driver version; member names drop the `cu` prefix because
+ * cuda.h renames many of those (cuMemAlloc -> cuMemAlloc_v2) with macros. */
+typedef struct kiln__driver {
+  CUresult (*GetErrorName)(CUresult, const char **);
+  CUresult (*GetErrorString)(CUresult, const char **);
+  CUresult (*DriverGetVersion)(int *);
+  CUresult (*DeviceGetCount)(int *);
+  CUresult (*DeviceGet)(CUdevice *, int);
+  CUresult (*DeviceGetName)(char *, int, CUdevice);
+  CUresult (*DeviceGetAttribute)(int *, CUdevice_attribute, CUdevice);
+  CUresult (*DeviceTotalMem)(size_t *, CUdevice);
+  CUresult (*DevicePrimaryCtxRetain)(CUcontext *, CUdevice);
+  CUresult (*CtxGetCurrent)(CUcontext *);
+  CUresult (*CtxSetCurrent)(CUcontext);
+  CUresult (*CtxSynchronize)(void);
+  CUresult (*LibraryLoadData)(CUlibrary *, const void *, CUjit_option *, void **, unsigned,
+                              CUlibraryOption *, void **, unsigned);
+  CUresult (*LibraryUnload)(CUlibrary);
+  CUresult (*LibraryGetKernel)(CUkernel *, CUlibrary, const char *);
+  CUresult (*KernelGetAttribute)(int *, CUfunction_attribute, CUkernel, CUdevice);
+  CUresult (*KernelSetAttribute)(CUfunction_attribute, int, CUkernel, CUdevice);
+  CUresult (*LaunchKernel)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned,
+                           unsigned, unsigned, CUstream, void **, void **);
+  CUresult (*MemAlloc)(CUdeviceptr *, size_t);
+  CUresult (*MemFree)(CUdeviceptr);
+  CUresult (*MemAllocHost)(void **, size_t);
+  CUresult (*MemFreeHost)(void *);
+  CUresult (*MemcpyHtoD)(CUdeviceptr, const void *, size_t);
+  CUresult (*MemcpyDtoH)(void *, CUdeviceptr, size_t);
+  CUresult (*MemcpyHtoDAsync)(CUdeviceptr, const void *, size_t, CUstream);
+  CUresult (*MemcpyDtoHAsync)(void *, CUdeviceptr, size_t, CUstream);
+  CUresult (*MemAllocAsync)(CUdeviceptr *, size_t, CUstream);
+  CUresult (*MemFreeAsync)(CUdeviceptr, CUstream);
+  CUresult (*MemGetAddressRange)(CUdeviceptr *, size_t *, CUdeviceptr);
+  CUresult (*MemGetInfo)(size_t *, size_t *);
+  CUresult (*StreamSynchronize)(CUstream);
+  CUresult (*EventCreate)(CUevent *, unsigned);
+  CUresult (*EventDestroy)(CUevent);
+  CUresult (*EventRecord)(CUevent, CUstream);
+  CUresult (*EventSynchronize)(CUevent);
+  CUresult (*EventElapsedTime)(float *, CUevent, CUevent);
+  CUresult (*PointerGetAttribute)(void *, CUpointer_attribute, CUdeviceptr);
+} kiln__driver;
+
+extern kiln__driver kiln__cu;
+
+/* Opens libcuda and runs cuInit once per process; later calls return the first outcome.
+ * KILN_ERROR_NO_DRIVER when no driver loads, KILN_ERROR_NO_DEVICE when it finds no GPU. */
+kiln_status kiln__driver_load(void);
+
+/* Calls a driver routine, KILN__CU(MemAlloc, (&p, n)), and returns its failure as a status
+ * naming the routine ("cuMemAlloc failed with CUDA_ERROR_OUT_OF_MEMORY ..."). */
+#define KILN__CU(fn, args)                                              \
+  do {                                                                  \
+    CUresult kiln__rc = kiln__cu.fn args;                               \
+    if (KILN__UNLIKELY(kiln__rc != CUDA_SUCCESS))                       \
+      return kiln__cuda_fail("cu" #fn, (int)kiln__rc);                  \
+  } while (0)
+
+#endif

@@ -1,0 +1,18 @@
+/* SHA-256 keys for compiled code, from OpenSSL's libcrypto. */
+#ifndef KILN_HASH_H
+#define KILN_HASH_H
+
+#include "internal.h"
+
+#define KILN__KEY_SIZE 32
+
+typedef struct kiln__hasher kiln__hasher;
+
+kiln_status kiln__hasher_begin(kiln__hasher **out);
+/* Adds a length-prefixed field, so ("ab","c") and ("a","bc") differ. */
+void kiln__hasher_field(kiln__hasher *h, const void *data, size_t n);
+void kiln__hasher_string(kiln__hasher *h, const char *s); /* NULL hashes unlike "" */
+/* Writes the digest and frees the hasher. */
+kiln_status kiln__hasher_end(kiln__hasher *h, unsigned char key[KILN__KEY_SIZE]);
+
+#endif

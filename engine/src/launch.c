@@ -1,0 +1,240 @@
+/* Launching: shapes checked against the limits, then cuLaunchKernel; In/Out around it. */
+#include "module.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static const char kiln__axis[3] = {'x', 'y', 'z'};
+
+/* What holds on every CUDA device: checked before the GPU is touched. */
+static kiln_status kiln__check_shape(const kiln_launch_config *cfg) {
+  for (int i = 0; i < 3; i++) {
+    if (cfg->block[i] == 0)
+      return kiln__fail(KILN_ERROR_INVALID, "block.%c is 0; every block dimension must be at "
+                        "least 1", kiln__axis[i]);
+    if (cfg->grid[i] == 0)
+      return kiln__fail(KILN_ERROR_INVALID, "grid.%c is 0; every grid dimension must be at "
+                        "least 1", kiln__axis[i]);
+  }
+  uint64_t threads = (uint64_t)cfg->block[0] * cfg->block[1] * cfg->block[2];
+  if (threads > 1024)
+    return kiln__fail(KILN_ERROR_INVALID, "block (%u, %u, %u) has %llu threads; no CUDA device "
+                      "allows more than 1024 per block", cfg->block[0], cfg->block[1],
+                      cfg->block[2], (unsigned long long)threads);
+  return KILN_OK;
+}
+
+/* What this device and this kernel allow. */
+static kiln_status kiln__check_limits(kiln_function *f, kiln__device *d,
+                                      const kiln_launch_config *cfg) {
+  const kiln_device_info *info = &d->info;
+  for (int i = 0; i < 3; i++) {
+    if (cfg->block[i] > (unsigned)info->max_block[i])
+      return kiln__fail(KILN_ERROR_INVALID, "block.%c is %u; %s allows at most %d",
+                        kiln__axis[i], cfg->block[i], info->name, info->max_block[i]);
+    if (cfg->grid[i] > (unsigned)info->max_grid[i])
+      return kiln__fail(KILN_ERROR_INVALID, "grid.%c is %u; %s allows at most %d",
+                        kiln__axis[i], cfg->grid[i], info->name, info->max_grid[i]);
+  }
+  unsigned threads = cfg->block[0] * cfg->block[1] * cfg->block[2];
+  if (threads > (unsigned)f->max_threads)
+    return kiln__fail(KILN_ERROR_INVALID, "block (%u, %u, %u) has %u threads; kernel %s can "
+                      "launch with at most %d per block on %s (its registers limit it)",
+                      cfg->block[0], cfg->block[1], cfg->block[2], threads, f->entry->plain,
+                      f->max_threads, info->name);
+  if (cfg->shared > (unsigned)f->dynamic_shared_allowed) {
+    int most = info->max_shared_per_block_optin - f->static_shared;
+    if (cfg->shared > (unsigned)(most > 0 ? most : 0))
+      return kiln__fail(KILN_ERROR_INVALID, "shared is %u bytes; kernel %s can have at most "
+                        "%d bytes of dynamic shared memory on %s (%d per block, %d static)",
+                        cfg->shared, f->entry->plain, most, info->name,
+                        info->max_shared_per_block_optin, f->static_shared);
+    /* Past 48 KiB a kernel must opt in; doing it here is what the user meant. */
+    KILN__CU(KernelSetAttribute, (CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                                  (int)cfg->shared, f->kernel, d->dev));
+    f->dynamic_shared_allowed = (int)cfg->shared;
+  }
+  return KILN_OK;
+}
+
+static kiln_status kiln__prepare(kiln_function *f, const kiln_launch_config *cfg,
+                                 kiln__device **d) {
+  kiln_status s = kiln__check_shape(cfg);
+  if (!s) s = kiln__device_enter(d);
+  if (!s) s = kiln__function_ready(f, *d);
+  if (!s) s = kiln__check_limits(f, *d, cfg);
+  return s;
+}
+
+static kiln_status kiln__launch(kiln_function *f, const kiln_launch_config *cfg, void **params) {
+  CUresult rc = kiln__cu.LaunchKernel((CUfunction)f->kernel, cfg->grid[0], cfg->grid[1],
+                                      cfg->grid[2], cfg->block[0], cfg->block[1], cfg->block[2],
+                                      cfg->shared, (CUstream)cfg->stream, params, NULL);
+  if (KILN__UNLIKELY(rc != CUDA_SUCCESS)) {
+    kiln_status s = kiln__cuda_fail("cuLaunchKernel", (int)rc);
+    return s == KILN_ERROR_CUDA ? KILN_ERROR_LAUNCH : s;
+  }
+  return KILN_OK;
+}
+
+kiln_status kiln_function_launch(kiln_function *f, const kiln_launch_config *cfg,
+                                 void **params) {
+  kiln__device *d;
+  kiln_status s = kiln__prepare(f, cfg, &d);
+  if (!s) s = kiln__launch(f, cfg, params);
+  return s;
+}
+
+/* ---- Launches with transfers ---------------------------------------------------------- */
+
+/* Events around the launch when its time was asked for. */
+typedef struct kiln__timer {
+  CUevent start, stop;
+} kiln__timer;
+
+static kiln_status kiln__timed_launch(kiln_function *f, const kiln_launch_config *cfg,
+                                      void **params, kiln__timer *t) {
+  CUstream stream = (CUstream)cfg->stream;
+  if (t) KILN__CU(EventRecord, (t->start, stream));
+  kiln_status s = kiln__launch(f, cfg, params);
+  if (!s && t) KILN__CU(EventRecord, (t->stop, stream));
+  return s;
+}
+
+static size_t kiln__round_up(size_t n) { return (n + 255) & ~(size_t)255; }
+
+/* Transfers laid out in the staging buffers, in-only first, then in-out, then out-only,
+ * so one copy goes in and one comes back. */
+static kiln_status kiln__call_staged(kiln_function *f, const kiln_launch_config *cfg,
+                                     void **params, const kiln_transfer *t, int n,
+                                     kiln__staging *st, kiln__timer *timer) {
+  size_t offsets[64];
+  size_t end = 0, in_end = 0, out_start = (size_t)-1;
+  for (int pass = 1; pass <= 3; pass++) {
+    kiln_transfer_dir want = pass == 1 ? KILN_IN : pass == 2 ? KILN_INOUT : KILN_OUT;
+    for (int i = 0; i < n; i++) {
+      if (t[i].dir != want) continue;
+      offsets[i] = end;
+      if (want != KILN_IN && out_start == (size_t)-1) out_start = end;
+      end += kiln__round_up(t[i].nbytes);
+      if (want != KILN_OUT) in_end = end;
+    }
+  }
+  kiln_status s = kiln__staging_reserve(st, end);
+  if (s) return s;
+  CUstream stream = (CUstream)cfg->stream;
+  for (int i = 0; i < n; i++) {
+    CUdeviceptr p = t[i].nbytes ? st->dev + offsets[i] : 0;
+    memcpy(params[t[i].param], &p, sizeof p);
+    if (t[i].dir & KILN_IN) memcpy((char *)st->host + offsets[i], t[i].host, t[i].nbytes);
+  }
+  if (in_end) KILN__CU(MemcpyHtoDAsync, (st->dev, st->host, in_end, stream));
+  s = kiln__timed_launch(f, cfg, params, timer);
+  if (s) return s;
+  if (out_start != (size_t)-1 && end > out_start)
+    KILN__CU(MemcpyDtoHAsync, ((char *)st->host + out_start, st->dev + out_start,
+                               end - out_start, stream));
+  KILN__CU(StreamSynchronize, (stream));
+  for (int i = 0; i < n; i++)
+    if (t[i].dir & KILN_OUT) memcpy(t[i].host, (char *)st->host + offsets[i], t[i].nbytes);
+  return KILN_OK;
+}
+
+/* Large transfers: device memory from the stream-ordered pool, copies straight from and to
+ * the user's memory. */
+static kiln_status kiln__call_pooled(kiln_function *f, const kiln_launch_config *cfg,
+                                     void **params, const kiln_transfer *t, int n,
+                                     kiln__device *d, kiln__timer *timer) {
+  CUstream stream = (CUstream)cfg->stream;
+  CUdeviceptr ptrs[64] = {0};
+  kiln_status s = KILN_OK;
+  CUresult rc = CUDA_SUCCESS;
+  const char *call = NULL;
+  for (int i = 0; i < n && !rc; i++) {
+    if (t[i].nbytes) {
+      call = d->has_pools ? "cuMemAllocAsync" : "cuMemAlloc";
+      rc = d->has_pools ? kiln__cu.MemAllocAsync(&ptrs[i], t[i].nbytes, stream)
+                        : kiln__cu.MemAlloc(&ptrs[i], t[i].nbytes);
+    }
+    if (!rc) memcpy(params[t[i].param], &ptrs[i], sizeof ptrs[i]);
+    if (!rc && (t[i].dir & KILN_IN) && t[i].nbytes) {
+      call = "cuMemcpyHtoDAsync";
+      rc = kiln__cu.MemcpyHtoDAsync(ptrs[i], t[i].host, t[i].nbytes, stream);
+    }
+  }
+  if (rc) s = kiln__cuda_fail(call, (int)rc);
+  if (!s) s = kiln__timed_launch(f, cfg, params, timer);
+  for (int i = 0; i < n && !s; i++)
+    if ((t[i].dir & KILN_OUT) && t[i].nbytes) {
+      rc = kiln__cu.MemcpyDtoHAsync(t[i].host, ptrs[i], t[i].nbytes, stream);
+      if (rc) s = kiln__cuda_fail("cuMemcpyDtoHAsync", (int)rc);
+    }
+  /* Freed on every path, after the copies that use them, in stream order. */
+  for (int i = 0; i < n; i++)
+    if (ptrs[i]) {
+      if (d->has_pools) kiln__cu.MemFreeAsync(ptrs[i], stream);
+      else {
+        kiln__cu.StreamSynchronize(stream);
+        kiln__cu.MemFree(ptrs[i]);
+      }
+    }
+  rc = kiln__cu.StreamSynchronize(stream);
+  if (!s && rc) s = kiln__cuda_fail("cuStreamSynchronize", (int)rc);
+  return s;
+}
+
+kiln_status kiln_function_call(kiln_function *f, const kiln_launch_config *cfg, void **params,
+                               const kiln_transfer *transfers, int n_transfers,
+                               double *elapsed_s) {
+  if (n_transfers < 0 || n_transfers > 64)
+    return kiln__fail(KILN_ERROR_INVALID, "%d transfers; a call takes at most 64", n_transfers);
+  size_t total = 0;
+  for (int i = 0; i < n_transfers; i++) {
+    const kiln_transfer *t = &transfers[i];
+    if (t->param < 0 || t->param >= f->entry->n_params || !(t->dir & KILN_INOUT) ||
+        (t->nbytes && !t->host))
+      return kiln__fail(KILN_ERROR_INVALID, "transfer %d is malformed", i);
+    if (f->entry->params[t->param].size != sizeof(CUdeviceptr))
+      return kiln__fail(KILN_ERROR_INVALID, "parameter %d of %s is %u bytes, not a pointer",
+                        t->param, f->entry->plain, f->entry->params[t->param].size);
+    total += kiln__round_up(t->nbytes);
+  }
+  kiln__device *d;
+  kiln_status s = kiln__prepare(f, cfg, &d);
+  if (s) return s;
+
+  kiln__timer timer, *tp = NULL;
+  if (elapsed_s) {
+    *elapsed_s = 0;
+    KILN__CU(EventCreate, (&timer.start, CU_EVENT_DEFAULT));
+    CUresult rc = kiln__cu.EventCreate(&timer.stop, CU_EVENT_DEFAULT);
+    if (rc) {
+      kiln__cu.EventDestroy(timer.start);
+      return kiln__cuda_fail("cuEventCreate", (int)rc);
+    }
+    tp = &timer;
+  }
+  if (n_transfers == 0) {
+    s = kiln__timed_launch(f, cfg, params, tp);
+  } else if (total <= KILN__STAGING_MAX && pthread_mutex_trylock(&d->staging.lock) == 0) {
+    s = kiln__call_staged(f, cfg, params, transfers, n_transfers, &d->staging, tp);
+    /* A copy queued before a failure may still read the buffers the next call will fill. */
+    if (s) kiln__cu.StreamSynchronize((CUstream)cfg->stream);
+    pthread_mutex_unlock(&d->staging.lock);
+  } else {
+    s = kiln__call_pooled(f, cfg, params, transfers, n_transfers, d, tp);
+  }
+  if (tp) {
+    if (!s) {
+      float ms = 0;
+      CUresult rc = kiln__cu.EventSynchronize(timer.stop);
+      if (!rc) rc = kiln__cu.EventElapsedTime(&ms, timer.start, timer.stop);
+      if (rc) s = kiln__cuda_fail("cuEventElapsedTime", (int)rc);
+      *elapsed_s = ms / 1e3;
+    }
+    kiln__cu.EventDestroy(timer.start);
+    kiln__cu.EventDestroy(timer.stop);
+  }
+  if (!s) kiln__clear_error();
+  return s;
+}

@@ -1,0 +1,105 @@
+/* Device memory and copies. */
+#include "memory.h"
+
+#include "device.h"
+
+#include <inttypes.h>
+#include <string.h>
+
+kiln_status kiln__staging_init(kiln__staging *st) {
+  memset(st, 0, sizeof *st);
+  if (pthread_mutex_init(&st->lock, NULL))
+    return kiln__fail(KILN_ERROR_NO_MEMORY, "could not create the staging lock");
+  return KILN_OK;
+}
+
+kiln_status kiln__staging_reserve(kiln__staging *st, size_t nbytes) {
+  if (nbytes <= st->capacity) return KILN_OK;
+  size_t cap = st->capacity ? st->capacity : 64 << 10;
+  while (cap < nbytes) cap *= 2;
+  /* The old buffers may still be the source of copies queued by an earlier call: every call
+   * that used them has synchronized, so they are free to go. */
+  if (st->host) kiln__cu.MemFreeHost(st->host);
+  if (st->dev) kiln__cu.MemFree(st->dev);
+  st->host = NULL;
+  st->dev = 0;
+  st->capacity = 0;
+  KILN__CU(MemAllocHost, (&st->host, cap));
+  CUresult rc = kiln__cu.MemAlloc(&st->dev, cap);
+  if (rc) {
+    kiln__cu.MemFreeHost(st->host);
+    st->host = NULL;
+    st->dev = 0;
+    return kiln__cuda_fail("cuMemAlloc", (int)rc);
+  }
+  st->capacity = cap;
+  return KILN_OK;
+}
+
+kiln_status kiln_mem_alloc(size_t nbytes, kiln_deviceptr *out) {
+  *out = 0;
+  kiln__device *d;
+  kiln_status s = kiln__device_enter(&d);
+  if (s) return s;
+  if (nbytes == 0) return kiln__fail(KILN_ERROR_INVALID, "cannot allocate 0 bytes");
+  CUdeviceptr p = 0;
+  CUresult rc = kiln__cu.MemAlloc(&p, nbytes);
+  if (rc) {
+    s = kiln__cuda_fail("cuMemAlloc", (int)rc);
+    size_t free_b = 0, total_b = 0;
+    if (s == KILN_ERROR_OUT_OF_MEMORY && kiln__cu.MemGetInfo(&free_b, &total_b) == CUDA_SUCCESS)
+      kiln__fail_append("; asked for %zu bytes, %zu of %zu free", nbytes, free_b, total_b);
+    return s;
+  }
+  *out = (kiln_deviceptr)p;
+  kiln__clear_error();
+  return KILN_OK;
+}
+
+kiln_status kiln_mem_free(kiln_deviceptr p) {
+  if (!p) return KILN_OK;
+  kiln__device *d;
+  kiln_status s = kiln__device_enter(&d);
+  if (s) return s;
+  KILN__CU(MemFree, ((CUdeviceptr)p));
+  kiln__clear_error();
+  return KILN_OK;
+}
+
+/* A copy must stay inside one allocation: checked here so a wrong size is a sentence, not
+ * a corrupted neighbour or an illegal-address error later. */
+static kiln_status kiln__check_range(kiln_deviceptr p, size_t nbytes, const char *what) {
+  CUdeviceptr base = 0;
+  size_t size = 0;
+  CUresult rc = kiln__cu.MemGetAddressRange(&base, &size, (CUdeviceptr)p);
+  if (rc)
+    return kiln__fail(KILN_ERROR_INVALID,
+                      "%s 0x%" PRIx64 " is not device memory of the current context", what,
+                      (uint64_t)p);
+  if ((uint64_t)p + nbytes > (uint64_t)base + size)
+    return kiln__fail(KILN_ERROR_INVALID,
+                      "copying %zu bytes at %s 0x%" PRIx64 " runs past its allocation (%zu "
+                      "bytes at 0x%" PRIx64 ")",
+                      nbytes, what, (uint64_t)p, size, (uint64_t)base);
+  return KILN_OK;
+}
+
+kiln_status kiln_memcpy_htod(kiln_deviceptr dst, const void *src, size_t nbytes) {
+  kiln__device *d;
+  kiln_status s = kiln__device_enter(&d);
+  if (s || nbytes == 0) return s;
+  if ((s = kiln__check_range(dst, nbytes, "destination"))) return s;
+  KILN__CU(MemcpyHtoD, ((CUdeviceptr)dst, src, nbytes));
+  kiln__clear_error();
+  return KILN_OK;
+}
+
+kiln_status kiln_memcpy_dtoh(void *dst, kiln_deviceptr src, size_t nbytes) {
+  kiln__device *d;
+  kiln_status s = kiln__device_enter(&d);
+  if (s || nbytes == 0) return s;
+  if ((s = kiln__check_range(src, nbytes, "source"))) return s;
+  KILN__CU(MemcpyDtoH, (dst, (CUdeviceptr)src, nbytes));
+  kiln__clear_error();
+  return KILN_OK;
+}

@@ -1,0 +1,269 @@
+/* Modules: compiling through the in-process table, kernel lookup, loading. */
+#include "module.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- The in-process table: the same inputs give the same module without NVRTC ---------- */
+
+#define KILN__TABLE_BUCKETS 1024
+
+static pthread_mutex_t kiln__table_lock = PTHREAD_MUTEX_INITIALIZER;
+static kiln_module *kiln__table[KILN__TABLE_BUCKETS];
+
+static unsigned kiln__bucket(const unsigned char *key) {
+  return ((unsigned)key[0] | (unsigned)key[1] << 8) % KILN__TABLE_BUCKETS;
+}
+
+static kiln_status kiln__module_key(const char *src, const kiln_compile_opts *opts,
+                                    const char *arch, unsigned char key[KILN__KEY_SIZE]) {
+  kiln__hasher *h;
+  kiln_status s = kiln__hasher_begin(&h);
+  if (s) return s;
+  kiln__hasher_string(h, "kiln module 1");
+  kiln__hasher_string(h, arch);
+  int n_opt = opts ? opts->n_options : 0, n_inc = opts ? opts->n_include_dirs : 0;
+  int n_names = opts ? opts->n_name_expressions : 0;
+  kiln__hasher_field(h, &n_opt, sizeof n_opt);
+  for (int i = 0; i < n_opt; i++) kiln__hasher_string(h, opts->options[i]);
+  kiln__hasher_field(h, &n_inc, sizeof n_inc);
+  for (int i = 0; i < n_inc; i++) kiln__hasher_string(h, opts->include_dirs[i]);
+  kiln__hasher_field(h, &n_names, sizeof n_names);
+  for (int i = 0; i < n_names; i++) kiln__hasher_string(h, opts->name_expressions[i]);
+  kiln__hasher_string(h, src);
+  return kiln__hasher_end(h, key);
+}
+
+static kiln_module *kiln__table_find(const unsigned char *key) {
+  for (kiln_module *m = kiln__table[kiln__bucket(key)]; m; m = m->next)
+    if (memcmp(m->key, key, KILN__KEY_SIZE) == 0) return m;
+  return NULL;
+}
+
+/* ---- Modules ------------------------------------------------------------------------------ */
+
+static void kiln__module_destroy(kiln_module *m) {
+  if (m->lib) kiln__cu.LibraryUnload(m->lib);
+  kiln__code_free(&m->code);
+  kiln__entries_free(m->entries, m->n_entries);
+  free(m->functions);
+  pthread_mutex_destroy(&m->load_lock);
+  free(m);
+}
+
+void kiln_module_free(kiln_module *m) {
+  if (m && __atomic_sub_fetch(&m->refs, 1, __ATOMIC_ACQ_REL) == 0) kiln__module_destroy(m);
+}
+
+static kiln_module *kiln__module_new(void) {
+  kiln_module *m = calloc(1, sizeof *m);
+  if (!m) return NULL;
+  m->refs = 1;
+  pthread_mutex_init(&m->load_lock, NULL);
+  return m;
+}
+
+/* Reads the kernels' signatures out of the PTX and makes one function per kernel. */
+static kiln_status kiln__module_index(kiln_module *m) {
+  kiln_status s = kiln__ptx_parse(m->code.ptx, m->code.ptx_size, &m->entries, &m->n_entries);
+  if (s) return s;
+  m->functions = calloc((size_t)(m->n_entries ? m->n_entries : 1), sizeof *m->functions);
+  if (!m->functions) return kiln__fail(KILN_ERROR_NO_MEMORY, "out of memory for functions");
+  for (int i = 0; i < m->n_entries; i++) {
+    m->functions[i].module = m;
+    m->functions[i].entry = &m->entries[i];
+    m->functions[i].ready_device = -1;
+  }
+  return KILN_OK;
+}
+
+kiln_status kiln_module_from_source(const char *src, const kiln_compile_opts *opts,
+                                    kiln_module **out) {
+  *out = NULL;
+  if (!src) return kiln__fail(KILN_ERROR_INVALID, "the source is NULL");
+  char arch[24];
+  int arch_num;
+  kiln_status s = kiln__compile_arch(opts, arch, sizeof arch, &arch_num);
+  if (s) return s;
+  unsigned char key[KILN__KEY_SIZE];
+  if ((s = kiln__module_key(src, opts, arch, key))) return s;
+
+  pthread_mutex_lock(&kiln__table_lock);
+  kiln_module *m = kiln__table_find(key);
+  if (m) __atomic_add_fetch(&m->refs, 1, __ATOMIC_ACQ_REL);
+  pthread_mutex_unlock(&kiln__table_lock);
+  if (m) {
+    *out = m;
+    kiln__clear_error();
+    return KILN_OK;
+  }
+
+  /* Compiled outside the lock: two threads racing on one source both compile, and the
+   * first to finish is the one the table keeps. */
+  if (!(m = kiln__module_new())) return kiln__fail(KILN_ERROR_NO_MEMORY, "out of memory");
+  memcpy(m->key, key, sizeof key);
+  s = kiln__compile(src, opts, arch, &m->code);
+  if (s == KILN_ERROR_COMPILE) {
+    *out = m; /* holds the log */
+    return s;
+  }
+  if (!s) s = kiln__module_index(m);
+  if (s) {
+    kiln__module_destroy(m);
+    return s;
+  }
+  pthread_mutex_lock(&kiln__table_lock);
+  kiln_module *raced = kiln__table_find(key);
+  if (raced) {
+    __atomic_add_fetch(&raced->refs, 1, __ATOMIC_ACQ_REL);
+  } else {
+    unsigned b = kiln__bucket(key);
+    m->next = kiln__table[b];
+    kiln__table[b] = m;
+    m->refs++; /* the table's */
+  }
+  pthread_mutex_unlock(&kiln__table_lock);
+  if (raced) {
+    kiln__module_destroy(m);
+    m = raced;
+  }
+  *out = m;
+  kiln__clear_error();
+  return KILN_OK;
+}
+
+const char *kiln_module_arch(const kiln_module *m) { return m->code.arch; }
+const char *kiln_module_log(const kiln_module *m) { return m->code.log ? m->code.log : ""; }
+
+const char *kiln_module_ptx(const kiln_module *m, size_t *size) {
+  if (size) *size = m->code.ptx_size;
+  return m->code.ptx;
+}
+
+const void *kiln_module_cubin(const kiln_module *m, size_t *size) {
+  if (size) *size = m->code.cubin_size;
+  return m->code.cubin;
+}
+
+int kiln_module_function_count(const kiln_module *m) { return m->n_entries; }
+
+const char *kiln_module_function_name(const kiln_module *m, int i) {
+  return i >= 0 && i < m->n_entries ? m->entries[i].name : NULL;
+}
+
+/* The unqualified tail of a plain name: "scale" of "ns::scale". */
+static const char *kiln__tail(const char *plain) {
+  const char *t = plain, *p;
+  while ((p = strstr(t, "::"))) t = p + 2;
+  return t;
+}
+
+static void kiln__append_entry(const kiln__entry *e, int first) {
+  kiln__fail_append("%s%s", first ? " " : ", ", e->plain);
+  if (strcmp(e->plain, e->name) != 0) kiln__fail_append(" (%s)", e->name);
+}
+
+kiln_status kiln_module_get_function(kiln_module *m, const char *name, kiln_function **out) {
+  *out = NULL;
+  if (!name) return kiln__fail(KILN_ERROR_INVALID, "the kernel name is NULL");
+  /* An exact entry name or a name expression decides alone. */
+  const char *want = name;
+  for (int i = 0; i < m->code.n_names; i++)
+    if (strcmp(m->code.names[i], name) == 0) want = m->code.lowered[i];
+  for (int i = 0; i < m->n_entries; i++)
+    if (strcmp(m->entries[i].name, want) == 0) {
+      *out = &m->functions[i];
+      kiln__clear_error();
+      return KILN_OK;
+    }
+  /* Then plain names, qualified ("ns::scale") or not ("scale"). */
+  int found = -1, matches = 0;
+  for (int i = 0; i < m->n_entries; i++) {
+    const char *plain = m->entries[i].plain;
+    if (strcmp(plain, name) == 0 || strcmp(kiln__tail(plain), name) == 0) {
+      if (found < 0) found = i;
+      matches++;
+    }
+  }
+  if (matches == 1) {
+    *out = &m->functions[found];
+    kiln__clear_error();
+    return KILN_OK;
+  }
+  if (matches > 1) {
+    kiln__fail(KILN_ERROR_AMBIGUOUS,
+               "'%s' matches %d kernels; name one by its mangled name or a name expression:",
+               name, matches);
+    int first = 1;
+    for (int i = 0; i < m->n_entries; i++) {
+      const char *plain = m->entries[i].plain;
+      if (strcmp(plain, name) == 0 || strcmp(kiln__tail(plain), name) == 0) {
+        kiln__append_entry(&m->entries[i], first);
+        first = 0;
+      }
+    }
+    return KILN_ERROR_AMBIGUOUS;
+  }
+  if (m->n_entries == 0)
+    return kiln__fail(KILN_ERROR_NOT_FOUND, "no kernel '%s': the module has no __global__ "
+                      "functions", name);
+  kiln__fail(KILN_ERROR_NOT_FOUND, "no kernel '%s' in the module; it has", name);
+  for (int i = 0; i < m->n_entries; i++) kiln__append_entry(&m->entries[i], i == 0);
+  return KILN_ERROR_NOT_FOUND;
+}
+
+const char *kiln_function_name(const kiln_function *f) { return f->entry->name; }
+int kiln_function_param_count(const kiln_function *f) { return f->entry->n_params; }
+const kiln_param *kiln_function_params(const kiln_function *f) { return f->entry->params; }
+
+/* ---- Loading ------------------------------------------------------------------------------ */
+
+/* The CUBIN runs on a device of the same major version and at least its minor (sm_90a only
+ * on sm_90); any other device of a newer arch gets the PTX, compiled by the driver. */
+static const void *kiln__module_image(const kiln_module *m, const kiln_device_info *info) {
+  int dev = info->major * 10 + info->minor;
+  int arch = m->code.arch_num;
+  int specific = strlen(m->code.arch) > 3 && m->code.arch[strlen(m->code.arch) - 1] >= 'a';
+  if (m->code.cubin && arch / 10 == info->major &&
+      (specific ? arch == dev : arch <= dev))
+    return m->code.cubin;
+  if (!specific && arch <= dev) return m->code.ptx;
+  return NULL;
+}
+
+static kiln_status kiln__module_load_locked(kiln_module *m, kiln__device *d) {
+  if (m->lib) return KILN_OK;
+  const void *image = kiln__module_image(m, &d->info);
+  if (!image)
+    return kiln__fail(KILN_ERROR_INVALID,
+                      "the module was compiled for %s, which cannot run on device %d "
+                      "(%s, sm_%d%d); compile it for that device",
+                      m->code.arch, d->ordinal, d->info.name, d->info.major, d->info.minor);
+  KILN__CU(LibraryLoadData, (&m->lib, image, NULL, NULL, 0, NULL, NULL, 0));
+  return KILN_OK;
+}
+
+kiln_status kiln__function_ready(kiln_function *f, kiln__device *d) {
+  if (KILN__LIKELY(__atomic_load_n(&f->ready_device, __ATOMIC_ACQUIRE) == d->ordinal))
+    return KILN_OK;
+  kiln_module *m = f->module;
+  pthread_mutex_lock(&m->load_lock);
+  kiln_status s = kiln__module_load_locked(m, d);
+  CUresult rc = CUDA_SUCCESS;
+  const char *call = "cuLibraryGetKernel";
+  if (!s && !f->kernel) rc = kiln__cu.LibraryGetKernel(&f->kernel, m->lib, f->entry->name);
+  if (!s && !rc) {
+    call = "cuKernelGetAttribute";
+    rc = kiln__cu.KernelGetAttribute(&f->max_threads, CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK,
+                                     f->kernel, d->dev);
+    if (!rc)
+      rc = kiln__cu.KernelGetAttribute(&f->static_shared, CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES,
+                                       f->kernel, d->dev);
+    f->dynamic_shared_allowed = d->info.max_shared_per_block - f->static_shared;
+  }
+  if (!s && rc) s = kiln__cuda_fail(call, (int)rc);
+  if (!s) __atomic_store_n(&f->ready_device, d->ordinal, __ATOMIC_RELEASE);
+  pthread_mutex_unlock(&m->load_lock);
+  return s;
+}

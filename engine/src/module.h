@@ -1,0 +1,35 @@
+/* Modules (compiled code and its kernels) and functions (one kernel each). */
+#ifndef KILN_MODULE_H
+#define KILN_MODULE_H
+
+#include "compile.h"
+#include "device.h"
+#include "hash.h"
+#include "signature.h"
+
+struct kiln_function {
+  kiln_module *module;        /* borrowed: the module owns its functions */
+  const kiln__entry *entry;   /* borrowed from the module */
+  CUkernel kernel;            /* NULL until the module is loaded */
+  int ready_device;           /* the device the limits below are for; -1 before any */
+  int max_threads;            /* threads per block this kernel can launch with */
+  int static_shared;          /* bytes of __shared__ the kernel declares */
+  int dynamic_shared_allowed; /* bytes of dynamic shared memory opted in to */
+};
+
+struct kiln_module {
+  int refs;                   /* atomic; the in-process table holds one */
+  unsigned char key[KILN__KEY_SIZE];
+  kiln__code code;            /* owned */
+  kiln__entry *entries;       /* owned */
+  int n_entries;
+  kiln_function *functions;   /* owned, one per entry */
+  pthread_mutex_t load_lock;  /* guards lib and the functions' kernels */
+  CUlibrary lib;              /* loaded on first launch, context-independent */
+  struct kiln_module *next;   /* the table's chain */
+};
+
+/* Loads the module if needed and reads f's limits for device d. */
+kiln_status kiln__function_ready(kiln_function *f, kiln__device *d);
+
+#endif

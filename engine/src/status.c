@@ -1,0 +1,71 @@
+/* Statuses, their names and strings, and the thread-local detail of the last failure. */
+#include "internal.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Long enough for a kernel list or an NVRTC error line; longer sentences are cut. */
+#define KILN__MSG_MAX 4096
+
+static _Thread_local char kiln__msg[KILN__MSG_MAX];
+static _Thread_local int kiln__cuda_result;
+
+const char *kiln_status_name(kiln_status s) {
+  switch (s) {
+  case KILN_OK: return "KILN_OK";
+#define KILN__NAME_CASE(name, msg) \
+  case KILN_ERROR_##name: return "KILN_ERROR_" #name;
+    KILN_STATUS_MAP(KILN__NAME_CASE)
+#undef KILN__NAME_CASE
+  default: return "KILN_ERROR_UNKNOWN";
+  }
+}
+
+const char *kiln_status_string(kiln_status s) {
+  switch (s) {
+  case KILN_OK: return "success";
+#define KILN__STRING_CASE(name, msg) \
+  case KILN_ERROR_##name: return msg;
+    KILN_STATUS_MAP(KILN__STRING_CASE)
+#undef KILN__STRING_CASE
+  default: return "unknown status";
+  }
+}
+
+const char *kiln_last_error(void) { return kiln__msg; }
+
+int kiln_last_cuda_result(void) { return kiln__cuda_result; }
+
+void kiln__clear_error(void) {
+  kiln__msg[0] = '\0';
+  kiln__cuda_result = 0;
+}
+
+kiln_status kiln__fail(kiln_status s, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(kiln__msg, sizeof kiln__msg, fmt, ap);
+  va_end(ap);
+  kiln__cuda_result = 0;
+  return s;
+}
+
+void kiln__fail_append(const char *fmt, ...) {
+  size_t used = strlen(kiln__msg);
+  if (used + 1 >= sizeof kiln__msg) return;
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(kiln__msg + used, sizeof kiln__msg - used, fmt, ap);
+  va_end(ap);
+}
+
+void kiln__set_cuda_result(int result) { kiln__cuda_result = result; }
+
+char *kiln__strdup(const char *s) { return kiln__memdup(s, strlen(s) + 1); }
+
+char *kiln__memdup(const void *p, size_t n) {
+  char *d = malloc(n ? n : 1);
+  if (d && n) memcpy(d, p, n);
+  return d;
+}

@@ -1,0 +1,72 @@
+/* Runs every test of list.h in its own process. `test_engine NAME` runs one in-process. */
+#include "runner.h"
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#define KILN_TEST_DECLARE(name) void kiln_test_##name(void);
+#include "list.h"
+#undef KILN_TEST_DECLARE
+
+typedef struct kiln_test {
+  const char *name;
+  void (*fn)(void);
+} kiln_test;
+
+static const kiln_test kiln_tests[] = {
+#define KILN_TEST_DECLARE(name) {#name, kiln_test_##name},
+#include "list.h"
+#undef KILN_TEST_DECLARE
+};
+
+void kiln_test_require_gpu(void) {
+  int n = 0;
+  kiln_status s = kiln_device_count(&n);
+  const char *require = getenv("KILN_REQUIRE_GPU");
+  int must = require && strcmp(require, "1") == 0;
+  if (s != KILN_OK || n == 0) {
+    if (must) FAIL("KILN_REQUIRE_GPU=1 but no GPU: %s", s ? kiln_last_error() : "no device");
+    SKIP("needs a CUDA device: %s", s ? kiln_last_error() : "the driver found none");
+  }
+}
+
+static int kiln_run_one(const kiln_test *t) {
+  fflush(NULL);
+  pid_t pid = fork();
+  if (pid < 0) return 1;
+  if (pid == 0) {
+    t->fn();
+    fflush(NULL);
+    _exit(0);
+  }
+  int status = 0;
+  waitpid(pid, &status, 0);
+  if (WIFEXITED(status)) return WEXITSTATUS(status);
+  fprintf(stderr, "  crashed with signal %d\n", WTERMSIG(status));
+  return 1;
+}
+
+int main(int argc, char **argv) {
+  size_t n = sizeof kiln_tests / sizeof kiln_tests[0];
+  setvbuf(stdout, NULL, _IOLBF, 0); /* each result line before the next test's output */
+  if (argc == 2) {
+    for (size_t i = 0; i < n; i++)
+      if (strcmp(kiln_tests[i].name, argv[1]) == 0) {
+        kiln_tests[i].fn();
+        return 0;
+      }
+    fprintf(stderr, "no test %s\n", argv[1]);
+    return 2;
+  }
+  int passed = 0, failed = 0, skipped = 0;
+  for (size_t i = 0; i < n; i++) {
+    int rc = kiln_run_one(&kiln_tests[i]);
+    const char *word = rc == 0 ? "ok" : rc == KILN_TEST_SKIP_CODE ? "skip" : "FAIL";
+    printf("%-4s %s\n", word, kiln_tests[i].name);
+    if (rc == 0) passed++;
+    else if (rc == KILN_TEST_SKIP_CODE) skipped++;
+    else failed++;
+  }
+  printf("%d passed, %d failed, %d skipped\n", passed, failed, skipped);
+  return failed ? 1 : 0;
+}

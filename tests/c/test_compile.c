@@ -1,0 +1,195 @@
+/* Compiling and kernel lookup: NVRTC needs no GPU, so these run everywhere. */
+#include "runner.h"
+
+static const char *multiply_src =
+    "__global__ void multiply_them(float *dest, const float *a, const float *b, int n)\n"
+    "{ int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) dest[i] = a[i] * b[i]; }\n";
+
+static kiln_module *compile_ok(const char *src, const kiln_compile_opts *opts) {
+  kiln_module *m = NULL;
+  kiln_status s = kiln_module_from_source(src, opts, &m);
+  if (s != KILN_OK) FAIL("compile failed: %s: %s", kiln_status_name(s), kiln_last_error());
+  return m;
+}
+
+TEST(status_names_and_strings) {
+  ASSERT_STR_EQ(kiln_status_name(KILN_OK), "KILN_OK");
+  ASSERT_STR_EQ(kiln_status_name(KILN_ERROR_COMPILE), "KILN_ERROR_COMPILE");
+  ASSERT_STR_EQ(kiln_status_string(KILN_ERROR_NO_DRIVER), "no CUDA driver could be loaded");
+  ASSERT_STR_EQ(kiln_status_name((kiln_status)999), "KILN_ERROR_UNKNOWN");
+}
+
+TEST(compile_gives_ptx_cubin_and_signature) {
+  kiln_compile_opts opts = {.arch = "sm_90"};
+  kiln_module *m = compile_ok(multiply_src, &opts);
+  size_t ptx_size = 0, cubin_size = 0;
+  ASSERT_CONTAINS(kiln_module_ptx(m, &ptx_size), ".entry");
+  ASSERT(ptx_size > 100);
+  const unsigned char *cubin = kiln_module_cubin(m, &cubin_size);
+  ASSERT(cubin != NULL);
+  ASSERT(cubin_size > 100);
+  ASSERT(memcmp(cubin, "\x7f" "ELF", 4) == 0);
+  ASSERT_STR_EQ(kiln_module_arch(m), "sm_90");
+  ASSERT_EQ(kiln_module_function_count(m), 1);
+  kiln_function *f = NULL;
+  ASSERT_OK(kiln_module_get_function(m, "multiply_them", &f));
+  ASSERT_EQ(kiln_function_param_count(f), 4);
+  const kiln_param *p = kiln_function_params(f);
+  ASSERT_EQ(p[0].cls, KILN_PARAM_PTR);
+  ASSERT_EQ(p[1].cls, KILN_PARAM_PTR);
+  ASSERT_EQ(p[2].cls, KILN_PARAM_PTR);
+  ASSERT_EQ(p[3].cls, KILN_PARAM_I32);
+  ASSERT_EQ(p[3].size, 4);
+  kiln_module_free(m);
+}
+
+TEST(compile_error_has_the_log) {
+  kiln_compile_opts opts = {.arch = "sm_90"};
+  kiln_module *m = NULL;
+  ASSERT_STATUS(kiln_module_from_source("__global__ void k() {\n  undefined_thing = 1;\n}\n",
+                                        &opts, &m),
+                KILN_ERROR_COMPILE);
+  ASSERT_CONTAINS(kiln_last_error(), "undefined_thing");
+  ASSERT(m != NULL);
+  ASSERT_CONTAINS(kiln_module_log(m), "kernel.cu(2)");
+  ASSERT_EQ(kiln_module_function_count(m), 0);
+  kiln_module_free(m);
+}
+
+TEST(compile_finds_toolkit_headers) {
+  kiln_compile_opts opts = {.arch = "sm_90"};
+  kiln_module *m = compile_ok("#include <cuda_fp16.h>\n"
+                              "__global__ void h(__half *x) { x[0] = __float2half(1.0f); }\n",
+                              &opts);
+  kiln_function *f = NULL;
+  ASSERT_OK(kiln_module_get_function(m, "h", &f));
+  kiln_module_free(m);
+}
+
+TEST(compile_rejects_an_unknown_arch) {
+  kiln_compile_opts opts = {.arch = "sm_12"};
+  kiln_module *m = NULL;
+  ASSERT_STATUS(kiln_module_from_source(multiply_src, &opts, &m), KILN_ERROR_INVALID);
+  ASSERT_CONTAINS(kiln_last_error(), "sm_12");
+  ASSERT_CONTAINS(kiln_last_error(), "sm_90");
+  opts.arch = "banana";
+  ASSERT_STATUS(kiln_module_from_source(multiply_src, &opts, &m), KILN_ERROR_INVALID);
+  ASSERT(m == NULL);
+}
+
+TEST(compile_table_returns_the_same_module) {
+  const char *o1[] = {"-DSCALE=2"};
+  kiln_compile_opts a = {.arch = "sm_90", .options = o1, .n_options = 1};
+  kiln_module *m1 = compile_ok(multiply_src, &a);
+  kiln_module *m2 = compile_ok(multiply_src, &a);
+  ASSERT(m1 == m2);
+  const char *o2[] = {"-DSCALE=3"};
+  kiln_compile_opts b = {.arch = "sm_90", .options = o2, .n_options = 1};
+  kiln_module *m3 = compile_ok(multiply_src, &b);
+  ASSERT(m3 != m1);
+  kiln_compile_opts c = {.arch = "sm_80", .options = o1, .n_options = 1};
+  kiln_module *m4 = compile_ok(multiply_src, &c);
+  ASSERT(m4 != m1);
+  ASSERT_STR_EQ(kiln_module_arch(m4), "sm_80");
+  kiln_module_free(m1);
+  kiln_module_free(m2);
+  kiln_module_free(m3);
+  kiln_module_free(m4);
+}
+
+TEST(lookup_plain_mangled_and_extern_c) {
+  kiln_compile_opts opts = {.arch = "sm_90"};
+  kiln_module *m = compile_ok("extern \"C\" __global__ void plain(int *p) { *p = 1; }\n"
+                              "__global__ void cpp(int *p, unsigned n) { *p = n; }\n"
+                              "namespace ns { __global__ void inner(double *p) { *p = 2; } }\n",
+                              &opts);
+  kiln_function *f = NULL;
+  ASSERT_OK(kiln_module_get_function(m, "plain", &f));
+  ASSERT_STR_EQ(kiln_function_name(f), "plain");
+  ASSERT_EQ(kiln_function_params(f)[0].cls, KILN_PARAM_B64); /* extern "C": no types */
+  ASSERT_OK(kiln_module_get_function(m, "cpp", &f));
+  ASSERT_STR_EQ(kiln_function_name(f), "_Z3cppPij");
+  ASSERT_EQ(kiln_function_params(f)[1].cls, KILN_PARAM_U32);
+  kiln_function *g = NULL;
+  ASSERT_OK(kiln_module_get_function(m, "_Z3cppPij", &g));
+  ASSERT(f == g);
+  ASSERT_OK(kiln_module_get_function(m, "ns::inner", &f));
+  ASSERT_OK(kiln_module_get_function(m, "inner", &g));
+  ASSERT(f == g);
+  kiln_module_free(m);
+}
+
+TEST(lookup_overloads_are_ambiguous) {
+  kiln_compile_opts opts = {.arch = "sm_90"};
+  kiln_module *m = compile_ok("__global__ void k(int *p) { *p = 1; }\n"
+                              "__global__ void k(float *p) { *p = 1; }\n",
+                              &opts);
+  kiln_function *f = NULL;
+  ASSERT_STATUS(kiln_module_get_function(m, "k", &f), KILN_ERROR_AMBIGUOUS);
+  ASSERT_CONTAINS(kiln_last_error(), "_Z1kPi");
+  ASSERT_CONTAINS(kiln_last_error(), "_Z1kPf");
+  ASSERT_OK(kiln_module_get_function(m, "_Z1kPf", &f));
+  kiln_module_free(m);
+}
+
+TEST(lookup_unknown_lists_kernels) {
+  kiln_compile_opts opts = {.arch = "sm_90"};
+  kiln_module *m = compile_ok(multiply_src, &opts);
+  kiln_function *f = NULL;
+  ASSERT_STATUS(kiln_module_get_function(m, "multiply", &f), KILN_ERROR_NOT_FOUND);
+  ASSERT_CONTAINS(kiln_last_error(), "'multiply'");
+  ASSERT_CONTAINS(kiln_last_error(), "multiply_them");
+  ASSERT(f == NULL);
+  kiln_module_free(m);
+}
+
+TEST(lookup_name_expression) {
+  const char *names[] = {"axpy<float>", "axpy<double>"};
+  kiln_compile_opts opts = {.arch = "sm_90", .name_expressions = names, .n_name_expressions = 2};
+  kiln_module *m = compile_ok("template <typename T>\n"
+                              "__global__ void axpy(T a, const T *x, T *y, int n)\n"
+                              "{ int i = threadIdx.x; if (i < n) y[i] += a * x[i]; }\n",
+                              &opts);
+  kiln_function *f = NULL, *d = NULL;
+  ASSERT_OK(kiln_module_get_function(m, "axpy<float>", &f));
+  ASSERT_OK(kiln_module_get_function(m, "axpy<double>", &d));
+  ASSERT(f != d);
+  ASSERT_EQ(kiln_function_params(f)[0].cls, KILN_PARAM_F32);
+  ASSERT_EQ(kiln_function_params(d)[0].cls, KILN_PARAM_F64);
+  ASSERT_STATUS(kiln_module_get_function(m, "axpy", &f), KILN_ERROR_AMBIGUOUS);
+  kiln_module_free(m);
+}
+
+TEST(no_driver_is_a_status) {
+  setenv("KILN_CUDA_PATH", "/nonexistent/libcuda.so.1", 1);
+  int n = -1;
+  ASSERT_STATUS(kiln_device_count(&n), KILN_ERROR_NO_DRIVER);
+  ASSERT_CONTAINS(kiln_last_error(), "no CUDA driver could be loaded");
+  ASSERT_EQ(n, 0);
+  kiln_deviceptr p = 1;
+  ASSERT_STATUS(kiln_mem_alloc(16, &p), KILN_ERROR_NO_DRIVER);
+  ASSERT_EQ(p, 0);
+  /* Compiling still works. */
+  kiln_module *m = compile_ok(multiply_src, NULL);
+  kiln_module_free(m);
+}
+
+TEST(launch_shape_checked_before_the_device) {
+  setenv("KILN_CUDA_PATH", "/nonexistent/libcuda.so.1", 1); /* any device use would fail */
+  kiln_compile_opts opts = {.arch = "sm_90"};
+  kiln_module *m = compile_ok(multiply_src, &opts);
+  kiln_function *f = NULL;
+  ASSERT_OK(kiln_module_get_function(m, "multiply_them", &f));
+  uint64_t ptr = 0;
+  int n = 0;
+  void *params[] = {&ptr, &ptr, &ptr, &n};
+  kiln_launch_config zero_grid = {.grid = {0, 1, 1}, .block = {1, 1, 1}};
+  ASSERT_STATUS(kiln_function_launch(f, &zero_grid, params), KILN_ERROR_INVALID);
+  ASSERT_CONTAINS(kiln_last_error(), "grid.x is 0");
+  kiln_launch_config big_block = {.grid = {1, 1, 1}, .block = {2048, 1, 1}};
+  ASSERT_STATUS(kiln_function_launch(f, &big_block, params), KILN_ERROR_INVALID);
+  ASSERT_CONTAINS(kiln_last_error(), "1024");
+  kiln_launch_config fine = {.grid = {1, 1, 1}, .block = {32, 1, 1}};
+  ASSERT_STATUS(kiln_function_launch(f, &fine, params), KILN_ERROR_NO_DRIVER);
+  kiln_module_free(m);
+}
