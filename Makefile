@@ -15,7 +15,7 @@ export KILN_WARNINGS
 
 CFLAGS   ?= -O2 -g
 CPPFLAGS += -Iengine/include -isystem $(CUDA_HOME)/include
-ALL_CFLAGS = -std=c11 -D_POSIX_C_SOURCE=200809L -fPIC $(KILN_WARNINGS) $(CFLAGS)
+ALL_CFLAGS = -std=c11 -D_GNU_SOURCE -fPIC $(KILN_WARNINGS) $(CFLAGS)
 LDLIBS   += -lcrypto -ldl -lpthread
 
 BUILD   = build

@@ -1,5 +1,4 @@
 /* Opening NVRTC and finding the toolkit headers that go with it. */
-#define _GNU_SOURCE /* dladdr */
 #include "nvrtc.h"
 
 #include <dlfcn.h>

@@ -1,0 +1,313 @@
+/* Arguments into parameters, by the kernel's signature. Every refusal names the argument,
+ * the parameter's class and what it takes, before anything reaches the GPU. */
+#include "kpy.h"
+
+#include <float.h>
+#include <math.h>
+#include <string.h>
+
+/* Fails with `type`, naming argument `index` of kernel f and its parameter class. */
+static int kpy_arg_error(PyObject *type, const kiln_function *f, int index, const char *fmt,
+                         ...) {
+  char detail[400];
+  va_list ap;
+  va_start(ap, fmt);
+  PyOS_vsnprintf(detail, sizeof detail, fmt, ap);
+  va_end(ap);
+  const kiln_param *p = &kiln_function_params(f)[index];
+  PyErr_Format(type, "argument %d of %s (a %s parameter): %s", index, kiln_function_name(f),
+               kiln_param_class_name(p->cls), detail);
+  return -1;
+}
+
+typedef struct kpy_int_range {
+  long long lo;
+  unsigned long long hi;
+  const char *what;
+} kpy_int_range;
+
+static kpy_int_range kpy_range_of(kiln_param_class cls) {
+  switch (cls) {
+  case KILN_PARAM_I8: return (kpy_int_range){-128, 127, "a signed 8-bit int"};
+  case KILN_PARAM_U8: return (kpy_int_range){0, 255, "an unsigned 8-bit int"};
+  case KILN_PARAM_B8: return (kpy_int_range){-128, 255, "an 8-bit int"};
+  case KILN_PARAM_I16: return (kpy_int_range){-32768, 32767, "a signed 16-bit int"};
+  case KILN_PARAM_U16: return (kpy_int_range){0, 65535, "an unsigned 16-bit int"};
+  case KILN_PARAM_B16: return (kpy_int_range){-32768, 65535, "a 16-bit int"};
+  case KILN_PARAM_I32: return (kpy_int_range){INT32_MIN, INT32_MAX, "a signed 32-bit int"};
+  case KILN_PARAM_U32: return (kpy_int_range){0, UINT32_MAX, "an unsigned 32-bit int"};
+  case KILN_PARAM_B32: return (kpy_int_range){INT32_MIN, UINT32_MAX, "a 32-bit int"};
+  case KILN_PARAM_I64: return (kpy_int_range){INT64_MIN, INT64_MAX, "a signed 64-bit int"};
+  case KILN_PARAM_U64:
+  case KILN_PARAM_PTR: return (kpy_int_range){0, UINT64_MAX, "an unsigned 64-bit value"};
+  default: return (kpy_int_range){INT64_MIN, UINT64_MAX, "a 64-bit value"};
+  }
+}
+
+/* A Python int into an integer or pointer parameter of `size` bytes, range-checked. */
+static int kpy_pack_int(const kiln_function *f, int index, PyObject *value, void *slot) {
+  const kiln_param *p = &kiln_function_params(f)[index];
+  kpy_int_range r = kpy_range_of(p->cls);
+  int overflow = 0;
+  long long v = PyLong_AsLongLongAndOverflow(value, &overflow);
+  unsigned long long u;
+  if (v == -1 && PyErr_Occurred()) return -1;
+  if (overflow > 0) {
+    u = PyLong_AsUnsignedLongLong(value);
+    if (u == (unsigned long long)-1 && PyErr_Occurred()) {
+      PyErr_Clear();
+      overflow = 2;
+    }
+  }
+  if (overflow < 0 || overflow == 2 || (overflow == 0 && v < r.lo) ||
+      (overflow > 0 && u > r.hi) || (overflow == 0 && v >= 0 && (unsigned long long)v > r.hi)) {
+    PyObject *repr = PyObject_Repr(value);
+    const char *text = repr ? PyUnicode_AsUTF8(repr) : NULL;
+    kpy_arg_error(PyExc_ValueError, f, index, "%.60s does not fit %s (%lld to %llu)",
+                  text ? text : "the value", r.what, r.lo, r.hi);
+    Py_XDECREF(repr);
+    return -1;
+  }
+  if (overflow == 0) u = (unsigned long long)v;
+  /* Little-endian: the low bytes of the two's-complement value are the narrower int. */
+  memcpy(slot, &u, p->size);
+  return 0;
+}
+
+/* A real number into an f32 or f64 parameter; f32 is a float, never a double's bytes. */
+static int kpy_pack_float(const kiln_function *f, int index, double d, void *slot) {
+  const kiln_param *p = &kiln_function_params(f)[index];
+  if (p->cls == KILN_PARAM_F64) {
+    memcpy(slot, &d, sizeof d);
+    return 0;
+  }
+  if (isfinite(d) && fabs(d) > (double)FLT_MAX)
+    return kpy_arg_error(PyExc_ValueError, f, index, "%g does not fit a 32-bit float", d);
+  float x = (float)d;
+  memcpy(slot, &x, sizeof x);
+  return 0;
+}
+
+/* Bytes of exactly the parameter's size: bytes, bytearray, memoryview, numpy scalars and
+ * arrays (a structured scalar, np.float16, an int32 array of 4 for an int4). */
+static int kpy_pack_bytes(const kiln_function *f, int index, PyObject *obj, void *slot) {
+  const kiln_param *p = &kiln_function_params(f)[index];
+  Py_buffer view;
+  if (PyObject_GetBuffer(obj, &view, PyBUF_C_CONTIGUOUS) < 0) {
+    PyErr_Clear();
+    return kpy_arg_error(PyExc_TypeError, f, index,
+                         "expected bytes or a numpy scalar or array of %u bytes (a struct), "
+                         "got %.100s",
+                         p->size, Py_TYPE(obj)->tp_name);
+  }
+  int ok = view.len == (Py_ssize_t)p->size;
+  if (ok) memcpy(slot, view.buf, p->size);
+  Py_ssize_t len = view.len;
+  PyBuffer_Release(&view);
+  if (!ok)
+    return kpy_arg_error(PyExc_ValueError, f, index,
+                         "got %zd bytes; the parameter is a struct of %u bytes (aligned to %u)",
+                         len, p->size, p->align);
+  return 0;
+}
+
+static int kpy_is_pointer_class(kiln_param_class cls) {
+  return cls == KILN_PARAM_PTR || cls == KILN_PARAM_B64;
+}
+
+/* In, Out, InOut: checks the array and records the transfer; the engine fills the pointer. */
+static int kpy_pack_transfer(const kiln_function *f, int index, kpy_transfer *t,
+                             kpy_packed *packed) {
+  static const char *names[] = {"", "In", "Out", "InOut"};
+  PyArrayObject *a = (PyArrayObject *)t->array;
+  if (!PyArray_IS_C_CONTIGUOUS(a) && !PyArray_IS_F_CONTIGUOUS(a))
+    return kpy_arg_error(PyExc_ValueError, f, index,
+                         "the array in %s is not contiguous; pass numpy.ascontiguousarray(a)",
+                         names[t->dir]);
+  if ((t->dir & KILN_OUT) && !PyArray_ISWRITEABLE(a))
+    return kpy_arg_error(PyExc_ValueError, f, index,
+                         "the array in %s is read-only; %s writes into it", names[t->dir],
+                         names[t->dir]);
+  if (packed->n_transfers == KPY_MAX_TRANSFERS)
+    return kpy_arg_error(PyExc_ValueError, f, index, "more than %d In/Out/InOut arguments",
+                         KPY_MAX_TRANSFERS);
+  kiln_transfer *x = &packed->transfers[packed->n_transfers++];
+  x->param = index;
+  x->dir = t->dir;
+  x->host = PyArray_DATA(a);
+  x->nbytes = (size_t)PyArray_NBYTES(a);
+  return 0;
+}
+
+/* __cuda_array_interface__ (torch, CuPy, Numba): its data pointer. */
+static int kpy_pack_cai(kpy_state *st, const kiln_function *f, int index, PyObject *obj,
+                        void *slot, int *handled) {
+  PyObject *cai = NULL;
+  *handled = 0;
+  if (kpy_get_optional_attr(obj, st->str_cuda_array_interface, &cai) <= 0) {
+    if (PyErr_Occurred()) return -1;
+    return 0;
+  }
+  *handled = 1;
+  PyObject *data = PyDict_Check(cai) ? PyDict_GetItemString(cai, "data") : NULL;
+  PyObject *ptr = data && PyTuple_Check(data) && PyTuple_GET_SIZE(data) == 2
+                      ? PyTuple_GET_ITEM(data, 0)
+                      : NULL;
+  unsigned long long v = ptr && PyLong_Check(ptr) ? PyLong_AsUnsignedLongLong(ptr) : 0;
+  Py_DECREF(cai);
+  if (!ptr || !PyLong_Check(ptr) || (v == (unsigned long long)-1 && PyErr_Occurred())) {
+    PyErr_Clear();
+    return kpy_arg_error(PyExc_TypeError, f, index,
+                         "its __cuda_array_interface__ has no valid 'data': (ptr, readonly)");
+  }
+  memcpy(slot, &v, sizeof v);
+  return 0;
+}
+
+int kpy_pack_arg(kpy_state *st, const kiln_function *f, int index, PyObject *obj, void *slot,
+                 kpy_packed *packed) {
+  kiln_param_class cls = kiln_function_params(f)[index].cls;
+  PyTypeObject *tp = Py_TYPE(obj);
+
+  /* The common cases first: a Python int or float. */
+  if (PyLong_CheckExact(obj)) {
+    if (cls == KILN_PARAM_F32 || cls == KILN_PARAM_F64) {
+      double d = PyLong_AsDouble(obj);
+      if (d == -1.0 && PyErr_Occurred()) return -1;
+      return kpy_pack_float(f, index, d, slot);
+    }
+    if (cls == KILN_PARAM_AGGREGATE) goto wrong;
+    return kpy_pack_int(f, index, obj, slot);
+  }
+  if (PyFloat_CheckExact(obj)) {
+    if (cls == KILN_PARAM_F32 || cls == KILN_PARAM_F64)
+      return kpy_pack_float(f, index, PyFloat_AS_DOUBLE(obj), slot);
+    goto wrong;
+  }
+  if (tp == st->In_type || tp == st->Out_type || tp == st->InOut_type) {
+    if (!kpy_is_pointer_class(cls)) goto wrong;
+    return kpy_pack_transfer(f, index, (kpy_transfer *)obj, packed);
+  }
+  if (tp == st->DeviceAllocation_type) {
+    if (!kpy_is_pointer_class(cls)) goto wrong;
+    kpy_allocation *a = (kpy_allocation *)obj;
+    if (!a->ptr) return kpy_arg_error(PyExc_ValueError, f, index, "the allocation was freed");
+    memcpy(slot, &a->ptr, sizeof a->ptr);
+    return 0;
+  }
+  if (PyArray_Check(obj)) {
+    if (cls == KILN_PARAM_AGGREGATE) return kpy_pack_bytes(f, index, obj, slot);
+    if (kpy_is_pointer_class(cls))
+      return kpy_arg_error(PyExc_TypeError, f, index,
+                           "a numpy array lives in host memory; wrap it in kiln.In, kiln.Out "
+                           "or kiln.InOut to pass it to a kernel");
+    goto wrong;
+  }
+  if (cls == KILN_PARAM_AGGREGATE) {
+    if (PyObject_CheckBuffer(obj)) return kpy_pack_bytes(f, index, obj, slot);
+    goto wrong;
+  }
+  if (cls == KILN_PARAM_F32 || cls == KILN_PARAM_F64) {
+    if (PyFloat_Check(obj) || PyLong_Check(obj) || PyArray_IsScalar(obj, Number)) {
+      double d = PyFloat_AsDouble(obj);
+      if (d == -1.0 && PyErr_Occurred()) return -1;
+      return kpy_pack_float(f, index, d, slot);
+    }
+    goto wrong;
+  }
+  /* Integer and pointer classes: ints of any kind (bool, numpy integers, __index__). */
+  if (PyLong_Check(obj) || PyArray_IsScalar(obj, Integer) || PyArray_IsScalar(obj, Bool) ||
+      (!PyFloat_Check(obj) && !PyArray_IsScalar(obj, Inexact) && PyIndex_Check(obj))) {
+    PyObject *i = PyNumber_Index(obj);
+    if (!i) return -1;
+    int rc = kpy_pack_int(f, index, i, slot);
+    Py_DECREF(i);
+    return rc;
+  }
+  if (kpy_is_pointer_class(cls)) {
+    int handled = 0;
+    if (kpy_pack_cai(st, f, index, obj, slot, &handled) < 0 || handled) return handled ? 0 : -1;
+    if (PyErr_Occurred()) return -1;
+  }
+wrong:
+  switch (cls) {
+  case KILN_PARAM_PTR:
+  case KILN_PARAM_B64:
+    return kpy_arg_error(PyExc_TypeError, f, index,
+                         "expected a device pointer (kiln.In/Out/InOut, a kiln.mem_alloc "
+                         "allocation, an object with __cuda_array_interface__, or an int), "
+                         "got %.100s",
+                         tp->tp_name);
+  case KILN_PARAM_F32:
+  case KILN_PARAM_F64:
+    return kpy_arg_error(PyExc_TypeError, f, index, "expected a real number, got %.100s",
+                         tp->tp_name);
+  case KILN_PARAM_AGGREGATE:
+    return kpy_pack_bytes(f, index, obj, slot);
+  default:
+    return kpy_arg_error(PyExc_TypeError, f, index, "expected an int, got %.100s",
+                         tp->tp_name);
+  }
+}
+
+int kpy_parse_dims(PyObject *obj, const char *what, unsigned dims[3]) {
+  dims[0] = dims[1] = dims[2] = 1;
+  if (PyLong_Check(obj)) {
+    long v = PyLong_AsLong(obj);
+    if (v == -1 && PyErr_Occurred()) PyErr_Clear();
+    if (v < 0 || v > (long)UINT32_MAX) goto bad;
+    dims[0] = (unsigned)v;
+    return 0;
+  }
+  if (!PyTuple_Check(obj) && !PyList_Check(obj)) goto bad;
+  Py_ssize_t n = PySequence_Fast_GET_SIZE(obj);
+  if (n < 1 || n > 3) goto bad;
+  for (Py_ssize_t i = 0; i < n; i++) {
+    PyObject *item = PySequence_Fast_GET_ITEM(obj, i);
+    if (!PyLong_Check(item) && !PyArray_IsScalar(item, Integer)) goto bad;
+    long long v = PyLong_AsLongLong(item);
+    if (v == -1 && PyErr_Occurred()) PyErr_Clear();
+    if (v < 0 || v > (long long)UINT32_MAX) goto bad;
+    dims[i] = (unsigned)v;
+  }
+  return 0;
+bad:
+  PyErr_Format(PyExc_ValueError, "%s must be an int or a tuple of 1 to 3 ints from 1 to "
+               "2**32-1, not %R", what, obj);
+  return -1;
+}
+
+int kpy_parse_stream(kpy_state *st, PyObject *obj, void **stream) {
+  *stream = NULL;
+  if (obj == Py_None) return 0;
+  PyObject *handle = NULL;
+  if (PyLong_Check(obj)) {
+    handle = Py_NewRef(obj);
+  } else {
+    /* cuda.core's protocol, then the attribute PyCUDA, PyTorch or CuPy use for it. */
+    PyObject *proto = NULL;
+    if (kpy_get_optional_attr(obj, st->str_cuda_stream_protocol, &proto) < 0) return -1;
+    if (proto) {
+      PyObject *t = PyObject_CallNoArgs(proto);
+      Py_DECREF(proto);
+      if (!t) return -1;
+      if (PyTuple_Check(t) && PyTuple_GET_SIZE(t) == 2)
+        handle = Py_NewRef(PyTuple_GET_ITEM(t, 1));
+      Py_DECREF(t);
+    }
+    PyObject *names[] = {st->str_handle, st->str_cuda_stream, st->str_ptr};
+    for (size_t i = 0; !handle && i < 3; i++)
+      if (kpy_get_optional_attr(obj, names[i], &handle) < 0) return -1;
+  }
+  if (!handle || !PyLong_Check(handle)) {
+    Py_XDECREF(handle);
+    PyErr_Format(PyExc_TypeError, "stream must be None, an int CUstream handle, or a stream "
+                 "object (kiln, PyTorch, CuPy, cuda.core), not %.100s", Py_TYPE(obj)->tp_name);
+    return -1;
+  }
+  unsigned long long v = PyLong_AsUnsignedLongLong(handle);
+  Py_DECREF(handle);
+  if (v == (unsigned long long)-1 && PyErr_Occurred()) return -1;
+  *stream = (void *)(uintptr_t)v;
+  return 0;
+}

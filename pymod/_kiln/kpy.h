@@ -1,0 +1,88 @@
+/* What the extension's files share: the module state and each file's entry points.
+ * Every file includes this first; only module.c imports NumPy's C API. */
+#ifndef KILN_PY_H
+#define KILN_PY_H
+
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#define NPY_NO_DEPRECATED_API NPY_1_7_API_VERSION
+#define PY_ARRAY_UNIQUE_SYMBOL kiln_ARRAY_API
+#ifndef KPY_IMPORT_ARRAY
+#define NO_IMPORT_ARRAY
+#endif
+#include <numpy/arrayobject.h>
+
+#include "kiln.h"
+
+/* Module state: the types and exceptions, and the strings the hot path compares by address. */
+typedef struct kpy_state {
+  PyTypeObject *SourceModule_type;
+  PyTypeObject *Function_type;
+  PyTypeObject *In_type, *Out_type, *InOut_type;
+  PyTypeObject *DeviceAllocation_type;
+  PyTypeObject *Device_type;
+  PyObject *Error, *CompileError, *CudaError, *LaunchError, *OutOfMemoryError, *NoDeviceError;
+  PyObject *str_block, *str_grid, *str_shared, *str_stream, *str_time_kernel;
+  PyObject *str_cuda_array_interface, *str_cuda_stream_protocol;
+  PyObject *str_handle, *str_cuda_stream, *str_ptr;
+} kpy_state;
+
+kpy_state *kpy_state_of_type(PyTypeObject *tp);
+kpy_state *kpy_state_of_module(PyObject *module);
+
+/* 1 and *out set when obj has the attribute, 0 when it has not, -1 on another error
+ * (PyObject_GetOptionalAttr from Python 3.13, for older Pythons too). */
+int kpy_get_optional_attr(PyObject *obj, PyObject *name, PyObject **out);
+
+/* Makes a heap type from spec, bound to module, and adds it to the module. */
+PyTypeObject *kpy_add_type(PyObject *module, PyType_Spec *spec);
+
+/* errors.c: raises the exception that fits a failed engine call, with the engine's sentence
+ * (CudaError and its subclasses carry .code and .name). Returns NULL. */
+PyObject *kpy_raise(kpy_state *st, kiln_status s);
+int kpy_errors_init(PyObject *module, kpy_state *st);
+
+/* transfer.c: In, Out and InOut. */
+typedef struct kpy_transfer {
+  PyObject_HEAD
+  PyObject *array; /* the wrapped numpy array, strong */
+  kiln_transfer_dir dir;
+} kpy_transfer;
+int kpy_transfer_init(PyObject *module, kpy_state *st);
+
+/* memory.c: DeviceAllocation and the memcpy functions. */
+typedef struct kpy_allocation {
+  PyObject_HEAD
+  kiln_deviceptr ptr; /* 0 once freed */
+  size_t size;
+} kpy_allocation;
+int kpy_memory_init(PyObject *module, kpy_state *st);
+PyObject *kpy_mem_alloc(PyObject *module, PyObject *arg);
+PyObject *kpy_memcpy_htod(PyObject *module, PyObject *const *args, Py_ssize_t n);
+PyObject *kpy_memcpy_dtoh(PyObject *module, PyObject *const *args, Py_ssize_t n);
+
+/* device.c */
+int kpy_device_init(PyObject *module, kpy_state *st);
+
+/* sourcemodule.c */
+int kpy_sourcemodule_init(PyObject *module, kpy_state *st);
+
+/* function.c: Function and its vectorcall. */
+int kpy_function_init(PyObject *module, kpy_state *st);
+PyObject *kpy_function_new(kpy_state *st, PyObject *sourcemodule, kiln_function *f);
+
+/* args.c: one argument into its parameter's bytes. */
+#define KPY_MAX_TRANSFERS 64
+typedef struct kpy_packed {
+  kiln_transfer transfers[KPY_MAX_TRANSFERS];
+  int n_transfers;
+} kpy_packed;
+int kpy_pack_arg(kpy_state *st, const kiln_function *f, int index, PyObject *obj, void *slot,
+                 kpy_packed *packed);
+/* Reads a launch shape (an int or a tuple of 1 to 3 ints) into dims, missing ones 1. */
+int kpy_parse_dims(PyObject *obj, const char *what, unsigned dims[3]);
+/* Reads stream= (None, an int handle, or an object that names its handle). */
+int kpy_parse_stream(kpy_state *st, PyObject *obj, void **stream);
+
+#endif

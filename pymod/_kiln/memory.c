@@ -1,0 +1,182 @@
+/* DeviceAllocation (kiln.mem_alloc) and the blocking copies. */
+#include "kpy.h"
+
+#include <inttypes.h>
+
+PyObject *kpy_mem_alloc(PyObject *module, PyObject *arg) {
+  kpy_state *st = kpy_state_of_module(module);
+  Py_ssize_t nbytes = PyNumber_AsSsize_t(arg, PyExc_OverflowError);
+  if (nbytes == -1 && PyErr_Occurred()) return NULL;
+  if (nbytes <= 0) {
+    PyErr_Format(PyExc_ValueError, "mem_alloc() needs a positive number of bytes, not %zd",
+                 nbytes);
+    return NULL;
+  }
+  kiln_deviceptr p = 0;
+  kiln_status s = kiln_mem_alloc((size_t)nbytes, &p);
+  if (s) return kpy_raise(st, s);
+  PyTypeObject *tp = st->DeviceAllocation_type;
+  kpy_allocation *self = (kpy_allocation *)tp->tp_alloc(tp, 0);
+  if (!self) {
+    kiln_mem_free(p);
+    return NULL;
+  }
+  self->ptr = p;
+  self->size = (size_t)nbytes;
+  return (PyObject *)self;
+}
+
+static void kpy_allocation_dealloc(PyObject *op) {
+  kpy_allocation *self = (kpy_allocation *)op;
+  PyTypeObject *tp = Py_TYPE(op);
+  if (self->ptr) kiln_mem_free(self->ptr); /* a failure here has no one to tell */
+  tp->tp_free(op);
+  Py_DECREF(tp);
+}
+
+static PyObject *kpy_allocation_free(PyObject *op, PyObject *unused) {
+  (void)unused;
+  kpy_allocation *self = (kpy_allocation *)op;
+  if (self->ptr) {
+    kiln_status s = kiln_mem_free(self->ptr);
+    if (s) return kpy_raise(kpy_state_of_type(Py_TYPE(op)), s);
+    self->ptr = 0;
+  }
+  Py_RETURN_NONE;
+}
+
+static PyObject *kpy_allocation_int(PyObject *op) {
+  return PyLong_FromUnsignedLongLong(((kpy_allocation *)op)->ptr);
+}
+
+static PyObject *kpy_allocation_repr(PyObject *op) {
+  kpy_allocation *self = (kpy_allocation *)op;
+  char addr[32];
+  PyOS_snprintf(addr, sizeof addr, "0x%" PRIx64, (uint64_t)self->ptr);
+  if (!self->ptr) return PyUnicode_FromFormat("<kiln.DeviceAllocation (freed)>");
+  return PyUnicode_FromFormat("<kiln.DeviceAllocation of %zu bytes at %s>", self->size, addr);
+}
+
+static PyObject *kpy_allocation_get_size(PyObject *op, void *closure) {
+  (void)closure;
+  return PyLong_FromSize_t(((kpy_allocation *)op)->size);
+}
+
+static PyMethodDef kpy_allocation_methods[] = {
+    {"free", kpy_allocation_free, METH_NOARGS, "Frees the memory now rather than when collected."},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyGetSetDef kpy_allocation_getset[] = {
+    {"size", kpy_allocation_get_size, NULL, "Size in bytes.", NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+static PyType_Slot kpy_allocation_slots[] = {
+    {Py_tp_dealloc, kpy_allocation_dealloc},
+    {Py_tp_repr, kpy_allocation_repr},
+    {Py_tp_methods, kpy_allocation_methods},
+    {Py_tp_getset, kpy_allocation_getset},
+    {Py_nb_int, kpy_allocation_int},
+    {Py_nb_index, kpy_allocation_int},
+    {Py_tp_doc, (void *)"Device memory from kiln.mem_alloc(); int() gives its address. "
+                        "Freed when collected or by .free()."},
+    {0, NULL},
+};
+
+static PyType_Spec kpy_allocation_spec = {
+    "kiln.DeviceAllocation", sizeof(kpy_allocation), 0,
+    Py_TPFLAGS_DEFAULT | Py_TPFLAGS_IMMUTABLETYPE | Py_TPFLAGS_DISALLOW_INSTANTIATION,
+    kpy_allocation_slots};
+
+int kpy_memory_init(PyObject *module, kpy_state *st) {
+  st->DeviceAllocation_type = kpy_add_type(module, &kpy_allocation_spec);
+  return st->DeviceAllocation_type ? 0 : -1;
+}
+
+/* The device side of a copy: an allocation (its size bounds the copy) or an int address
+ * (the engine checks the range against the driver's record of the allocation). */
+static int kpy_device_side(kpy_state *st, PyObject *obj, size_t nbytes, const char *what,
+                           kiln_deviceptr *out) {
+  if (Py_IS_TYPE(obj, st->DeviceAllocation_type)) {
+    kpy_allocation *a = (kpy_allocation *)obj;
+    if (!a->ptr) {
+      PyErr_Format(PyExc_ValueError, "the %s allocation was freed", what);
+      return -1;
+    }
+    if (nbytes > a->size) {
+      PyErr_Format(PyExc_ValueError, "copying %zu bytes, but the %s allocation has %zu", nbytes,
+                   what, a->size);
+      return -1;
+    }
+    *out = a->ptr;
+    return 0;
+  }
+  if (PyLong_Check(obj)) {
+    unsigned long long v = PyLong_AsUnsignedLongLong(obj);
+    if (v == (unsigned long long)-1 && PyErr_Occurred()) return -1;
+    *out = v;
+    return 0;
+  }
+  PyErr_Format(PyExc_TypeError, "the %s must be a kiln.DeviceAllocation or an int address, "
+               "not %.100s", what, Py_TYPE(obj)->tp_name);
+  return -1;
+}
+
+/* The host side: a C-contiguous numpy array, writeable when it is the destination. */
+static PyArrayObject *kpy_host_side(PyObject *obj, int writeable, const char *what) {
+  if (!PyArray_Check(obj)) {
+    PyErr_Format(PyExc_TypeError, "the %s must be a numpy array, not %.100s", what,
+                 Py_TYPE(obj)->tp_name);
+    return NULL;
+  }
+  PyArrayObject *a = (PyArrayObject *)obj;
+  if (!PyArray_IS_C_CONTIGUOUS(a) && !PyArray_IS_F_CONTIGUOUS(a)) {
+    PyErr_Format(PyExc_ValueError, "the %s array is not contiguous; pass "
+                 "numpy.ascontiguousarray(a)", what);
+    return NULL;
+  }
+  if (writeable && !PyArray_ISWRITEABLE(a)) {
+    PyErr_Format(PyExc_ValueError, "the %s array is read-only", what);
+    return NULL;
+  }
+  return a;
+}
+
+PyObject *kpy_memcpy_htod(PyObject *module, PyObject *const *args, Py_ssize_t n) {
+  kpy_state *st = kpy_state_of_module(module);
+  if (n != 2) {
+    PyErr_Format(PyExc_TypeError, "memcpy_htod(dest, src) takes 2 arguments (%zd given)", n);
+    return NULL;
+  }
+  PyArrayObject *src = kpy_host_side(args[1], 0, "source");
+  kiln_deviceptr dst;
+  if (!src) return NULL;
+  size_t nbytes = (size_t)PyArray_NBYTES(src);
+  if (kpy_device_side(st, args[0], nbytes, "destination", &dst) < 0) return NULL;
+  kiln_status s;
+  Py_BEGIN_ALLOW_THREADS
+  s = kiln_memcpy_htod(dst, PyArray_DATA(src), nbytes);
+  Py_END_ALLOW_THREADS
+  if (s) return kpy_raise(st, s);
+  Py_RETURN_NONE;
+}
+
+PyObject *kpy_memcpy_dtoh(PyObject *module, PyObject *const *args, Py_ssize_t n) {
+  kpy_state *st = kpy_state_of_module(module);
+  if (n != 2) {
+    PyErr_Format(PyExc_TypeError, "memcpy_dtoh(dest, src) takes 2 arguments (%zd given)", n);
+    return NULL;
+  }
+  PyArrayObject *dst = kpy_host_side(args[0], 1, "destination");
+  kiln_deviceptr src;
+  if (!dst) return NULL;
+  size_t nbytes = (size_t)PyArray_NBYTES(dst);
+  if (kpy_device_side(st, args[1], nbytes, "source", &src) < 0) return NULL;
+  kiln_status s;
+  Py_BEGIN_ALLOW_THREADS
+  s = kiln_memcpy_dtoh(PyArray_DATA(dst), src, nbytes);
+  Py_END_ALLOW_THREADS
+  if (s) return kpy_raise(st, s);
+  Py_RETURN_NONE;
+}

@@ -1,0 +1,124 @@
+/* kiln._kiln: multi-phase init, the module state, and the module-level functions. */
+#define KPY_IMPORT_ARRAY /* the one file that imports NumPy's C API */
+#include "kpy.h"
+
+kpy_state *kpy_state_of_module(PyObject *module) { return PyModule_GetState(module); }
+
+kpy_state *kpy_state_of_type(PyTypeObject *tp) {
+  PyObject *module = PyType_GetModule(tp);
+  return module ? PyModule_GetState(module) : NULL;
+}
+
+int kpy_get_optional_attr(PyObject *obj, PyObject *name, PyObject **out) {
+#if PY_VERSION_HEX >= 0x030D0000
+  return PyObject_GetOptionalAttr(obj, name, out);
+#else
+  *out = PyObject_GetAttr(obj, name);
+  if (*out) return 1;
+  if (!PyErr_ExceptionMatches(PyExc_AttributeError)) return -1;
+  PyErr_Clear();
+  return 0;
+#endif
+}
+
+PyTypeObject *kpy_add_type(PyObject *module, PyType_Spec *spec) {
+  PyTypeObject *tp = (PyTypeObject *)PyType_FromModuleAndSpec(module, spec, NULL);
+  if (tp && PyModule_AddType(module, tp) < 0) Py_CLEAR(tp);
+  return tp;
+}
+
+static PyObject *kpy_synchronize(PyObject *module, PyObject *unused) {
+  (void)unused;
+  kiln_status s;
+  Py_BEGIN_ALLOW_THREADS
+  s = kiln_synchronize();
+  Py_END_ALLOW_THREADS
+  if (s) return kpy_raise(kpy_state_of_module(module), s);
+  Py_RETURN_NONE;
+}
+
+static PyMethodDef kpy_methods[] = {
+    {"mem_alloc", kpy_mem_alloc, METH_O,
+     "mem_alloc(nbytes): device memory, freed when the allocation is collected."},
+    {"memcpy_htod", (PyCFunction)(void (*)(void))kpy_memcpy_htod, METH_FASTCALL,
+     "memcpy_htod(dest, src): copies the numpy array src to device memory dest."},
+    {"memcpy_dtoh", (PyCFunction)(void (*)(void))kpy_memcpy_dtoh, METH_FASTCALL,
+     "memcpy_dtoh(dest, src): copies device memory src into the numpy array dest."},
+    {"synchronize", kpy_synchronize, METH_NOARGS,
+     "Waits for all work on the current device; raises the error of any that failed."},
+    {NULL, NULL, 0, NULL},
+};
+
+static int kpy_intern(PyObject **slot, const char *s) {
+  *slot = PyUnicode_InternFromString(s);
+  return *slot ? 0 : -1;
+}
+
+static int kpy_exec(PyObject *module) {
+  if (PyArray_ImportNumPyAPI() < 0) return -1;
+  kpy_state *st = kpy_state_of_module(module);
+  if (kpy_intern(&st->str_block, "block") || kpy_intern(&st->str_grid, "grid") ||
+      kpy_intern(&st->str_shared, "shared") || kpy_intern(&st->str_stream, "stream") ||
+      kpy_intern(&st->str_time_kernel, "time_kernel") ||
+      kpy_intern(&st->str_cuda_array_interface, "__cuda_array_interface__") ||
+      kpy_intern(&st->str_cuda_stream_protocol, "__cuda_stream__") ||
+      kpy_intern(&st->str_handle, "handle") || kpy_intern(&st->str_cuda_stream, "cuda_stream") ||
+      kpy_intern(&st->str_ptr, "ptr"))
+    return -1;
+  if (kpy_errors_init(module, st) < 0 || kpy_transfer_init(module, st) < 0 ||
+      kpy_memory_init(module, st) < 0 || kpy_device_init(module, st) < 0 ||
+      kpy_sourcemodule_init(module, st) < 0 || kpy_function_init(module, st) < 0)
+    return -1;
+  char version[32];
+  PyOS_snprintf(version, sizeof version, "%d.%d.%d", KILN_VERSION_MAJOR, KILN_VERSION_MINOR,
+                KILN_VERSION_PATCH);
+  return PyModule_AddStringConstant(module, "__version__", version);
+}
+
+static int kpy_traverse(PyObject *module, visitproc visit, void *arg) {
+  kpy_state *st = kpy_state_of_module(module);
+  PyObject **objs[] = {
+      (PyObject **)&st->SourceModule_type, (PyObject **)&st->Function_type,
+      (PyObject **)&st->In_type, (PyObject **)&st->Out_type, (PyObject **)&st->InOut_type,
+      (PyObject **)&st->DeviceAllocation_type, (PyObject **)&st->Device_type,
+      &st->Error, &st->CompileError, &st->CudaError, &st->LaunchError, &st->OutOfMemoryError,
+      &st->NoDeviceError};
+  for (size_t i = 0; i < sizeof objs / sizeof objs[0]; i++) Py_VISIT(*objs[i]);
+  return 0;
+}
+
+static int kpy_clear(PyObject *module) {
+  kpy_state *st = kpy_state_of_module(module);
+  PyObject **objs[] = {
+      (PyObject **)&st->SourceModule_type, (PyObject **)&st->Function_type,
+      (PyObject **)&st->In_type, (PyObject **)&st->Out_type, (PyObject **)&st->InOut_type,
+      (PyObject **)&st->DeviceAllocation_type, (PyObject **)&st->Device_type,
+      &st->Error, &st->CompileError, &st->CudaError, &st->LaunchError, &st->OutOfMemoryError,
+      &st->NoDeviceError, &st->str_block, &st->str_grid, &st->str_shared, &st->str_stream,
+      &st->str_time_kernel, &st->str_cuda_array_interface, &st->str_cuda_stream_protocol,
+      &st->str_handle, &st->str_cuda_stream, &st->str_ptr};
+  for (size_t i = 0; i < sizeof objs / sizeof objs[0]; i++) Py_CLEAR(*objs[i]);
+  return 0;
+}
+
+static void kpy_free(void *module) { kpy_clear((PyObject *)module); }
+
+static PyModuleDef_Slot kpy_slots[] = {
+    {Py_mod_exec, (void *)kpy_exec},
+    {0, NULL},
+};
+
+static struct PyModuleDef kpy_def = {
+    PyModuleDef_HEAD_INIT,
+    .m_name = "kiln._kiln",
+    .m_doc = "kiln's extension module: compile CUDA C++ with NVRTC and launch it.",
+    .m_size = sizeof(kpy_state),
+    .m_methods = kpy_methods,
+    .m_slots = kpy_slots,
+    .m_traverse = kpy_traverse,
+    .m_clear = kpy_clear,
+    .m_free = kpy_free,
+};
+
+PyMODINIT_FUNC PyInit__kiln(void);
+PyMODINIT_FUNC PyInit__kiln(void) { return PyModuleDef_Init(&kpy_def); }

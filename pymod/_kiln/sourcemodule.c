@@ -1,0 +1,289 @@
+/* kiln.SourceModule: source in, compiled code out, kernels by name. */
+#include "kpy.h"
+
+typedef struct kpy_sourcemodule {
+  PyObject_HEAD
+  kiln_module *module;  /* owned reference (modules are shared through the engine's table) */
+  PyObject *functions;  /* dict: name -> Function, so get_function gives one object per name */
+} kpy_sourcemodule;
+
+/* A list of str (or os.PathLike for folders) as C strings that live as long as `keep`. */
+static int kpy_strings(PyObject *seq, const char *what, int paths, PyObject *keep,
+                       const char ***out, int *n_out) {
+  *out = NULL;
+  *n_out = 0;
+  if (!seq || seq == Py_None) return 0;
+  if (PyUnicode_Check(seq) || PyBytes_Check(seq)) {
+    PyErr_Format(PyExc_TypeError, "%s must be a list of strings, not a single string", what);
+    return -1;
+  }
+  PyObject *fast = PySequence_Fast(seq, "");
+  if (!fast) {
+    PyErr_Format(PyExc_TypeError, "%s must be a list of strings, not %.100s", what,
+                 Py_TYPE(seq)->tp_name);
+    return -1;
+  }
+  if (PyList_Append(keep, fast) < 0) {
+    Py_DECREF(fast);
+    return -1;
+  }
+  Py_DECREF(fast);
+  Py_ssize_t n = PySequence_Fast_GET_SIZE(fast);
+  const char **strs = PyMem_Calloc((size_t)(n ? n : 1), sizeof *strs);
+  if (!strs) {
+    PyErr_NoMemory();
+    return -1;
+  }
+  for (Py_ssize_t i = 0; i < n; i++) {
+    PyObject *item = PySequence_Fast_GET_ITEM(fast, i), *str = NULL;
+    if (paths && !PyUnicode_Check(item)) {
+      PyObject *fs = PyOS_FSPath(item);
+      if (fs && PyBytes_Check(fs)) {
+        str = PyUnicode_DecodeFSDefaultAndSize(PyBytes_AS_STRING(fs), PyBytes_GET_SIZE(fs));
+        Py_DECREF(fs);
+      } else {
+        str = fs;
+      }
+      if (!str) PyErr_Clear();
+    } else if (PyUnicode_Check(item)) {
+      str = Py_NewRef(item);
+    }
+    if (!str || !PyUnicode_Check(str)) {
+      Py_XDECREF(str);
+      PyErr_Format(PyExc_TypeError, "%s[%zd] must be a %s, not %.100s", what, i,
+                   paths ? "str or path" : "str", Py_TYPE(item)->tp_name);
+      PyMem_Free(strs);
+      return -1;
+    }
+    strs[i] = PyUnicode_AsUTF8(str);
+    int kept = strs[i] ? PyList_Append(keep, str) : -1;
+    Py_DECREF(str);
+    if (kept < 0) {
+      PyMem_Free(strs);
+      return -1;
+    }
+  }
+  *out = strs;
+  *n_out = (int)n;
+  return 0;
+}
+
+/* CompileError's message: the log and the source lines it points at, written in Python
+ * (kiln._compile_error) because it is string work on a path that is already slow. */
+static void kpy_raise_compile_error(kpy_state *st, const char *src, const char *log) {
+  PyObject *message = NULL, *helper = PyImport_ImportModule("kiln._compile_error");
+  if (helper) {
+    message = PyObject_CallMethod(helper, "message", "ss", log, src);
+    Py_DECREF(helper);
+  }
+  if (!message) {
+    PyErr_Clear();
+    message = PyUnicode_FromFormat("%s\n%s", kiln_last_error(), log);
+    if (!message) return;
+  }
+  PyObject *exc = PyObject_CallOneArg(st->CompileError, message);
+  Py_DECREF(message);
+  if (!exc) return;
+  PyObject *py_log = PyUnicode_DecodeUTF8(log, (Py_ssize_t)strlen(log), "replace");
+  if (py_log && PyObject_SetAttrString(exc, "log", py_log) == 0)
+    PyErr_SetObject(st->CompileError, exc);
+  Py_XDECREF(py_log);
+  Py_DECREF(exc);
+}
+
+static PyObject *kpy_sourcemodule_new(PyTypeObject *tp, PyObject *args, PyObject *kwargs) {
+  kpy_state *st = kpy_state_of_type(tp);
+  static char *kwlist[] = {(char *)"source", (char *)"options", (char *)"include_dirs",
+                           (char *)"arch", (char *)"no_extern_c", (char *)"name_expressions",
+                           NULL}; /* char * before Python 3.13 */
+  PyObject *source, *options = NULL, *include_dirs = NULL, *arch = Py_None, *names = NULL;
+  int no_extern_c = 0; /* accepted for PyCUDA's users: kiln finds kernels either way */
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "U|$OOOpO:SourceModule", kwlist, &source,
+                                   &options, &include_dirs, &arch, &no_extern_c, &names))
+    return NULL;
+  (void)no_extern_c;
+  if (arch != Py_None && !PyUnicode_Check(arch)) {
+    PyErr_Format(PyExc_TypeError, "arch must be a str such as 'sm_90', not %.100s",
+                 Py_TYPE(arch)->tp_name);
+    return NULL;
+  }
+  PyObject *keep = PyList_New(0);
+  if (!keep) return NULL;
+  kiln_compile_opts opts = {0};
+  const char **o = NULL, **inc = NULL, **nm = NULL;
+  kiln_module *m = NULL;
+  kpy_sourcemodule *self = NULL;
+  const char *src = PyUnicode_AsUTF8(source);
+  if (!src) goto done;
+  if (kpy_strings(options, "options", 0, keep, &o, &opts.n_options) < 0 ||
+      kpy_strings(include_dirs, "include_dirs", 1, keep, &inc, &opts.n_include_dirs) < 0 ||
+      kpy_strings(names, "name_expressions", 0, keep, &nm, &opts.n_name_expressions) < 0)
+    goto done;
+  opts.options = o;
+  opts.include_dirs = inc;
+  opts.name_expressions = nm;
+  if (arch != Py_None && !(opts.arch = PyUnicode_AsUTF8(arch))) goto done;
+  kiln_status s;
+  Py_BEGIN_ALLOW_THREADS
+  s = kiln_module_from_source(src, &opts, &m);
+  Py_END_ALLOW_THREADS
+  if (s == KILN_ERROR_COMPILE) {
+    kpy_raise_compile_error(st, src, m ? kiln_module_log(m) : "");
+    goto done;
+  }
+  if (s) {
+    kpy_raise(st, s);
+    goto done;
+  }
+  self = (kpy_sourcemodule *)tp->tp_alloc(tp, 0);
+  if (!self || !(self->functions = PyDict_New())) {
+    Py_CLEAR(self);
+    goto done;
+  }
+  self->module = m;
+  m = NULL;
+done:
+  kiln_module_free(m);
+  PyMem_Free(o);
+  PyMem_Free(inc);
+  PyMem_Free(nm);
+  Py_DECREF(keep);
+  return (PyObject *)self;
+}
+
+static int kpy_sourcemodule_traverse(PyObject *op, visitproc visit, void *arg) {
+  Py_VISIT(Py_TYPE(op));
+  Py_VISIT(((kpy_sourcemodule *)op)->functions);
+  return 0;
+}
+
+static int kpy_sourcemodule_clear(PyObject *op) {
+  Py_CLEAR(((kpy_sourcemodule *)op)->functions);
+  return 0;
+}
+
+static void kpy_sourcemodule_dealloc(PyObject *op) {
+  kpy_sourcemodule *self = (kpy_sourcemodule *)op;
+  PyTypeObject *tp = Py_TYPE(op);
+  PyObject_GC_UnTrack(op);
+  kpy_sourcemodule_clear(op);
+  kiln_module_free(self->module);
+  tp->tp_free(op);
+  Py_DECREF(tp);
+}
+
+static PyObject *kpy_sourcemodule_get_function(PyObject *op, PyObject *name) {
+  kpy_sourcemodule *self = (kpy_sourcemodule *)op;
+  kpy_state *st = kpy_state_of_type(Py_TYPE(op));
+  if (!PyUnicode_Check(name)) {
+    PyErr_Format(PyExc_TypeError, "get_function() takes a str, not %.100s",
+                 Py_TYPE(name)->tp_name);
+    return NULL;
+  }
+  PyObject *cached = PyDict_GetItemWithError(self->functions, name);
+  if (cached) return Py_NewRef(cached);
+  if (PyErr_Occurred()) return NULL;
+  const char *cname = PyUnicode_AsUTF8(name);
+  if (!cname) return NULL;
+  kiln_function *f = NULL;
+  kiln_status s = kiln_module_get_function(self->module, cname, &f);
+  if (s) return kpy_raise(st, s);
+  /* One Function per kernel, whichever of its names found it. */
+  PyObject *entry = PyUnicode_FromString(kiln_function_name(f));
+  if (!entry) return NULL;
+  PyObject *fn = PyDict_GetItemWithError(self->functions, entry);
+  if (fn) Py_INCREF(fn);
+  else if (!PyErr_Occurred()) fn = kpy_function_new(st, op, f);
+  if (fn && (PyDict_SetItem(self->functions, entry, fn) < 0 ||
+             PyDict_SetItem(self->functions, name, fn) < 0))
+    Py_CLEAR(fn);
+  Py_DECREF(entry);
+  return fn;
+}
+
+static PyObject *kpy_sourcemodule_get_ptx(PyObject *op, void *closure) {
+  (void)closure;
+  size_t n = 0;
+  const char *ptx = kiln_module_ptx(((kpy_sourcemodule *)op)->module, &n);
+  return PyUnicode_DecodeUTF8(ptx, (Py_ssize_t)n, "replace");
+}
+
+static PyObject *kpy_sourcemodule_get_cubin(PyObject *op, void *closure) {
+  (void)closure;
+  size_t n = 0;
+  const void *cubin = kiln_module_cubin(((kpy_sourcemodule *)op)->module, &n);
+  if (!cubin) Py_RETURN_NONE;
+  return PyBytes_FromStringAndSize(cubin, (Py_ssize_t)n);
+}
+
+static PyObject *kpy_sourcemodule_get_log(PyObject *op, void *closure) {
+  (void)closure;
+  const char *log = kiln_module_log(((kpy_sourcemodule *)op)->module);
+  return PyUnicode_DecodeUTF8(log, (Py_ssize_t)strlen(log), "replace");
+}
+
+static PyObject *kpy_sourcemodule_get_arch(PyObject *op, void *closure) {
+  (void)closure;
+  return PyUnicode_FromString(kiln_module_arch(((kpy_sourcemodule *)op)->module));
+}
+
+static PyObject *kpy_sourcemodule_get_kernels(PyObject *op, void *closure) {
+  (void)closure;
+  kiln_module *m = ((kpy_sourcemodule *)op)->module;
+  int n = kiln_module_function_count(m);
+  PyObject *t = PyTuple_New(n);
+  for (int i = 0; t && i < n; i++) {
+    PyObject *name = PyUnicode_FromString(kiln_module_function_name(m, i));
+    if (!name) {
+      Py_CLEAR(t);
+      break;
+    }
+    PyTuple_SET_ITEM(t, i, name);
+  }
+  return t;
+}
+
+static PyObject *kpy_sourcemodule_repr(PyObject *op) {
+  kiln_module *m = ((kpy_sourcemodule *)op)->module;
+  return PyUnicode_FromFormat("<kiln.SourceModule for %s with %d kernel%s>", kiln_module_arch(m),
+                              kiln_module_function_count(m),
+                              kiln_module_function_count(m) == 1 ? "" : "s");
+}
+
+static PyMethodDef kpy_sourcemodule_methods[] = {
+    {"get_function", kpy_sourcemodule_get_function, METH_O,
+     "get_function(name): the kernel called name, declared extern \"C\" or not."},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyGetSetDef kpy_sourcemodule_getset[] = {
+    {"ptx", kpy_sourcemodule_get_ptx, NULL, "The PTX NVRTC produced.", NULL},
+    {"cubin", kpy_sourcemodule_get_cubin, NULL, "The CUBIN NVRTC produced, or None.", NULL},
+    {"log", kpy_sourcemodule_get_log, NULL, "NVRTC's log (warnings); '' when empty.", NULL},
+    {"arch", kpy_sourcemodule_get_arch, NULL, "The arch compiled for, e.g. 'sm_90'.", NULL},
+    {"kernels", kpy_sourcemodule_get_kernels, NULL, "The PTX entry names of the kernels.", NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+static PyType_Slot kpy_sourcemodule_slots[] = {
+    {Py_tp_new, kpy_sourcemodule_new},
+    {Py_tp_dealloc, kpy_sourcemodule_dealloc},
+    {Py_tp_traverse, kpy_sourcemodule_traverse},
+    {Py_tp_clear, kpy_sourcemodule_clear},
+    {Py_tp_repr, kpy_sourcemodule_repr},
+    {Py_tp_methods, kpy_sourcemodule_methods},
+    {Py_tp_getset, kpy_sourcemodule_getset},
+    {Py_tp_doc, (void *)"SourceModule(source, *, options=None, include_dirs=None, arch=None, "
+                        "no_extern_c=False, name_expressions=None): CUDA C++ compiled with "
+                        "NVRTC."},
+    {0, NULL},
+};
+
+static PyType_Spec kpy_sourcemodule_spec = {
+    "kiln.SourceModule", sizeof(kpy_sourcemodule), 0,
+    Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_IMMUTABLETYPE, kpy_sourcemodule_slots};
+
+int kpy_sourcemodule_init(PyObject *module, kpy_state *st) {
+  st->SourceModule_type = kpy_add_type(module, &kpy_sourcemodule_spec);
+  return st->SourceModule_type ? 0 : -1;
+}

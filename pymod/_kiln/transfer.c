@@ -1,0 +1,86 @@
+/* In, Out and InOut: a numpy array and which way its data goes around a launch. The array
+ * is checked at the call, where the message can name the parameter. */
+#include "kpy.h"
+
+static PyObject *kpy_transfer_new(PyTypeObject *tp, PyObject *args, PyObject *kwargs) {
+  kpy_state *st = kpy_state_of_type(tp);
+  PyObject *array;
+  if (!st) return NULL;
+  if (kwargs && PyDict_GET_SIZE(kwargs)) {
+    PyErr_Format(PyExc_TypeError, "%s() takes no keyword arguments", tp->tp_name);
+    return NULL;
+  }
+  if (!PyArg_UnpackTuple(args, tp->tp_name, 1, 1, &array)) return NULL;
+  if (!PyArray_Check(array)) {
+    PyErr_Format(PyExc_TypeError, "%s() takes a numpy array, not %.100s", tp->tp_name,
+                 Py_TYPE(array)->tp_name);
+    return NULL;
+  }
+  kpy_transfer *self = (kpy_transfer *)tp->tp_alloc(tp, 0);
+  if (!self) return NULL;
+  self->array = Py_NewRef(array);
+  self->dir = tp == st->In_type ? KILN_IN : tp == st->Out_type ? KILN_OUT : KILN_INOUT;
+  return (PyObject *)self;
+}
+
+static int kpy_transfer_traverse(PyObject *op, visitproc visit, void *arg) {
+  kpy_transfer *self = (kpy_transfer *)op;
+  Py_VISIT(Py_TYPE(op));
+  Py_VISIT(self->array);
+  return 0;
+}
+
+static int kpy_transfer_clear(PyObject *op) {
+  Py_CLEAR(((kpy_transfer *)op)->array);
+  return 0;
+}
+
+static void kpy_transfer_dealloc(PyObject *op) {
+  PyTypeObject *tp = Py_TYPE(op);
+  PyObject_GC_UnTrack(op);
+  kpy_transfer_clear(op);
+  tp->tp_free(op);
+  Py_DECREF(tp);
+}
+
+static PyObject *kpy_transfer_repr(PyObject *op) {
+  kpy_transfer *self = (kpy_transfer *)op;
+  PyArrayObject *a = (PyArrayObject *)self->array;
+  return PyUnicode_FromFormat("<kiln.%s of %zd bytes>", Py_TYPE(op)->tp_name + 5,
+                              (Py_ssize_t)PyArray_NBYTES(a));
+}
+
+static PyObject *kpy_transfer_get_array(PyObject *op, void *closure) {
+  (void)closure;
+  return Py_NewRef(((kpy_transfer *)op)->array);
+}
+
+static PyGetSetDef kpy_transfer_getset[] = {
+    {"array", kpy_transfer_get_array, NULL, "The wrapped numpy array.", NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+#define KPY_TRANSFER_TYPE(var, name, doc)                                                \
+  static PyType_Slot var##_slots[] = {                                                   \
+      {Py_tp_new, kpy_transfer_new},           {Py_tp_dealloc, kpy_transfer_dealloc},    \
+      {Py_tp_traverse, kpy_transfer_traverse}, {Py_tp_clear, kpy_transfer_clear},        \
+      {Py_tp_repr, kpy_transfer_repr},         {Py_tp_getset, kpy_transfer_getset},      \
+      {Py_tp_doc, (void *)doc},                {0, NULL},                                \
+  };                                                                                     \
+  static PyType_Spec var##_spec = {                                                      \
+      "kiln." name, sizeof(kpy_transfer), 0,                                             \
+      Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_IMMUTABLETYPE, var##_slots};
+
+KPY_TRANSFER_TYPE(kpy_in, "In",
+                  "In(array): the array's data is copied to the device before the launch.")
+KPY_TRANSFER_TYPE(kpy_out, "Out",
+                  "Out(array): the device's data is copied into the array after the launch.")
+KPY_TRANSFER_TYPE(kpy_inout, "InOut",
+                  "InOut(array): copied to the device before the launch and back after it.")
+
+int kpy_transfer_init(PyObject *module, kpy_state *st) {
+  st->In_type = kpy_add_type(module, &kpy_in_spec);
+  st->Out_type = kpy_add_type(module, &kpy_out_spec);
+  st->InOut_type = kpy_add_type(module, &kpy_inout_spec);
+  return st->In_type && st->Out_type && st->InOut_type ? 0 : -1;
+}

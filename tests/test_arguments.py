@@ -1,0 +1,139 @@
+"""Argument conversion and launch-shape errors: each is raised before the GPU is touched, so
+these run everywhere (the arguments are wrong, so nothing launches on a GPU either)."""
+import numpy as np
+import pytest
+
+import kiln
+from conftest import ARCH
+
+SRC = """
+struct S { char c; double d; int i; };
+__global__ void many(int i, unsigned u, char c, unsigned char uc, short s, long long l,
+                     float f, double d, float *p, int4 v, S st) {}
+extern "C" __global__ void untyped(int i, float *p) {}
+"""
+
+
+@pytest.fixture(scope="module")
+def many():
+    return kiln.SourceModule(SRC, arch=ARCH).get_function("many")
+
+
+@pytest.fixture(scope="module")
+def untyped():
+    return kiln.SourceModule(SRC, arch=ARCH).get_function("untyped")
+
+
+def good_args():
+    return [1, 2, 3, 4, 5, 6, 1.5, 2.5, 0, b"\0" * 16, b"\0" * 24]
+
+
+def call_with(f, index, value, **kw):
+    args = good_args()
+    args[index] = value
+    kw.setdefault("block", (1, 1, 1))
+    kw.setdefault("grid", (0, 1))  # a zero grid: a correct argument list still stops here
+    return f(*args, **kw)
+
+
+def test_good_arguments_reach_the_launch_checks(many):
+    with pytest.raises(ValueError, match="grid.x is 0"):
+        call_with(many, 0, 1)
+
+
+@pytest.mark.parametrize("index, value, error, phrase", [
+    (0, 2**31, ValueError, r"argument 0 of .* \(a i32 parameter\): 2147483648 does not fit"),
+    (0, -2**31 - 1, ValueError, "does not fit a signed 32-bit int"),
+    (1, -1, ValueError, "does not fit an unsigned 32-bit int"),
+    (1, 2**32, ValueError, "does not fit an unsigned 32-bit int"),
+    (2, 128, ValueError, "does not fit a signed 8-bit int"),
+    (3, 256, ValueError, "does not fit an unsigned 8-bit int"),
+    (4, 40000, ValueError, "does not fit a signed 16-bit int"),
+    (5, 2**63, ValueError, "does not fit a signed 64-bit int"),
+    (5, 2**200, ValueError, "does not fit"),
+    (0, 1.5, TypeError, r"argument 0 .* expected an int, got float"),
+    (0, "3", TypeError, "expected an int, got str"),
+    (0, np.float32(1), TypeError, "expected an int, got numpy.float32"),
+    (0, np.int64(2**40), ValueError, "does not fit a signed 32-bit int"),
+    (1, np.int8(-1), ValueError, "does not fit an unsigned 32-bit int"),
+    (6, 1e39, ValueError, "does not fit a 32-bit float"),
+    (6, "x", TypeError, "expected a real number, got str"),
+    (6, None, TypeError, "expected a real number, got NoneType"),
+    (8, np.zeros(4, np.float32), TypeError, "wrap it in kiln.In, kiln.Out or kiln.InOut"),
+    (8, 1.0, TypeError, "expected a device pointer"),
+    (8, -1, ValueError, "does not fit an unsigned 64-bit value"),
+    (8, [1, 2], TypeError, "expected a device pointer"),
+    (9, b"\0" * 15, ValueError, "got 15 bytes; the parameter is a struct of 16 bytes"),
+    (9, 5, TypeError, "expected"),
+    (10, np.zeros(2, np.int64), ValueError, "got 16 bytes; the parameter is a struct of 24"),
+    (2, kiln.In(np.zeros(1, np.int8)), TypeError, "expected an int"),
+])
+def test_bad_argument_names_index_and_expectation(many, index, value, error, phrase):
+    with pytest.raises(error, match=phrase):
+        call_with(many, index, value)
+
+
+@pytest.mark.parametrize("index, value", [
+    (0, -2**31), (0, 2**31 - 1), (1, 2**32 - 1), (2, -128), (3, 255), (5, -2**63),
+    (0, True), (0, np.int16(-5)), (1, np.uint32(7)), (6, 3), (6, np.float64(1.25)),
+    (7, np.float32(2.5)), (6, float("inf")), (6, float("nan")),
+    (8, 0), (8, 2**64 - 1), (8, np.uint64(123)),
+    (9, np.array([1, 2, 3, 4], np.int32)), (9, bytearray(16)), (9, memoryview(b"\1" * 16)),
+    (10, np.zeros((), dtype=np.dtype([("c", "i1"), ("d", "f8"), ("i", "i4")], align=True))[()]),
+])
+def test_edge_values_are_accepted(many, index, value):
+    with pytest.raises(ValueError, match="grid.x is 0"):
+        call_with(many, index, value)
+
+
+def test_sign_unknown_parameters_take_either_range(untyped):
+    for value in (-2**31, 2**32 - 1):
+        with pytest.raises(ValueError, match="grid.x is 0"):
+            untyped(value, 0, block=1, grid=0)
+    with pytest.raises(ValueError, match="does not fit a 32-bit int"):
+        untyped(2**32, 0, block=1, grid=0)
+
+
+def test_in_out_arrays_are_checked_at_the_call(many):
+    a = np.zeros((4, 4), np.float32)
+    with pytest.raises(ValueError, match=r"argument 8 .* In is not contiguous"):
+        call_with(many, 8, kiln.In(a[:, 1]))
+    ro = np.zeros(4, np.float32)
+    ro.flags.writeable = False
+    with pytest.raises(ValueError, match=r"argument 8 .* Out is read-only"):
+        call_with(many, 8, kiln.Out(ro))
+    with pytest.raises(ValueError, match="InOut is read-only"):
+        call_with(many, 8, kiln.InOut(ro))
+    with pytest.raises(ValueError, match="grid.x is 0"):
+        call_with(many, 8, kiln.In(ro))  # reading a read-only array is fine
+
+
+def test_in_out_take_numpy_arrays_only():
+    with pytest.raises(TypeError, match=r"In\(\) takes a numpy array, not list"):
+        kiln.In([1, 2, 3])
+    with pytest.raises(TypeError, match="takes a numpy array"):
+        kiln.Out(b"abc")
+    assert kiln.InOut(np.zeros(3)).array.shape == (3,)
+
+
+def test_argument_count(many):
+    with pytest.raises(TypeError, match=r"takes 11 arguments \(2 given\)"):
+        many(1, 2, block=1)
+
+
+@pytest.mark.parametrize("kw, error, phrase", [
+    ({}, TypeError, "needs block="),
+    ({"block": (1, 1, 1), "grid": (0, 1)}, ValueError, "grid.x is 0"),
+    ({"block": (0, 1, 1)}, ValueError, "block.x is 0"),
+    ({"block": (1024, 2, 1)}, ValueError, "2048 threads; no CUDA device allows more than 1024"),
+    ({"block": (1, 1, 1, 1)}, ValueError, "block must be an int or a tuple of 1 to 3 ints"),
+    ({"block": -1}, ValueError, "block must be"),
+    ({"block": 1.0}, ValueError, "block must be"),
+    ({"block": 1, "grid": "x"}, ValueError, "grid must be"),
+    ({"block": 1, "shared": -1}, ValueError, "shared must be a number of bytes"),
+    ({"block": 1, "stream": "s"}, TypeError, "stream must be None, an int"),
+    ({"block": 1, "blocks": 1}, TypeError, "unexpected keyword argument 'blocks'"),
+])
+def test_launch_shape_errors(many, kw, error, phrase):
+    with pytest.raises(error, match=phrase):
+        many(*good_args(), **kw)
