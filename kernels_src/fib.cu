@@ -1,5 +1,5 @@
 // Seed 001 (a hand-written C-API extension: hello world and memoized Fibonacci), as kernels.
-#include <cstdio>
+// printf needs no header in device code.
 
 __global__ void helloworld()
 {

@@ -1,0 +1,53 @@
+"""What kiln does with no driver: import and compile work, the first GPU use says why not."""
+import os
+import subprocess
+import sys
+import textwrap
+
+
+def test_no_driver_is_no_device_error_not_import_error():
+    code = textwrap.dedent("""
+        import numpy as np
+        import kiln
+        mod = kiln.SourceModule("__global__ void k(float *x) { x[0] = 1; }", arch="sm_90")
+        f = mod.get_function("k")
+        try:
+            f(kiln.Out(np.zeros(1, np.float32)), block=1)
+        except kiln.NoDeviceError as e:
+            assert isinstance(e, kiln.CudaError) and e.code is None and e.name is None
+            print("NoDeviceError:", e)
+        try:
+            kiln.Device.count()
+        except kiln.NoDeviceError:
+            print("count raised too")
+    """)
+    env = dict(os.environ, KILN_CUDA_PATH="/nonexistent/libcuda.so.1")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
+                         timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert "NoDeviceError: no CUDA driver could be loaded" in out.stdout
+    assert "compiling does not" in out.stdout
+    assert "count raised too" in out.stdout
+
+
+def test_missing_nvrtc_is_a_kiln_error():
+    code = textwrap.dedent("""
+        import kiln
+        try:
+            kiln.SourceModule("__global__ void k() {}", arch="sm_90")
+        except kiln.Error as e:
+            print(type(e).__name__, e)
+    """)
+    env = dict(os.environ, KILN_NVRTC_PATH="/nonexistent/libnvrtc.so")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
+                         timeout=120)
+    assert "Error NVRTC could not be loaded (tried KILN_NVRTC_PATH=/nonexistent" in out.stdout, \
+        out.stderr
+
+
+def test_demo_runs():
+    out = subprocess.run([sys.executable, "-m", "kiln", "demo"], capture_output=True, text=True,
+                         timeout=300)
+    assert out.returncode == 0, out.stderr
+    assert "compiled multiply_them with NVRTC" in out.stdout
+    assert "dest == a * b" in out.stdout or "launching needs a CUDA device" in out.stdout

@@ -1,0 +1,145 @@
+"""Launching on the GPU: transfers, every scalar class, structs, timing, errors."""
+import os
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+import kiln
+
+pytestmark = pytest.mark.gpu
+
+SCALARS = r"""
+struct Mixed { char c; double d; int i; };
+__global__ void scalars(double *out, int i, unsigned u, char c, unsigned char uc, short s,
+                        unsigned short us, bool b, long long l, unsigned long long ul,
+                        float f, double d)
+{
+    out[0] = i; out[1] = u; out[2] = c; out[3] = uc; out[4] = s; out[5] = us; out[6] = b;
+    out[7] = (double)l; out[8] = (double)ul; out[9] = f; out[10] = d;
+}
+__global__ void after_pointer(int *out, int4 v, Mixed m, float tail)
+{
+    out[0] = v.x; out[1] = v.y; out[2] = v.z; out[3] = v.w;
+    out[4] = m.c; out[5] = (int)m.d; out[6] = m.i; out[7] = (int)tail;
+}
+extern "C" __global__ void scale(float *x, float s, int n)
+{ int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) x[i] *= s; }
+extern "C" __global__ void float_bits(unsigned *out, float f) { out[0] = __float_as_uint(f); }
+"""
+
+
+@pytest.fixture(scope="module")
+def mod():
+    return kiln.SourceModule(SCALARS)
+
+
+def test_every_scalar_class(mod):
+    out = np.zeros(11, np.float64)
+    mod.get_function("scalars")(kiln.Out(out), -7, 4000000000, -3, 250, -300, 65000, True,
+                                -2**40, 2**63, 1.5, 2.25, block=1, grid=1)
+    assert out.tolist() == [-7, 4000000000, -3, 250, -300, 65000, 1, -2**40, 2**63, 1.5, 2.25]
+
+
+def test_python_float_into_float_is_a_float(mod):
+    bits = np.zeros(1, np.uint32)
+    mod.get_function("float_bits")(kiln.Out(bits), 0.1, block=1, grid=1)
+    assert bits[0] == np.float32(0.1).view(np.uint32)
+
+
+def test_int4_and_struct_after_a_pointer(mod):
+    out = np.zeros(8, np.int32)
+    mixed = np.dtype([("c", "i1"), ("d", "f8"), ("i", "i4")], align=True)
+    m = np.array((5, 6.0, 7), dtype=mixed)[()]
+    assert mixed.itemsize == 24
+    mod.get_function("after_pointer")(kiln.Out(out), np.array([1, 2, 3, 4], np.int32), m, 8.0,
+                                      block=1, grid=1)
+    assert out.tolist() == [1, 2, 3, 4, 5, 6, 7, 8]
+
+
+def test_inout_and_time_kernel(mod):
+    x = np.arange(10000, dtype=np.float32)
+    expect = x * 3
+    seconds = mod.get_function("scale")(kiln.InOut(x), 3.0, x.size, block=256,
+                                        grid=(x.size + 255) // 256, time_kernel=True)
+    assert isinstance(seconds, float) and 0 < seconds < 1
+    assert np.array_equal(x, expect)
+
+
+def test_large_in_out_goes_through_the_pool(mod):
+    x = np.random.rand(4 << 20).astype(np.float32)  # 16 MiB: past the staging buffers
+    expect = x * 0.5
+    mod.get_function("scale")(kiln.InOut(x), 0.5, x.size, block=256,
+                              grid=(x.size + 255) // 256)
+    assert np.array_equal(x, expect)
+
+
+def test_mem_alloc_memcpy_and_pointers(mod):
+    x = np.arange(1000, dtype=np.float32)
+    buf = kiln.mem_alloc(x.nbytes)
+    assert buf.size == x.nbytes and int(buf) != 0
+    kiln.memcpy_htod(buf, x)
+    f = mod.get_function("scale")
+    f(buf, 2.0, x.size, block=256, grid=4)
+    f(int(buf), 2.0, x.size, block=(256, 1, 1), grid=(4, 1, 1))
+    out = np.empty_like(x)
+    kiln.memcpy_dtoh(out, buf)
+    assert np.array_equal(out, x * 4)
+    with pytest.raises(ValueError, match="copying 8000 bytes, but the destination allocation"):
+        kiln.memcpy_htod(buf, np.zeros(2000, np.float32))
+    with pytest.raises(ValueError, match="runs past its allocation"):
+        kiln.memcpy_htod(int(buf) + 8, x)
+    buf.free()
+    with pytest.raises(ValueError, match="freed"):
+        f(buf, 2.0, x.size, block=256, grid=4)
+
+
+def test_cuda_array_interface_objects(mod):
+    torch = pytest.importorskip("torch")
+    t = torch.arange(100, dtype=torch.float32, device="cuda")
+    mod.get_function("scale")(t, 2.0, 100, block=128, grid=1,
+                              stream=torch.cuda.current_stream().cuda_stream)
+    torch.cuda.synchronize()
+    assert torch.equal(t.cpu(), torch.arange(100, dtype=torch.float32) * 2)
+
+
+def test_device_information():
+    n = kiln.Device.count()
+    assert n >= 1
+    d = kiln.Device(0)
+    assert d.name()
+    major, minor = d.compute_capability()
+    assert major >= 7
+    assert d.total_memory() > 1 << 30
+    with pytest.raises(ValueError, match=f"device {n} does not exist"):
+        kiln.Device(n)
+
+
+def test_limits_of_the_device_and_kernel(mod):
+    f = mod.get_function("scale")
+    x = np.zeros(4, np.float32)
+    with pytest.raises(ValueError, match="block.z is 128"):
+        f(kiln.InOut(x), 1.0, 4, block=(1, 1, 128))
+    with pytest.raises(ValueError, match="dynamic shared memory"):
+        f(kiln.InOut(x), 1.0, 4, block=1, shared=1 << 30)
+    with pytest.raises(ValueError, match="grid.y"):
+        f(kiln.InOut(x), 1.0, 4, block=1, grid=(1, 1 << 20))
+
+
+def test_illegal_address_raises_cuda_error_with_its_name():
+    # A lost context stays lost for the process: this runs in its own.
+    code = textwrap.dedent("""
+        import kiln
+        f = kiln.SourceModule("__global__ void poke(int *p) { p[threadIdx.x] = 1; }")
+        f = f.get_function("poke")
+        f(16, block=32)
+        try:
+            kiln.synchronize()
+        except kiln.CudaError as e:
+            print("raised", type(e).__name__, e.code, e.name)
+    """)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         env=os.environ.copy(), timeout=120)
+    assert "raised CudaError 700 CUDA_ERROR_ILLEGAL_ADDRESS" in out.stdout, out.stderr
