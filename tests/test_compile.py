@@ -54,10 +54,11 @@ def test_same_source_twice_is_not_recompiled():
 
 
 def test_toolkit_headers_are_on_the_path():
-    mod = kiln.SourceModule("#include <cuda_fp16.h>\n"
-                            "__global__ void h(__half *x) { x[0] = __float2half(1.0f); }\n",
+    mod = kiln.SourceModule("#include <cuda_fp16.h>\n#include <cuda/std/cstdint>\n"
+                            "__global__ void h(__half *x, cuda::std::uint32_t n)\n"
+                            "{ x[0] = __float2half(1.0f * n); }\n",
                             arch=ARCH)
-    assert mod.get_function("h").signature == ("ptr",)
+    assert mod.get_function("h").signature == ("ptr", "u32")
 
 
 def test_include_dirs_and_options(tmp_path):

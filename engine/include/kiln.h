@@ -87,8 +87,9 @@ typedef struct kiln_module kiln_module;     /* compiled code, shared; loaded on 
 typedef struct kiln_function kiln_function; /* borrowed from its module */
 
 typedef struct kiln_compile_opts {
-  const char *arch;                /* "sm_90"; NULL: the current device's, else KILN_ARCH, else
-                                      the oldest arch this NVRTC supports */
+  const char *arch;                /* "sm_90"; NULL: $KILN_ARCH, else the current device's
+                                      (clamped to what NVRTC supports), else with no device the
+                                      oldest arch this NVRTC supports */
   const char *const *options;      /* extra NVRTC options, in order */
   int n_options;
   const char *const *include_dirs; /* searched before the toolkit's include folder */

@@ -89,7 +89,7 @@ static void kiln__first_error(const char *log, char *out, size_t cap) {
 static kiln_status kiln__compile_program(nvrtcProgram prog, const kiln_compile_opts *opts,
                                          const char *arch, kiln__code *out) {
   int n_inc = opts ? opts->n_include_dirs : 0, n_opt = opts ? opts->n_options : 0;
-  size_t n_args = 2 + (size_t)n_inc + (size_t)n_opt;
+  size_t n_args = 3 + (size_t)n_inc + (size_t)n_opt;
   const char **args = calloc(n_args, sizeof *args);
   char **owned = calloc(n_args, sizeof *owned);
   kiln_status s = KILN_OK;
@@ -112,10 +112,14 @@ static kiln_status kiln__compile_program(nvrtcProgram prog, const kiln_compile_o
     args[k] = owned[k];
     k++;
   }
-  char toolkit[PATH_MAX + 3];
+  char toolkit[PATH_MAX + 3], cccl[PATH_MAX + 9];
   if (kiln__rtc.include_dir[0]) {
     snprintf(toolkit, sizeof toolkit, "-I%s", kiln__rtc.include_dir);
     args[k++] = toolkit;
+  }
+  if (kiln__rtc.cccl_dir[0]) {
+    snprintf(cccl, sizeof cccl, "-I%s", kiln__rtc.cccl_dir);
+    args[k++] = cccl;
   }
   for (int i = 0; i < n_opt; i++) args[k++] = opts->options[i];
 

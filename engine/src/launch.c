@@ -82,6 +82,7 @@ kiln_status kiln_function_launch(kiln_function *f, const kiln_launch_config *cfg
   kiln__device *d;
   kiln_status s = kiln__prepare(f, cfg, &d);
   if (!s) s = kiln__launch(f, cfg, params);
+  if (!s) kiln__clear_error();
   return s;
 }
 

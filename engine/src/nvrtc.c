@@ -132,6 +132,10 @@ static void kiln__nvrtc_load_once(void) {
   }
   kiln__rtc.n_archs = n;
   kiln__nvrtc_find_includes(*entries[0].slot);
+  char cccl[PATH_MAX];
+  if (kiln__rtc.include_dir[0] && kiln__join(cccl, sizeof cccl, kiln__rtc.include_dir, "/cccl") &&
+      access(cccl, R_OK) == 0)
+    kiln__join(kiln__rtc.cccl_dir, sizeof kiln__rtc.cccl_dir, cccl, "");
   kiln__nvrtc_status = KILN_OK;
 }
 

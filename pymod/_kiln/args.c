@@ -215,6 +215,12 @@ int kpy_pack_arg(kpy_state *st, const kiln_function *f, int index, PyObject *obj
     }
     goto wrong;
   }
+  /* A device array first: torch tensors also have __index__, for one-element tensors. */
+  if (kpy_is_pointer_class(cls) && !PyLong_Check(obj) && !PyArray_IsScalar(obj, Integer)) {
+    int handled = 0;
+    if (kpy_pack_cai(st, f, index, obj, slot, &handled) < 0) return -1;
+    if (handled) return 0;
+  }
   /* Integer and pointer classes: ints of any kind (bool, numpy integers, __index__). */
   if (PyLong_Check(obj) || PyArray_IsScalar(obj, Integer) || PyArray_IsScalar(obj, Bool) ||
       (!PyFloat_Check(obj) && !PyArray_IsScalar(obj, Inexact) && PyIndex_Check(obj))) {
@@ -223,11 +229,6 @@ int kpy_pack_arg(kpy_state *st, const kiln_function *f, int index, PyObject *obj
     int rc = kpy_pack_int(f, index, i, slot);
     Py_DECREF(i);
     return rc;
-  }
-  if (kpy_is_pointer_class(cls)) {
-    int handled = 0;
-    if (kpy_pack_cai(st, f, index, obj, slot, &handled) < 0 || handled) return handled ? 0 : -1;
-    if (PyErr_Occurred()) return -1;
   }
 wrong:
   switch (cls) {
