@@ -1,0 +1,113 @@
+/* kiln_floor: the cheapest Python call that launches a kernel, the floor kiln's own launch is
+ * measured against (bench/launch.py).
+ *
+ *   load(cubin: bytes, name: str)   loads the module in device 0's primary context, keeps name
+ *   launch(c, a, b, n)              cuLaunchKernel(grid 1, block 256) of that kernel with
+ *                                   three device pointers and an int, all Python ints
+ *   synchronize()                   cuCtxSynchronize
+ *
+ * launch does nothing a real binding could skip: it unpacks four ints and launches. No
+ * argument types are inferred, no shapes checked, no objects made. bench/launch.py builds it:
+ *
+ *   cc -shared -fPIC -O2 -Wall -Wextra -I<Python include> -I/usr/local/cuda/include floor.c \
+ *      -L/usr/local/cuda/lib64/stubs -lcuda -o kiln_floor<EXT_SUFFIX>
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include <cuda.h>
+#include <limits.h>
+
+static CUmodule floor_module;
+static CUfunction floor_function;
+
+static PyObject *floor_cuda_error(const char *call, CUresult rc) {
+  const char *name = NULL;
+  if (cuGetErrorName(rc, &name) != CUDA_SUCCESS) name = "an unknown CUresult";
+  PyErr_Format(PyExc_RuntimeError, "%s failed: %s (%d)", call, name, (int)rc);
+  return NULL;
+}
+
+static PyObject *floor_load(PyObject *self, PyObject *args) {
+  (void)self;
+  const char *image, *name;
+  Py_ssize_t size;
+  if (!PyArg_ParseTuple(args, "y#s:load", &image, &size, &name)) return NULL;
+
+  CUresult rc;
+  CUdevice dev;
+  CUcontext ctx;
+  CUmodule module;
+  CUfunction function;
+  if ((rc = cuInit(0))) return floor_cuda_error("cuInit", rc);
+  if ((rc = cuDeviceGet(&dev, 0))) return floor_cuda_error("cuDeviceGet", rc);
+  /* Retained for the life of the process: the floor never lets go of the context. */
+  if ((rc = cuDevicePrimaryCtxRetain(&ctx, dev)))
+    return floor_cuda_error("cuDevicePrimaryCtxRetain", rc);
+  if ((rc = cuCtxSetCurrent(ctx))) return floor_cuda_error("cuCtxSetCurrent", rc);
+  if ((rc = cuModuleLoadData(&module, image))) return floor_cuda_error("cuModuleLoadData", rc);
+  if ((rc = cuModuleGetFunction(&function, module, name))) {
+    cuModuleUnload(module);
+    return floor_cuda_error("cuModuleGetFunction", rc);
+  }
+  if (floor_module) cuModuleUnload(floor_module);
+  floor_module = module;
+  floor_function = function;
+  Py_RETURN_NONE;
+}
+
+static PyObject *floor_launch(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+  (void)self;
+  if (nargs != 4) {
+    PyErr_Format(PyExc_TypeError, "launch(c, a, b, n) takes 4 ints, not %zd", nargs);
+    return NULL;
+  }
+  if (!floor_function) {
+    PyErr_SetString(PyExc_RuntimeError, "launch() before load()");
+    return NULL;
+  }
+  CUdeviceptr dest = PyLong_AsUnsignedLongLong(args[0]);
+  if (dest == (CUdeviceptr)-1 && PyErr_Occurred()) return NULL;
+  CUdeviceptr a = PyLong_AsUnsignedLongLong(args[1]);
+  if (a == (CUdeviceptr)-1 && PyErr_Occurred()) return NULL;
+  CUdeviceptr b = PyLong_AsUnsignedLongLong(args[2]);
+  if (b == (CUdeviceptr)-1 && PyErr_Occurred()) return NULL;
+  long n_long = PyLong_AsLong(args[3]);
+  if (n_long == -1 && PyErr_Occurred()) return NULL;
+  if (n_long < INT_MIN || n_long > INT_MAX) {
+    PyErr_SetString(PyExc_OverflowError, "n does not fit in an int");
+    return NULL;
+  }
+  int n = (int)n_long;
+
+  void *params[] = {&dest, &a, &b, &n};
+  CUresult rc = cuLaunchKernel(floor_function, 1, 1, 1, 256, 1, 1, 0, NULL, params, NULL);
+  if (rc != CUDA_SUCCESS) return floor_cuda_error("cuLaunchKernel", rc);
+  Py_RETURN_NONE;
+}
+
+static PyObject *floor_synchronize(PyObject *self, PyObject *unused) {
+  (void)self, (void)unused;
+  CUresult rc = cuCtxSynchronize();
+  if (rc != CUDA_SUCCESS) return floor_cuda_error("cuCtxSynchronize", rc);
+  Py_RETURN_NONE;
+}
+
+static PyMethodDef floor_methods[] = {
+    {"load", floor_load, METH_VARARGS,
+     "load(cubin, name): load the CUBIN in device 0's primary context and pick the kernel."},
+    {"launch", (PyCFunction)(void (*)(void))floor_launch, METH_FASTCALL,
+     "launch(c, a, b, n): cuLaunchKernel of the loaded kernel, grid 1, block 256."},
+    {"synchronize", floor_synchronize, METH_NOARGS, "cuCtxSynchronize()."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef floor_module_def = {
+    PyModuleDef_HEAD_INIT, "kiln_floor",
+    "The cheapest Python call that launches a kernel; the floor for kiln's launch.", -1,
+    floor_methods, NULL, NULL, NULL, NULL,
+};
+
+PyMODINIT_FUNC PyInit_kiln_floor(void);
+
+PyMODINIT_FUNC PyInit_kiln_floor(void) { return PyModule_Create(&floor_module_def); }
