@@ -67,7 +67,7 @@ test-py: ext
 	$(PYENV) $(PYTHON) -m pytest -q tests
 
 bench: ext
-	$(PYENV) $(PYTHON) bench/launch.py
+	$(PYENV) $(PYTHON) bench/launch.py $(BENCH_ARGS)
 
 # Everything the GPU machine should run, in one go: build, the whole suite with nothing
 # skipped, the benchmarks.

@@ -31,11 +31,10 @@ kiln_status kiln_device_count(int *count) {
   if (s) return s;
   pthread_mutex_lock(&kiln__devices_lock);
   s = kiln__device_count_locked();
-  pthread_mutex_unlock(&kiln__devices_lock);
   if (!s) *count = kiln__n_devices;
-  else return s;
-  kiln__clear_error();
-  return KILN_OK;
+  pthread_mutex_unlock(&kiln__devices_lock);
+  if (!s) kiln__clear_error();
+  return s;
 }
 
 static kiln_status kiln__read_info(CUdevice dev, kiln_device_info *info) {
