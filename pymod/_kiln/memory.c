@@ -143,40 +143,36 @@ static PyArrayObject *kpy_host_side(PyObject *obj, int writeable, const char *wh
   return a;
 }
 
-PyObject *kpy_memcpy_htod(PyObject *module, PyObject *const *args, Py_ssize_t n) {
+/* One blocking copy between a numpy array and device memory; the host array's size is the
+ * copy's. args are (dest, src) as PyCUDA orders them. */
+static PyObject *kpy_memcpy(PyObject *module, PyObject *const *args, Py_ssize_t n,
+                            int to_device) {
   kpy_state *st = kpy_state_of_module(module);
+  const char *name = to_device ? "memcpy_htod" : "memcpy_dtoh";
   if (n != 2) {
-    PyErr_Format(PyExc_TypeError, "memcpy_htod(dest, src) takes 2 arguments (%zd given)", n);
+    PyErr_Format(PyExc_TypeError, "%s(dest, src) takes 2 arguments (%zd given)", name, n);
     return NULL;
   }
-  PyArrayObject *src = kpy_host_side(args[1], 0, "source");
-  kiln_deviceptr dst;
-  if (!src) return NULL;
-  size_t nbytes = (size_t)PyArray_NBYTES(src);
-  if (kpy_device_side(st, args[0], nbytes, "destination", &dst) < 0) return NULL;
+  PyObject *host_obj = to_device ? args[1] : args[0], *dev_obj = to_device ? args[0] : args[1];
+  PyArrayObject *host = kpy_host_side(host_obj, !to_device, to_device ? "source" : "destination");
+  kiln_deviceptr dev;
+  if (!host) return NULL;
+  size_t nbytes = (size_t)PyArray_NBYTES(host);
+  if (kpy_device_side(st, dev_obj, nbytes, to_device ? "destination" : "source", &dev) < 0)
+    return NULL;
+  void *data = PyArray_DATA(host);
   kiln_status s;
   Py_BEGIN_ALLOW_THREADS
-  s = kiln_memcpy_htod(dst, PyArray_DATA(src), nbytes);
+  s = to_device ? kiln_memcpy_htod(dev, data, nbytes) : kiln_memcpy_dtoh(data, dev, nbytes);
   Py_END_ALLOW_THREADS
   if (s) return kpy_raise(st, s);
   Py_RETURN_NONE;
 }
 
+PyObject *kpy_memcpy_htod(PyObject *module, PyObject *const *args, Py_ssize_t n) {
+  return kpy_memcpy(module, args, n, 1);
+}
+
 PyObject *kpy_memcpy_dtoh(PyObject *module, PyObject *const *args, Py_ssize_t n) {
-  kpy_state *st = kpy_state_of_module(module);
-  if (n != 2) {
-    PyErr_Format(PyExc_TypeError, "memcpy_dtoh(dest, src) takes 2 arguments (%zd given)", n);
-    return NULL;
-  }
-  PyArrayObject *dst = kpy_host_side(args[0], 1, "destination");
-  kiln_deviceptr src;
-  if (!dst) return NULL;
-  size_t nbytes = (size_t)PyArray_NBYTES(dst);
-  if (kpy_device_side(st, args[1], nbytes, "source", &src) < 0) return NULL;
-  kiln_status s;
-  Py_BEGIN_ALLOW_THREADS
-  s = kiln_memcpy_dtoh(PyArray_DATA(dst), src, nbytes);
-  Py_END_ALLOW_THREADS
-  if (s) return kpy_raise(st, s);
-  Py_RETURN_NONE;
+  return kpy_memcpy(module, args, n, 0);
 }

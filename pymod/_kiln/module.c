@@ -2,6 +2,8 @@
 #define KPY_IMPORT_ARRAY /* the one file that imports NumPy's C API */
 #include "kpy.h"
 
+#include <string.h>
+
 kpy_state *kpy_state_of_module(PyObject *module) { return PyModule_GetState(module); }
 
 kpy_state *kpy_state_of_type(PyTypeObject *tp) {
@@ -75,20 +77,12 @@ static int kpy_exec(PyObject *module) {
   return PyModule_AddStringConstant(module, "__version__", version);
 }
 
-static int kpy_traverse(PyObject *module, visitproc visit, void *arg) {
-  kpy_state *st = kpy_state_of_module(module);
-  PyObject **objs[] = {
-      (PyObject **)&st->SourceModule_type, (PyObject **)&st->Function_type,
-      (PyObject **)&st->In_type, (PyObject **)&st->Out_type, (PyObject **)&st->InOut_type,
-      (PyObject **)&st->DeviceAllocation_type, (PyObject **)&st->Device_type,
-      &st->Error, &st->CompileError, &st->CudaError, &st->LaunchError, &st->OutOfMemoryError,
-      &st->NoDeviceError};
-  for (size_t i = 0; i < sizeof objs / sizeof objs[0]; i++) Py_VISIT(*objs[i]);
-  return 0;
-}
+#define KPY_STATE_OBJECTS 23
+#define KPY_STATE_TRAVERSED 13 /* strings cannot be in a cycle: traverse skips them */
 
-static int kpy_clear(PyObject *module) {
-  kpy_state *st = kpy_state_of_module(module);
+/* The state's objects: the types and exceptions first (what traverse visits), then the
+ * interned strings. */
+static size_t kpy_state_objects(kpy_state *st, PyObject ***out) {
   PyObject **objs[] = {
       (PyObject **)&st->SourceModule_type, (PyObject **)&st->Function_type,
       (PyObject **)&st->In_type, (PyObject **)&st->Out_type, (PyObject **)&st->InOut_type,
@@ -97,7 +91,22 @@ static int kpy_clear(PyObject *module) {
       &st->NoDeviceError, &st->str_block, &st->str_grid, &st->str_shared, &st->str_stream,
       &st->str_time_kernel, &st->str_cuda_array_interface, &st->str_cuda_stream_protocol,
       &st->str_handle, &st->str_cuda_stream, &st->str_ptr};
-  for (size_t i = 0; i < sizeof objs / sizeof objs[0]; i++) Py_CLEAR(*objs[i]);
+  _Static_assert(sizeof objs / sizeof objs[0] == KPY_STATE_OBJECTS, "update KPY_STATE_OBJECTS");
+  memcpy(out, objs, sizeof objs);
+  return KPY_STATE_OBJECTS;
+}
+
+static int kpy_traverse(PyObject *module, visitproc visit, void *arg) {
+  PyObject **objs[KPY_STATE_OBJECTS];
+  kpy_state_objects(kpy_state_of_module(module), objs);
+  for (size_t i = 0; i < KPY_STATE_TRAVERSED; i++) Py_VISIT(*objs[i]);
+  return 0;
+}
+
+static int kpy_clear(PyObject *module) {
+  PyObject **objs[KPY_STATE_OBJECTS];
+  size_t n = kpy_state_objects(kpy_state_of_module(module), objs);
+  for (size_t i = 0; i < n; i++) Py_CLEAR(*objs[i]);
   return 0;
 }
 
