@@ -71,7 +71,7 @@ static void kiln__driver_load_once(void) {
   } entries[] = {
 #define KILN__ENTRY(member) {"cu" #member, (void **)&kiln__cu.member}
       KILN__ENTRY(GetErrorName),       KILN__ENTRY(GetErrorString),
-      KILN__ENTRY(DriverGetVersion),   KILN__ENTRY(DeviceGetCount),
+      KILN__ENTRY(DeviceGetCount),
       KILN__ENTRY(DeviceGet),          KILN__ENTRY(DeviceGetName),
       KILN__ENTRY(DeviceGetAttribute), KILN__ENTRY(DeviceTotalMem),
       KILN__ENTRY(DevicePrimaryCtxRetain), KILN__ENTRY(CtxGetCurrent),
@@ -88,7 +88,7 @@ static void kiln__driver_load_once(void) {
       KILN__ENTRY(StreamSynchronize),
       KILN__ENTRY(EventCreate),        KILN__ENTRY(EventDestroy),
       KILN__ENTRY(EventRecord),        KILN__ENTRY(EventSynchronize),
-      KILN__ENTRY(EventElapsedTime),   KILN__ENTRY(PointerGetAttribute),
+      KILN__ENTRY(EventElapsedTime),
 #undef KILN__ENTRY
   };
   for (size_t i = 0; i < KILN__COUNT(entries); i++) {

@@ -12,7 +12,6 @@
 typedef struct kiln__driver {
   CUresult (*GetErrorName)(CUresult, const char **);
   CUresult (*GetErrorString)(CUresult, const char **);
-  CUresult (*DriverGetVersion)(int *);
   CUresult (*DeviceGetCount)(int *);
   CUresult (*DeviceGet)(CUdevice *, int);
   CUresult (*DeviceGetName)(char *, int, CUdevice);
@@ -48,7 +47,6 @@ typedef struct kiln__driver {
   CUresult (*EventRecord)(CUevent, CUstream);
   CUresult (*EventSynchronize)(CUevent);
   CUresult (*EventElapsedTime)(float *, CUevent, CUevent);
-  CUresult (*PointerGetAttribute)(void *, CUpointer_attribute, CUdeviceptr);
 } kiln__driver;
 
 extern kiln__driver kiln__cu;

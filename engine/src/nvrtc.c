@@ -60,7 +60,6 @@ static void kiln__nvrtc_find_includes(void *symbol) {
   Dl_info info;
   char lib[PATH_MAX], cand[PATH_MAX];
   if (dladdr(symbol, &info) && info.dli_fname && realpath(info.dli_fname, lib)) {
-    kiln__join(kiln__rtc.path, sizeof kiln__rtc.path, lib, "");
     char *slash = strrchr(lib, '/');
     if (slash) {
       *slash = '\0';

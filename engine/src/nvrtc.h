@@ -30,7 +30,6 @@ typedef struct kiln__nvrtc {
   int n_archs;
   char include_dir[PATH_MAX]; /* the toolkit's include folder; "" when none was found */
   char cccl_dir[PATH_MAX];    /* its cccl folder (<cuda/std/...> from CUDA 13 on), or "" */
-  char path[PATH_MAX];  /* where NVRTC was loaded from */
 } kiln__nvrtc;
 
 extern kiln__nvrtc kiln__rtc;

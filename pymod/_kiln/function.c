@@ -29,6 +29,20 @@ typedef struct kpy_function {
 
 static const char *kpy_kw_names = "block, grid, shared, stream and time_kernel";
 
+enum { KPY_KW_BLOCK, KPY_KW_GRID, KPY_KW_SHARED, KPY_KW_STREAM, KPY_KW_TIME_KERNEL, KPY_KW_COUNT };
+
+/* Which keyword `key` is, or -1. Keyword names are interned, so the address compares settle
+ * the usual call before any string is compared. */
+static int kpy_keyword(kpy_state *st, PyObject *key) {
+  PyObject *names[KPY_KW_COUNT] = {st->str_block, st->str_grid, st->str_shared, st->str_stream,
+                                   st->str_time_kernel};
+  for (int i = 0; i < KPY_KW_COUNT; i++)
+    if (key == names[i]) return i;
+  for (int i = 0; i < KPY_KW_COUNT; i++)
+    if (PyUnicode_Compare(key, names[i]) == 0) return i;
+  return -1;
+}
+
 static PyObject *kpy_function_call(PyObject *op, PyObject *const *args, size_t nargsf,
                                    PyObject *kwnames) {
   kpy_function *self = (kpy_function *)op;
@@ -45,13 +59,13 @@ static PyObject *kpy_function_call(PyObject *op, PyObject *const *args, size_t n
   Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
   for (Py_ssize_t i = 0; i < nkw; i++) {
     PyObject *key = PyTuple_GET_ITEM(kwnames, i), *value = args[nargs + i];
-    /* Keyword names are interned, so an address compare settles the usual case. */
-    if (key == st->str_block || PyUnicode_Compare(key, st->str_block) == 0) {
+    int kw = kpy_keyword(st, key);
+    if (kw == KPY_KW_BLOCK) {
       if (kpy_parse_dims(value, "block", cfg.block) < 0) return NULL;
       have_block = 1;
-    } else if (key == st->str_grid || PyUnicode_Compare(key, st->str_grid) == 0) {
+    } else if (kw == KPY_KW_GRID) {
       if (kpy_parse_dims(value, "grid", cfg.grid) < 0) return NULL;
-    } else if (key == st->str_shared || PyUnicode_Compare(key, st->str_shared) == 0) {
+    } else if (kw == KPY_KW_SHARED) {
       long v = PyLong_Check(value) ? PyLong_AsLong(value) : -1;
       if (v == -1 && PyErr_Occurred()) PyErr_Clear();
       if (v < 0 || v > (long)UINT32_MAX) {
@@ -59,9 +73,9 @@ static PyObject *kpy_function_call(PyObject *op, PyObject *const *args, size_t n
         return NULL;
       }
       cfg.shared = (unsigned)v;
-    } else if (key == st->str_stream || PyUnicode_Compare(key, st->str_stream) == 0) {
+    } else if (kw == KPY_KW_STREAM) {
       if (kpy_parse_stream(st, value, &cfg.stream) < 0) return NULL;
-    } else if (key == st->str_time_kernel || PyUnicode_Compare(key, st->str_time_kernel) == 0) {
+    } else if (kw == KPY_KW_TIME_KERNEL) {
       if ((time_kernel = PyObject_IsTrue(value)) < 0) return NULL;
     } else {
       PyErr_Format(PyExc_TypeError, "%s got an unexpected keyword argument %R; it takes %s",
