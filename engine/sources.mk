@@ -5,8 +5,12 @@ KILN_ENGINE_SOURCES = \
 	engine/src/nvrtc.c \
 	engine/src/hash.c \
 	engine/src/signature.c \
+	engine/src/headers.c \
+	engine/src/entry.c \
 	engine/src/compile.c \
+	engine/src/cache.c \
 	engine/src/device.c \
 	engine/src/memory.c \
 	engine/src/module.c \
+	engine/src/image.c \
 	engine/src/launch.c

@@ -2,10 +2,18 @@
 is none, and fail instead when KILN_REQUIRE_GPU=1 (the GPU machine's runs skip nothing)."""
 import os
 import pathlib
+import shutil
+import tempfile
 
-import pytest
+# The suite's kernels go to a cache folder of its own, not the user's (set before kiln reads it).
+_CACHE_DIR = tempfile.mkdtemp(prefix="kiln-pytest-cache-")
+os.environ["KILN_CACHE_DIR"] = _CACHE_DIR
+os.environ.pop("KILN_CACHE_PATH", None)
+os.environ.pop("KILN_CACHE", None)
 
-import kiln
+import pytest  # noqa: E402
+
+import kiln  # noqa: E402
 
 KERNELS = pathlib.Path(__file__).resolve().parent.parent / "kernels_src"
 
@@ -24,6 +32,10 @@ HAVE_GPU = _REASON is None
 
 def pytest_configure(config):
     config.addinivalue_line("markers", "gpu: needs a CUDA device")
+
+
+def pytest_unconfigure(config):
+    shutil.rmtree(_CACHE_DIR, ignore_errors=True)
 
 
 @pytest.fixture(autouse=True)

@@ -96,11 +96,14 @@ typedef struct kiln_compile_opts {
   int n_include_dirs;
   const char *const *name_expressions; /* e.g. "axpy<float>", for templates */
   int n_name_expressions;
+  const char *const *header_names;     /* headers given in memory: the name #include uses */
+  const char *const *header_sources;   /* and the text of each */
+  int n_headers;
 } kiln_compile_opts;
 
-/* Compiles src with NVRTC (one run gives CUBIN and PTX). The same source, options and arch
- * compiled earlier in this process gives the same module without recompiling. opts may be
- * NULL. On KILN_ERROR_COMPILE, *out is still set when a log exists (read it with
+/* Compiles src with NVRTC (one run gives CUBIN and PTX), unless the in-process table or the
+ * kernel cache on disk (below) already holds it: the same source, options, arch and headers
+ * give the same code without NVRTC. opts may be NULL. On KILN_ERROR_COMPILE, *out is still set when a log exists (read it with
  * kiln_module_log, then free the module); otherwise *out is NULL. */
 kiln_status kiln_module_from_source(const char *src, const kiln_compile_opts *opts,
                                     kiln_module **out);
@@ -118,6 +121,70 @@ const char *kiln_module_function_name(const kiln_module *m, int i); /* the PTX e
  * function, by its mangled entry name, or by a name expression given at compile time.
  * KILN_ERROR_NOT_FOUND lists the module's kernels; KILN_ERROR_AMBIGUOUS lists the overloads. */
 kiln_status kiln_module_get_function(kiln_module *m, const char *name, kiln_function **out);
+
+/* Loads prebuilt code: a CUBIN, a fatbin or PTX (text, NUL-terminated or not). Kernel
+ * signatures come from the PTX when there is PTX; for a CUBIN or fatbin they come from the
+ * driver (parameter sizes, sharpened by mangled names), which needs a CUDA device. */
+kiln_status kiln_module_from_image(const void *image, size_t size, kiln_module **out);
+kiln_status kiln_module_from_file(const char *path, kiln_module **out);
+
+/* ---- The kernel cache ------------------------------------------------------------------- *
+ *
+ * kiln_module_from_source keeps what it compiles in a folder: $KILN_CACHE_DIR, else
+ * $XDG_CACHE_HOME/kiln, else ~/.cache/kiln ($KILN_CACHE=0 turns it off). Each entry is one file
+ * named by a SHA-256 key over the format version, NVRTC's version, the arch, the options, the
+ * name expressions, the source and in-memory headers; it records the user headers the source
+ * can reach, and a hit needs them unchanged. $KILN_CACHE_PATH lists read-only folders searched
+ * after the main one. $KILN_CACHE_MAX_BYTES (default 1 GiB) bounds the main folder; the least
+ * recently used entries go first. */
+
+typedef struct kiln_cache_stats {   /* this process's, since it started */
+  uint64_t memory_hits; /* answered by the in-process table */
+  uint64_t disk_hits;   /* answered by an entry on disk */
+  uint64_t misses;      /* looked up on disk and compiled: no entry, a stale or a damaged one */
+  uint64_t compiles;    /* NVRTC runs, cached or not */
+  uint64_t stores;      /* entries written */
+  uint64_t evictions;   /* entries removed to keep the bound */
+  uint64_t corrupt;     /* damaged entries found (each also a warning) */
+} kiln_cache_stats;
+void kiln_cache_get_stats(kiln_cache_stats *out);
+
+typedef struct kiln_cache_info {
+  int enabled;          /* 0 when off, or when the folder cannot be used (see reason) */
+  int writable;
+  char dir[4096];
+  char layers[4096];    /* the read-only folders in use, ':'-separated */
+  char reason[5120];    /* why it is off or read-only; "" when neither */
+  uint64_t entries, bytes, max_bytes;
+  uint64_t hits, misses, evictions; /* counted in the folder by every process that used it */
+} kiln_cache_info;
+kiln_status kiln_cache_get_info(kiln_cache_info *out);
+
+typedef struct kiln_cache_entry {
+  const char *path;
+  const char *key;      /* 64 hex digits */
+  int layer;            /* 0: the main folder; i: the i-th read-only folder */
+  uint64_t bytes;
+  int64_t last_used;    /* seconds since the epoch */
+  const char *arch;     /* "" when the entry cannot be read */
+  const char *kernels;  /* their plain names, ", "-separated */
+  const char *problem;  /* NULL, or why the entry would not load */
+} kiln_cache_entry;
+/* Calls visit for every entry of every folder; a nonzero return stops the walk. */
+kiln_status kiln_cache_list(int (*visit)(const kiln_cache_entry *e, void *ctx), void *ctx);
+
+/* Removes least recently used entries of the main folder until it holds at most max_bytes
+ * (0: $KILN_CACHE_MAX_BYTES); entries being read or written by another process stay. */
+kiln_status kiln_cache_prune(uint64_t max_bytes, uint64_t *removed);
+kiln_status kiln_cache_clear(uint64_t *removed);
+
+/* ---- Warnings ----------------------------------------------------------------------------
+ *
+ * What kiln survives but a user should hear of (a damaged cache entry it replaced, a cache
+ * folder it cannot write) goes to a handler, by default one line on stderr. The handler runs
+ * on the thread of the kiln call that found the problem. */
+typedef void (*kiln_warning_handler)(const char *message, void *ctx);
+void kiln_set_warning_handler(kiln_warning_handler fn, void *ctx); /* NULL: stderr again */
 
 /* ---- Signatures ------------------------------------------------------------------------- */
 

@@ -19,39 +19,37 @@ static int kiln__parse_arch(const char *s, char *suffix, size_t cap) {
   return n;
 }
 
-static kiln_status kiln__unsupported_arch(const char *asked) {
+static kiln_status kiln__unsupported_arch(const kiln__nvrtc_id *id, const char *asked) {
   kiln__fail(KILN_ERROR_INVALID, "arch '%s' is not one NVRTC %d.%d supports; it supports",
-             asked, kiln__rtc.major, kiln__rtc.minor);
-  for (int i = 0; i < kiln__rtc.n_archs; i++)
-    kiln__fail_append("%s sm_%d", i ? "," : "", kiln__rtc.archs[i]);
+             asked, id->major, id->minor);
+  for (int i = 0; i < id->n_archs; i++)
+    kiln__fail_append("%s sm_%d", i ? "," : "", id->archs[i]);
   return KILN_ERROR_INVALID;
 }
 
-kiln_status kiln__compile_arch(const kiln_compile_opts *opts, char *arch, size_t cap,
-                               int *arch_num) {
-  kiln_status s = kiln__nvrtc_load();
-  if (s) return s;
+kiln_status kiln__compile_arch(const kiln_compile_opts *opts, const kiln__nvrtc_id *id,
+                               char *arch, size_t cap, int *arch_num) {
   const char *asked = opts && opts->arch && *opts->arch ? opts->arch : getenv("KILN_ARCH");
   if (asked && *asked) {
     char suffix[4];
     int n = kiln__parse_arch(asked, suffix, sizeof suffix);
-    if (!n || kiln__nvrtc_clamp_arch(n) != n) return kiln__unsupported_arch(asked);
+    if (!n || kiln__nvrtc_clamp_arch(id, n) != n) return kiln__unsupported_arch(id, asked);
     snprintf(arch, cap, "sm_%d%s", n, suffix);
     *arch_num = n;
     return KILN_OK;
   }
   int major, minor, n = 0;
   if (kiln__device_capability(&major, &minor) == KILN_OK) {
-    n = kiln__nvrtc_clamp_arch(major * 10 + minor);
+    n = kiln__nvrtc_clamp_arch(id, major * 10 + minor);
     if (!n)
       return kiln__fail(KILN_ERROR_INVALID,
                         "the device is sm_%d%d, older than any arch NVRTC %d.%d supports "
                         "(the oldest is sm_%d)",
-                        major, minor, kiln__rtc.major, kiln__rtc.minor, kiln__rtc.archs[0]);
+                        major, minor, id->major, id->minor, id->archs[0]);
   } else {
     /* No device: the oldest arch, whose PTX any newer GPU can still run. */
     kiln__clear_error();
-    n = kiln__rtc.archs[0];
+    n = id->archs[0];
   }
   snprintf(arch, cap, "sm_%d", n);
   *arch_num = n;
@@ -185,7 +183,10 @@ kiln_status kiln__compile(const char *src, const kiln_compile_opts *opts, const 
   snprintf(out->arch, sizeof out->arch, "%s", arch);
   out->arch_num = kiln__parse_arch(arch, suffix, sizeof suffix);
   nvrtcProgram prog = NULL;
-  KILN__RTC(CreateProgram, (&prog, src, "kernel.cu", 0, NULL, NULL));
+  int n_headers = opts ? opts->n_headers : 0;
+  KILN__RTC(CreateProgram, (&prog, src, "kernel.cu", n_headers,
+                            n_headers ? opts->header_sources : NULL,
+                            n_headers ? opts->header_names : NULL));
   for (int i = 0; opts && i < opts->n_name_expressions && !s; i++) {
     nvrtcResult rc = kiln__rtc.AddNameExpression(prog, opts->name_expressions[i]);
     if (rc != NVRTC_SUCCESS)

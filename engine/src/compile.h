@@ -3,6 +3,7 @@
 #define KILN_COMPILE_H
 
 #include "internal.h"
+#include "nvrtc.h"
 
 typedef struct kiln__code {
   char arch[24];        /* "sm_90", "sm_90a" */
@@ -18,9 +19,9 @@ typedef struct kiln__code {
 } kiln__code;
 
 /* Chooses the arch: opts->arch, else KILN_ARCH, else the current device's clamped to what
- * NVRTC supports, else the oldest arch NVRTC supports. Writes "sm_XY[a]" into arch. */
-kiln_status kiln__compile_arch(const kiln_compile_opts *opts, char *arch, size_t cap,
-                               int *arch_num);
+ * NVRTC (id) supports, else the oldest arch it supports. Writes "sm_XY[a]" into arch. */
+kiln_status kiln__compile_arch(const kiln_compile_opts *opts, const kiln__nvrtc_id *id,
+                               char *arch, size_t cap, int *arch_num);
 
 /* Compiles src for arch. On KILN_ERROR_COMPILE the log is still in out->log. */
 kiln_status kiln__compile(const char *src, const kiln_compile_opts *opts, const char *arch,

@@ -103,6 +103,22 @@ static void kiln__driver_load_once(void) {
       return;
     }
   }
+  /* Optional: what describes the kernels of a CUBIN (CUDA 12.4); NULL on older drivers. */
+  struct {
+    const char *name;
+    void **slot;
+  } optional[] = {
+      {"cuLibraryGetKernelCount", (void **)&kiln__cu.LibraryGetKernelCount},
+      {"cuLibraryEnumerateKernels", (void **)&kiln__cu.LibraryEnumerateKernels},
+      {"cuKernelGetName", (void **)&kiln__cu.KernelGetName},
+      {"cuKernelGetParamInfo", (void **)&kiln__cu.KernelGetParamInfo},
+  };
+  for (size_t i = 0; i < KILN__COUNT(optional); i++) {
+    CUdriverProcAddressQueryResult found;
+    if (get(optional[i].name, optional[i].slot, 12040, CU_GET_PROC_ADDRESS_DEFAULT, &found) !=
+        CUDA_SUCCESS)
+      *optional[i].slot = NULL;
+  }
   CUresult rc = init(0);
   if (rc != CUDA_SUCCESS) {
     const char *name = NULL;

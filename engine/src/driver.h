@@ -47,6 +47,11 @@ typedef struct kiln__driver {
   CUresult (*EventRecord)(CUevent, CUstream);
   CUresult (*EventSynchronize)(CUevent);
   CUresult (*EventElapsedTime)(float *, CUevent, CUevent);
+  /* CUDA 12.4 and newer; NULL when the driver is older. */
+  CUresult (*LibraryGetKernelCount)(unsigned *, CUlibrary);
+  CUresult (*LibraryEnumerateKernels)(CUkernel *, unsigned, CUlibrary);
+  CUresult (*KernelGetName)(const char **, CUkernel);
+  CUresult (*KernelGetParamInfo)(CUkernel, size_t, size_t *, size_t *);
 } kiln__driver;
 
 extern kiln__driver kiln__cu;

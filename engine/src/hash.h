@@ -15,4 +15,9 @@ void kiln__hasher_string(kiln__hasher *h, const char *s); /* NULL hashes unlike 
 /* Writes the digest and frees the hasher. */
 kiln_status kiln__hasher_end(kiln__hasher *h, unsigned char key[KILN__KEY_SIZE]);
 
+/* One buffer's SHA-256, for checksums and header contents. */
+kiln_status kiln__sha256(const void *data, size_t n, unsigned char key[KILN__KEY_SIZE]);
+/* The key as 64 lowercase hex digits, the way the cache names files. */
+void kiln__key_hex(const unsigned char key[KILN__KEY_SIZE], char hex[2 * KILN__KEY_SIZE + 1]);
+
 #endif

@@ -32,6 +32,9 @@ kiln_status kiln__cuda_fail(const char *call, int result);
 /* Stores the CUresult kiln_last_cuda_result() reports; call after kiln__fail(). */
 void kiln__set_cuda_result(int result);
 
+/* Hands a warning to the handler set with kiln_set_warning_handler (stderr by default). */
+void kiln__warn(const char *fmt, ...) KILN__PRINTF(1, 2);
+
 /* Clears the last error on a successful public call. */
 void kiln__clear_error(void);
 

@@ -1,9 +1,12 @@
 /* Modules: compiling through the in-process table, kernel lookup, loading. */
 #include "module.h"
 
+#include "cache.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 /* ---- The in-process table: the same inputs give the same module without NVRTC ---------- */
 
@@ -14,25 +17,6 @@ static kiln_module *kiln__table[KILN__TABLE_BUCKETS];
 
 static unsigned kiln__bucket(const unsigned char *key) {
   return ((unsigned)key[0] | (unsigned)key[1] << 8) % KILN__TABLE_BUCKETS;
-}
-
-static kiln_status kiln__module_key(const char *src, const kiln_compile_opts *opts,
-                                    const char *arch, unsigned char key[KILN__KEY_SIZE]) {
-  kiln__hasher *h;
-  kiln_status s = kiln__hasher_begin(&h);
-  if (s) return s;
-  kiln__hasher_string(h, "kiln module 1");
-  kiln__hasher_string(h, arch);
-  int n_opt = opts ? opts->n_options : 0, n_inc = opts ? opts->n_include_dirs : 0;
-  int n_names = opts ? opts->n_name_expressions : 0;
-  kiln__hasher_field(h, &n_opt, sizeof n_opt);
-  for (int i = 0; i < n_opt; i++) kiln__hasher_string(h, opts->options[i]);
-  kiln__hasher_field(h, &n_inc, sizeof n_inc);
-  for (int i = 0; i < n_inc; i++) kiln__hasher_string(h, opts->include_dirs[i]);
-  kiln__hasher_field(h, &n_names, sizeof n_names);
-  for (int i = 0; i < n_names; i++) kiln__hasher_string(h, opts->name_expressions[i]);
-  kiln__hasher_string(h, src);
-  return kiln__hasher_end(h, key);
 }
 
 static kiln_module *kiln__table_find(const unsigned char *key) {
@@ -47,6 +31,7 @@ static void kiln__module_destroy(kiln_module *m) {
   if (m->lib) kiln__cu.LibraryUnload(m->lib);
   kiln__code_free(&m->code);
   kiln__entries_free(m->entries, m->n_entries);
+  kiln__headers_free(&m->headers);
   free(m->functions);
   pthread_mutex_destroy(&m->load_lock);
   free(m);
@@ -64,10 +49,8 @@ static kiln_module *kiln__module_new(void) {
   return m;
 }
 
-/* Reads the kernels' signatures out of the PTX and makes one function per kernel. */
-static kiln_status kiln__module_index(kiln_module *m) {
-  kiln_status s = kiln__ptx_parse(m->code.ptx, m->code.ptx_size, &m->entries, &m->n_entries);
-  if (s) return s;
+/* One function per kernel. */
+static kiln_status kiln__module_functions(kiln_module *m) {
   m->functions = calloc((size_t)(m->n_entries ? m->n_entries : 1), sizeof *m->functions);
   if (!m->functions) return kiln__fail(KILN_ERROR_NO_MEMORY, "out of memory for functions");
   for (int i = 0; i < m->n_entries; i++) {
@@ -78,57 +61,136 @@ static kiln_status kiln__module_index(kiln_module *m) {
   return KILN_OK;
 }
 
-kiln_status kiln_module_from_source(const char *src, const kiln_compile_opts *opts,
-                                    kiln_module **out) {
-  *out = NULL;
-  if (!src) return kiln__fail(KILN_ERROR_INVALID, "the source is NULL");
-  char arch[24];
-  int arch_num;
-  kiln_status s = kiln__compile_arch(opts, arch, sizeof arch, &arch_num);
-  if (s) return s;
-  unsigned char key[KILN__KEY_SIZE];
-  if ((s = kiln__module_key(src, opts, arch, key))) return s;
-
-  pthread_mutex_lock(&kiln__table_lock);
-  kiln_module *m = kiln__table_find(key);
-  if (m) __atomic_add_fetch(&m->refs, 1, __ATOMIC_ACQ_REL);
-  pthread_mutex_unlock(&kiln__table_lock);
-  if (m) {
-    *out = m;
-    kiln__clear_error();
-    return KILN_OK;
+kiln_status kiln__module_adopt(kiln__code *code, kiln__entry *entries, int n_entries,
+                               kiln_module **out) {
+  kiln_module *m = kiln__module_new();
+  if (!m) {
+    kiln__code_free(code);
+    kiln__entries_free(entries, n_entries);
+    return kiln__fail(KILN_ERROR_NO_MEMORY, "out of memory");
   }
-
-  /* Compiled outside the lock: two threads racing on one source both compile, and the
-   * first to finish is the one the table keeps. */
-  if (!(m = kiln__module_new())) return kiln__fail(KILN_ERROR_NO_MEMORY, "out of memory");
-  memcpy(m->key, key, sizeof key);
-  s = kiln__compile(src, opts, arch, &m->code);
-  if (s == KILN_ERROR_COMPILE) {
-    *out = m; /* holds the log */
-    return s;
-  }
-  if (!s) s = kiln__module_index(m);
+  m->code = *code;
+  memset(code, 0, sizeof *code);
+  m->entries = entries;
+  m->n_entries = n_entries;
+  kiln_status s = kiln__module_functions(m);
   if (s) {
     kiln__module_destroy(m);
     return s;
   }
+  *out = m;
+  return KILN_OK;
+}
+
+static int kiln__module_fresh(const kiln_module *m) {
+  return m->headers.n == 0 || kiln__headers_fresh(&m->headers);
+}
+
+/* Puts m in the table unless an equal, still fresh module got there first; gives back the
+ * one the caller should use, holding a reference to it. */
+static kiln_module *kiln__table_insert(kiln_module *m) {
   pthread_mutex_lock(&kiln__table_lock);
-  kiln_module *raced = kiln__table_find(key);
-  if (raced) {
+  unsigned b = kiln__bucket(m->key);
+  kiln_module **link = &kiln__table[b], *stale = NULL, *raced = NULL;
+  for (; *link; link = &(*link)->next)
+    if (memcmp((*link)->key, m->key, KILN__KEY_SIZE) == 0) break;
+  if (*link && kiln__module_fresh(*link)) {
+    raced = *link;
     __atomic_add_fetch(&raced->refs, 1, __ATOMIC_ACQ_REL);
   } else {
-    unsigned b = kiln__bucket(key);
+    if (*link) { /* compiled against a header that has changed since */
+      stale = *link;
+      *link = stale->next;
+    }
     m->next = kiln__table[b];
     kiln__table[b] = m;
     m->refs++; /* the table's */
   }
   pthread_mutex_unlock(&kiln__table_lock);
-  if (raced) {
-    kiln__module_destroy(m);
-    m = raced;
+  kiln_module_free(stale);
+  if (!raced) return m;
+  kiln_module_free(m);
+  return raced;
+}
+
+/* Compiles src and records the headers it can reach; stores the result on disk when it may. */
+static kiln_status kiln__module_compile(const char *src, const kiln_compile_opts *opts,
+                                        const kiln__nvrtc_id *id, const char *arch,
+                                        const char *cwd, int use_disk, kiln_module *m) {
+  /* Scanned before compiling: a header edited during the compile then reads as changed. */
+  char here[PATH_MAX];
+  if (!cwd[0] && !getcwd(here, sizeof here)) here[0] = '\0';
+  kiln_status s = kiln__headers_scan(src, opts, cwd[0] ? cwd : here, &m->headers);
+  if (s) return s;
+  kiln__cache_count(KILN__COMPILES);
+  s = kiln__compile(src, opts, arch, &m->code);
+  if (s) return s;
+  if ((s = kiln__ptx_parse(m->code.ptx, m->code.ptx_size, &m->entries, &m->n_entries)) ||
+      (s = kiln__module_functions(m)))
+    return s;
+  /* The key named the NVRTC of the cache folder's note; only code from that one is stored. */
+  if (use_disk && !m->headers.uncacheable && kiln__nvrtc_is(id))
+    kiln__cache_store(m->key, &m->code, m->entries, m->n_entries, &m->headers);
+  return KILN_OK;
+}
+
+kiln_status kiln_module_from_source(const char *src, const kiln_compile_opts *opts,
+                                    kiln_module **out) {
+  *out = NULL;
+  if (!src) return kiln__fail(KILN_ERROR_INVALID, "the source is NULL");
+  char arch[24], cwd[PATH_MAX];
+  int arch_num;
+  kiln__nvrtc_id id;
+  kiln_status s = kiln__cache_nvrtc(&id);
+  if (!s) s = kiln__compile_arch(opts, &id, arch, sizeof arch, &arch_num);
+  if (s) return s;
+  unsigned char key[KILN__KEY_SIZE];
+  if ((s = kiln__cache_key(src, opts, &id, arch, key, cwd))) return s;
+
+  pthread_mutex_lock(&kiln__table_lock);
+  kiln_module *m = kiln__table_find(key);
+  if (m) __atomic_add_fetch(&m->refs, 1, __ATOMIC_ACQ_REL);
+  pthread_mutex_unlock(&kiln__table_lock);
+  if (m && kiln__module_fresh(m)) {
+    kiln__cache_count(KILN__MEMORY_HITS);
+    *out = m;
+    kiln__clear_error();
+    return KILN_OK;
   }
-  *out = m;
+  kiln_module_free(m);
+
+  if (!(m = kiln__module_new())) return kiln__fail(KILN_ERROR_NO_MEMORY, "out of memory");
+  memcpy(m->key, key, sizeof key);
+  /* The disk: a lookup without the lock (the common hit), then under the key's lock, which
+   * another process may hold while it compiles this very source. */
+  int use_disk = kiln__cache_enabled(), hit = 0;
+  kiln__cached c;
+  kiln__cache_lock lock = {-1};
+  if (use_disk && !(hit = kiln__cache_find(key, &c))) {
+    kiln__cache_lock_key(key, &lock);
+    if (lock.fd >= 0) hit = kiln__cache_find(key, &c);
+    if (!hit) kiln__cache_count(KILN__MISSES);
+  }
+  if (hit) {
+    m->code = c.code;
+    m->entries = c.entries;
+    m->n_entries = c.n_entries;
+    m->headers = c.headers;
+    s = kiln__module_functions(m);
+  } else {
+    s = kiln__module_compile(src, opts, &id, arch, cwd, use_disk, m);
+  }
+  kiln__cache_unlock(&lock);
+  if (s == KILN_ERROR_COMPILE) {
+    *out = m; /* holds the log */
+    return s;
+  }
+  if (s) {
+    kiln__module_destroy(m);
+    return s;
+  }
+  /* A source whose headers cannot be known is compiled every time. */
+  *out = m->headers.uncacheable ? m : kiln__table_insert(m);
   kiln__clear_error();
   return KILN_OK;
 }

@@ -5,6 +5,7 @@
 #include "compile.h"
 #include "device.h"
 #include "hash.h"
+#include "headers.h"
 #include "signature.h"
 
 struct kiln_function {
@@ -24,10 +25,16 @@ struct kiln_module {
   kiln__entry *entries;       /* owned */
   int n_entries;
   kiln_function *functions;   /* owned, one per entry */
+  kiln__headers headers;      /* the user headers it was compiled against; a hit needs them
+                                 unchanged */
   pthread_mutex_t load_lock;  /* guards lib and the functions' kernels */
   CUlibrary lib;              /* loaded on first launch, context-independent */
   struct kiln_module *next;   /* the table's chain */
 };
+
+/* A module of prebuilt code (image.c) around code; takes what code owns. */
+kiln_status kiln__module_adopt(kiln__code *code, kiln__entry *entries, int n_entries,
+                               kiln_module **out);
 
 /* Loads the module if needed and reads f's limits for device d. */
 kiln_status kiln__function_ready(kiln_function *f, kiln__device *d);

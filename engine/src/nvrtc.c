@@ -1,18 +1,21 @@
 /* Opening NVRTC and finding the toolkit headers that go with it. */
 #include "nvrtc.h"
 
+#include "hash.h"
+
 #include <dlfcn.h>
 #include <limits.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 kiln__nvrtc kiln__rtc;
 
 static pthread_once_t kiln__nvrtc_once = PTHREAD_ONCE_INIT;
-static kiln_status kiln__nvrtc_status;
+static kiln_status kiln__nvrtc_status = KILN_ERROR_NO_NVRTC; /* until it opens */
 static char kiln__nvrtc_msg[1024];
 
 static void *kiln__nvrtc_open(char *tried, size_t tried_size) {
@@ -130,12 +133,20 @@ static void kiln__nvrtc_load_once(void) {
     return;
   }
   kiln__rtc.n_archs = n;
+  /* Two builds of one NVRTC version can differ (a patch release fixing codegen); the size of
+   * the library tells them apart for the cache key at the cost of one stat. */
+  Dl_info info;
+  struct stat st;
+  if (dladdr(*entries[0].slot, &info) && info.dli_fname && stat(info.dli_fname, &st) == 0) {
+    kiln__rtc.lib_bytes = (uint64_t)st.st_size;
+    if (!realpath(info.dli_fname, kiln__rtc.lib_path)) kiln__rtc.lib_path[0] = '\0';
+  }
   kiln__nvrtc_find_includes(*entries[0].slot);
   char cccl[PATH_MAX];
   if (kiln__rtc.include_dir[0] && kiln__join(cccl, sizeof cccl, kiln__rtc.include_dir, "/cccl") &&
       access(cccl, R_OK) == 0)
     kiln__join(kiln__rtc.cccl_dir, sizeof kiln__rtc.cccl_dir, cccl, "");
-  kiln__nvrtc_status = KILN_OK;
+  __atomic_store_n(&kiln__nvrtc_status, KILN_OK, __ATOMIC_RELEASE);
 }
 
 kiln_status kiln__nvrtc_load(void) {
@@ -144,9 +155,136 @@ kiln_status kiln__nvrtc_load(void) {
   return kiln__fail(kiln__nvrtc_status, "%s", kiln__nvrtc_msg);
 }
 
-int kiln__nvrtc_clamp_arch(int want) {
+int kiln__nvrtc_clamp_arch(const kiln__nvrtc_id *id, int want) {
   int best = 0;
-  for (int i = 0; i < kiln__rtc.n_archs; i++)
-    if (kiln__rtc.archs[i] <= want && kiln__rtc.archs[i] > best) best = kiln__rtc.archs[i];
+  for (int i = 0; i < id->n_archs; i++)
+    if (id->archs[i] <= want && id->archs[i] > best) best = id->archs[i];
   return best;
+}
+
+/* ---- Knowing NVRTC without opening it ------------------------------------------------------ */
+
+static pthread_mutex_t kiln__id_lock = PTHREAD_MUTEX_INITIALIZER;
+static int kiln__id_known;
+static kiln__nvrtc_id kiln__id;
+
+static int kiln__nvrtc_open_now(void) {
+  return __atomic_load_n(&kiln__nvrtc_status, __ATOMIC_ACQUIRE) == KILN_OK;
+}
+
+static void kiln__id_of_open(kiln__nvrtc_id *id) {
+  memset(id, 0, sizeof *id);
+  id->major = kiln__rtc.major;
+  id->minor = kiln__rtc.minor;
+  id->lib_bytes = kiln__rtc.lib_bytes;
+  for (int i = 0; i < kiln__rtc.n_archs && id->n_archs < KILN__MAX_ARCHS; i++)
+    id->archs[id->n_archs++] = kiln__rtc.archs[i];
+}
+
+int kiln__nvrtc_is(const kiln__nvrtc_id *id) {
+  if (!kiln__nvrtc_open_now()) return 0;
+  kiln__nvrtc_id open;
+  kiln__id_of_open(&open);
+  return memcmp(&open, id, sizeof open) == 0;
+}
+
+/* The note's name: a digest of the environment that steers which NVRTC opens. */
+static int kiln__note_path(char *out, size_t cap, const char *dir) {
+  const char *names[] = {"KILN_NVRTC_PATH", "LD_LIBRARY_PATH", "CUDA_HOME", "CUDA_PATH"};
+  kiln__hasher *h;
+  if (kiln__hasher_begin(&h)) return 0;
+  for (size_t i = 0; i < KILN__COUNT(names); i++) kiln__hasher_string(h, getenv(names[i]));
+  unsigned char key[KILN__KEY_SIZE];
+  char hex[2 * KILN__KEY_SIZE + 1];
+  if (kiln__hasher_end(h, key)) return 0;
+  kiln__key_hex(key, hex);
+  int n = snprintf(out, cap, "%s/nvrtc-%.16s", dir, hex);
+  return n > 0 && (size_t)n < cap;
+}
+
+/* What the note checks: the library file and the loader's cache (ldconfig rewrites it when a
+ * library is installed that could now be found first). */
+static void kiln__file_stamp(const char *path, long long stamp[3]) {
+  struct stat st;
+  stamp[0] = stamp[1] = stamp[2] = -1;
+  if (stat(path, &st) == 0) {
+    stamp[0] = (long long)st.st_size;
+    stamp[1] = (long long)st.st_mtim.tv_sec * 1000000000LL + st.st_mtim.tv_nsec;
+    stamp[2] = (long long)st.st_ino;
+  }
+}
+
+static int kiln__note_read(const char *note, kiln__nvrtc_id *id) {
+  char text[2048], lib[PATH_MAX];
+  FILE *f = fopen(note, "r");
+  if (!f) return 0;
+  size_t n = fread(text, 1, sizeof text - 1, f);
+  fclose(f);
+  text[n] = '\0';
+  long long lib_stamp[3], cache_stamp[3], now[3];
+  unsigned long long bytes;
+  int used = 0;
+  memset(id, 0, sizeof *id);
+  char *nl = strchr(text, '\n');
+  if (strncmp(text, "kiln nvrtc note 1\n", 18) != 0 || !nl || !(nl = strchr(nl + 1, '\n')))
+    return 0;
+  size_t len = (size_t)(nl - (text + 18));
+  if (len == 0 || len >= sizeof lib) return 0;
+  memcpy(lib, text + 18, len);
+  lib[len] = '\0';
+  if (sscanf(nl + 1, "%lld %lld %lld %lld %lld %lld %d %d %llu %d%n", &lib_stamp[0],
+             &lib_stamp[1], &lib_stamp[2], &cache_stamp[0], &cache_stamp[1], &cache_stamp[2],
+             &id->major, &id->minor, &bytes, &id->n_archs, &used) != 10 ||
+      id->n_archs <= 0 || id->n_archs > KILN__MAX_ARCHS)
+    return 0;
+  id->lib_bytes = bytes;
+  const char *p = nl + 1 + used;
+  for (int i = 0; i < id->n_archs; i++) {
+    int k = 0;
+    if (sscanf(p, "%d%n", &id->archs[i], &k) != 1) return 0;
+    p += k;
+  }
+  kiln__file_stamp(lib, now);
+  if (memcmp(now, lib_stamp, sizeof now) != 0 || now[0] < 0) return 0;
+  kiln__file_stamp("/etc/ld.so.cache", now);
+  return memcmp(now, cache_stamp, sizeof now) == 0;
+}
+
+static void kiln__note_write(const char *note) {
+  if (!kiln__rtc.lib_path[0]) return;
+  long long lib[3], cache[3];
+  kiln__file_stamp(kiln__rtc.lib_path, lib);
+  kiln__file_stamp("/etc/ld.so.cache", cache);
+  char tmp[PATH_MAX + 32];
+  if (snprintf(tmp, sizeof tmp, "%s.%ld.tmp", note, (long)getpid()) >= (int)sizeof tmp) return;
+  FILE *f = fopen(tmp, "w");
+  if (!f) return;
+  fprintf(f, "kiln nvrtc note 1\n%s\n%lld %lld %lld %lld %lld %lld %d %d %llu %d", kiln__rtc.lib_path,
+          lib[0], lib[1], lib[2], cache[0], cache[1], cache[2], kiln__rtc.major, kiln__rtc.minor,
+          (unsigned long long)kiln__rtc.lib_bytes, kiln__rtc.n_archs);
+  for (int i = 0; i < kiln__rtc.n_archs; i++) fprintf(f, " %d", kiln__rtc.archs[i]);
+  fputc('\n', f);
+  if (fclose(f) != 0 || rename(tmp, note) != 0) unlink(tmp);
+}
+
+kiln_status kiln__nvrtc_identify(const char *note_dir, int may_write, kiln__nvrtc_id *out) {
+  pthread_mutex_lock(&kiln__id_lock);
+  kiln_status s = KILN_OK;
+  if (!kiln__id_known) {
+    char note[PATH_MAX];
+    int have_note = note_dir && kiln__note_path(note, sizeof note, note_dir);
+    if (kiln__nvrtc_open_now()) {
+      kiln__id_of_open(&kiln__id);
+      kiln__id_known = 1;
+    } else if (have_note && kiln__note_read(note, &kiln__id)) {
+      kiln__id_known = 1;
+    } else if (!(s = kiln__nvrtc_load())) {
+      kiln__id_of_open(&kiln__id);
+      kiln__id_known = 1;
+      if (have_note && may_write) kiln__note_write(note);
+    }
+  }
+  if (!s) *out = kiln__id;
+  pthread_mutex_unlock(&kiln__id_lock);
+  return s;
 }

@@ -6,6 +6,18 @@
 
 #include <limits.h>
 #include <nvrtc.h>
+#include <stdint.h>
+
+/* What decides NVRTC's output besides its input, and the archs it can target: all the cache
+ * key and the choice of arch need, which a note in the cache folder can give without opening
+ * NVRTC (its dlopen alone costs 10-20 ms, forty times a whole cache hit). */
+#define KILN__MAX_ARCHS 64
+typedef struct kiln__nvrtc_id {
+  int major, minor;
+  uint64_t lib_bytes; /* the size of the library file, which tells its builds apart */
+  int n_archs;
+  int archs[KILN__MAX_ARCHS]; /* supported sm_XY as XY, ascending */
+} kiln__nvrtc_id;
 
 typedef struct kiln__nvrtc {
   const char *(*GetErrorString)(nvrtcResult);
@@ -26,8 +38,10 @@ typedef struct kiln__nvrtc {
   nvrtcResult (*GetLoweredName)(nvrtcProgram, const char *, const char **);
 
   int major, minor;     /* NVRTC's version */
+  uint64_t lib_bytes;   /* the size of the library file, which tells its builds apart */
   int *archs;           /* supported sm_XY as XY, ascending */
   int n_archs;
+  char lib_path[PATH_MAX]; /* the library file that was opened, resolved */
   char include_dir[PATH_MAX]; /* the toolkit's include folder; "" when none was found */
   char cccl_dir[PATH_MAX];    /* its cccl folder (<cuda/std/...> from CUDA 13 on), or "" */
 } kiln__nvrtc;
@@ -37,9 +51,17 @@ extern kiln__nvrtc kiln__rtc;
 /* Opens NVRTC once per process; KILN_ERROR_NO_NVRTC with the places tried when it fails. */
 kiln_status kiln__nvrtc_load(void);
 
-/* The newest arch NVRTC supports that is not newer than `want` (e.g. 90 for sm_90); 0 when
- * even the oldest it supports is newer. */
-int kiln__nvrtc_clamp_arch(int want);
+/* The identity of the NVRTC this process opens or would open: from NVRTC itself once open,
+ * else from the note in note_dir when the library it names is unchanged, else by opening
+ * NVRTC (and, with may_write, leaving a note). note_dir may be NULL. */
+kiln_status kiln__nvrtc_identify(const char *note_dir, int may_write, kiln__nvrtc_id *out);
+
+/* 1 when NVRTC is open and is the one id describes. */
+int kiln__nvrtc_is(const kiln__nvrtc_id *id);
+
+/* The newest arch of id that is not newer than `want` (e.g. 90 for sm_90); 0 when even the
+ * oldest it supports is newer. */
+int kiln__nvrtc_clamp_arch(const kiln__nvrtc_id *id, int want);
 
 #define KILN__RTC(fn, args)                                                          \
   do {                                                                               \

@@ -201,9 +201,7 @@ static kiln_status kiln__parse_entry(kiln__cursor *c, kiln__entry *e) {
   return KILN_OK;
 }
 
-/* Gives a parsed entry its plain name and, from the mangled name, the integer signs and
- * which 64-bit parameters are pointers. */
-static kiln_status kiln__refine_entry(kiln__entry *e) {
+kiln_status kiln__entry_refine(kiln__entry *e, int sizes_only) {
   int types[256];
   int n_types = -1;
   char *plain = kiln__demangle(e->name, types, (int)KILN__COUNT(types), &n_types);
@@ -221,7 +219,8 @@ static kiln_status kiln__refine_entry(kiln__entry *e) {
     /* Trust the name only where it agrees with the PTX on size and on int versus float. */
     int ptx_int = p->cls <= KILN_PARAM_PTR;
     int name_int = t <= KILN_PARAM_PTR;
-    if (tsize == p->size && ptx_int == name_int && p->cls != KILN_PARAM_AGGREGATE)
+    if (tsize == p->size && (sizes_only || ptx_int == name_int) &&
+        p->cls != KILN_PARAM_AGGREGATE)
       p->cls = (kiln_param_class)t;
   }
   return KILN_OK;
@@ -260,7 +259,7 @@ kiln_status kiln__ptx_parse(const char *ptx, size_t len, kiln__entry **out, int 
     memset(&entries[n], 0, sizeof entries[n]);
     n++;
     s = kiln__parse_entry(&c, &entries[n - 1]);
-    if (!s) s = kiln__refine_entry(&entries[n - 1]);
+    if (!s) s = kiln__entry_refine(&entries[n - 1], 0);
     if (s) break;
   }
   if (s) {

@@ -69,3 +69,28 @@ char *kiln__memdup(const void *p, size_t n) {
   if (d && n) memcpy(d, p, n);
   return d;
 }
+
+/* ---- Warnings ------------------------------------------------------------------------------ */
+
+static void kiln__warn_stderr(const char *message, void *ctx) {
+  (void)ctx;
+  fprintf(stderr, "kiln: warning: %s\n", message);
+}
+
+static kiln_warning_handler kiln__warning_fn = kiln__warn_stderr;
+static void *kiln__warning_ctx;
+
+void kiln_set_warning_handler(kiln_warning_handler fn, void *ctx) {
+  __atomic_store_n(&kiln__warning_ctx, ctx, __ATOMIC_RELEASE);
+  __atomic_store_n(&kiln__warning_fn, fn ? fn : kiln__warn_stderr, __ATOMIC_RELEASE);
+}
+
+void kiln__warn(const char *fmt, ...) {
+  char message[KILN__MSG_MAX];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(message, sizeof message, fmt, ap);
+  va_end(ap);
+  kiln_warning_handler fn = __atomic_load_n(&kiln__warning_fn, __ATOMIC_ACQUIRE);
+  fn(message, __atomic_load_n(&kiln__warning_ctx, __ATOMIC_ACQUIRE));
+}

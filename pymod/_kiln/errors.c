@@ -14,7 +14,37 @@ static PyObject *kpy_new_exception(PyObject *module, const char *name, PyObject 
   return e;
 }
 
+/* ---- Warnings: the engine's, queued on the thread that made them ------------------------- */
+
+#define KPY_PENDING_MAX 8
+
+static _Thread_local struct {
+  int n;
+  char text[KPY_PENDING_MAX][1024];
+} kpy_pending;
+
+/* Runs inside engine calls, often without the GIL: only queues. */
+static void kpy_on_warning(const char *message, void *ctx) {
+  (void)ctx;
+  if (kpy_pending.n < KPY_PENDING_MAX)
+    PyOS_snprintf(kpy_pending.text[kpy_pending.n++], sizeof kpy_pending.text[0], "%s", message);
+}
+
+int kpy_flush_warnings(kpy_state *st) {
+  int n = kpy_pending.n;
+  kpy_pending.n = 0;
+  for (int i = 0; i < n; i++)
+    if (PyErr_WarnEx(st->CacheWarning, kpy_pending.text[i], 1) < 0) return -1;
+  return 0;
+}
+
 int kpy_errors_init(PyObject *module, kpy_state *st) {
+  kiln_set_warning_handler(kpy_on_warning, NULL);
+  if (!(st->CacheWarning = kpy_new_exception(
+            module, "CacheWarning", PyExc_UserWarning,
+            "The kernel cache met a problem it worked around: a damaged entry it replaced, a "
+            "folder it cannot write or will not trust.")))
+    return -1;
   if (!(st->Error = kpy_new_exception(module, "Error", NULL, "Base of every kiln error.")) ||
       !(st->CompileError = kpy_new_exception(
             module, "CompileError", st->Error,

@@ -255,6 +255,6 @@ static PyType_Spec kpy_function_spec = {
     kpy_function_slots};
 
 int kpy_function_init(PyObject *module, kpy_state *st) {
-  st->Function_type = kpy_add_type(module, &kpy_function_spec);
+  st->Function_type = kpy_add_type(module, &kpy_function_spec, NULL);
   return st->Function_type ? 0 : -1;
 }

@@ -17,12 +17,13 @@
 
 /* Module state: the types and exceptions, and the strings the hot path compares by address. */
 typedef struct kpy_state {
-  PyTypeObject *SourceModule_type;
+  PyTypeObject *Module_type, *SourceModule_type;
   PyTypeObject *Function_type;
   PyTypeObject *In_type, *Out_type, *InOut_type;
   PyTypeObject *DeviceAllocation_type;
   PyTypeObject *Device_type;
   PyObject *Error, *CompileError, *CudaError, *LaunchError, *OutOfMemoryError, *NoDeviceError;
+  PyObject *CacheWarning;
   PyObject *str_block, *str_grid, *str_shared, *str_stream, *str_time_kernel;
   PyObject *str_cuda_array_interface, *str_cuda_stream_protocol;
   PyObject *str_handle, *str_cuda_stream, *str_ptr;
@@ -35,13 +36,17 @@ kpy_state *kpy_state_of_module(PyObject *module);
  * (PyObject_GetOptionalAttr from Python 3.13, for older Pythons too). */
 int kpy_get_optional_attr(PyObject *obj, PyObject *name, PyObject **out);
 
-/* Makes a heap type from spec, bound to module, and adds it to the module. */
-PyTypeObject *kpy_add_type(PyObject *module, PyType_Spec *spec);
+/* Makes a heap type from spec (with base, or NULL), bound to module, and adds it to the
+ * module. */
+PyTypeObject *kpy_add_type(PyObject *module, PyType_Spec *spec, PyTypeObject *base);
 
 /* errors.c: raises the exception that fits a failed engine call, with the engine's sentence
  * (CudaError and its subclasses carry .code and .name). Returns NULL. */
 PyObject *kpy_raise(kpy_state *st, kiln_status s);
 int kpy_errors_init(PyObject *module, kpy_state *st);
+/* The engine's warnings wait in a per-thread queue until the call that caused them returns;
+ * this issues them as kiln.CacheWarning. -1 when a warning filter made one an error. */
+int kpy_flush_warnings(kpy_state *st);
 
 /* transfer.c: In, Out and InOut. */
 typedef struct kpy_transfer {
@@ -65,8 +70,12 @@ PyObject *kpy_memcpy_dtoh(PyObject *module, PyObject *const *args, Py_ssize_t n)
 /* device.c */
 int kpy_device_init(PyObject *module, kpy_state *st);
 
-/* sourcemodule.c */
+/* sourcemodule.c: Module, SourceModule, module_from_buffer. */
 int kpy_sourcemodule_init(PyObject *module, kpy_state *st);
+PyObject *kpy_module_from_buffer(PyObject *module, PyObject *data);
+
+/* cache.c: the kernel cache's statistics and upkeep. */
+extern PyMethodDef kpy_cache_methods[];
 
 /* function.c: Function and its vectorcall. */
 int kpy_function_init(PyObject *module, kpy_state *st);

@@ -90,7 +90,7 @@ static PyType_Spec kpy_allocation_spec = {
     kpy_allocation_slots};
 
 int kpy_memory_init(PyObject *module, kpy_state *st) {
-  st->DeviceAllocation_type = kpy_add_type(module, &kpy_allocation_spec);
+  st->DeviceAllocation_type = kpy_add_type(module, &kpy_allocation_spec, NULL);
   return st->DeviceAllocation_type ? 0 : -1;
 }
 

@@ -23,8 +23,8 @@ int kpy_get_optional_attr(PyObject *obj, PyObject *name, PyObject **out) {
 #endif
 }
 
-PyTypeObject *kpy_add_type(PyObject *module, PyType_Spec *spec) {
-  PyTypeObject *tp = (PyTypeObject *)PyType_FromModuleAndSpec(module, spec, NULL);
+PyTypeObject *kpy_add_type(PyObject *module, PyType_Spec *spec, PyTypeObject *base) {
+  PyTypeObject *tp = (PyTypeObject *)PyType_FromModuleAndSpec(module, spec, (PyObject *)base);
   if (tp && PyModule_AddType(module, tp) < 0) Py_CLEAR(tp);
   return tp;
 }
@@ -48,6 +48,8 @@ static PyMethodDef kpy_methods[] = {
      "memcpy_dtoh(dest, src): copies device memory src into the numpy array dest."},
     {"synchronize", kpy_synchronize, METH_NOARGS,
      "Waits for all work on the current device; raises the error of any that failed."},
+    {"module_from_buffer", kpy_module_from_buffer, METH_O,
+     "module_from_buffer(data): a Module from a CUBIN, a fatbin or PTX (bytes, or str PTX)."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -67,6 +69,7 @@ static int kpy_exec(PyObject *module) {
       kpy_intern(&st->str_handle, "handle") || kpy_intern(&st->str_cuda_stream, "cuda_stream") ||
       kpy_intern(&st->str_ptr, "ptr"))
     return -1;
+  if (PyModule_AddFunctions(module, kpy_cache_methods) < 0) return -1;
   if (kpy_errors_init(module, st) < 0 || kpy_transfer_init(module, st) < 0 ||
       kpy_memory_init(module, st) < 0 || kpy_device_init(module, st) < 0 ||
       kpy_sourcemodule_init(module, st) < 0 || kpy_function_init(module, st) < 0)
@@ -77,18 +80,19 @@ static int kpy_exec(PyObject *module) {
   return PyModule_AddStringConstant(module, "__version__", version);
 }
 
-#define KPY_STATE_OBJECTS 23
-#define KPY_STATE_TRAVERSED 13 /* strings cannot be in a cycle: traverse skips them */
+#define KPY_STATE_OBJECTS 25
+#define KPY_STATE_TRAVERSED 15 /* strings cannot be in a cycle: traverse skips them */
 
 /* The state's objects: the types and exceptions first (what traverse visits), then the
  * interned strings. */
 static size_t kpy_state_objects(kpy_state *st, PyObject ***out) {
   PyObject **objs[] = {
-      (PyObject **)&st->SourceModule_type, (PyObject **)&st->Function_type,
+      (PyObject **)&st->Module_type, (PyObject **)&st->SourceModule_type,
+      (PyObject **)&st->Function_type,
       (PyObject **)&st->In_type, (PyObject **)&st->Out_type, (PyObject **)&st->InOut_type,
       (PyObject **)&st->DeviceAllocation_type, (PyObject **)&st->Device_type,
       &st->Error, &st->CompileError, &st->CudaError, &st->LaunchError, &st->OutOfMemoryError,
-      &st->NoDeviceError, &st->str_block, &st->str_grid, &st->str_shared, &st->str_stream,
+      &st->NoDeviceError, &st->CacheWarning, &st->str_block, &st->str_grid, &st->str_shared, &st->str_stream,
       &st->str_time_kernel, &st->str_cuda_array_interface, &st->str_cuda_stream_protocol,
       &st->str_handle, &st->str_cuda_stream, &st->str_ptr};
   _Static_assert(sizeof objs / sizeof objs[0] == KPY_STATE_OBJECTS, "update KPY_STATE_OBJECTS");

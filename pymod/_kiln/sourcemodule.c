@@ -1,11 +1,12 @@
-/* kiln.SourceModule: source in, compiled code out, kernels by name. */
+/* kiln.Module (compiled code, kernels by name) and kiln.SourceModule, the Module that
+ * compiles its source; kiln.module_from_buffer for prebuilt code. */
 #include "kpy.h"
 
-typedef struct kpy_sourcemodule {
+typedef struct kpy_module {
   PyObject_HEAD
   kiln_module *module;  /* owned reference (modules are shared through the engine's table) */
   PyObject *functions;  /* dict: name -> Function, so get_function gives one object per name */
-} kpy_sourcemodule;
+} kpy_module;
 
 /* A list of str (or os.PathLike for folders) as C strings that live as long as `keep`. */
 static int kpy_strings(PyObject *seq, const char *what, int paths, PyObject *keep,
@@ -68,6 +69,39 @@ static int kpy_strings(PyObject *seq, const char *what, int paths, PyObject *kee
   return 0;
 }
 
+/* headers={"name.h": "source", ...} as two arrays of C strings that live as long as keep. */
+static int kpy_headers(PyObject *headers, PyObject *keep, const char ***names,
+                       const char ***sources, int *n_out) {
+  *n_out = 0;
+  if (!headers || headers == Py_None) return 0;
+  if (!PyDict_Check(headers)) {
+    PyErr_Format(PyExc_TypeError, "headers must be a dict of name to source text, not %.100s",
+                 Py_TYPE(headers)->tp_name);
+    return -1;
+  }
+  Py_ssize_t n = PyDict_Size(headers), pos = 0, i = 0;
+  *names = PyMem_Calloc((size_t)(n ? n : 1), sizeof **names);
+  *sources = PyMem_Calloc((size_t)(n ? n : 1), sizeof **sources);
+  if (!*names || !*sources) {
+    PyErr_NoMemory();
+    return -1;
+  }
+  PyObject *key, *value;
+  if (PyList_Append(keep, headers) < 0) return -1;
+  while (PyDict_Next(headers, &pos, &key, &value)) {
+    if (!PyUnicode_Check(key) || !PyUnicode_Check(value)) {
+      PyErr_Format(PyExc_TypeError, "headers maps a header's name (str) to its text (str); "
+                   "got %.100s: %.100s", Py_TYPE(key)->tp_name, Py_TYPE(value)->tp_name);
+      return -1;
+    }
+    if (!((*names)[i] = PyUnicode_AsUTF8(key)) || !((*sources)[i] = PyUnicode_AsUTF8(value)))
+      return -1;
+    i++;
+  }
+  *n_out = (int)n;
+  return 0;
+}
+
 /* CompileError's message: the log and the source lines it points at, written in Python
  * (kiln._compile_error) because it is string work on a path that is already slow. */
 static void kpy_raise_compile_error(kpy_state *st, const char *src, const char *log) {
@@ -95,11 +129,13 @@ static PyObject *kpy_sourcemodule_new(PyTypeObject *tp, PyObject *args, PyObject
   kpy_state *st = kpy_state_of_type(tp);
   static char *kwlist[] = {(char *)"source", (char *)"options", (char *)"include_dirs",
                            (char *)"arch", (char *)"no_extern_c", (char *)"name_expressions",
-                           NULL}; /* char * before Python 3.13 */
+                           (char *)"headers", NULL}; /* char * before Python 3.13 */
   PyObject *source, *options = NULL, *include_dirs = NULL, *arch = Py_None, *names = NULL;
+  PyObject *headers = NULL;
   int no_extern_c = 0; /* accepted for PyCUDA's users: kiln finds kernels either way */
-  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "U|$OOOpO:SourceModule", kwlist, &source,
-                                   &options, &include_dirs, &arch, &no_extern_c, &names))
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "U|$OOOpOO:SourceModule", kwlist, &source,
+                                   &options, &include_dirs, &arch, &no_extern_c, &names,
+                                   &headers))
     return NULL;
   (void)no_extern_c;
   if (arch != Py_None && !PyUnicode_Check(arch)) {
@@ -110,23 +146,27 @@ static PyObject *kpy_sourcemodule_new(PyTypeObject *tp, PyObject *args, PyObject
   PyObject *keep = PyList_New(0);
   if (!keep) return NULL;
   kiln_compile_opts opts = {0};
-  const char **o = NULL, **inc = NULL, **nm = NULL;
+  const char **o = NULL, **inc = NULL, **nm = NULL, **hn = NULL, **hs = NULL;
   kiln_module *m = NULL;
-  kpy_sourcemodule *self = NULL;
+  kpy_module *self = NULL;
   const char *src = PyUnicode_AsUTF8(source);
   if (!src) goto done;
   if (kpy_strings(options, "options", 0, keep, &o, &opts.n_options) < 0 ||
       kpy_strings(include_dirs, "include_dirs", 1, keep, &inc, &opts.n_include_dirs) < 0 ||
       kpy_strings(names, "name_expressions", 0, keep, &nm, &opts.n_name_expressions) < 0)
     goto done;
+  if (kpy_headers(headers, keep, &hn, &hs, &opts.n_headers) < 0) goto done;
   opts.options = o;
   opts.include_dirs = inc;
   opts.name_expressions = nm;
+  opts.header_names = hn;
+  opts.header_sources = hs;
   if (arch != Py_None && !(opts.arch = PyUnicode_AsUTF8(arch))) goto done;
   kiln_status s;
   Py_BEGIN_ALLOW_THREADS
   s = kiln_module_from_source(src, &opts, &m);
   Py_END_ALLOW_THREADS
+  if (kpy_flush_warnings(st) < 0) goto done;
   if (s == KILN_ERROR_COMPILE) {
     kpy_raise_compile_error(st, src, m ? kiln_module_log(m) : "");
     goto done;
@@ -135,7 +175,7 @@ static PyObject *kpy_sourcemodule_new(PyTypeObject *tp, PyObject *args, PyObject
     kpy_raise(st, s);
     goto done;
   }
-  self = (kpy_sourcemodule *)tp->tp_alloc(tp, 0);
+  self = (kpy_module *)tp->tp_alloc(tp, 0);
   if (!self || !(self->functions = PyDict_New())) {
     Py_CLEAR(self);
     goto done;
@@ -147,33 +187,35 @@ done:
   PyMem_Free(o);
   PyMem_Free(inc);
   PyMem_Free(nm);
+  PyMem_Free(hn);
+  PyMem_Free(hs);
   Py_DECREF(keep);
   return (PyObject *)self;
 }
 
-static int kpy_sourcemodule_traverse(PyObject *op, visitproc visit, void *arg) {
+static int kpy_module_traverse(PyObject *op, visitproc visit, void *arg) {
   Py_VISIT(Py_TYPE(op));
-  Py_VISIT(((kpy_sourcemodule *)op)->functions);
+  Py_VISIT(((kpy_module *)op)->functions);
   return 0;
 }
 
-static int kpy_sourcemodule_clear(PyObject *op) {
-  Py_CLEAR(((kpy_sourcemodule *)op)->functions);
+static int kpy_module_clear(PyObject *op) {
+  Py_CLEAR(((kpy_module *)op)->functions);
   return 0;
 }
 
-static void kpy_sourcemodule_dealloc(PyObject *op) {
-  kpy_sourcemodule *self = (kpy_sourcemodule *)op;
+static void kpy_module_dealloc(PyObject *op) {
+  kpy_module *self = (kpy_module *)op;
   PyTypeObject *tp = Py_TYPE(op);
   PyObject_GC_UnTrack(op);
-  kpy_sourcemodule_clear(op);
+  kpy_module_clear(op);
   kiln_module_free(self->module);
   tp->tp_free(op);
   Py_DECREF(tp);
 }
 
-static PyObject *kpy_sourcemodule_get_function(PyObject *op, PyObject *name) {
-  kpy_sourcemodule *self = (kpy_sourcemodule *)op;
+static PyObject *kpy_module_get_function(PyObject *op, PyObject *name) {
+  kpy_module *self = (kpy_module *)op;
   kpy_state *st = kpy_state_of_type(Py_TYPE(op));
   if (!PyUnicode_Check(name)) {
     PyErr_Format(PyExc_TypeError, "get_function() takes a str, not %.100s",
@@ -201,35 +243,35 @@ static PyObject *kpy_sourcemodule_get_function(PyObject *op, PyObject *name) {
   return fn;
 }
 
-static PyObject *kpy_sourcemodule_get_ptx(PyObject *op, void *closure) {
+static PyObject *kpy_module_get_ptx(PyObject *op, void *closure) {
   (void)closure;
   size_t n = 0;
-  const char *ptx = kiln_module_ptx(((kpy_sourcemodule *)op)->module, &n);
+  const char *ptx = kiln_module_ptx(((kpy_module *)op)->module, &n);
   return PyUnicode_DecodeUTF8(ptx, (Py_ssize_t)n, "replace");
 }
 
-static PyObject *kpy_sourcemodule_get_cubin(PyObject *op, void *closure) {
+static PyObject *kpy_module_get_cubin(PyObject *op, void *closure) {
   (void)closure;
   size_t n = 0;
-  const void *cubin = kiln_module_cubin(((kpy_sourcemodule *)op)->module, &n);
+  const void *cubin = kiln_module_cubin(((kpy_module *)op)->module, &n);
   if (!cubin) Py_RETURN_NONE;
   return PyBytes_FromStringAndSize(cubin, (Py_ssize_t)n);
 }
 
-static PyObject *kpy_sourcemodule_get_log(PyObject *op, void *closure) {
+static PyObject *kpy_module_get_log(PyObject *op, void *closure) {
   (void)closure;
-  const char *log = kiln_module_log(((kpy_sourcemodule *)op)->module);
+  const char *log = kiln_module_log(((kpy_module *)op)->module);
   return PyUnicode_DecodeUTF8(log, (Py_ssize_t)strlen(log), "replace");
 }
 
-static PyObject *kpy_sourcemodule_get_arch(PyObject *op, void *closure) {
+static PyObject *kpy_module_get_arch(PyObject *op, void *closure) {
   (void)closure;
-  return PyUnicode_FromString(kiln_module_arch(((kpy_sourcemodule *)op)->module));
+  return PyUnicode_FromString(kiln_module_arch(((kpy_module *)op)->module));
 }
 
-static PyObject *kpy_sourcemodule_get_kernels(PyObject *op, void *closure) {
+static PyObject *kpy_module_get_kernels(PyObject *op, void *closure) {
   (void)closure;
-  kiln_module *m = ((kpy_sourcemodule *)op)->module;
+  kiln_module *m = ((kpy_module *)op)->module;
   int n = kiln_module_function_count(m);
   PyObject *t = PyTuple_New(n);
   for (int i = 0; t && i < n; i++) {
@@ -243,47 +285,93 @@ static PyObject *kpy_sourcemodule_get_kernels(PyObject *op, void *closure) {
   return t;
 }
 
-static PyObject *kpy_sourcemodule_repr(PyObject *op) {
-  kiln_module *m = ((kpy_sourcemodule *)op)->module;
-  return PyUnicode_FromFormat("<kiln.SourceModule for %s with %d kernel%s>", kiln_module_arch(m),
-                              kiln_module_function_count(m),
+static PyObject *kpy_module_repr(PyObject *op) {
+  kiln_module *m = ((kpy_module *)op)->module;
+  const char *arch = kiln_module_arch(m);
+  return PyUnicode_FromFormat("<%s for %s with %d kernel%s>", Py_TYPE(op)->tp_name,
+                              arch[0] ? arch : "any arch", kiln_module_function_count(m),
                               kiln_module_function_count(m) == 1 ? "" : "s");
 }
 
-static PyMethodDef kpy_sourcemodule_methods[] = {
-    {"get_function", kpy_sourcemodule_get_function, METH_O,
+static PyMethodDef kpy_module_methods[] = {
+    {"get_function", kpy_module_get_function, METH_O,
      "get_function(name): the kernel called name, declared extern \"C\" or not."},
     {NULL, NULL, 0, NULL},
 };
 
-static PyGetSetDef kpy_sourcemodule_getset[] = {
-    {"ptx", kpy_sourcemodule_get_ptx, NULL, "The PTX NVRTC produced.", NULL},
-    {"cubin", kpy_sourcemodule_get_cubin, NULL, "The CUBIN NVRTC produced, or None.", NULL},
-    {"log", kpy_sourcemodule_get_log, NULL, "NVRTC's log (warnings); '' when empty.", NULL},
-    {"arch", kpy_sourcemodule_get_arch, NULL, "The arch compiled for, e.g. 'sm_90'.", NULL},
-    {"kernels", kpy_sourcemodule_get_kernels, NULL, "The PTX entry names of the kernels.", NULL},
+static PyGetSetDef kpy_module_getset[] = {
+    {"ptx", kpy_module_get_ptx, NULL, "The PTX NVRTC produced.", NULL},
+    {"cubin", kpy_module_get_cubin, NULL, "The CUBIN NVRTC produced, or None.", NULL},
+    {"log", kpy_module_get_log, NULL, "NVRTC's log (warnings); '' when empty.", NULL},
+    {"arch", kpy_module_get_arch, NULL, "The arch compiled for, e.g. 'sm_90'.", NULL},
+    {"kernels", kpy_module_get_kernels, NULL, "The PTX entry names of the kernels.", NULL},
     {NULL, NULL, NULL, NULL, NULL},
 };
 
+static PyType_Slot kpy_module_slots[] = {
+    {Py_tp_dealloc, kpy_module_dealloc},
+    {Py_tp_traverse, kpy_module_traverse},
+    {Py_tp_clear, kpy_module_clear},
+    {Py_tp_repr, kpy_module_repr},
+    {Py_tp_methods, kpy_module_methods},
+    {Py_tp_getset, kpy_module_getset},
+    {Py_tp_doc, (void *)"Compiled code and its kernels: a SourceModule, or prebuilt code from "
+                        "kiln.module_from_file / kiln.module_from_buffer."},
+    {0, NULL},
+};
+
+static PyType_Spec kpy_module_spec = {
+    "kiln.Module", sizeof(kpy_module), 0,
+    Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_IMMUTABLETYPE | Py_TPFLAGS_BASETYPE |
+        Py_TPFLAGS_DISALLOW_INSTANTIATION,
+    kpy_module_slots};
+
 static PyType_Slot kpy_sourcemodule_slots[] = {
     {Py_tp_new, kpy_sourcemodule_new},
-    {Py_tp_dealloc, kpy_sourcemodule_dealloc},
-    {Py_tp_traverse, kpy_sourcemodule_traverse},
-    {Py_tp_clear, kpy_sourcemodule_clear},
-    {Py_tp_repr, kpy_sourcemodule_repr},
-    {Py_tp_methods, kpy_sourcemodule_methods},
-    {Py_tp_getset, kpy_sourcemodule_getset},
     {Py_tp_doc, (void *)"SourceModule(source, *, options=None, include_dirs=None, arch=None, "
-                        "no_extern_c=False, name_expressions=None): CUDA C++ compiled with "
-                        "NVRTC."},
+                        "no_extern_c=False, name_expressions=None, headers=None): CUDA C++ "
+                        "compiled with NVRTC, or found in the kernel cache."},
     {0, NULL},
 };
 
 static PyType_Spec kpy_sourcemodule_spec = {
-    "kiln.SourceModule", sizeof(kpy_sourcemodule), 0,
-    Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_IMMUTABLETYPE, kpy_sourcemodule_slots};
+    "kiln.SourceModule", 0, 0,
+    Py_TPFLAGS_DEFAULT | Py_TPFLAGS_IMMUTABLETYPE, /* GC and the rest come from Module */
+    kpy_sourcemodule_slots};
+
+PyObject *kpy_module_from_buffer(PyObject *module, PyObject *data) {
+  kpy_state *st = kpy_state_of_module(module);
+  Py_buffer view;
+  if (PyUnicode_Check(data)) { /* PTX as text */
+    Py_ssize_t n;
+    const char *text = PyUnicode_AsUTF8AndSize(data, &n);
+    if (!text || PyBuffer_FillInfo(&view, data, (void *)text, n, 1, PyBUF_SIMPLE) < 0)
+      return NULL;
+  } else if (PyObject_GetBuffer(data, &view, PyBUF_SIMPLE) < 0) {
+    PyErr_Format(PyExc_TypeError, "module_from_buffer() takes bytes (a CUBIN, a fatbin or "
+                 "PTX) or str (PTX), not %.100s", Py_TYPE(data)->tp_name);
+    return NULL;
+  }
+  kiln_module *m = NULL;
+  kiln_status s;
+  Py_BEGIN_ALLOW_THREADS
+  s = kiln_module_from_image(view.buf, (size_t)view.len, &m);
+  Py_END_ALLOW_THREADS
+  PyBuffer_Release(&view);
+  if (s) return kpy_raise(st, s);
+  kpy_module *self = (kpy_module *)st->Module_type->tp_alloc(st->Module_type, 0);
+  if (!self || !(self->functions = PyDict_New())) {
+    Py_XDECREF(self);
+    kiln_module_free(m);
+    return NULL;
+  }
+  self->module = m;
+  return (PyObject *)self;
+}
 
 int kpy_sourcemodule_init(PyObject *module, kpy_state *st) {
-  st->SourceModule_type = kpy_add_type(module, &kpy_sourcemodule_spec);
+  st->Module_type = kpy_add_type(module, &kpy_module_spec, NULL);
+  if (!st->Module_type) return -1;
+  st->SourceModule_type = kpy_add_type(module, &kpy_sourcemodule_spec, st->Module_type);
   return st->SourceModule_type ? 0 : -1;
 }

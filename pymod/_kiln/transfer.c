@@ -79,8 +79,8 @@ KPY_TRANSFER_TYPE(kpy_inout, "InOut",
                   "InOut(array): copied to the device before the launch and back after it.")
 
 int kpy_transfer_init(PyObject *module, kpy_state *st) {
-  st->In_type = kpy_add_type(module, &kpy_in_spec);
-  st->Out_type = kpy_add_type(module, &kpy_out_spec);
-  st->InOut_type = kpy_add_type(module, &kpy_inout_spec);
+  st->In_type = kpy_add_type(module, &kpy_in_spec, NULL);
+  st->Out_type = kpy_add_type(module, &kpy_out_spec, NULL);
+  st->InOut_type = kpy_add_type(module, &kpy_inout_spec, NULL);
   return st->In_type && st->Out_type && st->InOut_type ? 0 : -1;
 }

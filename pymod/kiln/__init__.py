@@ -9,6 +9,7 @@ Importing kiln needs no GPU and no driver: compiling works anywhere NVRTC does, 
 use of the GPU raises kiln.NoDeviceError when there is none.
 """
 from ._kiln import (
+    CacheWarning,
     CompileError,
     CudaError,
     Device,
@@ -18,18 +19,34 @@ from ._kiln import (
     In,
     InOut,
     LaunchError,
+    Module,
     NoDeviceError,
     Out,
     OutOfMemoryError,
     SourceModule,
     __version__,
+    cache_clear,
+    cache_info,
+    cache_list,
+    cache_prune,
+    cache_stats,
     mem_alloc,
+    module_from_buffer,
     memcpy_dtoh,
     memcpy_htod,
     synchronize,
 )
 
+
+
+def module_from_file(path):
+    """A Module from a CUBIN, fatbin or PTX file (PyCUDA's driver.module_from_file)."""
+    with open(path, "rb") as f:
+        return module_from_buffer(f.read())
+
+
 __all__ = [
+    "CacheWarning",
     "CompileError",
     "CudaError",
     "Device",
@@ -39,11 +56,19 @@ __all__ = [
     "In",
     "InOut",
     "LaunchError",
+    "Module",
     "NoDeviceError",
     "Out",
     "OutOfMemoryError",
     "SourceModule",
+    "cache_clear",
+    "cache_info",
+    "cache_list",
+    "cache_prune",
+    "cache_stats",
     "mem_alloc",
+    "module_from_buffer",
+    "module_from_file",
     "memcpy_dtoh",
     "memcpy_htod",
     "synchronize",

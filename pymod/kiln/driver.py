@@ -11,7 +11,9 @@ from ._kiln import (  # noqa: F401
     mem_alloc,
     memcpy_dtoh,
     memcpy_htod,
+    module_from_buffer,
     synchronize,
 )
+from . import module_from_file  # noqa: F401
 
 Error = CudaError

@@ -1,6 +1,8 @@
 /* Runs every test of list.h in its own process. `test_engine NAME` runs one in-process. */
 #include "runner.h"
 
+#include <ftw.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -30,17 +32,34 @@ void kiln_test_require_gpu(void) {
   }
 }
 
+static int kiln_remove_one(const char *path, const struct stat *st, int flag, struct FTW *ftw) {
+  (void)st, (void)flag, (void)ftw;
+  chmod(path, 0700); /* tests leave read-only folders behind */
+  return remove(path);
+}
+
+void kiln_test_remove_tree(const char *dir) {
+  nftw(dir, kiln_remove_one, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+/* Each test gets a kernel cache folder of its own, removed after it. */
 static int kiln_run_one(const kiln_test *t) {
+  char dir[] = "/tmp/kiln-test-XXXXXX";
+  if (!mkdtemp(dir)) return 1;
   fflush(NULL);
   pid_t pid = fork();
   if (pid < 0) return 1;
   if (pid == 0) {
+    setenv("KILN_CACHE_DIR", dir, 1);
+    unsetenv("KILN_CACHE_PATH");
+    unsetenv("KILN_CACHE");
     t->fn();
     fflush(NULL);
     _exit(0);
   }
   int status = 0;
   waitpid(pid, &status, 0);
+  kiln_test_remove_tree(dir);
   if (WIFEXITED(status)) return WEXITSTATUS(status);
   fprintf(stderr, "  crashed with signal %d\n", WTERMSIG(status));
   return 1;

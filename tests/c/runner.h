@@ -82,4 +82,7 @@
  * machine's runs) that is a failure instead. */
 void kiln_test_require_gpu(void);
 
+/* Removes a folder and everything under it, read-only parts too. */
+void kiln_test_remove_tree(const char *dir);
+
 #endif

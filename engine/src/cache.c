@@ -1,0 +1,733 @@
+/* The kernel cache on disk.
+ *
+ * Layout of a folder: <dir>/ab/cdef... (the key in hex, split after two digits) holds one
+ * entry (entry.c); <dir>/ab/cdef....lock is the key's lock; <dir>/ab/.cdef....<pid>.<n>.tmp is
+ * an entry being written; <dir>/stats holds the hit, miss and eviction counts of every
+ * process.
+ *
+ * Why it is safe to share:
+ * - An entry appears by rename(2) of a fully written temporary file, so a reader sees the old
+ *   file, the new one or none; a writer killed half-way leaves only a .tmp file, which the
+ *   next eviction pass removes. A torn file (a power cut before the data reached the disk) fails
+ *   its checksum and is a miss.
+ * - The per-key lock is flock(2) on the .lock file, held from the second lookup to the rename:
+ *   N processes with a cold cache compile once. The kernel drops it when its holder dies.
+ * - Readers hold a shared flock on the entry while reading it; eviction takes an exclusive one
+ *   without waiting and skips what it cannot get. Lock files are removed only by a holder of the
+ *   lock, and a taker checks the file it locked is still the one at the path.
+ * - Code from the cache runs on the GPU inside the process, so a folder that others can write
+ *   is not used at all, and entries that others could have written are not loaded. */
+#include "cache.h"
+
+#include "nvrtc.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#define KILN__DEFAULT_MAX_BYTES ((uint64_t)1 << 30)
+#define KILN__MAX_ENTRY_BYTES ((uint64_t)1 << 30)
+/* Eviction brings the folder down to this share of the bound, so it does not run at every
+ * store once the cache is full. */
+#define KILN__EVICT_TO(max) ((max) / 10 * 9)
+/* A .tmp file older than this was left by a writer that died. */
+#define KILN__STALE_TMP_S 3600
+
+/* ---- Counters ----------------------------------------------------------------------------- */
+
+static uint64_t kiln__counters[KILN__COUNTERS];
+
+void kiln__cache_count(kiln__counter c) { __atomic_add_fetch(&kiln__counters[c], 1, __ATOMIC_RELAXED); }
+
+void kiln_cache_get_stats(kiln_cache_stats *out) {
+  uint64_t v[KILN__COUNTERS];
+  for (int i = 0; i < KILN__COUNTERS; i++) v[i] = __atomic_load_n(&kiln__counters[i], __ATOMIC_RELAXED);
+  out->memory_hits = v[KILN__MEMORY_HITS];
+  out->disk_hits = v[KILN__DISK_HITS];
+  out->misses = v[KILN__MISSES];
+  out->compiles = v[KILN__COMPILES];
+  out->stores = v[KILN__STORES];
+  out->evictions = v[KILN__EVICTIONS];
+  out->corrupt = v[KILN__CORRUPT];
+}
+
+/* ---- Where the cache is ------------------------------------------------------------------- */
+
+typedef struct kiln__config {
+  int enabled;  /* some folder can be read */
+  int readable; /* the main folder exists and is safe to load from */
+  int writable; /* ... and can be written */
+  char dir[PATH_MAX];
+  char layers[4096]; /* n_layers folders, each NUL-terminated, one after the other */
+  int n_layers;
+  uint64_t max_bytes;
+  char reason[PATH_MAX + 1024];
+} kiln__config;
+
+static pthread_mutex_t kiln__config_lock = PTHREAD_MUTEX_INITIALIZER;
+static kiln__config kiln__cfg;
+static char kiln__env_seen[3 * PATH_MAX];
+static int kiln__env_read;
+static int kiln__write_warned; /* once per configuration */
+static uint64_t kiln__stored_since_scan;
+
+static const char *kiln__env_names[] = {"KILN_CACHE", "KILN_CACHE_DIR", "XDG_CACHE_HOME", "HOME",
+                                        "KILN_CACHE_PATH", "KILN_CACHE_MAX_BYTES"};
+
+/* Creates dir and its missing parents, private to the user. */
+static int kiln__mkdirs(const char *dir) {
+  char p[PATH_MAX];
+  if (snprintf(p, sizeof p, "%s", dir) >= (int)sizeof p) return errno = ENAMETOOLONG, -1;
+  for (char *s = p + 1; *s; s++)
+    if (*s == '/') {
+      *s = '\0';
+      mkdir(p, 0700);
+      *s = '/';
+    }
+  if (mkdir(p, 0700) == 0 || errno == EEXIST) return 0;
+  return -1;
+}
+
+/* NULL when code may be loaded from dir; else why not, written into why. */
+static const char *kiln__unsafe_dir(const char *dir, int allow_root, char *why, size_t cap) {
+  struct stat st;
+  if (stat(dir, &st) != 0) snprintf(why, cap, "it cannot be read (%s)", strerror(errno));
+  else if (!S_ISDIR(st.st_mode)) snprintf(why, cap, "it is not a folder");
+  else if (st.st_uid != geteuid() && !(allow_root && st.st_uid == 0))
+    snprintf(why, cap, "it belongs to user %u, not to this process's user %u",
+             (unsigned)st.st_uid, (unsigned)geteuid());
+  else if (st.st_mode & (S_IWGRP | S_IWOTH))
+    snprintf(why, cap, "others can write to it (mode %04o), and code loaded from it runs on "
+             "the GPU inside this process", (unsigned)(st.st_mode & 07777));
+  else return NULL;
+  return why;
+}
+
+static uint64_t kiln__parse_bytes(const char *s, int *ok) {
+  char *end;
+  errno = 0;
+  unsigned long long v = strtoull(s, &end, 10);
+  unsigned shift = 0;
+  if (*end == 'k' || *end == 'K') shift = 10, end++;
+  else if (*end == 'm' || *end == 'M') shift = 20, end++;
+  else if (*end == 'g' || *end == 'G') shift = 30, end++;
+  *ok = end != s && !*end && !errno && *s != '-' && v <= (UINT64_MAX >> shift);
+  return (uint64_t)v << shift;
+}
+
+static void kiln__config_build(kiln__config *c) {
+  memset(c, 0, sizeof *c);
+  c->max_bytes = KILN__DEFAULT_MAX_BYTES;
+  const char *max = getenv("KILN_CACHE_MAX_BYTES");
+  if (max && *max) {
+    int ok;
+    uint64_t v = kiln__parse_bytes(max, &ok);
+    if (ok) c->max_bytes = v;
+    else kiln__warn("KILN_CACHE_MAX_BYTES=%s is not a byte count (such as 1073741824 or 512M); "
+                    "using 1G", max);
+  }
+  const char *off = getenv("KILN_CACHE");
+  if (off && (strcmp(off, "0") == 0 || strcmp(off, "off") == 0 || strcmp(off, "no") == 0)) {
+    snprintf(c->reason, sizeof c->reason, "KILN_CACHE=%s turns it off", off);
+    return;
+  }
+  const char *dir = getenv("KILN_CACHE_DIR"), *xdg = getenv("XDG_CACHE_HOME");
+  const char *home = getenv("HOME");
+  int n;
+  if (dir && *dir) n = snprintf(c->dir, sizeof c->dir, "%s", dir);
+  else if (xdg && xdg[0] == '/') n = snprintf(c->dir, sizeof c->dir, "%s/kiln", xdg);
+  else if (home && *home) n = snprintf(c->dir, sizeof c->dir, "%s/.cache/kiln", home);
+  else {
+    snprintf(c->reason, sizeof c->reason, "neither KILN_CACHE_DIR, XDG_CACHE_HOME nor HOME is set");
+    kiln__warn("no kernel cache: %s; kernels are compiled in every process", c->reason);
+    return;
+  }
+  if (n < 0 || (size_t)n >= sizeof c->dir - 80) {
+    snprintf(c->reason, sizeof c->reason, "the folder's path is too long");
+    kiln__warn("no kernel cache: %s", c->reason);
+    return;
+  }
+  char why[512];
+  if (kiln__mkdirs(c->dir) != 0 && access(c->dir, F_OK) != 0) {
+    snprintf(c->reason, sizeof c->reason, "%s cannot be created (%s)", c->dir, strerror(errno));
+    kiln__warn("no kernel cache: %s; kernels are compiled in every process", c->reason);
+  } else if (kiln__unsafe_dir(c->dir, 0, why, sizeof why)) {
+    snprintf(c->reason, sizeof c->reason, "%s is not used: %s", c->dir, why);
+    kiln__warn("no kernel cache: %s. Make it private (chmod 700 %s) or set KILN_CACHE_DIR to a "
+               "folder of your own", c->reason, c->dir);
+  } else {
+    c->enabled = c->readable = 1;
+    c->writable = access(c->dir, W_OK) == 0;
+    if (!c->writable)
+      snprintf(c->reason, sizeof c->reason, "%s cannot be written (%s)", c->dir, strerror(errno));
+  }
+  const char *path = getenv("KILN_CACHE_PATH");
+  size_t used = 0;
+  for (const char *p = path; p && *p;) {
+    const char *colon = strchr(p, ':');
+    size_t len = colon ? (size_t)(colon - p) : strlen(p);
+    char layer[PATH_MAX];
+    if (len && len < sizeof layer) {
+      memcpy(layer, p, len);
+      layer[len] = '\0';
+      if (kiln__unsafe_dir(layer, 1, why, sizeof why))
+        kiln__warn("the read-only kernel cache %s (from KILN_CACHE_PATH) is not used: %s", layer,
+                   why);
+      else if (used + len + 1 <= sizeof c->layers) {
+        memcpy(c->layers + used, layer, len + 1);
+        used += len + 1;
+        c->n_layers++;
+      }
+    }
+    p = colon ? colon + 1 : p + len;
+  }
+  if (c->n_layers) c->enabled = 1;
+}
+
+/* A copy of the configuration, rebuilt first when the environment changed. */
+static void kiln__config_get(kiln__config *out) {
+  char seen[sizeof kiln__env_seen];
+  size_t used = 0;
+  for (size_t i = 0; i < KILN__COUNT(kiln__env_names); i++) {
+    const char *v = getenv(kiln__env_names[i]);
+    int n = snprintf(seen + used, sizeof seen - used, "%s%c", v ? v : "\x01", '\x02');
+    if (n > 0) used += (size_t)n < sizeof seen - used ? (size_t)n : sizeof seen - used - 1;
+  }
+  pthread_mutex_lock(&kiln__config_lock);
+  if (!kiln__env_read || strcmp(seen, kiln__env_seen) != 0) {
+    kiln__config_build(&kiln__cfg);
+    memcpy(kiln__env_seen, seen, sizeof seen);
+    kiln__env_read = 1;
+    kiln__write_warned = 0;
+    kiln__stored_since_scan = 0;
+  }
+  *out = kiln__cfg;
+  pthread_mutex_unlock(&kiln__config_lock);
+}
+
+int kiln__cache_enabled(void) {
+  kiln__config c;
+  kiln__config_get(&c);
+  return c.enabled;
+}
+
+/* The i-th folder searched: 0 the main one, then the layers; NULL past the end. */
+static const char *kiln__folder(const kiln__config *c, int i) {
+  if (i == 0) return c->readable ? c->dir : NULL;
+  const char *p = c->layers;
+  for (int k = 1; k < i && k <= c->n_layers; k++) p += strlen(p) + 1;
+  return i <= c->n_layers ? p : NULL;
+}
+
+/* ---- Keys and paths ----------------------------------------------------------------------- */
+
+static int kiln__mentions_include(const char *s) { return s && strstr(s, "include") != NULL; }
+
+kiln_status kiln__cache_nvrtc(kiln__nvrtc_id *id) {
+  kiln__config c;
+  kiln__config_get(&c);
+  return kiln__nvrtc_identify(c.readable ? c.dir : NULL, c.writable, id);
+}
+
+kiln_status kiln__cache_key(const char *src, const kiln_compile_opts *opts,
+                            const kiln__nvrtc_id *id, const char *arch,
+                            unsigned char key[KILN__KEY_SIZE], char cwd[PATH_MAX]) {
+  kiln__hasher *h;
+  kiln_status s = kiln__hasher_begin(&h);
+  if (s) return s;
+  int n_opt = opts ? opts->n_options : 0, n_inc = opts ? opts->n_include_dirs : 0;
+  int n_names = opts ? opts->n_name_expressions : 0, n_hdr = opts ? opts->n_headers : 0;
+  /* Relative include folders and quoted includes depend on the working folder; a source
+   * that includes nothing does not, so its entries can be shipped to other machines. */
+  int need_cwd = kiln__mentions_include(src);
+  uint32_t version = KILN__ENTRY_VERSION;
+  kiln__hasher_string(h, "kiln cache");
+  kiln__hasher_field(h, &version, sizeof version);
+  kiln__hasher_field(h, &id->major, sizeof id->major);
+  kiln__hasher_field(h, &id->minor, sizeof id->minor);
+  kiln__hasher_field(h, &id->lib_bytes, sizeof id->lib_bytes);
+  kiln__hasher_string(h, arch);
+  kiln__hasher_field(h, &n_opt, sizeof n_opt);
+  for (int i = 0; i < n_opt; i++) {
+    kiln__hasher_string(h, opts->options[i]);
+    need_cwd |= kiln__mentions_include(opts->options[i]) ||
+                (opts->options[i] && strncmp(opts->options[i], "-I", 2) == 0);
+  }
+  kiln__hasher_field(h, &n_inc, sizeof n_inc);
+  for (int i = 0; i < n_inc; i++) {
+    kiln__hasher_string(h, opts->include_dirs[i]);
+    need_cwd |= opts->include_dirs[i] && opts->include_dirs[i][0] != '/';
+  }
+  kiln__hasher_field(h, &n_hdr, sizeof n_hdr);
+  for (int i = 0; i < n_hdr; i++) {
+    kiln__hasher_string(h, opts->header_names[i]);
+    kiln__hasher_string(h, opts->header_sources[i]);
+    need_cwd |= kiln__mentions_include(opts->header_sources[i]);
+  }
+  kiln__hasher_field(h, &n_names, sizeof n_names);
+  for (int i = 0; i < n_names; i++) kiln__hasher_string(h, opts->name_expressions[i]);
+  kiln__hasher_string(h, src);
+  cwd[0] = '\0';
+  if (need_cwd && !getcwd(cwd, PATH_MAX)) cwd[0] = '\0';
+  kiln__hasher_string(h, cwd);
+  return kiln__hasher_end(h, key);
+}
+
+/* <dir>/ab/cdef...<suffix>; 0 when it does not fit. */
+static int kiln__entry_path(char *out, size_t cap, const char *dir,
+                            const unsigned char key[KILN__KEY_SIZE], const char *suffix) {
+  char hex[2 * KILN__KEY_SIZE + 1];
+  kiln__key_hex(key, hex);
+  int n = snprintf(out, cap, "%s/%.2s/%s%s", dir, hex, hex + 2, suffix);
+  return n > 0 && (size_t)n < cap;
+}
+
+static int kiln__shard_dir(char *out, size_t cap, const char *dir,
+                           const unsigned char key[KILN__KEY_SIZE]) {
+  char hex[2 * KILN__KEY_SIZE + 1];
+  kiln__key_hex(key, hex);
+  int n = snprintf(out, cap, "%s/%.2s", dir, hex);
+  return n > 0 && (size_t)n < cap;
+}
+
+/* ---- The folder's own counts -------------------------------------------------------------- */
+
+static void kiln__stats_file(const char *dir, uint64_t add[3], uint64_t out[3]) {
+  char path[PATH_MAX];
+  if (snprintf(path, sizeof path, "%s/stats", dir) >= (int)sizeof path) return;
+  int write = add != NULL;
+  int fd = open(path, write ? O_RDWR | O_CREAT | O_CLOEXEC : O_RDONLY | O_CLOEXEC, 0600);
+  if (fd < 0) return;
+  while (flock(fd, write ? LOCK_EX : LOCK_SH) != 0 && errno == EINTR) {}
+  char buf[256] = {0};
+  ssize_t n = pread(fd, buf, sizeof buf - 1, 0);
+  unsigned long long v[3] = {0, 0, 0};
+  if (n <= 0 || sscanf(buf, "hits %llu\nmisses %llu\nevictions %llu", &v[0], &v[1], &v[2]) != 3)
+    v[0] = v[1] = v[2] = 0;
+  if (write) {
+    for (int i = 0; i < 3; i++) v[i] += add[i];
+    int len = snprintf(buf, sizeof buf, "hits %llu\nmisses %llu\nevictions %llu\n", v[0], v[1], v[2]);
+    if (len > 0 && pwrite(fd, buf, (size_t)len, 0) == len) {
+      if (ftruncate(fd, len) != 0) {} /* a longer old tail is ignored by the reader anyway */
+    }
+  }
+  if (out)
+    for (int i = 0; i < 3; i++) out[i] = v[i];
+  close(fd);
+}
+
+static void kiln__stats_add(const char *dir, uint64_t hits, uint64_t misses, uint64_t evictions) {
+  uint64_t add[3] = {hits, misses, evictions};
+  kiln__stats_file(dir, add, NULL);
+}
+
+/* ---- Reading ------------------------------------------------------------------------------ */
+
+static int kiln__read_all(int fd, unsigned char *buf, size_t n) {
+  size_t got = 0;
+  while (got < n) {
+    ssize_t r = read(fd, buf + got, n - got);
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) return -1;
+    got += (size_t)r;
+  }
+  return 0;
+}
+
+/* Reads and decodes the entry at path. 1: a good entry in *out; 0: none there; -1: a bad one,
+ * with why. The file is read under a shared lock so eviction leaves it be. */
+static int kiln__entry_load(const char *path, const unsigned char *key, int allow_root,
+                            kiln__cached *out, struct stat *st, const char **why,
+                            int *fd_out) {
+  *why = NULL;
+  int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+  if (fd < 0) return errno == ENOENT || errno == ENOTDIR ? 0 : (*why = "it cannot be opened", -1);
+  while (flock(fd, LOCK_SH) != 0 && errno == EINTR) {}
+  unsigned char *buf = NULL;
+  if (fstat(fd, st) != 0 || !S_ISREG(st->st_mode)) *why = "it is not a regular file";
+  else if (st->st_uid != geteuid() && !(allow_root && st->st_uid == 0))
+    *why = "it belongs to another user";
+  else if (st->st_mode & (S_IWGRP | S_IWOTH)) *why = "others can write to it";
+  else if ((uint64_t)st->st_size > KILN__MAX_ENTRY_BYTES) *why = "it is larger than any entry";
+  else if (!(buf = malloc((size_t)st->st_size + 1))) *why = "out of memory reading it";
+  else if (kiln__read_all(fd, buf, (size_t)st->st_size) != 0) *why = "it could not be read";
+  else *why = kiln__entry_decode(buf, (size_t)st->st_size, key, out);
+  free(buf);
+  if (fd_out && !*why) *fd_out = fd;
+  else close(fd);
+  return *why ? -1 : 1;
+}
+
+int kiln__cache_find(const unsigned char key[KILN__KEY_SIZE], kiln__cached *out) {
+  kiln__config c;
+  kiln__config_get(&c);
+  if (!c.enabled) return 0;
+  for (int i = 0;; i++) {
+    if (i > c.n_layers) return 0;
+    const char *dir = kiln__folder(&c, i);
+    if (!dir) continue;
+    char path[PATH_MAX];
+    if (!kiln__entry_path(path, sizeof path, dir, key, "")) continue;
+    struct stat st;
+    const char *why;
+    int fd = -1;
+    int r = kiln__entry_load(path, key, i > 0, out, &st, &why, &fd);
+    if (r < 0) {
+      kiln__cache_count(KILN__CORRUPT);
+      kiln__warn("the kernel cache entry %s is damaged (%s)%s", path, why,
+                 i == 0 ? "; it is compiled again and replaced" : "; it is not used");
+      continue;
+    }
+    if (r == 0) continue;
+    if (!kiln__headers_fresh(&out->headers)) { /* a header changed since it was compiled */
+      kiln__cached_free(out);
+      close(fd);
+      continue;
+    }
+    if (i == 0) {
+      futimens(fd, NULL); /* recency, for least-recently-used eviction */
+      kiln__stats_add(dir, 1, 0, 0);
+    }
+    close(fd);
+    kiln__cache_count(KILN__DISK_HITS);
+    return 1;
+  }
+}
+
+/* ---- The per-key lock --------------------------------------------------------------------- */
+
+/* Takes the lock file at path; nonblocking fails when another holds it. -1 when not taken. */
+static int kiln__lock_path(const char *path, int nonblocking) {
+  for (int tries = 0; tries < 100; tries++) {
+    int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+    if (fd < 0) return -1;
+    int rc;
+    while ((rc = flock(fd, nonblocking ? LOCK_EX | LOCK_NB : LOCK_EX)) != 0 && errno == EINTR) {}
+    if (rc != 0) {
+      close(fd);
+      return -1;
+    }
+    /* The file may have been removed by its last holder while this one waited on it. */
+    struct stat held, now;
+    if (fstat(fd, &held) == 0 && stat(path, &now) == 0 && held.st_ino == now.st_ino &&
+        held.st_dev == now.st_dev)
+      return fd;
+    close(fd);
+  }
+  return -1;
+}
+
+void kiln__cache_lock_key(const unsigned char key[KILN__KEY_SIZE], kiln__cache_lock *lock) {
+  lock->fd = -1;
+  kiln__config c;
+  kiln__config_get(&c);
+  char shard[PATH_MAX], path[PATH_MAX];
+  if (!c.writable || !kiln__shard_dir(shard, sizeof shard, c.dir, key) ||
+      !kiln__entry_path(path, sizeof path, c.dir, key, ".lock"))
+    return;
+  mkdir(shard, 0700);
+  lock->fd = kiln__lock_path(path, 0);
+}
+
+void kiln__cache_unlock(kiln__cache_lock *lock) {
+  if (lock->fd >= 0) close(lock->fd); /* closing drops the flock */
+  lock->fd = -1;
+}
+
+/* ---- Eviction ----------------------------------------------------------------------------- */
+
+typedef struct kiln__file {
+  char shard[3];
+  char name[2 * KILN__KEY_SIZE - 1];
+  uint64_t bytes;
+  int64_t used_ns;
+} kiln__file;
+
+static int kiln__is_hex(const char *s, size_t n) {
+  for (size_t i = 0; i < n; i++)
+    if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f'))) return 0;
+  return s[n] == '\0';
+}
+
+/* Every entry of dir (and, with sweep, removes .tmp files a dead writer left). */
+static int kiln__scan_entries(const char *dir, int sweep, kiln__file **out, size_t *n_out) {
+  *out = NULL;
+  *n_out = 0;
+  DIR *top = opendir(dir);
+  if (!top) return -1;
+  size_t n = 0, cap = 0;
+  kiln__file *files = NULL;
+  time_t now = time(NULL);
+  struct dirent *d;
+  while ((d = readdir(top))) {
+    if (!kiln__is_hex(d->d_name, 2)) continue;
+    char shard[PATH_MAX];
+    snprintf(shard, sizeof shard, "%s/%s", dir, d->d_name);
+    DIR *sub = opendir(shard);
+    if (!sub) continue;
+    struct dirent *e;
+    while ((e = readdir(sub))) {
+      char path[PATH_MAX];
+      if (snprintf(path, sizeof path, "%s/%s", shard, e->d_name) >= (int)sizeof path) continue;
+      size_t len = strlen(e->d_name);
+      struct stat st;
+      if (sweep && e->d_name[0] == '.' && len > 4 && strcmp(e->d_name + len - 4, ".tmp") == 0) {
+        if (lstat(path, &st) == 0 && now - st.st_mtime > KILN__STALE_TMP_S) unlink(path);
+        continue;
+      }
+      if (len != 2 * KILN__KEY_SIZE - 2 || !kiln__is_hex(e->d_name, len)) continue;
+      if (lstat(path, &st) != 0 || !S_ISREG(st.st_mode)) continue;
+      if (n == cap) {
+        cap = cap ? 2 * cap : 256;
+        kiln__file *f = realloc(files, cap * sizeof *f);
+        if (!f) break;
+        files = f;
+      }
+      memcpy(files[n].shard, d->d_name, 3);
+      memcpy(files[n].name, e->d_name, len + 1);
+      files[n].bytes = (uint64_t)st.st_size;
+      files[n].used_ns = (int64_t)st.st_mtim.tv_sec * 1000000000LL + st.st_mtim.tv_nsec;
+      n++;
+    }
+    closedir(sub);
+  }
+  closedir(top);
+  *out = files;
+  *n_out = n;
+  return 0;
+}
+
+static int kiln__by_use(const void *a, const void *b) {
+  int64_t x = ((const kiln__file *)a)->used_ns, y = ((const kiln__file *)b)->used_ns;
+  return x < y ? -1 : x > y;
+}
+
+/* Removes one entry and its lock, unless someone is compiling it or reading it. */
+static int kiln__evict_one(const char *dir, const kiln__file *f) {
+  char entry[PATH_MAX], lock[PATH_MAX];
+  if (snprintf(entry, sizeof entry, "%s/%s/%s", dir, f->shard, f->name) >= (int)sizeof entry ||
+      snprintf(lock, sizeof lock, "%s.lock", entry) >= (int)sizeof lock)
+    return 0;
+  int lfd = kiln__lock_path(lock, 1);
+  if (lfd < 0) return 0;
+  int removed = 0, efd = open(entry, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+  if (efd >= 0 && flock(efd, LOCK_EX | LOCK_NB) == 0 && unlink(entry) == 0) removed = 1;
+  if (efd >= 0) close(efd);
+  unlink(lock);
+  close(lfd);
+  return removed;
+}
+
+/* Brings dir down to target bytes when it holds more than max. */
+static uint64_t kiln__evict(const char *dir, uint64_t max, uint64_t target) {
+  kiln__file *files;
+  size_t n;
+  if (kiln__scan_entries(dir, 1, &files, &n) != 0) return 0;
+  uint64_t total = 0, removed = 0;
+  for (size_t i = 0; i < n; i++) total += files[i].bytes;
+  if (total > max) {
+    qsort(files, n, sizeof *files, kiln__by_use);
+    for (size_t i = 0; i < n && total > target; i++)
+      if (kiln__evict_one(dir, &files[i])) {
+        total -= files[i].bytes;
+        removed++;
+        kiln__cache_count(KILN__EVICTIONS);
+      }
+  }
+  free(files);
+  if (removed) kiln__stats_add(dir, 0, 0, removed);
+  return removed;
+}
+
+/* ---- Writing ------------------------------------------------------------------------------ */
+
+static int kiln__write_all(int fd, const unsigned char *p, size_t n) {
+  while (n) {
+    ssize_t w = write(fd, p, n);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) return -1;
+    p += w;
+    n -= (size_t)w;
+  }
+  return 0;
+}
+
+static void kiln__write_failed(const char *dir, const char *what, int err) {
+  pthread_mutex_lock(&kiln__config_lock);
+  int first = !kiln__write_warned;
+  kiln__write_warned = 1;
+  pthread_mutex_unlock(&kiln__config_lock);
+  if (first)
+    kiln__warn("the kernel cache in %s cannot be written (%s: %s); kernels compiled by this "
+               "process are not cached", dir, what, strerror(err));
+}
+
+void kiln__cache_store(const unsigned char key[KILN__KEY_SIZE], const kiln__code *code,
+                       const kiln__entry *entries, int n_entries, const kiln__headers *headers) {
+  kiln__config c;
+  kiln__config_get(&c);
+  if (!c.readable) return;
+  if (!c.writable) {
+    kiln__write_failed(c.dir, "the folder", EACCES);
+    return;
+  }
+  unsigned char *buf;
+  size_t size;
+  if (kiln__entry_encode(key, code, entries, n_entries, headers, &buf, &size) != KILN_OK) return;
+  static unsigned counter;
+  char shard[PATH_MAX], path[PATH_MAX], tmp[PATH_MAX], hex[2 * KILN__KEY_SIZE + 1];
+  kiln__key_hex(key, hex);
+  unsigned serial = __atomic_add_fetch(&counter, 1, __ATOMIC_RELAXED);
+  if (!kiln__shard_dir(shard, sizeof shard, c.dir, key) ||
+      !kiln__entry_path(path, sizeof path, c.dir, key, "") ||
+      snprintf(tmp, sizeof tmp, "%s/.%s.%ld.%u.tmp", shard, hex + 2, (long)getpid(), serial) >=
+          (int)sizeof tmp) {
+    free(buf);
+    return;
+  }
+  mkdir(shard, 0700);
+  int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  if (fd < 0) {
+    kiln__write_failed(c.dir, "creating a file", errno);
+  } else if (kiln__write_all(fd, buf, size) != 0) {
+    int err = errno;
+    close(fd);
+    unlink(tmp);
+    kiln__write_failed(c.dir, "writing an entry", err);
+  } else if (close(fd) != 0 || rename(tmp, path) != 0) {
+    int err = errno;
+    unlink(tmp);
+    kiln__write_failed(c.dir, "renaming an entry into place", err);
+  } else {
+    kiln__cache_count(KILN__STORES);
+    kiln__stats_add(c.dir, 0, 1, 0);
+    /* The bound is checked by a scan of the folder: on a process's first store, and again
+     * each time it has written a sixteenth of the bound since. */
+    pthread_mutex_lock(&kiln__config_lock);
+    int scan = kiln__stored_since_scan == 0 || kiln__stored_since_scan + size > c.max_bytes / 16;
+    kiln__stored_since_scan = scan ? 1 : kiln__stored_since_scan + size;
+    pthread_mutex_unlock(&kiln__config_lock);
+    if (scan) kiln__evict(c.dir, c.max_bytes, KILN__EVICT_TO(c.max_bytes));
+  }
+  free(buf);
+}
+
+/* ---- Public: info, list, prune, clear ----------------------------------------------------- */
+
+kiln_status kiln_cache_get_info(kiln_cache_info *out) {
+  memset(out, 0, sizeof *out);
+  kiln__config c;
+  kiln__config_get(&c);
+  out->enabled = c.enabled;
+  out->writable = c.writable;
+  out->max_bytes = c.max_bytes;
+  snprintf(out->dir, sizeof out->dir, "%s", c.dir);
+  snprintf(out->reason, sizeof out->reason, "%s", c.reason);
+  const char *p = c.layers;
+  size_t used = 0;
+  for (int i = 0; i < c.n_layers; i++) {
+    int n = snprintf(out->layers + used, sizeof out->layers - used, "%s%s", i ? ":" : "", p);
+    if (n > 0 && (size_t)n < sizeof out->layers - used) used += (size_t)n;
+    p += strlen(p) + 1;
+  }
+  if (!c.dir[0] || access(c.dir, F_OK) != 0) return KILN_OK;
+  kiln__file *files;
+  size_t n;
+  if (kiln__scan_entries(c.dir, 0, &files, &n) == 0) {
+    out->entries = n;
+    for (size_t i = 0; i < n; i++) out->bytes += files[i].bytes;
+    free(files);
+  }
+  uint64_t v[3];
+  kiln__stats_file(c.dir, NULL, v);
+  out->hits = v[0];
+  out->misses = v[1];
+  out->evictions = v[2];
+  kiln__clear_error();
+  return KILN_OK;
+}
+
+kiln_status kiln_cache_list(int (*visit)(const kiln_cache_entry *e, void *ctx), void *ctx) {
+  kiln__config c;
+  kiln__config_get(&c);
+  for (int layer = 0; layer <= c.n_layers; layer++) {
+    const char *dir = kiln__folder(&c, layer);
+    if (!dir) continue;
+    kiln__file *files;
+    size_t n;
+    if (kiln__scan_entries(dir, 0, &files, &n) != 0) continue;
+    qsort(files, n, sizeof *files, kiln__by_use);
+    int stop = 0;
+    for (size_t i = 0; i < n && !stop; i++) {
+      char path[PATH_MAX], key[2 * KILN__KEY_SIZE + 1], kernels[4096] = "";
+      if (snprintf(path, sizeof path, "%s/%s/%s", dir, files[i].shard, files[i].name) >=
+          (int)sizeof path)
+        continue;
+      snprintf(key, sizeof key, "%s%s", files[i].shard, files[i].name);
+      kiln__cached cached;
+      struct stat st;
+      const char *why;
+      kiln__entry_load(path, NULL, layer > 0, &cached, &st, &why, NULL);
+      size_t used = 0;
+      for (int k = 0; !why && k < cached.n_entries; k++) {
+        int w = snprintf(kernels + used, sizeof kernels - used, "%s%s", k ? ", " : "",
+                         cached.entries[k].plain);
+        if (w > 0 && (size_t)w < sizeof kernels - used) used += (size_t)w;
+      }
+      kiln_cache_entry e = {path, key, layer, files[i].bytes,
+                            (int64_t)(files[i].used_ns / 1000000000LL),
+                            why ? "" : cached.code.arch, kernels, why};
+      stop = visit(&e, ctx);
+      if (!why) kiln__cached_free(&cached);
+    }
+    free(files);
+    if (stop) break;
+  }
+  kiln__clear_error();
+  return KILN_OK;
+}
+
+static kiln_status kiln__main_dir(kiln__config *c) {
+  kiln__config_get(c);
+  if (!c->readable)
+    return kiln__fail(KILN_ERROR_CACHE_IO, "no kernel cache folder is in use: %s",
+                      c->reason[0] ? c->reason : "it is off");
+  return KILN_OK;
+}
+
+kiln_status kiln_cache_prune(uint64_t max_bytes, uint64_t *removed) {
+  kiln__config c;
+  kiln_status s = kiln__main_dir(&c);
+  if (s) return s;
+  uint64_t max = max_bytes ? max_bytes : c.max_bytes;
+  uint64_t r = kiln__evict(c.dir, max, max);
+  if (removed) *removed = r;
+  kiln__clear_error();
+  return KILN_OK;
+}
+
+kiln_status kiln_cache_clear(uint64_t *removed) {
+  kiln__config c;
+  kiln_status s = kiln__main_dir(&c);
+  if (s) return s;
+  kiln__file *files;
+  size_t n;
+  uint64_t r = 0;
+  if (kiln__scan_entries(c.dir, 1, &files, &n) == 0) {
+    for (size_t i = 0; i < n; i++) r += (uint64_t)kiln__evict_one(c.dir, &files[i]);
+    free(files);
+  }
+  char path[PATH_MAX];
+  if (snprintf(path, sizeof path, "%s/stats", c.dir) < (int)sizeof path) unlink(path);
+  if (removed) *removed = r;
+  kiln__clear_error();
+  return KILN_OK;
+}

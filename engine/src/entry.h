@@ -1,0 +1,40 @@
+/* A cache entry's bytes: a header that proves them whole, a body that holds one module. */
+#ifndef KILN_ENTRY_H
+#define KILN_ENTRY_H
+
+#include "compile.h"
+#include "headers.h"
+#include "signature.h"
+
+/* Part of every key, so two formats never share a file name. */
+#define KILN__ENTRY_VERSION 1
+
+/* magic[8], u32 version, u32 header size, u64 body size, key[32], SHA-256 of the body[32];
+ * every integer little-endian. */
+#define KILN__ENTRY_HEADER_SIZE 88
+
+/* Everything one compile produced that a later process needs. */
+typedef struct kiln__cached {
+  kiln__code code;
+  kiln__entry *entries; /* the kernels' signatures */
+  int n_entries;
+  kiln__headers headers; /* the user headers the compile could read */
+} kiln__cached;
+
+/* The whole entry for key, in a malloc'd buffer. */
+kiln_status kiln__entry_encode(const unsigned char key[KILN__KEY_SIZE], const kiln__code *code,
+                               const kiln__entry *entries, int n_entries,
+                               const kiln__headers *headers, unsigned char **out, size_t *size);
+
+/* Decodes a whole entry, checking its header, length, key (NULL accepts any) and checksum.
+ * NULL on success; otherwise why it is not a good entry (static text, for the warning), and
+ * *out is left empty. Reads only data[0..size). */
+const char *kiln__entry_decode(const void *data, size_t size,
+                               const unsigned char key[KILN__KEY_SIZE], kiln__cached *out);
+
+/* The body alone, which the fuzz target reaches without forging a checksum. */
+const char *kiln__entry_decode_body(const void *body, size_t size, kiln__cached *out);
+
+void kiln__cached_free(kiln__cached *c);
+
+#endif

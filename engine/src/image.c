@@ -1,0 +1,212 @@
+/* Prebuilt code: a CUBIN, a fatbin or PTX given as bytes. Kernels and their parameters come
+ * from the PTX when there is PTX; a binary is asked of the driver, which knows each
+ * parameter's size, and the mangled names say the rest. */
+#include "module.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define KILN__FATBIN_MAGIC 0xBA55ED50u
+
+typedef enum kiln__image_kind { KILN__PTX, KILN__CUBIN, KILN__FATBIN, KILN__UNKNOWN } kiln__image_kind;
+
+static kiln__image_kind kiln__image_kind_of(const unsigned char *p, size_t n) {
+  if (n >= 4 && memcmp(p, "\x7f" "ELF", 4) == 0) return KILN__CUBIN;
+  if (n >= 4 && ((uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
+                 (uint32_t)p[3] << 24) == KILN__FATBIN_MAGIC)
+    return KILN__FATBIN;
+  if (memmem(p, n, ".version", 8) && memmem(p, n, ".target", 7)) return KILN__PTX;
+  return KILN__UNKNOWN;
+}
+
+/* "sm_80" from the PTX's .target line; 0 when it names none. */
+static int kiln__ptx_target(const char *ptx, char *arch, size_t cap) {
+  const char *t = strstr(ptx, ".target");
+  if (!t) return 0;
+  t += 7;
+  while (*t == ' ' || *t == '\t') t++;
+  if (strncmp(t, "sm_", 3) != 0) return 0;
+  int n = 0, digits = 0;
+  const char *d = t + 3;
+  while (*d >= '0' && *d <= '9' && digits < 4) n = n * 10 + (*d++ - '0'), digits++;
+  if (digits < 2) return 0;
+  int suffix = *d == 'a' || *d == 'f';
+  snprintf(arch, cap, "sm_%d%s", n, suffix ? (*d == 'a' ? "a" : "f") : "");
+  return n;
+}
+
+static kiln_status kiln__from_ptx(const char *image, size_t size, kiln_module **out) {
+  const char *nul = memchr(image, '\0', size);
+  if (nul) size = (size_t)(nul - image); /* PTX is often stored with its NUL */
+  kiln__code code = {0};
+  kiln__entry *entries = NULL;
+  int n = 0;
+  if (!(code.ptx = kiln__memdup(image, size + 1)))
+    return kiln__fail(KILN_ERROR_NO_MEMORY, "out of memory for the PTX");
+  code.ptx[size] = '\0';
+  code.ptx_size = size;
+  code.arch_num = kiln__ptx_target(code.ptx, code.arch, sizeof code.arch);
+  if (!code.arch_num) {
+    kiln__code_free(&code);
+    return kiln__fail(KILN_ERROR_PTX, "the PTX has no '.target sm_XY' line");
+  }
+  kiln_status s = kiln__ptx_parse(code.ptx, code.ptx_size, &entries, &n);
+  if (s) {
+    kiln__code_free(&code);
+    return s;
+  }
+  return kiln__module_adopt(&code, entries, n, out);
+}
+
+/* Each kernel of a loaded binary, with parameters as the driver reports them. */
+static kiln_status kiln__describe(CUlibrary lib, kiln__entry **out, int *n_out) {
+  if (!kiln__cu.LibraryGetKernelCount || !kiln__cu.LibraryEnumerateKernels ||
+      !kiln__cu.KernelGetName || !kiln__cu.KernelGetParamInfo)
+    return kiln__fail(KILN_ERROR_CUDA, "this CUDA driver is older than 12.4 and cannot list "
+                      "the kernels of a CUBIN or fatbin; load the PTX instead");
+  unsigned count = 0;
+  KILN__CU(LibraryGetKernelCount, (&count, lib));
+  CUkernel *kernels = calloc(count ? count : 1, sizeof *kernels);
+  kiln__entry *entries = calloc(count ? count : 1, sizeof *entries);
+  if (!kernels || !entries) {
+    free(kernels);
+    free(entries);
+    return kiln__fail(KILN_ERROR_NO_MEMORY, "out of memory listing kernels");
+  }
+  kiln_status s = KILN_OK;
+  CUresult rc = count ? kiln__cu.LibraryEnumerateKernels(kernels, count, lib) : CUDA_SUCCESS;
+  if (rc) s = kiln__cuda_fail("cuLibraryEnumerateKernels", (int)rc);
+  int n = 0;
+  for (unsigned i = 0; i < count && !s; i++) {
+    kiln__entry *e = &entries[i];
+    n = (int)i + 1;
+    const char *name = NULL;
+    if ((rc = kiln__cu.KernelGetName(&name, kernels[i]))) {
+      s = kiln__cuda_fail("cuKernelGetName", (int)rc);
+      break;
+    }
+    if (!(e->name = kiln__strdup(name))) {
+      s = kiln__fail(KILN_ERROR_NO_MEMORY, "out of memory listing kernels");
+      break;
+    }
+    for (size_t k = 0;; k++) {
+      size_t offset = 0, bytes = 0;
+      rc = kiln__cu.KernelGetParamInfo(kernels[i], k, &offset, &bytes);
+      if (rc == CUDA_ERROR_INVALID_VALUE) break; /* past the last parameter */
+      if (rc) {
+        s = kiln__cuda_fail("cuKernelGetParamInfo", (int)rc);
+        break;
+      }
+      kiln_param *grown = realloc(e->params, (k + 1) * sizeof *grown);
+      if (!grown) {
+        s = kiln__fail(KILN_ERROR_NO_MEMORY, "out of memory listing kernels");
+        break;
+      }
+      e->params = grown;
+      kiln_param *p = &e->params[k];
+      p->size = (unsigned)bytes;
+      p->cls = bytes == 1 ? KILN_PARAM_B8 : bytes == 2 ? KILN_PARAM_B16
+             : bytes == 4 ? KILN_PARAM_B32 : bytes == 8 ? KILN_PARAM_B64 : KILN_PARAM_AGGREGATE;
+      /* The largest power of two (up to 16) that both the offset and the size allow. */
+      unsigned align = 16;
+      while (align > 1 && ((offset % align) || (bytes % align))) align /= 2;
+      p->align = align;
+      e->n_params = (int)k + 1;
+    }
+    if (!s) s = kiln__entry_refine(e, 1);
+  }
+  free(kernels);
+  if (s) {
+    kiln__entries_free(entries, n);
+    return s;
+  }
+  *out = entries;
+  *n_out = (int)count;
+  return KILN_OK;
+}
+
+static kiln_status kiln__from_binary(const void *image, size_t size, kiln_module **out) {
+  kiln__device *d;
+  kiln_status s = kiln__device_enter(&d);
+  if (s) {
+    kiln__fail_append(" (the kernels of a CUBIN or fatbin are read through the driver; PTX "
+                      "needs no device)");
+    return s;
+  }
+  kiln__code code = {0};
+  if (!(code.cubin = kiln__memdup(image, size)))
+    return kiln__fail(KILN_ERROR_NO_MEMORY, "out of memory for the CUBIN");
+  code.cubin_size = size;
+  CUlibrary lib = NULL;
+  CUresult rc = kiln__cu.LibraryLoadData(&lib, code.cubin, NULL, NULL, 0, NULL, NULL, 0);
+  if (rc) {
+    kiln__code_free(&code);
+    return kiln__cuda_fail("cuLibraryLoadData", (int)rc);
+  }
+  kiln__entry *entries = NULL;
+  int n = 0;
+  if ((s = kiln__describe(lib, &entries, &n))) {
+    kiln__cu.LibraryUnload(lib);
+    kiln__code_free(&code);
+    return s;
+  }
+  if ((s = kiln__module_adopt(&code, entries, n, out))) {
+    kiln__cu.LibraryUnload(lib);
+    return s;
+  }
+  (*out)->lib = lib;
+  return KILN_OK;
+}
+
+kiln_status kiln_module_from_image(const void *image, size_t size, kiln_module **out) {
+  *out = NULL;
+  if (!image || !size) return kiln__fail(KILN_ERROR_INVALID, "the image is empty");
+  const unsigned char *p = image;
+  kiln_status s;
+  switch (kiln__image_kind_of(p, size)) {
+  case KILN__PTX: s = kiln__from_ptx(image, size, out); break;
+  case KILN__CUBIN:
+  case KILN__FATBIN: s = kiln__from_binary(image, size, out); break;
+  default:
+    return kiln__fail(KILN_ERROR_INVALID,
+                      "the image is neither a CUBIN (ELF), a fatbin nor PTX text; it starts "
+                      "with bytes %02x %02x %02x %02x",
+                      p[0], size > 1 ? p[1] : 0, size > 2 ? p[2] : 0, size > 3 ? p[3] : 0);
+  }
+  if (!s) kiln__clear_error();
+  return s;
+}
+
+kiln_status kiln_module_from_file(const char *path, kiln_module **out) {
+  *out = NULL;
+  if (!path) return kiln__fail(KILN_ERROR_INVALID, "the path is NULL");
+  FILE *f = fopen(path, "rb");
+  if (!f) return kiln__fail(KILN_ERROR_INVALID, "%s cannot be opened: %s", path, strerror(errno));
+  size_t cap = 1 << 16, n = 0, r;
+  char *buf = malloc(cap);
+  while (buf && (r = fread(buf + n, 1, cap - n, f)) > 0) {
+    n += r;
+    if (n == cap) {
+      char *grown = realloc(buf, cap * 2);
+      if (!grown) {
+        free(buf);
+        buf = NULL;
+        break;
+      }
+      buf = grown;
+      cap *= 2;
+    }
+  }
+  int failed = ferror(f);
+  fclose(f);
+  if (!buf) return kiln__fail(KILN_ERROR_NO_MEMORY, "out of memory reading %s", path);
+  if (failed) {
+    free(buf);
+    return kiln__fail(KILN_ERROR_INVALID, "%s could not be read", path);
+  }
+  kiln_status s = kiln_module_from_image(buf, n, out);
+  free(buf);
+  return s;
+}

@@ -1,0 +1,147 @@
+/* The kernel cache from Python: this process's counts, the folder's state, upkeep. */
+#include "kpy.h"
+
+/* A dict from alternating names and values; each value is a new reference (or NULL). */
+static PyObject *kpy_dict_of(int n, const char *const *names, PyObject **values) {
+  PyObject *d = PyDict_New();
+  for (int i = 0; i < n; i++) {
+    if (d && (!values[i] || PyDict_SetItemString(d, names[i], values[i]) < 0)) Py_CLEAR(d);
+    Py_XDECREF(values[i]);
+  }
+  return d;
+}
+
+static PyObject *kpy_cache_stats(PyObject *module, PyObject *unused) {
+  (void)module, (void)unused;
+  kiln_cache_stats s;
+  kiln_cache_get_stats(&s);
+  const char *names[] = {"memory_hits", "disk_hits", "misses", "compiles",
+                         "stores",      "evictions", "corrupt"};
+  uint64_t v[] = {s.memory_hits, s.disk_hits, s.misses, s.compiles,
+                  s.stores,      s.evictions, s.corrupt};
+  PyObject *values[7];
+  for (int i = 0; i < 7; i++) values[i] = PyLong_FromUnsignedLongLong(v[i]);
+  return kpy_dict_of(7, names, values);
+}
+
+static PyObject *kpy_cache_info(PyObject *module, PyObject *unused) {
+  (void)unused;
+  kpy_state *st = kpy_state_of_module(module);
+  kiln_cache_info info;
+  kiln_status s;
+  Py_BEGIN_ALLOW_THREADS
+  s = kiln_cache_get_info(&info);
+  Py_END_ALLOW_THREADS
+  if (kpy_flush_warnings(st) < 0) return NULL;
+  if (s) return kpy_raise(st, s);
+  const char *names[] = {"enabled", "writable", "dir", "layers", "reason", "entries", "bytes",
+                         "max_bytes", "hits", "misses", "evictions"};
+  PyObject *values[] = {
+      PyBool_FromLong(info.enabled),
+      PyBool_FromLong(info.writable),
+      PyUnicode_DecodeFSDefault(info.dir),
+      PyUnicode_DecodeFSDefault(info.layers),
+      PyUnicode_DecodeFSDefault(info.reason),
+      PyLong_FromUnsignedLongLong(info.entries),
+      PyLong_FromUnsignedLongLong(info.bytes),
+      PyLong_FromUnsignedLongLong(info.max_bytes),
+      PyLong_FromUnsignedLongLong(info.hits),
+      PyLong_FromUnsignedLongLong(info.misses),
+      PyLong_FromUnsignedLongLong(info.evictions),
+  };
+  return kpy_dict_of(11, names, values);
+}
+
+static int kpy_cache_visit(const kiln_cache_entry *e, void *ctx) {
+  PyObject *list = ctx;
+  const char *names[] = {"path", "key", "layer", "bytes", "last_used", "arch", "kernels",
+                         "problem"};
+  PyObject *values[] = {
+      PyUnicode_DecodeFSDefault(e->path),
+      PyUnicode_FromString(e->key),
+      PyLong_FromLong(e->layer),
+      PyLong_FromUnsignedLongLong(e->bytes),
+      PyLong_FromLongLong(e->last_used),
+      PyUnicode_FromString(e->arch),
+      PyUnicode_DecodeUTF8(e->kernels, (Py_ssize_t)strlen(e->kernels), "replace"),
+      e->problem ? PyUnicode_FromString(e->problem) : Py_NewRef(Py_None),
+  };
+  PyObject *d = kpy_dict_of(8, names, values);
+  int failed = !d || PyList_Append(list, d) < 0;
+  Py_XDECREF(d);
+  return failed; /* stops the walk; the error is already set */
+}
+
+static PyObject *kpy_cache_list(PyObject *module, PyObject *unused) {
+  (void)unused;
+  kpy_state *st = kpy_state_of_module(module);
+  PyObject *list = PyList_New(0);
+  if (!list) return NULL;
+  /* The visitor builds Python objects, so the walk keeps the GIL. */
+  kiln_status s = kiln_cache_list(kpy_cache_visit, list);
+  if (PyErr_Occurred() || kpy_flush_warnings(st) < 0) {
+    Py_DECREF(list);
+    return NULL;
+  }
+  if (s) {
+    Py_DECREF(list);
+    return kpy_raise(st, s);
+  }
+  return list;
+}
+
+static PyObject *kpy_cache_prune(PyObject *module, PyObject *args, PyObject *kwargs) {
+  static char *kwlist[] = {(char *)"max_bytes", NULL};
+  PyObject *max = Py_None;
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|O:cache_prune", kwlist, &max)) return NULL;
+  unsigned long long max_bytes = 0;
+  if (max != Py_None) {
+    max_bytes = PyLong_AsUnsignedLongLong(max);
+    if (PyErr_Occurred()) return NULL;
+    if (!max_bytes) {
+      PyErr_SetString(PyExc_ValueError, "max_bytes must be at least 1; cache_clear() empties "
+                      "the cache");
+      return NULL;
+    }
+  }
+  kpy_state *st = kpy_state_of_module(module);
+  uint64_t removed = 0;
+  kiln_status s;
+  Py_BEGIN_ALLOW_THREADS
+  s = kiln_cache_prune(max_bytes, &removed);
+  Py_END_ALLOW_THREADS
+  if (kpy_flush_warnings(st) < 0) return NULL;
+  if (s) return kpy_raise(st, s);
+  return PyLong_FromUnsignedLongLong(removed);
+}
+
+static PyObject *kpy_cache_clear(PyObject *module, PyObject *unused) {
+  (void)unused;
+  kpy_state *st = kpy_state_of_module(module);
+  uint64_t removed = 0;
+  kiln_status s;
+  Py_BEGIN_ALLOW_THREADS
+  s = kiln_cache_clear(&removed);
+  Py_END_ALLOW_THREADS
+  if (kpy_flush_warnings(st) < 0) return NULL;
+  if (s) return kpy_raise(st, s);
+  return PyLong_FromUnsignedLongLong(removed);
+}
+
+PyMethodDef kpy_cache_methods[] = {
+    {"cache_stats", kpy_cache_stats, METH_NOARGS,
+     "This process's cache counts: memory_hits, disk_hits, misses, compiles, stores, "
+     "evictions, corrupt."},
+    {"cache_info", kpy_cache_info, METH_NOARGS,
+     "The cache folder: dir, layers, enabled, writable, reason, entries, bytes, max_bytes and "
+     "the hits, misses and evictions every process recorded there."},
+    {"cache_list", kpy_cache_list, METH_NOARGS,
+     "Every cache entry, least recently used first, as dicts: path, key, layer, bytes, "
+     "last_used, arch, kernels, problem."},
+    {"cache_prune", (PyCFunction)(void (*)(void))kpy_cache_prune, METH_VARARGS | METH_KEYWORDS,
+     "cache_prune(max_bytes=None): removes least recently used entries until the folder holds "
+     "at most max_bytes ($KILN_CACHE_MAX_BYTES by default); returns how many went."},
+    {"cache_clear", kpy_cache_clear, METH_NOARGS,
+     "Removes every entry of the main cache folder; returns how many went."},
+    {NULL, NULL, 0, NULL},
+};
