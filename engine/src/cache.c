@@ -302,6 +302,7 @@ static int kiln__shard_dir(char *out, size_t cap, const char *dir,
 
 static void kiln__stats_file(const char *dir, uint64_t add[3], uint64_t out[3]) {
   char path[PATH_MAX];
+  if (out) out[0] = out[1] = out[2] = 0;
   if (snprintf(path, sizeof path, "%s/stats", dir) >= (int)sizeof path) return;
   int write = add != NULL;
   int fd = open(path, write ? O_RDWR | O_CREAT | O_CLOEXEC : O_RDONLY | O_CLOEXEC, 0600);
@@ -366,7 +367,7 @@ static int kiln__entry_load(const char *path, const unsigned char *key, int allo
   return *why ? -1 : 1;
 }
 
-int kiln__cache_find(const unsigned char key[KILN__KEY_SIZE], kiln__cached *out) {
+int kiln__cache_find(const unsigned char key[KILN__KEY_SIZE], kiln__cached *out, int *damaged) {
   kiln__config c;
   kiln__config_get(&c);
   if (!c.enabled) return 0;
@@ -381,6 +382,8 @@ int kiln__cache_find(const unsigned char key[KILN__KEY_SIZE], kiln__cached *out)
     int fd = -1;
     int r = kiln__entry_load(path, key, i > 0, out, &st, &why, &fd);
     if (r < 0) {
+      if (*damaged) continue;
+      *damaged = 1;
       kiln__cache_count(KILN__CORRUPT);
       kiln__warn("the kernel cache entry %s is damaged (%s)%s", path, why,
                  i == 0 ? "; it is compiled again and replaced" : "; it is not used");

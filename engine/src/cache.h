@@ -22,8 +22,9 @@ kiln_status kiln__cache_key(const char *src, const kiln_compile_opts *opts,
 int kiln__cache_enabled(void);
 
 /* Looks key up in the main folder, then in each read-only layer. 1 on a hit whose headers are
- * unchanged, with *out filled; 0 on a miss. A damaged entry is a miss with one warning. */
-int kiln__cache_find(const unsigned char key[KILN__KEY_SIZE], kiln__cached *out);
+ * unchanged, with *out filled; 0 on a miss. A damaged entry is a miss with a warning, unless
+ * *damaged is already set (the same lookup, repeated under the lock); sets *damaged. */
+int kiln__cache_find(const unsigned char key[KILN__KEY_SIZE], kiln__cached *out, int *damaged);
 
 /* The per-key lock in the main folder; fd is -1 when it could not be taken (a read-only
  * folder), and the caller goes on without it. Released by the kernel if the holder dies. */

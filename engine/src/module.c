@@ -163,12 +163,12 @@ kiln_status kiln_module_from_source(const char *src, const kiln_compile_opts *op
   memcpy(m->key, key, sizeof key);
   /* The disk: a lookup without the lock (the common hit), then under the key's lock, which
    * another process may hold while it compiles this very source. */
-  int use_disk = kiln__cache_enabled(), hit = 0;
+  int use_disk = kiln__cache_enabled(), hit = 0, damaged = 0;
   kiln__cached c;
   kiln__cache_lock lock = {-1};
-  if (use_disk && !(hit = kiln__cache_find(key, &c))) {
+  if (use_disk && !(hit = kiln__cache_find(key, &c, &damaged))) {
     kiln__cache_lock_key(key, &lock);
-    if (lock.fd >= 0) hit = kiln__cache_find(key, &c);
+    if (lock.fd >= 0) hit = kiln__cache_find(key, &c, &damaged);
     if (!hit) kiln__cache_count(KILN__MISSES);
   }
   if (hit) {
