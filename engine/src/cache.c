@@ -232,6 +232,7 @@ static const char *kiln__folder(const kiln__config *c, int i) {
 static int kiln__mentions_include(const char *s) { return s && strstr(s, "include") != NULL; }
 
 kiln_status kiln__cache_nvrtc(kiln__nvrtc_id *id) {
+  if (KILN__LIKELY(kiln__nvrtc_known(id))) return KILN_OK;
   kiln__config c;
   kiln__config_get(&c);
   return kiln__nvrtc_identify(c.readable ? c.dir : NULL, c.writable, id);

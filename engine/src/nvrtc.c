@@ -267,22 +267,30 @@ static void kiln__note_write(const char *note) {
   if (fclose(f) != 0 || rename(tmp, note) != 0) unlink(tmp);
 }
 
+int kiln__nvrtc_known(kiln__nvrtc_id *out) {
+  if (!__atomic_load_n(&kiln__id_known, __ATOMIC_ACQUIRE)) return 0;
+  *out = kiln__id; /* written once, before the flag */
+  return 1;
+}
+
 kiln_status kiln__nvrtc_identify(const char *note_dir, int may_write, kiln__nvrtc_id *out) {
   pthread_mutex_lock(&kiln__id_lock);
   kiln_status s = KILN_OK;
   if (!kiln__id_known) {
     char note[PATH_MAX];
     int have_note = note_dir && kiln__note_path(note, sizeof note, note_dir);
+    int known = 0;
     if (kiln__nvrtc_open_now()) {
       kiln__id_of_open(&kiln__id);
-      kiln__id_known = 1;
+      known = 1;
     } else if (have_note && kiln__note_read(note, &kiln__id)) {
-      kiln__id_known = 1;
+      known = 1;
     } else if (!(s = kiln__nvrtc_load())) {
       kiln__id_of_open(&kiln__id);
-      kiln__id_known = 1;
+      known = 1;
       if (have_note && may_write) kiln__note_write(note);
     }
+    __atomic_store_n(&kiln__id_known, known, __ATOMIC_RELEASE);
   }
   if (!s) *out = kiln__id;
   pthread_mutex_unlock(&kiln__id_lock);

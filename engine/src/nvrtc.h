@@ -56,6 +56,9 @@ kiln_status kiln__nvrtc_load(void);
  * NVRTC (and, with may_write, leaving a note). note_dir may be NULL. */
 kiln_status kiln__nvrtc_identify(const char *note_dir, int may_write, kiln__nvrtc_id *out);
 
+/* The identity found by an earlier kiln__nvrtc_identify, without locking; 0 before one. */
+int kiln__nvrtc_known(kiln__nvrtc_id *out);
+
 /* 1 when NVRTC is open and is the one id describes. */
 int kiln__nvrtc_is(const kiln__nvrtc_id *id);
 
