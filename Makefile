@@ -25,7 +25,7 @@ CTESTS  = $(wildcard tests/c/*.c)
 EXT     = pymod/kiln/_kiln$(shell $(PYTHON) -c 'import sysconfig; print(sysconfig.get_config_var("EXT_SUFFIX"))')
 PYENV   = PYTHONPATH=$(CURDIR)/pymod$${PYTHONPATH:+:$$PYTHONPATH}
 
-.PHONY: all lib ext deps demo test test-c test-py bench gpu-check clean
+.PHONY: all lib ext deps demo test test-c test-py bench gpu-check fuzz fuzz-cc clean
 
 all: lib ext
 
@@ -74,6 +74,72 @@ bench: ext
 gpu-check:
 	KILN_REQUIRE_GPU=1 $(MAKE) test
 	$(MAKE) bench
+
+# ---- Fuzzing ---------------------------------------------------------------------------------
+# libFuzzer over the two parsers that read bytes kiln did not write in this process: cache
+# entries found on disk (kiln__entry_decode) and sources and headers scanned for #include
+# (kiln__include_scan). `make fuzz` builds the targets, writes the seed corpora and runs each
+# target for FUZZ_SECONDS; it fails when one crashes, leaving the input under build/fuzz/.
+# The corpora grow there between runs (build/ is git-ignored).
+
+FUZZ_CC      ?= clang
+FUZZ_SECONDS ?= 60
+FUZZ_DIR      = $(BUILD)/fuzz
+FUZZ_TARGETS  = entry includes
+FUZZ_OBJS     = $(KILN_ENGINE_SOURCES:%.c=$(FUZZ_DIR)/%.o)
+# UBSan does not recover, so undefined behaviour stops the run like a crash does and libFuzzer
+# keeps the input. The engine's own objects get -fsanitize=fuzzer-no-link: coverage feedback
+# and the sanitizers' checks without a second main.
+FUZZ_SAN      = -fsanitize=address,undefined -fno-sanitize-recover=undefined
+# engine/src by -iquote, not -I: the targets need its "entry.h", but as -I it would also answer
+# the engine's <nvrtc.h> with its own nvrtc.h instead of the toolkit's.
+FUZZ_CFLAGS   = -g -O1 -std=c11 -D_GNU_SOURCE $(KILN_WARNINGS) -Iengine/include \
+                -iquote engine/src -isystem $(CUDA_HOME)/include
+
+# libFuzzer comes with clang, not with gcc; install it when missing, as deps does for NumPy.
+fuzz-cc:
+	@command -v $(FUZZ_CC) >/dev/null || { \
+	    echo "fuzz: $(FUZZ_CC) not found; trying apt-get install -y clang"; \
+	    apt-get install -y clang; }
+	@command -v $(FUZZ_CC) >/dev/null || { \
+	    echo "fuzz: needs $(FUZZ_CC) with libFuzzer (apt-get install clang)"; exit 1; }
+
+# Order-only on fuzz-cc: checked every run, yet never a reason to rebuild.
+$(FUZZ_DIR)/%.o: %.c $(HEADERS) | fuzz-cc
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) $(FUZZ_SAN) -fsanitize=fuzzer-no-link -c $< -o $@
+
+$(FUZZ_DIR)/fuzz_%: tests/fuzz/fuzz_%.c $(FUZZ_OBJS) $(HEADERS)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) $(FUZZ_SAN) -fsanitize=fuzzer $< $(FUZZ_OBJS) $(LDLIBS) -o $@
+
+$(FUZZ_DIR)/seed: tests/fuzz/seed.c $(FUZZ_OBJS) $(HEADERS)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) $(FUZZ_SAN) $< $(FUZZ_OBJS) $(LDLIBS) -o $@
+
+# Every target runs even when one before it crashed, so one run reports them all; the summary
+# takes the executions from libFuzzer's last line ("Done N runs in S second(s)"), or after a
+# crash, which has no such line, from the statistics -print_final_stats=1 adds. A hang of 10 s
+# on one input counts as a crash too.
+fuzz: $(FUZZ_TARGETS:%=$(FUZZ_DIR)/fuzz_%) $(FUZZ_DIR)/seed
+	@mkdir -p $(FUZZ_TARGETS:%=$(FUZZ_DIR)/corpus-%)
+	$(FUZZ_DIR)/seed $(FUZZ_DIR)/corpus-entry $(FUZZ_DIR)/corpus-includes
+	@rm -f $(FUZZ_DIR)/summary; failed=0; \
+	for t in $(FUZZ_TARGETS); do \
+	    log=$(FUZZ_DIR)/$$t.log; \
+	    echo "fuzz_$$t: $(FUZZ_SECONDS) s on $(FUZZ_DIR)/corpus-$$t (log: $$log)"; \
+	    if $(FUZZ_DIR)/fuzz_$$t -max_total_time=$(FUZZ_SECONDS) -timeout=10 \
+	        -dict=tests/fuzz/$$t.dict -artifact_prefix=$(FUZZ_DIR)/$$t- -print_final_stats=1 \
+	        $(FUZZ_DIR)/corpus-$$t >$$log 2>&1; then \
+	        crashes=0; input=; \
+	    else \
+	        crashes=1; failed=1; tail -n 60 $$log; \
+	        input=$$(sed -n 's/.*Test unit written to \(.*\)/ (input: \1)/p' $$log | tail -n 1); \
+	    fi; \
+	    runs=$$(sed -n 's/^Done \([0-9]*\) runs.*/\1/p' $$log | tail -n 1); \
+	    [ -n "$$runs" ] || \
+	        runs=$$(sed -n 's/^stat::number_of_executed_units: *\([0-9]*\)/\1/p' $$log); \
+	    echo "fuzz_$$t: $${runs:-?} executions, $$crashes crashes$$input" >>$(FUZZ_DIR)/summary; \
+	done; \
+	cat $(FUZZ_DIR)/summary; exit $$failed
 
 clean:
 	rm -rf $(BUILD) pymod/kiln/_kiln*.so
