@@ -66,8 +66,9 @@ test-c: $(BUILD)/test_engine
 test-py: ext
 	$(PYENV) $(PYTHON) -m pytest -q tests
 
-bench: ext
+bench: ext lib
 	$(PYENV) $(PYTHON) bench/launch.py $(BENCH_ARGS)
+	$(PYENV) $(PYTHON) bench/cache.py $(BENCH_ARGS)
 
 # Everything the GPU machine should run, in one go: build, the whole suite with nothing
 # skipped, the benchmarks.

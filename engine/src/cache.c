@@ -1,20 +1,23 @@
 /* The kernel cache on disk.
  *
  * Layout of a folder: <dir>/ab/cdef... (the key in hex, split after two digits) holds one
- * entry (entry.c); <dir>/ab/cdef....lock is the key's lock; <dir>/ab/.cdef....<pid>.<n>.tmp is
- * an entry being written; <dir>/stats holds the hit, miss and eviction counts of every
- * process.
+ * entry (entry.c); <dir>/ab/.cdef....<pid>.<n>.tmp is an entry being written; <dir>/locks
+ * holds every key's lock; <dir>/stats the hit, miss and eviction counts of every process;
+ * <dir>/nvrtc-* notes of which NVRTC compiles here (nvrtc.c).
  *
  * Why it is safe to share:
  * - An entry appears by rename(2) of a fully written temporary file, so a reader sees the old
  *   file, the new one or none; a writer killed half-way leaves only a .tmp file, which the
  *   next eviction pass removes. A torn file (a power cut before the data reached the disk) fails
  *   its checksum and is a miss.
- * - The per-key lock is flock(2) on the .lock file, held from the second lookup to the rename:
- *   N processes with a cold cache compile once. The kernel drops it when its holder dies.
+ * - The per-key lock is a one-byte fcntl lock on the locks file, at an offset taken from the
+ *   key, held from the second lookup to the rename: N processes with a cold cache compile once.
+ *   Open-file-description locks (F_OFD_SETLKW) are dropped by the kernel when the holder dies,
+ *   and exclude threads of one process too, each taking the lock through its own open(2). One
+ *   file for all keys, rather than a lock file per key, spares a file creation per compile and
+ *   the question of when a lock file may be removed.
  * - Readers hold a shared flock on the entry while reading it; eviction takes an exclusive one
- *   without waiting and skips what it cannot get. Lock files are removed only by a holder of the
- *   lock, and a taker checks the file it locked is still the one at the path.
+ *   and the key's lock without waiting, and skips what it cannot get.
  * - Code from the cache runs on the GPU inside the process, so a folder that others can write
  *   is not used at all, and entries that others could have written are not loaded. */
 #include "cache.h"
@@ -96,6 +99,19 @@ static int kiln__mkdirs(const char *dir) {
   return -1;
 }
 
+/* Creates the 256 shard folders once per cache folder, so that storing an entry creates one
+ * file and no folder: on ext4 each creation can cost 0.5 ms, a twentieth of a small compile. */
+static void kiln__make_shards(const char *dir) {
+  char path[PATH_MAX];
+  struct stat st;
+  if (snprintf(path, sizeof path, "%s/ff", dir) >= (int)sizeof path || stat(path, &st) == 0)
+    return;
+  for (int i = 0; i < 256; i++) {
+    snprintf(path, sizeof path, "%s/%02x", dir, i);
+    mkdir(path, 0700);
+  }
+}
+
 /* NULL when code may be loaded from dir; else why not, written into why. */
 static const char *kiln__unsafe_dir(const char *dir, int allow_root, char *why, size_t cap) {
   struct stat st;
@@ -168,6 +184,8 @@ static void kiln__config_build(kiln__config *c) {
     c->writable = access(c->dir, W_OK) == 0;
     if (!c->writable)
       snprintf(c->reason, sizeof c->reason, "%s cannot be written (%s)", c->dir, strerror(errno));
+    else
+      kiln__make_shards(c->dir);
   }
   const char *path = getenv("KILN_CACHE_PATH");
   size_t used = 0;
@@ -408,41 +426,41 @@ int kiln__cache_find(const unsigned char key[KILN__KEY_SIZE], kiln__cached *out,
 
 /* ---- The per-key lock --------------------------------------------------------------------- */
 
-/* Takes the lock file at path; nonblocking fails when another holds it. -1 when not taken. */
-static int kiln__lock_path(const char *path, int nonblocking) {
-  for (int tries = 0; tries < 100; tries++) {
-    int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
-    if (fd < 0) return -1;
-    int rc;
-    while ((rc = flock(fd, nonblocking ? LOCK_EX | LOCK_NB : LOCK_EX)) != 0 && errno == EINTR) {}
-    if (rc != 0) {
-      close(fd);
-      return -1;
-    }
-    /* The file may have been removed by its last holder while this one waited on it. */
-    struct stat held, now;
-    if (fstat(fd, &held) == 0 && stat(path, &now) == 0 && held.st_ino == now.st_ino &&
-        held.st_dev == now.st_dev)
-      return fd;
+/* The key's byte in the locks file: 62 bits of the key, so two keys share a lock only by a
+ * collision of SHA-256 prefixes. */
+static off_t kiln__lock_offset(const unsigned char key[KILN__KEY_SIZE]) {
+  uint64_t v = 0;
+  for (int i = 0; i < 8; i++) v = v << 8 | key[i];
+  return (off_t)(v >> 2);
+}
+
+/* Opens <dir>/locks and takes key's lock; nonblocking fails when another holds it. The fd holding
+ * the lock, or -1. */
+static int kiln__lock_take(const char *dir, const unsigned char key[KILN__KEY_SIZE],
+                           int nonblocking) {
+  char path[PATH_MAX];
+  if (snprintf(path, sizeof path, "%s/locks", dir) >= (int)sizeof path) return -1;
+  int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+  if (fd < 0) return -1;
+  struct flock fl = {.l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = kiln__lock_offset(key),
+                     .l_len = 1};
+  int rc;
+  while ((rc = fcntl(fd, nonblocking ? F_OFD_SETLK : F_OFD_SETLKW, &fl)) != 0 && errno == EINTR) {}
+  if (rc != 0) {
     close(fd);
+    return -1;
   }
-  return -1;
+  return fd;
 }
 
 void kiln__cache_lock_key(const unsigned char key[KILN__KEY_SIZE], kiln__cache_lock *lock) {
-  lock->fd = -1;
   kiln__config c;
   kiln__config_get(&c);
-  char shard[PATH_MAX], path[PATH_MAX];
-  if (!c.writable || !kiln__shard_dir(shard, sizeof shard, c.dir, key) ||
-      !kiln__entry_path(path, sizeof path, c.dir, key, ".lock"))
-    return;
-  mkdir(shard, 0700);
-  lock->fd = kiln__lock_path(path, 0);
+  lock->fd = c.writable ? kiln__lock_take(c.dir, key, 0) : -1;
 }
 
 void kiln__cache_unlock(kiln__cache_lock *lock) {
-  if (lock->fd >= 0) close(lock->fd); /* closing drops the flock */
+  if (lock->fd >= 0) close(lock->fd); /* closing the description drops its locks */
   lock->fd = -1;
 }
 
@@ -514,18 +532,23 @@ static int kiln__by_use(const void *a, const void *b) {
   return x < y ? -1 : x > y;
 }
 
-/* Removes one entry and its lock, unless someone is compiling it or reading it. */
+/* Removes one entry, unless someone is compiling it or reading it. */
 static int kiln__evict_one(const char *dir, const kiln__file *f) {
-  char entry[PATH_MAX], lock[PATH_MAX];
-  if (snprintf(entry, sizeof entry, "%s/%s/%s", dir, f->shard, f->name) >= (int)sizeof entry ||
-      snprintf(lock, sizeof lock, "%s.lock", entry) >= (int)sizeof lock)
+  char entry[PATH_MAX], hex[2 * KILN__KEY_SIZE + 1];
+  unsigned char key[KILN__KEY_SIZE];
+  if (snprintf(entry, sizeof entry, "%s/%s/%s", dir, f->shard, f->name) >= (int)sizeof entry)
     return 0;
-  int lfd = kiln__lock_path(lock, 1);
+  snprintf(hex, sizeof hex, "%s%s", f->shard, f->name);
+  for (int i = 0; i < KILN__KEY_SIZE; i++) {
+    unsigned hi = (unsigned)(hex[2 * i] <= '9' ? hex[2 * i] - '0' : hex[2 * i] - 'a' + 10);
+    unsigned lo = (unsigned)(hex[2 * i + 1] <= '9' ? hex[2 * i + 1] - '0' : hex[2 * i + 1] - 'a' + 10);
+    key[i] = (unsigned char)(hi << 4 | lo);
+  }
+  int lfd = kiln__lock_take(dir, key, 1);
   if (lfd < 0) return 0;
   int removed = 0, efd = open(entry, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
   if (efd >= 0 && flock(efd, LOCK_EX | LOCK_NB) == 0 && unlink(entry) == 0) removed = 1;
   if (efd >= 0) close(efd);
-  unlink(lock);
   close(lfd);
   return removed;
 }
