@@ -387,7 +387,10 @@ def cpu_model():
 
 
 def source_commit():
-    """The commit measured, with -dirty when the tree differs; None outside a git checkout."""
+    """The commit measured, with -dirty when the tree differs; None outside a git checkout.
+    A tree copied without its history names its commit in $KILN_COMMIT."""
+    if os.environ.get("KILN_COMMIT"):
+        return os.environ["KILN_COMMIT"]
     try:
         head = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"],
                               capture_output=True, text=True, check=True).stdout.strip()
