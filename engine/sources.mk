@@ -13,4 +13,5 @@ KILN_ENGINE_SOURCES = \
 	engine/src/memory.c \
 	engine/src/module.c \
 	engine/src/image.c \
+	engine/src/stream.c \
 	engine/src/launch.c

@@ -229,6 +229,53 @@ kiln_status kiln_mem_free(kiln_deviceptr p); /* 0 is a no-op */
 kiln_status kiln_memcpy_htod(kiln_deviceptr dst, const void *src, size_t nbytes);
 kiln_status kiln_memcpy_dtoh(void *dst, kiln_deviceptr src, size_t nbytes);
 
+/* Stream-ordered memory from the device's pool, which keeps freed blocks for reuse. Out of
+ * memory is retried once after handing the pool's unused blocks back to the driver; the error
+ * says how much was asked and how much is free. */
+kiln_status kiln_mem_alloc_async(size_t nbytes, void *stream, kiln_deviceptr *out);
+kiln_status kiln_mem_free_async(kiln_deviceptr p, void *stream); /* 0 is a no-op */
+kiln_status kiln_memcpy_htod_async(kiln_deviceptr dst, const void *src, size_t nbytes,
+                                   void *stream);
+kiln_status kiln_memcpy_dtoh_async(void *dst, kiln_deviceptr src, size_t nbytes, void *stream);
+kiln_status kiln_memcpy_dtod_async(kiln_deviceptr dst, kiln_deviceptr src, size_t nbytes,
+                                   void *stream);
+kiln_status kiln_memset_async(kiln_deviceptr dst, unsigned char value, size_t nbytes,
+                              void *stream);
+
+kiln_status kiln_mem_info(size_t *free_bytes, size_t *total_bytes); /* the current device */
+
+typedef struct kiln_pool_stats {
+  uint64_t reserved, reserved_high; /* bytes the pool holds from the driver, and the most */
+  uint64_t used, used_high;         /* bytes handed out, and the most */
+} kiln_pool_stats;
+kiln_status kiln_pool_get_stats(kiln_pool_stats *out);
+kiln_status kiln_pool_trim(size_t keep_bytes); /* gives unused blocks back to the driver */
+
+/* Page-locked host memory: copies from and to it run at the DMA engine's speed. */
+kiln_status kiln_host_alloc(size_t nbytes, void **out);
+kiln_status kiln_host_free(void *p); /* NULL is a no-op */
+
+/* ---- Streams and events ------------------------------------------------------------------
+ *
+ * Handles are the driver's CUstream and CUevent as void *: NULL is the legacy default stream,
+ * and a stream made by PyTorch or CuPy is used as it is. */
+
+#define KILN_STREAM_NON_BLOCKING 1u /* does not wait for the legacy default stream */
+
+kiln_status kiln_stream_create(unsigned flags, int priority, void **out);
+kiln_status kiln_stream_destroy(void *stream);
+kiln_status kiln_stream_priority_range(int *least, int *greatest); /* greatest is the lowest number */
+kiln_status kiln_stream_synchronize(void *stream);
+kiln_status kiln_stream_query(void *stream, int *done); /* done: 1 when all work finished */
+kiln_status kiln_stream_wait_event(void *stream, void *event);
+
+kiln_status kiln_event_create(int timing, void **out);
+kiln_status kiln_event_destroy(void *event);
+kiln_status kiln_event_record(void *event, void *stream);
+kiln_status kiln_event_synchronize(void *event);
+kiln_status kiln_event_query(void *event, int *done);
+kiln_status kiln_event_elapsed_ms(void *start, void *end, float *ms);
+
 /* ---- Launching -------------------------------------------------------------------------- */
 
 typedef struct kiln_launch_config {

@@ -97,6 +97,13 @@ static kiln_status kiln__device_setup(int ordinal, kiln__device **out) {
       rc = kiln__cu.DevicePrimaryCtxRetain(&d->ctx, d->dev);
       if (rc) s = kiln__cuda_fail("cuDevicePrimaryCtxRetain", rc);
     }
+    if (!s && d->has_pools &&
+        kiln__cu.DeviceGetDefaultMemPool(&d->pool, d->dev) == CUDA_SUCCESS) {
+      /* By default the pool hands freed memory back to the driver at every synchronize, and
+       * the next allocation pays cuMemAlloc again; kept, it is reused at once. */
+      cuuint64_t keep = UINT64_MAX;
+      kiln__cu.MemPoolSetAttribute(d->pool, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &keep);
+    }
     if (!s) s = kiln__staging_init(&d->staging);
     if (s) free(d);
     else __atomic_store_n(&kiln__devices[ordinal], d, __ATOMIC_RELEASE);

@@ -13,6 +13,7 @@ typedef struct kiln__device {
   CUcontext ctx;           /* the primary context, retained for the process's life */
   kiln_device_info info;
   int has_pools;           /* cuMemAllocAsync works */
+  CUmemoryPool pool;       /* the device's default pool, which keeps freed memory for reuse */
   kiln__staging staging;   /* pinned + device buffers reused by In/Out */
 } kiln__device;
 

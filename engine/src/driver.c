@@ -89,6 +89,13 @@ static void kiln__driver_load_once(void) {
       KILN__ENTRY(EventCreate),        KILN__ENTRY(EventDestroy),
       KILN__ENTRY(EventRecord),        KILN__ENTRY(EventSynchronize),
       KILN__ENTRY(EventElapsedTime),
+      KILN__ENTRY(StreamCreateWithPriority), KILN__ENTRY(StreamDestroy),
+      KILN__ENTRY(StreamQuery),        KILN__ENTRY(StreamWaitEvent),
+      KILN__ENTRY(CtxGetStreamPriorityRange), KILN__ENTRY(EventQuery),
+      KILN__ENTRY(MemcpyDtoDAsync),    KILN__ENTRY(MemsetD8Async),
+      KILN__ENTRY(MemHostAlloc),       KILN__ENTRY(DeviceGetDefaultMemPool),
+      KILN__ENTRY(MemPoolSetAttribute), KILN__ENTRY(MemPoolGetAttribute),
+      KILN__ENTRY(MemPoolTrimTo),
 #undef KILN__ENTRY
   };
   for (size_t i = 0; i < KILN__COUNT(entries); i++) {

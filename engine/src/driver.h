@@ -47,6 +47,19 @@ typedef struct kiln__driver {
   CUresult (*EventRecord)(CUevent, CUstream);
   CUresult (*EventSynchronize)(CUevent);
   CUresult (*EventElapsedTime)(float *, CUevent, CUevent);
+  CUresult (*StreamCreateWithPriority)(CUstream *, unsigned, int);
+  CUresult (*StreamDestroy)(CUstream);
+  CUresult (*StreamQuery)(CUstream);
+  CUresult (*StreamWaitEvent)(CUstream, CUevent, unsigned);
+  CUresult (*CtxGetStreamPriorityRange)(int *, int *);
+  CUresult (*EventQuery)(CUevent);
+  CUresult (*MemcpyDtoDAsync)(CUdeviceptr, CUdeviceptr, size_t, CUstream);
+  CUresult (*MemsetD8Async)(CUdeviceptr, unsigned char, size_t, CUstream);
+  CUresult (*MemHostAlloc)(void **, size_t, unsigned);
+  CUresult (*DeviceGetDefaultMemPool)(CUmemoryPool *, CUdevice);
+  CUresult (*MemPoolSetAttribute)(CUmemoryPool, CUmemPool_attribute, void *);
+  CUresult (*MemPoolGetAttribute)(CUmemoryPool, CUmemPool_attribute, void *);
+  CUresult (*MemPoolTrimTo)(CUmemoryPool, size_t);
   /* CUDA 12.4 and newer; NULL when the driver is older. */
   CUresult (*LibraryGetKernelCount)(unsigned *, CUlibrary);
   CUresult (*LibraryEnumerateKernels)(CUkernel *, unsigned, CUlibrary);

@@ -103,3 +103,157 @@ kiln_status kiln_memcpy_dtoh(void *dst, kiln_deviceptr src, size_t nbytes) {
   kiln__clear_error();
   return KILN_OK;
 }
+
+/* ---- Stream-ordered memory, the pool, page-locked host memory ------------------------------ */
+
+/* "; asked for N bytes, F of T free" after an out-of-memory failure. */
+static void kiln__append_free(size_t asked) {
+  size_t free_b = 0, total_b = 0;
+  if (kiln__cu.MemGetInfo(&free_b, &total_b) == CUDA_SUCCESS)
+    kiln__fail_append("; asked for %zu bytes, %zu of %zu free", asked, free_b, total_b);
+}
+
+kiln_status kiln_mem_alloc_async(size_t nbytes, void *stream, kiln_deviceptr *out) {
+  *out = 0;
+  kiln__device *d;
+  kiln_status s = kiln__device_enter(&d);
+  if (s) return s;
+  if (nbytes == 0) return kiln__fail(KILN_ERROR_INVALID, "cannot allocate 0 bytes");
+  if (!d->has_pools) return kiln_mem_alloc(nbytes, out); /* the same, without stream order */
+  CUdeviceptr p = 0;
+  CUresult rc = kiln__cu.MemAllocAsync(&p, nbytes, (CUstream)stream);
+  if (rc == CUDA_ERROR_OUT_OF_MEMORY) {
+    /* The pool may hold freed blocks of other sizes: give them back and try once more. */
+    kiln__cu.CtxSynchronize();
+    kiln__cu.MemPoolTrimTo(d->pool, 0);
+    rc = kiln__cu.MemAllocAsync(&p, nbytes, (CUstream)stream);
+  }
+  if (rc) {
+    s = kiln__cuda_fail("cuMemAllocAsync", (int)rc);
+    if (s == KILN_ERROR_OUT_OF_MEMORY) kiln__append_free(nbytes);
+    return s;
+  }
+  *out = (kiln_deviceptr)p;
+  kiln__clear_error();
+  return KILN_OK;
+}
+
+kiln_status kiln_mem_free_async(kiln_deviceptr p, void *stream) {
+  if (!p) return KILN_OK;
+  kiln__device *d;
+  kiln_status s = kiln__device_enter(&d);
+  if (s) return s;
+  if (!d->has_pools) return kiln_mem_free(p);
+  KILN__CU(MemFreeAsync, ((CUdeviceptr)p, (CUstream)stream));
+  kiln__clear_error();
+  return KILN_OK;
+}
+
+kiln_status kiln_memcpy_htod_async(kiln_deviceptr dst, const void *src, size_t nbytes,
+                                   void *stream) {
+  kiln__device *d;
+  kiln_status s = kiln__device_enter(&d);
+  if (s || nbytes == 0) return s;
+  if ((s = kiln__check_range(dst, nbytes, "destination"))) return s;
+  KILN__CU(MemcpyHtoDAsync, ((CUdeviceptr)dst, src, nbytes, (CUstream)stream));
+  kiln__clear_error();
+  return KILN_OK;
+}
+
+kiln_status kiln_memcpy_dtoh_async(void *dst, kiln_deviceptr src, size_t nbytes, void *stream) {
+  kiln__device *d;
+  kiln_status s = kiln__device_enter(&d);
+  if (s || nbytes == 0) return s;
+  if ((s = kiln__check_range(src, nbytes, "source"))) return s;
+  KILN__CU(MemcpyDtoHAsync, (dst, (CUdeviceptr)src, nbytes, (CUstream)stream));
+  kiln__clear_error();
+  return KILN_OK;
+}
+
+kiln_status kiln_memcpy_dtod_async(kiln_deviceptr dst, kiln_deviceptr src, size_t nbytes,
+                                   void *stream) {
+  kiln__device *d;
+  kiln_status s = kiln__device_enter(&d);
+  if (s || nbytes == 0) return s;
+  if ((s = kiln__check_range(dst, nbytes, "destination")) ||
+      (s = kiln__check_range(src, nbytes, "source")))
+    return s;
+  KILN__CU(MemcpyDtoDAsync, ((CUdeviceptr)dst, (CUdeviceptr)src, nbytes, (CUstream)stream));
+  kiln__clear_error();
+  return KILN_OK;
+}
+
+kiln_status kiln_memset_async(kiln_deviceptr dst, unsigned char value, size_t nbytes,
+                              void *stream) {
+  kiln__device *d;
+  kiln_status s = kiln__device_enter(&d);
+  if (s || nbytes == 0) return s;
+  if ((s = kiln__check_range(dst, nbytes, "destination"))) return s;
+  KILN__CU(MemsetD8Async, ((CUdeviceptr)dst, value, nbytes, (CUstream)stream));
+  kiln__clear_error();
+  return KILN_OK;
+}
+
+kiln_status kiln_mem_info(size_t *free_bytes, size_t *total_bytes) {
+  kiln__device *d;
+  kiln_status s = kiln__device_enter(&d);
+  if (s) return s;
+  KILN__CU(MemGetInfo, (free_bytes, total_bytes));
+  kiln__clear_error();
+  return KILN_OK;
+}
+
+kiln_status kiln_pool_get_stats(kiln_pool_stats *out) {
+  memset(out, 0, sizeof *out);
+  kiln__device *d;
+  kiln_status s = kiln__device_enter(&d);
+  if (s || !d->has_pools) return s;
+  cuuint64_t v[4] = {0, 0, 0, 0};
+  CUmemPool_attribute attrs[4] = {CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT,
+                                  CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH,
+                                  CU_MEMPOOL_ATTR_USED_MEM_CURRENT, CU_MEMPOOL_ATTR_USED_MEM_HIGH};
+  for (int i = 0; i < 4; i++) KILN__CU(MemPoolGetAttribute, (d->pool, attrs[i], &v[i]));
+  out->reserved = v[0];
+  out->reserved_high = v[1];
+  out->used = v[2];
+  out->used_high = v[3];
+  kiln__clear_error();
+  return KILN_OK;
+}
+
+kiln_status kiln_pool_trim(size_t keep_bytes) {
+  kiln__device *d;
+  kiln_status s = kiln__device_enter(&d);
+  if (s || !d->has_pools) return s;
+  /* Blocks freed on a stream return to the pool only when that work is done. */
+  KILN__CU(CtxSynchronize, ());
+  KILN__CU(MemPoolTrimTo, (d->pool, keep_bytes));
+  kiln__clear_error();
+  return KILN_OK;
+}
+
+kiln_status kiln_host_alloc(size_t nbytes, void **out) {
+  *out = NULL;
+  kiln__device *d;
+  kiln_status s = kiln__device_enter(&d);
+  if (s) return s;
+  /* Portable: page-locked for every context, so any device copies from it at full speed. */
+  CUresult rc = kiln__cu.MemHostAlloc(out, nbytes ? nbytes : 1, CU_MEMHOSTALLOC_PORTABLE);
+  if (rc) {
+    s = kiln__cuda_fail("cuMemHostAlloc", (int)rc);
+    kiln__fail_append(" for %zu bytes of page-locked host memory", nbytes);
+    return s;
+  }
+  kiln__clear_error();
+  return KILN_OK;
+}
+
+kiln_status kiln_host_free(void *p) {
+  if (!p) return KILN_OK;
+  kiln__device *d;
+  kiln_status s = kiln__device_enter(&d);
+  if (s) return s;
+  KILN__CU(MemFreeHost, (p));
+  kiln__clear_error();
+  return KILN_OK;
+}

@@ -195,6 +195,12 @@ int kpy_pack_arg(kpy_state *st, const kiln_function *f, int index, PyObject *obj
     memcpy(slot, &a->ptr, sizeof a->ptr);
     return 0;
   }
+  if (tp == st->DeviceArray_type) {
+    if (!kpy_is_pointer_class(cls)) goto wrong;
+    kiln_deviceptr p = kpy_array_ptr(obj);
+    memcpy(slot, &p, sizeof p);
+    return 0;
+  }
   if (PyArray_Check(obj)) {
     if (cls == KILN_PARAM_AGGREGATE) return kpy_pack_bytes(f, index, obj, slot);
     if (kpy_is_pointer_class(cls))
@@ -282,6 +288,10 @@ int kpy_parse_stream(kpy_state *st, PyObject *obj, void **stream) {
   *stream = NULL;
   if (obj == Py_None) return 0;
   PyObject *handle = NULL;
+  if (Py_TYPE(obj) == st->Stream_type) {
+    *stream = kpy_stream_handle(obj);
+    return 0;
+  }
   if (PyLong_Check(obj)) {
     handle = Py_NewRef(obj);
   } else {

@@ -4,6 +4,8 @@
 typedef struct kpy_device {
   PyObject_HEAD
   int ordinal;
+  int previous[8]; /* the devices current before each `with`, innermost last */
+  int depth;
 } kpy_device;
 
 static PyObject *kpy_device_new(PyTypeObject *tp, PyObject *args, PyObject *kwargs) {
@@ -55,6 +57,28 @@ static PyObject *kpy_device_make_current(PyObject *op, PyObject *unused) {
   Py_RETURN_NONE;
 }
 
+/* `with kiln.Device(1):` makes it current on this thread and restores the one before. */
+static PyObject *kpy_device_enter(PyObject *op, PyObject *unused) {
+  (void)unused;
+  kpy_device *self = (kpy_device *)op;
+  if (self->depth == (int)(sizeof self->previous / sizeof self->previous[0])) {
+    PyErr_SetString(PyExc_RuntimeError, "`with` nested too deeply on one Device object");
+    return NULL;
+  }
+  int before = kiln_device_current();
+  kiln_status s = kiln_device_set_current(self->ordinal);
+  if (s) return kpy_raise(kpy_state_of_type(Py_TYPE(op)), s);
+  self->previous[self->depth++] = before;
+  return Py_NewRef(op);
+}
+
+static PyObject *kpy_device_exit(PyObject *op, PyObject *args) {
+  (void)args;
+  kpy_device *self = (kpy_device *)op;
+  if (self->depth > 0) kiln_device_set_current(self->previous[--self->depth]);
+  Py_RETURN_FALSE;
+}
+
 static PyObject *kpy_device_count(PyObject *cls, PyObject *unused) {
   (void)unused;
   int n = 0;
@@ -78,6 +102,8 @@ static PyMethodDef kpy_device_methods[] = {
     {"total_memory", kpy_device_total_memory, METH_NOARGS, "Device memory in bytes."},
     {"make_current", kpy_device_make_current, METH_NOARGS,
      "Makes this the device kiln uses on this thread."},
+    {"__enter__", kpy_device_enter, METH_NOARGS, "Makes it current until the with-block ends."},
+    {"__exit__", kpy_device_exit, METH_VARARGS, "Restores the device current before."},
     {"count", kpy_device_count, METH_NOARGS | METH_CLASS,
      "The number of CUDA devices (0 with a driver and no GPU); NoDeviceError with no driver."},
     {NULL, NULL, 0, NULL},

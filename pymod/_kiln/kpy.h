@@ -22,11 +22,12 @@ typedef struct kpy_state {
   PyTypeObject *In_type, *Out_type, *InOut_type;
   PyTypeObject *DeviceAllocation_type;
   PyTypeObject *Device_type;
+  PyTypeObject *Stream_type, *Event_type, *DeviceArray_type;
   PyObject *Error, *CompileError, *CudaError, *LaunchError, *OutOfMemoryError, *NoDeviceError;
   PyObject *CacheWarning;
   PyObject *str_block, *str_grid, *str_shared, *str_stream, *str_time_kernel;
   PyObject *str_cuda_array_interface, *str_cuda_stream_protocol;
-  PyObject *str_handle, *str_cuda_stream, *str_ptr;
+  PyObject *str_handle, *str_cuda_stream, *str_ptr, *str_dlpack;
 } kpy_state;
 
 kpy_state *kpy_state_of_type(PyTypeObject *tp);
@@ -73,6 +74,21 @@ int kpy_device_init(PyObject *module, kpy_state *st);
 /* sourcemodule.c: Module, SourceModule, module_from_buffer. */
 int kpy_sourcemodule_init(PyObject *module, kpy_state *st);
 PyObject *kpy_module_from_buffer(PyObject *module, PyObject *data);
+
+/* stream.c: Stream and Event. A Stream keeps alive what its queued copies use. */
+int kpy_stream_init(PyObject *module, kpy_state *st);
+void *kpy_stream_handle(PyObject *stream);
+int kpy_stream_keep(PyObject *stream, PyObject *obj);
+
+/* array.c: DeviceArray and its makers, asarray, page-locked host arrays. */
+int kpy_array_init(PyObject *module, kpy_state *st);
+kiln_deviceptr kpy_array_ptr(PyObject *array);
+PyObject *kpy_empty(PyObject *module, PyObject *args, PyObject *kwargs);
+PyObject *kpy_zeros(PyObject *module, PyObject *args, PyObject *kwargs);
+PyObject *kpy_to_device(PyObject *module, PyObject *args, PyObject *kwargs);
+PyObject *kpy_asarray(PyObject *module, PyObject *obj);
+PyObject *kpy_pagelocked_empty(PyObject *module, PyObject *args, PyObject *kwargs);
+PyObject *kpy_pagelocked_zeros(PyObject *module, PyObject *args, PyObject *kwargs);
 
 /* cache.c: the kernel cache's statistics and upkeep. */
 extern PyMethodDef kpy_cache_methods[];

@@ -39,6 +39,40 @@ static PyObject *kpy_synchronize(PyObject *module, PyObject *unused) {
   Py_RETURN_NONE;
 }
 
+static PyObject *kpy_mem_info(PyObject *module, PyObject *unused) {
+  (void)unused;
+  size_t free_b = 0, total_b = 0;
+  kiln_status s = kiln_mem_info(&free_b, &total_b);
+  if (s) return kpy_raise(kpy_state_of_module(module), s);
+  return Py_BuildValue("(nn)", (Py_ssize_t)free_b, (Py_ssize_t)total_b);
+}
+
+static PyObject *kpy_pool_stats(PyObject *module, PyObject *unused) {
+  (void)unused;
+  kiln_pool_stats p;
+  kiln_status s = kiln_pool_get_stats(&p);
+  if (s) return kpy_raise(kpy_state_of_module(module), s);
+  return Py_BuildValue("{sKsKsKsK}", "reserved", (unsigned long long)p.reserved,
+                       "reserved_high", (unsigned long long)p.reserved_high, "used",
+                       (unsigned long long)p.used, "used_high", (unsigned long long)p.used_high);
+}
+
+static PyObject *kpy_pool_trim(PyObject *module, PyObject *args, PyObject *kwargs) {
+  static char *kwlist[] = {(char *)"keep_bytes", NULL};
+  Py_ssize_t keep = 0;
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|n:pool_trim", kwlist, &keep)) return NULL;
+  if (keep < 0) {
+    PyErr_SetString(PyExc_ValueError, "keep_bytes must not be negative");
+    return NULL;
+  }
+  kiln_status s;
+  Py_BEGIN_ALLOW_THREADS
+  s = kiln_pool_trim((size_t)keep);
+  Py_END_ALLOW_THREADS
+  if (s) return kpy_raise(kpy_state_of_module(module), s);
+  Py_RETURN_NONE;
+}
+
 static PyMethodDef kpy_methods[] = {
     {"mem_alloc", kpy_mem_alloc, METH_O,
      "mem_alloc(nbytes): device memory, freed when the allocation is collected."},
@@ -48,6 +82,26 @@ static PyMethodDef kpy_methods[] = {
      "memcpy_dtoh(dest, src): copies device memory src into the numpy array dest."},
     {"synchronize", kpy_synchronize, METH_NOARGS,
      "Waits for all work on the current device; raises the error of any that failed."},
+    {"empty", (PyCFunction)(void (*)(void))kpy_empty, METH_VARARGS | METH_KEYWORDS,
+     "empty(shape, dtype=float64, stream=None): an uninitialized DeviceArray."},
+    {"zeros", (PyCFunction)(void (*)(void))kpy_zeros, METH_VARARGS | METH_KEYWORDS,
+     "zeros(shape, dtype=float64, stream=None): a DeviceArray of zeros."},
+    {"to_device", (PyCFunction)(void (*)(void))kpy_to_device, METH_VARARGS | METH_KEYWORDS,
+     "to_device(array, stream=None): a DeviceArray holding a copy of a numpy array."},
+    {"asarray", kpy_asarray, METH_O,
+     "asarray(obj): a DeviceArray over the memory of a GPU array (torch, CuPy, ...) that offers "
+     "__cuda_array_interface__ or __dlpack__; no copy."},
+    {"pagelocked_empty", (PyCFunction)(void (*)(void))kpy_pagelocked_empty,
+     METH_VARARGS | METH_KEYWORDS,
+     "pagelocked_empty(shape, dtype=float64): a numpy array in page-locked host memory."},
+    {"pagelocked_zeros", (PyCFunction)(void (*)(void))kpy_pagelocked_zeros,
+     METH_VARARGS | METH_KEYWORDS,
+     "pagelocked_zeros(shape, dtype=float64): the same, zeroed."},
+    {"mem_info", kpy_mem_info, METH_NOARGS, "(free, total) bytes of the current device."},
+    {"pool_stats", kpy_pool_stats, METH_NOARGS,
+     "The device memory pool: reserved, reserved_high, used, used_high (bytes)."},
+    {"pool_trim", (PyCFunction)(void (*)(void))kpy_pool_trim, METH_VARARGS | METH_KEYWORDS,
+     "pool_trim(keep_bytes=0): gives the pool's unused memory back to the driver."},
     {"module_from_buffer", kpy_module_from_buffer, METH_O,
      "module_from_buffer(data): a Module from a CUBIN, a fatbin or PTX (bytes, or str PTX)."},
     {NULL, NULL, 0, NULL},
@@ -67,12 +121,13 @@ static int kpy_exec(PyObject *module) {
       kpy_intern(&st->str_cuda_array_interface, "__cuda_array_interface__") ||
       kpy_intern(&st->str_cuda_stream_protocol, "__cuda_stream__") ||
       kpy_intern(&st->str_handle, "handle") || kpy_intern(&st->str_cuda_stream, "cuda_stream") ||
-      kpy_intern(&st->str_ptr, "ptr"))
+      kpy_intern(&st->str_ptr, "ptr") || kpy_intern(&st->str_dlpack, "__dlpack__"))
     return -1;
   if (PyModule_AddFunctions(module, kpy_cache_methods) < 0) return -1;
   if (kpy_errors_init(module, st) < 0 || kpy_transfer_init(module, st) < 0 ||
       kpy_memory_init(module, st) < 0 || kpy_device_init(module, st) < 0 ||
-      kpy_sourcemodule_init(module, st) < 0 || kpy_function_init(module, st) < 0)
+      kpy_sourcemodule_init(module, st) < 0 || kpy_function_init(module, st) < 0 ||
+      kpy_stream_init(module, st) < 0 || kpy_array_init(module, st) < 0)
     return -1;
   char version[32];
   PyOS_snprintf(version, sizeof version, "%d.%d.%d", KILN_VERSION_MAJOR, KILN_VERSION_MINOR,
@@ -80,8 +135,8 @@ static int kpy_exec(PyObject *module) {
   return PyModule_AddStringConstant(module, "__version__", version);
 }
 
-#define KPY_STATE_OBJECTS 25
-#define KPY_STATE_TRAVERSED 15 /* strings cannot be in a cycle: traverse skips them */
+#define KPY_STATE_OBJECTS 29
+#define KPY_STATE_TRAVERSED 18 /* strings cannot be in a cycle: traverse skips them */
 
 /* The state's objects: the types and exceptions first (what traverse visits), then the
  * interned strings. */
@@ -91,10 +146,12 @@ static size_t kpy_state_objects(kpy_state *st, PyObject ***out) {
       (PyObject **)&st->Function_type,
       (PyObject **)&st->In_type, (PyObject **)&st->Out_type, (PyObject **)&st->InOut_type,
       (PyObject **)&st->DeviceAllocation_type, (PyObject **)&st->Device_type,
+      (PyObject **)&st->Stream_type, (PyObject **)&st->Event_type,
+      (PyObject **)&st->DeviceArray_type,
       &st->Error, &st->CompileError, &st->CudaError, &st->LaunchError, &st->OutOfMemoryError,
       &st->NoDeviceError, &st->CacheWarning, &st->str_block, &st->str_grid, &st->str_shared, &st->str_stream,
       &st->str_time_kernel, &st->str_cuda_array_interface, &st->str_cuda_stream_protocol,
-      &st->str_handle, &st->str_cuda_stream, &st->str_ptr};
+      &st->str_handle, &st->str_cuda_stream, &st->str_ptr, &st->str_dlpack};
   _Static_assert(sizeof objs / sizeof objs[0] == KPY_STATE_OBJECTS, "update KPY_STATE_OBJECTS");
   memcpy(out, objs, sizeof objs);
   return KPY_STATE_OBJECTS;

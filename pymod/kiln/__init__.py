@@ -9,12 +9,15 @@ Importing kiln needs no GPU and no driver: compiling works anywhere NVRTC does, 
 use of the GPU raises kiln.NoDeviceError when there is none.
 """
 from ._kiln import (
+    STREAM_NON_BLOCKING,
     CacheWarning,
     CompileError,
     CudaError,
     Device,
     DeviceAllocation,
+    DeviceArray,
     Error,
+    Event,
     Function,
     In,
     InOut,
@@ -24,19 +27,49 @@ from ._kiln import (
     Out,
     OutOfMemoryError,
     SourceModule,
+    Stream,
     __version__,
+    asarray,
     cache_clear,
     cache_info,
     cache_list,
     cache_prune,
     cache_stats,
+    empty,
     mem_alloc,
+    mem_info,
     module_from_buffer,
+    pagelocked_empty,
+    pagelocked_zeros,
+    pool_stats,
+    pool_trim,
+    to_device,
+    zeros,
     memcpy_dtoh,
     memcpy_htod,
     synchronize,
 )
 
+
+
+def empty_like(a, stream=None):
+    """An uninitialized DeviceArray of a's shape and dtype (a: a DeviceArray or numpy array)."""
+    return empty(a.shape, a.dtype, stream=stream)
+
+
+def zeros_like(a, stream=None):
+    """A DeviceArray of zeros of a's shape and dtype."""
+    return zeros(a.shape, a.dtype, stream=stream)
+
+
+def pagelocked_empty_like(a):
+    """An uninitialized page-locked numpy array of a's shape and dtype."""
+    return pagelocked_empty(a.shape, a.dtype)
+
+
+def pagelocked_zeros_like(a):
+    """A zeroed page-locked numpy array of a's shape and dtype."""
+    return pagelocked_zeros(a.shape, a.dtype)
 
 
 def module_from_file(path):
@@ -46,12 +79,15 @@ def module_from_file(path):
 
 
 __all__ = [
+    "STREAM_NON_BLOCKING",
     "CacheWarning",
     "CompileError",
     "CudaError",
     "Device",
     "DeviceAllocation",
+    "DeviceArray",
     "Error",
+    "Event",
     "Function",
     "In",
     "InOut",
@@ -61,14 +97,28 @@ __all__ = [
     "Out",
     "OutOfMemoryError",
     "SourceModule",
+    "Stream",
+    "asarray",
     "cache_clear",
     "cache_info",
     "cache_list",
     "cache_prune",
     "cache_stats",
+    "empty",
+    "empty_like",
     "mem_alloc",
+    "mem_info",
     "module_from_buffer",
     "module_from_file",
+    "pagelocked_empty",
+    "pagelocked_empty_like",
+    "pagelocked_zeros",
+    "pagelocked_zeros_like",
+    "pool_stats",
+    "pool_trim",
+    "to_device",
+    "zeros",
+    "zeros_like",
     "memcpy_dtoh",
     "memcpy_htod",
     "synchronize",

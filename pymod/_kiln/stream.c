@@ -1,0 +1,284 @@
+/* kiln.Stream and kiln.Event. A Stream also keeps alive the host arrays of asynchronous copies
+ * queued on it, until it is seen to be done. */
+#include "kpy.h"
+
+typedef struct kpy_stream {
+  PyObject_HEAD
+  void *handle; /* CUstream; NULL is the legacy default stream */
+  int owned;    /* made by kiln: destroyed with the object */
+  PyObject *keep; /* list: what queued copies read or write, released once the stream is done */
+} kpy_stream;
+
+typedef struct kpy_event {
+  PyObject_HEAD
+  void *handle; /* CUevent, owned */
+  int timing;
+} kpy_event;
+
+void *kpy_stream_handle(PyObject *stream) { return ((kpy_stream *)stream)->handle; }
+
+int kpy_stream_keep(PyObject *stream, PyObject *obj) {
+  kpy_stream *s = (kpy_stream *)stream;
+  if (!s->keep && !(s->keep = PyList_New(0))) return -1;
+  return PyList_Append(s->keep, obj);
+}
+
+static int kpy_stream_sync(kpy_stream *self) {
+  kiln_status s;
+  Py_BEGIN_ALLOW_THREADS
+  s = kiln_stream_synchronize(self->handle);
+  Py_END_ALLOW_THREADS
+  if (s) {
+    kpy_raise(kpy_state_of_type(Py_TYPE(self)), s);
+    return -1;
+  }
+  Py_CLEAR(self->keep);
+  return 0;
+}
+
+static PyObject *kpy_stream_new(PyTypeObject *tp, PyObject *args, PyObject *kwargs) {
+  static char *kwlist[] = {(char *)"flags", (char *)"priority", NULL};
+  unsigned flags = 0;
+  int priority = 0;
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|Ii:Stream", kwlist, &flags, &priority))
+    return NULL;
+  void *handle = NULL;
+  kiln_status s = kiln_stream_create(flags, priority, &handle);
+  if (s) return kpy_raise(kpy_state_of_type(tp), s);
+  kpy_stream *self = (kpy_stream *)tp->tp_alloc(tp, 0);
+  if (!self) {
+    kiln_stream_destroy(handle);
+    return NULL;
+  }
+  self->handle = handle;
+  self->owned = 1;
+  return (PyObject *)self;
+}
+
+static PyObject *kpy_stream_from_handle(PyObject *cls, PyObject *arg) {
+  PyTypeObject *tp = (PyTypeObject *)cls;
+  void *handle = NULL;
+  if (kpy_parse_stream(kpy_state_of_type(tp), arg, &handle) < 0) return NULL;
+  kpy_stream *self = (kpy_stream *)tp->tp_alloc(tp, 0);
+  if (self) self->handle = handle; /* another library's: it destroys it */
+  return (PyObject *)self;
+}
+
+static int kpy_stream_traverse(PyObject *op, visitproc visit, void *arg) {
+  Py_VISIT(Py_TYPE(op));
+  Py_VISIT(((kpy_stream *)op)->keep);
+  return 0;
+}
+
+static int kpy_stream_clear(PyObject *op) {
+  Py_CLEAR(((kpy_stream *)op)->keep);
+  return 0;
+}
+
+static void kpy_stream_dealloc(PyObject *op) {
+  kpy_stream *self = (kpy_stream *)op;
+  PyTypeObject *tp = Py_TYPE(op);
+  PyObject_GC_UnTrack(op);
+  /* Copies still queued write into or read from what keep holds: they finish first. */
+  if (self->keep && PyList_GET_SIZE(self->keep)) {
+    Py_BEGIN_ALLOW_THREADS
+    kiln_stream_synchronize(self->handle);
+    Py_END_ALLOW_THREADS
+  }
+  kpy_stream_clear(op);
+  if (self->owned) kiln_stream_destroy(self->handle);
+  tp->tp_free(op);
+  Py_DECREF(tp);
+}
+
+static PyObject *kpy_stream_synchronize(PyObject *op, PyObject *unused) {
+  (void)unused;
+  if (kpy_stream_sync((kpy_stream *)op) < 0) return NULL;
+  Py_RETURN_NONE;
+}
+
+static PyObject *kpy_stream_query(PyObject *op, PyObject *unused) {
+  (void)unused;
+  kpy_stream *self = (kpy_stream *)op;
+  int done = 0;
+  kiln_status s = kiln_stream_query(self->handle, &done);
+  if (s) return kpy_raise(kpy_state_of_type(Py_TYPE(op)), s);
+  if (done) Py_CLEAR(self->keep);
+  return PyBool_FromLong(done);
+}
+
+static PyObject *kpy_stream_wait(PyObject *op, PyObject *event) {
+  kpy_state *st = kpy_state_of_type(Py_TYPE(op));
+  if (!PyObject_TypeCheck(event, st->Event_type)) {
+    PyErr_Format(PyExc_TypeError, "wait() takes a kiln.Event, not %.100s",
+                 Py_TYPE(event)->tp_name);
+    return NULL;
+  }
+  kiln_status s = kiln_stream_wait_event(((kpy_stream *)op)->handle, ((kpy_event *)event)->handle);
+  if (s) return kpy_raise(st, s);
+  Py_RETURN_NONE;
+}
+
+static PyObject *kpy_stream_cuda_stream(PyObject *op, PyObject *unused) {
+  (void)unused;
+  return Py_BuildValue("(iK)", 0, (unsigned long long)(uintptr_t)((kpy_stream *)op)->handle);
+}
+
+static PyObject *kpy_stream_get_handle(PyObject *op, void *closure) {
+  (void)closure;
+  return PyLong_FromUnsignedLongLong((unsigned long long)(uintptr_t)((kpy_stream *)op)->handle);
+}
+
+static PyObject *kpy_stream_priority_range(PyObject *cls, PyObject *unused) {
+  (void)unused;
+  int least = 0, greatest = 0;
+  kiln_status s = kiln_stream_priority_range(&least, &greatest);
+  if (s) return kpy_raise(kpy_state_of_type((PyTypeObject *)cls), s);
+  return Py_BuildValue("(ii)", least, greatest);
+}
+
+static PyObject *kpy_stream_repr(PyObject *op) {
+  kpy_stream *self = (kpy_stream *)op;
+  return PyUnicode_FromFormat("<kiln.Stream %p%s>", self->handle, self->owned ? "" : " (borrowed)");
+}
+
+static PyMethodDef kpy_stream_methods[] = {
+    {"synchronize", kpy_stream_synchronize, METH_NOARGS, "Waits for all work queued on it."},
+    {"query", kpy_stream_query, METH_NOARGS, "True when all work queued on it has finished."},
+    {"wait", kpy_stream_wait, METH_O, "wait(event): later work on it waits for the event."},
+    {"__cuda_stream__", kpy_stream_cuda_stream, METH_NOARGS, "(0, handle): the stream protocol."},
+    {"from_handle", kpy_stream_from_handle, METH_O | METH_CLASS,
+     "from_handle(h): a Stream over another library's stream (an int CUstream, or an object "
+     "that names one, e.g. torch.cuda.current_stream()); not destroyed by kiln."},
+    {"priority_range", kpy_stream_priority_range, METH_NOARGS | METH_CLASS,
+     "(least, greatest): the priorities this device allows; greatest is the lowest number."},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyGetSetDef kpy_stream_getset[] = {
+    {"handle", kpy_stream_get_handle, NULL, "The CUstream, as an int.", NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+static PyType_Slot kpy_stream_slots[] = {
+    {Py_tp_new, kpy_stream_new},
+    {Py_tp_dealloc, kpy_stream_dealloc},
+    {Py_tp_traverse, kpy_stream_traverse},
+    {Py_tp_clear, kpy_stream_clear},
+    {Py_tp_repr, kpy_stream_repr},
+    {Py_tp_methods, kpy_stream_methods},
+    {Py_tp_getset, kpy_stream_getset},
+    {Py_tp_doc, (void *)"Stream(flags=0, priority=0): a CUDA stream of the current device. "
+                        "flags=kiln.STREAM_NON_BLOCKING does not wait for the default stream."},
+    {0, NULL},
+};
+
+static PyType_Spec kpy_stream_spec = {"kiln.Stream", sizeof(kpy_stream), 0,
+                                      Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC |
+                                          Py_TPFLAGS_IMMUTABLETYPE,
+                                      kpy_stream_slots};
+
+/* ---- Event -------------------------------------------------------------------------------- */
+
+static PyObject *kpy_event_new(PyTypeObject *tp, PyObject *args, PyObject *kwargs) {
+  static char *kwlist[] = {(char *)"timing", NULL};
+  int timing = 1;
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|p:Event", kwlist, &timing)) return NULL;
+  void *handle = NULL;
+  kiln_status s = kiln_event_create(timing, &handle);
+  if (s) return kpy_raise(kpy_state_of_type(tp), s);
+  kpy_event *self = (kpy_event *)tp->tp_alloc(tp, 0);
+  if (!self) {
+    kiln_event_destroy(handle);
+    return NULL;
+  }
+  self->handle = handle;
+  self->timing = timing;
+  return (PyObject *)self;
+}
+
+static void kpy_event_dealloc(PyObject *op) {
+  PyTypeObject *tp = Py_TYPE(op);
+  kiln_event_destroy(((kpy_event *)op)->handle);
+  tp->tp_free(op);
+  Py_DECREF(tp);
+}
+
+static PyObject *kpy_event_record(PyObject *op, PyObject *args, PyObject *kwargs) {
+  static char *kwlist[] = {(char *)"stream", NULL};
+  PyObject *stream = Py_None;
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|O:record", kwlist, &stream)) return NULL;
+  kpy_state *st = kpy_state_of_type(Py_TYPE(op));
+  void *handle = NULL;
+  if (kpy_parse_stream(st, stream, &handle) < 0) return NULL;
+  kiln_status s = kiln_event_record(((kpy_event *)op)->handle, handle);
+  if (s) return kpy_raise(st, s);
+  return Py_NewRef(op);
+}
+
+static PyObject *kpy_event_synchronize(PyObject *op, PyObject *unused) {
+  (void)unused;
+  kiln_status s;
+  Py_BEGIN_ALLOW_THREADS
+  s = kiln_event_synchronize(((kpy_event *)op)->handle);
+  Py_END_ALLOW_THREADS
+  if (s) return kpy_raise(kpy_state_of_type(Py_TYPE(op)), s);
+  return Py_NewRef(op);
+}
+
+static PyObject *kpy_event_query(PyObject *op, PyObject *unused) {
+  (void)unused;
+  int done = 0;
+  kiln_status s = kiln_event_query(((kpy_event *)op)->handle, &done);
+  if (s) return kpy_raise(kpy_state_of_type(Py_TYPE(op)), s);
+  return PyBool_FromLong(done);
+}
+
+/* Milliseconds from start to end. */
+static PyObject *kpy_event_between(PyObject *start, PyObject *end) {
+  kpy_state *st = kpy_state_of_type(Py_TYPE(start));
+  if (!PyObject_TypeCheck(end, st->Event_type)) {
+    PyErr_Format(PyExc_TypeError, "expected a kiln.Event, not %.100s", Py_TYPE(end)->tp_name);
+    return NULL;
+  }
+  float ms = 0;
+  kiln_status s = kiln_event_elapsed_ms(((kpy_event *)start)->handle, ((kpy_event *)end)->handle,
+                                        &ms);
+  if (s) return kpy_raise(st, s);
+  return PyFloat_FromDouble(ms);
+}
+
+static PyObject *kpy_event_elapsed(PyObject *op, PyObject *end) { return kpy_event_between(op, end); }
+static PyObject *kpy_event_time_since(PyObject *op, PyObject *start) {
+  return kpy_event_between(start, op);
+}
+
+static PyMethodDef kpy_event_methods[] = {
+    {"record", (PyCFunction)(void (*)(void))kpy_event_record, METH_VARARGS | METH_KEYWORDS,
+     "record(stream=None): marks this point of the stream; returns the event."},
+    {"synchronize", kpy_event_synchronize, METH_NOARGS, "Waits until the event has happened."},
+    {"query", kpy_event_query, METH_NOARGS, "True when the event has happened."},
+    {"elapsed", kpy_event_elapsed, METH_O, "start.elapsed(end): milliseconds from start to end."},
+    {"time_since", kpy_event_time_since, METH_O,
+     "end.time_since(start): PyCUDA's spelling of start.elapsed(end)."},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyType_Slot kpy_event_slots[] = {
+    {Py_tp_new, kpy_event_new},
+    {Py_tp_dealloc, kpy_event_dealloc},
+    {Py_tp_methods, kpy_event_methods},
+    {Py_tp_doc, (void *)"Event(timing=True): a point in a stream's work, for waiting and timing."},
+    {0, NULL},
+};
+
+static PyType_Spec kpy_event_spec = {"kiln.Event", sizeof(kpy_event), 0,
+                                     Py_TPFLAGS_DEFAULT | Py_TPFLAGS_IMMUTABLETYPE,
+                                     kpy_event_slots};
+
+int kpy_stream_init(PyObject *module, kpy_state *st) {
+  if (!(st->Stream_type = kpy_add_type(module, &kpy_stream_spec, NULL)) ||
+      !(st->Event_type = kpy_add_type(module, &kpy_event_spec, NULL)))
+    return -1;
+  return PyModule_AddIntConstant(module, "STREAM_NON_BLOCKING", KILN_STREAM_NON_BLOCKING);
+}
