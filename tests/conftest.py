@@ -32,6 +32,7 @@ HAVE_GPU = _REASON is None
 
 def pytest_configure(config):
     config.addinivalue_line("markers", "gpu: needs a CUDA device")
+    config.addinivalue_line("markers", "gpus2: needs two CUDA devices")
 
 
 def pytest_unconfigure(config):
@@ -44,6 +45,11 @@ def _gpu_gate(request):
         if os.environ.get("KILN_REQUIRE_GPU") == "1":
             pytest.fail(f"KILN_REQUIRE_GPU=1 but there is no GPU: {_REASON}")
         pytest.skip(f"needs a CUDA device: {_REASON}")
+    if request.node.get_closest_marker("gpus2") and HAVE_GPU and kiln.Device.count() < 2:
+        # A one-GPU machine cannot run it; KILN_REQUIRE_GPUS=2 says this one must.
+        if os.environ.get("KILN_REQUIRE_GPUS") == "2":
+            pytest.fail("KILN_REQUIRE_GPUS=2 but there is one GPU")
+        pytest.skip("needs two CUDA devices; this machine has one")
 
 
 @pytest.fixture

@@ -87,6 +87,11 @@ static int kpy_array_stream(kpy_state *st, PyObject *obj, PyObject **out) {
 }
 
 static int kpy_dims(PyObject *obj, int *ndim, Py_ssize_t *shape) {
+  if (PyLong_CheckExact(obj)) { /* the common empty(n): no sequence to convert */
+    shape[0] = PyLong_AsSsize_t(obj);
+    *ndim = 1;
+    return shape[0] == -1 && PyErr_Occurred() ? -1 : 0;
+  }
   PyArray_Dims dims = {NULL, 0};
   if (!PyArray_IntpConverter(obj, &dims)) return -1;
   int ok = dims.len <= KPY_MAX_DIMS;
@@ -101,13 +106,11 @@ static int kpy_dims(PyObject *obj, int *ndim, Py_ssize_t *shape) {
 }
 
 static PyObject *kpy_empty_or_zeros(PyObject *module, PyObject *args, PyObject *kwargs,
-                                    int zero, const char *name) {
+                                    int zero, const char *fmt) {
   static char *kwlist[] = {(char *)"shape", (char *)"dtype", (char *)"stream", NULL};
   kpy_state *st = kpy_state_of_module(module);
   PyObject *shape_obj, *stream_obj = Py_None, *stream;
   PyArray_Descr *dtype = NULL;
-  char fmt[32];
-  PyOS_snprintf(fmt, sizeof fmt, "O|O&O:%s", name);
   if (!PyArg_ParseTupleAndKeywords(args, kwargs, fmt, kwlist, &shape_obj, PyArray_DescrConverter,
                                    &dtype, &stream_obj))
     return NULL;
@@ -130,11 +133,11 @@ static PyObject *kpy_empty_or_zeros(PyObject *module, PyObject *args, PyObject *
 }
 
 PyObject *kpy_empty(PyObject *module, PyObject *args, PyObject *kwargs) {
-  return kpy_empty_or_zeros(module, args, kwargs, 0, "empty");
+  return kpy_empty_or_zeros(module, args, kwargs, 0, "O|O&O:empty");
 }
 
 PyObject *kpy_zeros(PyObject *module, PyObject *args, PyObject *kwargs) {
-  return kpy_empty_or_zeros(module, args, kwargs, 1, "zeros");
+  return kpy_empty_or_zeros(module, args, kwargs, 1, "O|O&O:zeros");
 }
 
 /* ---- Copies between host and device ------------------------------------------------------- */
@@ -204,22 +207,27 @@ PyObject *kpy_to_device(PyObject *module, PyObject *args, PyObject *kwargs) {
   if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|O:to_device", kwlist, &host, &stream_obj) ||
       kpy_array_stream(st, stream_obj, &stream) < 0)
     return NULL;
+  if (PyArray_IsScalar(host, Generic)) /* np.float32(3) goes as a 0-d array */
+    host = PyArray_FromScalar(host, NULL);
+  else
+    Py_INCREF(host);
+  if (!host) return NULL;
+  kpy_array *a = NULL;
   if (!PyArray_Check(host)) {
     PyErr_Format(PyExc_TypeError, "to_device() takes a numpy array, not %.100s "
                  "(kiln.asarray wraps arrays already on the GPU)", Py_TYPE(host)->tp_name);
-    return NULL;
-  }
-  PyArrayObject *h = (PyArrayObject *)host;
-  if (!PyArray_IS_C_CONTIGUOUS(h)) { /* before anything reaches the GPU */
+  } else if (!PyArray_IS_C_CONTIGUOUS((PyArrayObject *)host)) { /* before the GPU is touched */
     PyErr_SetString(PyExc_ValueError, "the array is not C-contiguous; copy it with "
                     "numpy.ascontiguousarray first");
-    return NULL;
+  } else {
+    PyArrayObject *h = (PyArrayObject *)host;
+    Py_ssize_t shape[KPY_MAX_DIMS];
+    for (int i = 0; i < PyArray_NDIM(h) && i < KPY_MAX_DIMS; i++) shape[i] = PyArray_DIM(h, i);
+    a = kpy_array_new(st, PyArray_DESCR(h), PyArray_NDIM(h), shape, stream);
+    if (a && (kpy_check_host(a, host, 0, "the array") < 0 || kpy_copy(st, a, host, 0, stream) < 0))
+      Py_CLEAR(a);
   }
-  Py_ssize_t shape[KPY_MAX_DIMS];
-  for (int i = 0; i < PyArray_NDIM(h) && i < KPY_MAX_DIMS; i++) shape[i] = PyArray_DIM(h, i);
-  kpy_array *a = kpy_array_new(st, PyArray_DESCR(h), PyArray_NDIM(h), shape, stream);
-  if (a && (kpy_check_host(a, host, 0, "the array") < 0 || kpy_copy(st, a, host, 0, stream) < 0))
-    Py_CLEAR(a);
+  Py_DECREF(host);
   return (PyObject *)a;
 }
 
@@ -759,13 +767,11 @@ static void kpy_pagelocked_free(PyObject *capsule) {
 }
 
 static PyObject *kpy_pagelocked(PyObject *module, PyObject *args, PyObject *kwargs, int zero,
-                                const char *name) {
+                                const char *fmt) {
   static char *kwlist[] = {(char *)"shape", (char *)"dtype", NULL};
   kpy_state *st = kpy_state_of_module(module);
   PyObject *shape_obj;
   PyArray_Descr *dtype = NULL;
-  char fmt[40];
-  PyOS_snprintf(fmt, sizeof fmt, "O|O&:%s", name);
   if (!PyArg_ParseTupleAndKeywords(args, kwargs, fmt, kwlist, &shape_obj, PyArray_DescrConverter,
                                    &dtype))
     return NULL;
@@ -814,11 +820,11 @@ static PyObject *kpy_pagelocked(PyObject *module, PyObject *args, PyObject *kwar
 }
 
 PyObject *kpy_pagelocked_empty(PyObject *module, PyObject *args, PyObject *kwargs) {
-  return kpy_pagelocked(module, args, kwargs, 0, "pagelocked_empty");
+  return kpy_pagelocked(module, args, kwargs, 0, "O|O&:pagelocked_empty");
 }
 
 PyObject *kpy_pagelocked_zeros(PyObject *module, PyObject *args, PyObject *kwargs) {
-  return kpy_pagelocked(module, args, kwargs, 1, "pagelocked_zeros");
+  return kpy_pagelocked(module, args, kwargs, 1, "O|O&:pagelocked_zeros");
 }
 
 int kpy_array_init(PyObject *module, kpy_state *st) {
