@@ -69,6 +69,7 @@ test-py: ext
 bench: ext lib
 	$(PYENV) $(PYTHON) bench/launch.py $(BENCH_ARGS)
 	$(PYENV) $(PYTHON) bench/cache.py $(BENCH_ARGS)
+	$(PYENV) $(PYTHON) bench/memory.py $(BENCH_ARGS)
 
 # Everything the GPU machine should run, in one go: build, the whole suite with nothing
 # skipped, the benchmarks.

@@ -1,0 +1,173 @@
+#!/usr/bin/env python3
+"""Device memory: what a DeviceArray costs to make and free, and how fast it moves data from
+page-locked memory, beside the driver called from C in the same run.
+
+    PYTHONPATH=pymod python3 bench/memory.py [--quick] [--out DIR]
+
+  alloc/free 4 KiB   kiln.empty(4096, uint8) made and dropped (cuMemAllocAsync from the
+                     device's pool and cuMemFreeAsync on the default stream, and the Python
+                     object), per pair; against cuMemAlloc + cuMemFree, and against
+                     cuMemAllocAsync + cuMemFreeAsync, both from C (bench/c/memory.c)
+  512 MiB pinned     kiln.to_device(h) then .get(out=back), h and back from
+                     kiln.pagelocked_empty; against cuMemcpyHtoD + cuMemcpyDtoH between
+                     cuMemHostAlloc memory and a buffer allocated once, from C
+
+Each result is checked (every byte comes back) before it is timed; the C program and the kiln
+loops take turns, and each figure is the median of the repeats. The JSON goes to
+bench/results/<date>-<gpu>-memory.json (a --quick run to build/bench/results/).
+"""
+
+import argparse
+import datetime
+import json
+import os
+import platform
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+import kiln
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from launch import cpu_model, driver_version, source_commit  # noqa: E402
+
+BENCH = Path(__file__).resolve().parent
+BUILD = BENCH.parent / "build" / "bench"
+BIG = 512 << 20
+
+
+def build_c():
+    BUILD.mkdir(parents=True, exist_ok=True)
+    cuda = Path(os.environ.get("CUDA_HOME", "/usr/local/cuda"))
+    out = BUILD / "memory"
+    command = [os.environ.get("CC", "cc"), "-O2", "-Wall", "-Wextra", f"-I{cuda}/include",
+               str(BENCH / "c" / "memory.c"), f"-L{cuda}/lib64/stubs", "-lcuda", "-o", str(out)]
+    print(" ".join(command), file=sys.stderr)
+    if subprocess.run(command).returncode != 0:
+        sys.exit("memory.py: building bench/c/memory.c failed")
+    return out
+
+
+def kiln_alloc_free_us(count):
+    empty, u8 = kiln.empty, np.uint8
+    kiln.synchronize()
+    t = time.perf_counter()
+    for _ in range(count):
+        empty(4096, u8)
+    kiln.synchronize()
+    return (time.perf_counter() - t) / count * 1e6
+
+
+def kiln_copies_us(h, back):
+    t = time.perf_counter()
+    d = kiln.to_device(h)
+    d.get(out=back)
+    elapsed = time.perf_counter() - t
+    del d
+    return elapsed * 1e6
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="fewer repeats, a smoke test")
+    parser.add_argument("--out", type=Path, help="also copy the results file into this folder")
+    args = parser.parse_args()
+    if kiln.Device.count() == 0:
+        sys.exit("memory.py: needs a CUDA device")
+    allocs, repeats = (20000, 3) if args.quick else (200000, 7)
+    program = build_c()
+
+    h = kiln.pagelocked_empty(BIG, np.uint8)
+    h.reshape(-1, 256)[:] = np.arange(256, dtype=np.uint8) * np.uint8(131) + np.uint8(7)
+    back = kiln.pagelocked_zeros(BIG, np.uint8)
+    kiln_copies_us(h, back)
+    if not np.array_equal(h, back):
+        sys.exit("memory.py: kiln's pinned round trip did not bring the bytes back")
+    kiln_alloc_free_us(allocs // 10)  # warm the pool
+
+    c_runs, kiln_alloc, kiln_copy = [], [], []
+    for _ in range(repeats):
+        done = subprocess.run([str(program), str(allocs), str(BIG), "1"], capture_output=True,
+                              text=True)
+        if done.returncode:
+            sys.exit(f"memory.py: {program.name} failed: {done.stderr.strip()}")
+        c_runs.append(json.loads(done.stdout))
+        kiln_alloc.append(kiln_alloc_free_us(allocs))
+        kiln_copy.append(kiln_copies_us(h, back))
+
+    def series(values):
+        return {"median": statistics.median(values), "repeats": values}
+
+    alloc = {"kiln_empty": series(kiln_alloc),
+             "c_cuMemAlloc_cuMemFree": series([r["alloc_free_us"][0] for r in c_runs]),
+             "c_cuMemAllocAsync_cuMemFreeAsync": series([r["alloc_free_async_us"][0]
+                                                         for r in c_runs])}
+    copy = {"kiln_to_device_get": series(kiln_copy),
+            "c_htod_dtoh": series([r["htod_dtoh_us"][0] for r in c_runs])}
+    gbs = {k: 2 * BIG / (v["median"] * 1e-6) / 1e9 for k, v in copy.items()}
+    figures = {
+        "alloc_free_us": {"label": "DeviceArray 4 KiB make + free, µs",
+                          "value": alloc["kiln_empty"]["median"], "target": 1.0},
+        "alloc_vs_cuMemAlloc": {"label": "... / C cuMemAlloc + cuMemFree",
+                                "value": alloc["kiln_empty"]["median"]
+                                / alloc["c_cuMemAlloc_cuMemFree"]["median"], "target": None},
+        "alloc_vs_async": {"label": "... / C cuMemAllocAsync + cuMemFreeAsync",
+                           "value": alloc["kiln_empty"]["median"]
+                           / alloc["c_cuMemAllocAsync_cuMemFreeAsync"]["median"],
+                           "target": None},
+        "pinned_vs_c": {"label": "512 MiB to_device + get, bandwidth / C pinned copies",
+                        "value": gbs["kiln_to_device_get"] / gbs["c_htod_dtoh"],
+                        "target_min": 0.95},
+    }
+    for f in figures.values():
+        if "target" in f and f["target"] is not None:
+            f["pass"] = f["value"] <= f["target"]
+        elif "target_min" in f:
+            f["pass"] = f["value"] >= f["target_min"]
+
+    gpu = kiln.Device(0).name()
+    today = datetime.date.today().isoformat()
+    result = {
+        "date": today,
+        "time_utc": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "gpu": gpu, "quick": args.quick,
+        "environment": {"python": platform.python_version(), "numpy": np.__version__,
+                        "driver": driver_version(), "kiln_commit": source_commit(),
+                        "cpu": cpu_model(), "platform": platform.platform()},
+        "parameters": {"allocs": allocs, "big_bytes": BIG, "repeats": repeats},
+        "alloc_free_us": alloc, "copy_512mib_us": copy, "copy_512mib_gbs": gbs,
+        "figures": figures,
+    }
+    slug = re.sub(r"[^a-z0-9]+", "-", gpu.lower()).strip("-")
+    folder = BUILD / "results" if args.quick else BENCH / "results"
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{today}-{slug}-memory.json"
+    path.write_text(json.dumps(result, indent=2) + "\n")
+    print(f"wrote {path}")
+    if args.out:
+        args.out.mkdir(parents=True, exist_ok=True)
+        shutil.copy(path, args.out / path.name)
+
+    print(f"\n{gpu}, {today}")
+    print(f"alloc + free of 4 KiB, µs per pair (median of {repeats} x {allocs})")
+    for name, s in alloc.items():
+        print(f"  {name:<40} {s['median']:8.3f}")
+    print("512 MiB in and out from page-locked memory, GB/s (both directions together)")
+    for name, v in gbs.items():
+        print(f"  {name:<40} {v:8.1f}")
+    print("figures")
+    for f in figures.values():
+        target = (f" target <= {f['target']}" if f.get("target") is not None else
+                  f" target >= {f['target_min']}" if "target_min" in f else "")
+        verdict = "" if "pass" not in f else ("  PASS" if f["pass"] else "  MISS")
+        print(f"  {f['label']:<55} {f['value']:7.3f}{target}{verdict}")
+
+
+if __name__ == "__main__":
+    main()
