@@ -354,6 +354,7 @@ def test_eight_threads_launching(mod):
 @pytest.mark.gpus2
 def test_one_module_runs_on_two_devices(mod):
     scale = mod.get_function("scale")
+    kept = {}
     for dev in (0, 1):
         with kiln.Device(dev):
             host = np.arange(32, dtype=np.float32) + dev
@@ -364,6 +365,15 @@ def test_one_module_runs_on_two_devices(mod):
             scale(kiln.InOut(x), np.float32(3), np.int32(32), block=(32, 1, 1))
             np.testing.assert_array_equal(a.get(), host * 2)
             np.testing.assert_array_equal(x, host * 3)
+            kept[dev] = [kiln.empty(1000, np.float32) for _ in range(4)]
+    # Back on device 0: an array of device 1 is refused before the launch.
+    with pytest.raises(ValueError, match="on device 1; the launch is on device 0"):
+        scale(kept[1][0], np.float32(1), np.int32(4), block=(4, 1, 1))
+    # Device 1's arrays are freed on device 1, so device 0 never reuses their memory.
+    del kept
+    b = kiln.to_device(np.ones(1000, np.float32))
+    scale(b, np.float32(5), np.int32(1000), block=(256, 1, 1), grid=(4, 1))
+    assert b.device == 0 and (b.get() == 5).all()
 
 
 @pytest.mark.gpu

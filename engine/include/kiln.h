@@ -229,11 +229,12 @@ kiln_status kiln_mem_free(kiln_deviceptr p); /* 0 is a no-op */
 kiln_status kiln_memcpy_htod(kiln_deviceptr dst, const void *src, size_t nbytes);
 kiln_status kiln_memcpy_dtoh(void *dst, kiln_deviceptr src, size_t nbytes);
 
-/* Stream-ordered memory from the device's pool, which keeps freed blocks for reuse. Out of
- * memory is retried once after handing the pool's unused blocks back to the driver; the error
- * says how much was asked and how much is free. */
+/* Stream-ordered memory from the device's pool, which keeps freed memory for reuse; freed
+ * blocks of up to 1 MiB are kept by kiln itself for the next allocation on the same stream.
+ * Free with the size that was asked for. Out of memory is retried once after handing unused
+ * memory back to the driver; the error says how much was asked and how much is free. */
 kiln_status kiln_mem_alloc_async(size_t nbytes, void *stream, kiln_deviceptr *out);
-kiln_status kiln_mem_free_async(kiln_deviceptr p, void *stream); /* 0 is a no-op */
+kiln_status kiln_mem_free_async(kiln_deviceptr p, size_t nbytes, void *stream); /* 0: no-op */
 kiln_status kiln_memcpy_htod_async(kiln_deviceptr dst, const void *src, size_t nbytes,
                                    void *stream);
 kiln_status kiln_memcpy_dtoh_async(void *dst, kiln_deviceptr src, size_t nbytes, void *stream);

@@ -105,6 +105,7 @@ static kiln_status kiln__device_setup(int ordinal, kiln__device **out) {
       kiln__cu.MemPoolSetAttribute(d->pool, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &keep);
     }
     if (!s) s = kiln__staging_init(&d->staging);
+    if (!s) s = kiln__small_init(&d->small);
     if (s) free(d);
     else __atomic_store_n(&kiln__devices[ordinal], d, __ATOMIC_RELEASE);
   }

@@ -15,6 +15,7 @@ typedef struct kiln__device {
   int has_pools;           /* cuMemAllocAsync works */
   CUmemoryPool pool;       /* the device's default pool, which keeps freed memory for reuse */
   kiln__staging staging;   /* pinned + device buffers reused by In/Out */
+  kiln__small_cache small; /* freed small blocks, kept for reuse */
 } kiln__device;
 
 /* Makes the current device's primary context current on this thread (setting it up on first

@@ -113,6 +113,31 @@ static void kiln__append_free(size_t asked) {
     kiln__fail_append("; asked for %zu bytes, %zu of %zu free", asked, free_b, total_b);
 }
 
+kiln_status kiln__small_init(kiln__small_cache *c) {
+  memset(c, 0, sizeof *c);
+  if (pthread_mutex_init(&c->lock, NULL))
+    return kiln__fail(KILN_ERROR_NO_MEMORY, "could not create the block cache's lock");
+  return KILN_OK;
+}
+
+/* The class of a small block (256 << class bytes), or -1 above 1 MiB. */
+static int kiln__small_class(size_t nbytes) {
+  int c = 0;
+  while (c < KILN__SMALL_CLASSES && ((size_t)256 << c) < nbytes) c++;
+  return c < KILN__SMALL_CLASSES ? c : -1;
+}
+
+void kiln__small_release(kiln__small_cache *c, CUstream stream, int all) {
+  pthread_mutex_lock(&c->lock);
+  for (int k = 0; k < KILN__SMALL_CLASSES; k++)
+    for (int i = c->n[k] - 1; i >= 0; i--)
+      if (all || c->slots[k][i].stream == stream) {
+        kiln__cu.MemFreeAsync(c->slots[k][i].p, c->slots[k][i].stream);
+        c->slots[k][i] = c->slots[k][--c->n[k]];
+      }
+  pthread_mutex_unlock(&c->lock);
+}
+
 kiln_status kiln_mem_alloc_async(size_t nbytes, void *stream, kiln_deviceptr *out) {
   *out = 0;
   kiln__device *d;
@@ -120,10 +145,28 @@ kiln_status kiln_mem_alloc_async(size_t nbytes, void *stream, kiln_deviceptr *ou
   if (s) return s;
   if (nbytes == 0) return kiln__fail(KILN_ERROR_INVALID, "cannot allocate 0 bytes");
   if (!d->has_pools) return kiln_mem_alloc(nbytes, out); /* the same, without stream order */
+  int k = kiln__small_class(nbytes);
+  if (k >= 0) {
+    kiln__small_cache *c = &d->small;
+    pthread_mutex_lock(&c->lock);
+    for (int i = c->n[k] - 1; i >= 0; i--)
+      if (c->slots[k][i].stream == (CUstream)stream) {
+        *out = (kiln_deviceptr)c->slots[k][i].p;
+        c->slots[k][i] = c->slots[k][--c->n[k]];
+        break;
+      }
+    pthread_mutex_unlock(&c->lock);
+    if (*out) {
+      kiln__clear_error();
+      return KILN_OK;
+    }
+    nbytes = (size_t)256 << k; /* the whole class, so the block can serve any size in it */
+  }
   CUdeviceptr p = 0;
   CUresult rc = kiln__cu.MemAllocAsync(&p, nbytes, (CUstream)stream);
   if (rc == CUDA_ERROR_OUT_OF_MEMORY) {
-    /* The pool may hold freed blocks of other sizes: give them back and try once more. */
+    /* Kept blocks and the pool's free memory go back to the driver; then once more. */
+    kiln__small_release(&d->small, NULL, 1);
     kiln__cu.CtxSynchronize();
     kiln__cu.MemPoolTrimTo(d->pool, 0);
     rc = kiln__cu.MemAllocAsync(&p, nbytes, (CUstream)stream);
@@ -138,12 +181,27 @@ kiln_status kiln_mem_alloc_async(size_t nbytes, void *stream, kiln_deviceptr *ou
   return KILN_OK;
 }
 
-kiln_status kiln_mem_free_async(kiln_deviceptr p, void *stream) {
+kiln_status kiln_mem_free_async(kiln_deviceptr p, size_t nbytes, void *stream) {
   if (!p) return KILN_OK;
   kiln__device *d;
   kiln_status s = kiln__device_enter(&d);
   if (s) return s;
   if (!d->has_pools) return kiln_mem_free(p);
+  int k = kiln__small_class(nbytes);
+  if (k >= 0) {
+    kiln__small_cache *c = &d->small;
+    pthread_mutex_lock(&c->lock);
+    int kept = c->n[k] < KILN__SMALL_SLOTS;
+    if (kept) {
+      c->slots[k][c->n[k]].p = (CUdeviceptr)p;
+      c->slots[k][c->n[k]++].stream = (CUstream)stream;
+    }
+    pthread_mutex_unlock(&c->lock);
+    if (kept) {
+      kiln__clear_error();
+      return KILN_OK;
+    }
+  }
   KILN__CU(MemFreeAsync, ((CUdeviceptr)p, (CUstream)stream));
   kiln__clear_error();
   return KILN_OK;
@@ -226,6 +284,7 @@ kiln_status kiln_pool_trim(size_t keep_bytes) {
   kiln_status s = kiln__device_enter(&d);
   if (s || !d->has_pools) return s;
   /* Blocks freed on a stream return to the pool only when that work is done. */
+  kiln__small_release(&d->small, NULL, 1);
   KILN__CU(CtxSynchronize, ());
   KILN__CU(MemPoolTrimTo, (d->pool, keep_bytes));
   kiln__clear_error();

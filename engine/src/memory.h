@@ -15,6 +15,26 @@ typedef struct kiln__staging {
   size_t capacity;
 } kiln__staging;
 
+/* Freed blocks of up to 1 MiB kept per device for reuse on the stream they were freed on:
+ * taking one back costs a lock, not a driver call. Reuse on the same stream is safe by stream
+ * order; a block is never handed to another stream. */
+#define KILN__SMALL_CLASSES 13 /* powers of two, 256 B to 1 MiB */
+#define KILN__SMALL_SLOTS 32   /* per class: at most about 64 MiB kept in all */
+
+typedef struct kiln__small_cache {
+  pthread_mutex_t lock;
+  struct {
+    CUdeviceptr p;
+    CUstream stream;
+  } slots[KILN__SMALL_CLASSES][KILN__SMALL_SLOTS];
+  int n[KILN__SMALL_CLASSES];
+} kiln__small_cache;
+
+kiln_status kiln__small_init(kiln__small_cache *c);
+
+/* Frees (in stream order) the kept blocks of `stream`, or all of them with all set. */
+void kiln__small_release(kiln__small_cache *c, CUstream stream, int all);
+
 /* Transfers larger than this in total bypass the staging buffers. */
 #define KILN__STAGING_MAX ((size_t)4 << 20)
 

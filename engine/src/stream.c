@@ -38,6 +38,7 @@ kiln_status kiln_stream_destroy(void *stream) {
   kiln__device *d;
   kiln_status s = kiln__device_enter(&d);
   if (s) return s;
+  kiln__small_release(&d->small, (CUstream)stream, 0); /* no later stream may reuse them */
   KILN__CU(StreamDestroy, ((CUstream)stream));
   kiln__clear_error();
   return KILN_OK;

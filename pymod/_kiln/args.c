@@ -197,6 +197,9 @@ int kpy_pack_arg(kpy_state *st, const kiln_function *f, int index, PyObject *obj
   }
   if (tp == st->DeviceArray_type) {
     if (!kpy_is_pointer_class(cls)) goto wrong;
+    if (kpy_array_device(obj) != kiln_device_current())
+      return kpy_arg_error(PyExc_ValueError, f, index, "the array is on device %d; the launch "
+                           "is on device %d", kpy_array_device(obj), kiln_device_current());
     kiln_deviceptr p = kpy_array_ptr(obj);
     memcpy(slot, &p, sizeof p);
     return 0;

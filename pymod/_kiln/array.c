@@ -691,7 +691,14 @@ static void kpy_array_dealloc(PyObject *op) {
   kpy_array *a = (kpy_array *)op;
   PyTypeObject *tp = Py_TYPE(op);
   PyObject_GC_UnTrack(op);
-  if (a->alloc) kiln_mem_free_async(a->alloc, a->stream ? kpy_stream_handle(a->stream) : NULL);
+  if (a->alloc) {
+    /* Freed where it was made: the block cache and the pool are per device. */
+    int current = kiln_device_current();
+    if (current != a->device) kiln_device_set_current(a->device);
+    kiln_mem_free_async(a->alloc, (size_t)a->nbytes,
+                        a->stream ? kpy_stream_handle(a->stream) : NULL);
+    if (current != a->device) kiln_device_set_current(current);
+  }
   if (a->dlpack && a->dlpack->deleter) a->dlpack->deleter(a->dlpack);
   Py_CLEAR(a->stream);
   kpy_array_clear(op);
@@ -759,6 +766,7 @@ static PyType_Spec kpy_array_spec = {"kiln.DeviceArray", sizeof(kpy_array), 0,
                                      kpy_array_slots};
 
 kiln_deviceptr kpy_array_ptr(PyObject *array) { return ((kpy_array *)array)->ptr; }
+int kpy_array_device(PyObject *array) { return ((kpy_array *)array)->device; }
 
 /* ---- Page-locked host arrays -------------------------------------------------------------- */
 

@@ -83,6 +83,7 @@ int kpy_stream_keep(PyObject *stream, PyObject *obj);
 /* array.c: DeviceArray and its makers, asarray, page-locked host arrays. */
 int kpy_array_init(PyObject *module, kpy_state *st);
 kiln_deviceptr kpy_array_ptr(PyObject *array);
+int kpy_array_device(PyObject *array);
 PyObject *kpy_empty(PyObject *module, PyObject *args, PyObject *kwargs);
 PyObject *kpy_zeros(PyObject *module, PyObject *args, PyObject *kwargs);
 PyObject *kpy_to_device(PyObject *module, PyObject *args, PyObject *kwargs);

@@ -49,8 +49,8 @@ TEST(gpu_stream_ordered_copies_and_events) {
   /* A copy past the allocation is refused before the driver sees it. */
   ASSERT_EQ(kiln_memcpy_htod_async(a, host, n + 1, stream), KILN_ERROR_INVALID);
   ASSERT_CONTAINS(kiln_last_error(), "runs past its allocation");
-  ASSERT_EQ(kiln_mem_free_async(a, stream), KILN_OK);
-  ASSERT_EQ(kiln_mem_free_async(b, stream), KILN_OK);
+  ASSERT_EQ(kiln_mem_free_async(a, n, stream), KILN_OK);
+  ASSERT_EQ(kiln_mem_free_async(b, n, stream), KILN_OK);
   ASSERT_EQ(kiln_stream_synchronize(stream), KILN_OK);
   kiln_pool_stats ps;
   ASSERT_EQ(kiln_pool_get_stats(&ps), KILN_OK);
