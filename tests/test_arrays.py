@@ -17,6 +17,8 @@ SHAPES = [(), (0,), (7,), (3, 5), (2, 3, 4), (2, 1, 3, 2)]
 SCALE = r"""
 extern "C" __global__ void scale(float *x, float s, int n)
 { int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) x[i] *= s; }
+extern "C" __global__ void twice_into(const float *a, float *b, int n)
+{ int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) b[i] = 2 * a[i]; }
 extern "C" __global__ void spin(long long cycles)
 { long long t = clock64(); while (clock64() - t < cycles) {} }
 """
@@ -321,6 +323,40 @@ def test_a_copy_overlaps_a_kernel_on_two_streams(mod):
     # The copy started before the kernel ended and ended before it too: they ran at once.
     assert k0.elapsed(c0) < k0.elapsed(k1)
     assert k0.elapsed(c1) < k0.elapsed(k1)
+
+
+@pytest.mark.gpu
+def test_in_out_on_a_kiln_stream_are_queued(mod):
+    import gc
+    import time
+    spin, scale, twice = (mod.get_function(k) for k in ("spin", "scale", "twice_into"))
+    n = 1 << 20
+    s = kiln.Stream()
+    x = kiln.pagelocked_empty(n, np.float32)
+    x[:] = 1
+    spin(np.int64(500_000_000), block=(1, 1, 1), stream=s)  # keeps s busy for a while
+    t = time.perf_counter()
+    scale(kiln.InOut(x), np.float32(2), np.int32(n), block=(256, 1, 1), grid=(n // 256, 1),
+          stream=s)
+    queued_in = time.perf_counter() - t
+    assert not s.query(), "the call waited for the stream"
+    s.synchronize()
+    assert (x == 2).all()
+    assert queued_in < 0.05
+    # The stream keeps the In array alive though the caller dropped it before the copy ran.
+    y = np.full(n, 3, np.float32)
+    out = kiln.pagelocked_zeros(n, np.float32)
+    spin(np.int64(100_000_000), block=(1, 1, 1), stream=s)
+    twice(kiln.In(y), kiln.Out(out), np.int32(n), block=(256, 1, 1), grid=(n // 256, 1),
+          stream=s)
+    del y
+    gc.collect()
+    s.synchronize()
+    assert (out == 6).all()
+    # With a raw handle, In/Out are complete when the call returns.
+    z = np.ones(256, np.float32)
+    scale(kiln.InOut(z), np.float32(4), np.int32(256), block=(256, 1, 1), stream=s.handle)
+    assert (z == 4).all()
 
 
 @pytest.mark.gpu

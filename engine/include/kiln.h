@@ -315,6 +315,15 @@ kiln_status kiln_function_call(kiln_function *f, const kiln_launch_config *cfg, 
                                const kiln_transfer *transfers, int n_transfers,
                                double *elapsed_s);
 
+/* The same, queued on cfg->stream and returning at once: device memory for the transfers comes
+ * from the pool and goes back to it in stream order; inputs are read before it returns (the
+ * driver stages pageable memory); outputs are in the host buffers once the stream has been
+ * synchronized, so they must stay alive until then. A copy into pageable memory makes the driver
+ * wait for it: use page-locked buffers for outputs that should not block. */
+kiln_status kiln_function_call_async(kiln_function *f, const kiln_launch_config *cfg,
+                                     void **params, const kiln_transfer *transfers,
+                                     int n_transfers);
+
 #ifdef __cplusplus
 }
 #endif

@@ -145,7 +145,7 @@ static kiln_status kiln__call_staged(kiln_function *f, const kiln_launch_config 
  * the user's memory. */
 static kiln_status kiln__call_pooled(kiln_function *f, const kiln_launch_config *cfg,
                                      void **params, const kiln_transfer *t, int n,
-                                     kiln__device *d, kiln__timer *timer) {
+                                     kiln__device *d, kiln__timer *timer, int wait) {
   CUstream stream = (CUstream)cfg->stream;
   CUdeviceptr ptrs[64] = {0};
   kiln_status s = KILN_OK;
@@ -179,17 +179,19 @@ static kiln_status kiln__call_pooled(kiln_function *f, const kiln_launch_config 
         kiln__cu.MemFree(ptrs[i]);
       }
     }
-  rc = kiln__cu.StreamSynchronize(stream);
-  if (!s && rc) s = kiln__cuda_fail("cuStreamSynchronize", (int)rc);
+  if (wait || s) {
+    rc = kiln__cu.StreamSynchronize(stream);
+    if (!s && rc) s = kiln__cuda_fail("cuStreamSynchronize", (int)rc);
+  }
   return s;
 }
 
-kiln_status kiln_function_call(kiln_function *f, const kiln_launch_config *cfg, void **params,
-                               const kiln_transfer *transfers, int n_transfers,
-                               double *elapsed_s) {
+/* Checks the transfers; their total size, rounded as the staging buffers lay them out. */
+static kiln_status kiln__check_transfers(const kiln_function *f, const kiln_transfer *transfers,
+                                         int n_transfers, size_t *total) {
   if (n_transfers < 0 || n_transfers > 64)
     return kiln__fail(KILN_ERROR_INVALID, "%d transfers; a call takes at most 64", n_transfers);
-  size_t total = 0;
+  *total = 0;
   for (int i = 0; i < n_transfers; i++) {
     const kiln_transfer *t = &transfers[i];
     if (t->param < 0 || t->param >= f->entry->n_params || !(t->dir & KILN_INOUT) ||
@@ -198,11 +200,35 @@ kiln_status kiln_function_call(kiln_function *f, const kiln_launch_config *cfg, 
     if (f->entry->params[t->param].size != sizeof(CUdeviceptr))
       return kiln__fail(KILN_ERROR_INVALID, "parameter %d of %s is %u bytes, not a pointer",
                         t->param, f->entry->plain, f->entry->params[t->param].size);
-    total += kiln__round_up(t->nbytes);
+    *total += kiln__round_up(t->nbytes);
   }
-  kiln__device *d;
-  kiln_status s = kiln__prepare(f, cfg, &d);
+  return KILN_OK;
+}
+
+kiln_status kiln_function_call_async(kiln_function *f, const kiln_launch_config *cfg,
+                                     void **params, const kiln_transfer *transfers,
+                                     int n_transfers) {
+  size_t total;
+  kiln_status s = kiln__check_transfers(f, transfers, n_transfers, &total);
   if (s) return s;
+  kiln__device *d;
+  if ((s = kiln__prepare(f, cfg, &d))) return s;
+  /* Without a pool each temporary would need a synchronize before its cuMemFree anyway. */
+  if (!d->has_pools) return kiln_function_call(f, cfg, params, transfers, n_transfers, NULL);
+  s = n_transfers ? kiln__call_pooled(f, cfg, params, transfers, n_transfers, d, NULL, 0)
+                  : kiln__launch(f, cfg, params);
+  if (!s) kiln__clear_error();
+  return s;
+}
+
+kiln_status kiln_function_call(kiln_function *f, const kiln_launch_config *cfg, void **params,
+                               const kiln_transfer *transfers, int n_transfers,
+                               double *elapsed_s) {
+  size_t total;
+  kiln_status s = kiln__check_transfers(f, transfers, n_transfers, &total);
+  if (s) return s;
+  kiln__device *d;
+  if ((s = kiln__prepare(f, cfg, &d))) return s;
 
   kiln__timer timer, *tp = NULL;
   if (elapsed_s) {
@@ -223,7 +249,7 @@ kiln_status kiln_function_call(kiln_function *f, const kiln_launch_config *cfg, 
     if (s) kiln__cu.StreamSynchronize((CUstream)cfg->stream);
     pthread_mutex_unlock(&d->staging.lock);
   } else {
-    s = kiln__call_pooled(f, cfg, params, transfers, n_transfers, d, tp);
+    s = kiln__call_pooled(f, cfg, params, transfers, n_transfers, d, tp, 1);
   }
   if (tp) {
     if (!s) {

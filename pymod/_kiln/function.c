@@ -56,6 +56,7 @@ static PyObject *kpy_function_call(PyObject *op, PyObject *const *args, size_t n
   }
   kiln_launch_config cfg = {{1, 1, 1}, {1, 1, 1}, 0, NULL};
   int have_block = 0, time_kernel = 0;
+  PyObject *stream_obj = NULL; /* the kiln.Stream given, if one was */
   Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
   for (Py_ssize_t i = 0; i < nkw; i++) {
     PyObject *key = PyTuple_GET_ITEM(kwnames, i), *value = args[nargs + i];
@@ -75,6 +76,7 @@ static PyObject *kpy_function_call(PyObject *op, PyObject *const *args, size_t n
       cfg.shared = (unsigned)v;
     } else if (kw == KPY_KW_STREAM) {
       if (kpy_parse_stream(st, value, &cfg.stream) < 0) return NULL;
+      if (Py_TYPE(value) == st->Stream_type) stream_obj = value;
     } else if (kw == KPY_KW_TIME_KERNEL) {
       if ((time_kernel = PyObject_IsTrue(value)) < 0) return NULL;
     } else {
@@ -113,6 +115,15 @@ static PyObject *kpy_function_call(PyObject *op, PyObject *const *args, size_t n
   double elapsed = 0;
   if (packed.n_transfers == 0 && !time_kernel) {
     s = kiln_function_launch(self->fn, &cfg, params);
+  } else if (stream_obj && !time_kernel) {
+    /* On a kiln.Stream, In/Out are queued: the stream keeps the arrays until it is done. */
+    for (int i = 0; i < self->n_params; i++)
+      if (PyObject_TypeCheck(args[i], st->In_type) || PyObject_TypeCheck(args[i], st->Out_type) ||
+          PyObject_TypeCheck(args[i], st->InOut_type))
+        if (kpy_stream_keep(stream_obj, args[i]) < 0) goto done;
+    Py_BEGIN_ALLOW_THREADS
+    s = kiln_function_call_async(self->fn, &cfg, params, packed.transfers, packed.n_transfers);
+    Py_END_ALLOW_THREADS
   } else {
     /* The arrays stay alive: the caller holds them for the length of the call. */
     Py_BEGIN_ALLOW_THREADS
