@@ -53,8 +53,6 @@ import importlib.util
 import json
 import os
 import platform
-import re
-import shutil
 import statistics
 import subprocess
 import sys
@@ -501,7 +499,7 @@ def main():
     try:
         import numpy as np
         import kiln
-        from launch import cpu_model, driver_version, source_commit
+        from launch import cpu_model, driver_version, save_results, source_commit
     except ImportError as e:
         sys.exit(f"cache.py: {e}; build the extension (make ext) and run with PYTHONPATH=pymod "
                  "from the repository root")
@@ -547,16 +545,7 @@ def main():
     }
     result["figures"] = figures(result)
 
-    slug = re.sub(r"[^a-z0-9]+", "-", (gpu or "no gpu").lower()).strip("-")
-    folder = BUILD / "results" if args.quick or gpu is None else BENCH / "results"
-    folder.mkdir(parents=True, exist_ok=True)
-    path = folder / f"{today}-{slug}-cache.json"
-    path.write_text(json.dumps(result, indent=2) + "\n")
-    print(f"wrote {path}")
-    if args.out:
-        args.out.mkdir(parents=True, exist_ok=True)
-        shutil.copy(path, args.out / path.name)
-        print(f"wrote {args.out / path.name}")
+    save_results(result, "-cache", smoke=args.quick or gpu is None, out=args.out)
 
     print_table(result)
     missing = sorted(run.problems.keys() - OPTIONAL)

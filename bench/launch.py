@@ -401,6 +401,21 @@ def source_commit():
     return head + ("-dirty" if dirty else "")
 
 
+def save_results(result, suffix, smoke, out):
+    """Writes result to bench/results/<date>-<gpu><suffix>.json (a smoke run's to
+    build/bench/results/, away from the real ones), and a copy into out when given."""
+    slug = re.sub(r"[^a-z0-9]+", "-", (result["gpu"] or "no gpu").lower()).strip("-")
+    folder = BUILD / "results" if smoke else BENCH / "results"
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{result['date']}-{slug}{suffix}.json"
+    path.write_text(json.dumps(result, indent=2) + "\n")
+    print(f"wrote {path}")
+    if out:
+        out.mkdir(parents=True, exist_ok=True)
+        shutil.copy(path, out / path.name)
+        print(f"wrote {out / path.name}")
+
+
 def summarize(series):
     return {name: {"median": statistics.median(t), "repeats": t} for name, t in series.items()}
 
@@ -506,16 +521,7 @@ def main():
         "problems": problems,
     }
 
-    slug = re.sub(r"[^a-z0-9]+", "-", gpu.lower()).strip("-")
-    folder = BUILD / "results" if args.quick else BENCH / "results"
-    folder.mkdir(parents=True, exist_ok=True)
-    path = folder / f"{today}-{slug}.json"
-    path.write_text(json.dumps(result, indent=2) + "\n")
-    print(f"wrote {path}")
-    if args.out:
-        args.out.mkdir(parents=True, exist_ok=True)
-        shutil.copy(path, args.out / path.name)
-        print(f"wrote {args.out / path.name}")
+    save_results(result, "", smoke=args.quick, out=args.out)
 
     print_table(result)
     missing = sorted(REQUIRED & problems.keys())

@@ -22,8 +22,6 @@ import datetime
 import json
 import os
 import platform
-import re
-import shutil
 import statistics
 import subprocess
 import sys
@@ -35,7 +33,7 @@ import numpy as np
 import kiln
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from launch import cpu_model, driver_version, source_commit  # noqa: E402
+from launch import cpu_model, driver_version, save_results, source_commit  # noqa: E402
 
 BENCH = Path(__file__).resolve().parent
 BUILD = BENCH.parent / "build" / "bench"
@@ -144,15 +142,7 @@ def main():
         "alloc_free_us": alloc, "copy_512mib_us": copy, "copy_512mib_gbs": gbs,
         "figures": figures,
     }
-    slug = re.sub(r"[^a-z0-9]+", "-", gpu.lower()).strip("-")
-    folder = BUILD / "results" if args.quick else BENCH / "results"
-    folder.mkdir(parents=True, exist_ok=True)
-    path = folder / f"{today}-{slug}-memory.json"
-    path.write_text(json.dumps(result, indent=2) + "\n")
-    print(f"wrote {path}")
-    if args.out:
-        args.out.mkdir(parents=True, exist_ok=True)
-        shutil.copy(path, args.out / path.name)
+    save_results(result, "-memory", smoke=args.quick, out=args.out)
 
     print(f"\n{gpu}, {today}")
     print(f"alloc + free of 4 KiB, µs per pair (median of {repeats} x {allocs})")

@@ -9,14 +9,12 @@
 #include "headers.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
-#include <unistd.h>
 
 /* Beyond these the set is called unknowable and the source is not cached on disk. */
 #define KILN__MAX_HEADER_RECORDS 10000
@@ -125,36 +123,6 @@ void kiln__headers_free(kiln__headers *h) {
 
 static int64_t kiln__ns(struct timespec t) { return (int64_t)t.tv_sec * 1000000000LL + t.tv_nsec; }
 
-/* Reads a whole regular file; NULL (errno set) when it cannot. */
-static char *kiln__read_file(const char *path, struct stat *st, size_t *size) {
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return NULL;
-  char *buf = NULL;
-  if (fstat(fd, st) == 0 && S_ISREG(st->st_mode) && (size_t)st->st_size <= KILN__MAX_HEADER_BYTES) {
-    size_t want = (size_t)st->st_size, got = 0;
-    buf = malloc(want + 1);
-    while (buf && got < want) {
-      ssize_t r = read(fd, buf + got, want - got);
-      if (r < 0 && errno == EINTR) continue;
-      if (r <= 0) break;
-      got += (size_t)r;
-    }
-    if (buf && got != want) {
-      free(buf);
-      buf = NULL;
-      errno = EIO;
-    }
-    if (buf) {
-      buf[want] = '\0';
-      *size = want;
-    }
-  } else {
-    errno = EISDIR;
-  }
-  close(fd);
-  return buf;
-}
-
 int kiln__headers_fresh(const kiln__headers *h) {
   for (int i = 0; i < h->n; i++) {
     const kiln__header *r = &h->items[i];
@@ -169,7 +137,7 @@ int kiln__headers_fresh(const kiln__headers *h) {
         kiln__ns(st.st_mtim) == r->mtime_ns && kiln__ns(st.st_ctim) == r->ctime_ns)
       continue;
     size_t size = 0;
-    char *data = kiln__read_file(r->path, &st, &size);
+    char *data = kiln__read_file(r->path, KILN__MAX_HEADER_BYTES, &st, &size);
     unsigned char sha[KILN__KEY_SIZE];
     int same = data && size == r->size && kiln__sha256(data, size, sha) == KILN_OK &&
                memcmp(sha, r->sha, sizeof sha) == 0;
@@ -236,7 +204,7 @@ static void kiln__probe(kiln__scan *sc, const char *path) {
   rec.path = (char *)path;
   struct stat st;
   size_t size = 0;
-  char *data = kiln__read_file(path, &st, &size);
+  char *data = kiln__read_file(path, KILN__MAX_HEADER_BYTES, &st, &size);
   if (!data) {
     if (errno == ENOMEM) kiln__scan_fail(sc, kiln__fail(KILN_ERROR_NO_MEMORY, "out of memory reading %s", path));
     else kiln__scan_fail(sc, kiln__headers_add(sc->out, &rec)); /* nothing there */

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #define KILN__FATBIN_MAGIC 0xBA55ED50u
 
@@ -182,29 +183,12 @@ kiln_status kiln_module_from_image(const void *image, size_t size, kiln_module *
 kiln_status kiln_module_from_file(const char *path, kiln_module **out) {
   *out = NULL;
   if (!path) return kiln__fail(KILN_ERROR_INVALID, "the path is NULL");
-  FILE *f = fopen(path, "rb");
-  if (!f) return kiln__fail(KILN_ERROR_INVALID, "%s cannot be opened: %s", path, strerror(errno));
-  size_t cap = 1 << 16, n = 0, r;
-  char *buf = malloc(cap);
-  while (buf && (r = fread(buf + n, 1, cap - n, f)) > 0) {
-    n += r;
-    if (n == cap) {
-      char *grown = realloc(buf, cap * 2);
-      if (!grown) {
-        free(buf);
-        buf = NULL;
-        break;
-      }
-      buf = grown;
-      cap *= 2;
-    }
-  }
-  int failed = ferror(f);
-  fclose(f);
-  if (!buf) return kiln__fail(KILN_ERROR_NO_MEMORY, "out of memory reading %s", path);
-  if (failed) {
-    free(buf);
-    return kiln__fail(KILN_ERROR_INVALID, "%s could not be read", path);
+  struct stat st;
+  size_t n = 0;
+  char *buf = kiln__read_file(path, (size_t)1 << 30, &st, &n);
+  if (!buf) {
+    if (errno == ENOMEM) return kiln__fail(KILN_ERROR_NO_MEMORY, "out of memory reading %s", path);
+    return kiln__fail(KILN_ERROR_INVALID, "%s cannot be read: %s", path, strerror(errno));
   }
   kiln_status s = kiln_module_from_image(buf, n, out);
   free(buf);

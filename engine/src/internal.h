@@ -42,4 +42,10 @@ void kiln__clear_error(void);
 char *kiln__strdup(const char *s);
 char *kiln__memdup(const void *p, size_t n);
 
+/* A whole regular file of at most max bytes, NUL-terminated, in a malloc'd buffer; its stat in
+ * *st. NULL with errno set when it cannot be read (EISDIR: not a regular file; EFBIG: larger
+ * than max). */
+struct stat;
+char *kiln__read_file(const char *path, size_t max, struct stat *st, size_t *size);
+
 #endif

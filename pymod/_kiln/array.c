@@ -231,14 +231,8 @@ PyObject *kpy_to_device(PyObject *module, PyObject *args, PyObject *kwargs) {
   return (PyObject *)a;
 }
 
-static PyObject *kpy_array_get(PyObject *op, PyObject *args, PyObject *kwargs) {
-  static char *kwlist[] = {(char *)"out", (char *)"stream", NULL};
-  kpy_array *a = (kpy_array *)op;
-  kpy_state *st = kpy_state_of_type(Py_TYPE(op));
-  PyObject *out = Py_None, *stream_obj = Py_None, *stream;
-  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|OO:get", kwlist, &out, &stream_obj) ||
-      kpy_array_stream(st, stream_obj, &stream) < 0)
-    return NULL;
+/* Copies a into out (None: a new numpy array) on stream; gives back out, a new reference. */
+static PyObject *kpy_array_into(kpy_state *st, kpy_array *a, PyObject *out, PyObject *stream) {
   if (out == Py_None) {
     npy_intp dims[KPY_MAX_DIMS];
     for (int i = 0; i < a->ndim; i++) dims[i] = a->shape[i];
@@ -253,15 +247,24 @@ static PyObject *kpy_array_get(PyObject *op, PyObject *args, PyObject *kwargs) {
   return out;
 }
 
+static PyObject *kpy_array_get(PyObject *op, PyObject *args, PyObject *kwargs) {
+  static char *kwlist[] = {(char *)"out", (char *)"stream", NULL};
+  kpy_state *st = kpy_state_of_type(Py_TYPE(op));
+  PyObject *out = Py_None, *stream_obj = Py_None, *stream;
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|OO:get", kwlist, &out, &stream_obj) ||
+      kpy_array_stream(st, stream_obj, &stream) < 0)
+    return NULL;
+  return kpy_array_into(st, (kpy_array *)op, out, stream);
+}
+
 static PyObject *kpy_array_copy_to(PyObject *op, PyObject *args, PyObject *kwargs) {
   static char *kwlist[] = {(char *)"host", (char *)"stream", NULL};
-  PyObject *host, *stream = Py_None;
-  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|O:copy_to", kwlist, &host, &stream))
+  kpy_state *st = kpy_state_of_type(Py_TYPE(op));
+  PyObject *host, *stream_obj = Py_None, *stream;
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|O:copy_to", kwlist, &host, &stream_obj) ||
+      kpy_array_stream(st, stream_obj, &stream) < 0)
     return NULL;
-  PyObject *a = Py_BuildValue("()"), *kw = Py_BuildValue("{sOsO}", "out", host, "stream", stream);
-  PyObject *r = a && kw ? kpy_array_get(op, a, kw) : NULL;
-  Py_XDECREF(a);
-  Py_XDECREF(kw);
+  PyObject *r = kpy_array_into(st, (kpy_array *)op, host, stream);
   if (!r) return NULL;
   Py_DECREF(r);
   Py_RETURN_NONE;
