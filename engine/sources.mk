@@ -11,6 +11,7 @@ KILN_ENGINE_SOURCES = \
 	engine/src/cache.c \
 	engine/src/device.c \
 	engine/src/memory.c \
+	engine/src/stage.c \
 	engine/src/module.c \
 	engine/src/image.c \
 	engine/src/stream.c \

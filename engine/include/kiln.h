@@ -256,6 +256,21 @@ kiln_status kiln_pool_trim(size_t keep_bytes); /* gives unused blocks back to th
 kiln_status kiln_host_alloc(size_t nbytes, void **out);
 kiln_status kiln_host_free(void *p); /* NULL is a no-op */
 
+/* Copies between pageable host memory and a device of at least min_bytes (the memcpy calls,
+ * and In/Out past the 256 KiB that go through one pinned buffer) are staged: split into chunks
+ * that several host threads copy through a ring of page-locked buffers while the DMA engine
+ * moves the chunks before, about 3x the driver's own pageable speed. Page-locked memory goes
+ * to the DMA engine directly. $KILN_STAGING_MIN, $KILN_STAGING_CHUNK (bytes, or with k, m, g;
+ * "off" for min_bytes turns staging off) and $KILN_STAGING_THREADS set them, read once. A
+ * device's ring (2 x threads x chunk bytes, page-locked) and its threads are made on its first
+ * staged copy. */
+typedef struct kiln_staging_info {
+  size_t min_bytes, chunk_bytes;
+  int threads;
+  uint64_t copies, bytes; /* staged so far in this process */
+} kiln_staging_info;
+void kiln_staging_get_info(kiln_staging_info *out);
+
 /* ---- Streams and events ------------------------------------------------------------------
  *
  * Handles are the driver's CUstream and CUevent as void *: NULL is the legacy default stream,

@@ -4,6 +4,7 @@
 
 #include "driver.h"
 #include "memory.h"
+#include "stage.h"
 
 #include <pthread.h>
 
@@ -16,6 +17,8 @@ typedef struct kiln__device {
   CUmemoryPool pool;       /* the device's default pool, which keeps freed memory for reuse */
   kiln__staging staging;   /* pinned + device buffers reused by In/Out */
   kiln__small_cache small; /* freed small blocks, kept for reuse */
+  kiln__stager *stager;    /* large pageable copies; made on first use */
+  int stager_failed;       /* it could not be made: copies go to the driver */
 } kiln__device;
 
 /* Makes the current device's primary context current on this thread (setting it up on first

@@ -95,7 +95,7 @@ static void kiln__driver_load_once(void) {
       KILN__ENTRY(MemcpyDtoDAsync),    KILN__ENTRY(MemsetD8Async),
       KILN__ENTRY(MemHostAlloc),       KILN__ENTRY(DeviceGetDefaultMemPool),
       KILN__ENTRY(MemPoolSetAttribute), KILN__ENTRY(MemPoolGetAttribute),
-      KILN__ENTRY(MemPoolTrimTo),
+      KILN__ENTRY(MemPoolTrimTo),      KILN__ENTRY(PointerGetAttribute),
 #undef KILN__ENTRY
   };
   for (size_t i = 0; i < KILN__COUNT(entries); i++) {

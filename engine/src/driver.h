@@ -60,6 +60,7 @@ typedef struct kiln__driver {
   CUresult (*MemPoolSetAttribute)(CUmemoryPool, CUmemPool_attribute, void *);
   CUresult (*MemPoolGetAttribute)(CUmemoryPool, CUmemPool_attribute, void *);
   CUresult (*MemPoolTrimTo)(CUmemoryPool, size_t);
+  CUresult (*PointerGetAttribute)(void *, CUpointer_attribute, CUdeviceptr);
   /* CUDA 12.4 and newer; NULL when the driver is older. */
   CUresult (*LibraryGetKernelCount)(unsigned *, CUlibrary);
   CUresult (*LibraryEnumerateKernels)(CUkernel *, unsigned, CUlibrary);

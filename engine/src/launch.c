@@ -141,35 +141,40 @@ static kiln_status kiln__call_staged(kiln_function *f, const kiln_launch_config 
   return KILN_OK;
 }
 
-/* Large transfers: device memory from the stream-ordered pool, copies straight from and to
- * the user's memory. */
+/* Large transfers: device memory from the stream-ordered pool; copies straight from and to
+ * the user's memory when it is page-locked or small, through the stager when it is large and
+ * pageable. */
 static kiln_status kiln__call_pooled(kiln_function *f, const kiln_launch_config *cfg,
                                      void **params, const kiln_transfer *t, int n,
                                      kiln__device *d, kiln__timer *timer, int wait) {
   CUstream stream = (CUstream)cfg->stream;
   CUdeviceptr ptrs[64] = {0};
   kiln_status s = KILN_OK;
-  CUresult rc = CUDA_SUCCESS;
-  const char *call = NULL;
-  for (int i = 0; i < n && !rc; i++) {
+  for (int i = 0; i < n && !s; i++) {
+    CUresult rc = CUDA_SUCCESS;
     if (t[i].nbytes) {
-      call = d->has_pools ? "cuMemAllocAsync" : "cuMemAlloc";
       rc = d->has_pools ? kiln__cu.MemAllocAsync(&ptrs[i], t[i].nbytes, stream)
                         : kiln__cu.MemAlloc(&ptrs[i], t[i].nbytes);
+      if (rc) s = kiln__cuda_fail(d->has_pools ? "cuMemAllocAsync" : "cuMemAlloc", (int)rc);
     }
-    if (!rc) memcpy(params[t[i].param], &ptrs[i], sizeof ptrs[i]);
-    if (!rc && (t[i].dir & KILN_IN) && t[i].nbytes) {
-      call = "cuMemcpyHtoDAsync";
-      rc = kiln__cu.MemcpyHtoDAsync(ptrs[i], t[i].host, t[i].nbytes, stream);
+    if (!s) memcpy(params[t[i].param], &ptrs[i], sizeof ptrs[i]);
+    if (s || !(t[i].dir & KILN_IN) || !t[i].nbytes) continue;
+    if (kiln__stage_wanted(t[i].host, t[i].nbytes)) {
+      s = kiln__stage_htod(d, ptrs[i], t[i].host, t[i].nbytes, stream, 0);
+    } else if ((rc = kiln__cu.MemcpyHtoDAsync(ptrs[i], t[i].host, t[i].nbytes, stream))) {
+      s = kiln__cuda_fail("cuMemcpyHtoDAsync", (int)rc);
     }
   }
-  if (rc) s = kiln__cuda_fail(call, (int)rc);
   if (!s) s = kiln__timed_launch(f, cfg, params, timer);
-  for (int i = 0; i < n && !s; i++)
-    if ((t[i].dir & KILN_OUT) && t[i].nbytes) {
-      rc = kiln__cu.MemcpyDtoHAsync(t[i].host, ptrs[i], t[i].nbytes, stream);
+  for (int i = 0; i < n && !s; i++) {
+    if (!(t[i].dir & KILN_OUT) || !t[i].nbytes) continue;
+    if (kiln__stage_wanted(t[i].host, t[i].nbytes)) {
+      s = kiln__stage_dtoh(d, t[i].host, ptrs[i], t[i].nbytes, stream);
+    } else {
+      CUresult rc = kiln__cu.MemcpyDtoHAsync(t[i].host, ptrs[i], t[i].nbytes, stream);
       if (rc) s = kiln__cuda_fail("cuMemcpyDtoHAsync", (int)rc);
     }
+  }
   /* Freed on every path, after the copies that use them, in stream order. */
   for (int i = 0; i < n; i++)
     if (ptrs[i]) {
@@ -180,7 +185,7 @@ static kiln_status kiln__call_pooled(kiln_function *f, const kiln_launch_config 
       }
     }
   if (wait || s) {
-    rc = kiln__cu.StreamSynchronize(stream);
+    CUresult rc = kiln__cu.StreamSynchronize(stream);
     if (!s && rc) s = kiln__cuda_fail("cuStreamSynchronize", (int)rc);
   }
   return s;

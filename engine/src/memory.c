@@ -72,6 +72,9 @@ static kiln_status kiln__check_range(kiln_deviceptr p, size_t nbytes, const char
   CUdeviceptr base = 0;
   size_t size = 0;
   CUresult rc = kiln__cu.MemGetAddressRange(&base, &size, (CUdeviceptr)p);
+  /* Anything but "not found" is the context's own failure (a kernel's illegal address). */
+  if (rc && rc != CUDA_ERROR_INVALID_VALUE && rc != CUDA_ERROR_NOT_FOUND)
+    return kiln__cuda_fail("cuMemGetAddressRange", (int)rc);
   if (rc)
     return kiln__fail(KILN_ERROR_INVALID,
                       "%s 0x%" PRIx64 " is not device memory of the current context", what,
@@ -89,7 +92,11 @@ kiln_status kiln_memcpy_htod(kiln_deviceptr dst, const void *src, size_t nbytes)
   kiln_status s = kiln__device_enter(&d);
   if (s || nbytes == 0) return s;
   if ((s = kiln__check_range(dst, nbytes, "destination"))) return s;
-  KILN__CU(MemcpyHtoD, ((CUdeviceptr)dst, src, nbytes));
+  if (kiln__stage_wanted(src, nbytes)) {
+    if ((s = kiln__stage_htod(d, (CUdeviceptr)dst, src, nbytes, NULL, 1))) return s;
+  } else {
+    KILN__CU(MemcpyHtoD, ((CUdeviceptr)dst, src, nbytes));
+  }
   kiln__clear_error();
   return KILN_OK;
 }
@@ -99,7 +106,11 @@ kiln_status kiln_memcpy_dtoh(void *dst, kiln_deviceptr src, size_t nbytes) {
   kiln_status s = kiln__device_enter(&d);
   if (s || nbytes == 0) return s;
   if ((s = kiln__check_range(src, nbytes, "source"))) return s;
-  KILN__CU(MemcpyDtoH, (dst, (CUdeviceptr)src, nbytes));
+  if (kiln__stage_wanted(dst, nbytes)) {
+    if ((s = kiln__stage_dtoh(d, dst, (CUdeviceptr)src, nbytes, NULL))) return s;
+  } else {
+    KILN__CU(MemcpyDtoH, (dst, (CUdeviceptr)src, nbytes));
+  }
   kiln__clear_error();
   return KILN_OK;
 }
@@ -213,7 +224,12 @@ kiln_status kiln_memcpy_htod_async(kiln_deviceptr dst, const void *src, size_t n
   kiln_status s = kiln__device_enter(&d);
   if (s || nbytes == 0) return s;
   if ((s = kiln__check_range(dst, nbytes, "destination"))) return s;
-  KILN__CU(MemcpyHtoDAsync, ((CUdeviceptr)dst, src, nbytes, (CUstream)stream));
+  if (kiln__stage_wanted(src, nbytes)) {
+    if ((s = kiln__stage_htod(d, (CUdeviceptr)dst, src, nbytes, (CUstream)stream, 0)))
+      return s;
+  } else {
+    KILN__CU(MemcpyHtoDAsync, ((CUdeviceptr)dst, src, nbytes, (CUstream)stream));
+  }
   kiln__clear_error();
   return KILN_OK;
 }
@@ -223,7 +239,13 @@ kiln_status kiln_memcpy_dtoh_async(void *dst, kiln_deviceptr src, size_t nbytes,
   kiln_status s = kiln__device_enter(&d);
   if (s || nbytes == 0) return s;
   if ((s = kiln__check_range(src, nbytes, "source"))) return s;
-  KILN__CU(MemcpyDtoHAsync, (dst, (CUdeviceptr)src, nbytes, (CUstream)stream));
+  /* Pageable memory is written before the call returns either way: the driver's own copy to
+   * it is synchronous too. */
+  if (kiln__stage_wanted(dst, nbytes)) {
+    if ((s = kiln__stage_dtoh(d, dst, (CUdeviceptr)src, nbytes, (CUstream)stream))) return s;
+  } else {
+    KILN__CU(MemcpyDtoHAsync, (dst, (CUdeviceptr)src, nbytes, (CUstream)stream));
+  }
   kiln__clear_error();
   return KILN_OK;
 }

@@ -35,8 +35,10 @@ kiln_status kiln__small_init(kiln__small_cache *c);
 /* Frees (in stream order) the kept blocks of `stream`, or all of them with all set. */
 void kiln__small_release(kiln__small_cache *c, CUstream stream, int all);
 
-/* Transfers larger than this in total bypass the staging buffers. */
-#define KILN__STAGING_MAX ((size_t)4 << 20)
+/* Transfers larger than this in total bypass the one-buffer path: a single memcpy then a
+ * single DMA, one after the other, is the cheapest way for a few KiB, but from about 256 KiB
+ * the driver's own pipelined pageable copy is faster (and from 2 MiB the stager). */
+#define KILN__STAGING_MAX ((size_t)256 << 10)
 
 kiln_status kiln__staging_init(kiln__staging *st);
 

@@ -185,8 +185,11 @@ static int kpy_copy(kpy_state *st, kpy_array *a, PyObject *host, int to_host, Py
   if (!n) return 0;
   if (stream) {
     void *h = kpy_stream_handle(stream);
-    s = to_host ? kiln_memcpy_dtoh_async(data, a->ptr, n, h)
-                : kiln_memcpy_htod_async(a->ptr, data, n, h);
+    kiln_deviceptr p = a->ptr;
+    /* A large pageable copy is staged by host threads before the call returns. */
+    Py_BEGIN_ALLOW_THREADS
+    s = to_host ? kiln_memcpy_dtoh_async(data, p, n, h) : kiln_memcpy_htod_async(p, data, n, h);
+    Py_END_ALLOW_THREADS
     if (!s && kpy_stream_keep(stream, host) < 0) return -1;
   } else {
     Py_BEGIN_ALLOW_THREADS

@@ -57,6 +57,16 @@ static PyObject *kpy_pool_stats(PyObject *module, PyObject *unused) {
                        (unsigned long long)p.used, "used_high", (unsigned long long)p.used_high);
 }
 
+static PyObject *kpy_staging_info(PyObject *module, PyObject *unused) {
+  (void)module, (void)unused;
+  kiln_staging_info i;
+  kiln_staging_get_info(&i);
+  return Py_BuildValue("{snsnsisKsK}", "min_bytes", (Py_ssize_t)(i.min_bytes > PY_SSIZE_T_MAX
+                       ? PY_SSIZE_T_MAX : i.min_bytes), "chunk_bytes", (Py_ssize_t)i.chunk_bytes,
+                       "threads", i.threads, "copies", (unsigned long long)i.copies, "bytes",
+                       (unsigned long long)i.bytes);
+}
+
 static PyObject *kpy_pool_trim(PyObject *module, PyObject *args, PyObject *kwargs) {
   static char *kwlist[] = {(char *)"keep_bytes", NULL};
   Py_ssize_t keep = 0;
@@ -102,6 +112,9 @@ static PyMethodDef kpy_methods[] = {
      "The device memory pool: reserved, reserved_high, used, used_high (bytes)."},
     {"pool_trim", (PyCFunction)(void (*)(void))kpy_pool_trim, METH_VARARGS | METH_KEYWORDS,
      "pool_trim(keep_bytes=0): gives the pool's unused memory back to the driver."},
+    {"staging_info", kpy_staging_info, METH_NOARGS,
+     "How large pageable copies are staged: min_bytes, chunk_bytes, threads, and the copies "
+     "and bytes staged so far."},
     {"module_from_buffer", kpy_module_from_buffer, METH_O,
      "module_from_buffer(data): a Module from a CUBIN, a fatbin or PTX (bytes, or str PTX)."},
     {NULL, NULL, 0, NULL},

@@ -1,0 +1,248 @@
+"""Large copies of pageable NumPy arrays go through the stager (engine/src/stage.c): split into
+chunks, copied by several threads through page-locked buffers. Every byte must arrive in its
+place whatever the size, dtype, alignment, direction or number of threads; page-locked arrays
+skip the stager; a failure on the device is an exception, never a hang."""
+import os
+import subprocess
+import sys
+import textwrap
+import threading
+
+import numpy as np
+import pytest
+
+import kiln
+
+DTYPES = [np.bool_, np.int8, np.uint8, np.int16, np.uint16, np.int32, np.uint32, np.int64,
+          np.uint64, np.float16, np.float32, np.float64, np.complex64, np.complex128]
+
+COPY = r"""
+extern "C" __global__ void copy_bytes(unsigned char *dst, const unsigned char *src, size_t n)
+{
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
+         i += (size_t)gridDim.x * blockDim.x)
+        dst[i] = src[i];
+}
+extern "C" __global__ void add_one(unsigned char *x, size_t n)
+{
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
+         i += (size_t)gridDim.x * blockDim.x)
+        x[i] += 1;
+}
+"""
+LAUNCH = {"block": (256, 1, 1), "grid": (512, 1)}
+
+
+@pytest.fixture(scope="module")
+def mod():
+    return kiln.SourceModule(COPY)
+
+
+def big_nbytes(extra=0):
+    """A size that is staged and ends partway into a chunk."""
+    info = kiln.staging_info()
+    return max(info["min_bytes"], 2 * info["chunk_bytes"]) + 4099 + extra
+
+
+def sample(dtype, n):
+    rng = np.random.default_rng(n)
+    x = rng.integers(0, 100, size=n)
+    if np.dtype(dtype).kind == "c":
+        x = x + 1j * x
+    return x.astype(dtype)
+
+
+def copies():
+    return kiln.staging_info()["copies"]
+
+
+def run_child(code, env, timeout=120):
+    """Runs code in a new Python with the staging variables of env (they are read once)."""
+    done = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True,
+                          text=True, timeout=timeout, env={**os.environ, **env})
+    assert done.returncode == 0, done.stdout + done.stderr
+    return done.stdout
+
+
+# ---- no GPU needed ---------------------------------------------------------------------------
+
+def test_staging_info_names_its_settings():
+    info = kiln.staging_info()
+    assert set(info) == {"min_bytes", "chunk_bytes", "threads", "copies", "bytes"}
+    assert info["chunk_bytes"] % 4096 == 0 and info["chunk_bytes"] >= 4096
+    assert 1 <= info["threads"] <= len(os.sched_getaffinity(0))
+
+
+def test_staging_settings_come_from_the_environment():
+    out = run_child("""
+        import kiln
+        print(kiln.staging_info())
+    """, {"KILN_STAGING_MIN": "3m", "KILN_STAGING_CHUNK": "1m", "KILN_STAGING_THREADS": "1"})
+    info = eval(out)
+    assert info["min_bytes"] == 3 << 20
+    assert info["chunk_bytes"] == 1 << 20
+    assert info["threads"] == 1
+
+
+# ---- on the GPU ------------------------------------------------------------------------------
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: np.dtype(d).name)
+def test_every_dtype_round_trips_through_the_stager(dtype):
+    itemsize = np.dtype(dtype).itemsize
+    h = sample(dtype, big_nbytes() // itemsize + 1)
+    before = copies()
+    d = kiln.to_device(h)
+    back = np.zeros_like(h)
+    d.get(out=back)
+    np.testing.assert_array_equal(back, h)
+    assert copies() - before == 2
+    a = kiln.mem_alloc(h.nbytes)
+    kiln.memcpy_htod(a, h)
+    back[...] = 0
+    kiln.memcpy_dtoh(back, a)
+    np.testing.assert_array_equal(back, h)
+    assert copies() - before == 4
+
+
+@pytest.mark.gpu
+def test_in_out_and_inout_go_through_the_stager(mod):
+    n = big_nbytes(extra=12345)
+    src = sample(np.uint8, n)
+    out = np.zeros(n, np.uint8)
+    before = copies()
+    mod.get_function("copy_bytes")(kiln.Out(out), kiln.In(src), np.uint64(n), **LAUNCH)
+    np.testing.assert_array_equal(out, src)
+    x = src.copy()
+    mod.get_function("add_one")(kiln.InOut(x), np.uint64(n), **LAUNCH)
+    np.testing.assert_array_equal(x, src + np.uint8(1))
+    assert copies() - before == 4
+
+
+@pytest.mark.gpu
+def test_unaligned_host_arrays(mod):
+    n = big_nbytes() // 4
+    raw = np.zeros(n * 4 + 8, np.uint8)
+    h = np.ndarray((n,), np.float32, raw, offset=1)  # a float32 array at an odd address
+    assert not h.flags.aligned
+    h[...] = np.arange(n, dtype=np.float32)
+    d = kiln.to_device(h)
+    raw2 = np.zeros(n * 4 + 8, np.uint8)
+    back = np.ndarray((n,), np.float32, raw2, offset=3)
+    d.get(out=back)
+    np.testing.assert_array_equal(back, np.arange(n, dtype=np.float32))
+
+
+@pytest.mark.gpu
+def test_page_locked_arrays_skip_the_stager():
+    n = big_nbytes()
+    h = kiln.pagelocked_empty(n, np.uint8)
+    h[...] = sample(np.uint8, n)
+    before = copies()
+    back = kiln.pagelocked_zeros(n, np.uint8)
+    kiln.to_device(h).get(out=back)
+    np.testing.assert_array_equal(back, h)
+    assert copies() == before
+
+
+@pytest.mark.gpu
+def test_small_copies_skip_the_stager():
+    h = sample(np.uint8, 4096)
+    before = copies()
+    np.testing.assert_array_equal(kiln.to_device(h).get(), h)
+    assert copies() == before
+
+
+@pytest.mark.gpu
+def test_stream_order_and_the_source_reusable_on_return(mod):
+    n = big_nbytes()
+    s = kiln.Stream()
+    h = sample(np.uint8, n)
+    want = h + np.uint8(1)
+    d = kiln.to_device(h, stream=s)
+    h[...] = 0  # the copy has taken the bytes already
+    mod.get_function("add_one")(d, np.uint64(n), stream=s, **LAUNCH)
+    back = np.zeros(n, np.uint8)
+    d.get(out=back, stream=s)
+    s.synchronize()
+    np.testing.assert_array_equal(back, want)
+    # In and Out queued on the stream: In waits for nothing else, Out is written on return.
+    src = sample(np.uint8, n)
+    out = np.zeros(n, np.uint8)
+    mod.get_function("copy_bytes")(kiln.Out(out), kiln.In(src), np.uint64(n), stream=s,
+                                   **LAUNCH)
+    s.synchronize()
+    np.testing.assert_array_equal(out, src)
+
+
+@pytest.mark.gpu
+def test_concurrent_threads_each_get_their_own_bytes():
+    n = big_nbytes()
+    errors = []
+
+    def worker(k):
+        try:
+            for r in range(6):
+                h = sample(np.uint8, n + 977 * k + r)
+                back = np.zeros_like(h)
+                kiln.to_device(h).get(out=back)
+                if not np.array_equal(back, h):
+                    errors.append(f"thread {k} round {r}: bytes differ")
+        except Exception as e:  # reported below, with the thread that raised it
+            errors.append(f"thread {k}: {e!r}")
+
+    threads = [threading.Thread(target=worker, args=(k,)) for k in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors
+
+
+@pytest.mark.gpu
+def test_chunk_boundaries_with_one_page_chunks():
+    """A page per chunk and four threads: odd sizes, every dtype, both directions."""
+    run_child("""
+        import numpy as np
+        import kiln
+        DTYPES = [np.bool_, np.int8, np.uint16, np.int32, np.float16, np.float32, np.float64,
+                  np.complex64, np.complex128]
+        rng = np.random.default_rng(5)
+        n_copies = 0
+        for n in (1, 2, 4095, 4096, 4097, 8191, 8193, 3 * 4096 + 1, 65521, 1000003):
+            raw = rng.integers(0, 256, n + 16, dtype=np.uint8)
+            for off in (0, 1, 3):
+                h = raw[off:off + n]
+                back = np.zeros(n + 16, np.uint8)[3 - off:3 - off + n]
+                kiln.to_device(h).get(out=back)
+                assert np.array_equal(back, h), (n, off)
+                n_copies += 2
+        for dtype in DTYPES:
+            h = (rng.integers(0, 100, 30011) * 3).astype(dtype)
+            assert np.array_equal(kiln.to_device(h).get(), h), dtype
+            n_copies += 2
+        assert kiln.staging_info()["copies"] == n_copies, kiln.staging_info()
+        print("ok")
+    """, {"KILN_STAGING_MIN": "0", "KILN_STAGING_CHUNK": "4096", "KILN_STAGING_THREADS": "4"})
+
+
+@pytest.mark.gpu
+def test_a_failed_kernel_makes_the_copy_raise_not_hang():
+    out = run_child("""
+        import numpy as np
+        import kiln
+        n = 64 << 20
+        h = np.ones(n, np.uint8)
+        d = kiln.to_device(h)
+        m = kiln.SourceModule('extern "C" __global__ void poke(int *p) { p[threadIdx.x] = 1; }')
+        m.get_function("poke")(np.uint64(16), block=(32, 1, 1), grid=(1, 1))
+        for what, call in (("get", lambda: d.get(out=h)), ("to_device", lambda: kiln.to_device(h))):
+            try:
+                call()
+            except kiln.CudaError as e:
+                assert "ILLEGAL_ADDRESS" in str(e), e
+                print(what, "raised")
+            else:
+                raise SystemExit(what + " did not raise")
+    """, {}, timeout=60)
+    assert out.split("\n")[:2] == ["get raised", "to_device raised"]
