@@ -25,7 +25,7 @@ CTESTS  = $(wildcard tests/c/*.c)
 EXT     = pymod/kiln/_kiln$(shell $(PYTHON) -c 'import sysconfig; print(sysconfig.get_config_var("EXT_SUFFIX"))')
 PYENV   = PYTHONPATH=$(CURDIR)/pymod$${PYTHONPATH:+:$$PYTHONPATH}
 
-.PHONY: all lib ext deps demo test test-c test-py bench gpu-check fuzz fuzz-cc clean
+.PHONY: all lib ext deps demo test test-c test-py bench bench-detail gpu-check fuzz fuzz-cc clean
 
 all: lib ext
 
@@ -66,7 +66,14 @@ test-c: $(BUILD)/test_engine
 test-py: ext
 	$(PYENV) $(PYTHON) -m pytest -q tests
 
+# The comparison with PyCUDA, CuPy, cuda.core and raw C (PyCUDA built from vendor/ first:
+# python3 bench/peers.py fetch fills it where a registry is reachable), then the large
+# pageable transfers. bench-detail: launch, cache and memory figures with their targets.
 bench: ext lib
+	$(PYENV) $(PYTHON) bench/compare.py $(BENCH_ARGS)
+	$(PYENV) $(PYTHON) bench/transfer.py $(BENCH_ARGS)
+
+bench-detail: ext lib
 	$(PYENV) $(PYTHON) bench/launch.py $(BENCH_ARGS)
 	$(PYENV) $(PYTHON) bench/cache.py $(BENCH_ARGS)
 	$(PYENV) $(PYTHON) bench/memory.py $(BENCH_ARGS)

@@ -18,7 +18,7 @@ is checked to compute a*b exactly before it is timed. Repeats of the ways measur
 process are interleaved, so that a drift in clocks or load hits all of them alike; each figure
 is the median over repeats.
 
-The JSON, with every raw repeat, goes to bench/results/<date>-<gpu>.json; a --quick run writes
+The JSON, with every raw repeat, goes to bench/results/<date>-<gpu>-launch.json; a --quick run writes
 to build/bench/results/ instead, so that smoke figures never land among the real ones. A table
 with the targets comes last.
 """
@@ -521,7 +521,7 @@ def main():
         "problems": problems,
     }
 
-    save_results(result, "", smoke=args.quick, out=args.out)
+    save_results(result, "-launch", smoke=args.quick, out=args.out)
 
     print_table(result)
     missing = sorted(REQUIRED & problems.keys())

@@ -4,6 +4,9 @@
  *   load(cubin: bytes, name: str)   loads the module in device 0's primary context, keeps name
  *   launch(c, a, b, n)              cuLaunchKernel(grid 1, block 256) of that kernel with
  *                                   three device pointers and an int, all Python ints
+ *   launch_ints(p, i1, ..., ik)     cuLaunchKernel(grid 1, block 32) of that kernel with one
+ *                                   device pointer and k ints (k < 64): bench/compare.py's
+ *                                   argument-count kernels
  *   synchronize()                   cuCtxSynchronize
  *
  * launch does nothing a real binding could skip: it unpacks four ints and launches. No
@@ -86,6 +89,35 @@ static PyObject *floor_launch(PyObject *self, PyObject *const *args, Py_ssize_t 
   Py_RETURN_NONE;
 }
 
+static PyObject *floor_launch_ints(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+  (void)self;
+  if (nargs < 1 || nargs > 64) {
+    PyErr_Format(PyExc_TypeError, "launch_ints(p, *ints) takes 1 to 64 ints, not %zd", nargs);
+    return NULL;
+  }
+  if (!floor_function) {
+    PyErr_SetString(PyExc_RuntimeError, "launch_ints() before load()");
+    return NULL;
+  }
+  CUdeviceptr dest = PyLong_AsUnsignedLongLong(args[0]);
+  if (dest == (CUdeviceptr)-1 && PyErr_Occurred()) return NULL;
+  int ints[64];
+  void *params[64] = {&dest};
+  for (Py_ssize_t i = 1; i < nargs; i++) {
+    long v = PyLong_AsLong(args[i]);
+    if (v == -1 && PyErr_Occurred()) return NULL;
+    if (v < INT_MIN || v > INT_MAX) {
+      PyErr_SetString(PyExc_OverflowError, "an argument does not fit in an int");
+      return NULL;
+    }
+    ints[i] = (int)v;
+    params[i] = &ints[i];
+  }
+  CUresult rc = cuLaunchKernel(floor_function, 1, 1, 1, 32, 1, 1, 0, NULL, params, NULL);
+  if (rc != CUDA_SUCCESS) return floor_cuda_error("cuLaunchKernel", rc);
+  Py_RETURN_NONE;
+}
+
 static PyObject *floor_synchronize(PyObject *self, PyObject *unused) {
   (void)self, (void)unused;
   CUresult rc = cuCtxSynchronize();
@@ -98,6 +130,8 @@ static PyMethodDef floor_methods[] = {
      "load(cubin, name): load the CUBIN in device 0's primary context and pick the kernel."},
     {"launch", (PyCFunction)(void (*)(void))floor_launch, METH_FASTCALL,
      "launch(c, a, b, n): cuLaunchKernel of the loaded kernel, grid 1, block 256."},
+    {"launch_ints", (PyCFunction)(void (*)(void))floor_launch_ints, METH_FASTCALL,
+     "launch_ints(p, *ints): cuLaunchKernel of the loaded kernel, grid 1, block 32."},
     {"synchronize", floor_synchronize, METH_NOARGS, "cuCtxSynchronize()."},
     {NULL, NULL, 0, NULL},
 };

@@ -1,0 +1,216 @@
+/* The raw-C side of bench/compare.py: the driver called from C with nothing in front of it.
+ *
+ *   compare launch CUBIN LAUNCHES REPEATS   µs per async cuLaunchKernel (grid 1, block 32) of
+ *                                           args1, args4, args16 and args64 (one int pointer
+ *                                           and 0, 3, 15 or 63 ints), a loop of LAUNCHES then
+ *                                           cuCtxSynchronize
+ *   compare load CUBIN REPEATS              ms to get args4 ready from the CUBIN already in
+ *                                           memory (cuModuleLoadData + cuModuleGetFunction),
+ *                                           and from the file (read, load, get, a first launch
+ *                                           and cuCtxSynchronize): C's in-process and disk hits
+ *   compare first CUBIN                     ms from the start of main to the first finished
+ *                                           kernel: cuInit, the primary context, the file, the
+ *                                           load, a launch of args4 and cuCtxSynchronize
+ *
+ * Prints one JSON object. Every kernel writes the sum of its ints into dest[threadIdx.x], which
+ * is checked before anything is timed. Device 0's primary context, as the Python systems use.
+ *
+ * Build: cc -O2 -Wall -Wextra -I/usr/local/cuda/include compare.c \
+ *            -L/usr/local/cuda/lib64/stubs -lcuda -o compare
+ */
+#define _POSIX_C_SOURCE 200809L
+
+#include <cuda.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+static void die_cu(const char *call, CUresult rc) {
+  const char *name = NULL;
+  if (cuGetErrorName(rc, &name) != CUDA_SUCCESS) name = "an unknown CUresult";
+  fprintf(stderr, "compare: %s failed: %s (%d)\n", call, name, (int)rc);
+  exit(1);
+}
+
+#define CHECK(call)                                          \
+  do {                                                       \
+    CUresult check_rc_ = (call);                             \
+    if (check_rc_ != CUDA_SUCCESS) die_cu(#call, check_rc_); \
+  } while (0)
+
+static double now_ms(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)t.tv_sec * 1e3 + (double)t.tv_nsec / 1e6;
+}
+
+static long parse(const char *s) {
+  char *end;
+  long v = strtol(s, &end, 10);
+  if (*end || v < 1) {
+    fprintf(stderr, "compare: '%s' is not a positive count\n", s);
+    exit(2);
+  }
+  return v;
+}
+
+static char *read_file(const char *path, size_t *size) {
+  FILE *f = fopen(path, "rb");
+  if (!f) {
+    perror(path);
+    exit(1);
+  }
+  fseek(f, 0, SEEK_END);
+  long n = ftell(f);
+  fseek(f, 0, SEEK_SET);
+  char *p = malloc((size_t)n + 1);
+  if (!p || fread(p, 1, (size_t)n, f) != (size_t)n) {
+    fprintf(stderr, "compare: cannot read %s\n", path);
+    exit(1);
+  }
+  fclose(f);
+  p[n] = 0;
+  *size = (size_t)n;
+  return p;
+}
+
+static void context(void) {
+  CUdevice dev;
+  CUcontext ctx;
+  CHECK(cuInit(0));
+  CHECK(cuDeviceGet(&dev, 0));
+  CHECK(cuDevicePrimaryCtxRetain(&ctx, dev));
+  CHECK(cuCtxSetCurrent(ctx));
+}
+
+/* Launches f with dest and n_ints ints 1, 2, ..., n_ints. */
+static void launch(CUfunction f, CUdeviceptr *dest, int n_ints) {
+  static int ints[64];
+  void *params[64] = {dest};
+  for (int i = 0; i < n_ints; i++) {
+    ints[i] = i + 1;
+    params[i + 1] = &ints[i];
+  }
+  CHECK(cuLaunchKernel(f, 1, 1, 1, 32, 1, 1, 0, NULL, params, NULL));
+}
+
+static void expect_sum(CUdeviceptr dest, int n_ints) {
+  int got[32];
+  CHECK(cuCtxSynchronize());
+  CHECK(cuMemcpyDtoH(got, dest, sizeof got));
+  int want = n_ints * (n_ints + 1) / 2;
+  for (int i = 0; i < 32; i++)
+    if (got[i] != want) {
+      fprintf(stderr, "compare: args%d wrote %d, not %d\n", n_ints + 1, got[i], want);
+      exit(1);
+    }
+  CHECK(cuMemsetD8(dest, 0, sizeof got));
+}
+
+static void print_series(const char *name, const double *v, long n, int last) {
+  printf("  \"%s\": [", name);
+  for (long i = 0; i < n; i++) printf("%s%.4f", i ? ", " : "", v[i]);
+  printf("]%s\n", last ? "" : ",");
+}
+
+static int mode_launch(const char *cubin_path, long launches, long repeats) {
+  static const int counts[] = {1, 4, 16, 64};
+  context();
+  size_t size;
+  char *image = read_file(cubin_path, &size);
+  CUmodule m;
+  CHECK(cuModuleLoadData(&m, image));
+  CUdeviceptr dest;
+  CHECK(cuMemAlloc(&dest, 32 * sizeof(int)));
+  CHECK(cuMemsetD8(dest, 0, 32 * sizeof(int)));
+  double *us = calloc((size_t)repeats, sizeof *us);
+  if (!us) return 1;
+  printf("{\n");
+  for (int c = 0; c < 4; c++) {
+    char name[16];
+    snprintf(name, sizeof name, "args%d", counts[c]);
+    CUfunction f;
+    CHECK(cuModuleGetFunction(&f, m, name));
+    launch(f, &dest, counts[c] - 1);
+    expect_sum(dest, counts[c] - 1);
+    for (long r = -1; r < repeats; r++) { /* r = -1: untimed warm-up */
+      double t = now_ms();
+      for (long i = 0; i < launches; i++) launch(f, &dest, counts[c] - 1);
+      CHECK(cuCtxSynchronize());
+      if (r >= 0) us[r] = (now_ms() - t) * 1e3 / (double)launches;
+    }
+    snprintf(name, sizeof name, "%d", counts[c]);
+    print_series(name, us, repeats, c == 3);
+  }
+  printf("}\n");
+  return 0;
+}
+
+static int mode_load(const char *cubin_path, long repeats) {
+  context();
+  size_t size;
+  char *image = read_file(cubin_path, &size);
+  CUdeviceptr dest;
+  CHECK(cuMemAlloc(&dest, 32 * sizeof(int)));
+  CHECK(cuMemsetD8(dest, 0, 32 * sizeof(int)));
+  double *memory = calloc((size_t)repeats, sizeof *memory);
+  double *disk = calloc((size_t)repeats, sizeof *disk);
+  if (!memory || !disk) return 1;
+  for (long r = -1; r < repeats; r++) {
+    CUmodule m;
+    CUfunction f;
+    double t = now_ms();
+    CHECK(cuModuleLoadData(&m, image));
+    CHECK(cuModuleGetFunction(&f, m, "args4"));
+    double loaded = now_ms() - t;
+    CHECK(cuModuleUnload(m));
+    t = now_ms();
+    size_t n;
+    char *again = read_file(cubin_path, &n);
+    CHECK(cuModuleLoadData(&m, again));
+    CHECK(cuModuleGetFunction(&f, m, "args4"));
+    launch(f, &dest, 3);
+    CHECK(cuCtxSynchronize());
+    double hit = now_ms() - t;
+    expect_sum(dest, 3);
+    free(again);
+    CHECK(cuModuleUnload(m));
+    if (r >= 0) memory[r] = loaded, disk[r] = hit;
+  }
+  printf("{\n");
+  print_series("memory_load_ms", memory, repeats, 0);
+  print_series("disk_hit_ms", disk, repeats, 1);
+  printf("}\n");
+  return 0;
+}
+
+static int mode_first(const char *cubin_path) {
+  double t = now_ms();
+  context();
+  size_t size;
+  char *image = read_file(cubin_path, &size);
+  CUmodule m;
+  CUfunction f;
+  CHECK(cuModuleLoadData(&m, image));
+  CHECK(cuModuleGetFunction(&f, m, "args4"));
+  CUdeviceptr dest;
+  CHECK(cuMemAlloc(&dest, 32 * sizeof(int)));
+  launch(f, &dest, 3);
+  CHECK(cuCtxSynchronize());
+  double first = now_ms() - t;
+  expect_sum(dest, 3);
+  printf("{\"first_call_ms\": %.4f}\n", first);
+  return 0;
+}
+
+int main(int argc, char **argv) {
+  if (argc == 5 && !strcmp(argv[1], "launch"))
+    return mode_launch(argv[2], parse(argv[3]), parse(argv[4]));
+  if (argc == 4 && !strcmp(argv[1], "load")) return mode_load(argv[2], parse(argv[3]));
+  if (argc == 3 && !strcmp(argv[1], "first")) return mode_first(argv[2]);
+  fprintf(stderr, "usage: %s launch CUBIN LAUNCHES REPEATS | load CUBIN REPEATS | first CUBIN\n",
+          argv[0]);
+  return 2;
+}

@@ -1,0 +1,844 @@
+#!/usr/bin/env python3
+"""kiln beside PyCUDA, CuPy, cuda.core and raw C: every figure, every system, one run.
+
+    PYTHONPATH=pymod python3 bench/compare.py [--quick] [--out DIR]     (make bench runs it)
+
+Systems: raw C through the driver (bench/c/compare.c, bench/c/baseline.c, bench/c/transfer.c
+and bench/c/compile.c, built here); the floor, a bare METH_FASTCALL C launcher
+(bench/floor/floor.c); kiln; CuPy RawKernel; cuda.core launch(); PyCUDA SourceModule called
+with __call__, with prepared_call, and with In/Out. PyCUDA is built from vendor/ by
+bench/peers.py first (the GPU machine reaches no registry); when it cannot be, its rows keep the
+reason. Figures:
+
+  launch overhead     async launches of a kernel taking one int pointer and 0, 3, 15 or 63
+                      ints (1, 4, 16, 64 arguments), then one synchronize; µs per launch
+  round trip          the seed: In a, In b, Out dest of 400 float32, the launch; µs
+  cold compile        a source no one has seen (a comment made unique), to a loaded function;
+                      C is NVRTC called directly (bench/c/compile.c); ms
+  in-process hit      the same source again in the same process; C is cuModuleLoadData +
+                      cuModuleGetFunction of the CUBIN already in memory; ms
+  disk hit            a new process with its context up: the source to a first finished
+                      launch, from the system's disk cache; C reads the CUBIN file; ms
+  In / Out bandwidth  a launch with one In (Out) array of 64 or 512 MiB of ordinary pageable
+                      memory; C is cuMemcpyHtoD / cuMemcpyDtoH of malloc'd memory; GB/s
+  first call          a new process, from just before `import <system>` (NumPy is imported
+                      before) to the first finished kernel, with the system's disk cache warm;
+                      C from the start of main, its CUBIN on disk; ms
+
+Every way is checked to compute the right result before it is timed; ways measured in this
+process take turns within each repeat; each figure is the median of its repeats and is also
+given as a ratio to the raw-C figure of the same run. PyCUDA works in the primary context, as
+every other system here does (pushed, not pycuda.autoinit's own context), except in its
+first-call figure, which uses pycuda.autoinit as its users do.
+
+Writes bench/results/<date>-<gpu>.json, docs/compare-launch.png and docs/compare-bandwidth.png,
+and the section of docs/performance.md between its `compare` markers (a --quick run writes
+under build/bench/ and leaves docs/ alone). A short table comes last.
+"""
+
+import argparse
+import atexit
+import datetime
+import gc
+import json
+import os
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
+from pathlib import Path
+
+import numpy as np
+
+import kiln
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import peers  # noqa: E402
+from cache import build_compile, run_compile  # noqa: E402
+from launch import (BUILD, ROOT, Ways, build_c_parts, cpu_model, driver_version,  # noqa: E402
+                    import_cuda_core, package_version, run_baseline, save_results,
+                    source_commit)
+from launch import KERNEL as SEED_KERNEL  # noqa: E402
+from launch import round_trip_ways  # noqa: E402
+
+CUDA = Path(os.environ.get("CUDA_HOME", "/usr/local/cuda"))
+ARG_COUNTS = (1, 4, 16, 64)
+MiB = 1 << 20
+BANDWIDTH_SIZES = (64 * MiB, 512 * MiB)
+
+
+def args_kernel(n):
+    """args<n>(int *dest, int x1, ..., int x<n-1>): writes the sum of its ints, so a launch
+    that passed them wrong shows."""
+    params = ", ".join(["int *dest"] + [f"int x{i}" for i in range(1, n)])
+    total = " + ".join(f"x{i}" for i in range(1, n)) or "0"
+    return f'extern "C" __global__ void args{n}({params}) {{ dest[threadIdx.x] = {total}; }}\n'
+
+
+SOURCE = "".join(args_kernel(n) for n in ARG_COUNTS) + r"""
+extern "C" __global__ void multiply_them(float *dest, const float *a, const float *b, int n)
+{
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) dest[i] = a[i] * b[i];
+}
+extern "C" __global__ void touch(const unsigned char *p) {}
+extern "C" __global__ void copy_bytes(unsigned char *dst, const unsigned char *src, size_t n)
+{
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
+         i += (size_t)gridDim.x * blockDim.x)
+        dst[i] = src[i];
+}
+"""
+
+SYSTEMS = {
+    "c": "raw C (driver API)",
+    "floor": "floor (METH_FASTCALL)",
+    "kiln": "kiln",
+    "cupy": "CuPy RawKernel",
+    "cuda_core": "cuda.core launch",
+    "pycuda_call": "PyCUDA __call__",
+    "pycuda_prepared": "PyCUDA prepared_call",
+    "pycuda_inout": "PyCUDA In/Out",
+}
+FULL = {"launches": 10000, "round_trips": 2000, "repeats": 7, "cold": 7, "hits": 200,
+        "processes": 7, "bandwidth_repeats": 5}
+QUICK = {"launches": 1000, "round_trips": 200, "repeats": 3, "cold": 3, "hits": 20,
+         "processes": 3, "bandwidth_repeats": 2}
+
+# Why a system has no figure in a row, when that is its nature rather than a failure.
+NOT_APPLICABLE = {
+    ("floor", "round_trip_us"): "launches only",
+    ("cuda_core", "round_trip_us"): "no copy between NumPy arrays and device memory in "
+                                    "cuda.core 1.2",
+    ("cuda_core", "in_process_hit_ms"): "no cache: every Program.compile runs NVRTC",
+    ("cuda_core", "in_gbs"): "no copy between NumPy arrays and device memory in cuda.core 1.2",
+    ("cuda_core", "out_gbs"): "no copy between NumPy arrays and device memory in cuda.core 1.2",
+    ("pycuda_inout", "launch_us"): "In/Out is the round trip row",
+    ("pycuda_call", "round_trip_us"): "see PyCUDA In/Out",
+    ("pycuda_prepared", "round_trip_us"): "see PyCUDA In/Out",
+}
+
+
+def median(values):
+    return statistics.median(values)
+
+
+# ---- PyCUDA ------------------------------------------------------------------------------------
+
+class PyCuda:
+    """PyCUDA, built from vendor/ and working in the primary context; or the reason it is not."""
+
+    def __init__(self, scratch):
+        self.reason = None
+        self.cache_dir = scratch / "pycuda-cache"
+        self.cache_dir.mkdir()
+        try:
+            self.site = peers.build()
+        except SystemExit as e:
+            self.reason = str(e.code)
+            return
+        sys.path.insert(0, str(self.site))
+        try:
+            import pycuda.driver as drv
+            from pycuda.compiler import SourceModule
+            drv.init()
+            self.context = drv.Device(0).retain_primary_context()
+            self.context.push()
+            atexit.register(self.context.pop)
+        except Exception as e:  # built but not usable here: the rows say why
+            self.reason = f"PyCUDA does not start: {type(e).__name__}: {e}"
+            return
+        self.drv, self.SourceModule = drv, SourceModule
+        self.version = sys.modules["pycuda"].VERSION_TEXT
+
+    def module(self, source):
+        return self.SourceModule(source, no_extern_c=True, cache_dir=str(self.cache_dir))
+
+
+# ---- Launch overhead and the round trip ----------------------------------------------------------
+
+def launch_ways(n, module, cubin, pycuda, problems):
+    """Every way to launch args<n> from Python, checked to write the sum of its ints."""
+    name = f"args{n}"
+    ints = list(range(1, n))
+    want = sum(ints)
+    dest = kiln.mem_alloc(32 * 4)
+    p = int(dest)
+    block, grid = (32, 1, 1), (1, 1)
+    zeros = np.zeros(32, np.int32)
+
+    def checked(loop, what, read=None):
+        kiln.memcpy_htod(dest, zeros)
+        loop(1)
+        got = read() if read else np.empty(32, np.int32)
+        if read is None:
+            kiln.memcpy_dtoh(got, dest)
+        if not np.all(got == want):
+            raise AssertionError(f"{what} wrote {got[0]}, not {want}")
+        return loop
+
+    def floor():
+        import kiln_floor
+        kiln_floor.load(cubin, name)
+        launch, sync, args = kiln_floor.launch_ints, kiln_floor.synchronize, (p, *ints)
+
+        def loop(count):
+            for _ in range(count):
+                launch(*args)
+            sync()
+        return checked(loop, "the floor")
+
+    def kiln_way():
+        f, args, sync = module.get_function(name), (p, *ints), kiln.synchronize
+
+        def loop(count):
+            for _ in range(count):
+                f(*args, block=block, grid=grid)
+            sync()
+        return checked(loop, "kiln")
+
+    def cupy():
+        import cupy as cp
+        kernel = cp.RawKernel(SOURCE, name)
+        gdest = cp.zeros(32, cp.int32)
+        args = (gdest, *(np.int32(i) for i in ints))
+        sync = cp.cuda.runtime.deviceSynchronize
+
+        def loop(count):
+            for _ in range(count):
+                kernel((1,), (32,), args)
+            sync()
+        return checked(loop, "CuPy", read=gdest.get)
+
+    def cuda_core():
+        core = import_cuda_core()
+        device = core.Device(0)
+        device.set_current()
+        kernel = core.ObjectCode.from_cubin(cubin).get_kernel(name)
+        config = core.LaunchConfig(grid=1, block=32)
+        stream, launch = device.default_stream, core.launch
+        args = (p, *(np.int32(i) for i in ints))  # a Python int is a pointer to cuda.core
+
+        def loop(count):
+            for _ in range(count):
+                launch(stream, config, kernel, *args)
+            device.sync()
+        return checked(loop, "cuda.core")
+
+    def pycuda_call():
+        if pycuda.reason:
+            raise RuntimeError(pycuda.reason)
+        f = pycuda.module(SOURCE).get_function(name)
+        args = (np.intp(p), *(np.int32(i) for i in ints))
+        sync = pycuda.drv.Context.synchronize
+
+        def loop(count):
+            for _ in range(count):
+                f(*args, block=block, grid=grid)
+            sync()
+        return checked(loop, "PyCUDA __call__")
+
+    def pycuda_prepared():
+        if pycuda.reason:
+            raise RuntimeError(pycuda.reason)
+        f = pycuda.module(SOURCE).get_function(name)
+        f.prepare("P" + "i" * len(ints))
+        call, args, sync = f.prepared_call, (p, *ints), pycuda.drv.Context.synchronize
+
+        def loop(count):
+            for _ in range(count):
+                call(grid, block, *args)
+            sync()
+        return checked(loop, "PyCUDA prepared_call")
+
+    ways = Ways(problems)
+    ways.buffers.append(dest)
+    for key, setup in (("floor", floor), ("kiln", kiln_way), ("cupy", cupy),
+                       ("cuda_core", cuda_core), ("pycuda_call", pycuda_call),
+                       ("pycuda_prepared", pycuda_prepared)):
+        ways.add(key, setup)
+    return ways
+
+
+def round_trips(module, pycuda, problems):
+    """The seed round trip by kiln and CuPy (launch.py's ways) and PyCUDA's In/Out."""
+    ways = round_trip_ways(module.get_function(SEED_KERNEL), problems)
+    ways.loops["kiln"] = ways.loops.pop("kiln_in_out", None)
+    ways.loops["cupy"] = ways.loops.pop("cupy_asarray_get", None)
+    for old, new in (("kiln_in_out", "kiln"), ("cupy_asarray_get", "cupy")):
+        if old in problems:
+            problems[new] = problems.pop(old)
+    ways.loops = {k: v for k, v in ways.loops.items() if v}
+
+    def pycuda_inout():
+        if pycuda.reason:
+            raise RuntimeError(pycuda.reason)
+        drv = pycuda.drv
+        f = pycuda.module(SOURCE).get_function(SEED_KERNEL)
+        rng = np.random.default_rng(2)
+        a, b = rng.random(400, dtype=np.float32), rng.random(400, dtype=np.float32)
+        dest, n = np.zeros(400, np.float32), np.int32(400)
+        block, grid = (400, 1, 1), (1, 1)
+
+        def loop(count):
+            for _ in range(count):
+                f(drv.Out(dest), drv.In(a), drv.In(b), n, block=block, grid=grid)
+        loop(1)
+        if not np.array_equal(dest, a * b):
+            raise AssertionError("PyCUDA In/Out did not compute a*b")
+        return loop
+
+    ways.add("pycuda_inout", pycuda_inout)
+    return ways
+
+
+# ---- Compiling: cold, in-process hit, disk hit, first call ---------------------------------------
+
+CHILD_SETUP = {
+    "kiln": "import kiln",
+    "cupy": "import cupy as cp",
+    "cuda_core": "import sys; sys.path.insert(0, {bench!r}); from launch import import_cuda_core;"
+                 " core = import_cuda_core()",
+    "pycuda_call": "import sys; sys.path.insert(0, {site!r}); import pycuda.driver as drv;"
+                   " from pycuda.compiler import SourceModule",
+}
+# The context and the buffer the kernel writes: before the clock for a disk hit, after it
+# for a first call.
+CHILD_CONTEXT = {
+    "kiln": "dest = kiln.zeros(32, np.int32)",
+    "cupy": "dest = cp.zeros(32, cp.int32)",
+    "cuda_core": "dev = core.Device(0); dev.set_current(); "
+                 "buf = dev.allocate(128, stream=dev.default_stream); dev.sync()",
+    "pycuda_call": "drv.init(); ctx = drv.Device(0).retain_primary_context(); ctx.push()",
+}
+PYCUDA_DEST = "dest = drv.mem_alloc(128); drv.memset_d32(dest, 0, 32)"
+# From the source text to a finished launch of args4 that wrote 6 into dest[0..31].
+CHILD_RUN = {
+    "kiln": """
+        kiln.SourceModule(SOURCE).get_function("args4")(dest, 1, 2, 3, block=(32, 1, 1), grid=(1, 1))
+        kiln.synchronize()
+        got = dest.get()""",
+    "cupy": """
+        cp.RawModule(code=SOURCE).get_function("args4")((1,), (32,), (dest, np.int32(1), np.int32(2), np.int32(3)))
+        cp.cuda.runtime.deviceSynchronize()
+        got = dest.get()""",
+    "pycuda_call": """
+        SourceModule(SOURCE, no_extern_c=True, cache_dir=PYCUDA_CACHE).get_function("args4")(dest, np.int32(1), np.int32(2), np.int32(3), block=(32, 1, 1), grid=(1, 1))
+        drv.Context.synchronize()
+        got = np.empty(32, np.int32); drv.memcpy_dtoh(got, dest)""",
+}
+# cuda.core keeps no cache, so its "hit" compiles; the result is read back with kiln, after
+# the clock has stopped (cuda.core 1.2 has no copy to a NumPy array).
+CHILD_RUN["cuda_core"] = """
+        cc = dev.compute_capability
+        opts = core.ProgramOptions(arch=f"sm_{cc.major}{cc.minor}")
+        kernel = core.Program(SOURCE, "c++", opts).compile("cubin").get_kernel("args4")
+        core.launch(dev.default_stream, core.LaunchConfig(grid=1, block=32), kernel, buf, np.int32(1), np.int32(2), np.int32(3))
+        dev.sync()"""
+CHILD_CHECK = {
+    "kiln": """
+        stats = kiln.cache_stats()
+        hit = stats["disk_hits"] == 1 and stats["compiles"] == 0""",
+    "cuda_core": """
+        sys.path.insert(0, {pymod!r}); import kiln
+        got = np.empty(32, np.int32); kiln.memcpy_dtoh(got, int(buf.handle))""",
+    "pycuda_call": """
+        if 'ctx' in globals(): ctx.pop()""",
+}
+
+
+def child_program(system, first, site, pycuda_cache):
+    """Python source for one new process: prints {"ms": ...} for one disk hit, or with first,
+    for the whole first call from the import."""
+    setup = CHILD_SETUP[system].format(bench=str(ROOT / "bench"), site=str(site))
+    context = CHILD_CONTEXT[system]
+    if system == "pycuda_call":
+        if first:  # as PyCUDA's users start: autoinit's own context
+            setup += "; import pycuda.autoinit"
+            context = PYCUDA_DEST
+        else:
+            context += "; " + PYCUDA_DEST
+    run = textwrap.dedent(CHILD_RUN[system]).strip()
+    lines = ["import json, time, sys", "import numpy as np",
+             f"SOURCE = {SOURCE!r}", f"PYCUDA_CACHE = {str(pycuda_cache)!r}"]
+    if first:
+        lines += ["t0 = time.perf_counter()", setup, context]
+    else:
+        lines += [setup, context, "t0 = time.perf_counter()"]
+    check = textwrap.dedent(CHILD_CHECK.get(system, "")).strip().format(
+        pymod=str(Path(kiln.__file__).resolve().parent.parent))
+    lines += [run, "ms = (time.perf_counter() - t0) * 1e3", check,
+              "assert (got == 6).all(), got",
+              "print(json.dumps({'ms': ms, 'hit': globals().get('hit')}))"]
+    return "\n".join(line for line in lines if line)
+
+
+def run_child(code, env, timed=True):
+    """The child's ms; a timed kiln child must have hit its disk cache without compiling."""
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          env=env, timeout=120)
+    if done.returncode:
+        raise RuntimeError(done.stderr.strip().splitlines()[-1] if done.stderr.strip()
+                           else f"exited {done.returncode}")
+    out = json.loads(done.stdout.strip().splitlines()[-1])
+    if timed and out["hit"] is False:
+        raise RuntimeError("kiln compiled instead of hitting its disk cache")
+    return out["ms"]
+
+
+def compile_figures(sizes, scratch, env, pycuda, compare, cubin_path, problems):
+    """{figure: {system: [ms per repeat]}} for cold, in-process hit, disk hit and first call."""
+    out = {"cold_compile_ms": {}, "in_process_hit_ms": {}, "disk_hit_ms": {},
+           "first_call_ms": {}}
+    source_path = scratch / "compare.cu"
+    source_path.write_text(SOURCE)
+
+    # raw C: NVRTC itself, and loading the CUBIN
+    try:
+        c = run_compile(build_compile(), "cold", source_path, sizes["cold"],
+                        {**env, "KILN_CACHE_DIR": str(fresh(scratch, "c-cold"))})
+        out["cold_compile_ms"]["c"] = c["bare_ms"]
+    except Exception as e:
+        problems["c:cold_compile_ms"] = str(e)
+    loads = json.loads(checked_run([str(compare), "load", str(cubin_path), str(sizes["hits"])]))
+    out["in_process_hit_ms"]["c"] = loads["memory_load_ms"]
+    out["disk_hit_ms"]["c"] = loads["disk_hit_ms"]
+    out["first_call_ms"]["c"] = [
+        json.loads(checked_run([str(compare), "first", str(cubin_path)]))["first_call_ms"]
+        for _ in range(sizes["processes"])]
+
+    # cold: each repeat compiles a text no one has seen, to a function ready to launch
+    def kiln_cold(src):
+        kiln.SourceModule(src).get_function("args4")
+
+    def cupy_cold(src):
+        import cupy as cp
+        cp.RawModule(code=src).get_function("args4")
+
+    def cuda_core_cold(src):
+        core = import_cuda_core()
+        cc = core.Device(0).compute_capability
+        opts = core.ProgramOptions(arch=f"sm_{cc.major}{cc.minor}")
+        core.Program(src, "c++", opts).compile("cubin").get_kernel("args4")
+
+    def pycuda_cold(src):
+        if pycuda.reason:
+            raise RuntimeError(pycuda.reason)
+        pycuda.module(src).get_function("args4")
+
+    colds = {"kiln": kiln_cold, "cupy": cupy_cold, "cuda_core": cuda_core_cold,
+             "pycuda_call": pycuda_cold}
+    nonce = time.time_ns()
+    for system, cold in colds.items():
+        try:
+            cold(SOURCE + f"\n// warm-up {nonce}\n")  # first-use costs (NVRTC load) stay out
+        except Exception as e:
+            problems[f"{system}:cold_compile_ms"] = f"{type(e).__name__}: {e}"
+    times = {s: [] for s in colds if f"{s}:cold_compile_ms" not in problems}
+    for r in range(sizes["cold"]):
+        for system in times:
+            src = SOURCE + f"\n// cold {nonce} {r}\n"
+            t = time.perf_counter()
+            colds[system](src)
+            times[system].append((time.perf_counter() - t) * 1e3)
+    out["cold_compile_ms"].update(times)
+
+    # in-process hit: the same text again, per call
+    def per_call(f, count):
+        f()
+        t = time.perf_counter()
+        for _ in range(count):
+            f()
+        return (time.perf_counter() - t) * 1e3 / count
+
+    hits = {"kiln": (lambda: kiln.SourceModule(SOURCE), sizes["hits"] * 10)}
+    if "cupy:cold_compile_ms" not in problems:
+        import cupy as cp
+        hits["cupy"] = (lambda: cp.RawKernel(SOURCE, "args4").kernel, sizes["hits"])
+    if not pycuda.reason:
+        hits["pycuda_call"] = (lambda: pycuda.module(SOURCE), max(5, sizes["hits"] // 10))
+    for system, (f, count) in hits.items():
+        out["in_process_hit_ms"][system] = [per_call(f, count) for _ in range(sizes["repeats"])]
+
+    # disk hit and first call: new processes, caches filled by a first, untimed one
+    child_env = {**env, "KILN_CACHE_DIR": str(fresh(scratch, "kiln-cache")),
+                 "CUPY_CACHE_DIR": str(fresh(scratch, "cupy-cache"))}
+    for system in ("kiln", "cupy", "cuda_core", "pycuda_call"):
+        if system == "pycuda_call" and pycuda.reason:
+            for figure in ("disk_hit_ms", "first_call_ms"):
+                problems[f"pycuda_call:{figure}"] = pycuda.reason
+            continue
+        site = pycuda.site if system == "pycuda_call" else ""
+        for figure, first in (("disk_hit_ms", False), ("first_call_ms", True)):
+            code = child_program(system, first, site, pycuda.cache_dir)
+            try:
+                run_child(code, child_env, timed=False)  # fills the cache
+                out[figure][system] = [run_child(code, child_env)
+                                       for _ in range(sizes["processes"])]
+            except Exception as e:
+                problems[f"{system}:{figure}"] = f"{type(e).__name__}: {e}"
+    return out
+
+
+def fresh(scratch, name):
+    folder = scratch / name
+    folder.mkdir(mode=0o700)
+    return folder
+
+
+def checked_run(command):
+    done = subprocess.run(command, capture_output=True, text=True)
+    if done.returncode:
+        raise RuntimeError(f"{Path(command[0]).name} failed: {done.stderr.strip()}")
+    return done.stdout
+
+
+# ---- Bandwidth ---------------------------------------------------------------------------------
+
+def bandwidth(sizes, module, pycuda, transfer, problems):
+    """{"in_gbs": {size: {system: [GB/s]}}, "out_gbs": ...} for pageable arrays."""
+    out = {"in_gbs": {}, "out_gbs": {}}
+    reps = sizes["bandwidth_repeats"]
+    c = json.loads(checked_run([str(transfer), str(reps)] + [str(n) for n in BANDWIDTH_SIZES]))
+    touch, copy = module.get_function("touch"), module.get_function("copy_bytes")
+    one = {"block": (1, 1, 1), "grid": (1, 1)}
+    many = {"block": (256, 1, 1), "grid": (1024, 1)}
+    if not pycuda.reason:
+        pm = pycuda.module(SOURCE)
+        p_touch, p_copy, drv = pm.get_function("touch"), pm.get_function("copy_bytes"), pycuda.drv
+    for n in BANDWIDTH_SIZES:
+        rng = np.random.default_rng(n)
+        h = np.resize(rng.integers(0, 256, 1_000_003, dtype=np.uint8), n)
+        back = np.ones(n, np.uint8)
+        n64 = np.uint64(n)
+        ins = {"c": c[str(n)]["pageable_htod"]}
+        outs = {"c": c[str(n)]["pageable_dtoh"]}
+
+        def timed(f):
+            t = time.perf_counter()
+            f()
+            return n / (time.perf_counter() - t) / 1e9
+
+        ways = {"kiln": (lambda: touch(kiln.In(h), **one), lambda: touch(kiln.Out(back), **one),
+                         lambda: copy(kiln.Out(back), kiln.In(h), n64, **many))}
+        try:
+            import cupy as cp
+            ways["cupy"] = (lambda: (cp.asarray(h), cp.cuda.runtime.deviceSynchronize()),
+                            lambda: g.get(out=back),
+                            lambda: cp.asarray(h).get(out=back))
+            g = cp.asarray(h)
+        except Exception as e:
+            problems["cupy:in_gbs"] = problems["cupy:out_gbs"] = f"{type(e).__name__}: {e}"
+        if not pycuda.reason:
+            ways["pycuda_inout"] = (lambda: p_touch(drv.In(h), **one),
+                                    lambda: p_touch(drv.Out(back), **one),
+                                    lambda: p_copy(drv.Out(back), drv.In(h), n64, **many))
+        for system, (w_in, w_out, check) in ways.items():
+            back[:] = 0
+            check()
+            if not np.array_equal(back, h):
+                problems[f"{system}:in_gbs"] = f"{n} bytes did not come back intact"
+                continue
+            ins[system], outs[system] = [], []
+        for _ in range(reps):
+            for system in ins:
+                if system != "c":
+                    ins[system].append(timed(ways[system][0]))
+                    outs[system].append(timed(ways[system][1]))
+        out["in_gbs"][n], out["out_gbs"][n] = ins, outs
+    return out
+
+
+# ---- Reporting ---------------------------------------------------------------------------------
+
+ROWS = [  # (figure, size key or None, label, unit, lower is better)
+    *[("launch_us", k, f"launch, {k} argument{'s' if k > 1 else ''}", "µs", True)
+      for k in ARG_COUNTS],
+    ("round_trip_us", None, "round trip (In, In, Out of 400 float32)", "µs", True),
+    ("cold_compile_ms", None, "cold compile", "ms", True),
+    ("in_process_hit_ms", None, "in-process hit", "ms", True),
+    ("disk_hit_ms", None, "disk hit, new process", "ms", True),
+    *[(f, n, f"{d} {n // MiB} MiB, pageable", "GB/s", False)
+      for n in BANDWIDTH_SIZES for f, d in (("in_gbs", "In"), ("out_gbs", "Out"))],
+    ("first_call_ms", None, "first call, import to finished kernel", "ms", True),
+]
+
+
+def row_values(result, figure, key):
+    data = result["figures"].get(figure, {})
+    if key is not None:
+        data = data.get(str(key), {})
+    return data
+
+
+def cell(result, figure, key, system):
+    """(median, ratio to C) or None."""
+    values = row_values(result, figure, key)
+    if system not in values or not values[system]:
+        return None
+    m = median(values[system])
+    c = values.get("c")
+    return m, (m / median(c) if c else None)
+
+
+def reason(result, figure, system):
+    if (system, figure) in NOT_APPLICABLE:
+        return NOT_APPLICABLE[(system, figure)]
+    return result["problems"].get(f"{system}:{figure}") or result["problems"].get(system)
+
+
+def markdown(result):
+    systems = list(SYSTEMS)
+    head = "| figure | " + " | ".join(SYSTEMS[s] for s in systems) + " |"
+    lines = [head, "| --- |" + " --- |" * len(systems)]
+    notes = {}
+    for figure, key, label, unit, _ in ROWS:
+        row = [f"{label}, {unit}"]
+        for s in systems:
+            got = cell(result, figure, key, s)
+            if got is None:
+                why = reason(result, figure, s)
+                if why:
+                    mark = notes.setdefault(why, len(notes) + 1)
+                    row.append(f"— [{mark}]")
+                else:
+                    row.append("—")
+                continue
+            value, ratio = got
+            shown = f"{value:.3g}" if value < 100 else f"{value:.0f}"
+            row.append(shown if s == "c" or ratio is None else f"{shown} ({ratio:.2f}×)")
+        lines.append("| " + " | ".join(row) + " |")
+    lines.append("")
+    lines.append("(×: the figure over raw C's in the same row; for GB/s higher is better, for "
+                 "the rest lower.)")
+    if notes:
+        lines.append("")
+        for why, mark in notes.items():
+            lines.append(f"[{mark}] {why.splitlines()[0][:300]}")
+    return "\n".join(lines)
+
+
+def kiln_vs_peers(result):
+    """kiln's figure over each peer's for launch, round trip and disk hit (below 1: kiln is
+    faster)."""
+    out = {}
+    peers_by_figure = {"launch_us": ["cupy", "cuda_core", "pycuda_call", "pycuda_prepared"],
+                       "round_trip_us": ["cupy", "pycuda_inout"],
+                       "disk_hit_ms": ["cupy", "cuda_core", "pycuda_call"]}
+    for figure, peer_list in peers_by_figure.items():
+        keys = [str(k) for k in ARG_COUNTS] if figure == "launch_us" else [None]
+        for key in keys:
+            values = row_values(result, figure, key)
+            if "kiln" not in values:
+                continue
+            for peer in peer_list:
+                if values.get(peer):
+                    label = f"{figure}[{key}]" if key else figure
+                    out[f"{label} kiln/{peer}"] = median(values["kiln"]) / median(values[peer])
+    return out
+
+
+def plots(result, folder):
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print("compare.py: matplotlib is not installed; no plots", file=sys.stderr)
+        return []
+    written = []
+    fig, ax = plt.subplots(figsize=(8, 5))
+    launch = result["figures"]["launch_us"]
+    for s in SYSTEMS:
+        xs = [k for k in ARG_COUNTS if launch.get(str(k), {}).get(s)]
+        if xs:
+            ax.plot(xs, [median(launch[str(k)][s]) for k in xs], marker="o", label=SYSTEMS[s])
+    ax.set_xscale("log", base=2)
+    ax.set_xticks(list(ARG_COUNTS))
+    ax.set_xticklabels([str(k) for k in ARG_COUNTS])
+    ax.set_xlabel("kernel arguments")
+    ax.set_ylabel("µs per launch (median)")
+    ax.set_ylim(bottom=0)
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize=8)
+    ax.set_title(f"Launch overhead, {result['gpu']}")
+    fig.tight_layout()
+    path = folder / "compare-launch.png"
+    fig.savefig(path, dpi=110)
+    written.append(path)
+
+    fig, axes = plt.subplots(1, 2, figsize=(10, 4.5), sharey=True)
+    for ax, figure, title in ((axes[0], "in_gbs", "In (host → device)"),
+                              (axes[1], "out_gbs", "Out (device → host)")):
+        data = result["figures"][figure]
+        for s in SYSTEMS:
+            xs = [n for n in BANDWIDTH_SIZES if data.get(str(n), {}).get(s)]
+            if xs:
+                ax.plot([n // MiB for n in xs], [median(data[str(n)][s]) for n in xs],
+                        marker="o", label=SYSTEMS[s] if s != "c" else "raw C, pageable")
+        ax.set_xscale("log", base=2)
+        ax.set_xticks([n // MiB for n in BANDWIDTH_SIZES])
+        ax.set_xticklabels([str(n // MiB) for n in BANDWIDTH_SIZES])
+        ax.set_xlabel("MiB, pageable NumPy array")
+        ax.set_title(title)
+        ax.grid(True, alpha=0.3)
+    axes[0].set_ylabel("GB/s (median)")
+    axes[0].set_ylim(bottom=0)
+    axes[1].legend(fontsize=8)
+    fig.suptitle(f"In/Out bandwidth, {result['gpu']}")
+    fig.tight_layout()
+    path = folder / "compare-bandwidth.png"
+    fig.savefig(path, dpi=110)
+    written.append(path)
+    for p in written:
+        print(f"wrote {p}")
+    return written
+
+
+def update_performance_page(result, table):
+    page = ROOT / "docs" / "performance.md"
+    text = page.read_text()
+    begin, end = "<!-- compare:begin -->", "<!-- compare:end -->"
+    env = result["environment"]
+    block = (f"{begin}\n_Written by `bench/compare.py` on {result['gpu']}, {result['date']}, "
+             f"kiln {env['kiln_commit']}, driver {env['driver']}, CuPy {env['cupy']}, "
+             f"cuda.core {env['cuda_core']}, PyCUDA {env['pycuda'] or 'not built'}; medians; "
+             f"results in `bench/results/{result['date']}-{result['slug']}.json`._\n\n"
+             f"{table}\n\n![launch overhead against argument count](compare-launch.png)\n\n"
+             f"![In/Out bandwidth against size](compare-bandwidth.png)\n{end}")
+    if begin in text:
+        text = re.sub(re.escape(begin) + ".*?" + re.escape(end), lambda _: block, text,
+                      flags=re.S)
+    else:
+        text += "\n" + block + "\n"
+    page.write_text(text)
+    print(f"wrote {page}")
+
+
+def short_table(result):
+    print(f"\n{result['gpu']}, {result['date']}: medians, and over raw C")
+    cols = [s for s in SYSTEMS]
+    print(f"{'':<34}" + "".join(f"{s[:14]:>15}" for s in cols))
+    for figure, key, label, unit, _ in ROWS:
+        line = f"{(label + ', ' + unit)[:33]:<34}"
+        for s in cols:
+            got = cell(result, figure, key, s)
+            if got is None:
+                line += f"{'—':>15}"
+            else:
+                v, r = got
+                line += f"{v:9.3g}" + (f" {r:4.2f}x" if r is not None and s != "c" else "      ")
+        print(line)
+    print("kiln over each peer (below 1: kiln is faster)")
+    for k, v in result["kiln_vs_peers"].items():
+        print(f"  {k:<40} {v:6.3f}")
+    for k, v in result["problems"].items():
+        print(f"  not measured: {k}: {v.splitlines()[0][:150]}")
+
+
+# ---- The run -----------------------------------------------------------------------------------
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="fewer repeats; build/bench/ only")
+    parser.add_argument("--out", type=Path, help="also copy the results and plots here")
+    args = parser.parse_args()
+    if kiln.Device.count() == 0:
+        sys.exit("compare.py: needs a CUDA device")
+    started = time.perf_counter()
+    sizes = QUICK if args.quick else FULL
+    os.environ["PATH"] = f"{CUDA / 'bin'}:{os.environ.get('PATH', '')}"  # PyCUDA runs nvcc
+    scratch = Path(tempfile.mkdtemp(prefix="kiln-compare-"))
+    atexit.register(shutil.rmtree, scratch, True)
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("KILN_CACHE", "CUPY_CACHE"))}
+    env["PYTHONPATH"] = os.pathsep.join(
+        p for p in (str(Path(kiln.__file__).resolve().parent.parent),
+                    os.environ.get("PYTHONPATH")) if p)
+
+    problems = {}
+    pycuda = PyCuda(scratch)
+    if pycuda.reason:
+        for s in ("pycuda_call", "pycuda_prepared", "pycuda_inout"):
+            problems[s] = pycuda.reason
+
+    baseline = build_c_parts()
+    sys.path.insert(0, str(BUILD))  # kiln_floor
+    cc = os.environ.get("CC", "cc")
+    libcuda = [f"-I{CUDA}/include", f"-L{CUDA}/lib64/stubs", "-lcuda"]
+    compare, transfer = BUILD / "compare", BUILD / "transfer"
+    for program in (compare, transfer):
+        checked_run([cc, "-O2", "-Wall", "-Wextra", str(ROOT / "bench" / "c" /
+                     f"{program.name}.c"), *libcuda, "-o", str(program)])
+
+    module = kiln.SourceModule(SOURCE)
+    cubin_path = BUILD / "compare.cubin"
+    cubin_path.write_bytes(module.cubin)
+    figures = {"launch_us": {}}
+
+    # launch overhead: C in its own process, the Python systems taking turns in this one
+    c_launch = json.loads(checked_run([str(compare), "launch", str(cubin_path),
+                                       str(sizes["launches"]), str(sizes["repeats"])]))
+    for n in ARG_COUNTS:
+        local = {}
+        ways = launch_ways(n, module, module.cubin, pycuda, local)
+        measured = ways.measure(sizes["launches"], sizes["repeats"])
+        figures["launch_us"][str(n)] = {"c": c_launch[str(n)], **measured}
+        problems.update({f"{k}:launch_us": v for k, v in local.items()})
+
+    # the round trip: C from baseline.c (buffers kept), the rest here
+    local = {}
+    c_run = {"launches": 1000, "round_trips": sizes["round_trips"],
+             "repeats": sizes["repeats"]}
+    _, c_round = run_baseline(baseline, cubin_path, c_run, local)
+    measured = round_trips(module, pycuda, local).measure(sizes["round_trips"],
+                                                          sizes["repeats"])
+    figures["round_trip_us"] = {**({"c": c_round["c_kept"]} if "c_kept" in c_round else {}),
+                                **measured}
+    problems.update({f"{k}:round_trip_us": v for k, v in local.items()})
+
+    gc.collect()
+    figures.update(compile_figures(sizes, scratch, env, pycuda, compare, cubin_path, problems))
+    bw = bandwidth(sizes, module, pycuda, transfer, problems)
+    figures["in_gbs"] = {str(n): v for n, v in bw["in_gbs"].items()}
+    figures["out_gbs"] = {str(n): v for n, v in bw["out_gbs"].items()}
+
+    gpu = kiln.Device(0).name()
+    slug = re.sub(r"[^a-z0-9]+", "-", gpu.lower()).strip("-")
+    result = {
+        "date": datetime.date.today().isoformat(),
+        "time_utc": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "gpu": gpu, "slug": slug, "quick": args.quick,
+        "environment": {"python": sys.version.split()[0], "numpy": np.__version__,
+                        "driver": driver_version(), "kiln_commit": source_commit(),
+                        "cupy": package_version("cupy", "cupy"),
+                        "cuda_core": package_version("cuda.core", "cuda-core"),
+                        "pycuda": None if pycuda.reason else pycuda.version,
+                        "cpu": cpu_model(), "cpus": len(os.sched_getaffinity(0))},
+        "parameters": sizes, "systems": SYSTEMS,
+        "figures": figures, "problems": problems,
+        "not_applicable": {f"{s}:{f}": why for (s, f), why in NOT_APPLICABLE.items()},
+    }
+    result["kiln_vs_peers"] = kiln_vs_peers(result)
+    result["seconds"] = round(time.perf_counter() - started, 1)
+    table = markdown(result)
+    result["markdown"] = table
+    folder = BUILD if args.quick else ROOT / "docs"
+    folder.mkdir(parents=True, exist_ok=True)
+    drawn = plots(result, folder)
+    save_results(result, "", smoke=args.quick, out=args.out)
+    if not args.quick:
+        update_performance_page(result, table)
+    if args.out:
+        for p in drawn + ([] if args.quick else [ROOT / "docs" / "performance.md"]):
+            shutil.copy(p, args.out / p.name)
+    short_table(result)
+    print(f"compare.py: {result['seconds']} s")
+
+
+if __name__ == "__main__":
+    main()
