@@ -250,7 +250,8 @@ def figures_run(args):
             "c_pinned_dtoh", "kiln_to_device", "kiln_get"]
     print("GB/s, median      " + " ".join(f"{c:>16}" for c in cols))
     for n in sizes:
-        print(f"  {n // MiB:>8} MiB     " + " ".join(f"{table[n][c]:16.1f}" for c in cols))
+        size = f"{n >> 10} KiB" if n < MiB else f"{n // MiB} MiB"
+        print(f"  {size:>12}     " + " ".join(f"{table[n][c]:16.1f}" for c in cols))
     print("figures")
     for f in figures.values():
         target = f" target >= {f['target_min']}" if "target_min" in f else ""
