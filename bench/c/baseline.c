@@ -23,29 +23,14 @@
  */
 #define _POSIX_C_SOURCE 200809L
 
-#include <cuda.h>
+#define BENCH_NAME "baseline"
+#include "bench.h"
 
 #include <errno.h>
-#include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #define LAUNCH_N 256    /* elements (and threads) of the launch-overhead kernel */
 #define ROUND_TRIP_N 400 /* elements (and threads) of the seed round trip */
-
-static void die_cu(const char *call, CUresult rc) {
-  const char *name = NULL;
-  if (cuGetErrorName(rc, &name) != CUDA_SUCCESS) name = "an unknown CUresult";
-  fprintf(stderr, "baseline: %s failed: %s (%d)\n", call, name, (int)rc);
-  exit(1);
-}
-
-#define CHECK(call)                                          \
-  do {                                                       \
-    CUresult check_rc_ = (call);                             \
-    if (check_rc_ != CUDA_SUCCESS) die_cu(#call, check_rc_); \
-  } while (0)
 
 static void *xmalloc(size_t n) {
   void *p = malloc(n);
@@ -54,12 +39,6 @@ static void *xmalloc(size_t n) {
     exit(1);
   }
   return p;
-}
-
-static double now_us(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return (double)t.tv_sec * 1e6 + (double)t.tv_nsec / 1e3;
 }
 
 static long parse_count(const char *s, const char *what) {
@@ -124,10 +103,10 @@ static void launch(CUfunction fn, unsigned threads, CUdeviceptr dest, CUdevicept
 /* a) async launches, then one synchronize, per launch. */
 static double time_launches(CUfunction fn, CUdeviceptr dest, CUdeviceptr a, CUdeviceptr b,
                             long count) {
-  double t0 = now_us();
+  double t0 = bench_now_us();
   for (long i = 0; i < count; i++) launch(fn, LAUNCH_N, dest, a, b, LAUNCH_N);
   CHECK(cuCtxSynchronize());
-  return (now_us() - t0) / (double)count;
+  return (bench_now_us() - t0) / (double)count;
 }
 
 /* b) the seed round trip into buffers that stay allocated. */
@@ -152,7 +131,7 @@ static void round_trip_alloc(CUfunction fn, float *dest, const float *a, const f
 /* kept: the device buffers to reuse (b); NULL allocates them per round trip (c). */
 static double time_round_trips(CUfunction fn, const CUdeviceptr *kept, float *dest,
                                const float *a, const float *b, long count) {
-  double t0 = now_us();
+  double t0 = bench_now_us();
   for (long i = 0; i < count; i++) {
     if (kept)
       round_trip_kept(fn, kept, dest, a, b);
@@ -160,7 +139,7 @@ static double time_round_trips(CUfunction fn, const CUdeviceptr *kept, float *de
       round_trip_alloc(fn, dest, a, b);
   }
   CHECK(cuCtxSynchronize());
-  return (now_us() - t0) / (double)count;
+  return (bench_now_us() - t0) / (double)count;
 }
 
 static void print_series(const char *key, const double *v, long n, int last) {

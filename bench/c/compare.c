@@ -20,41 +20,12 @@
  */
 #define _POSIX_C_SOURCE 200809L
 
-#include <cuda.h>
+#define BENCH_NAME "compare"
+#include "bench.h"
 
-#include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
-static void die_cu(const char *call, CUresult rc) {
-  const char *name = NULL;
-  if (cuGetErrorName(rc, &name) != CUDA_SUCCESS) name = "an unknown CUresult";
-  fprintf(stderr, "compare: %s failed: %s (%d)\n", call, name, (int)rc);
-  exit(1);
-}
-
-#define CHECK(call)                                          \
-  do {                                                       \
-    CUresult check_rc_ = (call);                             \
-    if (check_rc_ != CUDA_SUCCESS) die_cu(#call, check_rc_); \
-  } while (0)
-
-static double now_ms(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return (double)t.tv_sec * 1e3 + (double)t.tv_nsec / 1e6;
-}
-
-static long parse(const char *s) {
-  char *end;
-  long v = strtol(s, &end, 10);
-  if (*end || v < 1) {
-    fprintf(stderr, "compare: '%s' is not a positive count\n", s);
-    exit(2);
-  }
-  return v;
-}
+static double now_ms(void) { return bench_now_us() / 1e3; }
 
 static char *read_file(const char *path, size_t *size) {
   FILE *f = fopen(path, "rb");
@@ -74,15 +45,6 @@ static char *read_file(const char *path, size_t *size) {
   p[n] = 0;
   *size = (size_t)n;
   return p;
-}
-
-static void context(void) {
-  CUdevice dev;
-  CUcontext ctx;
-  CHECK(cuInit(0));
-  CHECK(cuDeviceGet(&dev, 0));
-  CHECK(cuDevicePrimaryCtxRetain(&ctx, dev));
-  CHECK(cuCtxSetCurrent(ctx));
 }
 
 /* Launches f with dest and n_ints ints 1, 2, ..., n_ints. */
@@ -109,15 +71,9 @@ static void expect_sum(CUdeviceptr dest, int n_ints) {
   CHECK(cuMemsetD8(dest, 0, sizeof got));
 }
 
-static void print_series(const char *name, const double *v, long n, int last) {
-  printf("  \"%s\": [", name);
-  for (long i = 0; i < n; i++) printf("%s%.4f", i ? ", " : "", v[i]);
-  printf("]%s\n", last ? "" : ",");
-}
-
 static int mode_launch(const char *cubin_path, long launches, long repeats) {
   static const int counts[] = {1, 4, 16, 64};
-  context();
+  bench_context();
   size_t size;
   char *image = read_file(cubin_path, &size);
   CUmodule m;
@@ -142,14 +98,14 @@ static int mode_launch(const char *cubin_path, long launches, long repeats) {
       if (r >= 0) us[r] = (now_ms() - t) * 1e3 / (double)launches;
     }
     snprintf(name, sizeof name, "%d", counts[c]);
-    print_series(name, us, repeats, c == 3);
+    bench_series(name, us, repeats, c == 3);
   }
   printf("}\n");
   return 0;
 }
 
 static int mode_load(const char *cubin_path, long repeats) {
-  context();
+  bench_context();
   size_t size;
   char *image = read_file(cubin_path, &size);
   CUdeviceptr dest;
@@ -180,15 +136,15 @@ static int mode_load(const char *cubin_path, long repeats) {
     if (r >= 0) memory[r] = loaded, disk[r] = hit;
   }
   printf("{\n");
-  print_series("memory_load_ms", memory, repeats, 0);
-  print_series("disk_hit_ms", disk, repeats, 1);
+  bench_series("memory_load_ms", memory, repeats, 0);
+  bench_series("disk_hit_ms", disk, repeats, 1);
   printf("}\n");
   return 0;
 }
 
 static int mode_first(const char *cubin_path) {
   double t = now_ms();
-  context();
+  bench_context();
   size_t size;
   char *image = read_file(cubin_path, &size);
   CUmodule m;
@@ -207,8 +163,8 @@ static int mode_first(const char *cubin_path) {
 
 int main(int argc, char **argv) {
   if (argc == 5 && !strcmp(argv[1], "launch"))
-    return mode_launch(argv[2], parse(argv[3]), parse(argv[4]));
-  if (argc == 4 && !strcmp(argv[1], "load")) return mode_load(argv[2], parse(argv[3]));
+    return mode_launch(argv[2], bench_count(argv[3]), bench_count(argv[4]));
+  if (argc == 4 && !strcmp(argv[1], "load")) return mode_load(argv[2], bench_count(argv[3]));
   if (argc == 3 && !strcmp(argv[1], "first")) return mode_first(argv[2]);
   fprintf(stderr, "usage: %s launch CUBIN LAUNCHES REPEATS | load CUBIN REPEATS | first CUBIN\n",
           argv[0]);

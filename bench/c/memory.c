@@ -20,61 +20,19 @@
  */
 #define _POSIX_C_SOURCE 200809L
 
-#include <cuda.h>
+#define BENCH_NAME "memory"
+#include "bench.h"
 
-#include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
-#include <time.h>
-
-static void die_cu(const char *call, CUresult rc) {
-  const char *name = NULL;
-  if (cuGetErrorName(rc, &name) != CUDA_SUCCESS) name = "an unknown CUresult";
-  fprintf(stderr, "memory: %s failed: %s (%d)\n", call, name, (int)rc);
-  exit(1);
-}
-
-#define CHECK(call)                                          \
-  do {                                                       \
-    CUresult check_rc_ = (call);                             \
-    if (check_rc_ != CUDA_SUCCESS) die_cu(#call, check_rc_); \
-  } while (0)
-
-static double now_us(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return (double)t.tv_sec * 1e6 + (double)t.tv_nsec / 1e3;
-}
-
-static long parse(const char *s) {
-  char *end;
-  long v = strtol(s, &end, 10);
-  if (*end || v < 1) {
-    fprintf(stderr, "memory: '%s' is not a positive count\n", s);
-    exit(2);
-  }
-  return v;
-}
-
-static void print_series(const char *name, const double *v, long n, int last) {
-  printf("  \"%s\": [", name);
-  for (long i = 0; i < n; i++) printf("%s%.4f", i ? ", " : "", v[i]);
-  printf("]%s\n", last ? "" : ",");
-}
 
 int main(int argc, char **argv) {
   if (argc != 4) {
     fprintf(stderr, "usage: %s ALLOCS BIG_BYTES REPEATS\n", argv[0]);
     return 2;
   }
-  long allocs = parse(argv[1]), repeats = parse(argv[3]);
-  size_t big = (size_t)parse(argv[2]);
-  CUdevice dev;
-  CUcontext ctx;
-  CHECK(cuInit(0));
-  CHECK(cuDeviceGet(&dev, 0));
-  CHECK(cuDevicePrimaryCtxRetain(&ctx, dev));
-  CHECK(cuCtxSetCurrent(ctx));
+  long allocs = bench_count(argv[1]), repeats = bench_count(argv[3]);
+  size_t big = (size_t)bench_count(argv[2]);
+  CUdevice dev = bench_context();
   CUmemoryPool pool;
   CHECK(cuDeviceGetDefaultMemPool(&pool, dev));
   cuuint64_t keep = UINT64_MAX;
@@ -98,21 +56,21 @@ int main(int argc, char **argv) {
   if (!sync || !async || !copy) return 1;
   CUdeviceptr p;
   for (long r = -1; r < repeats; r++) { /* r = -1: untimed warm-up */
-    double t0 = now_us();
+    double t0 = bench_now_us();
     for (long i = 0; i < allocs; i++) {
       CHECK(cuMemAlloc(&p, 4096));
       CHECK(cuMemFree(p));
     }
-    double t1 = now_us();
+    double t1 = bench_now_us();
     for (long i = 0; i < allocs; i++) {
       CHECK(cuMemAllocAsync(&p, 4096, NULL));
       CHECK(cuMemFreeAsync(p, NULL));
     }
     CHECK(cuCtxSynchronize());
-    double t2 = now_us();
+    double t2 = bench_now_us();
     CHECK(cuMemcpyHtoD(dbig, host, big));
     CHECK(cuMemcpyDtoH(back, dbig, big));
-    double t3 = now_us();
+    double t3 = bench_now_us();
     if (r >= 0) {
       sync[r] = (t1 - t0) / (double)allocs;
       async[r] = (t2 - t1) / (double)allocs;
@@ -120,9 +78,9 @@ int main(int argc, char **argv) {
     }
   }
   printf("{\n");
-  print_series("alloc_free_us", sync, repeats, 0);
-  print_series("alloc_free_async_us", async, repeats, 0);
-  print_series("htod_dtoh_us", copy, repeats, 1);
+  bench_series("alloc_free_us", sync, repeats, 0);
+  bench_series("alloc_free_async_us", async, repeats, 0);
+  bench_series("htod_dtoh_us", copy, repeats, 1);
   printf("}\n");
   return 0;
 }

@@ -18,41 +18,10 @@
  */
 #define _POSIX_C_SOURCE 200809L
 
-#include <cuda.h>
+#define BENCH_NAME "transfer"
+#include "bench.h"
 
-#include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
-#include <time.h>
-
-static void die_cu(const char *call, CUresult rc) {
-  const char *name = NULL;
-  if (cuGetErrorName(rc, &name) != CUDA_SUCCESS) name = "an unknown CUresult";
-  fprintf(stderr, "transfer: %s failed: %s (%d)\n", call, name, (int)rc);
-  exit(1);
-}
-
-#define CHECK(call)                                          \
-  do {                                                       \
-    CUresult check_rc_ = (call);                             \
-    if (check_rc_ != CUDA_SUCCESS) die_cu(#call, check_rc_); \
-  } while (0)
-
-static double now_s(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
-}
-
-static long parse(const char *s) {
-  char *end;
-  long v = strtol(s, &end, 10);
-  if (*end || v < 1) {
-    fprintf(stderr, "transfer: '%s' is not a positive count\n", s);
-    exit(2);
-  }
-  return v;
-}
 
 static void fill(unsigned char *p, size_t n) {
   for (size_t i = 0; i < n; i++) p[i] = (unsigned char)(i * 131 + 7);
@@ -82,10 +51,10 @@ static void measure(const char *name, int to_device, unsigned char *host, unsign
   }
   printf("    \"%s\": [", name);
   for (long r = 0; r < repeats; r++) {
-    double t = now_s();
+    double t = bench_now_us();
     if (to_device) CHECK(cuMemcpyHtoD(dev, host, n));
     else CHECK(cuMemcpyDtoH(host, dev, n));
-    t = now_s() - t;
+    t = (bench_now_us() - t) / 1e6;
     printf("%s%.3f", r ? ", " : "", (double)n / t / 1e9);
   }
   printf("]%s\n", last ? "" : ",");
@@ -96,16 +65,11 @@ int main(int argc, char **argv) {
     fprintf(stderr, "usage: %s REPEATS BYTES...\n", argv[0]);
     return 2;
   }
-  long repeats = parse(argv[1]);
-  CUdevice dev;
-  CUcontext ctx;
-  CHECK(cuInit(0));
-  CHECK(cuDeviceGet(&dev, 0));
-  CHECK(cuDevicePrimaryCtxRetain(&ctx, dev));
-  CHECK(cuCtxSetCurrent(ctx));
+  long repeats = bench_count(argv[1]);
+  bench_context();
   printf("{\n");
   for (int a = 2; a < argc; a++) {
-    size_t n = (size_t)parse(argv[a]);
+    size_t n = (size_t)bench_count(argv[a]);
     unsigned char *pageable = malloc(n), *other = malloc(n), *pinned = NULL;
     CUdeviceptr d;
     if (!pageable || !other) {
