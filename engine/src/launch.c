@@ -141,9 +141,8 @@ static kiln_status kiln__call_staged(kiln_function *f, const kiln_launch_config 
   return KILN_OK;
 }
 
-/* Large transfers: device memory from the stream-ordered pool; copies straight from and to
- * the user's memory when it is page-locked or small, through the stager when it is large and
- * pageable. */
+/* Large transfers: device memory from the stream-ordered pool; each array copied by the
+ * cheapest way for its memory and size (stage.c). */
 static kiln_status kiln__call_pooled(kiln_function *f, const kiln_launch_config *cfg,
                                      void **params, const kiln_transfer *t, int n,
                                      kiln__device *d, kiln__timer *timer, int wait) {
@@ -158,23 +157,13 @@ static kiln_status kiln__call_pooled(kiln_function *f, const kiln_launch_config 
       if (rc) s = kiln__cuda_fail(d->has_pools ? "cuMemAllocAsync" : "cuMemAlloc", (int)rc);
     }
     if (!s) memcpy(params[t[i].param], &ptrs[i], sizeof ptrs[i]);
-    if (s || !(t[i].dir & KILN_IN) || !t[i].nbytes) continue;
-    if (kiln__stage_wanted(t[i].host, t[i].nbytes)) {
-      s = kiln__stage_htod(d, ptrs[i], t[i].host, t[i].nbytes, stream, 0);
-    } else if ((rc = kiln__cu.MemcpyHtoDAsync(ptrs[i], t[i].host, t[i].nbytes, stream))) {
-      s = kiln__cuda_fail("cuMemcpyHtoDAsync", (int)rc);
-    }
+    if (!s && (t[i].dir & KILN_IN) && t[i].nbytes)
+      s = kiln__copy_htod(d, ptrs[i], t[i].host, t[i].nbytes, stream, 0);
   }
   if (!s) s = kiln__timed_launch(f, cfg, params, timer);
-  for (int i = 0; i < n && !s; i++) {
-    if (!(t[i].dir & KILN_OUT) || !t[i].nbytes) continue;
-    if (kiln__stage_wanted(t[i].host, t[i].nbytes)) {
-      s = kiln__stage_dtoh(d, t[i].host, ptrs[i], t[i].nbytes, stream);
-    } else {
-      CUresult rc = kiln__cu.MemcpyDtoHAsync(t[i].host, ptrs[i], t[i].nbytes, stream);
-      if (rc) s = kiln__cuda_fail("cuMemcpyDtoHAsync", (int)rc);
-    }
-  }
+  for (int i = 0; i < n && !s; i++)
+    if ((t[i].dir & KILN_OUT) && t[i].nbytes)
+      s = kiln__copy_dtoh(d, t[i].host, ptrs[i], t[i].nbytes, stream, 0);
   /* Freed on every path, after the copies that use them, in stream order. */
   for (int i = 0; i < n; i++)
     if (ptrs[i]) {

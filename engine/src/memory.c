@@ -92,11 +92,7 @@ kiln_status kiln_memcpy_htod(kiln_deviceptr dst, const void *src, size_t nbytes)
   kiln_status s = kiln__device_enter(&d);
   if (s || nbytes == 0) return s;
   if ((s = kiln__check_range(dst, nbytes, "destination"))) return s;
-  if (kiln__stage_wanted(src, nbytes)) {
-    if ((s = kiln__stage_htod(d, (CUdeviceptr)dst, src, nbytes, NULL, 1))) return s;
-  } else {
-    KILN__CU(MemcpyHtoD, ((CUdeviceptr)dst, src, nbytes));
-  }
+  if ((s = kiln__copy_htod(d, (CUdeviceptr)dst, src, nbytes, NULL, 1))) return s;
   kiln__clear_error();
   return KILN_OK;
 }
@@ -106,11 +102,7 @@ kiln_status kiln_memcpy_dtoh(void *dst, kiln_deviceptr src, size_t nbytes) {
   kiln_status s = kiln__device_enter(&d);
   if (s || nbytes == 0) return s;
   if ((s = kiln__check_range(src, nbytes, "source"))) return s;
-  if (kiln__stage_wanted(dst, nbytes)) {
-    if ((s = kiln__stage_dtoh(d, dst, (CUdeviceptr)src, nbytes, NULL))) return s;
-  } else {
-    KILN__CU(MemcpyDtoH, (dst, (CUdeviceptr)src, nbytes));
-  }
+  if ((s = kiln__copy_dtoh(d, dst, (CUdeviceptr)src, nbytes, NULL, 1))) return s;
   kiln__clear_error();
   return KILN_OK;
 }
@@ -224,12 +216,7 @@ kiln_status kiln_memcpy_htod_async(kiln_deviceptr dst, const void *src, size_t n
   kiln_status s = kiln__device_enter(&d);
   if (s || nbytes == 0) return s;
   if ((s = kiln__check_range(dst, nbytes, "destination"))) return s;
-  if (kiln__stage_wanted(src, nbytes)) {
-    if ((s = kiln__stage_htod(d, (CUdeviceptr)dst, src, nbytes, (CUstream)stream, 0)))
-      return s;
-  } else {
-    KILN__CU(MemcpyHtoDAsync, ((CUdeviceptr)dst, src, nbytes, (CUstream)stream));
-  }
+  if ((s = kiln__copy_htod(d, (CUdeviceptr)dst, src, nbytes, (CUstream)stream, 0))) return s;
   kiln__clear_error();
   return KILN_OK;
 }
@@ -239,13 +226,7 @@ kiln_status kiln_memcpy_dtoh_async(void *dst, kiln_deviceptr src, size_t nbytes,
   kiln_status s = kiln__device_enter(&d);
   if (s || nbytes == 0) return s;
   if ((s = kiln__check_range(src, nbytes, "source"))) return s;
-  /* Pageable memory is written before the call returns either way: the driver's own copy to
-   * it is synchronous too. */
-  if (kiln__stage_wanted(dst, nbytes)) {
-    if ((s = kiln__stage_dtoh(d, dst, (CUdeviceptr)src, nbytes, (CUstream)stream))) return s;
-  } else {
-    KILN__CU(MemcpyDtoHAsync, (dst, (CUdeviceptr)src, nbytes, (CUstream)stream));
-  }
+  if ((s = kiln__copy_dtoh(d, dst, (CUdeviceptr)src, nbytes, (CUstream)stream, 0))) return s;
   kiln__clear_error();
   return KILN_OK;
 }

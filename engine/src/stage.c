@@ -118,7 +118,9 @@ void kiln_staging_get_info(kiln_staging_info *out) {
   out->bytes = atomic_load(&kiln__staged_bytes);
 }
 
-int kiln__stage_wanted(const void *host, size_t nbytes) {
+/* Whether a copy of nbytes at host should be staged: it is at least the threshold and host is
+ * not page-locked (the driver moves page-locked memory at full speed itself). */
+static int kiln__stage_wanted(const void *host, size_t nbytes) {
   pthread_once(&kiln__stage_cfg_once, kiln__stage_read_cfg);
   if (nbytes < kiln__stage_cfg.min) return 0;
   /* Page-locked memory (kiln's, or any the driver allocated or registered) is known to the
@@ -379,24 +381,24 @@ static kiln_status kiln__stage_run(kiln__stager *s, kiln__stage_job *job, CUstre
   return KILN_OK;
 }
 
-kiln_status kiln__stage_htod(kiln__device *d, CUdeviceptr dst, const void *src, size_t nbytes,
-                             CUstream stream, int wait) {
-  kiln__stager *s = kiln__stager_of(d);
+kiln_status kiln__copy_htod(kiln__device *d, CUdeviceptr dst, const void *src, size_t nbytes,
+                            CUstream stream, int sync) {
+  kiln__stager *s = kiln__stage_wanted(src, nbytes) ? kiln__stager_of(d) : NULL;
   if (!s) {
-    KILN__CU(MemcpyHtoDAsync, (dst, src, nbytes, stream));
-    if (wait) KILN__CU(StreamSynchronize, (stream));
+    if (sync) KILN__CU(MemcpyHtoD, (dst, src, nbytes));
+    else KILN__CU(MemcpyHtoDAsync, (dst, src, nbytes, stream));
     return KILN_OK;
   }
   kiln__stage_job job = {.to_device = 1, .host = (char *)src, .dev = dst, .nbytes = nbytes};
-  return kiln__stage_run(s, &job, stream, wait);
+  return kiln__stage_run(s, &job, stream, sync);
 }
 
-kiln_status kiln__stage_dtoh(kiln__device *d, void *dst, CUdeviceptr src, size_t nbytes,
-                             CUstream stream) {
-  kiln__stager *s = kiln__stager_of(d);
+kiln_status kiln__copy_dtoh(kiln__device *d, void *dst, CUdeviceptr src, size_t nbytes,
+                            CUstream stream, int sync) {
+  kiln__stager *s = kiln__stage_wanted(dst, nbytes) ? kiln__stager_of(d) : NULL;
   if (!s) {
-    KILN__CU(MemcpyDtoHAsync, (dst, src, nbytes, stream));
-    KILN__CU(StreamSynchronize, (stream));
+    if (sync) KILN__CU(MemcpyDtoH, (dst, src, nbytes));
+    else KILN__CU(MemcpyDtoHAsync, (dst, src, nbytes, stream));
     return KILN_OK;
   }
   kiln__stage_job job = {.to_device = 0, .host = dst, .dev = src, .nbytes = nbytes};

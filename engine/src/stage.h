@@ -13,19 +13,18 @@
 typedef struct kiln__stager kiln__stager;
 struct kiln__device;
 
-/* Whether a copy of nbytes at host should go through the stager: it is at least the threshold
- * ($KILN_STAGING_MIN) and host is not page-locked (the driver moves page-locked memory at full
- * speed itself). */
-int kiln__stage_wanted(const void *host, size_t nbytes);
+/* Host to device by the cheapest way for the memory and the size: the stager for pageable
+ * memory of at least $KILN_STAGING_MIN bytes, else the driver directly (page-locked memory at
+ * the DMA engine's speed, small copies through the driver's own staging). With sync, the
+ * synchronous copy on the legacy default stream (stream is NULL): it returns with the data on
+ * the device. Otherwise in the order of `stream`: work queued there before runs first, work
+ * queued after sees the data, and the call returns once src may be reused. */
+kiln_status kiln__copy_htod(struct kiln__device *d, CUdeviceptr dst, const void *src,
+                            size_t nbytes, CUstream stream, int sync);
 
-/* Host to device, in the order of `stream`: work queued there before runs first, work queued
- * after sees the data. Returns once src may be reused; with wait, once the data is on the
- * device. */
-kiln_status kiln__stage_htod(struct kiln__device *d, CUdeviceptr dst, const void *src,
-                             size_t nbytes, CUstream stream, int wait);
-
-/* Device to host after the work queued on `stream`; returns once every byte is in dst. */
-kiln_status kiln__stage_dtoh(struct kiln__device *d, void *dst, CUdeviceptr src, size_t nbytes,
-                             CUstream stream);
+/* Device to host the same way. A staged copy (and the driver's own copy to pageable memory)
+ * returns once every byte is in dst, sync or not. */
+kiln_status kiln__copy_dtoh(struct kiln__device *d, void *dst, CUdeviceptr src, size_t nbytes,
+                            CUstream stream, int sync);
 
 #endif
