@@ -59,9 +59,9 @@ import kiln
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import peers  # noqa: E402
 from cache import build_compile, run_compile  # noqa: E402
-from launch import (BUILD, ROOT, Ways, build_c_parts, cpu_model, driver_version,  # noqa: E402
-                    import_cuda_core, package_version, run_baseline, save_results,
-                    source_commit)
+from launch import (BUILD, ROOT, Ways, build_c_parts, build_driver_program,  # noqa: E402
+                    cpu_model, driver_version, import_cuda_core, package_version,
+                    run_baseline, save_results, source_commit)
 from launch import KERNEL as SEED_KERNEL  # noqa: E402
 from launch import round_trip_ways  # noqa: E402
 
@@ -768,12 +768,7 @@ def main():
 
     baseline = build_c_parts()
     sys.path.insert(0, str(BUILD))  # kiln_floor
-    cc = os.environ.get("CC", "cc")
-    libcuda = [f"-I{CUDA}/include", f"-L{CUDA}/lib64/stubs", "-lcuda"]
-    compare, transfer = BUILD / "compare", BUILD / "transfer"
-    for program in (compare, transfer):
-        checked_run([cc, "-O2", "-Wall", "-Wextra", str(ROOT / "bench" / "c" /
-                     f"{program.name}.c"), *libcuda, "-o", str(program)])
+    compare, transfer = build_driver_program("compare"), build_driver_program("transfer")
 
     module = kiln.SourceModule(SOURCE)
     cubin_path = BUILD / "compare.cubin"

@@ -105,17 +105,27 @@ RATIOS = [
 
 # ---- Building the C parts -------------------------------------------------------------------
 
-def build_c_parts():
-    """Compiles the baseline program and the floor extension; returns the baseline's path."""
+def driver_flags():
+    """cc, the compile flags and the link flags of a program on the driver API alone."""
     BUILD.mkdir(parents=True, exist_ok=True)
     cuda = Path(os.environ.get("CUDA_HOME", "/usr/local/cuda"))
-    cc = os.environ.get("CC", "cc")
-    flags = ["-O2", "-Wall", "-Wextra", f"-I{cuda}/include"]
     # The stub satisfies the linker; at run time the driver's libcuda.so.1 is found instead.
-    libcuda = [f"-L{cuda}/lib64/stubs", "-lcuda"]
+    return (os.environ.get("CC", "cc"), ["-O2", "-Wall", "-Wextra", f"-I{cuda}/include"],
+            [f"-L{cuda}/lib64/stubs", "-lcuda"])
 
-    baseline = BUILD / "baseline"
-    compile_c([cc, *flags, str(BENCH / "c" / "baseline.c"), *libcuda, "-o", str(baseline)])
+
+def build_driver_program(name):
+    """Compiles bench/c/<name>.c into build/bench/<name>; returns its path."""
+    cc, flags, libcuda = driver_flags()
+    program = BUILD / name
+    compile_c([cc, *flags, str(BENCH / "c" / f"{name}.c"), *libcuda, "-o", str(program)])
+    return program
+
+
+def build_c_parts():
+    """Compiles the baseline program and the floor extension; returns the baseline's path."""
+    baseline = build_driver_program("baseline")
+    cc, flags, libcuda = driver_flags()
     floor = BUILD / ("kiln_floor" + sysconfig.get_config_var("EXT_SUFFIX"))
     compile_c([cc, "-shared", "-fPIC", *flags, f"-I{sysconfig.get_paths()['include']}",
                str(BENCH / "floor" / "floor.c"), *libcuda, "-o", str(floor)])
@@ -125,7 +135,7 @@ def build_c_parts():
 def compile_c(command):
     print(" ".join(command), file=sys.stderr)
     if subprocess.run(command).returncode != 0:
-        sys.exit(f"launch.py: building failed: {' '.join(command)}")
+        sys.exit(f"bench: building failed: {' '.join(command)}")
 
 
 # ---- Measuring --------------------------------------------------------------------------------

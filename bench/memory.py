@@ -20,7 +20,6 @@ bench/results/<date>-<gpu>-memory.json (a --quick run to build/bench/results/).
 import argparse
 import datetime
 import json
-import os
 import platform
 import statistics
 import subprocess
@@ -33,23 +32,12 @@ import numpy as np
 import kiln
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from launch import cpu_model, driver_version, save_results, source_commit  # noqa: E402
+from launch import (build_driver_program, cpu_model, driver_version,  # noqa: E402
+                    save_results, source_commit)
 
 BENCH = Path(__file__).resolve().parent
 BUILD = BENCH.parent / "build" / "bench"
 BIG = 512 << 20
-
-
-def build_c():
-    BUILD.mkdir(parents=True, exist_ok=True)
-    cuda = Path(os.environ.get("CUDA_HOME", "/usr/local/cuda"))
-    out = BUILD / "memory"
-    command = [os.environ.get("CC", "cc"), "-O2", "-Wall", "-Wextra", f"-I{cuda}/include",
-               str(BENCH / "c" / "memory.c"), f"-L{cuda}/lib64/stubs", "-lcuda", "-o", str(out)]
-    print(" ".join(command), file=sys.stderr)
-    if subprocess.run(command).returncode != 0:
-        sys.exit("memory.py: building bench/c/memory.c failed")
-    return out
 
 
 def kiln_alloc_free_us(count):
@@ -79,7 +67,7 @@ def main():
     if kiln.Device.count() == 0:
         sys.exit("memory.py: needs a CUDA device")
     allocs, repeats = (20000, 3) if args.quick else (200000, 7)
-    program = build_c()
+    program = build_driver_program("memory")
 
     h = kiln.pagelocked_empty(BIG, np.uint8)
     h.reshape(-1, 256)[:] = np.arange(256, dtype=np.uint8) * np.uint8(131) + np.uint8(7)

@@ -43,7 +43,8 @@ import numpy as np
 import kiln
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from launch import BUILD, ROOT, cpu_model, driver_version, save_results, source_commit  # noqa
+from launch import (BUILD, ROOT, build_driver_program, cpu_model,  # noqa: E402
+                    driver_version, save_results, source_commit)
 
 MiB = 1 << 20
 SIZES = [256 << 10, 1 * MiB, 4 * MiB, 16 * MiB, 64 * MiB, 256 * MiB, 512 * MiB, 2048 * MiB]
@@ -58,19 +59,6 @@ extern "C" __global__ void copy_bytes(unsigned char *dst, const unsigned char *s
         dst[i] = src[i];
 }
 """
-
-
-def build_c():
-    BUILD.mkdir(parents=True, exist_ok=True)
-    cuda = Path(os.environ.get("CUDA_HOME", "/usr/local/cuda"))
-    out = BUILD / "transfer"
-    command = [os.environ.get("CC", "cc"), "-O2", "-Wall", "-Wextra", f"-I{cuda}/include",
-               str(ROOT / "bench" / "c" / "transfer.c"), f"-L{cuda}/lib64/stubs", "-lcuda",
-               "-o", str(out)]
-    print(" ".join(command), file=sys.stderr)
-    if subprocess.run(command).returncode != 0:
-        sys.exit("transfer.py: building bench/c/transfer.c failed")
-    return out
 
 
 def run_c(program, sizes, repeats):
@@ -185,7 +173,7 @@ def environment():
 def figures_run(args):
     sizes = QUICK_SIZES if args.quick else SIZES
     repeats = 3 if args.quick else 7
-    program = build_c()
+    program = build_driver_program("transfer")
     c_runs = [run_c(program, sizes, repeats)]
     k = Kiln()
     for n in sizes:
