@@ -224,6 +224,13 @@ const char *kiln_param_class_name(kiln_param_class c); /* "i32", "ptr", "struct"
 
 typedef uint64_t kiln_deviceptr;
 
+/* Streams and events are the driver's own CUstream and CUevent: the same struct tags as
+ * cuda.h, so a CUstream (or PyTorch's or CuPy's, as an integer cast back) converts to a
+ * kiln_stream without a cast, while a stream passed where an event goes does not compile.
+ * NULL is the legacy default stream. */
+typedef struct CUstream_st *kiln_stream;
+typedef struct CUevent_st *kiln_event;
+
 kiln_status kiln_mem_alloc(size_t nbytes, kiln_deviceptr *out);
 kiln_status kiln_mem_free(kiln_deviceptr p); /* 0 is a no-op */
 kiln_status kiln_memcpy_htod(kiln_deviceptr dst, const void *src, size_t nbytes);
@@ -233,15 +240,17 @@ kiln_status kiln_memcpy_dtoh(void *dst, kiln_deviceptr src, size_t nbytes);
  * blocks of up to 1 MiB are kept by kiln itself for the next allocation on the same stream.
  * Free with the size that was asked for. Out of memory is retried once after handing unused
  * memory back to the driver; the error says how much was asked and how much is free. */
-kiln_status kiln_mem_alloc_async(size_t nbytes, void *stream, kiln_deviceptr *out);
-kiln_status kiln_mem_free_async(kiln_deviceptr p, size_t nbytes, void *stream); /* 0: no-op */
+kiln_status kiln_mem_alloc_async(size_t nbytes, kiln_stream stream, kiln_deviceptr *out);
+kiln_status kiln_mem_free_async(kiln_deviceptr p, size_t nbytes,
+                               kiln_stream stream); /* 0: no-op */
 kiln_status kiln_memcpy_htod_async(kiln_deviceptr dst, const void *src, size_t nbytes,
-                                   void *stream);
-kiln_status kiln_memcpy_dtoh_async(void *dst, kiln_deviceptr src, size_t nbytes, void *stream);
+                                   kiln_stream stream);
+kiln_status kiln_memcpy_dtoh_async(void *dst, kiln_deviceptr src, size_t nbytes,
+                                   kiln_stream stream);
 kiln_status kiln_memcpy_dtod_async(kiln_deviceptr dst, kiln_deviceptr src, size_t nbytes,
-                                   void *stream);
+                                   kiln_stream stream);
 kiln_status kiln_memset_async(kiln_deviceptr dst, unsigned char value, size_t nbytes,
-                              void *stream);
+                              kiln_stream stream);
 
 kiln_status kiln_mem_info(size_t *free_bytes, size_t *total_bytes); /* the current device */
 
@@ -273,24 +282,23 @@ void kiln_staging_get_info(kiln_staging_info *out);
 
 /* ---- Streams and events ------------------------------------------------------------------
  *
- * Handles are the driver's CUstream and CUevent as void *: NULL is the legacy default stream,
- * and a stream made by PyTorch or CuPy is used as it is. */
+ * A stream made by PyTorch or CuPy is used as it is; NULL is the legacy default stream. */
 
 #define KILN_STREAM_NON_BLOCKING 1u /* does not wait for the legacy default stream */
 
-kiln_status kiln_stream_create(unsigned flags, int priority, void **out);
-kiln_status kiln_stream_destroy(void *stream);
+kiln_status kiln_stream_create(unsigned flags, int priority, kiln_stream *out);
+kiln_status kiln_stream_destroy(kiln_stream stream);
 kiln_status kiln_stream_priority_range(int *least, int *greatest); /* greatest is the lowest number */
-kiln_status kiln_stream_synchronize(void *stream);
-kiln_status kiln_stream_query(void *stream, int *done); /* done: 1 when all work finished */
-kiln_status kiln_stream_wait_event(void *stream, void *event);
+kiln_status kiln_stream_synchronize(kiln_stream stream);
+kiln_status kiln_stream_query(kiln_stream stream, int *done); /* done: 1 when all work finished */
+kiln_status kiln_stream_wait_event(kiln_stream stream, kiln_event event);
 
-kiln_status kiln_event_create(int timing, void **out);
-kiln_status kiln_event_destroy(void *event);
-kiln_status kiln_event_record(void *event, void *stream);
-kiln_status kiln_event_synchronize(void *event);
-kiln_status kiln_event_query(void *event, int *done);
-kiln_status kiln_event_elapsed_ms(void *start, void *end, float *ms);
+kiln_status kiln_event_create(int timing, kiln_event *out);
+kiln_status kiln_event_destroy(kiln_event event);
+kiln_status kiln_event_record(kiln_event event, kiln_stream stream);
+kiln_status kiln_event_synchronize(kiln_event event);
+kiln_status kiln_event_query(kiln_event event, int *done);
+kiln_status kiln_event_elapsed_ms(kiln_event start, kiln_event end, float *ms);
 
 /* ---- Launching -------------------------------------------------------------------------- */
 
@@ -298,7 +306,7 @@ typedef struct kiln_launch_config {
   unsigned grid[3];
   unsigned block[3];
   unsigned shared;  /* dynamic shared memory, bytes */
-  void *stream;     /* a CUstream; NULL is the default stream */
+  kiln_stream stream; /* NULL is the legacy default stream */
 } kiln_launch_config;
 
 /* Launches f asynchronously. params[i] points at parameter i's bytes, as for cuLaunchKernel.
@@ -313,6 +321,9 @@ typedef enum kiln_transfer_dir {
   KILN_OUT = 2,  /* copied device to host after it */
   KILN_INOUT = 3
 } kiln_transfer_dir;
+
+/* The most transfers one call takes. */
+#define KILN_MAX_TRANSFERS 64
 
 typedef struct kiln_transfer {
   int param;             /* which parameter gets the device pointer */

@@ -69,7 +69,7 @@ static kiln_status kiln__prepare(kiln_function *f, const kiln_launch_config *cfg
 static kiln_status kiln__launch(kiln_function *f, const kiln_launch_config *cfg, void **params) {
   CUresult rc = kiln__cu.LaunchKernel((CUfunction)f->kernel, cfg->grid[0], cfg->grid[1],
                                       cfg->grid[2], cfg->block[0], cfg->block[1], cfg->block[2],
-                                      cfg->shared, (CUstream)cfg->stream, params, NULL);
+                                      cfg->shared, cfg->stream, params, NULL);
   if (KILN__UNLIKELY(rc != CUDA_SUCCESS)) {
     kiln_status s = kiln__cuda_fail("cuLaunchKernel", (int)rc);
     return s == KILN_ERROR_CUDA ? KILN_ERROR_LAUNCH : s;
@@ -95,7 +95,7 @@ typedef struct kiln__timer {
 
 static kiln_status kiln__timed_launch(kiln_function *f, const kiln_launch_config *cfg,
                                       void **params, kiln__timer *t) {
-  CUstream stream = (CUstream)cfg->stream;
+  CUstream stream = cfg->stream;
   if (t) KILN__CU(EventRecord, (t->start, stream));
   kiln_status s = kiln__launch(f, cfg, params);
   if (!s && t) KILN__CU(EventRecord, (t->stop, stream));
@@ -109,7 +109,7 @@ static size_t kiln__round_up(size_t n) { return (n + 255) & ~(size_t)255; }
 static kiln_status kiln__call_staged(kiln_function *f, const kiln_launch_config *cfg,
                                      void **params, const kiln_transfer *t, int n,
                                      kiln__staging *st, kiln__timer *timer) {
-  size_t offsets[64];
+  size_t offsets[KILN_MAX_TRANSFERS];
   size_t end = 0, in_end = 0, out_start = (size_t)-1;
   for (int pass = 1; pass <= 3; pass++) {
     kiln_transfer_dir want = pass == 1 ? KILN_IN : pass == 2 ? KILN_INOUT : KILN_OUT;
@@ -123,7 +123,7 @@ static kiln_status kiln__call_staged(kiln_function *f, const kiln_launch_config 
   }
   kiln_status s = kiln__staging_reserve(st, end);
   if (s) return s;
-  CUstream stream = (CUstream)cfg->stream;
+  CUstream stream = cfg->stream;
   for (int i = 0; i < n; i++) {
     CUdeviceptr p = t[i].nbytes ? st->dev + offsets[i] : 0;
     memcpy(params[t[i].param], &p, sizeof p);
@@ -146,8 +146,8 @@ static kiln_status kiln__call_staged(kiln_function *f, const kiln_launch_config 
 static kiln_status kiln__call_pooled(kiln_function *f, const kiln_launch_config *cfg,
                                      void **params, const kiln_transfer *t, int n,
                                      kiln__device *d, kiln__timer *timer, int wait) {
-  CUstream stream = (CUstream)cfg->stream;
-  CUdeviceptr ptrs[64] = {0};
+  CUstream stream = cfg->stream;
+  CUdeviceptr ptrs[KILN_MAX_TRANSFERS] = {0};
   kiln_status s = KILN_OK;
   for (int i = 0; i < n && !s; i++) {
     CUresult rc = CUDA_SUCCESS;
@@ -183,8 +183,9 @@ static kiln_status kiln__call_pooled(kiln_function *f, const kiln_launch_config 
 /* Checks the transfers; their total size, rounded as the staging buffers lay them out. */
 static kiln_status kiln__check_transfers(const kiln_function *f, const kiln_transfer *transfers,
                                          int n_transfers, size_t *total) {
-  if (n_transfers < 0 || n_transfers > 64)
-    return kiln__fail(KILN_ERROR_INVALID, "%d transfers; a call takes at most 64", n_transfers);
+  if (n_transfers < 0 || n_transfers > KILN_MAX_TRANSFERS)
+    return kiln__fail(KILN_ERROR_INVALID, "%d transfers; a call takes at most %d", n_transfers,
+                      KILN_MAX_TRANSFERS);
   *total = 0;
   for (int i = 0; i < n_transfers; i++) {
     const kiln_transfer *t = &transfers[i];
@@ -240,7 +241,7 @@ kiln_status kiln_function_call(kiln_function *f, const kiln_launch_config *cfg, 
   } else if (total <= KILN__STAGING_MAX && pthread_mutex_trylock(&d->staging.lock) == 0) {
     s = kiln__call_staged(f, cfg, params, transfers, n_transfers, &d->staging, tp);
     /* A copy queued before a failure may still read the buffers the next call will fill. */
-    if (s) kiln__cu.StreamSynchronize((CUstream)cfg->stream);
+    if (s) kiln__cu.StreamSynchronize(cfg->stream);
     pthread_mutex_unlock(&d->staging.lock);
   } else {
     s = kiln__call_pooled(f, cfg, params, transfers, n_transfers, d, tp, 1);

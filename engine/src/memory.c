@@ -141,7 +141,7 @@ void kiln__small_release(kiln__small_cache *c, CUstream stream, int all) {
   pthread_mutex_unlock(&c->lock);
 }
 
-kiln_status kiln_mem_alloc_async(size_t nbytes, void *stream, kiln_deviceptr *out) {
+kiln_status kiln_mem_alloc_async(size_t nbytes, kiln_stream stream, kiln_deviceptr *out) {
   *out = 0;
   kiln__device *d;
   kiln_status s = kiln__device_enter(&d);
@@ -153,7 +153,7 @@ kiln_status kiln_mem_alloc_async(size_t nbytes, void *stream, kiln_deviceptr *ou
     kiln__small_cache *c = &d->small;
     pthread_mutex_lock(&c->lock);
     for (int i = c->n[k] - 1; i >= 0; i--)
-      if (c->slots[k][i].stream == (CUstream)stream) {
+      if (c->slots[k][i].stream == stream) {
         *out = (kiln_deviceptr)c->slots[k][i].p;
         c->slots[k][i] = c->slots[k][--c->n[k]];
         break;
@@ -166,13 +166,13 @@ kiln_status kiln_mem_alloc_async(size_t nbytes, void *stream, kiln_deviceptr *ou
     nbytes = (size_t)256 << k; /* the whole class, so the block can serve any size in it */
   }
   CUdeviceptr p = 0;
-  CUresult rc = kiln__cu.MemAllocAsync(&p, nbytes, (CUstream)stream);
+  CUresult rc = kiln__cu.MemAllocAsync(&p, nbytes, stream);
   if (rc == CUDA_ERROR_OUT_OF_MEMORY) {
     /* Kept blocks and the pool's free memory go back to the driver; then once more. */
     kiln__small_release(&d->small, NULL, 1);
     kiln__cu.CtxSynchronize();
     kiln__cu.MemPoolTrimTo(d->pool, 0);
-    rc = kiln__cu.MemAllocAsync(&p, nbytes, (CUstream)stream);
+    rc = kiln__cu.MemAllocAsync(&p, nbytes, stream);
   }
   if (rc) {
     s = kiln__cuda_fail("cuMemAllocAsync", (int)rc);
@@ -184,7 +184,7 @@ kiln_status kiln_mem_alloc_async(size_t nbytes, void *stream, kiln_deviceptr *ou
   return KILN_OK;
 }
 
-kiln_status kiln_mem_free_async(kiln_deviceptr p, size_t nbytes, void *stream) {
+kiln_status kiln_mem_free_async(kiln_deviceptr p, size_t nbytes, kiln_stream stream) {
   if (!p) return KILN_OK;
   kiln__device *d;
   kiln_status s = kiln__device_enter(&d);
@@ -197,7 +197,7 @@ kiln_status kiln_mem_free_async(kiln_deviceptr p, size_t nbytes, void *stream) {
     int kept = c->n[k] < KILN__SMALL_SLOTS;
     if (kept) {
       c->slots[k][c->n[k]].p = (CUdeviceptr)p;
-      c->slots[k][c->n[k]++].stream = (CUstream)stream;
+      c->slots[k][c->n[k]++].stream = stream;
     }
     pthread_mutex_unlock(&c->lock);
     if (kept) {
@@ -205,52 +205,53 @@ kiln_status kiln_mem_free_async(kiln_deviceptr p, size_t nbytes, void *stream) {
       return KILN_OK;
     }
   }
-  KILN__CU(MemFreeAsync, ((CUdeviceptr)p, (CUstream)stream));
+  KILN__CU(MemFreeAsync, ((CUdeviceptr)p, stream));
   kiln__clear_error();
   return KILN_OK;
 }
 
 kiln_status kiln_memcpy_htod_async(kiln_deviceptr dst, const void *src, size_t nbytes,
-                                   void *stream) {
+                                   kiln_stream stream) {
   kiln__device *d;
   kiln_status s = kiln__device_enter(&d);
   if (s || nbytes == 0) return s;
   if ((s = kiln__check_range(dst, nbytes, "destination"))) return s;
-  if ((s = kiln__copy_htod(d, (CUdeviceptr)dst, src, nbytes, (CUstream)stream, 0))) return s;
+  if ((s = kiln__copy_htod(d, (CUdeviceptr)dst, src, nbytes, stream, 0))) return s;
   kiln__clear_error();
   return KILN_OK;
 }
 
-kiln_status kiln_memcpy_dtoh_async(void *dst, kiln_deviceptr src, size_t nbytes, void *stream) {
+kiln_status kiln_memcpy_dtoh_async(void *dst, kiln_deviceptr src, size_t nbytes,
+                                   kiln_stream stream) {
   kiln__device *d;
   kiln_status s = kiln__device_enter(&d);
   if (s || nbytes == 0) return s;
   if ((s = kiln__check_range(src, nbytes, "source"))) return s;
-  if ((s = kiln__copy_dtoh(d, dst, (CUdeviceptr)src, nbytes, (CUstream)stream, 0))) return s;
+  if ((s = kiln__copy_dtoh(d, dst, (CUdeviceptr)src, nbytes, stream, 0))) return s;
   kiln__clear_error();
   return KILN_OK;
 }
 
 kiln_status kiln_memcpy_dtod_async(kiln_deviceptr dst, kiln_deviceptr src, size_t nbytes,
-                                   void *stream) {
+                                   kiln_stream stream) {
   kiln__device *d;
   kiln_status s = kiln__device_enter(&d);
   if (s || nbytes == 0) return s;
   if ((s = kiln__check_range(dst, nbytes, "destination")) ||
       (s = kiln__check_range(src, nbytes, "source")))
     return s;
-  KILN__CU(MemcpyDtoDAsync, ((CUdeviceptr)dst, (CUdeviceptr)src, nbytes, (CUstream)stream));
+  KILN__CU(MemcpyDtoDAsync, ((CUdeviceptr)dst, (CUdeviceptr)src, nbytes, stream));
   kiln__clear_error();
   return KILN_OK;
 }
 
 kiln_status kiln_memset_async(kiln_deviceptr dst, unsigned char value, size_t nbytes,
-                              void *stream) {
+                              kiln_stream stream) {
   kiln__device *d;
   kiln_status s = kiln__device_enter(&d);
   if (s || nbytes == 0) return s;
   if ((s = kiln__check_range(dst, nbytes, "destination"))) return s;
-  KILN__CU(MemsetD8Async, ((CUdeviceptr)dst, value, nbytes, (CUstream)stream));
+  KILN__CU(MemsetD8Async, ((CUdeviceptr)dst, value, nbytes, stream));
   kiln__clear_error();
   return KILN_OK;
 }

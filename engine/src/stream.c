@@ -3,7 +3,7 @@
  * are. */
 #include "device.h"
 
-kiln_status kiln_stream_create(unsigned flags, int priority, void **out) {
+kiln_status kiln_stream_create(unsigned flags, int priority, kiln_stream *out) {
   *out = NULL;
   kiln__device *d;
   kiln_status s = kiln__device_enter(&d);
@@ -33,22 +33,22 @@ kiln_status kiln_stream_priority_range(int *least, int *greatest) {
   return KILN_OK;
 }
 
-kiln_status kiln_stream_destroy(void *stream) {
+kiln_status kiln_stream_destroy(kiln_stream stream) {
   if (!stream) return KILN_OK;
   kiln__device *d;
   kiln_status s = kiln__device_enter(&d);
   if (s) return s;
-  kiln__small_release(&d->small, (CUstream)stream, 0); /* no later stream may reuse them */
-  KILN__CU(StreamDestroy, ((CUstream)stream));
+  kiln__small_release(&d->small, stream, 0); /* no later stream may reuse them */
+  KILN__CU(StreamDestroy, (stream));
   kiln__clear_error();
   return KILN_OK;
 }
 
-kiln_status kiln_stream_synchronize(void *stream) {
+kiln_status kiln_stream_synchronize(kiln_stream stream) {
   kiln__device *d;
   kiln_status s = kiln__device_enter(&d);
   if (s) return s;
-  KILN__CU(StreamSynchronize, ((CUstream)stream));
+  KILN__CU(StreamSynchronize, (stream));
   kiln__clear_error();
   return KILN_OK;
 }
@@ -61,24 +61,24 @@ static kiln_status kiln__ready(CUresult rc, const char *call, int *done) {
   return KILN_OK;
 }
 
-kiln_status kiln_stream_query(void *stream, int *done) {
+kiln_status kiln_stream_query(kiln_stream stream, int *done) {
   kiln__device *d;
   kiln_status s = kiln__device_enter(&d);
   if (s) return s;
-  return kiln__ready(kiln__cu.StreamQuery((CUstream)stream), "cuStreamQuery", done);
+  return kiln__ready(kiln__cu.StreamQuery(stream), "cuStreamQuery", done);
 }
 
-kiln_status kiln_stream_wait_event(void *stream, void *event) {
+kiln_status kiln_stream_wait_event(kiln_stream stream, kiln_event event) {
   kiln__device *d;
   kiln_status s = kiln__device_enter(&d);
   if (s) return s;
   if (!event) return kiln__fail(KILN_ERROR_INVALID, "the event is NULL");
-  KILN__CU(StreamWaitEvent, ((CUstream)stream, (CUevent)event, 0));
+  KILN__CU(StreamWaitEvent, (stream, event, 0));
   kiln__clear_error();
   return KILN_OK;
 }
 
-kiln_status kiln_event_create(int timing, void **out) {
+kiln_status kiln_event_create(int timing, kiln_event *out) {
   *out = NULL;
   kiln__device *d;
   kiln_status s = kiln__device_enter(&d);
@@ -90,46 +90,46 @@ kiln_status kiln_event_create(int timing, void **out) {
   return KILN_OK;
 }
 
-kiln_status kiln_event_destroy(void *event) {
+kiln_status kiln_event_destroy(kiln_event event) {
   if (!event) return KILN_OK;
   kiln__device *d;
   kiln_status s = kiln__device_enter(&d);
   if (s) return s;
-  KILN__CU(EventDestroy, ((CUevent)event));
+  KILN__CU(EventDestroy, (event));
   kiln__clear_error();
   return KILN_OK;
 }
 
-kiln_status kiln_event_record(void *event, void *stream) {
+kiln_status kiln_event_record(kiln_event event, kiln_stream stream) {
   kiln__device *d;
   kiln_status s = kiln__device_enter(&d);
   if (s) return s;
-  KILN__CU(EventRecord, ((CUevent)event, (CUstream)stream));
+  KILN__CU(EventRecord, (event, stream));
   kiln__clear_error();
   return KILN_OK;
 }
 
-kiln_status kiln_event_synchronize(void *event) {
+kiln_status kiln_event_synchronize(kiln_event event) {
   kiln__device *d;
   kiln_status s = kiln__device_enter(&d);
   if (s) return s;
-  KILN__CU(EventSynchronize, ((CUevent)event));
+  KILN__CU(EventSynchronize, (event));
   kiln__clear_error();
   return KILN_OK;
 }
 
-kiln_status kiln_event_query(void *event, int *done) {
+kiln_status kiln_event_query(kiln_event event, int *done) {
   kiln__device *d;
   kiln_status s = kiln__device_enter(&d);
   if (s) return s;
-  return kiln__ready(kiln__cu.EventQuery((CUevent)event), "cuEventQuery", done);
+  return kiln__ready(kiln__cu.EventQuery(event), "cuEventQuery", done);
 }
 
-kiln_status kiln_event_elapsed_ms(void *start, void *end, float *ms) {
+kiln_status kiln_event_elapsed_ms(kiln_event start, kiln_event end, float *ms) {
   kiln__device *d;
   kiln_status s = kiln__device_enter(&d);
   if (s) return s;
-  CUresult rc = kiln__cu.EventElapsedTime(ms, (CUevent)start, (CUevent)end);
+  CUresult rc = kiln__cu.EventElapsedTime(ms, start, end);
   if (rc == CUDA_ERROR_NOT_READY)
     return kiln__fail(KILN_ERROR_INVALID, "an event has not completed yet (or was never "
                       "recorded); synchronize the later one first");

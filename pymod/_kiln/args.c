@@ -128,9 +128,9 @@ static int kpy_pack_transfer(const kiln_function *f, int index, kpy_transfer *t,
     return kpy_arg_error(PyExc_ValueError, f, index,
                          "the array in %s is read-only; %s writes into it", names[t->dir],
                          names[t->dir]);
-  if (packed->n_transfers == KPY_MAX_TRANSFERS)
+  if (packed->n_transfers == KILN_MAX_TRANSFERS)
     return kpy_arg_error(PyExc_ValueError, f, index, "more than %d In/Out/InOut arguments",
-                         KPY_MAX_TRANSFERS);
+                         KILN_MAX_TRANSFERS);
   kiln_transfer *x = &packed->transfers[packed->n_transfers++];
   x->param = index;
   x->dir = t->dir;
@@ -287,7 +287,7 @@ bad:
   return -1;
 }
 
-int kpy_parse_stream(kpy_state *st, PyObject *obj, void **stream) {
+int kpy_parse_stream(kpy_state *st, PyObject *obj, kiln_stream *stream) {
   *stream = NULL;
   if (obj == Py_None) return 0;
   PyObject *handle = NULL;
@@ -322,6 +322,6 @@ int kpy_parse_stream(kpy_state *st, PyObject *obj, void **stream) {
   unsigned long long v = PyLong_AsUnsignedLongLong(handle);
   Py_DECREF(handle);
   if (v == (unsigned long long)-1 && PyErr_Occurred()) return -1;
-  *stream = (void *)(uintptr_t)v;
+  *stream = (kiln_stream)(uintptr_t)v;
   return 0;
 }

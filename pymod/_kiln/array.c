@@ -62,7 +62,7 @@ static kpy_array *kpy_array_new(kpy_state *st, PyArray_Descr *dtype, int ndim,
                                 const Py_ssize_t *shape, PyObject *stream) {
   kpy_array *a = kpy_array_blank(st, dtype, ndim, shape);
   if (!a || !a->nbytes) return a;
-  void *handle = stream ? kpy_stream_handle(stream) : NULL;
+  kiln_stream handle = stream ? kpy_stream_handle(stream) : NULL;
   kiln_status s = kiln_mem_alloc_async((size_t)a->nbytes, handle, &a->alloc);
   if (s) {
     Py_DECREF(a);
@@ -184,7 +184,7 @@ static int kpy_copy(kpy_state *st, kpy_array *a, PyObject *host, int to_host, Py
   kiln_status s;
   if (!n) return 0;
   if (stream) {
-    void *h = kpy_stream_handle(stream);
+    kiln_stream h = kpy_stream_handle(stream);
     kiln_deviceptr p = a->ptr;
     /* A large pageable copy is staged by host threads before the call returns. */
     Py_BEGIN_ALLOW_THREADS
@@ -490,9 +490,10 @@ static PyObject *kpy_array_dlpack(PyObject *op, PyObject *args, PyObject *kwargs
   if (kpy_dl_dtype(a->dtype, &dt) < 0) return NULL;
   /* The consumer will use the data on `stream`: it waits for this array's stream first. */
   if (stream != Py_None && !(PyLong_Check(stream) && PyLong_AsLong(stream) == 1)) {
-    void *consumer = NULL, *event = NULL;
+    kiln_stream consumer = NULL;
+    kiln_event event = NULL;
     if (kpy_parse_stream(st, stream, &consumer) < 0) return NULL;
-    void *mine = a->stream ? kpy_stream_handle(a->stream) : NULL;
+    kiln_stream mine = a->stream ? kpy_stream_handle(a->stream) : NULL;
     kiln_status s = kiln_event_create(0, &event);
     if (!s) s = kiln_event_record(event, mine);
     if (!s) s = kiln_stream_wait_event(consumer, event);
@@ -579,7 +580,7 @@ static PyObject *kpy_asarray_cai(kpy_state *st, PyObject *obj, PyObject *cai) {
   }
   /* The producer's work on its stream comes before kiln's. */
   if (stream && stream != Py_None) {
-    void *h = NULL;
+    kiln_stream h = NULL;
     kiln_status s = KILN_OK;
     if (kpy_parse_stream(st, stream, &h) < 0) {
       Py_DECREF(dtype);

@@ -77,7 +77,7 @@ PyObject *kpy_module_from_buffer(PyObject *module, PyObject *data);
 
 /* stream.c: Stream and Event. A Stream keeps alive what its queued copies use. */
 int kpy_stream_init(PyObject *module, kpy_state *st);
-void *kpy_stream_handle(PyObject *stream);
+kiln_stream kpy_stream_handle(PyObject *stream);
 int kpy_stream_keep(PyObject *stream, PyObject *obj);
 
 /* array.c: DeviceArray and its makers, asarray, page-locked host arrays. */
@@ -99,9 +99,8 @@ int kpy_function_init(PyObject *module, kpy_state *st);
 PyObject *kpy_function_new(kpy_state *st, PyObject *sourcemodule, kiln_function *f);
 
 /* args.c: one argument into its parameter's bytes. */
-#define KPY_MAX_TRANSFERS 64
 typedef struct kpy_packed {
-  kiln_transfer transfers[KPY_MAX_TRANSFERS];
+  kiln_transfer transfers[KILN_MAX_TRANSFERS];
   int n_transfers;
 } kpy_packed;
 int kpy_pack_arg(kpy_state *st, const kiln_function *f, int index, PyObject *obj, void *slot,
@@ -109,6 +108,6 @@ int kpy_pack_arg(kpy_state *st, const kiln_function *f, int index, PyObject *obj
 /* Reads a launch shape (an int or a tuple of 1 to 3 ints) into dims, missing ones 1. */
 int kpy_parse_dims(PyObject *obj, const char *what, unsigned dims[3]);
 /* Reads stream= (None, an int handle, or an object that names its handle). */
-int kpy_parse_stream(kpy_state *st, PyObject *obj, void **stream);
+int kpy_parse_stream(kpy_state *st, PyObject *obj, kiln_stream *stream);
 
 #endif

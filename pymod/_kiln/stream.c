@@ -4,18 +4,18 @@
 
 typedef struct kpy_stream {
   PyObject_HEAD
-  void *handle; /* CUstream; NULL is the legacy default stream */
+  kiln_stream handle; /* NULL is the legacy default stream */
   int owned;    /* made by kiln: destroyed with the object */
   PyObject *keep; /* list: what queued copies read or write, released once the stream is done */
 } kpy_stream;
 
 typedef struct kpy_event {
   PyObject_HEAD
-  void *handle; /* CUevent, owned */
+  kiln_event handle; /* owned */
   int timing;
 } kpy_event;
 
-void *kpy_stream_handle(PyObject *stream) { return ((kpy_stream *)stream)->handle; }
+kiln_stream kpy_stream_handle(PyObject *stream) { return ((kpy_stream *)stream)->handle; }
 
 int kpy_stream_keep(PyObject *stream, PyObject *obj) {
   kpy_stream *s = (kpy_stream *)stream;
@@ -42,7 +42,7 @@ static PyObject *kpy_stream_new(PyTypeObject *tp, PyObject *args, PyObject *kwar
   int priority = 0;
   if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|Ii:Stream", kwlist, &flags, &priority))
     return NULL;
-  void *handle = NULL;
+  kiln_stream handle = NULL;
   kiln_status s = kiln_stream_create(flags, priority, &handle);
   if (s) return kpy_raise(kpy_state_of_type(tp), s);
   kpy_stream *self = (kpy_stream *)tp->tp_alloc(tp, 0);
@@ -57,7 +57,7 @@ static PyObject *kpy_stream_new(PyTypeObject *tp, PyObject *args, PyObject *kwar
 
 static PyObject *kpy_stream_from_handle(PyObject *cls, PyObject *arg) {
   PyTypeObject *tp = (PyTypeObject *)cls;
-  void *handle = NULL;
+  kiln_stream handle = NULL;
   if (kpy_parse_stream(kpy_state_of_type(tp), arg, &handle) < 0) return NULL;
   kpy_stream *self = (kpy_stream *)tp->tp_alloc(tp, 0);
   if (self) self->handle = handle; /* another library's: it destroys it */
@@ -184,7 +184,7 @@ static PyObject *kpy_event_new(PyTypeObject *tp, PyObject *args, PyObject *kwarg
   static char *kwlist[] = {(char *)"timing", NULL};
   int timing = 1;
   if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|p:Event", kwlist, &timing)) return NULL;
-  void *handle = NULL;
+  kiln_event handle = NULL;
   kiln_status s = kiln_event_create(timing, &handle);
   if (s) return kpy_raise(kpy_state_of_type(tp), s);
   kpy_event *self = (kpy_event *)tp->tp_alloc(tp, 0);
@@ -209,7 +209,7 @@ static PyObject *kpy_event_record(PyObject *op, PyObject *args, PyObject *kwargs
   PyObject *stream = Py_None;
   if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|O:record", kwlist, &stream)) return NULL;
   kpy_state *st = kpy_state_of_type(Py_TYPE(op));
-  void *handle = NULL;
+  kiln_stream handle = NULL;
   if (kpy_parse_stream(st, stream, &handle) < 0) return NULL;
   kiln_status s = kiln_event_record(((kpy_event *)op)->handle, handle);
   if (s) return kpy_raise(st, s);

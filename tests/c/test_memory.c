@@ -4,7 +4,7 @@
 TEST(streams_and_memory_without_a_driver_are_statuses) {
   /* This process has not opened the driver yet: point it at none, GPU or not. */
   setenv("KILN_CUDA_PATH", "/nonexistent/libcuda.so.1", 1);
-  void *stream = (void *)1;
+  kiln_stream stream = (kiln_stream)1;
   kiln_deviceptr p = 1;
   void *host = (void *)1;
   kiln_status s = kiln_stream_create(0, 0, &stream);
@@ -21,7 +21,8 @@ TEST(streams_and_memory_without_a_driver_are_statuses) {
 
 TEST(gpu_stream_ordered_copies_and_events) {
   kiln_test_require_gpu();
-  void *stream = NULL, *start = NULL, *end = NULL;
+  kiln_stream stream = NULL;
+  kiln_event start = NULL, end = NULL;
   ASSERT_EQ(kiln_stream_create(KILN_STREAM_NON_BLOCKING, 0, &stream), KILN_OK);
   ASSERT_EQ(kiln_event_create(1, &start), KILN_OK);
   ASSERT_EQ(kiln_event_create(1, &end), KILN_OK);
@@ -61,7 +62,7 @@ TEST(gpu_stream_ordered_copies_and_events) {
   ASSERT(ps.reserved < 2 * n);
   int least, greatest;
   ASSERT_EQ(kiln_stream_priority_range(&least, &greatest), KILN_OK);
-  void *bad = NULL;
+  kiln_stream bad = NULL;
   ASSERT_EQ(kiln_stream_create(0, least + 1, &bad), KILN_ERROR_INVALID);
   ASSERT_CONTAINS(kiln_last_error(), "priority");
   ASSERT_EQ(kiln_host_free(host), KILN_OK);

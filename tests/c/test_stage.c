@@ -50,7 +50,7 @@ TEST(gpu_staged_copies_keep_every_byte) {
   size_t most = (4 << 20) + 17 + 8;
   unsigned char *src = malloc(most), *dst = malloc(most);
   ASSERT(src && dst);
-  void *stream = NULL;
+  kiln_stream stream = NULL;
   ASSERT_OK(kiln_stream_create(KILN_STREAM_NON_BLOCKING, 0, &stream));
   kiln_staging_info before, after;
   kiln_staging_get_info(&before);
