@@ -1,0 +1,126 @@
+"""CUDA source of reduction kernels: PyCUDA's `ReductionKernel(dtype_out, neutral,
+reduce_expr, map_expr, arguments)` in one launch.
+
+Each thread folds `map_expr` over its elements (four a block apart per step, into four
+accumulators, so their loads are in flight together), the block folds its threads' values, and
+writes one partial value; the last block to finish, told by an atomic counter, folds the
+partial values and writes the result. The counter wraps back to 0 by itself (atomicInc), so a
+scratch buffer is ready for the next launch on its stream without a memset. One launch instead
+of PyCUDA's two: on an H200 a float32 sum of 10^7 to a host float took 20 µs this way against
+25 µs with two launches (bench/kernel_shapes.py).
+
+`a` and `b` name the two values `reduce_expr` combines; `i` and the arguments' names (and
+`x_i`) are what `map_expr` reads, as in PyCUDA.
+"""
+import numpy as np
+
+from . import _cgen
+
+BLOCK = 512
+UNROLL = 4
+# Bytes of scratch a launch needs: the partial values of up to MAX_BLOCKS blocks, then the
+# counter (kept 16-byte aligned after them).
+MAX_BLOCKS = 1024
+
+
+def scratch_bytes(dtype_out):
+    return MAX_BLOCKS * max(16, np.dtype(dtype_out).itemsize) + 16
+
+
+def _shuffles(dtype):
+    """True when warp shuffles can move values of dtype (the arithmetic types)."""
+    dtype = np.dtype(dtype)
+    return dtype.kind in "iuf" and dtype.itemsize in (4, 8) or dtype == np.float16
+
+
+def source(dtype_out, neutral, reduce_expr, map_expr, arguments, name, preamble=""):
+    out_t = _cgen.dtype_to_ctype(dtype_out)
+    vectors = [a for a in arguments if isinstance(a, _cgen.VectorArg)]
+    dtypes = [dtype_out] + [a.dtype for a in arguments]
+    head = _cgen.includes_for(dtypes, " ".join([preamble, map_expr, reduce_expr, neutral]))
+    defines = "".join(f"#define {v.name}_i i\n" for v in vectors)
+    params = []
+    for a in arguments:
+        if isinstance(a, _cgen.VectorArg):
+            params.append(f"{_cgen.dtype_to_ctype(a.dtype)} *__restrict__ {a.name}")
+        else:
+            params.append(a.declarator())
+    params = ", ".join([f"{out_t} *__restrict__ _out", "unsigned char *_scratch"] + params
+                       + ["unsigned long n"])
+    warp_fold = ""
+    if _shuffles(dtype_out):
+        warp_fold = f"""
+  if (blockDim.x >= 64) {{
+    for (unsigned s = blockDim.x / 2; s >= 32; s >>= 1) {{
+      if (threadIdx.x < s) sm[threadIdx.x] = REDUCE(sm[threadIdx.x], sm[threadIdx.x + s]);
+      __syncthreads();
+    }}
+    if (threadIdx.x < 32) {{
+      {out_t} v = sm[threadIdx.x];
+      for (int o = 16; o > 0; o >>= 1) {{
+        {out_t} w = __shfl_down_sync(0xffffffffu, v, o);
+        v = REDUCE(v, w);
+      }}
+      if (threadIdx.x == 0) sm[0] = v;
+    }}
+    __syncthreads();
+    return sm[0];
+  }}"""
+    return f"""{head}{preamble}
+{defines}#define REDUCE(a, b) ({reduce_expr})
+#define READ_AND_MAP(i) ({map_expr})
+
+/* The block's fold of one value per thread; every thread gets the result. */
+__device__ __forceinline__ {out_t} _kiln_block_fold({out_t} v) {{
+  __shared__ __align__(16) unsigned char _raw[{BLOCK} * sizeof({out_t})];
+  {out_t} *sm = reinterpret_cast<{out_t} *>(_raw);
+  __syncthreads(); /* the caller may fold twice */
+  sm[threadIdx.x] = v;
+  __syncthreads();{warp_fold}
+  for (unsigned s = blockDim.x / 2; s > 0; s >>= 1) {{
+    if (threadIdx.x < s) sm[threadIdx.x] = REDUCE(sm[threadIdx.x], sm[threadIdx.x + s]);
+    __syncthreads();
+  }}
+  return sm[0];
+}}
+
+extern "C" __global__ void {name}({params})
+{{
+  const {out_t} _neutral = ({out_t})({neutral});
+  {out_t} _acc[{UNROLL}];
+#pragma unroll
+  for (unsigned _k = 0; _k < {UNROLL}; _k++) _acc[_k] = _neutral;
+  const unsigned long long _tile = {UNROLL}ull * blockDim.x;
+  for (unsigned long long _base = blockIdx.x * _tile + threadIdx.x; _base < n;
+       _base += gridDim.x * _tile) {{
+#pragma unroll
+    for (unsigned _k = 0; _k < {UNROLL}; _k++) {{
+      unsigned long long i = _base + _k * blockDim.x;
+      if (i < n) _acc[_k] = REDUCE(_acc[_k], READ_AND_MAP(i));
+    }}
+  }}
+  {out_t} v = REDUCE(REDUCE(_acc[0], _acc[1]), REDUCE(_acc[2], _acc[3]));
+  v = _kiln_block_fold(v);
+  if (gridDim.x == 1) {{
+    if (threadIdx.x == 0) *_out = v;
+    return;
+  }}
+  {out_t} *_partial = reinterpret_cast<{out_t} *>(_scratch);
+  unsigned *_count = reinterpret_cast<unsigned *>(_scratch + {MAX_BLOCKS} * sizeof({out_t}));
+  __shared__ bool _last;
+  if (threadIdx.x == 0) {{
+    _partial[blockIdx.x] = v;
+    __threadfence();
+    _last = atomicInc(_count, gridDim.x - 1) == gridDim.x - 1; /* back to 0 after the last */
+  }}
+  __syncthreads();
+  if (!_last) return;
+  /* Plain loads see the other blocks' partial values: they were fenced before the counter
+   * moved, and this block has not read these addresses before, so no stale line is cached. */
+  __threadfence();
+  v = _neutral;
+  for (unsigned j = threadIdx.x; j < gridDim.x; j += blockDim.x) v = REDUCE(v, _partial[j]);
+  v = _kiln_block_fold(v);
+  if (threadIdx.x == 0) *_out = v;
+}}
+"""
