@@ -1,6 +1,7 @@
-/* Devices and their primary contexts. */
+/* Devices, their primary contexts and default pools; the current device of each thread. */
 #include "device.h"
 
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -104,8 +105,6 @@ static kiln_status kiln__device_setup(int ordinal, kiln__device **out) {
       cuuint64_t keep = UINT64_MAX;
       kiln__cu.MemPoolSetAttribute(d->pool, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &keep);
     }
-    if (!s) s = kiln__staging_init(&d->staging);
-    if (!s) s = kiln__small_init(&d->small);
     if (s) free(d);
     else __atomic_store_n(&kiln__devices[ordinal], d, __ATOMIC_RELEASE);
   }
@@ -128,6 +127,10 @@ kiln_status kiln__device_enter(kiln__device **out) {
   if (KILN__UNLIKELY(cur != d->ctx)) KILN__CU(CtxSetCurrent, (d->ctx));
   *out = d;
   return KILN_OK;
+}
+
+int kiln__device_count_known(void) {
+  return __atomic_load_n(&kiln__n_devices, __ATOMIC_ACQUIRE);
 }
 
 kiln_status kiln__device_capability(int *major, int *minor) {

@@ -1,5 +1,7 @@
 /* Launching: shapes checked against the limits, then cuLaunchKernel; In/Out around it. */
+#include "memory.h"
 #include "module.h"
+#include "stage.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -104,11 +106,11 @@ static kiln_status kiln__timed_launch(kiln_function *f, const kiln_launch_config
 
 static size_t kiln__round_up(size_t n) { return (n + 255) & ~(size_t)255; }
 
-/* Transfers laid out in the staging buffers, in-only first, then in-out, then out-only,
+/* Transfers laid out in the bounce buffers, in-only first, then in-out, then out-only,
  * so one copy goes in and one comes back. */
-static kiln_status kiln__call_staged(kiln_function *f, const kiln_launch_config *cfg,
-                                     void **params, const kiln_transfer *t, int n,
-                                     kiln__staging *st, kiln__timer *timer) {
+static kiln_status kiln__call_bounced(kiln_function *f, const kiln_launch_config *cfg,
+                                      void **params, const kiln_transfer *t, int n,
+                                      kiln__bounce *b, kiln__timer *timer) {
   size_t offsets[KILN_MAX_TRANSFERS];
   size_t end = 0, in_end = 0, out_start = (size_t)-1;
   for (int pass = 1; pass <= 3; pass++) {
@@ -121,23 +123,23 @@ static kiln_status kiln__call_staged(kiln_function *f, const kiln_launch_config 
       if (want != KILN_OUT) in_end = end;
     }
   }
-  kiln_status s = kiln__staging_reserve(st, end);
+  kiln_status s = kiln__memory_bounce_reserve(b, end);
   if (s) return s;
   CUstream stream = cfg->stream;
   for (int i = 0; i < n; i++) {
-    CUdeviceptr p = t[i].nbytes ? st->dev + offsets[i] : 0;
+    CUdeviceptr p = t[i].nbytes ? b->dev + offsets[i] : 0;
     memcpy(params[t[i].param], &p, sizeof p);
-    if (t[i].dir & KILN_IN) memcpy((char *)st->host + offsets[i], t[i].host, t[i].nbytes);
+    if (t[i].dir & KILN_IN) memcpy((char *)b->host + offsets[i], t[i].host, t[i].nbytes);
   }
-  if (in_end) KILN__CU(MemcpyHtoDAsync, (st->dev, st->host, in_end, stream));
+  if (in_end) KILN__CU(MemcpyHtoDAsync, (b->dev, b->host, in_end, stream));
   s = kiln__timed_launch(f, cfg, params, timer);
   if (s) return s;
   if (out_start != (size_t)-1 && end > out_start)
-    KILN__CU(MemcpyDtoHAsync, ((char *)st->host + out_start, st->dev + out_start,
+    KILN__CU(MemcpyDtoHAsync, ((char *)b->host + out_start, b->dev + out_start,
                                end - out_start, stream));
   KILN__CU(StreamSynchronize, (stream));
   for (int i = 0; i < n; i++)
-    if (t[i].dir & KILN_OUT) memcpy(t[i].host, (char *)st->host + offsets[i], t[i].nbytes);
+    if (t[i].dir & KILN_OUT) memcpy(t[i].host, (char *)b->host + offsets[i], t[i].nbytes);
   return KILN_OK;
 }
 
@@ -158,12 +160,12 @@ static kiln_status kiln__call_pooled(kiln_function *f, const kiln_launch_config 
     }
     if (!s) memcpy(params[t[i].param], &ptrs[i], sizeof ptrs[i]);
     if (!s && (t[i].dir & KILN_IN) && t[i].nbytes)
-      s = kiln__copy_htod(d, ptrs[i], t[i].host, t[i].nbytes, stream, 0);
+      s = kiln__stage_htod(d, ptrs[i], t[i].host, t[i].nbytes, stream, 0);
   }
   if (!s) s = kiln__timed_launch(f, cfg, params, timer);
   for (int i = 0; i < n && !s; i++)
     if ((t[i].dir & KILN_OUT) && t[i].nbytes)
-      s = kiln__copy_dtoh(d, t[i].host, ptrs[i], t[i].nbytes, stream, 0);
+      s = kiln__stage_dtoh(d, t[i].host, ptrs[i], t[i].nbytes, stream, 0);
   /* Freed on every path, after the copies that use them, in stream order. */
   for (int i = 0; i < n; i++)
     if (ptrs[i]) {
@@ -180,7 +182,7 @@ static kiln_status kiln__call_pooled(kiln_function *f, const kiln_launch_config 
   return s;
 }
 
-/* Checks the transfers; their total size, rounded as the staging buffers lay them out. */
+/* Checks the transfers; their total size, rounded as the bounce buffers lay them out. */
 static kiln_status kiln__check_transfers(const kiln_function *f, const kiln_transfer *transfers,
                                          int n_transfers, size_t *total) {
   if (n_transfers < 0 || n_transfers > KILN_MAX_TRANSFERS)
@@ -224,6 +226,8 @@ kiln_status kiln_function_call(kiln_function *f, const kiln_launch_config *cfg, 
   if (s) return s;
   kiln__device *d;
   if ((s = kiln__prepare(f, cfg, &d))) return s;
+  kiln__bounce *b = NULL;
+  if (n_transfers && total <= KILN__BOUNCE_MAX && (s = kiln__memory_bounce(d, &b))) return s;
 
   kiln__timer timer, *tp = NULL;
   if (elapsed_s) {
@@ -238,11 +242,11 @@ kiln_status kiln_function_call(kiln_function *f, const kiln_launch_config *cfg, 
   }
   if (n_transfers == 0) {
     s = kiln__timed_launch(f, cfg, params, tp);
-  } else if (total <= KILN__STAGING_MAX && pthread_mutex_trylock(&d->staging.lock) == 0) {
-    s = kiln__call_staged(f, cfg, params, transfers, n_transfers, &d->staging, tp);
+  } else if (b && pthread_mutex_trylock(&b->lock) == 0) {
+    s = kiln__call_bounced(f, cfg, params, transfers, n_transfers, b, tp);
     /* A copy queued before a failure may still read the buffers the next call will fill. */
     if (s) kiln__cu.StreamSynchronize(cfg->stream);
-    pthread_mutex_unlock(&d->staging.lock);
+    pthread_mutex_unlock(&b->lock);
   } else {
     s = kiln__call_pooled(f, cfg, params, transfers, n_transfers, d, tp, 1);
   }

@@ -8,6 +8,8 @@
 #include "headers.h"
 #include "signature.h"
 
+#include <pthread.h>
+
 struct kiln_function {
   kiln_module *module;        /* borrowed: the module owns its functions */
   const kiln__entry *entry;   /* borrowed from the module */

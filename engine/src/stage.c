@@ -15,9 +15,8 @@
  * the caller's stream order as a driver copy would. One job runs at a time per device. */
 #include "stage.h"
 
-#include "device.h"
-
 #include <errno.h>
+#include <pthread.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -92,7 +91,7 @@ typedef struct kiln__slot {
   CUevent done; /* recorded after the last DMA that used host */
 } kiln__slot;
 
-struct kiln__stager {
+typedef struct kiln__stager {
   pthread_mutex_t use; /* one job at a time */
   pthread_mutex_t lock;
   pthread_cond_t wake, idle;
@@ -107,7 +106,7 @@ struct kiln__stager {
   int job_workers;          /* how many take part in it */
   unsigned long generation; /* bumped for each job */
   int running;              /* workers other than the caller still on the job */
-};
+} kiln__stager;
 
 void kiln_staging_get_info(kiln_staging_info *out) {
   pthread_once(&kiln__stage_cfg_once, kiln__stage_read_cfg);
@@ -238,10 +237,19 @@ static void *kiln__worker_main(void *p) {
 
 /* ---- Making a stager ------------------------------------------------------------------- */
 
+/* Each device's stager, made on its first staged copy; a failure to make it is remembered, so
+ * it is told once and not paid for on every copy. One per ordinal, all allocated at once, never
+ * freed: a copy reads its device's without a lock. */
+typedef struct kiln__stage_device {
+  kiln__stager *stager;
+  int failed;
+} kiln__stage_device;
+
 static pthread_mutex_t kiln__stagers_lock = PTHREAD_MUTEX_INITIALIZER;
+static kiln__stage_device *kiln__stage_devices;
 
 /* What is made before the first thread starts; on failure nothing is left behind. */
-static kiln_status kiln__stager_alloc(kiln__device *d, kiln__stager **out) {
+static kiln_status kiln__stager_alloc(const kiln__device *d, kiln__stager **out) {
   kiln__stager *s = calloc(1, sizeof *s);
   int n = kiln__stage_cfg.threads;
   if (!s || !(s->slots = calloc((size_t)(2 * n), sizeof *s->slots))) {
@@ -311,23 +319,32 @@ static void kiln__stager_start(kiln__stager *s) {
 }
 
 /* The device's stager, made on first use; NULL (with the reason as the last error) when it
- * cannot be made, and then the copy goes to the driver directly. The failure is remembered
- * and told once, not paid for on every copy. */
-static kiln__stager *kiln__stager_of(kiln__device *d) {
-  kiln__stager *s = __atomic_load_n(&d->stager, __ATOMIC_ACQUIRE);
-  if (KILN__LIKELY(s) || __atomic_load_n(&d->stager_failed, __ATOMIC_ACQUIRE)) return s;
+ * cannot be made, and then the copy goes to the driver directly. */
+static kiln__stager *kiln__stager_of(const kiln__device *d) {
+  kiln__stage_device *t = __atomic_load_n(&kiln__stage_devices, __ATOMIC_ACQUIRE);
+  kiln__stager *s = NULL;
+  if (KILN__LIKELY(t)) {
+    kiln__stage_device *mine = &t[d->ordinal];
+    s = __atomic_load_n(&mine->stager, __ATOMIC_ACQUIRE);
+    if (KILN__LIKELY(s) || __atomic_load_n(&mine->failed, __ATOMIC_ACQUIRE)) return s;
+  }
   pthread_mutex_lock(&kiln__stagers_lock);
-  if (!d->stager && !d->stager_failed) {
+  if (!(t = kiln__stage_devices) &&
+      (t = calloc((size_t)kiln__device_count_known(), sizeof *t)))
+    __atomic_store_n(&kiln__stage_devices, t, __ATOMIC_RELEASE);
+  if (!t) {
+    kiln__fail(KILN_ERROR_NO_MEMORY, "out of memory for the devices' stagers");
+  } else if (!t[d->ordinal].stager && !t[d->ordinal].failed) {
     if (kiln__stager_alloc(d, &s) == KILN_OK) {
       kiln__stager_start(s);
-      __atomic_store_n(&d->stager, s, __ATOMIC_RELEASE);
+      __atomic_store_n(&t[d->ordinal].stager, s, __ATOMIC_RELEASE);
     } else {
       kiln__warn("large copies on device %d go through the driver's own staging, at its "
                  "pageable speed: %s", d->ordinal, kiln_last_error());
-      __atomic_store_n(&d->stager_failed, 1, __ATOMIC_RELEASE);
+      __atomic_store_n(&t[d->ordinal].failed, 1, __ATOMIC_RELEASE);
     }
   }
-  s = d->stager;
+  s = t ? t[d->ordinal].stager : NULL;
   pthread_mutex_unlock(&kiln__stagers_lock);
   return s;
 }
@@ -381,8 +398,8 @@ static kiln_status kiln__stage_run(kiln__stager *s, kiln__stage_job *job, CUstre
   return KILN_OK;
 }
 
-kiln_status kiln__copy_htod(kiln__device *d, CUdeviceptr dst, const void *src, size_t nbytes,
-                            CUstream stream, int sync) {
+kiln_status kiln__stage_htod(const kiln__device *d, CUdeviceptr dst, const void *src,
+                             size_t nbytes, CUstream stream, int sync) {
   kiln__stager *s = kiln__stage_wanted(src, nbytes) ? kiln__stager_of(d) : NULL;
   if (!s) {
     if (sync) KILN__CU(MemcpyHtoD, (dst, src, nbytes));
@@ -393,8 +410,8 @@ kiln_status kiln__copy_htod(kiln__device *d, CUdeviceptr dst, const void *src, s
   return kiln__stage_run(s, &job, stream, sync);
 }
 
-kiln_status kiln__copy_dtoh(kiln__device *d, void *dst, CUdeviceptr src, size_t nbytes,
-                            CUstream stream, int sync) {
+kiln_status kiln__stage_dtoh(const kiln__device *d, void *dst, CUdeviceptr src, size_t nbytes,
+                             CUstream stream, int sync) {
   kiln__stager *s = kiln__stage_wanted(dst, nbytes) ? kiln__stager_of(d) : NULL;
   if (!s) {
     if (sync) KILN__CU(MemcpyDtoH, (dst, src, nbytes));

@@ -1,7 +1,7 @@
 /* Streams and events: thin, checked wrappers, each run in the current device's context. The
  * handles are the driver's CUstream and CUevent, so streams of PyTorch or CuPy work as they
  * are. */
-#include "device.h"
+#include "memory.h"
 
 kiln_status kiln_stream_create(unsigned flags, int priority, kiln_stream *out) {
   *out = NULL;
@@ -38,7 +38,7 @@ kiln_status kiln_stream_destroy(kiln_stream stream) {
   kiln__device *d;
   kiln_status s = kiln__device_enter(&d);
   if (s) return s;
-  kiln__small_release(&d->small, stream, 0); /* no later stream may reuse them */
+  kiln__memory_small_release(d, stream, 0); /* no later stream may reuse them */
   KILN__CU(StreamDestroy, (stream));
   kiln__clear_error();
   return KILN_OK;
