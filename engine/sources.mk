@@ -4,7 +4,8 @@ KILN_ENGINE_SOURCES = \
 	engine/src/driver.c \
 	engine/src/nvrtc.c \
 	engine/src/hash.c \
-	engine/src/signature.c \
+	engine/src/demangle.c \
+	engine/src/ptx.c \
 	engine/src/headers.c \
 	engine/src/entry.c \
 	engine/src/compile.c \

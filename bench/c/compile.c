@@ -300,7 +300,7 @@ static int fill(const char *src, long count) {
     unsigned char key[KILN__KEY_SIZE];
     int n = snprintf(seed, sizeof seed, "kiln bench synthetic entry %ld", i);
     if (kiln__sha256(seed, (size_t)n, key)) die("SHA-256: %s", kiln_last_error());
-    kiln__cache_store(key, &m->code, m->entries, m->n_entries, &m->headers);
+    kiln__cache_store(key, &m->code, m->kernels, m->n_kernels, &m->headers);
   }
   kiln_cache_stats after = stats_now();
   double fill_s = (now_ms() - t0) / 1e3;

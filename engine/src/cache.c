@@ -598,7 +598,7 @@ static void kiln__write_failed(const char *dir, const char *what, int err) {
 }
 
 void kiln__cache_store(const unsigned char key[KILN__KEY_SIZE], const kiln__code *code,
-                       const kiln__entry *entries, int n_entries, const kiln__headers *headers) {
+                       const kiln__kernel *kernels, int n_kernels, const kiln__headers *headers) {
   kiln__config c;
   kiln__config_get(&c);
   if (!c.readable) return;
@@ -608,7 +608,7 @@ void kiln__cache_store(const unsigned char key[KILN__KEY_SIZE], const kiln__code
   }
   unsigned char *buf;
   size_t size;
-  if (kiln__entry_encode(key, code, entries, n_entries, headers, &buf, &size) != KILN_OK) return;
+  if (kiln__entry_encode(key, code, kernels, n_kernels, headers, &buf, &size) != KILN_OK) return;
   static unsigned counter;
   char shard[PATH_MAX], path[PATH_MAX], tmp[PATH_MAX], hex[2 * KILN__KEY_SIZE + 1];
   kiln__key_hex(key, hex);
@@ -704,9 +704,9 @@ kiln_status kiln_cache_list(int (*visit)(const kiln_cache_entry *e, void *ctx), 
       const char *why;
       kiln__entry_load(path, NULL, layer > 0, &cached, &st, &why, NULL);
       size_t used = 0;
-      for (int k = 0; !why && k < cached.n_entries; k++) {
+      for (int k = 0; !why && k < cached.n_kernels; k++) {
         int w = snprintf(kernels + used, sizeof kernels - used, "%s%s", k ? ", " : "",
-                         cached.entries[k].plain);
+                         cached.kernels[k].plain);
         if (w > 0 && (size_t)w < sizeof kernels - used) used += (size_t)w;
       }
       kiln_cache_entry e = {path, key, layer, files[i].bytes,

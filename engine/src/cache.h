@@ -37,7 +37,7 @@ void kiln__cache_unlock(kiln__cache_lock *lock);
 /* Writes an entry into the main folder (a temporary file renamed into place), then keeps the
  * folder under its bound. A failure is a warning, once per process: kiln works uncached. */
 void kiln__cache_store(const unsigned char key[KILN__KEY_SIZE], const kiln__code *code,
-                       const kiln__entry *entries, int n_entries, const kiln__headers *headers);
+                       const kiln__kernel *kernels, int n_kernels, const kiln__headers *headers);
 
 /* The counters behind kiln_cache_get_stats. */
 typedef enum kiln__counter {

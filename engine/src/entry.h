@@ -4,7 +4,7 @@
 
 #include "compile.h"
 #include "headers.h"
-#include "signature.h"
+#include "ptx.h"
 
 /* Part of every key, so two formats never share a file name. */
 #define KILN__ENTRY_VERSION 1
@@ -16,14 +16,14 @@
 /* Everything one compile produced that a later process needs. */
 typedef struct kiln__cached {
   kiln__code code;
-  kiln__entry *entries; /* the kernels' signatures */
-  int n_entries;
+  kiln__kernel *kernels; /* the kernels' signatures */
+  int n_kernels;
   kiln__headers headers; /* the user headers the compile could read */
 } kiln__cached;
 
 /* The whole entry for key, in a malloc'd buffer. */
 kiln_status kiln__entry_encode(const unsigned char key[KILN__KEY_SIZE], const kiln__code *code,
-                               const kiln__entry *entries, int n_entries,
+                               const kiln__kernel *kernels, int n_kernels,
                                const kiln__headers *headers, unsigned char **out, size_t *size);
 
 /* Decodes a whole entry, checking its header, length, key (NULL accepts any) and checksum.

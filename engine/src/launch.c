@@ -42,18 +42,18 @@ static kiln_status kiln__check_limits(kiln_function *f, kiln__device *d,
   if (threads > (unsigned)f->max_threads)
     return kiln__fail(KILN_ERROR_INVALID, "block (%u, %u, %u) has %u threads; kernel %s can "
                       "launch with at most %d per block on %s (its registers limit it)",
-                      cfg->block[0], cfg->block[1], cfg->block[2], threads, f->entry->plain,
+                      cfg->block[0], cfg->block[1], cfg->block[2], threads, f->kernel->plain,
                       f->max_threads, info->name);
   if (cfg->shared > (unsigned)f->dynamic_shared_allowed) {
     int most = info->max_shared_per_block_optin - f->static_shared;
     if (cfg->shared > (unsigned)(most > 0 ? most : 0))
       return kiln__fail(KILN_ERROR_INVALID, "shared is %u bytes; kernel %s can have at most "
                         "%d bytes of dynamic shared memory on %s (%d per block, %d static)",
-                        cfg->shared, f->entry->plain, most, info->name,
+                        cfg->shared, f->kernel->plain, most, info->name,
                         info->max_shared_per_block_optin, f->static_shared);
     /* Past 48 KiB a kernel must opt in; doing it here is what the user meant. */
     KILN__CU(KernelSetAttribute, (CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-                                  (int)cfg->shared, f->kernel, d->dev));
+                                  (int)cfg->shared, f->handle, d->dev));
     f->dynamic_shared_allowed = (int)cfg->shared;
   }
   return KILN_OK;
@@ -69,7 +69,7 @@ static kiln_status kiln__prepare(kiln_function *f, const kiln_launch_config *cfg
 }
 
 static kiln_status kiln__launch(kiln_function *f, const kiln_launch_config *cfg, void **params) {
-  CUresult rc = kiln__cu.LaunchKernel((CUfunction)f->kernel, cfg->grid[0], cfg->grid[1],
+  CUresult rc = kiln__cu.LaunchKernel((CUfunction)f->handle, cfg->grid[0], cfg->grid[1],
                                       cfg->grid[2], cfg->block[0], cfg->block[1], cfg->block[2],
                                       cfg->shared, cfg->stream, params, NULL);
   if (KILN__UNLIKELY(rc != CUDA_SUCCESS)) {
@@ -191,12 +191,12 @@ static kiln_status kiln__check_transfers(const kiln_function *f, const kiln_tran
   *total = 0;
   for (int i = 0; i < n_transfers; i++) {
     const kiln_transfer *t = &transfers[i];
-    if (t->param < 0 || t->param >= f->entry->n_params || !(t->dir & KILN_INOUT) ||
+    if (t->param < 0 || t->param >= f->kernel->n_params || !(t->dir & KILN_INOUT) ||
         (t->nbytes && !t->host))
       return kiln__fail(KILN_ERROR_INVALID, "transfer %d is malformed", i);
-    if (f->entry->params[t->param].size != sizeof(CUdeviceptr))
+    if (f->kernel->params[t->param].size != sizeof(CUdeviceptr))
       return kiln__fail(KILN_ERROR_INVALID, "parameter %d of %s is %u bytes, not a pointer",
-                        t->param, f->entry->plain, f->entry->params[t->param].size);
+                        t->param, f->kernel->plain, f->kernel->params[t->param].size);
     *total += kiln__round_up(t->nbytes);
   }
   return KILN_OK;

@@ -6,14 +6,14 @@
 #include "device.h"
 #include "hash.h"
 #include "headers.h"
-#include "signature.h"
+#include "ptx.h"
 
 #include <pthread.h>
 
 struct kiln_function {
   kiln_module *module;        /* borrowed: the module owns its functions */
-  const kiln__entry *entry;   /* borrowed from the module */
-  CUkernel kernel;            /* NULL until the module is loaded */
+  const kiln__kernel *kernel; /* borrowed from the module: name and parameters */
+  CUkernel handle;            /* the driver's; NULL until the module is loaded */
   int ready_device;           /* the device the limits below are for; -1 before any */
   int max_threads;            /* threads per block this kernel can launch with */
   int static_shared;          /* bytes of __shared__ the kernel declares */
@@ -24,9 +24,9 @@ struct kiln_module {
   int refs;                   /* atomic; the in-process table holds one */
   unsigned char key[KILN__KEY_SIZE];
   kiln__code code;            /* owned */
-  kiln__entry *entries;       /* owned */
-  int n_entries;
-  kiln_function *functions;   /* owned, one per entry */
+  kiln__kernel *kernels;      /* owned */
+  int n_kernels;
+  kiln_function *functions;   /* owned, one per kernel */
   kiln__headers headers;      /* the user headers it was compiled against; a hit needs them
                                  unchanged */
   pthread_mutex_t load_lock;  /* guards lib and the functions' kernels */
@@ -35,7 +35,7 @@ struct kiln_module {
 };
 
 /* A module of prebuilt code (image.c) around code; takes what code owns. */
-kiln_status kiln__module_adopt(kiln__code *code, kiln__entry *entries, int n_entries,
+kiln_status kiln__module_adopt(kiln__code *code, kiln__kernel *kernels, int n_kernels,
                                kiln_module **out);
 
 /* Loads the module if needed and reads f's limits for device d. */
