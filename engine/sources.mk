@@ -1,6 +1,8 @@
 # The engine's sources: the one list the Makefile and setup.py both read.
 KILN_ENGINE_SOURCES = \
 	engine/src/status.c \
+	engine/src/dup.c \
+	engine/src/file.c \
 	engine/src/driver.c \
 	engine/src/nvrtc.c \
 	engine/src/hash.c \

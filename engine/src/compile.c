@@ -2,6 +2,7 @@
 #include "compile.h"
 
 #include "device.h"
+#include "dup.h"
 #include "nvrtc.h"
 
 #include <stdio.h>
@@ -127,7 +128,7 @@ static kiln_status kiln__compile_program(nvrtcProgram prog, const kiln_compile_o
     out->log = malloc(log_size);
     if (out->log && kiln__rtc.GetProgramLog(prog, out->log) != NVRTC_SUCCESS) out->log[0] = 0;
   }
-  if (!out->log) out->log = kiln__strdup("");
+  if (!out->log) out->log = kiln__dup_str("");
   if (rc != NVRTC_SUCCESS) {
     char first[512];
     kiln__first_error(out->log ? out->log : "", first, sizeof first);
@@ -166,8 +167,8 @@ static kiln_status kiln__collect(nvrtcProgram prog, const kiln_compile_opts *opt
   for (int i = 0; i < n; i++) {
     const char *lowered = NULL;
     KILN__RTC(GetLoweredName, (prog, opts->name_expressions[i], &lowered));
-    out->names[i] = kiln__strdup(opts->name_expressions[i]);
-    out->lowered[i] = kiln__strdup(lowered);
+    out->names[i] = kiln__dup_str(opts->name_expressions[i]);
+    out->lowered[i] = kiln__dup_str(lowered);
     if (!out->names[i] || !out->lowered[i])
       return kiln__fail(KILN_ERROR_NO_MEMORY, "out of memory for name expressions");
   }

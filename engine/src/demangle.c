@@ -4,6 +4,8 @@
  * else makes the parameter types unreadable, never wrong. */
 #include "demangle.h"
 
+#include "dup.h"
+
 #include <ctype.h>
 #include <stdlib.h>
 #include <string.h>
@@ -213,7 +215,7 @@ char *kiln__demangle(const char *mangled, int *types, int max_types, int *n_type
     return NULL;
   }
   if (!d.ok || used == 0) return NULL;
-  char *out = kiln__strdup(plain);
+  char *out = kiln__dup_str(plain);
   /* A template's parameter types refer to its arguments (T_), which are not read here. */
   if (is_template || !out) return out;
   int n = 0;

@@ -70,6 +70,11 @@ typedef struct kiln__driver {
 
 extern kiln__driver kiln__cu;
 
+/* Records a failed driver call: its CUresult, name and the routine that returned it; maps
+ * out-of-memory to its own status. Here, not in status.c, because it asks the driver for the
+ * CUresult's name; short-named like the status helpers, being of their vocabulary. */
+kiln_status kiln__cuda_fail(const char *call, int result);
+
 /* Opens libcuda and runs cuInit once per process; later calls return the first outcome.
  * KILN_ERROR_NO_DRIVER when no driver loads, KILN_ERROR_NO_DEVICE when it finds no GPU. */
 kiln_status kiln__driver_load(void);

@@ -43,7 +43,4 @@ int kiln__headers_fresh(const kiln__headers *h);
 kiln_status kiln__headers_add(kiln__headers *h, const kiln__header *rec);
 void kiln__headers_free(kiln__headers *h);
 
-/* dir/name into out (name alone when absolute); 0 when it does not fit. */
-int kiln__path_join(char *out, size_t cap, const char *dir, const char *name);
-
 #endif

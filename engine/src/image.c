@@ -3,6 +3,9 @@
  * parameter's size, and the mangled names say the rest. */
 #include "module.h"
 
+#include "dup.h"
+#include "file.h"
+
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -44,7 +47,7 @@ static kiln_status kiln__from_ptx(const char *image, size_t size, kiln_module **
   kiln__code code = {0};
   kiln__kernel *kernels = NULL;
   int n = 0;
-  if (!(code.ptx = kiln__memdup(image, size + 1)))
+  if (!(code.ptx = kiln__dup_mem(image, size + 1)))
     return kiln__fail(KILN_ERROR_NO_MEMORY, "out of memory for the PTX");
   code.ptx[size] = '\0';
   code.ptx_size = size;
@@ -88,7 +91,7 @@ static kiln_status kiln__describe(CUlibrary lib, kiln__kernel **out, int *n_out)
       s = kiln__cuda_fail("cuKernelGetName", (int)rc);
       break;
     }
-    if (!(kernel->name = kiln__strdup(name))) {
+    if (!(kernel->name = kiln__dup_str(name))) {
       s = kiln__fail(KILN_ERROR_NO_MEMORY, "out of memory listing kernels");
       break;
     }
@@ -137,7 +140,7 @@ static kiln_status kiln__from_binary(const void *image, size_t size, kiln_module
     return s;
   }
   kiln__code code = {0};
-  if (!(code.cubin = kiln__memdup(image, size)))
+  if (!(code.cubin = kiln__dup_mem(image, size)))
     return kiln__fail(KILN_ERROR_NO_MEMORY, "out of memory for the CUBIN");
   code.cubin_size = size;
   CUlibrary lib = NULL;
@@ -185,7 +188,7 @@ kiln_status kiln_module_from_file(const char *path, kiln_module **out) {
   if (!path) return kiln__fail(KILN_ERROR_INVALID, "the path is NULL");
   struct stat st;
   size_t n = 0;
-  char *buf = kiln__read_file(path, (size_t)1 << 30, &st, &n);
+  char *buf = kiln__file_read(path, (size_t)1 << 30, &st, &n);
   if (!buf) {
     if (errno == ENOMEM) return kiln__fail(KILN_ERROR_NO_MEMORY, "out of memory reading %s", path);
     return kiln__fail(KILN_ERROR_INVALID, "%s cannot be read: %s", path, strerror(errno));

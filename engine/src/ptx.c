@@ -3,6 +3,7 @@
 #include "ptx.h"
 
 #include "demangle.h"
+#include "dup.h"
 
 #include <ctype.h>
 #include <stdlib.h>
@@ -171,7 +172,7 @@ static kiln_status kiln__parse_kernel(kiln__cursor *c, kiln__kernel *k) {
   if (name.n == 0 || !(isalpha((unsigned char)name.s[0]) || name.s[0] == '_' ||
                        name.s[0] == '$' || name.s[0] == '%'))
     return kiln__fail(KILN_ERROR_PTX, "malformed PTX: .entry is not followed by a name");
-  k->name = kiln__memdup(name.s, name.n + 1);
+  k->name = kiln__dup_mem(name.s, name.n + 1);
   if (!k->name) return kiln__fail(KILN_ERROR_NO_MEMORY, "out of memory reading PTX");
   k->name[name.n] = '\0';
   kiln__cursor save = *c;
@@ -207,7 +208,7 @@ kiln_status kiln__ptx_refine(kiln__kernel *k, int sizes_only) {
   int types[256];
   int n_types = -1;
   char *plain = kiln__demangle(k->name, types, (int)KILN__COUNT(types), &n_types);
-  k->plain = plain ? plain : kiln__strdup(k->name);
+  k->plain = plain ? plain : kiln__dup_str(k->name);
   if (!k->plain) return kiln__fail(KILN_ERROR_NO_MEMORY, "out of memory reading PTX");
   if (n_types != k->n_params) return KILN_OK; /* unreadable or unexpected: PTX alone */
   for (int i = 0; i < k->n_params; i++) {
