@@ -22,7 +22,10 @@
  *   is not used at all, and entries that others could have written are not loaded. */
 #include "cache.h"
 
+#include "compile.h"
+#include "headers.h"
 #include "nvrtc.h"
+#include "ptx.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -231,7 +234,9 @@ static void kiln__config_get(kiln__config *out) {
   pthread_mutex_unlock(&kiln__config_lock);
 }
 
-int kiln__cache_enabled(void) {
+/* 1 when the disk cache is on and a folder can be read; rereads the environment when it
+ * changed since the last call. */
+static int kiln__cache_enabled(void) {
   kiln__config c;
   kiln__config_get(&c);
   return c.enabled;
@@ -249,7 +254,8 @@ static const char *kiln__folder(const kiln__config *c, int i) {
 
 static int kiln__mentions_include(const char *s) { return s && strstr(s, "include") != NULL; }
 
-kiln_status kiln__cache_nvrtc(kiln__nvrtc_id *id) {
+/* Which NVRTC compiles here, from the note in the cache folder when it can (nvrtc.c). */
+static kiln_status kiln__cache_nvrtc(kiln__nvrtc_id *id) {
   if (KILN__LIKELY(kiln__nvrtc_known(id))) return KILN_OK;
   kiln__config c;
   kiln__config_get(&c);
@@ -386,7 +392,12 @@ static int kiln__entry_load(const char *path, const unsigned char *key, int allo
   return *why ? -1 : 1;
 }
 
-int kiln__cache_find(const unsigned char key[KILN__KEY_SIZE], kiln__cached *out, int *damaged) {
+/* Looks key up in the main folder, then in each read-only layer. 1 on a hit whose headers are
+ * unchanged, with *out filled; 0 on a miss. A damaged entry is a miss with a
+ * warning, unless *damaged is already set (the same lookup, repeated under the lock); sets
+ * *damaged. */
+static int kiln__cache_find(const unsigned char key[KILN__KEY_SIZE], kiln__cached *out,
+                            int *damaged) {
   kiln__config c;
   kiln__config_get(&c);
   if (!c.enabled) return 0;
@@ -453,13 +464,19 @@ static int kiln__lock_take(const char *dir, const unsigned char key[KILN__KEY_SI
   return fd;
 }
 
-void kiln__cache_lock_key(const unsigned char key[KILN__KEY_SIZE], kiln__cache_lock *lock) {
+/* The per-key lock in the main folder; fd is -1 when it could not be taken (a read-only
+ * folder), and the caller goes on without it. Released by the kernel if the holder dies. */
+typedef struct kiln__cache_lock {
+  int fd;
+} kiln__cache_lock;
+
+static void kiln__cache_lock_key(const unsigned char key[KILN__KEY_SIZE], kiln__cache_lock *lock) {
   kiln__config c;
   kiln__config_get(&c);
   lock->fd = c.writable ? kiln__lock_take(c.dir, key, 0) : -1;
 }
 
-void kiln__cache_unlock(kiln__cache_lock *lock) {
+static void kiln__cache_unlock(kiln__cache_lock *lock) {
   if (lock->fd >= 0) close(lock->fd); /* closing the description drops its locks */
   lock->fd = -1;
 }
@@ -645,6 +662,54 @@ void kiln__cache_store(const unsigned char key[KILN__KEY_SIZE], const kiln__code
     if (scan) kiln__evict(c.dir, c.max_bytes, KILN__EVICT_TO(c.max_bytes));
   }
   free(buf);
+}
+
+/* ---- Lookup or compile --------------------------------------------------------------------- */
+
+kiln_status kiln__cache_prepare(const char *src, const kiln_compile_opts *opts,
+                                kiln__cache_query *q) {
+  kiln_status s = kiln__cache_nvrtc(&q->id);
+  if (!s) s = kiln__compile_arch(opts, &q->id, q->arch, sizeof q->arch, &q->arch_num);
+  if (!s) s = kiln__cache_key(src, opts, &q->id, q->arch, q->key, q->cwd);
+  return s;
+}
+
+/* Compiles src and records the headers it can reach; stores the entry when it may. */
+static kiln_status kiln__cache_compile(const char *src, const kiln_compile_opts *opts,
+                                       const kiln__cache_query *q, int use_disk,
+                                       kiln__cached *out) {
+  /* Scanned before compiling: a header edited during the compile then reads as changed. */
+  char here[PATH_MAX];
+  if (!q->cwd[0] && !getcwd(here, sizeof here)) here[0] = '\0';
+  kiln_status s = kiln__headers_scan(src, opts, q->cwd[0] ? q->cwd : here, &out->headers);
+  if (s) return s;
+  kiln__cache_count(KILN__COMPILES);
+  s = kiln__compile(src, opts, q->arch, &out->code);
+  if (s) return s;
+  s = kiln__ptx_parse(out->code.ptx, out->code.ptx_size, &out->kernels, &out->n_kernels);
+  if (s) return s;
+  /* The key named the NVRTC of the cache folder's note; only code from that one is stored. */
+  if (use_disk && !out->headers.uncacheable && kiln__nvrtc_is(&q->id))
+    kiln__cache_store(q->key, &out->code, out->kernels, out->n_kernels, &out->headers);
+  return KILN_OK;
+}
+
+kiln_status kiln__cache_get(const char *src, const kiln_compile_opts *opts,
+                            const kiln__cache_query *q, kiln__cached *out) {
+  memset(out, 0, sizeof *out);
+  /* A lookup without the lock (the common hit), then under the key's lock, which another
+   * process may hold while it compiles this very source. */
+  int use_disk = kiln__cache_enabled(), hit = 0, damaged = 0;
+  kiln__cache_lock lock = {-1};
+  if (use_disk && !(hit = kiln__cache_find(q->key, out, &damaged))) {
+    kiln__cache_lock_key(q->key, &lock);
+    if (lock.fd >= 0) hit = kiln__cache_find(q->key, out, &damaged);
+    if (!hit) kiln__cache_count(KILN__MISSES);
+  }
+  kiln_status s = hit ? KILN_OK : kiln__cache_compile(src, opts, q, use_disk, out);
+  kiln__cache_unlock(&lock); /* held until the entry is in place */
+  if (s && s != KILN_ERROR_COMPILE) kiln__cached_free(out);
+  return s;
 }
 
 /* ---- Public: info, list, prune, clear ----------------------------------------------------- */

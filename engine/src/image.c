@@ -61,7 +61,8 @@ static kiln_status kiln__from_ptx(const char *image, size_t size, kiln_module **
     kiln__code_free(&code);
     return s;
   }
-  return kiln__module_adopt(&code, kernels, n, out);
+  kiln__cached c = {.code = code, .kernels = kernels, .n_kernels = n};
+  return kiln__module_adopt(&c, out);
 }
 
 /* Each kernel of a loaded binary, with parameters as the driver reports them. */
@@ -156,7 +157,8 @@ static kiln_status kiln__from_binary(const void *image, size_t size, kiln_module
     kiln__code_free(&code);
     return s;
   }
-  if ((s = kiln__module_adopt(&code, kernels, n, out))) {
+  kiln__cached c = {.code = code, .kernels = kernels, .n_kernels = n};
+  if ((s = kiln__module_adopt(&c, out))) {
     kiln__cu.LibraryUnload(lib);
     return s;
   }

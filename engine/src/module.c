@@ -1,12 +1,11 @@
-/* Modules: compiling through the in-process table, kernel lookup, loading. */
+/* Modules: compiling through the in-process table and then the cache, kernel lookup, loading
+ * at the first launch and each kernel's limits. */
 #include "module.h"
 
 #include "cache.h"
 
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 /* ---- The in-process table: the same inputs give the same module without NVRTC ---------- */
 
@@ -61,18 +60,17 @@ static kiln_status kiln__module_functions(kiln_module *m) {
   return KILN_OK;
 }
 
-kiln_status kiln__module_adopt(kiln__code *code, kiln__kernel *kernels, int n_kernels,
-                               kiln_module **out) {
+kiln_status kiln__module_adopt(kiln__cached *c, kiln_module **out) {
   kiln_module *m = kiln__module_new();
   if (!m) {
-    kiln__code_free(code);
-    kiln__ptx_free_kernels(kernels, n_kernels);
+    kiln__cached_free(c);
     return kiln__fail(KILN_ERROR_NO_MEMORY, "out of memory");
   }
-  m->code = *code;
-  memset(code, 0, sizeof *code);
-  m->kernels = kernels;
-  m->n_kernels = n_kernels;
+  m->code = c->code;
+  m->kernels = c->kernels;
+  m->n_kernels = c->n_kernels;
+  m->headers = c->headers;
+  memset(c, 0, sizeof *c);
   kiln_status s = kiln__module_functions(m);
   if (s) {
     kiln__module_destroy(m);
@@ -113,42 +111,16 @@ static kiln_module *kiln__table_insert(kiln_module *m) {
   return raced;
 }
 
-/* Compiles src and records the headers it can reach; stores the result on disk when it may. */
-static kiln_status kiln__module_compile(const char *src, const kiln_compile_opts *opts,
-                                        const kiln__nvrtc_id *id, const char *arch,
-                                        const char *cwd, int use_disk, kiln_module *m) {
-  /* Scanned before compiling: a header edited during the compile then reads as changed. */
-  char here[PATH_MAX];
-  if (!cwd[0] && !getcwd(here, sizeof here)) here[0] = '\0';
-  kiln_status s = kiln__headers_scan(src, opts, cwd[0] ? cwd : here, &m->headers);
-  if (s) return s;
-  kiln__cache_count(KILN__COMPILES);
-  s = kiln__compile(src, opts, arch, &m->code);
-  if (s) return s;
-  if ((s = kiln__ptx_parse(m->code.ptx, m->code.ptx_size, &m->kernels, &m->n_kernels)) ||
-      (s = kiln__module_functions(m)))
-    return s;
-  /* The key named the NVRTC of the cache folder's note; only code from that one is stored. */
-  if (use_disk && !m->headers.uncacheable && kiln__nvrtc_is(id))
-    kiln__cache_store(m->key, &m->code, m->kernels, m->n_kernels, &m->headers);
-  return KILN_OK;
-}
-
 kiln_status kiln_module_from_source(const char *src, const kiln_compile_opts *opts,
                                     kiln_module **out) {
   *out = NULL;
   if (!src) return kiln__fail(KILN_ERROR_INVALID, "the source is NULL");
-  char arch[24], cwd[PATH_MAX];
-  int arch_num;
-  kiln__nvrtc_id id;
-  kiln_status s = kiln__cache_nvrtc(&id);
-  if (!s) s = kiln__compile_arch(opts, &id, arch, sizeof arch, &arch_num);
+  kiln__cache_query q;
+  kiln_status s = kiln__cache_prepare(src, opts, &q);
   if (s) return s;
-  unsigned char key[KILN__KEY_SIZE];
-  if ((s = kiln__cache_key(src, opts, &id, arch, key, cwd))) return s;
 
   pthread_mutex_lock(&kiln__table_lock);
-  kiln_module *m = kiln__table_find(key);
+  kiln_module *m = kiln__table_find(q.key);
   if (m) __atomic_add_fetch(&m->refs, 1, __ATOMIC_ACQ_REL);
   pthread_mutex_unlock(&kiln__table_lock);
   if (m && kiln__module_fresh(m)) {
@@ -159,34 +131,14 @@ kiln_status kiln_module_from_source(const char *src, const kiln_compile_opts *op
   }
   kiln_module_free(m);
 
-  if (!(m = kiln__module_new())) return kiln__fail(KILN_ERROR_NO_MEMORY, "out of memory");
-  memcpy(m->key, key, sizeof key);
-  /* The disk: a lookup without the lock (the common hit), then under the key's lock, which
-   * another process may hold while it compiles this very source. */
-  int use_disk = kiln__cache_enabled(), hit = 0, damaged = 0;
   kiln__cached c;
-  kiln__cache_lock lock = {-1};
-  if (use_disk && !(hit = kiln__cache_find(key, &c, &damaged))) {
-    kiln__cache_lock_key(key, &lock);
-    if (lock.fd >= 0) hit = kiln__cache_find(key, &c, &damaged);
-    if (!hit) kiln__cache_count(KILN__MISSES);
-  }
-  if (hit) {
-    m->code = c.code;
-    m->kernels = c.kernels;
-    m->n_kernels = c.n_kernels;
-    m->headers = c.headers;
-    s = kiln__module_functions(m);
-  } else {
-    s = kiln__module_compile(src, opts, &id, arch, cwd, use_disk, m);
-  }
-  kiln__cache_unlock(&lock);
-  if (s == KILN_ERROR_COMPILE) {
-    *out = m; /* holds the log */
-    return s;
-  }
+  s = kiln__cache_get(src, opts, &q, &c);
+  if (s && s != KILN_ERROR_COMPILE) return s;
+  kiln_status made = kiln__module_adopt(&c, &m);
+  if (made) return made;
+  memcpy(m->key, q.key, sizeof q.key);
   if (s) {
-    kiln__module_destroy(m);
+    *out = m; /* holds the log */
     return s;
   }
   /* A source whose headers cannot be known is compiled every time. */

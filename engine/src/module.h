@@ -2,11 +2,8 @@
 #ifndef KILN_MODULE_H
 #define KILN_MODULE_H
 
-#include "compile.h"
 #include "device.h"
-#include "hash.h"
-#include "headers.h"
-#include "ptx.h"
+#include "entry.h"
 
 #include <pthread.h>
 
@@ -29,14 +26,14 @@ struct kiln_module {
   kiln_function *functions;   /* owned, one per kernel */
   kiln__headers headers;      /* the user headers it was compiled against; a hit needs them
                                  unchanged */
-  pthread_mutex_t load_lock;  /* guards lib and the functions' kernels */
+  pthread_mutex_t load_lock;  /* guards lib and the functions' handles */
   CUlibrary lib;              /* loaded on first launch, context-independent */
   struct kiln_module *next;   /* the table's chain */
 };
 
-/* A module of prebuilt code (image.c) around code; takes what code owns. */
-kiln_status kiln__module_adopt(kiln__code *code, kiln__kernel *kernels, int n_kernels,
-                               kiln_module **out);
+/* A module around what c holds (from the cache, or prebuilt code from image.c); takes it all,
+ * leaving c empty, on failure too. */
+kiln_status kiln__module_adopt(kiln__cached *c, kiln_module **out);
 
 /* Loads the module if needed and reads f's limits for device d. */
 kiln_status kiln__function_ready(kiln_function *f, kiln__device *d);
