@@ -266,7 +266,7 @@ kiln_status kiln__cache_key(const char *src, const kiln_compile_opts *opts,
                             const kiln__nvrtc_id *id, const char *arch,
                             unsigned char key[KILN__KEY_SIZE], char cwd[PATH_MAX]) {
   kiln__hasher *h;
-  kiln_status s = kiln__hasher_begin(&h);
+  kiln_status s = kiln__hash_begin(&h);
   if (s) return s;
   int n_opt = opts ? opts->n_options : 0, n_inc = opts ? opts->n_include_dirs : 0;
   int n_names = opts ? opts->n_name_expressions : 0, n_hdr = opts ? opts->n_headers : 0;
@@ -274,43 +274,43 @@ kiln_status kiln__cache_key(const char *src, const kiln_compile_opts *opts,
    * that includes nothing does not, so its entries can be shipped to other machines. */
   int need_cwd = kiln__mentions_include(src);
   uint32_t version = KILN__ENTRY_VERSION;
-  kiln__hasher_string(h, "kiln cache");
-  kiln__hasher_field(h, &version, sizeof version);
-  kiln__hasher_field(h, &id->major, sizeof id->major);
-  kiln__hasher_field(h, &id->minor, sizeof id->minor);
-  kiln__hasher_field(h, &id->lib_bytes, sizeof id->lib_bytes);
-  kiln__hasher_string(h, arch);
-  kiln__hasher_field(h, &n_opt, sizeof n_opt);
+  kiln__hash_string(h, "kiln cache");
+  kiln__hash_field(h, &version, sizeof version);
+  kiln__hash_field(h, &id->major, sizeof id->major);
+  kiln__hash_field(h, &id->minor, sizeof id->minor);
+  kiln__hash_field(h, &id->lib_bytes, sizeof id->lib_bytes);
+  kiln__hash_string(h, arch);
+  kiln__hash_field(h, &n_opt, sizeof n_opt);
   for (int i = 0; i < n_opt; i++) {
-    kiln__hasher_string(h, opts->options[i]);
+    kiln__hash_string(h, opts->options[i]);
     need_cwd |= kiln__mentions_include(opts->options[i]) ||
                 (opts->options[i] && strncmp(opts->options[i], "-I", 2) == 0);
   }
-  kiln__hasher_field(h, &n_inc, sizeof n_inc);
+  kiln__hash_field(h, &n_inc, sizeof n_inc);
   for (int i = 0; i < n_inc; i++) {
-    kiln__hasher_string(h, opts->include_dirs[i]);
+    kiln__hash_string(h, opts->include_dirs[i]);
     need_cwd |= opts->include_dirs[i] && opts->include_dirs[i][0] != '/';
   }
-  kiln__hasher_field(h, &n_hdr, sizeof n_hdr);
+  kiln__hash_field(h, &n_hdr, sizeof n_hdr);
   for (int i = 0; i < n_hdr; i++) {
-    kiln__hasher_string(h, opts->header_names[i]);
-    kiln__hasher_string(h, opts->header_sources[i]);
+    kiln__hash_string(h, opts->header_names[i]);
+    kiln__hash_string(h, opts->header_sources[i]);
     need_cwd |= kiln__mentions_include(opts->header_sources[i]);
   }
-  kiln__hasher_field(h, &n_names, sizeof n_names);
-  for (int i = 0; i < n_names; i++) kiln__hasher_string(h, opts->name_expressions[i]);
-  kiln__hasher_string(h, src);
+  kiln__hash_field(h, &n_names, sizeof n_names);
+  for (int i = 0; i < n_names; i++) kiln__hash_string(h, opts->name_expressions[i]);
+  kiln__hash_string(h, src);
   cwd[0] = '\0';
   if (need_cwd && !getcwd(cwd, PATH_MAX)) cwd[0] = '\0';
-  kiln__hasher_string(h, cwd);
-  return kiln__hasher_end(h, key);
+  kiln__hash_string(h, cwd);
+  return kiln__hash_end(h, key);
 }
 
 /* <dir>/ab/cdef...<suffix>; 0 when it does not fit. */
 static int kiln__entry_path(char *out, size_t cap, const char *dir,
                             const unsigned char key[KILN__KEY_SIZE], const char *suffix) {
   char hex[2 * KILN__KEY_SIZE + 1];
-  kiln__key_hex(key, hex);
+  kiln__hash_hex(key, hex);
   int n = snprintf(out, cap, "%s/%.2s/%s%s", dir, hex, hex + 2, suffix);
   return n > 0 && (size_t)n < cap;
 }
@@ -318,7 +318,7 @@ static int kiln__entry_path(char *out, size_t cap, const char *dir,
 static int kiln__shard_dir(char *out, size_t cap, const char *dir,
                            const unsigned char key[KILN__KEY_SIZE]) {
   char hex[2 * KILN__KEY_SIZE + 1];
-  kiln__key_hex(key, hex);
+  kiln__hash_hex(key, hex);
   int n = snprintf(out, cap, "%s/%.2s", dir, hex);
   return n > 0 && (size_t)n < cap;
 }
@@ -421,7 +421,7 @@ static int kiln__cache_find(const unsigned char key[KILN__KEY_SIZE], kiln__cache
     }
     if (r == 0) continue;
     if (!kiln__headers_fresh(&out->headers)) { /* a header changed since it was compiled */
-      kiln__cached_free(out);
+      kiln__entry_free_cached(out);
       close(fd);
       continue;
     }
@@ -628,7 +628,7 @@ void kiln__cache_store(const unsigned char key[KILN__KEY_SIZE], const kiln__code
   if (kiln__entry_encode(key, code, kernels, n_kernels, headers, &buf, &size) != KILN_OK) return;
   static unsigned counter;
   char shard[PATH_MAX], path[PATH_MAX], tmp[PATH_MAX], hex[2 * KILN__KEY_SIZE + 1];
-  kiln__key_hex(key, hex);
+  kiln__hash_hex(key, hex);
   unsigned serial = __atomic_add_fetch(&counter, 1, __ATOMIC_RELAXED);
   if (!kiln__shard_dir(shard, sizeof shard, c.dir, key) ||
       !kiln__entry_path(path, sizeof path, c.dir, key, "") ||
@@ -708,7 +708,7 @@ kiln_status kiln__cache_get(const char *src, const kiln_compile_opts *opts,
   }
   kiln_status s = hit ? KILN_OK : kiln__cache_compile(src, opts, q, use_disk, out);
   kiln__cache_unlock(&lock); /* held until the entry is in place */
-  if (s && s != KILN_ERROR_COMPILE) kiln__cached_free(out);
+  if (s && s != KILN_ERROR_COMPILE) kiln__entry_free_cached(out);
   return s;
 }
 
@@ -778,7 +778,7 @@ kiln_status kiln_cache_list(int (*visit)(const kiln_cache_entry *e, void *ctx), 
                             (int64_t)(files[i].used_ns / 1000000000LL),
                             why ? "" : cached.code.arch, kernels, why};
       stop = visit(&e, ctx);
-      if (!why) kiln__cached_free(&cached);
+      if (!why) kiln__entry_free_cached(&cached);
     }
     free(files);
     if (stop) break;

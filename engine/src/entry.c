@@ -107,7 +107,7 @@ kiln_status kiln__entry_encode(const unsigned char key[KILN__KEY_SIZE], const ki
   }
   uint64_t body = w.n - KILN__ENTRY_HEADER_SIZE;
   unsigned char sha[KILN__KEY_SIZE];
-  kiln_status s = kiln__sha256(w.p + KILN__ENTRY_HEADER_SIZE, body, sha);
+  kiln_status s = kiln__hash_sha256(w.p + KILN__ENTRY_HEADER_SIZE, body, sha);
   if (s) {
     free(w.p);
     return s;
@@ -253,7 +253,8 @@ static void kiln__read_kernels(kiln__reader *r, kiln__cached *c) {
     c->n_kernels = i + 1;
     kernel->name = kiln__get_str(r);
     kernel->plain = kiln__get_str(r);
-    if (!r->why && (!kernel->name[0] || !kernel->plain[0])) kiln__bad(r, "a kernel in it has no name");
+    if (!r->why && (!kernel->name[0] || !kernel->plain[0]))
+      kiln__bad(r, "a kernel in it has no name");
     int n_params = kiln__get_count(r, 12);
     if (r->why) return;
     if (!(kernel->params = calloc((size_t)(n_params ? n_params : 1), sizeof *kernel->params))) {
@@ -305,7 +306,7 @@ const char *kiln__entry_decode_body(const void *body, size_t size, kiln__cached 
   kiln__read_kernels(&r, out);
   kiln__read_headers(&r, &out->headers);
   if (!r.why && r.left) r.why = "it has bytes after its last field";
-  if (r.why) kiln__cached_free(out);
+  if (r.why) kiln__entry_free_cached(out);
   return r.why;
 }
 
@@ -325,14 +326,14 @@ const char *kiln__entry_decode(const void *data, size_t size,
   if (body < size - KILN__ENTRY_HEADER_SIZE) return "it is longer than its header says";
   if (key && memcmp(p + 24, key, KILN__KEY_SIZE) != 0) return "it holds another key's code";
   unsigned char sha[KILN__KEY_SIZE];
-  if (kiln__sha256(p + KILN__ENTRY_HEADER_SIZE, (size_t)body, sha) != KILN_OK)
+  if (kiln__hash_sha256(p + KILN__ENTRY_HEADER_SIZE, (size_t)body, sha) != KILN_OK)
     return "its checksum could not be computed";
   if (memcmp(p + 56, sha, sizeof sha) != 0) return "its checksum does not match its contents";
   return kiln__entry_decode_body(p + KILN__ENTRY_HEADER_SIZE, (size_t)body, out);
 }
 
-void kiln__cached_free(kiln__cached *c) {
-  kiln__code_free(&c->code);
+void kiln__entry_free_cached(kiln__cached *c) {
+  kiln__compile_free_code(&c->code);
   kiln__ptx_free_kernels(c->kernels, c->n_kernels);
   kiln__headers_free(&c->headers);
   memset(c, 0, sizeof *c);

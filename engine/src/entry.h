@@ -35,6 +35,6 @@ const char *kiln__entry_decode(const void *data, size_t size,
 /* The body alone, which the fuzz target reaches without forging a checksum. */
 const char *kiln__entry_decode_body(const void *body, size_t size, kiln__cached *out);
 
-void kiln__cached_free(kiln__cached *c);
+void kiln__entry_free_cached(kiln__cached *c);
 
 #endif

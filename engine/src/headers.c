@@ -58,7 +58,7 @@ static int kiln__word_at(const char *p, const char *end, const char *word) {
          (p + n == end || !kiln__is_ident(p[n]));
 }
 
-int kiln__include_scan(const char *text, size_t n, kiln__include_fn *fn, void *ctx) {
+int kiln__headers_find_includes(const char *text, size_t n, kiln__include_fn *fn, void *ctx) {
   const char *p = text, *end = text + n;
   int computed = 0;
   while (p < end) {
@@ -135,7 +135,7 @@ int kiln__headers_fresh(const kiln__headers *h) {
     size_t size = 0;
     char *data = kiln__file_read(r->path, KILN__MAX_HEADER_BYTES, &st, &size);
     unsigned char sha[KILN__KEY_SIZE];
-    int same = data && size == r->size && kiln__sha256(data, size, sha) == KILN_OK &&
+    int same = data && size == r->size && kiln__hash_sha256(data, size, sha) == KILN_OK &&
                memcmp(sha, r->sha, sizeof sha) == 0;
     free(data);
     if (!same) return 0;
@@ -215,7 +215,7 @@ static void kiln__probe(kiln__scan *sc, const char *path) {
   clock_gettime(CLOCK_REALTIME, &now);
   int64_t newest = rec.mtime_ns > rec.ctime_ns ? rec.mtime_ns : rec.ctime_ns;
   rec.stat_trusted = kiln__ns(now) - newest >= KILN__FRESH_NS;
-  kiln_status s = kiln__sha256(data, size, rec.sha);
+  kiln_status s = kiln__hash_sha256(data, size, rec.sha);
   if (!s) s = kiln__headers_add(sc->out, &rec);
   char real[PATH_MAX];
   int first = 0;
@@ -267,7 +267,7 @@ static void kiln__scan_text(kiln__scan *sc, const char *text, size_t n, const ch
     sc->out->uncacheable = "its headers nest more than 200 deep";
   } else {
     kiln__frame fr = {sc, dir};
-    if (kiln__include_scan(text, n, kiln__on_include, &fr))
+    if (kiln__headers_find_includes(text, n, kiln__on_include, &fr))
       sc->out->uncacheable = "it has an #include of a macro, whose header only the "
                              "preprocessor knows";
   }

@@ -53,12 +53,12 @@ static kiln_status kiln__from_ptx(const char *image, size_t size, kiln_module **
   code.ptx_size = size;
   code.arch_num = kiln__ptx_target(code.ptx, code.arch, sizeof code.arch);
   if (!code.arch_num) {
-    kiln__code_free(&code);
+    kiln__compile_free_code(&code);
     return kiln__fail(KILN_ERROR_PTX, "the PTX has no '.target sm_XY' line");
   }
   kiln_status s = kiln__ptx_parse(code.ptx, code.ptx_size, &kernels, &n);
   if (s) {
-    kiln__code_free(&code);
+    kiln__compile_free_code(&code);
     return s;
   }
   kiln__cached c = {.code = code, .kernels = kernels, .n_kernels = n};
@@ -67,8 +67,8 @@ static kiln_status kiln__from_ptx(const char *image, size_t size, kiln_module **
 
 /* Each kernel of a loaded binary, with parameters as the driver reports them. */
 static kiln_status kiln__describe(CUlibrary lib, kiln__kernel **out, int *n_out) {
-  if (!kiln__cu.LibraryGetKernelCount || !kiln__cu.LibraryEnumerateKernels ||
-      !kiln__cu.KernelGetName || !kiln__cu.KernelGetParamInfo)
+  if (!kiln__driver.LibraryGetKernelCount || !kiln__driver.LibraryEnumerateKernels ||
+      !kiln__driver.KernelGetName || !kiln__driver.KernelGetParamInfo)
     return kiln__fail(KILN_ERROR_CUDA, "this CUDA driver is older than 12.4 and cannot list "
                       "the kernels of a CUBIN or fatbin; load the PTX instead");
   unsigned count = 0;
@@ -81,14 +81,14 @@ static kiln_status kiln__describe(CUlibrary lib, kiln__kernel **out, int *n_out)
     return kiln__fail(KILN_ERROR_NO_MEMORY, "out of memory listing kernels");
   }
   kiln_status s = KILN_OK;
-  CUresult rc = count ? kiln__cu.LibraryEnumerateKernels(handles, count, lib) : CUDA_SUCCESS;
+  CUresult rc = count ? kiln__driver.LibraryEnumerateKernels(handles, count, lib) : CUDA_SUCCESS;
   if (rc) s = kiln__cuda_fail("cuLibraryEnumerateKernels", (int)rc);
   int n = 0;
   for (unsigned i = 0; i < count && !s; i++) {
     kiln__kernel *kernel = &kernels[i];
     n = (int)i + 1;
     const char *name = NULL;
-    if ((rc = kiln__cu.KernelGetName(&name, handles[i]))) {
+    if ((rc = kiln__driver.KernelGetName(&name, handles[i]))) {
       s = kiln__cuda_fail("cuKernelGetName", (int)rc);
       break;
     }
@@ -98,7 +98,7 @@ static kiln_status kiln__describe(CUlibrary lib, kiln__kernel **out, int *n_out)
     }
     for (size_t k = 0;; k++) {
       size_t offset = 0, bytes = 0;
-      rc = kiln__cu.KernelGetParamInfo(handles[i], k, &offset, &bytes);
+      rc = kiln__driver.KernelGetParamInfo(handles[i], k, &offset, &bytes);
       if (rc == CUDA_ERROR_INVALID_VALUE) break; /* past the last parameter */
       if (rc) {
         s = kiln__cuda_fail("cuKernelGetParamInfo", (int)rc);
@@ -145,21 +145,21 @@ static kiln_status kiln__from_binary(const void *image, size_t size, kiln_module
     return kiln__fail(KILN_ERROR_NO_MEMORY, "out of memory for the CUBIN");
   code.cubin_size = size;
   CUlibrary lib = NULL;
-  CUresult rc = kiln__cu.LibraryLoadData(&lib, code.cubin, NULL, NULL, 0, NULL, NULL, 0);
+  CUresult rc = kiln__driver.LibraryLoadData(&lib, code.cubin, NULL, NULL, 0, NULL, NULL, 0);
   if (rc) {
-    kiln__code_free(&code);
+    kiln__compile_free_code(&code);
     return kiln__cuda_fail("cuLibraryLoadData", (int)rc);
   }
   kiln__kernel *kernels = NULL;
   int n = 0;
   if ((s = kiln__describe(lib, &kernels, &n))) {
-    kiln__cu.LibraryUnload(lib);
-    kiln__code_free(&code);
+    kiln__driver.LibraryUnload(lib);
+    kiln__compile_free_code(&code);
     return s;
   }
   kiln__cached c = {.code = code, .kernels = kernels, .n_kernels = n};
   if ((s = kiln__module_adopt(&c, out))) {
-    kiln__cu.LibraryUnload(lib);
+    kiln__driver.LibraryUnload(lib);
     return s;
   }
   (*out)->lib = lib;

@@ -63,13 +63,13 @@ static kiln_status kiln__prepare(kiln_function *f, const kiln_launch_config *cfg
                                  kiln__device **d) {
   kiln_status s = kiln__check_shape(cfg);
   if (!s) s = kiln__device_enter(d);
-  if (!s) s = kiln__function_ready(f, *d);
+  if (!s) s = kiln__module_function_ready(f, *d);
   if (!s) s = kiln__check_limits(f, *d, cfg);
   return s;
 }
 
 static kiln_status kiln__launch(kiln_function *f, const kiln_launch_config *cfg, void **params) {
-  CUresult rc = kiln__cu.LaunchKernel((CUfunction)f->handle, cfg->grid[0], cfg->grid[1],
+  CUresult rc = kiln__driver.LaunchKernel((CUfunction)f->handle, cfg->grid[0], cfg->grid[1],
                                       cfg->grid[2], cfg->block[0], cfg->block[1], cfg->block[2],
                                       cfg->shared, cfg->stream, params, NULL);
   if (KILN__UNLIKELY(rc != CUDA_SUCCESS)) {
@@ -154,8 +154,8 @@ static kiln_status kiln__call_pooled(kiln_function *f, const kiln_launch_config 
   for (int i = 0; i < n && !s; i++) {
     CUresult rc = CUDA_SUCCESS;
     if (t[i].nbytes) {
-      rc = d->has_pools ? kiln__cu.MemAllocAsync(&ptrs[i], t[i].nbytes, stream)
-                        : kiln__cu.MemAlloc(&ptrs[i], t[i].nbytes);
+      rc = d->has_pools ? kiln__driver.MemAllocAsync(&ptrs[i], t[i].nbytes, stream)
+                        : kiln__driver.MemAlloc(&ptrs[i], t[i].nbytes);
       if (rc) s = kiln__cuda_fail(d->has_pools ? "cuMemAllocAsync" : "cuMemAlloc", (int)rc);
     }
     if (!s) memcpy(params[t[i].param], &ptrs[i], sizeof ptrs[i]);
@@ -169,14 +169,14 @@ static kiln_status kiln__call_pooled(kiln_function *f, const kiln_launch_config 
   /* Freed on every path, after the copies that use them, in stream order. */
   for (int i = 0; i < n; i++)
     if (ptrs[i]) {
-      if (d->has_pools) kiln__cu.MemFreeAsync(ptrs[i], stream);
+      if (d->has_pools) kiln__driver.MemFreeAsync(ptrs[i], stream);
       else {
-        kiln__cu.StreamSynchronize(stream);
-        kiln__cu.MemFree(ptrs[i]);
+        kiln__driver.StreamSynchronize(stream);
+        kiln__driver.MemFree(ptrs[i]);
       }
     }
   if (wait || s) {
-    CUresult rc = kiln__cu.StreamSynchronize(stream);
+    CUresult rc = kiln__driver.StreamSynchronize(stream);
     if (!s && rc) s = kiln__cuda_fail("cuStreamSynchronize", (int)rc);
   }
   return s;
@@ -233,9 +233,9 @@ kiln_status kiln_function_call(kiln_function *f, const kiln_launch_config *cfg, 
   if (elapsed_s) {
     *elapsed_s = 0;
     KILN__CU(EventCreate, (&timer.start, CU_EVENT_DEFAULT));
-    CUresult rc = kiln__cu.EventCreate(&timer.stop, CU_EVENT_DEFAULT);
+    CUresult rc = kiln__driver.EventCreate(&timer.stop, CU_EVENT_DEFAULT);
     if (rc) {
-      kiln__cu.EventDestroy(timer.start);
+      kiln__driver.EventDestroy(timer.start);
       return kiln__cuda_fail("cuEventCreate", (int)rc);
     }
     tp = &timer;
@@ -245,7 +245,7 @@ kiln_status kiln_function_call(kiln_function *f, const kiln_launch_config *cfg, 
   } else if (b && pthread_mutex_trylock(&b->lock) == 0) {
     s = kiln__call_bounced(f, cfg, params, transfers, n_transfers, b, tp);
     /* A copy queued before a failure may still read the buffers the next call will fill. */
-    if (s) kiln__cu.StreamSynchronize(cfg->stream);
+    if (s) kiln__driver.StreamSynchronize(cfg->stream);
     pthread_mutex_unlock(&b->lock);
   } else {
     s = kiln__call_pooled(f, cfg, params, transfers, n_transfers, d, tp, 1);
@@ -253,13 +253,13 @@ kiln_status kiln_function_call(kiln_function *f, const kiln_launch_config *cfg, 
   if (tp) {
     if (!s) {
       float ms = 0;
-      CUresult rc = kiln__cu.EventSynchronize(timer.stop);
-      if (!rc) rc = kiln__cu.EventElapsedTime(&ms, timer.start, timer.stop);
+      CUresult rc = kiln__driver.EventSynchronize(timer.stop);
+      if (!rc) rc = kiln__driver.EventElapsedTime(&ms, timer.start, timer.stop);
       if (rc) s = kiln__cuda_fail("cuEventElapsedTime", (int)rc);
       *elapsed_s = ms / 1e3;
     }
-    kiln__cu.EventDestroy(timer.start);
-    kiln__cu.EventDestroy(timer.stop);
+    kiln__driver.EventDestroy(timer.start);
+    kiln__driver.EventDestroy(timer.stop);
   }
   if (!s) kiln__clear_error();
   return s;

@@ -74,15 +74,15 @@ kiln_status kiln__memory_bounce_reserve(kiln__bounce *b, size_t nbytes) {
   while (cap < nbytes) cap *= 2;
   /* The old buffers may still be the source of copies queued by an earlier call: every call
    * that used them has synchronized, so they are free to go. */
-  if (b->host) kiln__cu.MemFreeHost(b->host);
-  if (b->dev) kiln__cu.MemFree(b->dev);
+  if (b->host) kiln__driver.MemFreeHost(b->host);
+  if (b->dev) kiln__driver.MemFree(b->dev);
   b->host = NULL;
   b->dev = 0;
   b->capacity = 0;
   KILN__CU(MemAllocHost, (&b->host, cap));
-  CUresult rc = kiln__cu.MemAlloc(&b->dev, cap);
+  CUresult rc = kiln__driver.MemAlloc(&b->dev, cap);
   if (rc) {
-    kiln__cu.MemFreeHost(b->host);
+    kiln__driver.MemFreeHost(b->host);
     b->host = NULL;
     b->dev = 0;
     return kiln__cuda_fail("cuMemAlloc", (int)rc);
@@ -103,7 +103,7 @@ static void kiln__small_release(kiln__small_cache *c, CUstream stream, int all) 
   for (int k = 0; k < KILN__SMALL_CLASSES; k++)
     for (int i = c->n[k] - 1; i >= 0; i--)
       if (all || c->slots[k][i].stream == stream) {
-        kiln__cu.MemFreeAsync(c->slots[k][i].p, c->slots[k][i].stream);
+        kiln__driver.MemFreeAsync(c->slots[k][i].p, c->slots[k][i].stream);
         c->slots[k][i] = c->slots[k][--c->n[k]];
       }
   pthread_mutex_unlock(&c->lock);
@@ -123,11 +123,11 @@ kiln_status kiln_mem_alloc(size_t nbytes, kiln_deviceptr *out) {
   if (s) return s;
   if (nbytes == 0) return kiln__fail(KILN_ERROR_INVALID, "cannot allocate 0 bytes");
   CUdeviceptr p = 0;
-  CUresult rc = kiln__cu.MemAlloc(&p, nbytes);
+  CUresult rc = kiln__driver.MemAlloc(&p, nbytes);
   if (rc) {
     s = kiln__cuda_fail("cuMemAlloc", (int)rc);
     size_t free_b = 0, total_b = 0;
-    if (s == KILN_ERROR_OUT_OF_MEMORY && kiln__cu.MemGetInfo(&free_b, &total_b) == CUDA_SUCCESS)
+    if (s == KILN_ERROR_OUT_OF_MEMORY && kiln__driver.MemGetInfo(&free_b, &total_b) == CUDA_SUCCESS)
       kiln__fail_append("; asked for %zu bytes, %zu of %zu free", nbytes, free_b, total_b);
     return s;
   }
@@ -151,7 +151,7 @@ kiln_status kiln_mem_free(kiln_deviceptr p) {
 static kiln_status kiln__check_range(kiln_deviceptr p, size_t nbytes, const char *what) {
   CUdeviceptr base = 0;
   size_t size = 0;
-  CUresult rc = kiln__cu.MemGetAddressRange(&base, &size, (CUdeviceptr)p);
+  CUresult rc = kiln__driver.MemGetAddressRange(&base, &size, (CUdeviceptr)p);
   /* Anything but "not found" is the context's own failure (a kernel's illegal address). */
   if (rc && rc != CUDA_ERROR_INVALID_VALUE && rc != CUDA_ERROR_NOT_FOUND)
     return kiln__cuda_fail("cuMemGetAddressRange", (int)rc);
@@ -192,7 +192,7 @@ kiln_status kiln_memcpy_dtoh(void *dst, kiln_deviceptr src, size_t nbytes) {
 /* "; asked for N bytes, F of T free" after an out-of-memory failure. */
 static void kiln__append_free(size_t asked) {
   size_t free_b = 0, total_b = 0;
-  if (kiln__cu.MemGetInfo(&free_b, &total_b) == CUDA_SUCCESS)
+  if (kiln__driver.MemGetInfo(&free_b, &total_b) == CUDA_SUCCESS)
     kiln__fail_append("; asked for %zu bytes, %zu of %zu free", asked, free_b, total_b);
 }
 
@@ -223,13 +223,13 @@ kiln_status kiln_mem_alloc_async(size_t nbytes, kiln_stream stream, kiln_devicep
     nbytes = (size_t)256 << k; /* the whole class, so the block can serve any size in it */
   }
   CUdeviceptr p = 0;
-  CUresult rc = kiln__cu.MemAllocAsync(&p, nbytes, stream);
+  CUresult rc = kiln__driver.MemAllocAsync(&p, nbytes, stream);
   if (rc == CUDA_ERROR_OUT_OF_MEMORY) {
     /* Kept blocks and the pool's free memory go back to the driver; then once more. */
     kiln__small_release(&m->small, NULL, 1);
-    kiln__cu.CtxSynchronize();
-    kiln__cu.MemPoolTrimTo(d->pool, 0);
-    rc = kiln__cu.MemAllocAsync(&p, nbytes, stream);
+    kiln__driver.CtxSynchronize();
+    kiln__driver.MemPoolTrimTo(d->pool, 0);
+    rc = kiln__driver.MemAllocAsync(&p, nbytes, stream);
   }
   if (rc) {
     s = kiln__cuda_fail("cuMemAllocAsync", (int)rc);
@@ -360,7 +360,7 @@ kiln_status kiln_host_alloc(size_t nbytes, void **out) {
   kiln_status s = kiln__device_enter(&d);
   if (s) return s;
   /* Portable: page-locked for every context, so any device copies from it at full speed. */
-  CUresult rc = kiln__cu.MemHostAlloc(out, nbytes ? nbytes : 1, CU_MEMHOSTALLOC_PORTABLE);
+  CUresult rc = kiln__driver.MemHostAlloc(out, nbytes ? nbytes : 1, CU_MEMHOSTALLOC_PORTABLE);
   if (rc) {
     s = kiln__cuda_fail("cuMemHostAlloc", (int)rc);
     kiln__fail_append(" for %zu bytes of page-locked host memory", nbytes);

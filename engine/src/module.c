@@ -27,8 +27,8 @@ static kiln_module *kiln__table_find(const unsigned char *key) {
 /* ---- Modules ------------------------------------------------------------------------------ */
 
 static void kiln__module_destroy(kiln_module *m) {
-  if (m->lib) kiln__cu.LibraryUnload(m->lib);
-  kiln__code_free(&m->code);
+  if (m->lib) kiln__driver.LibraryUnload(m->lib);
+  kiln__compile_free_code(&m->code);
   kiln__ptx_free_kernels(m->kernels, m->n_kernels);
   kiln__headers_free(&m->headers);
   free(m->functions);
@@ -63,7 +63,7 @@ static kiln_status kiln__module_functions(kiln_module *m) {
 kiln_status kiln__module_adopt(kiln__cached *c, kiln_module **out) {
   kiln_module *m = kiln__module_new();
   if (!m) {
-    kiln__cached_free(c);
+    kiln__entry_free_cached(c);
     return kiln__fail(KILN_ERROR_NO_MEMORY, "out of memory");
   }
   m->code = c->code;
@@ -258,7 +258,7 @@ static kiln_status kiln__module_load_locked(kiln_module *m, kiln__device *d) {
   return KILN_OK;
 }
 
-kiln_status kiln__function_ready(kiln_function *f, kiln__device *d) {
+kiln_status kiln__module_function_ready(kiln_function *f, kiln__device *d) {
   if (KILN__LIKELY(__atomic_load_n(&f->ready_device, __ATOMIC_ACQUIRE) == d->ordinal))
     return KILN_OK;
   kiln_module *m = f->module;
@@ -266,13 +266,13 @@ kiln_status kiln__function_ready(kiln_function *f, kiln__device *d) {
   kiln_status s = kiln__module_load_locked(m, d);
   CUresult rc = CUDA_SUCCESS;
   const char *call = "cuLibraryGetKernel";
-  if (!s && !f->handle) rc = kiln__cu.LibraryGetKernel(&f->handle, m->lib, f->kernel->name);
+  if (!s && !f->handle) rc = kiln__driver.LibraryGetKernel(&f->handle, m->lib, f->kernel->name);
   if (!s && !rc) {
     call = "cuKernelGetAttribute";
-    rc = kiln__cu.KernelGetAttribute(&f->max_threads, CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK,
+    rc = kiln__driver.KernelGetAttribute(&f->max_threads, CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK,
                                      f->handle, d->dev);
     if (!rc)
-      rc = kiln__cu.KernelGetAttribute(&f->static_shared, CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES,
+      rc = kiln__driver.KernelGetAttribute(&f->static_shared, CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES,
                                        f->handle, d->dev);
     f->dynamic_shared_allowed = d->info.max_shared_per_block - f->static_shared;
   }

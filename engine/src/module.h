@@ -36,6 +36,6 @@ struct kiln_module {
 kiln_status kiln__module_adopt(kiln__cached *c, kiln_module **out);
 
 /* Loads the module if needed and reads f's limits for device d. */
-kiln_status kiln__function_ready(kiln_function *f, kiln__device *d);
+kiln_status kiln__module_function_ready(kiln_function *f, kiln__device *d);
 
 #endif

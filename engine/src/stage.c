@@ -128,7 +128,7 @@ static int kiln__stage_wanted(const void *host, size_t nbytes) {
   const char *p = host;
   for (int i = 0; i < 2; i++) {
     unsigned type = 0;
-    CUresult rc = kiln__cu.PointerGetAttribute(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE,
+    CUresult rc = kiln__driver.PointerGetAttribute(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE,
                                                (CUdeviceptr)(p + (i ? nbytes - 1 : 0)));
     if (rc != CUDA_SUCCESS || type != CU_MEMORYTYPE_HOST) return 1;
   }
@@ -158,7 +158,7 @@ static int kiln__job_take(kiln__stage_job *job, size_t *off, size_t *len) {
 
 #define KILN__JOB_CU(call, args)                              \
   do {                                                        \
-    CUresult job_rc_ = kiln__cu.call args;                    \
+    CUresult job_rc_ = kiln__driver.call args;                    \
     if (job_rc_) {                                            \
       kiln__job_fail(s, job, "cu" #call, job_rc_);            \
       return;                                                 \
@@ -214,7 +214,7 @@ static void *kiln__worker_main(void *p) {
   kiln__worker_arg arg = *(kiln__worker_arg *)p;
   free(p);
   kiln__stager *s = arg.s;
-  kiln__cu.CtxSetCurrent(s->ctx);
+  kiln__driver.CtxSetCurrent(s->ctx);
   /* Workers start before the stager is handed out, so no job has been posted yet: starting
    * from 0 rather than reading the counter means a job posted before this thread first takes
    * the lock is still seen. */
@@ -264,25 +264,26 @@ static kiln_status kiln__stager_alloc(const kiln__device *d, kiln__stager **out)
   pthread_cond_init(&s->wake, NULL);
   pthread_cond_init(&s->idle, NULL);
   size_t bytes = (size_t)(2 * n) * s->chunk;
-  CUresult rc = kiln__cu.MemAllocHost(&s->pinned, bytes);
+  CUresult rc = kiln__driver.MemAllocHost(&s->pinned, bytes);
   const char *call = "cuMemAllocHost";
-  if (!rc) call = "cuStreamCreateWithPriority", rc = kiln__cu.StreamCreateWithPriority(
+  if (!rc) call = "cuStreamCreateWithPriority", rc = kiln__driver.StreamCreateWithPriority(
                                                     &s->stream, CU_STREAM_NON_BLOCKING, 0);
-  if (!rc) call = "cuEventCreate", rc = kiln__cu.EventCreate(&s->start, CU_EVENT_DISABLE_TIMING);
-  if (!rc) rc = kiln__cu.EventCreate(&s->end, CU_EVENT_DISABLE_TIMING);
+  if (!rc)
+    call = "cuEventCreate", rc = kiln__driver.EventCreate(&s->start, CU_EVENT_DISABLE_TIMING);
+  if (!rc) rc = kiln__driver.EventCreate(&s->end, CU_EVENT_DISABLE_TIMING);
   for (int i = 0; i < 2 * n && !rc; i++) {
     s->slots[i].host = (char *)s->pinned + (size_t)i * s->chunk;
-    rc = kiln__cu.EventCreate(&s->slots[i].done, CU_EVENT_DISABLE_TIMING);
+    rc = kiln__driver.EventCreate(&s->slots[i].done, CU_EVENT_DISABLE_TIMING);
   }
   if (rc) {
     kiln_status st = kiln__cuda_fail(call, (int)rc);
     kiln__fail_append(" while making the staging ring (%zu bytes page-locked)", bytes);
     for (int i = 0; i < 2 * n; i++)
-      if (s->slots[i].done) kiln__cu.EventDestroy(s->slots[i].done);
-    if (s->start) kiln__cu.EventDestroy(s->start);
-    if (s->end) kiln__cu.EventDestroy(s->end);
-    if (s->stream) kiln__cu.StreamDestroy(s->stream);
-    if (s->pinned) kiln__cu.MemFreeHost(s->pinned);
+      if (s->slots[i].done) kiln__driver.EventDestroy(s->slots[i].done);
+    if (s->start) kiln__driver.EventDestroy(s->start);
+    if (s->end) kiln__driver.EventDestroy(s->end);
+    if (s->stream) kiln__driver.StreamDestroy(s->stream);
+    if (s->pinned) kiln__driver.MemFreeHost(s->pinned);
     free(s->slots);
     free(s);
     return st;
@@ -362,9 +363,9 @@ static kiln_status kiln__stage_run(kiln__stager *s, kiln__stage_job *job, CUstre
   job->n_chunks = (job->nbytes + job->chunk - 1) / job->chunk;
   job->workers = job->n_chunks < (size_t)s->n_workers ? (int)job->n_chunks : s->n_workers;
   pthread_mutex_lock(&s->use);
-  CUresult rc = kiln__cu.EventRecord(s->start, stream);
+  CUresult rc = kiln__driver.EventRecord(s->start, stream);
   const char *call = "cuEventRecord";
-  if (!rc) call = "cuStreamWaitEvent", rc = kiln__cu.StreamWaitEvent(s->stream, s->start, 0);
+  if (!rc) call = "cuStreamWaitEvent", rc = kiln__driver.StreamWaitEvent(s->stream, s->start, 0);
   if (!rc) {
     pthread_mutex_lock(&s->lock);
     s->job = job;
@@ -382,9 +383,9 @@ static kiln_status kiln__stage_run(kiln__stager *s, kiln__stage_job *job, CUstre
     if (job->rc) call = job->call, rc = job->rc;
   }
   if (!rc && job->to_device) {
-    call = "cuEventRecord", rc = kiln__cu.EventRecord(s->end, s->stream);
-    if (!rc) call = "cuStreamWaitEvent", rc = kiln__cu.StreamWaitEvent(stream, s->end, 0);
-    if (!rc && wait) call = "cuEventSynchronize", rc = kiln__cu.EventSynchronize(s->end);
+    call = "cuEventRecord", rc = kiln__driver.EventRecord(s->end, s->stream);
+    if (!rc) call = "cuStreamWaitEvent", rc = kiln__driver.StreamWaitEvent(stream, s->end, 0);
+    if (!rc && wait) call = "cuEventSynchronize", rc = kiln__driver.EventSynchronize(s->end);
   }
   pthread_mutex_unlock(&s->use);
   if (rc) {

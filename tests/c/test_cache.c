@@ -137,7 +137,7 @@ TEST(cache_entry_round_trip_and_every_damage) {
   ASSERT_EQ(c.kernels[0].params[1].cls, KILN_PARAM_F32);
   ASSERT_EQ(c.headers.n, 1);
   ASSERT_STR_EQ(c.headers.items[0].path, "/tmp/h.h");
-  kiln__cached_free(&c);
+  kiln__entry_free_cached(&c);
   /* Every truncation, and every single flipped byte, is caught. */
   for (size_t n = 0; n < size; n++)
     if (!kiln__entry_decode(buf, n, key, &c)) FAIL("a %zu-byte prefix decoded", n);
@@ -178,7 +178,7 @@ TEST(include_scan_finds_every_form) {
                      "#include CONFIG_HEADER\n"
                      "#define INC \"not.h\"\n";
   found f = {0};
-  int computed = kiln__include_scan(text, strlen(text), collect, &f);
+  int computed = kiln__headers_find_includes(text, strlen(text), collect, &f);
   ASSERT_EQ(computed, 1);
   ASSERT_EQ(f.n, 6);
   const char *want[] = {"a.h", "b/c.h", "d.h", "e.h", "f.h", "under_if0.h"};
@@ -188,7 +188,7 @@ TEST(include_scan_finds_every_form) {
     ASSERT_EQ(f.angled[i], angled[i]);
   }
   /* A line cut short never reads past the end. */
-  for (size_t n = 0; n < strlen(text); n++) kiln__include_scan(text, n, collect, &f);
+  for (size_t n = 0; n < strlen(text); n++) kiln__headers_find_includes(text, n, collect, &f);
 }
 
 static int has_record(const kiln__headers *h, const char *suffix, int exists) {
@@ -400,7 +400,7 @@ static void assert_entries_whole(const char *dir) {
       kiln__cached c;
       const char *why = kiln__entry_decode(buf, n, key, &c);
       if (why) FAIL("%s is damaged after a killed writer: %s", path, why);
-      kiln__cached_free(&c);
+      kiln__entry_free_cached(&c);
     }
     if (sub) closedir(sub);
   }

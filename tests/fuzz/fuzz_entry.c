@@ -125,7 +125,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     check_kernels(c.kernels, c.n_kernels);
     check_headers(&c.headers);
     check_round_trip(&c, data + 24, data, size, 0); /* the key sits at offset 24 */
-    kiln__cached_free(&c);
+    kiln__entry_free_cached(&c);
     check_empty(&c);
   }
 
@@ -140,7 +140,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     check_headers(&c.headers);
     static const unsigned char no_key[KILN__KEY_SIZE];
     check_round_trip(&c, no_key, data, size, 1);
-    kiln__cached_free(&c);
+    kiln__entry_free_cached(&c);
     check_empty(&c);
   }
   return 0;

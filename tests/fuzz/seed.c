@@ -39,10 +39,10 @@ static int write_entry(const char *dir, const char *stem, unsigned char key_byte
   kiln__cached c;
   const char *why = kiln__entry_decode(data, size, key, &c);
   if (!why) {
-    kiln__cached_free(&c);
+    kiln__entry_free_cached(&c);
     why = kiln__entry_decode_body(data + KILN__ENTRY_HEADER_SIZE,
                                   size - KILN__ENTRY_HEADER_SIZE, &c);
-    if (!why) kiln__cached_free(&c);
+    if (!why) kiln__entry_free_cached(&c);
   }
   if (why) {
     fprintf(stderr, "seed: %s does not decode: %s\n", stem, why);
