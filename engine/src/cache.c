@@ -470,7 +470,8 @@ typedef struct kiln__cache_lock {
   int fd;
 } kiln__cache_lock;
 
-static void kiln__cache_lock_key(const unsigned char key[KILN__KEY_SIZE], kiln__cache_lock *lock) {
+static void kiln__cache_lock_key(const unsigned char key[KILN__KEY_SIZE],
+                                 kiln__cache_lock *lock) {
   kiln__config c;
   kiln__config_get(&c);
   lock->fd = c.writable ? kiln__lock_take(c.dir, key, 0) : -1;
@@ -483,12 +484,13 @@ static void kiln__cache_unlock(kiln__cache_lock *lock) {
 
 /* ---- Eviction ----------------------------------------------------------------------------- */
 
-typedef struct kiln__file {
+/* An entry file found by a scan of a folder. */
+typedef struct kiln__scanned {
   char shard[3];
   char name[2 * KILN__KEY_SIZE - 1];
   uint64_t bytes;
   int64_t used_ns;
-} kiln__file;
+} kiln__scanned;
 
 static int kiln__is_hex(const char *s, size_t n) {
   for (size_t i = 0; i < n; i++)
@@ -497,13 +499,14 @@ static int kiln__is_hex(const char *s, size_t n) {
 }
 
 /* Every entry of dir (and, with sweep, removes .tmp files a dead writer left). */
-static int kiln__scan_entries(const char *dir, int sweep, kiln__file **out, size_t *n_out) {
+static int kiln__scan_entries(const char *dir, int sweep, kiln__scanned **out,
+                              size_t *n_out) {
   *out = NULL;
   *n_out = 0;
   DIR *top = opendir(dir);
   if (!top) return -1;
   size_t n = 0, cap = 0;
-  kiln__file *files = NULL;
+  kiln__scanned *files = NULL;
   time_t now = time(NULL);
   struct dirent *d;
   while ((d = readdir(top))) {
@@ -526,7 +529,7 @@ static int kiln__scan_entries(const char *dir, int sweep, kiln__file **out, size
       if (lstat(path, &st) != 0 || !S_ISREG(st.st_mode)) continue;
       if (n == cap) {
         cap = cap ? 2 * cap : 256;
-        kiln__file *f = realloc(files, cap * sizeof *f);
+        kiln__scanned *f = realloc(files, cap * sizeof *f);
         if (!f) break;
         files = f;
       }
@@ -545,12 +548,12 @@ static int kiln__scan_entries(const char *dir, int sweep, kiln__file **out, size
 }
 
 static int kiln__by_use(const void *a, const void *b) {
-  int64_t x = ((const kiln__file *)a)->used_ns, y = ((const kiln__file *)b)->used_ns;
+  int64_t x = ((const kiln__scanned *)a)->used_ns, y = ((const kiln__scanned *)b)->used_ns;
   return x < y ? -1 : x > y;
 }
 
 /* Removes one entry, unless someone is compiling it or reading it. */
-static int kiln__evict_one(const char *dir, const kiln__file *f) {
+static int kiln__evict_one(const char *dir, const kiln__scanned *f) {
   char entry[PATH_MAX], hex[2 * KILN__KEY_SIZE + 1];
   unsigned char key[KILN__KEY_SIZE];
   if (snprintf(entry, sizeof entry, "%s/%s/%s", dir, f->shard, f->name) >= (int)sizeof entry)
@@ -572,7 +575,7 @@ static int kiln__evict_one(const char *dir, const kiln__file *f) {
 
 /* Brings dir down to target bytes when it holds more than max. */
 static uint64_t kiln__evict(const char *dir, uint64_t max, uint64_t target) {
-  kiln__file *files;
+  kiln__scanned *files;
   size_t n;
   if (kiln__scan_entries(dir, 1, &files, &n) != 0) return 0;
   uint64_t total = 0, removed = 0;
@@ -731,7 +734,7 @@ kiln_status kiln_cache_get_info(kiln_cache_info *out) {
     p += strlen(p) + 1;
   }
   if (!c.dir[0] || access(c.dir, F_OK) != 0) return KILN_OK;
-  kiln__file *files;
+  kiln__scanned *files;
   size_t n;
   if (kiln__scan_entries(c.dir, 0, &files, &n) == 0) {
     out->entries = n;
@@ -753,7 +756,7 @@ kiln_status kiln_cache_list(int (*visit)(const kiln_cache_entry *e, void *ctx), 
   for (int layer = 0; layer <= c.n_layers; layer++) {
     const char *dir = kiln__folder(&c, layer);
     if (!dir) continue;
-    kiln__file *files;
+    kiln__scanned *files;
     size_t n;
     if (kiln__scan_entries(dir, 0, &files, &n) != 0) continue;
     qsort(files, n, sizeof *files, kiln__by_use);
@@ -810,7 +813,7 @@ kiln_status kiln_cache_clear(uint64_t *removed) {
   kiln__config c;
   kiln_status s = kiln__main_dir(&c);
   if (s) return s;
-  kiln__file *files;
+  kiln__scanned *files;
   size_t n;
   uint64_t r = 0;
   if (kiln__scan_entries(c.dir, 1, &files, &n) == 0) {

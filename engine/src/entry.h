@@ -13,7 +13,8 @@
  * every integer little-endian. */
 #define KILN__ENTRY_HEADER_SIZE 88
 
-/* Everything one compile produced that a later process needs. */
+/* Everything one compile produced that a later process needs: what an entry holds, what the
+ * cache hands back (kiln__cache_get) and what a module is made of. */
 typedef struct kiln__cached {
   kiln__code code;
   kiln__kernel *kernels; /* the kernels' signatures */
@@ -35,6 +36,7 @@ const char *kiln__entry_decode(const void *data, size_t size,
 /* The body alone, which the fuzz target reaches without forging a checksum. */
 const char *kiln__entry_decode_body(const void *body, size_t size, kiln__cached *out);
 
+/* Frees what c holds and leaves it empty. */
 void kiln__entry_free_cached(kiln__cached *c);
 
 #endif
