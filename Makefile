@@ -87,8 +87,9 @@ gpu-check:
 # ---- Fuzzing ---------------------------------------------------------------------------------
 # libFuzzer over the two parsers that read bytes kiln did not write in this process: cache
 # entries found on disk (kiln__entry_decode) and sources and headers scanned for #include
-# (kiln__include_scan). `make fuzz` builds the targets, writes the seed corpora and runs each
-# target for FUZZ_SECONDS; it fails when one crashes, leaving the input under build/fuzz/.
+# (kiln__headers_find_includes). `make fuzz` builds the targets, writes the seed corpora and
+# runs each target for FUZZ_SECONDS; it fails when one crashes, leaving the input under
+# build/fuzz/.
 # The corpora grow there between runs (build/ is git-ignored).
 
 FUZZ_CC      ?= clang

@@ -1,10 +1,13 @@
 # The engine's sources: the one list the Makefile and setup.py both read.
 KILN_ENGINE_SOURCES = \
 	engine/src/status.c \
+	engine/src/dup.c \
+	engine/src/file.c \
 	engine/src/driver.c \
 	engine/src/nvrtc.c \
 	engine/src/hash.c \
-	engine/src/signature.c \
+	engine/src/demangle.c \
+	engine/src/ptx.c \
 	engine/src/headers.c \
 	engine/src/entry.c \
 	engine/src/compile.c \

@@ -16,7 +16,7 @@
  * NVRTC call in a process is slower) checks that both sides produce the same PTX and CUBIN.
  *
  * Built by bench/cache.py against build/libkiln.a. The fill mode, and the include folders kiln
- * passes NVRTC (kiln__rtc), come from the engine's internal headers: -iquote engine/src, not -I,
+ * passes NVRTC (kiln__nvrtc), come from the engine's internal headers: -iquote engine/src, not -I,
  * or the engine's nvrtc.h would answer its own #include <nvrtc.h> instead of the toolkit's. */
 #include "kiln.h"
 
@@ -218,20 +218,20 @@ static int cold(const char *src, int repeats) {
   kiln_module *m = kiln_compile(warm);
   kiln_cache_stats after = stats_now();
   expect_compiled(&before, &after, "warm-up");
-  if (strcmp(rtc.lib_path, kiln__rtc.lib_path) != 0)
+  if (strcmp(rtc.lib_path, kiln__nvrtc.lib_path) != 0)
     die("the bare side opened %s, kiln %s: they must run the same NVRTC", rtc.lib_path,
-        kiln__rtc.lib_path);
+        kiln__nvrtc.lib_path);
   char arch_opt[64];
   snprintf(arch_opt, sizeof arch_opt, "-arch=%s", kiln_module_arch(m));
   char toolkit[PATH_MAX + 3], cccl[PATH_MAX + 3];
   const char *opts[3] = {arch_opt};
   int n_opts = 1;
-  if (kiln__rtc.include_dir[0]) {
-    snprintf(toolkit, sizeof toolkit, "-I%s", kiln__rtc.include_dir);
+  if (kiln__nvrtc.include_dir[0]) {
+    snprintf(toolkit, sizeof toolkit, "-I%s", kiln__nvrtc.include_dir);
     opts[n_opts++] = toolkit;
   }
-  if (kiln__rtc.cccl_dir[0]) {
-    snprintf(cccl, sizeof cccl, "-I%s", kiln__rtc.cccl_dir);
+  if (kiln__nvrtc.cccl_dir[0]) {
+    snprintf(cccl, sizeof cccl, "-I%s", kiln__nvrtc.cccl_dir);
     opts[n_opts++] = cccl;
   }
   bare_code code;
@@ -274,7 +274,7 @@ static int cold(const char *src, int repeats) {
   }
 
   printf("{\n  \"arch\": \"%s\",\n  \"nvrtc\": \"%d.%d\",\n  \"nvrtc_library\": \"%s\",\n",
-         arch_opt + 6, kiln__rtc.major, kiln__rtc.minor, rtc.lib_path);
+         arch_opt + 6, kiln__nvrtc.major, kiln__nvrtc.minor, rtc.lib_path);
   printf("  \"nvrtc_options\": [");
   for (int i = 0; i < n_opts; i++) printf("%s\"%s\"", i ? ", " : "", opts[i]);
   printf("],\n  \"repeats\": %d,\n", repeats);
@@ -299,8 +299,8 @@ static int fill(const char *src, long count) {
     char seed[64];
     unsigned char key[KILN__KEY_SIZE];
     int n = snprintf(seed, sizeof seed, "kiln bench synthetic entry %ld", i);
-    if (kiln__sha256(seed, (size_t)n, key)) die("SHA-256: %s", kiln_last_error());
-    kiln__cache_store(key, &m->code, m->entries, m->n_entries, &m->headers);
+    if (kiln__hash_sha256(seed, (size_t)n, key)) die("SHA-256: %s", kiln_last_error());
+    kiln__cache_store(key, &m->code, m->kernels, m->n_kernels, &m->headers);
   }
   kiln_cache_stats after = stats_now();
   double fill_s = (now_ms() - t0) / 1e3;

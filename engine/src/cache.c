@@ -22,7 +22,10 @@
  *   is not used at all, and entries that others could have written are not loaded. */
 #include "cache.h"
 
+#include "compile.h"
+#include "headers.h"
 #include "nvrtc.h"
+#include "ptx.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -231,7 +234,9 @@ static void kiln__config_get(kiln__config *out) {
   pthread_mutex_unlock(&kiln__config_lock);
 }
 
-int kiln__cache_enabled(void) {
+/* 1 when the disk cache is on and a folder can be read; rereads the environment when it
+ * changed since the last call. */
+static int kiln__cache_enabled(void) {
   kiln__config c;
   kiln__config_get(&c);
   return c.enabled;
@@ -249,7 +254,8 @@ static const char *kiln__folder(const kiln__config *c, int i) {
 
 static int kiln__mentions_include(const char *s) { return s && strstr(s, "include") != NULL; }
 
-kiln_status kiln__cache_nvrtc(kiln__nvrtc_id *id) {
+/* Which NVRTC compiles here, from the note in the cache folder when it can (nvrtc.c). */
+static kiln_status kiln__cache_nvrtc(kiln__nvrtc_id *id) {
   if (KILN__LIKELY(kiln__nvrtc_known(id))) return KILN_OK;
   kiln__config c;
   kiln__config_get(&c);
@@ -260,7 +266,7 @@ kiln_status kiln__cache_key(const char *src, const kiln_compile_opts *opts,
                             const kiln__nvrtc_id *id, const char *arch,
                             unsigned char key[KILN__KEY_SIZE], char cwd[PATH_MAX]) {
   kiln__hasher *h;
-  kiln_status s = kiln__hasher_begin(&h);
+  kiln_status s = kiln__hash_begin(&h);
   if (s) return s;
   int n_opt = opts ? opts->n_options : 0, n_inc = opts ? opts->n_include_dirs : 0;
   int n_names = opts ? opts->n_name_expressions : 0, n_hdr = opts ? opts->n_headers : 0;
@@ -268,43 +274,43 @@ kiln_status kiln__cache_key(const char *src, const kiln_compile_opts *opts,
    * that includes nothing does not, so its entries can be shipped to other machines. */
   int need_cwd = kiln__mentions_include(src);
   uint32_t version = KILN__ENTRY_VERSION;
-  kiln__hasher_string(h, "kiln cache");
-  kiln__hasher_field(h, &version, sizeof version);
-  kiln__hasher_field(h, &id->major, sizeof id->major);
-  kiln__hasher_field(h, &id->minor, sizeof id->minor);
-  kiln__hasher_field(h, &id->lib_bytes, sizeof id->lib_bytes);
-  kiln__hasher_string(h, arch);
-  kiln__hasher_field(h, &n_opt, sizeof n_opt);
+  kiln__hash_string(h, "kiln cache");
+  kiln__hash_field(h, &version, sizeof version);
+  kiln__hash_field(h, &id->major, sizeof id->major);
+  kiln__hash_field(h, &id->minor, sizeof id->minor);
+  kiln__hash_field(h, &id->lib_bytes, sizeof id->lib_bytes);
+  kiln__hash_string(h, arch);
+  kiln__hash_field(h, &n_opt, sizeof n_opt);
   for (int i = 0; i < n_opt; i++) {
-    kiln__hasher_string(h, opts->options[i]);
+    kiln__hash_string(h, opts->options[i]);
     need_cwd |= kiln__mentions_include(opts->options[i]) ||
                 (opts->options[i] && strncmp(opts->options[i], "-I", 2) == 0);
   }
-  kiln__hasher_field(h, &n_inc, sizeof n_inc);
+  kiln__hash_field(h, &n_inc, sizeof n_inc);
   for (int i = 0; i < n_inc; i++) {
-    kiln__hasher_string(h, opts->include_dirs[i]);
+    kiln__hash_string(h, opts->include_dirs[i]);
     need_cwd |= opts->include_dirs[i] && opts->include_dirs[i][0] != '/';
   }
-  kiln__hasher_field(h, &n_hdr, sizeof n_hdr);
+  kiln__hash_field(h, &n_hdr, sizeof n_hdr);
   for (int i = 0; i < n_hdr; i++) {
-    kiln__hasher_string(h, opts->header_names[i]);
-    kiln__hasher_string(h, opts->header_sources[i]);
+    kiln__hash_string(h, opts->header_names[i]);
+    kiln__hash_string(h, opts->header_sources[i]);
     need_cwd |= kiln__mentions_include(opts->header_sources[i]);
   }
-  kiln__hasher_field(h, &n_names, sizeof n_names);
-  for (int i = 0; i < n_names; i++) kiln__hasher_string(h, opts->name_expressions[i]);
-  kiln__hasher_string(h, src);
+  kiln__hash_field(h, &n_names, sizeof n_names);
+  for (int i = 0; i < n_names; i++) kiln__hash_string(h, opts->name_expressions[i]);
+  kiln__hash_string(h, src);
   cwd[0] = '\0';
   if (need_cwd && !getcwd(cwd, PATH_MAX)) cwd[0] = '\0';
-  kiln__hasher_string(h, cwd);
-  return kiln__hasher_end(h, key);
+  kiln__hash_string(h, cwd);
+  return kiln__hash_end(h, key);
 }
 
 /* <dir>/ab/cdef...<suffix>; 0 when it does not fit. */
 static int kiln__entry_path(char *out, size_t cap, const char *dir,
                             const unsigned char key[KILN__KEY_SIZE], const char *suffix) {
   char hex[2 * KILN__KEY_SIZE + 1];
-  kiln__key_hex(key, hex);
+  kiln__hash_hex(key, hex);
   int n = snprintf(out, cap, "%s/%.2s/%s%s", dir, hex, hex + 2, suffix);
   return n > 0 && (size_t)n < cap;
 }
@@ -312,7 +318,7 @@ static int kiln__entry_path(char *out, size_t cap, const char *dir,
 static int kiln__shard_dir(char *out, size_t cap, const char *dir,
                            const unsigned char key[KILN__KEY_SIZE]) {
   char hex[2 * KILN__KEY_SIZE + 1];
-  kiln__key_hex(key, hex);
+  kiln__hash_hex(key, hex);
   int n = snprintf(out, cap, "%s/%.2s", dir, hex);
   return n > 0 && (size_t)n < cap;
 }
@@ -386,7 +392,12 @@ static int kiln__entry_load(const char *path, const unsigned char *key, int allo
   return *why ? -1 : 1;
 }
 
-int kiln__cache_find(const unsigned char key[KILN__KEY_SIZE], kiln__cached *out, int *damaged) {
+/* Looks key up in the main folder, then in each read-only layer. 1 on a hit whose headers are
+ * unchanged, with *out filled; 0 on a miss. A damaged entry is a miss with a
+ * warning, unless *damaged is already set (the same lookup, repeated under the lock); sets
+ * *damaged. */
+static int kiln__cache_find(const unsigned char key[KILN__KEY_SIZE], kiln__cached *out,
+                            int *damaged) {
   kiln__config c;
   kiln__config_get(&c);
   if (!c.enabled) return 0;
@@ -410,7 +421,7 @@ int kiln__cache_find(const unsigned char key[KILN__KEY_SIZE], kiln__cached *out,
     }
     if (r == 0) continue;
     if (!kiln__headers_fresh(&out->headers)) { /* a header changed since it was compiled */
-      kiln__cached_free(out);
+      kiln__entry_free_cached(out);
       close(fd);
       continue;
     }
@@ -453,25 +464,33 @@ static int kiln__lock_take(const char *dir, const unsigned char key[KILN__KEY_SI
   return fd;
 }
 
-void kiln__cache_lock_key(const unsigned char key[KILN__KEY_SIZE], kiln__cache_lock *lock) {
+/* The per-key lock in the main folder; fd is -1 when it could not be taken (a read-only
+ * folder), and the caller goes on without it. Released by the kernel if the holder dies. */
+typedef struct kiln__cache_lock {
+  int fd;
+} kiln__cache_lock;
+
+static void kiln__cache_lock_key(const unsigned char key[KILN__KEY_SIZE],
+                                 kiln__cache_lock *lock) {
   kiln__config c;
   kiln__config_get(&c);
   lock->fd = c.writable ? kiln__lock_take(c.dir, key, 0) : -1;
 }
 
-void kiln__cache_unlock(kiln__cache_lock *lock) {
+static void kiln__cache_unlock(kiln__cache_lock *lock) {
   if (lock->fd >= 0) close(lock->fd); /* closing the description drops its locks */
   lock->fd = -1;
 }
 
 /* ---- Eviction ----------------------------------------------------------------------------- */
 
-typedef struct kiln__file {
+/* An entry file found by a scan of a folder. */
+typedef struct kiln__scanned {
   char shard[3];
   char name[2 * KILN__KEY_SIZE - 1];
   uint64_t bytes;
   int64_t used_ns;
-} kiln__file;
+} kiln__scanned;
 
 static int kiln__is_hex(const char *s, size_t n) {
   for (size_t i = 0; i < n; i++)
@@ -480,13 +499,14 @@ static int kiln__is_hex(const char *s, size_t n) {
 }
 
 /* Every entry of dir (and, with sweep, removes .tmp files a dead writer left). */
-static int kiln__scan_entries(const char *dir, int sweep, kiln__file **out, size_t *n_out) {
+static int kiln__scan_entries(const char *dir, int sweep, kiln__scanned **out,
+                              size_t *n_out) {
   *out = NULL;
   *n_out = 0;
   DIR *top = opendir(dir);
   if (!top) return -1;
   size_t n = 0, cap = 0;
-  kiln__file *files = NULL;
+  kiln__scanned *files = NULL;
   time_t now = time(NULL);
   struct dirent *d;
   while ((d = readdir(top))) {
@@ -509,7 +529,7 @@ static int kiln__scan_entries(const char *dir, int sweep, kiln__file **out, size
       if (lstat(path, &st) != 0 || !S_ISREG(st.st_mode)) continue;
       if (n == cap) {
         cap = cap ? 2 * cap : 256;
-        kiln__file *f = realloc(files, cap * sizeof *f);
+        kiln__scanned *f = realloc(files, cap * sizeof *f);
         if (!f) break;
         files = f;
       }
@@ -528,12 +548,12 @@ static int kiln__scan_entries(const char *dir, int sweep, kiln__file **out, size
 }
 
 static int kiln__by_use(const void *a, const void *b) {
-  int64_t x = ((const kiln__file *)a)->used_ns, y = ((const kiln__file *)b)->used_ns;
+  int64_t x = ((const kiln__scanned *)a)->used_ns, y = ((const kiln__scanned *)b)->used_ns;
   return x < y ? -1 : x > y;
 }
 
 /* Removes one entry, unless someone is compiling it or reading it. */
-static int kiln__evict_one(const char *dir, const kiln__file *f) {
+static int kiln__evict_one(const char *dir, const kiln__scanned *f) {
   char entry[PATH_MAX], hex[2 * KILN__KEY_SIZE + 1];
   unsigned char key[KILN__KEY_SIZE];
   if (snprintf(entry, sizeof entry, "%s/%s/%s", dir, f->shard, f->name) >= (int)sizeof entry)
@@ -555,7 +575,7 @@ static int kiln__evict_one(const char *dir, const kiln__file *f) {
 
 /* Brings dir down to target bytes when it holds more than max. */
 static uint64_t kiln__evict(const char *dir, uint64_t max, uint64_t target) {
-  kiln__file *files;
+  kiln__scanned *files;
   size_t n;
   if (kiln__scan_entries(dir, 1, &files, &n) != 0) return 0;
   uint64_t total = 0, removed = 0;
@@ -598,7 +618,7 @@ static void kiln__write_failed(const char *dir, const char *what, int err) {
 }
 
 void kiln__cache_store(const unsigned char key[KILN__KEY_SIZE], const kiln__code *code,
-                       const kiln__entry *entries, int n_entries, const kiln__headers *headers) {
+                       const kiln__kernel *kernels, int n_kernels, const kiln__headers *headers) {
   kiln__config c;
   kiln__config_get(&c);
   if (!c.readable) return;
@@ -608,10 +628,10 @@ void kiln__cache_store(const unsigned char key[KILN__KEY_SIZE], const kiln__code
   }
   unsigned char *buf;
   size_t size;
-  if (kiln__entry_encode(key, code, entries, n_entries, headers, &buf, &size) != KILN_OK) return;
+  if (kiln__entry_encode(key, code, kernels, n_kernels, headers, &buf, &size) != KILN_OK) return;
   static unsigned counter;
   char shard[PATH_MAX], path[PATH_MAX], tmp[PATH_MAX], hex[2 * KILN__KEY_SIZE + 1];
-  kiln__key_hex(key, hex);
+  kiln__hash_hex(key, hex);
   unsigned serial = __atomic_add_fetch(&counter, 1, __ATOMIC_RELAXED);
   if (!kiln__shard_dir(shard, sizeof shard, c.dir, key) ||
       !kiln__entry_path(path, sizeof path, c.dir, key, "") ||
@@ -647,6 +667,54 @@ void kiln__cache_store(const unsigned char key[KILN__KEY_SIZE], const kiln__code
   free(buf);
 }
 
+/* ---- Lookup or compile --------------------------------------------------------------------- */
+
+kiln_status kiln__cache_prepare(const char *src, const kiln_compile_opts *opts,
+                                kiln__cache_query *q) {
+  kiln_status s = kiln__cache_nvrtc(&q->id);
+  if (!s) s = kiln__compile_arch(opts, &q->id, q->arch, sizeof q->arch, &q->arch_num);
+  if (!s) s = kiln__cache_key(src, opts, &q->id, q->arch, q->key, q->cwd);
+  return s;
+}
+
+/* Compiles src and records the headers it can reach; stores the entry when it may. */
+static kiln_status kiln__cache_compile(const char *src, const kiln_compile_opts *opts,
+                                       const kiln__cache_query *q, int use_disk,
+                                       kiln__cached *out) {
+  /* Scanned before compiling: a header edited during the compile then reads as changed. */
+  char here[PATH_MAX];
+  if (!q->cwd[0] && !getcwd(here, sizeof here)) here[0] = '\0';
+  kiln_status s = kiln__headers_scan(src, opts, q->cwd[0] ? q->cwd : here, &out->headers);
+  if (s) return s;
+  kiln__cache_count(KILN__COMPILES);
+  s = kiln__compile(src, opts, q->arch, &out->code);
+  if (s) return s;
+  s = kiln__ptx_parse(out->code.ptx, out->code.ptx_size, &out->kernels, &out->n_kernels);
+  if (s) return s;
+  /* The key named the NVRTC of the cache folder's note; only code from that one is stored. */
+  if (use_disk && !out->headers.uncacheable && kiln__nvrtc_is(&q->id))
+    kiln__cache_store(q->key, &out->code, out->kernels, out->n_kernels, &out->headers);
+  return KILN_OK;
+}
+
+kiln_status kiln__cache_get(const char *src, const kiln_compile_opts *opts,
+                            const kiln__cache_query *q, kiln__cached *out) {
+  memset(out, 0, sizeof *out);
+  /* A lookup without the lock (the common hit), then under the key's lock, which another
+   * process may hold while it compiles this very source. */
+  int use_disk = kiln__cache_enabled(), hit = 0, damaged = 0;
+  kiln__cache_lock lock = {-1};
+  if (use_disk && !(hit = kiln__cache_find(q->key, out, &damaged))) {
+    kiln__cache_lock_key(q->key, &lock);
+    if (lock.fd >= 0) hit = kiln__cache_find(q->key, out, &damaged);
+    if (!hit) kiln__cache_count(KILN__MISSES);
+  }
+  kiln_status s = hit ? KILN_OK : kiln__cache_compile(src, opts, q, use_disk, out);
+  kiln__cache_unlock(&lock); /* held until the entry is in place */
+  if (s && s != KILN_ERROR_COMPILE) kiln__entry_free_cached(out);
+  return s;
+}
+
 /* ---- Public: info, list, prune, clear ----------------------------------------------------- */
 
 kiln_status kiln_cache_get_info(kiln_cache_info *out) {
@@ -666,7 +734,7 @@ kiln_status kiln_cache_get_info(kiln_cache_info *out) {
     p += strlen(p) + 1;
   }
   if (!c.dir[0] || access(c.dir, F_OK) != 0) return KILN_OK;
-  kiln__file *files;
+  kiln__scanned *files;
   size_t n;
   if (kiln__scan_entries(c.dir, 0, &files, &n) == 0) {
     out->entries = n;
@@ -688,7 +756,7 @@ kiln_status kiln_cache_list(int (*visit)(const kiln_cache_entry *e, void *ctx), 
   for (int layer = 0; layer <= c.n_layers; layer++) {
     const char *dir = kiln__folder(&c, layer);
     if (!dir) continue;
-    kiln__file *files;
+    kiln__scanned *files;
     size_t n;
     if (kiln__scan_entries(dir, 0, &files, &n) != 0) continue;
     qsort(files, n, sizeof *files, kiln__by_use);
@@ -704,16 +772,16 @@ kiln_status kiln_cache_list(int (*visit)(const kiln_cache_entry *e, void *ctx), 
       const char *why;
       kiln__entry_load(path, NULL, layer > 0, &cached, &st, &why, NULL);
       size_t used = 0;
-      for (int k = 0; !why && k < cached.n_entries; k++) {
+      for (int k = 0; !why && k < cached.n_kernels; k++) {
         int w = snprintf(kernels + used, sizeof kernels - used, "%s%s", k ? ", " : "",
-                         cached.entries[k].plain);
+                         cached.kernels[k].plain);
         if (w > 0 && (size_t)w < sizeof kernels - used) used += (size_t)w;
       }
       kiln_cache_entry e = {path, key, layer, files[i].bytes,
                             (int64_t)(files[i].used_ns / 1000000000LL),
                             why ? "" : cached.code.arch, kernels, why};
       stop = visit(&e, ctx);
-      if (!why) kiln__cached_free(&cached);
+      if (!why) kiln__entry_free_cached(&cached);
     }
     free(files);
     if (stop) break;
@@ -745,7 +813,7 @@ kiln_status kiln_cache_clear(uint64_t *removed) {
   kiln__config c;
   kiln_status s = kiln__main_dir(&c);
   if (s) return s;
-  kiln__file *files;
+  kiln__scanned *files;
   size_t n;
   uint64_t r = 0;
   if (kiln__scan_entries(c.dir, 1, &files, &n) == 0) {

@@ -2,6 +2,7 @@
 #include "compile.h"
 
 #include "device.h"
+#include "dup.h"
 #include "nvrtc.h"
 
 #include <stdio.h>
@@ -56,7 +57,7 @@ kiln_status kiln__compile_arch(const kiln_compile_opts *opts, const kiln__nvrtc_
   return KILN_OK;
 }
 
-void kiln__code_free(kiln__code *code) {
+void kiln__compile_free_code(kiln__code *code) {
   if (!code) return;
   free(code->ptx);
   free(code->cubin);
@@ -111,28 +112,28 @@ static kiln_status kiln__compile_program(nvrtcProgram prog, const kiln_compile_o
     k++;
   }
   char toolkit[PATH_MAX + 3], cccl[PATH_MAX + 9];
-  if (kiln__rtc.include_dir[0]) {
-    snprintf(toolkit, sizeof toolkit, "-I%s", kiln__rtc.include_dir);
+  if (kiln__nvrtc.include_dir[0]) {
+    snprintf(toolkit, sizeof toolkit, "-I%s", kiln__nvrtc.include_dir);
     args[k++] = toolkit;
   }
-  if (kiln__rtc.cccl_dir[0]) {
-    snprintf(cccl, sizeof cccl, "-I%s", kiln__rtc.cccl_dir);
+  if (kiln__nvrtc.cccl_dir[0]) {
+    snprintf(cccl, sizeof cccl, "-I%s", kiln__nvrtc.cccl_dir);
     args[k++] = cccl;
   }
   for (int i = 0; i < n_opt; i++) args[k++] = opts->options[i];
 
-  nvrtcResult rc = kiln__rtc.CompileProgram(prog, (int)k, args);
+  nvrtcResult rc = kiln__nvrtc.CompileProgram(prog, (int)k, args);
   size_t log_size = 0;
-  if (kiln__rtc.GetProgramLogSize(prog, &log_size) == NVRTC_SUCCESS && log_size > 1) {
+  if (kiln__nvrtc.GetProgramLogSize(prog, &log_size) == NVRTC_SUCCESS && log_size > 1) {
     out->log = malloc(log_size);
-    if (out->log && kiln__rtc.GetProgramLog(prog, out->log) != NVRTC_SUCCESS) out->log[0] = 0;
+    if (out->log && kiln__nvrtc.GetProgramLog(prog, out->log) != NVRTC_SUCCESS) out->log[0] = 0;
   }
-  if (!out->log) out->log = kiln__strdup("");
+  if (!out->log) out->log = kiln__dup_str("");
   if (rc != NVRTC_SUCCESS) {
     char first[512];
     kiln__first_error(out->log ? out->log : "", first, sizeof first);
     s = kiln__fail(KILN_ERROR_COMPILE, "NVRTC compilation for %s failed with %s: %s", arch,
-                   kiln__rtc.GetErrorString(rc), first);
+                   kiln__nvrtc.GetErrorString(rc), first);
   }
 done:
   if (owned)
@@ -166,8 +167,8 @@ static kiln_status kiln__collect(nvrtcProgram prog, const kiln_compile_opts *opt
   for (int i = 0; i < n; i++) {
     const char *lowered = NULL;
     KILN__RTC(GetLoweredName, (prog, opts->name_expressions[i], &lowered));
-    out->names[i] = kiln__strdup(opts->name_expressions[i]);
-    out->lowered[i] = kiln__strdup(lowered);
+    out->names[i] = kiln__dup_str(opts->name_expressions[i]);
+    out->lowered[i] = kiln__dup_str(lowered);
     if (!out->names[i] || !out->lowered[i])
       return kiln__fail(KILN_ERROR_NO_MEMORY, "out of memory for name expressions");
   }
@@ -188,18 +189,18 @@ kiln_status kiln__compile(const char *src, const kiln_compile_opts *opts, const 
                             n_headers ? opts->header_sources : NULL,
                             n_headers ? opts->header_names : NULL));
   for (int i = 0; opts && i < opts->n_name_expressions && !s; i++) {
-    nvrtcResult rc = kiln__rtc.AddNameExpression(prog, opts->name_expressions[i]);
+    nvrtcResult rc = kiln__nvrtc.AddNameExpression(prog, opts->name_expressions[i]);
     if (rc != NVRTC_SUCCESS)
       s = kiln__fail(KILN_ERROR_INVALID, "name expression '%s' was refused by NVRTC: %s",
-                     opts->name_expressions[i], kiln__rtc.GetErrorString(rc));
+                     opts->name_expressions[i], kiln__nvrtc.GetErrorString(rc));
   }
   if (!s) s = kiln__compile_program(prog, opts, arch, out);
   if (!s) s = kiln__collect(prog, opts, out);
-  kiln__rtc.DestroyProgram(&prog);
+  kiln__nvrtc.DestroyProgram(&prog);
   if (s && s != KILN_ERROR_COMPILE) {
     char *log = out->log;
     out->log = NULL;
-    kiln__code_free(out);
+    kiln__compile_free_code(out);
     out->log = log;
   }
   return s;

@@ -26,6 +26,6 @@ kiln_status kiln__compile_arch(const kiln_compile_opts *opts, const kiln__nvrtc_
 /* Compiles src for arch. On KILN_ERROR_COMPILE the log is still in out->log. */
 kiln_status kiln__compile(const char *src, const kiln_compile_opts *opts, const char *arch,
                           kiln__code *out);
-void kiln__code_free(kiln__code *code);
+void kiln__compile_free_code(kiln__code *code);
 
 #endif

@@ -1,6 +1,7 @@
-/* Devices and their primary contexts. */
+/* Devices, their primary contexts and default pools; the current device of each thread. */
 #include "device.h"
 
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -86,26 +87,24 @@ static kiln_status kiln__device_setup(int ordinal, kiln__device **out) {
     if (!d) s = kiln__fail(KILN_ERROR_NO_MEMORY, "out of memory for a device");
     if (!s) {
       d->ordinal = ordinal;
-      CUresult rc = kiln__cu.DeviceGet(&d->dev, ordinal);
+      CUresult rc = kiln__driver.DeviceGet(&d->dev, ordinal);
       if (rc) s = kiln__cuda_fail("cuDeviceGet", rc);
     }
     if (!s) s = kiln__read_info(d->dev, &d->info);
     if (!s) {
-      CUresult rc = kiln__cu.DeviceGetAttribute(&pools, CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED,
-                                                d->dev);
+      CUresult rc = kiln__driver.DeviceGetAttribute(
+          &pools, CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED, d->dev);
       d->has_pools = rc == CUDA_SUCCESS && pools;
-      rc = kiln__cu.DevicePrimaryCtxRetain(&d->ctx, d->dev);
+      rc = kiln__driver.DevicePrimaryCtxRetain(&d->ctx, d->dev);
       if (rc) s = kiln__cuda_fail("cuDevicePrimaryCtxRetain", rc);
     }
     if (!s && d->has_pools &&
-        kiln__cu.DeviceGetDefaultMemPool(&d->pool, d->dev) == CUDA_SUCCESS) {
+        kiln__driver.DeviceGetDefaultMemPool(&d->pool, d->dev) == CUDA_SUCCESS) {
       /* By default the pool hands freed memory back to the driver at every synchronize, and
        * the next allocation pays cuMemAlloc again; kept, it is reused at once. */
       cuuint64_t keep = UINT64_MAX;
-      kiln__cu.MemPoolSetAttribute(d->pool, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &keep);
+      kiln__driver.MemPoolSetAttribute(d->pool, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &keep);
     }
-    if (!s) s = kiln__staging_init(&d->staging);
-    if (!s) s = kiln__small_init(&d->small);
     if (s) free(d);
     else __atomic_store_n(&kiln__devices[ordinal], d, __ATOMIC_RELEASE);
   }
@@ -130,6 +129,10 @@ kiln_status kiln__device_enter(kiln__device **out) {
   return KILN_OK;
 }
 
+int kiln__device_count_known(void) {
+  return __atomic_load_n(&kiln__n_devices, __ATOMIC_ACQUIRE);
+}
+
 kiln_status kiln__device_capability(int *major, int *minor) {
   kiln_status s = kiln__driver_load();
   if (s) return s;
@@ -137,9 +140,13 @@ kiln_status kiln__device_capability(int *major, int *minor) {
   s = kiln__check_ordinal(kiln__current);
   CUdevice dev = 0;
   if (!s) {
-    CUresult rc = kiln__cu.DeviceGet(&dev, kiln__current);
-    if (!rc) rc = kiln__cu.DeviceGetAttribute(major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev);
-    if (!rc) rc = kiln__cu.DeviceGetAttribute(minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev);
+    CUresult rc = kiln__driver.DeviceGet(&dev, kiln__current);
+    if (!rc)
+      rc = kiln__driver.DeviceGetAttribute(major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR,
+                                           dev);
+    if (!rc)
+      rc = kiln__driver.DeviceGetAttribute(minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR,
+                                           dev);
     if (rc) s = kiln__cuda_fail("cuDeviceGetAttribute", rc);
   }
   pthread_mutex_unlock(&kiln__devices_lock);

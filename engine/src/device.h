@@ -1,12 +1,10 @@
-/* Devices: each one's primary context, limits and transfer buffers. */
+/* Devices: each one's primary context, limits and default memory pool, and the current device
+ * of each thread. What the files above keep per device (memory.c's buffers, stage.c's stager)
+ * they make and keep themselves, by ordinal: a device knows nothing of what runs on it. */
 #ifndef KILN_DEVICE_H
 #define KILN_DEVICE_H
 
 #include "driver.h"
-#include "memory.h"
-#include "stage.h"
-
-#include <pthread.h>
 
 typedef struct kiln__device {
   int ordinal;
@@ -15,10 +13,6 @@ typedef struct kiln__device {
   kiln_device_info info;
   int has_pools;           /* cuMemAllocAsync works */
   CUmemoryPool pool;       /* the device's default pool, which keeps freed memory for reuse */
-  kiln__staging staging;   /* pinned + device buffers reused by In/Out */
-  kiln__small_cache small; /* freed small blocks, kept for reuse */
-  kiln__stager *stager;    /* large pageable copies; made on first use */
-  int stager_failed;       /* it could not be made: copies go to the driver */
 } kiln__device;
 
 /* Makes the current device's primary context current on this thread (setting it up on first
@@ -27,5 +21,9 @@ kiln_status kiln__device_enter(kiln__device **out);
 
 /* The current device's compute capability, without making a context. */
 kiln_status kiln__device_capability(int *major, int *minor);
+
+/* How many devices the driver reports. Known, and fixed, once any device has been entered:
+ * it sizes the per-device tables of the files above. */
+int kiln__device_count_known(void);
 
 #endif

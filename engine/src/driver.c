@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-kiln__driver kiln__cu;
+kiln__driver_table kiln__driver;
 
 /* The outcome of the one load attempt, replayed to every later caller. */
 static pthread_once_t kiln__driver_once = PTHREAD_ONCE_INIT;
@@ -68,45 +68,45 @@ static void kiln__driver_load_once(void) {
   struct {
     const char *name;
     void **slot;
-  } entries[] = {
-#define KILN__ENTRY(member) {"cu" #member, (void **)&kiln__cu.member}
-      KILN__ENTRY(GetErrorName),       KILN__ENTRY(GetErrorString),
-      KILN__ENTRY(DeviceGetCount),
-      KILN__ENTRY(DeviceGet),          KILN__ENTRY(DeviceGetName),
-      KILN__ENTRY(DeviceGetAttribute), KILN__ENTRY(DeviceTotalMem),
-      KILN__ENTRY(DevicePrimaryCtxRetain), KILN__ENTRY(CtxGetCurrent),
-      KILN__ENTRY(CtxSetCurrent),      KILN__ENTRY(CtxSynchronize),
-      KILN__ENTRY(LibraryLoadData),    KILN__ENTRY(LibraryUnload),
-      KILN__ENTRY(LibraryGetKernel),   KILN__ENTRY(KernelGetAttribute),
-      KILN__ENTRY(KernelSetAttribute), KILN__ENTRY(LaunchKernel),
-      KILN__ENTRY(MemAlloc),           KILN__ENTRY(MemFree),
-      KILN__ENTRY(MemAllocHost),       KILN__ENTRY(MemFreeHost),
-      KILN__ENTRY(MemcpyHtoD),         KILN__ENTRY(MemcpyDtoH),
-      KILN__ENTRY(MemcpyHtoDAsync),    KILN__ENTRY(MemcpyDtoHAsync),
-      KILN__ENTRY(MemAllocAsync),      KILN__ENTRY(MemFreeAsync),
-      KILN__ENTRY(MemGetAddressRange), KILN__ENTRY(MemGetInfo),
-      KILN__ENTRY(StreamSynchronize),
-      KILN__ENTRY(EventCreate),        KILN__ENTRY(EventDestroy),
-      KILN__ENTRY(EventRecord),        KILN__ENTRY(EventSynchronize),
-      KILN__ENTRY(EventElapsedTime),
-      KILN__ENTRY(StreamCreateWithPriority), KILN__ENTRY(StreamDestroy),
-      KILN__ENTRY(StreamQuery),        KILN__ENTRY(StreamWaitEvent),
-      KILN__ENTRY(CtxGetStreamPriorityRange), KILN__ENTRY(EventQuery),
-      KILN__ENTRY(MemcpyDtoDAsync),    KILN__ENTRY(MemsetD8Async),
-      KILN__ENTRY(MemHostAlloc),       KILN__ENTRY(DeviceGetDefaultMemPool),
-      KILN__ENTRY(MemPoolSetAttribute), KILN__ENTRY(MemPoolGetAttribute),
-      KILN__ENTRY(MemPoolTrimTo),      KILN__ENTRY(PointerGetAttribute),
-#undef KILN__ENTRY
+  } symbols[] = {
+#define KILN__SYMBOL(member) {"cu" #member, (void **)&kiln__driver.member}
+      KILN__SYMBOL(GetErrorName),       KILN__SYMBOL(GetErrorString),
+      KILN__SYMBOL(DeviceGetCount),
+      KILN__SYMBOL(DeviceGet),          KILN__SYMBOL(DeviceGetName),
+      KILN__SYMBOL(DeviceGetAttribute), KILN__SYMBOL(DeviceTotalMem),
+      KILN__SYMBOL(DevicePrimaryCtxRetain), KILN__SYMBOL(CtxGetCurrent),
+      KILN__SYMBOL(CtxSetCurrent),      KILN__SYMBOL(CtxSynchronize),
+      KILN__SYMBOL(LibraryLoadData),    KILN__SYMBOL(LibraryUnload),
+      KILN__SYMBOL(LibraryGetKernel),   KILN__SYMBOL(KernelGetAttribute),
+      KILN__SYMBOL(KernelSetAttribute), KILN__SYMBOL(LaunchKernel),
+      KILN__SYMBOL(MemAlloc),           KILN__SYMBOL(MemFree),
+      KILN__SYMBOL(MemAllocHost),       KILN__SYMBOL(MemFreeHost),
+      KILN__SYMBOL(MemcpyHtoD),         KILN__SYMBOL(MemcpyDtoH),
+      KILN__SYMBOL(MemcpyHtoDAsync),    KILN__SYMBOL(MemcpyDtoHAsync),
+      KILN__SYMBOL(MemAllocAsync),      KILN__SYMBOL(MemFreeAsync),
+      KILN__SYMBOL(MemGetAddressRange), KILN__SYMBOL(MemGetInfo),
+      KILN__SYMBOL(StreamSynchronize),
+      KILN__SYMBOL(EventCreate),        KILN__SYMBOL(EventDestroy),
+      KILN__SYMBOL(EventRecord),        KILN__SYMBOL(EventSynchronize),
+      KILN__SYMBOL(EventElapsedTime),
+      KILN__SYMBOL(StreamCreateWithPriority), KILN__SYMBOL(StreamDestroy),
+      KILN__SYMBOL(StreamQuery),        KILN__SYMBOL(StreamWaitEvent),
+      KILN__SYMBOL(CtxGetStreamPriorityRange), KILN__SYMBOL(EventQuery),
+      KILN__SYMBOL(MemcpyDtoDAsync),    KILN__SYMBOL(MemsetD8Async),
+      KILN__SYMBOL(MemHostAlloc),       KILN__SYMBOL(DeviceGetDefaultMemPool),
+      KILN__SYMBOL(MemPoolSetAttribute), KILN__SYMBOL(MemPoolGetAttribute),
+      KILN__SYMBOL(MemPoolTrimTo),      KILN__SYMBOL(PointerGetAttribute),
+#undef KILN__SYMBOL
   };
-  for (size_t i = 0; i < KILN__COUNT(entries); i++) {
+  for (size_t i = 0; i < KILN__COUNT(symbols); i++) {
     CUdriverProcAddressQueryResult found;
-    CUresult rc = get(entries[i].name, entries[i].slot, KILN__DRIVER_ABI,
+    CUresult rc = get(symbols[i].name, symbols[i].slot, KILN__DRIVER_ABI,
                       CU_GET_PROC_ADDRESS_DEFAULT, &found);
-    if (rc != CUDA_SUCCESS || !*entries[i].slot) {
+    if (rc != CUDA_SUCCESS || !*symbols[i].slot) {
       kiln__driver_remember(KILN_ERROR_NO_DRIVER, (int)rc,
                             "the CUDA driver in %s has no %s at the CUDA 12.0 ABI; kiln needs "
                             "a CUDA 12.0 or newer driver",
-                            tried, entries[i].name);
+                            tried, symbols[i].name);
       return;
     }
   }
@@ -115,10 +115,10 @@ static void kiln__driver_load_once(void) {
     const char *name;
     void **slot;
   } optional[] = {
-      {"cuLibraryGetKernelCount", (void **)&kiln__cu.LibraryGetKernelCount},
-      {"cuLibraryEnumerateKernels", (void **)&kiln__cu.LibraryEnumerateKernels},
-      {"cuKernelGetName", (void **)&kiln__cu.KernelGetName},
-      {"cuKernelGetParamInfo", (void **)&kiln__cu.KernelGetParamInfo},
+      {"cuLibraryGetKernelCount", (void **)&kiln__driver.LibraryGetKernelCount},
+      {"cuLibraryEnumerateKernels", (void **)&kiln__driver.LibraryEnumerateKernels},
+      {"cuKernelGetName", (void **)&kiln__driver.KernelGetName},
+      {"cuKernelGetParamInfo", (void **)&kiln__driver.KernelGetParamInfo},
   };
   for (size_t i = 0; i < KILN__COUNT(optional); i++) {
     CUdriverProcAddressQueryResult found;
@@ -129,7 +129,7 @@ static void kiln__driver_load_once(void) {
   CUresult rc = init(0);
   if (rc != CUDA_SUCCESS) {
     const char *name = NULL;
-    kiln__cu.GetErrorName(rc, &name);
+    kiln__driver.GetErrorName(rc, &name);
     kiln_status s = rc == CUDA_ERROR_NO_DEVICE ? KILN_ERROR_NO_DEVICE : KILN_ERROR_NO_DRIVER;
     kiln__driver_remember(s, (int)rc,
                           "cuInit failed with %s: %s", name ? name : "an unknown error",
@@ -152,15 +152,16 @@ const char *kiln_cuda_result_name(int result) {
   const char *name = NULL;
   if (result == 0) return NULL;
   /* The table is filled before cuInit runs, so names are there even when cuInit failed. */
-  if (kiln__cu.GetErrorName && kiln__cu.GetErrorName((CUresult)result, &name) == CUDA_SUCCESS)
+  if (kiln__driver.GetErrorName &&
+      kiln__driver.GetErrorName((CUresult)result, &name) == CUDA_SUCCESS)
     return name;
   return "CUDA_ERROR_UNKNOWN";
 }
 
 kiln_status kiln__cuda_fail(const char *call, int result) {
   const char *name = NULL, *text = NULL;
-  if (kiln__cu.GetErrorName) kiln__cu.GetErrorName((CUresult)result, &name);
-  if (kiln__cu.GetErrorString) kiln__cu.GetErrorString((CUresult)result, &text);
+  if (kiln__driver.GetErrorName) kiln__driver.GetErrorName((CUresult)result, &name);
+  if (kiln__driver.GetErrorString) kiln__driver.GetErrorString((CUresult)result, &text);
   kiln_status s = KILN_ERROR_CUDA;
   if (result == CUDA_ERROR_OUT_OF_MEMORY) s = KILN_ERROR_OUT_OF_MEMORY;
   kiln__fail(s, "%s failed with %s (%s)", call, name ? name : "an unknown CUresult",

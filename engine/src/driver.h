@@ -9,7 +9,7 @@
 /* Entry points are resolved through cuGetProcAddress at the CUDA 12.0 ABI, so the table is
  * the same whatever header or driver version; member names drop the `cu` prefix because
  * cuda.h renames many of those (cuMemAlloc -> cuMemAlloc_v2) with macros. */
-typedef struct kiln__driver {
+typedef struct kiln__driver_table {
   CUresult (*GetErrorName)(CUresult, const char **);
   CUresult (*GetErrorString)(CUresult, const char **);
   CUresult (*DeviceGetCount)(int *);
@@ -66,9 +66,15 @@ typedef struct kiln__driver {
   CUresult (*LibraryEnumerateKernels)(CUkernel *, unsigned, CUlibrary);
   CUresult (*KernelGetName)(const char **, CUkernel);
   CUresult (*KernelGetParamInfo)(CUkernel, size_t, size_t *, size_t *);
-} kiln__driver;
+} kiln__driver_table;
 
-extern kiln__driver kiln__cu;
+/* The driver's entry points, named for this file: kiln__driver.MemAlloc(&p, n). */
+extern kiln__driver_table kiln__driver;
+
+/* Records a failed driver call: its CUresult, name and the routine that returned it; maps
+ * out-of-memory to its own status. Here, not in status.c, because it asks the driver for the
+ * CUresult's name; short-named like the status helpers, being of their vocabulary. */
+kiln_status kiln__cuda_fail(const char *call, int result);
 
 /* Opens libcuda and runs cuInit once per process; later calls return the first outcome.
  * KILN_ERROR_NO_DRIVER when no driver loads, KILN_ERROR_NO_DEVICE when it finds no GPU. */
@@ -78,7 +84,7 @@ kiln_status kiln__driver_load(void);
  * naming the routine ("cuMemAlloc failed with CUDA_ERROR_OUT_OF_MEMORY ..."). */
 #define KILN__CU(fn, args)                                              \
   do {                                                                  \
-    CUresult kiln__rc = kiln__cu.fn args;                               \
+    CUresult kiln__rc = kiln__driver.fn args;                           \
     if (KILN__UNLIKELY(kiln__rc != CUDA_SUCCESS))                       \
       return kiln__cuda_fail("cu" #fn, (int)kiln__rc);                  \
   } while (0)

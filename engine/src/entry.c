@@ -57,8 +57,8 @@ static void kiln__put_str(kiln__writer *w, const char *s) {
   kiln__put_blob(w, s ? s : "", s ? strlen(s) : 0);
 }
 
-static void kiln__put_body(kiln__writer *w, const kiln__code *code, const kiln__entry *entries,
-                           int n_entries, const kiln__headers *headers) {
+static void kiln__put_body(kiln__writer *w, const kiln__code *code, const kiln__kernel *kernels,
+                           int n_kernels, const kiln__headers *headers) {
   kiln__put_str(w, code->arch);
   kiln__put_u32(w, (uint32_t)code->arch_num);
   kiln__put_blob(w, code->cubin, code->cubin ? code->cubin_size : 0);
@@ -69,15 +69,15 @@ static void kiln__put_body(kiln__writer *w, const kiln__code *code, const kiln__
     kiln__put_str(w, code->names[i]);
     kiln__put_str(w, code->lowered[i]);
   }
-  kiln__put_u32(w, (uint32_t)n_entries);
-  for (int i = 0; i < n_entries; i++) {
-    kiln__put_str(w, entries[i].name);
-    kiln__put_str(w, entries[i].plain);
-    kiln__put_u32(w, (uint32_t)entries[i].n_params);
-    for (int k = 0; k < entries[i].n_params; k++) {
-      kiln__put_u32(w, (uint32_t)entries[i].params[k].cls);
-      kiln__put_u32(w, entries[i].params[k].size);
-      kiln__put_u32(w, entries[i].params[k].align);
+  kiln__put_u32(w, (uint32_t)n_kernels);
+  for (int i = 0; i < n_kernels; i++) {
+    kiln__put_str(w, kernels[i].name);
+    kiln__put_str(w, kernels[i].plain);
+    kiln__put_u32(w, (uint32_t)kernels[i].n_params);
+    for (int k = 0; k < kernels[i].n_params; k++) {
+      kiln__put_u32(w, (uint32_t)kernels[i].params[k].cls);
+      kiln__put_u32(w, kernels[i].params[k].size);
+      kiln__put_u32(w, kernels[i].params[k].align);
     }
   }
   kiln__put_u32(w, (uint32_t)headers->n);
@@ -94,20 +94,20 @@ static void kiln__put_body(kiln__writer *w, const kiln__code *code, const kiln__
 }
 
 kiln_status kiln__entry_encode(const unsigned char key[KILN__KEY_SIZE], const kiln__code *code,
-                               const kiln__entry *entries, int n_entries,
+                               const kiln__kernel *kernels, int n_kernels,
                                const kiln__headers *headers, unsigned char **out,
                                size_t *size) {
   kiln__writer w = {0};
   unsigned char zeros[KILN__ENTRY_HEADER_SIZE] = {0};
   kiln__put(&w, zeros, sizeof zeros); /* the header, filled in below */
-  kiln__put_body(&w, code, entries, n_entries, headers);
+  kiln__put_body(&w, code, kernels, n_kernels, headers);
   if (w.oom) {
     free(w.p);
     return kiln__fail(KILN_ERROR_NO_MEMORY, "out of memory encoding a cache entry");
   }
   uint64_t body = w.n - KILN__ENTRY_HEADER_SIZE;
   unsigned char sha[KILN__KEY_SIZE];
-  kiln_status s = kiln__sha256(w.p + KILN__ENTRY_HEADER_SIZE, body, sha);
+  kiln_status s = kiln__hash_sha256(w.p + KILN__ENTRY_HEADER_SIZE, body, sha);
   if (s) {
     free(w.p);
     return s;
@@ -241,29 +241,30 @@ static void kiln__read_code(kiln__reader *r, kiln__code *code) {
   }
 }
 
-static void kiln__read_entries(kiln__reader *r, kiln__cached *c) {
+static void kiln__read_kernels(kiln__reader *r, kiln__cached *c) {
   int n = kiln__get_count(r, 20);
   if (r->why) return;
-  if (!(c->entries = calloc((size_t)(n ? n : 1), sizeof *c->entries))) {
+  if (!(c->kernels = calloc((size_t)(n ? n : 1), sizeof *c->kernels))) {
     kiln__bad(r, "out of memory reading it");
     return;
   }
   for (int i = 0; i < n && !r->why; i++) {
-    kiln__entry *e = &c->entries[i];
-    c->n_entries = i + 1;
-    e->name = kiln__get_str(r);
-    e->plain = kiln__get_str(r);
-    if (!r->why && (!e->name[0] || !e->plain[0])) kiln__bad(r, "a kernel in it has no name");
+    kiln__kernel *kernel = &c->kernels[i];
+    c->n_kernels = i + 1;
+    kernel->name = kiln__get_str(r);
+    kernel->plain = kiln__get_str(r);
+    if (!r->why && (!kernel->name[0] || !kernel->plain[0]))
+      kiln__bad(r, "a kernel in it has no name");
     int n_params = kiln__get_count(r, 12);
     if (r->why) return;
-    if (!(e->params = calloc((size_t)(n_params ? n_params : 1), sizeof *e->params))) {
+    if (!(kernel->params = calloc((size_t)(n_params ? n_params : 1), sizeof *kernel->params))) {
       kiln__bad(r, "out of memory reading it");
       return;
     }
-    e->n_params = n_params;
+    kernel->n_params = n_params;
     unsigned total = 0;
     for (int k = 0; k < n_params && !r->why; k++) {
-      kiln_param *p = &e->params[k];
+      kiln_param *p = &kernel->params[k];
       uint32_t cls = kiln__get_u32(r);
       p->size = kiln__get_u32(r);
       p->align = kiln__get_u32(r);
@@ -302,10 +303,10 @@ const char *kiln__entry_decode_body(const void *body, size_t size, kiln__cached 
   memset(out, 0, sizeof *out);
   kiln__reader r = {body, size, NULL};
   kiln__read_code(&r, &out->code);
-  kiln__read_entries(&r, out);
+  kiln__read_kernels(&r, out);
   kiln__read_headers(&r, &out->headers);
   if (!r.why && r.left) r.why = "it has bytes after its last field";
-  if (r.why) kiln__cached_free(out);
+  if (r.why) kiln__entry_free_cached(out);
   return r.why;
 }
 
@@ -325,15 +326,15 @@ const char *kiln__entry_decode(const void *data, size_t size,
   if (body < size - KILN__ENTRY_HEADER_SIZE) return "it is longer than its header says";
   if (key && memcmp(p + 24, key, KILN__KEY_SIZE) != 0) return "it holds another key's code";
   unsigned char sha[KILN__KEY_SIZE];
-  if (kiln__sha256(p + KILN__ENTRY_HEADER_SIZE, (size_t)body, sha) != KILN_OK)
+  if (kiln__hash_sha256(p + KILN__ENTRY_HEADER_SIZE, (size_t)body, sha) != KILN_OK)
     return "its checksum could not be computed";
   if (memcmp(p + 56, sha, sizeof sha) != 0) return "its checksum does not match its contents";
   return kiln__entry_decode_body(p + KILN__ENTRY_HEADER_SIZE, (size_t)body, out);
 }
 
-void kiln__cached_free(kiln__cached *c) {
-  kiln__code_free(&c->code);
-  kiln__entries_free(c->entries, c->n_entries);
+void kiln__entry_free_cached(kiln__cached *c) {
+  kiln__compile_free_code(&c->code);
+  kiln__ptx_free_kernels(c->kernels, c->n_kernels);
   kiln__headers_free(&c->headers);
   memset(c, 0, sizeof *c);
 }

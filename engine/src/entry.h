@@ -4,7 +4,7 @@
 
 #include "compile.h"
 #include "headers.h"
-#include "signature.h"
+#include "ptx.h"
 
 /* Part of every key, so two formats never share a file name. */
 #define KILN__ENTRY_VERSION 1
@@ -13,17 +13,18 @@
  * every integer little-endian. */
 #define KILN__ENTRY_HEADER_SIZE 88
 
-/* Everything one compile produced that a later process needs. */
+/* Everything one compile produced that a later process needs: what an entry holds, what the
+ * cache hands back (kiln__cache_get) and what a module is made of. */
 typedef struct kiln__cached {
   kiln__code code;
-  kiln__entry *entries; /* the kernels' signatures */
-  int n_entries;
+  kiln__kernel *kernels; /* the kernels' signatures */
+  int n_kernels;
   kiln__headers headers; /* the user headers the compile could read */
 } kiln__cached;
 
 /* The whole entry for key, in a malloc'd buffer. */
 kiln_status kiln__entry_encode(const unsigned char key[KILN__KEY_SIZE], const kiln__code *code,
-                               const kiln__entry *entries, int n_entries,
+                               const kiln__kernel *kernels, int n_kernels,
                                const kiln__headers *headers, unsigned char **out, size_t *size);
 
 /* Decodes a whole entry, checking its header, length, key (NULL accepts any) and checksum.
@@ -35,6 +36,7 @@ const char *kiln__entry_decode(const void *data, size_t size,
 /* The body alone, which the fuzz target reaches without forging a checksum. */
 const char *kiln__entry_decode_body(const void *body, size_t size, kiln__cached *out);
 
-void kiln__cached_free(kiln__cached *c);
+/* Frees what c holds and leaves it empty. */
+void kiln__entry_free_cached(kiln__cached *c);
 
 #endif

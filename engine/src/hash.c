@@ -15,7 +15,7 @@ struct kiln__hasher {
   SHA256_CTX ctx;
 };
 
-kiln_status kiln__hasher_begin(kiln__hasher **out) {
+kiln_status kiln__hash_begin(kiln__hasher **out) {
   kiln__hasher *h = malloc(sizeof *h);
   if (!h || !SHA256_Init(&h->ctx)) {
     free(h);
@@ -25,36 +25,36 @@ kiln_status kiln__hasher_begin(kiln__hasher **out) {
   return KILN_OK;
 }
 
-void kiln__hasher_field(kiln__hasher *h, const void *data, size_t n) {
+void kiln__hash_field(kiln__hasher *h, const void *data, size_t n) {
   uint64_t len = n;
   SHA256_Update(&h->ctx, &len, sizeof len);
   if (n) SHA256_Update(&h->ctx, data, n);
 }
 
-void kiln__hasher_string(kiln__hasher *h, const char *s) {
+void kiln__hash_string(kiln__hasher *h, const char *s) {
   if (!s) {
     uint64_t none = UINT64_MAX;
     SHA256_Update(&h->ctx, &none, sizeof none);
     return;
   }
-  kiln__hasher_field(h, s, strlen(s));
+  kiln__hash_field(h, s, strlen(s));
 }
 
-kiln_status kiln__hasher_end(kiln__hasher *h, unsigned char key[KILN__KEY_SIZE]) {
+kiln_status kiln__hash_end(kiln__hasher *h, unsigned char key[KILN__KEY_SIZE]) {
   int ok = SHA256_Final(key, &h->ctx);
   free(h);
   if (!ok) return kiln__fail(KILN_ERROR_NO_MEMORY, "SHA-256 could not finish");
   return KILN_OK;
 }
 
-kiln_status kiln__sha256(const void *data, size_t n, unsigned char key[KILN__KEY_SIZE]) {
+kiln_status kiln__hash_sha256(const void *data, size_t n, unsigned char key[KILN__KEY_SIZE]) {
   SHA256_CTX ctx;
   if (!SHA256_Init(&ctx) || !SHA256_Update(&ctx, data, n) || !SHA256_Final(key, &ctx))
     return kiln__fail(KILN_ERROR_NO_MEMORY, "SHA-256 of %zu bytes failed", n);
   return KILN_OK;
 }
 
-void kiln__key_hex(const unsigned char key[KILN__KEY_SIZE], char hex[2 * KILN__KEY_SIZE + 1]) {
+void kiln__hash_hex(const unsigned char key[KILN__KEY_SIZE], char hex[2 * KILN__KEY_SIZE + 1]) {
   static const char digits[] = "0123456789abcdef";
   for (int i = 0; i < KILN__KEY_SIZE; i++) {
     hex[2 * i] = digits[key[i] >> 4];

@@ -8,9 +8,11 @@
  * not scanned: the NVRTC version in the key stands for them. */
 #include "headers.h"
 
+#include "dup.h"
+#include "file.h"
+
 #include <errno.h>
 #include <limits.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -56,7 +58,7 @@ static int kiln__word_at(const char *p, const char *end, const char *word) {
          (p + n == end || !kiln__is_ident(p[n]));
 }
 
-int kiln__include_scan(const char *text, size_t n, kiln__include_fn *fn, void *ctx) {
+int kiln__headers_find_includes(const char *text, size_t n, kiln__include_fn *fn, void *ctx) {
   const char *p = text, *end = text + n;
   int computed = 0;
   while (p < end) {
@@ -93,12 +95,6 @@ int kiln__include_scan(const char *text, size_t n, kiln__include_fn *fn, void *c
 
 /* ---- Records ------------------------------------------------------------------------------ */
 
-int kiln__path_join(char *out, size_t cap, const char *dir, const char *name) {
-  int n = name[0] == '/' || !dir || !*dir ? snprintf(out, cap, "%s", name)
-                                         : snprintf(out, cap, "%s/%s", dir, name);
-  return n >= 0 && (size_t)n < cap;
-}
-
 kiln_status kiln__headers_add(kiln__headers *h, const kiln__header *rec) {
   if (h->n == h->cap) {
     int cap = h->cap ? 2 * h->cap : 16;
@@ -109,7 +105,7 @@ kiln_status kiln__headers_add(kiln__headers *h, const kiln__header *rec) {
   }
   kiln__header *r = &h->items[h->n];
   *r = *rec;
-  if (!(r->path = kiln__strdup(rec->path)))
+  if (!(r->path = kiln__dup_str(rec->path)))
     return kiln__fail(KILN_ERROR_NO_MEMORY, "out of memory recording headers");
   h->n++;
   return KILN_OK;
@@ -137,9 +133,9 @@ int kiln__headers_fresh(const kiln__headers *h) {
         kiln__ns(st.st_mtim) == r->mtime_ns && kiln__ns(st.st_ctim) == r->ctime_ns)
       continue;
     size_t size = 0;
-    char *data = kiln__read_file(r->path, KILN__MAX_HEADER_BYTES, &st, &size);
+    char *data = kiln__file_read(r->path, KILN__MAX_HEADER_BYTES, &st, &size);
     unsigned char sha[KILN__KEY_SIZE];
-    int same = data && size == r->size && kiln__sha256(data, size, sha) == KILN_OK &&
+    int same = data && size == r->size && kiln__hash_sha256(data, size, sha) == KILN_OK &&
                memcmp(sha, r->sha, sizeof sha) == 0;
     free(data);
     if (!same) return 0;
@@ -185,7 +181,7 @@ static int kiln__visit_once(kiln__scan *sc, const char *real) {
     sc->visited = v;
     sc->cap_visited = cap;
   }
-  if (!(sc->visited[sc->n_visited] = kiln__strdup(real))) return -1;
+  if (!(sc->visited[sc->n_visited] = kiln__dup_str(real))) return -1;
   sc->n_visited++;
   return 1;
 }
@@ -204,7 +200,7 @@ static void kiln__probe(kiln__scan *sc, const char *path) {
   rec.path = (char *)path;
   struct stat st;
   size_t size = 0;
-  char *data = kiln__read_file(path, KILN__MAX_HEADER_BYTES, &st, &size);
+  char *data = kiln__file_read(path, KILN__MAX_HEADER_BYTES, &st, &size);
   if (!data) {
     if (errno == ENOMEM) kiln__scan_fail(sc, kiln__fail(KILN_ERROR_NO_MEMORY, "out of memory reading %s", path));
     else kiln__scan_fail(sc, kiln__headers_add(sc->out, &rec)); /* nothing there */
@@ -219,7 +215,7 @@ static void kiln__probe(kiln__scan *sc, const char *path) {
   clock_gettime(CLOCK_REALTIME, &now);
   int64_t newest = rec.mtime_ns > rec.ctime_ns ? rec.mtime_ns : rec.ctime_ns;
   rec.stat_trusted = kiln__ns(now) - newest >= KILN__FRESH_NS;
-  kiln_status s = kiln__sha256(data, size, rec.sha);
+  kiln_status s = kiln__hash_sha256(data, size, rec.sha);
   if (!s) s = kiln__headers_add(sc->out, &rec);
   char real[PATH_MAX];
   int first = 0;
@@ -261,9 +257,9 @@ static void kiln__on_include(void *ctx, const char *name, size_t len, int angled
     kiln__probe(sc, want);
     return;
   }
-  if (!angled && kiln__path_join(path, sizeof path, fr->dir, want)) kiln__probe(sc, path);
+  if (!angled && kiln__file_join(path, sizeof path, fr->dir, want)) kiln__probe(sc, path);
   for (int i = 0; i < sc->n_dirs; i++)
-    if (kiln__path_join(path, sizeof path, sc->dirs[i], want)) kiln__probe(sc, path);
+    if (kiln__file_join(path, sizeof path, sc->dirs[i], want)) kiln__probe(sc, path);
 }
 
 static void kiln__scan_text(kiln__scan *sc, const char *text, size_t n, const char *dir) {
@@ -271,7 +267,7 @@ static void kiln__scan_text(kiln__scan *sc, const char *text, size_t n, const ch
     sc->out->uncacheable = "its headers nest more than 200 deep";
   } else {
     kiln__frame fr = {sc, dir};
-    if (kiln__include_scan(text, n, kiln__on_include, &fr))
+    if (kiln__headers_find_includes(text, n, kiln__on_include, &fr))
       sc->out->uncacheable = "it has an #include of a macro, whose header only the "
                              "preprocessor knows";
   }
@@ -280,11 +276,11 @@ static void kiln__scan_text(kiln__scan *sc, const char *text, size_t n, const ch
 
 static kiln_status kiln__add_dir(kiln__scan *sc, const char *dir) {
   char abs[PATH_MAX];
-  if (!kiln__path_join(abs, sizeof abs, sc->cwd, dir)) return KILN_OK; /* NVRTC cannot either */
+  if (!kiln__file_join(abs, sizeof abs, sc->cwd, dir)) return KILN_OK; /* NVRTC cannot either */
   char **dirs = realloc(sc->dirs, (size_t)(sc->n_dirs + 1) * sizeof *dirs);
   if (!dirs) return kiln__fail(KILN_ERROR_NO_MEMORY, "out of memory scanning headers");
   sc->dirs = dirs;
-  if (!(sc->dirs[sc->n_dirs] = kiln__strdup(abs)))
+  if (!(sc->dirs[sc->n_dirs] = kiln__dup_str(abs)))
     return kiln__fail(KILN_ERROR_NO_MEMORY, "out of memory scanning headers");
   sc->n_dirs++;
   return KILN_OK;

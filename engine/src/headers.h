@@ -28,7 +28,7 @@ typedef struct kiln__headers {
  * __has_include, angled 1 for <name>. Returns how many name a macro instead, whose target
  * only the preprocessor knows. Reads only text[0..n); what is under #if 0 counts too. */
 typedef void kiln__include_fn(void *ctx, const char *name, size_t len, int angled);
-int kiln__include_scan(const char *text, size_t n, kiln__include_fn *fn, void *ctx);
+int kiln__headers_find_includes(const char *text, size_t n, kiln__include_fn *fn, void *ctx);
 
 /* Everything src can reach through opts' include folders, -I options and in-memory headers,
  * with cwd as the folder of src: each file found is read and hashed, each miss recorded. */
@@ -42,8 +42,5 @@ int kiln__headers_fresh(const kiln__headers *h);
 /* Appends a copy of rec (its path copied too). */
 kiln_status kiln__headers_add(kiln__headers *h, const kiln__header *rec);
 void kiln__headers_free(kiln__headers *h);
-
-/* dir/name into out (name alone when absolute); 0 when it does not fit. */
-int kiln__path_join(char *out, size_t cap, const char *dir, const char *name);
 
 #endif

@@ -3,6 +3,9 @@
  * parameter's size, and the mangled names say the rest. */
 #include "module.h"
 
+#include "dup.h"
+#include "file.h"
+
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -42,71 +45,72 @@ static kiln_status kiln__from_ptx(const char *image, size_t size, kiln_module **
   const char *nul = memchr(image, '\0', size);
   if (nul) size = (size_t)(nul - image); /* PTX is often stored with its NUL */
   kiln__code code = {0};
-  kiln__entry *entries = NULL;
+  kiln__kernel *kernels = NULL;
   int n = 0;
-  if (!(code.ptx = kiln__memdup(image, size + 1)))
+  if (!(code.ptx = kiln__dup_mem(image, size + 1)))
     return kiln__fail(KILN_ERROR_NO_MEMORY, "out of memory for the PTX");
   code.ptx[size] = '\0';
   code.ptx_size = size;
   code.arch_num = kiln__ptx_target(code.ptx, code.arch, sizeof code.arch);
   if (!code.arch_num) {
-    kiln__code_free(&code);
+    kiln__compile_free_code(&code);
     return kiln__fail(KILN_ERROR_PTX, "the PTX has no '.target sm_XY' line");
   }
-  kiln_status s = kiln__ptx_parse(code.ptx, code.ptx_size, &entries, &n);
+  kiln_status s = kiln__ptx_parse(code.ptx, code.ptx_size, &kernels, &n);
   if (s) {
-    kiln__code_free(&code);
+    kiln__compile_free_code(&code);
     return s;
   }
-  return kiln__module_adopt(&code, entries, n, out);
+  kiln__cached c = {.code = code, .kernels = kernels, .n_kernels = n};
+  return kiln__module_adopt(&c, out);
 }
 
 /* Each kernel of a loaded binary, with parameters as the driver reports them. */
-static kiln_status kiln__describe(CUlibrary lib, kiln__entry **out, int *n_out) {
-  if (!kiln__cu.LibraryGetKernelCount || !kiln__cu.LibraryEnumerateKernels ||
-      !kiln__cu.KernelGetName || !kiln__cu.KernelGetParamInfo)
+static kiln_status kiln__describe(CUlibrary lib, kiln__kernel **out, int *n_out) {
+  if (!kiln__driver.LibraryGetKernelCount || !kiln__driver.LibraryEnumerateKernels ||
+      !kiln__driver.KernelGetName || !kiln__driver.KernelGetParamInfo)
     return kiln__fail(KILN_ERROR_CUDA, "this CUDA driver is older than 12.4 and cannot list "
                       "the kernels of a CUBIN or fatbin; load the PTX instead");
   unsigned count = 0;
   KILN__CU(LibraryGetKernelCount, (&count, lib));
-  CUkernel *kernels = calloc(count ? count : 1, sizeof *kernels);
-  kiln__entry *entries = calloc(count ? count : 1, sizeof *entries);
-  if (!kernels || !entries) {
+  CUkernel *handles = calloc(count ? count : 1, sizeof *handles);
+  kiln__kernel *kernels = calloc(count ? count : 1, sizeof *kernels);
+  if (!handles || !kernels) {
+    free(handles);
     free(kernels);
-    free(entries);
     return kiln__fail(KILN_ERROR_NO_MEMORY, "out of memory listing kernels");
   }
   kiln_status s = KILN_OK;
-  CUresult rc = count ? kiln__cu.LibraryEnumerateKernels(kernels, count, lib) : CUDA_SUCCESS;
+  CUresult rc = count ? kiln__driver.LibraryEnumerateKernels(handles, count, lib) : CUDA_SUCCESS;
   if (rc) s = kiln__cuda_fail("cuLibraryEnumerateKernels", (int)rc);
   int n = 0;
   for (unsigned i = 0; i < count && !s; i++) {
-    kiln__entry *e = &entries[i];
+    kiln__kernel *kernel = &kernels[i];
     n = (int)i + 1;
     const char *name = NULL;
-    if ((rc = kiln__cu.KernelGetName(&name, kernels[i]))) {
+    if ((rc = kiln__driver.KernelGetName(&name, handles[i]))) {
       s = kiln__cuda_fail("cuKernelGetName", (int)rc);
       break;
     }
-    if (!(e->name = kiln__strdup(name))) {
+    if (!(kernel->name = kiln__dup_str(name))) {
       s = kiln__fail(KILN_ERROR_NO_MEMORY, "out of memory listing kernels");
       break;
     }
     for (size_t k = 0;; k++) {
       size_t offset = 0, bytes = 0;
-      rc = kiln__cu.KernelGetParamInfo(kernels[i], k, &offset, &bytes);
+      rc = kiln__driver.KernelGetParamInfo(handles[i], k, &offset, &bytes);
       if (rc == CUDA_ERROR_INVALID_VALUE) break; /* past the last parameter */
       if (rc) {
         s = kiln__cuda_fail("cuKernelGetParamInfo", (int)rc);
         break;
       }
-      kiln_param *grown = realloc(e->params, (k + 1) * sizeof *grown);
+      kiln_param *grown = realloc(kernel->params, (k + 1) * sizeof *grown);
       if (!grown) {
         s = kiln__fail(KILN_ERROR_NO_MEMORY, "out of memory listing kernels");
         break;
       }
-      e->params = grown;
-      kiln_param *p = &e->params[k];
+      kernel->params = grown;
+      kiln_param *p = &kernel->params[k];
       p->size = (unsigned)bytes;
       p->cls = bytes == 1 ? KILN_PARAM_B8 : bytes == 2 ? KILN_PARAM_B16
              : bytes == 4 ? KILN_PARAM_B32 : bytes == 8 ? KILN_PARAM_B64 : KILN_PARAM_AGGREGATE;
@@ -114,16 +118,16 @@ static kiln_status kiln__describe(CUlibrary lib, kiln__entry **out, int *n_out) 
       unsigned align = 16;
       while (align > 1 && ((offset % align) || (bytes % align))) align /= 2;
       p->align = align;
-      e->n_params = (int)k + 1;
+      kernel->n_params = (int)k + 1;
     }
-    if (!s) s = kiln__entry_refine(e, 1);
+    if (!s) s = kiln__ptx_refine(kernel, 1);
   }
-  free(kernels);
+  free(handles);
   if (s) {
-    kiln__entries_free(entries, n);
+    kiln__ptx_free_kernels(kernels, n);
     return s;
   }
-  *out = entries;
+  *out = kernels;
   *n_out = (int)count;
   return KILN_OK;
 }
@@ -137,24 +141,25 @@ static kiln_status kiln__from_binary(const void *image, size_t size, kiln_module
     return s;
   }
   kiln__code code = {0};
-  if (!(code.cubin = kiln__memdup(image, size)))
+  if (!(code.cubin = kiln__dup_mem(image, size)))
     return kiln__fail(KILN_ERROR_NO_MEMORY, "out of memory for the CUBIN");
   code.cubin_size = size;
   CUlibrary lib = NULL;
-  CUresult rc = kiln__cu.LibraryLoadData(&lib, code.cubin, NULL, NULL, 0, NULL, NULL, 0);
+  CUresult rc = kiln__driver.LibraryLoadData(&lib, code.cubin, NULL, NULL, 0, NULL, NULL, 0);
   if (rc) {
-    kiln__code_free(&code);
+    kiln__compile_free_code(&code);
     return kiln__cuda_fail("cuLibraryLoadData", (int)rc);
   }
-  kiln__entry *entries = NULL;
+  kiln__kernel *kernels = NULL;
   int n = 0;
-  if ((s = kiln__describe(lib, &entries, &n))) {
-    kiln__cu.LibraryUnload(lib);
-    kiln__code_free(&code);
+  if ((s = kiln__describe(lib, &kernels, &n))) {
+    kiln__driver.LibraryUnload(lib);
+    kiln__compile_free_code(&code);
     return s;
   }
-  if ((s = kiln__module_adopt(&code, entries, n, out))) {
-    kiln__cu.LibraryUnload(lib);
+  kiln__cached c = {.code = code, .kernels = kernels, .n_kernels = n};
+  if ((s = kiln__module_adopt(&c, out))) {
+    kiln__driver.LibraryUnload(lib);
     return s;
   }
   (*out)->lib = lib;
@@ -185,7 +190,7 @@ kiln_status kiln_module_from_file(const char *path, kiln_module **out) {
   if (!path) return kiln__fail(KILN_ERROR_INVALID, "the path is NULL");
   struct stat st;
   size_t n = 0;
-  char *buf = kiln__read_file(path, (size_t)1 << 30, &st, &n);
+  char *buf = kiln__file_read(path, (size_t)1 << 30, &st, &n);
   if (!buf) {
     if (errno == ENOMEM) return kiln__fail(KILN_ERROR_NO_MEMORY, "out of memory reading %s", path);
     return kiln__fail(KILN_ERROR_INVALID, "%s cannot be read: %s", path, strerror(errno));

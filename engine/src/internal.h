@@ -1,4 +1,11 @@
-/* What the engine's files share and the public header does not show. */
+/* The ground floor: what every engine file shares and the public header does not show, the
+ * compiler's attributes and the status helpers of status.c.
+ *
+ * Internal symbols are named for the file that defines them, kiln__<file>_<thing>
+ * (kiln__memory_small_release is in memory.c, kiln__ptx_parse in ptx.c). The status helpers
+ * are the exception: every file speaks them, so they keep short names (kiln__fail,
+ * kiln__fail_append, kiln__set_cuda_result, kiln__warn, kiln__clear_error here, and
+ * kiln__cuda_fail in driver.h). */
 #ifndef KILN_INTERNAL_H
 #define KILN_INTERNAL_H
 
@@ -25,10 +32,6 @@ kiln_status kiln__fail(kiln_status s, const char *fmt, ...) KILN__PRINTF(2, 3);
 /* Appends to the message of the failure being reported (a list of kernels, say). */
 void kiln__fail_append(const char *fmt, ...) KILN__PRINTF(1, 2);
 
-/* Records a failed driver call: its CUresult, name and the routine that returned it. Maps
- * out-of-memory and launch failures to their own statuses. */
-kiln_status kiln__cuda_fail(const char *call, int result);
-
 /* Stores the CUresult kiln_last_cuda_result() reports; call after kiln__fail(). */
 void kiln__set_cuda_result(int result);
 
@@ -37,15 +40,5 @@ void kiln__warn(const char *fmt, ...) KILN__PRINTF(1, 2);
 
 /* Clears the last error on a successful public call. */
 void kiln__clear_error(void);
-
-/* Small string helpers. */
-char *kiln__strdup(const char *s);
-char *kiln__memdup(const void *p, size_t n);
-
-/* A whole regular file of at most max bytes, NUL-terminated, in a malloc'd buffer; its stat in
- * *st. NULL with errno set when it cannot be read (EISDIR: not a regular file; EFBIG: larger
- * than max). */
-struct stat;
-char *kiln__read_file(const char *path, size_t max, struct stat *st, size_t *size);
 
 #endif

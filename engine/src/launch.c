@@ -1,5 +1,7 @@
 /* Launching: shapes checked against the limits, then cuLaunchKernel; In/Out around it. */
+#include "memory.h"
 #include "module.h"
+#include "stage.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -40,18 +42,18 @@ static kiln_status kiln__check_limits(kiln_function *f, kiln__device *d,
   if (threads > (unsigned)f->max_threads)
     return kiln__fail(KILN_ERROR_INVALID, "block (%u, %u, %u) has %u threads; kernel %s can "
                       "launch with at most %d per block on %s (its registers limit it)",
-                      cfg->block[0], cfg->block[1], cfg->block[2], threads, f->entry->plain,
+                      cfg->block[0], cfg->block[1], cfg->block[2], threads, f->kernel->plain,
                       f->max_threads, info->name);
   if (cfg->shared > (unsigned)f->dynamic_shared_allowed) {
     int most = info->max_shared_per_block_optin - f->static_shared;
     if (cfg->shared > (unsigned)(most > 0 ? most : 0))
       return kiln__fail(KILN_ERROR_INVALID, "shared is %u bytes; kernel %s can have at most "
                         "%d bytes of dynamic shared memory on %s (%d per block, %d static)",
-                        cfg->shared, f->entry->plain, most, info->name,
+                        cfg->shared, f->kernel->plain, most, info->name,
                         info->max_shared_per_block_optin, f->static_shared);
     /* Past 48 KiB a kernel must opt in; doing it here is what the user meant. */
     KILN__CU(KernelSetAttribute, (CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-                                  (int)cfg->shared, f->kernel, d->dev));
+                                  (int)cfg->shared, f->handle, d->dev));
     f->dynamic_shared_allowed = (int)cfg->shared;
   }
   return KILN_OK;
@@ -61,13 +63,13 @@ static kiln_status kiln__prepare(kiln_function *f, const kiln_launch_config *cfg
                                  kiln__device **d) {
   kiln_status s = kiln__check_shape(cfg);
   if (!s) s = kiln__device_enter(d);
-  if (!s) s = kiln__function_ready(f, *d);
+  if (!s) s = kiln__module_function_ready(f, *d);
   if (!s) s = kiln__check_limits(f, *d, cfg);
   return s;
 }
 
 static kiln_status kiln__launch(kiln_function *f, const kiln_launch_config *cfg, void **params) {
-  CUresult rc = kiln__cu.LaunchKernel((CUfunction)f->kernel, cfg->grid[0], cfg->grid[1],
+  CUresult rc = kiln__driver.LaunchKernel((CUfunction)f->handle, cfg->grid[0], cfg->grid[1],
                                       cfg->grid[2], cfg->block[0], cfg->block[1], cfg->block[2],
                                       cfg->shared, cfg->stream, params, NULL);
   if (KILN__UNLIKELY(rc != CUDA_SUCCESS)) {
@@ -104,11 +106,11 @@ static kiln_status kiln__timed_launch(kiln_function *f, const kiln_launch_config
 
 static size_t kiln__round_up(size_t n) { return (n + 255) & ~(size_t)255; }
 
-/* Transfers laid out in the staging buffers, in-only first, then in-out, then out-only,
+/* Transfers laid out in the bounce buffers, in-only first, then in-out, then out-only,
  * so one copy goes in and one comes back. */
-static kiln_status kiln__call_staged(kiln_function *f, const kiln_launch_config *cfg,
-                                     void **params, const kiln_transfer *t, int n,
-                                     kiln__staging *st, kiln__timer *timer) {
+static kiln_status kiln__call_bounced(kiln_function *f, const kiln_launch_config *cfg,
+                                      void **params, const kiln_transfer *t, int n,
+                                      kiln__bounce *b, kiln__timer *timer) {
   size_t offsets[KILN_MAX_TRANSFERS];
   size_t end = 0, in_end = 0, out_start = (size_t)-1;
   for (int pass = 1; pass <= 3; pass++) {
@@ -121,23 +123,23 @@ static kiln_status kiln__call_staged(kiln_function *f, const kiln_launch_config 
       if (want != KILN_OUT) in_end = end;
     }
   }
-  kiln_status s = kiln__staging_reserve(st, end);
+  kiln_status s = kiln__memory_bounce_reserve(b, end);
   if (s) return s;
   CUstream stream = cfg->stream;
   for (int i = 0; i < n; i++) {
-    CUdeviceptr p = t[i].nbytes ? st->dev + offsets[i] : 0;
+    CUdeviceptr p = t[i].nbytes ? b->dev + offsets[i] : 0;
     memcpy(params[t[i].param], &p, sizeof p);
-    if (t[i].dir & KILN_IN) memcpy((char *)st->host + offsets[i], t[i].host, t[i].nbytes);
+    if (t[i].dir & KILN_IN) memcpy((char *)b->host + offsets[i], t[i].host, t[i].nbytes);
   }
-  if (in_end) KILN__CU(MemcpyHtoDAsync, (st->dev, st->host, in_end, stream));
+  if (in_end) KILN__CU(MemcpyHtoDAsync, (b->dev, b->host, in_end, stream));
   s = kiln__timed_launch(f, cfg, params, timer);
   if (s) return s;
   if (out_start != (size_t)-1 && end > out_start)
-    KILN__CU(MemcpyDtoHAsync, ((char *)st->host + out_start, st->dev + out_start,
+    KILN__CU(MemcpyDtoHAsync, ((char *)b->host + out_start, b->dev + out_start,
                                end - out_start, stream));
   KILN__CU(StreamSynchronize, (stream));
   for (int i = 0; i < n; i++)
-    if (t[i].dir & KILN_OUT) memcpy(t[i].host, (char *)st->host + offsets[i], t[i].nbytes);
+    if (t[i].dir & KILN_OUT) memcpy(t[i].host, (char *)b->host + offsets[i], t[i].nbytes);
   return KILN_OK;
 }
 
@@ -152,35 +154,35 @@ static kiln_status kiln__call_pooled(kiln_function *f, const kiln_launch_config 
   for (int i = 0; i < n && !s; i++) {
     CUresult rc = CUDA_SUCCESS;
     if (t[i].nbytes) {
-      rc = d->has_pools ? kiln__cu.MemAllocAsync(&ptrs[i], t[i].nbytes, stream)
-                        : kiln__cu.MemAlloc(&ptrs[i], t[i].nbytes);
+      rc = d->has_pools ? kiln__driver.MemAllocAsync(&ptrs[i], t[i].nbytes, stream)
+                        : kiln__driver.MemAlloc(&ptrs[i], t[i].nbytes);
       if (rc) s = kiln__cuda_fail(d->has_pools ? "cuMemAllocAsync" : "cuMemAlloc", (int)rc);
     }
     if (!s) memcpy(params[t[i].param], &ptrs[i], sizeof ptrs[i]);
     if (!s && (t[i].dir & KILN_IN) && t[i].nbytes)
-      s = kiln__copy_htod(d, ptrs[i], t[i].host, t[i].nbytes, stream, 0);
+      s = kiln__stage_htod(d, ptrs[i], t[i].host, t[i].nbytes, stream, 0);
   }
   if (!s) s = kiln__timed_launch(f, cfg, params, timer);
   for (int i = 0; i < n && !s; i++)
     if ((t[i].dir & KILN_OUT) && t[i].nbytes)
-      s = kiln__copy_dtoh(d, t[i].host, ptrs[i], t[i].nbytes, stream, 0);
+      s = kiln__stage_dtoh(d, t[i].host, ptrs[i], t[i].nbytes, stream, 0);
   /* Freed on every path, after the copies that use them, in stream order. */
   for (int i = 0; i < n; i++)
     if (ptrs[i]) {
-      if (d->has_pools) kiln__cu.MemFreeAsync(ptrs[i], stream);
+      if (d->has_pools) kiln__driver.MemFreeAsync(ptrs[i], stream);
       else {
-        kiln__cu.StreamSynchronize(stream);
-        kiln__cu.MemFree(ptrs[i]);
+        kiln__driver.StreamSynchronize(stream);
+        kiln__driver.MemFree(ptrs[i]);
       }
     }
   if (wait || s) {
-    CUresult rc = kiln__cu.StreamSynchronize(stream);
+    CUresult rc = kiln__driver.StreamSynchronize(stream);
     if (!s && rc) s = kiln__cuda_fail("cuStreamSynchronize", (int)rc);
   }
   return s;
 }
 
-/* Checks the transfers; their total size, rounded as the staging buffers lay them out. */
+/* Checks the transfers; their total size, rounded as the bounce buffers lay them out. */
 static kiln_status kiln__check_transfers(const kiln_function *f, const kiln_transfer *transfers,
                                          int n_transfers, size_t *total) {
   if (n_transfers < 0 || n_transfers > KILN_MAX_TRANSFERS)
@@ -189,12 +191,12 @@ static kiln_status kiln__check_transfers(const kiln_function *f, const kiln_tran
   *total = 0;
   for (int i = 0; i < n_transfers; i++) {
     const kiln_transfer *t = &transfers[i];
-    if (t->param < 0 || t->param >= f->entry->n_params || !(t->dir & KILN_INOUT) ||
+    if (t->param < 0 || t->param >= f->kernel->n_params || !(t->dir & KILN_INOUT) ||
         (t->nbytes && !t->host))
       return kiln__fail(KILN_ERROR_INVALID, "transfer %d is malformed", i);
-    if (f->entry->params[t->param].size != sizeof(CUdeviceptr))
+    if (f->kernel->params[t->param].size != sizeof(CUdeviceptr))
       return kiln__fail(KILN_ERROR_INVALID, "parameter %d of %s is %u bytes, not a pointer",
-                        t->param, f->entry->plain, f->entry->params[t->param].size);
+                        t->param, f->kernel->plain, f->kernel->params[t->param].size);
     *total += kiln__round_up(t->nbytes);
   }
   return KILN_OK;
@@ -224,38 +226,40 @@ kiln_status kiln_function_call(kiln_function *f, const kiln_launch_config *cfg, 
   if (s) return s;
   kiln__device *d;
   if ((s = kiln__prepare(f, cfg, &d))) return s;
+  kiln__bounce *b = NULL;
+  if (n_transfers && total <= KILN__BOUNCE_MAX && (s = kiln__memory_bounce(d, &b))) return s;
 
   kiln__timer timer, *tp = NULL;
   if (elapsed_s) {
     *elapsed_s = 0;
     KILN__CU(EventCreate, (&timer.start, CU_EVENT_DEFAULT));
-    CUresult rc = kiln__cu.EventCreate(&timer.stop, CU_EVENT_DEFAULT);
+    CUresult rc = kiln__driver.EventCreate(&timer.stop, CU_EVENT_DEFAULT);
     if (rc) {
-      kiln__cu.EventDestroy(timer.start);
+      kiln__driver.EventDestroy(timer.start);
       return kiln__cuda_fail("cuEventCreate", (int)rc);
     }
     tp = &timer;
   }
   if (n_transfers == 0) {
     s = kiln__timed_launch(f, cfg, params, tp);
-  } else if (total <= KILN__STAGING_MAX && pthread_mutex_trylock(&d->staging.lock) == 0) {
-    s = kiln__call_staged(f, cfg, params, transfers, n_transfers, &d->staging, tp);
+  } else if (b && pthread_mutex_trylock(&b->lock) == 0) {
+    s = kiln__call_bounced(f, cfg, params, transfers, n_transfers, b, tp);
     /* A copy queued before a failure may still read the buffers the next call will fill. */
-    if (s) kiln__cu.StreamSynchronize(cfg->stream);
-    pthread_mutex_unlock(&d->staging.lock);
+    if (s) kiln__driver.StreamSynchronize(cfg->stream);
+    pthread_mutex_unlock(&b->lock);
   } else {
     s = kiln__call_pooled(f, cfg, params, transfers, n_transfers, d, tp, 1);
   }
   if (tp) {
     if (!s) {
       float ms = 0;
-      CUresult rc = kiln__cu.EventSynchronize(timer.stop);
-      if (!rc) rc = kiln__cu.EventElapsedTime(&ms, timer.start, timer.stop);
+      CUresult rc = kiln__driver.EventSynchronize(timer.stop);
+      if (!rc) rc = kiln__driver.EventElapsedTime(&ms, timer.start, timer.stop);
       if (rc) s = kiln__cuda_fail("cuEventElapsedTime", (int)rc);
       *elapsed_s = ms / 1e3;
     }
-    kiln__cu.EventDestroy(timer.start);
-    kiln__cu.EventDestroy(timer.stop);
+    kiln__driver.EventDestroy(timer.start);
+    kiln__driver.EventDestroy(timer.stop);
   }
   if (!s) kiln__clear_error();
   return s;

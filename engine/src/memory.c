@@ -1,40 +1,120 @@
-/* Device memory and copies. */
+/* Device memory and copies: allocation, range-checked memcpy, stream-ordered memory from the
+ * device's pool with freed small blocks kept per stream, the pool's statistics and trimming,
+ * page-locked host memory; and, per device, the bounce buffer behind small In/Out. */
 #include "memory.h"
 
-#include "device.h"
+#include "stage.h"
 
 #include <inttypes.h>
+#include <stdlib.h>
 #include <string.h>
 
-kiln_status kiln__staging_init(kiln__staging *st) {
-  memset(st, 0, sizeof *st);
-  if (pthread_mutex_init(&st->lock, NULL))
-    return kiln__fail(KILN_ERROR_NO_MEMORY, "could not create the staging lock");
+/* ---- What memory.c keeps per device ----------------------------------------------------- */
+
+/* Freed blocks of up to 1 MiB kept per device for reuse on the stream they were freed on:
+ * taking one back costs a lock, not a driver call. Reuse on the same stream is safe by stream
+ * order; a block is never handed to another stream. */
+#define KILN__SMALL_CLASSES 13 /* powers of two, 256 B to 1 MiB */
+#define KILN__SMALL_SLOTS 32   /* per class: at most about 64 MiB kept in all */
+
+typedef struct kiln__small_cache {
+  pthread_mutex_t lock;
+  struct {
+    CUdeviceptr p;
+    CUstream stream;
+  } slots[KILN__SMALL_CLASSES][KILN__SMALL_SLOTS];
+  int n[KILN__SMALL_CLASSES];
+} kiln__small_cache;
+
+typedef struct kiln__memory_device {
+  kiln__bounce bounce;
+  kiln__small_cache small;
+} kiln__memory_device;
+
+/* One per ordinal, all made at once on the first use of any, never freed: a reader needs one
+ * load and no lock. */
+static pthread_mutex_t kiln__memory_lock = PTHREAD_MUTEX_INITIALIZER;
+static kiln__memory_device *kiln__memory_devices;
+
+/* d's state, or NULL before anything made it. */
+static kiln__memory_device *kiln__memory_peek(const kiln__device *d) {
+  kiln__memory_device *t = __atomic_load_n(&kiln__memory_devices, __ATOMIC_ACQUIRE);
+  return t ? &t[d->ordinal] : NULL;
+}
+
+static kiln_status kiln__memory_of(const kiln__device *d, kiln__memory_device **out) {
+  kiln__memory_device *t = __atomic_load_n(&kiln__memory_devices, __ATOMIC_ACQUIRE);
+  if (KILN__UNLIKELY(!t)) {
+    pthread_mutex_lock(&kiln__memory_lock);
+    int n = kiln__device_count_known(); /* at least d's ordinal + 1: d was entered */
+    if (!(t = kiln__memory_devices) && (t = calloc((size_t)n, sizeof *t))) {
+      for (int i = 0; i < n; i++) {
+        pthread_mutex_init(&t[i].bounce.lock, NULL);
+        pthread_mutex_init(&t[i].small.lock, NULL);
+      }
+      __atomic_store_n(&kiln__memory_devices, t, __ATOMIC_RELEASE);
+    }
+    pthread_mutex_unlock(&kiln__memory_lock);
+    if (!t) return kiln__fail(KILN_ERROR_NO_MEMORY, "out of memory for the devices' buffers");
+  }
+  *out = &t[d->ordinal];
   return KILN_OK;
 }
 
-kiln_status kiln__staging_reserve(kiln__staging *st, size_t nbytes) {
-  if (nbytes <= st->capacity) return KILN_OK;
-  size_t cap = st->capacity ? st->capacity : 64 << 10;
+kiln_status kiln__memory_bounce(const kiln__device *d, kiln__bounce **out) {
+  kiln__memory_device *m = NULL;
+  kiln_status s = kiln__memory_of(d, &m);
+  if (!s) *out = &m->bounce;
+  return s;
+}
+
+kiln_status kiln__memory_bounce_reserve(kiln__bounce *b, size_t nbytes) {
+  if (nbytes <= b->capacity) return KILN_OK;
+  size_t cap = b->capacity ? b->capacity : 64 << 10;
   while (cap < nbytes) cap *= 2;
   /* The old buffers may still be the source of copies queued by an earlier call: every call
    * that used them has synchronized, so they are free to go. */
-  if (st->host) kiln__cu.MemFreeHost(st->host);
-  if (st->dev) kiln__cu.MemFree(st->dev);
-  st->host = NULL;
-  st->dev = 0;
-  st->capacity = 0;
-  KILN__CU(MemAllocHost, (&st->host, cap));
-  CUresult rc = kiln__cu.MemAlloc(&st->dev, cap);
+  if (b->host) kiln__driver.MemFreeHost(b->host);
+  if (b->dev) kiln__driver.MemFree(b->dev);
+  b->host = NULL;
+  b->dev = 0;
+  b->capacity = 0;
+  KILN__CU(MemAllocHost, (&b->host, cap));
+  CUresult rc = kiln__driver.MemAlloc(&b->dev, cap);
   if (rc) {
-    kiln__cu.MemFreeHost(st->host);
-    st->host = NULL;
-    st->dev = 0;
+    kiln__driver.MemFreeHost(b->host);
+    b->host = NULL;
+    b->dev = 0;
     return kiln__cuda_fail("cuMemAlloc", (int)rc);
   }
-  st->capacity = cap;
+  b->capacity = cap;
   return KILN_OK;
 }
+
+/* The class of a small block (256 << class bytes), or -1 above 1 MiB. */
+static int kiln__small_class(size_t nbytes) {
+  int c = 0;
+  while (c < KILN__SMALL_CLASSES && ((size_t)256 << c) < nbytes) c++;
+  return c < KILN__SMALL_CLASSES ? c : -1;
+}
+
+static void kiln__small_release(kiln__small_cache *c, CUstream stream, int all) {
+  pthread_mutex_lock(&c->lock);
+  for (int k = 0; k < KILN__SMALL_CLASSES; k++)
+    for (int i = c->n[k] - 1; i >= 0; i--)
+      if (all || c->slots[k][i].stream == stream) {
+        kiln__driver.MemFreeAsync(c->slots[k][i].p, c->slots[k][i].stream);
+        c->slots[k][i] = c->slots[k][--c->n[k]];
+      }
+  pthread_mutex_unlock(&c->lock);
+}
+
+void kiln__memory_small_release(const kiln__device *d, CUstream stream, int all) {
+  kiln__memory_device *m = kiln__memory_peek(d);
+  if (m) kiln__small_release(&m->small, stream, all); /* none made: none kept */
+}
+
+/* ---- Memory and copies ------------------------------------------------------------------ */
 
 kiln_status kiln_mem_alloc(size_t nbytes, kiln_deviceptr *out) {
   *out = 0;
@@ -43,11 +123,11 @@ kiln_status kiln_mem_alloc(size_t nbytes, kiln_deviceptr *out) {
   if (s) return s;
   if (nbytes == 0) return kiln__fail(KILN_ERROR_INVALID, "cannot allocate 0 bytes");
   CUdeviceptr p = 0;
-  CUresult rc = kiln__cu.MemAlloc(&p, nbytes);
+  CUresult rc = kiln__driver.MemAlloc(&p, nbytes);
   if (rc) {
     s = kiln__cuda_fail("cuMemAlloc", (int)rc);
     size_t free_b = 0, total_b = 0;
-    if (s == KILN_ERROR_OUT_OF_MEMORY && kiln__cu.MemGetInfo(&free_b, &total_b) == CUDA_SUCCESS)
+    if (s == KILN_ERROR_OUT_OF_MEMORY && kiln__driver.MemGetInfo(&free_b, &total_b) == CUDA_SUCCESS)
       kiln__fail_append("; asked for %zu bytes, %zu of %zu free", nbytes, free_b, total_b);
     return s;
   }
@@ -71,7 +151,7 @@ kiln_status kiln_mem_free(kiln_deviceptr p) {
 static kiln_status kiln__check_range(kiln_deviceptr p, size_t nbytes, const char *what) {
   CUdeviceptr base = 0;
   size_t size = 0;
-  CUresult rc = kiln__cu.MemGetAddressRange(&base, &size, (CUdeviceptr)p);
+  CUresult rc = kiln__driver.MemGetAddressRange(&base, &size, (CUdeviceptr)p);
   /* Anything but "not found" is the context's own failure (a kernel's illegal address). */
   if (rc && rc != CUDA_ERROR_INVALID_VALUE && rc != CUDA_ERROR_NOT_FOUND)
     return kiln__cuda_fail("cuMemGetAddressRange", (int)rc);
@@ -92,7 +172,7 @@ kiln_status kiln_memcpy_htod(kiln_deviceptr dst, const void *src, size_t nbytes)
   kiln_status s = kiln__device_enter(&d);
   if (s || nbytes == 0) return s;
   if ((s = kiln__check_range(dst, nbytes, "destination"))) return s;
-  if ((s = kiln__copy_htod(d, (CUdeviceptr)dst, src, nbytes, NULL, 1))) return s;
+  if ((s = kiln__stage_htod(d, (CUdeviceptr)dst, src, nbytes, NULL, 1))) return s;
   kiln__clear_error();
   return KILN_OK;
 }
@@ -102,7 +182,7 @@ kiln_status kiln_memcpy_dtoh(void *dst, kiln_deviceptr src, size_t nbytes) {
   kiln_status s = kiln__device_enter(&d);
   if (s || nbytes == 0) return s;
   if ((s = kiln__check_range(src, nbytes, "source"))) return s;
-  if ((s = kiln__copy_dtoh(d, dst, (CUdeviceptr)src, nbytes, NULL, 1))) return s;
+  if ((s = kiln__stage_dtoh(d, dst, (CUdeviceptr)src, nbytes, NULL, 1))) return s;
   kiln__clear_error();
   return KILN_OK;
 }
@@ -112,33 +192,8 @@ kiln_status kiln_memcpy_dtoh(void *dst, kiln_deviceptr src, size_t nbytes) {
 /* "; asked for N bytes, F of T free" after an out-of-memory failure. */
 static void kiln__append_free(size_t asked) {
   size_t free_b = 0, total_b = 0;
-  if (kiln__cu.MemGetInfo(&free_b, &total_b) == CUDA_SUCCESS)
+  if (kiln__driver.MemGetInfo(&free_b, &total_b) == CUDA_SUCCESS)
     kiln__fail_append("; asked for %zu bytes, %zu of %zu free", asked, free_b, total_b);
-}
-
-kiln_status kiln__small_init(kiln__small_cache *c) {
-  memset(c, 0, sizeof *c);
-  if (pthread_mutex_init(&c->lock, NULL))
-    return kiln__fail(KILN_ERROR_NO_MEMORY, "could not create the block cache's lock");
-  return KILN_OK;
-}
-
-/* The class of a small block (256 << class bytes), or -1 above 1 MiB. */
-static int kiln__small_class(size_t nbytes) {
-  int c = 0;
-  while (c < KILN__SMALL_CLASSES && ((size_t)256 << c) < nbytes) c++;
-  return c < KILN__SMALL_CLASSES ? c : -1;
-}
-
-void kiln__small_release(kiln__small_cache *c, CUstream stream, int all) {
-  pthread_mutex_lock(&c->lock);
-  for (int k = 0; k < KILN__SMALL_CLASSES; k++)
-    for (int i = c->n[k] - 1; i >= 0; i--)
-      if (all || c->slots[k][i].stream == stream) {
-        kiln__cu.MemFreeAsync(c->slots[k][i].p, c->slots[k][i].stream);
-        c->slots[k][i] = c->slots[k][--c->n[k]];
-      }
-  pthread_mutex_unlock(&c->lock);
 }
 
 kiln_status kiln_mem_alloc_async(size_t nbytes, kiln_stream stream, kiln_deviceptr *out) {
@@ -148,9 +203,11 @@ kiln_status kiln_mem_alloc_async(size_t nbytes, kiln_stream stream, kiln_devicep
   if (s) return s;
   if (nbytes == 0) return kiln__fail(KILN_ERROR_INVALID, "cannot allocate 0 bytes");
   if (!d->has_pools) return kiln_mem_alloc(nbytes, out); /* the same, without stream order */
+  kiln__memory_device *m = NULL;
+  if ((s = kiln__memory_of(d, &m))) return s;
   int k = kiln__small_class(nbytes);
   if (k >= 0) {
-    kiln__small_cache *c = &d->small;
+    kiln__small_cache *c = &m->small;
     pthread_mutex_lock(&c->lock);
     for (int i = c->n[k] - 1; i >= 0; i--)
       if (c->slots[k][i].stream == stream) {
@@ -166,13 +223,13 @@ kiln_status kiln_mem_alloc_async(size_t nbytes, kiln_stream stream, kiln_devicep
     nbytes = (size_t)256 << k; /* the whole class, so the block can serve any size in it */
   }
   CUdeviceptr p = 0;
-  CUresult rc = kiln__cu.MemAllocAsync(&p, nbytes, stream);
+  CUresult rc = kiln__driver.MemAllocAsync(&p, nbytes, stream);
   if (rc == CUDA_ERROR_OUT_OF_MEMORY) {
     /* Kept blocks and the pool's free memory go back to the driver; then once more. */
-    kiln__small_release(&d->small, NULL, 1);
-    kiln__cu.CtxSynchronize();
-    kiln__cu.MemPoolTrimTo(d->pool, 0);
-    rc = kiln__cu.MemAllocAsync(&p, nbytes, stream);
+    kiln__small_release(&m->small, NULL, 1);
+    kiln__driver.CtxSynchronize();
+    kiln__driver.MemPoolTrimTo(d->pool, 0);
+    rc = kiln__driver.MemAllocAsync(&p, nbytes, stream);
   }
   if (rc) {
     s = kiln__cuda_fail("cuMemAllocAsync", (int)rc);
@@ -190,9 +247,11 @@ kiln_status kiln_mem_free_async(kiln_deviceptr p, size_t nbytes, kiln_stream str
   kiln_status s = kiln__device_enter(&d);
   if (s) return s;
   if (!d->has_pools) return kiln_mem_free(p);
+  kiln__memory_device *m = NULL;
+  if ((s = kiln__memory_of(d, &m))) return s;
   int k = kiln__small_class(nbytes);
   if (k >= 0) {
-    kiln__small_cache *c = &d->small;
+    kiln__small_cache *c = &m->small;
     pthread_mutex_lock(&c->lock);
     int kept = c->n[k] < KILN__SMALL_SLOTS;
     if (kept) {
@@ -216,7 +275,7 @@ kiln_status kiln_memcpy_htod_async(kiln_deviceptr dst, const void *src, size_t n
   kiln_status s = kiln__device_enter(&d);
   if (s || nbytes == 0) return s;
   if ((s = kiln__check_range(dst, nbytes, "destination"))) return s;
-  if ((s = kiln__copy_htod(d, (CUdeviceptr)dst, src, nbytes, stream, 0))) return s;
+  if ((s = kiln__stage_htod(d, (CUdeviceptr)dst, src, nbytes, stream, 0))) return s;
   kiln__clear_error();
   return KILN_OK;
 }
@@ -227,7 +286,7 @@ kiln_status kiln_memcpy_dtoh_async(void *dst, kiln_deviceptr src, size_t nbytes,
   kiln_status s = kiln__device_enter(&d);
   if (s || nbytes == 0) return s;
   if ((s = kiln__check_range(src, nbytes, "source"))) return s;
-  if ((s = kiln__copy_dtoh(d, dst, (CUdeviceptr)src, nbytes, stream, 0))) return s;
+  if ((s = kiln__stage_dtoh(d, dst, (CUdeviceptr)src, nbytes, stream, 0))) return s;
   kiln__clear_error();
   return KILN_OK;
 }
@@ -288,7 +347,7 @@ kiln_status kiln_pool_trim(size_t keep_bytes) {
   kiln_status s = kiln__device_enter(&d);
   if (s || !d->has_pools) return s;
   /* Blocks freed on a stream return to the pool only when that work is done. */
-  kiln__small_release(&d->small, NULL, 1);
+  kiln__memory_small_release(d, NULL, 1);
   KILN__CU(CtxSynchronize, ());
   KILN__CU(MemPoolTrimTo, (d->pool, keep_bytes));
   kiln__clear_error();
@@ -301,7 +360,7 @@ kiln_status kiln_host_alloc(size_t nbytes, void **out) {
   kiln_status s = kiln__device_enter(&d);
   if (s) return s;
   /* Portable: page-locked for every context, so any device copies from it at full speed. */
-  CUresult rc = kiln__cu.MemHostAlloc(out, nbytes ? nbytes : 1, CU_MEMHOSTALLOC_PORTABLE);
+  CUresult rc = kiln__driver.MemHostAlloc(out, nbytes ? nbytes : 1, CU_MEMHOSTALLOC_PORTABLE);
   if (rc) {
     s = kiln__cuda_fail("cuMemHostAlloc", (int)rc);
     kiln__fail_append(" for %zu bytes of page-locked host memory", nbytes);

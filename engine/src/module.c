@@ -1,12 +1,11 @@
-/* Modules: compiling through the in-process table, kernel lookup, loading. */
+/* Modules: compiling through the in-process table and then the cache, kernel lookup, loading
+ * at the first launch and each kernel's limits. */
 #include "module.h"
 
 #include "cache.h"
 
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 /* ---- The in-process table: the same inputs give the same module without NVRTC ---------- */
 
@@ -28,9 +27,9 @@ static kiln_module *kiln__table_find(const unsigned char *key) {
 /* ---- Modules ------------------------------------------------------------------------------ */
 
 static void kiln__module_destroy(kiln_module *m) {
-  if (m->lib) kiln__cu.LibraryUnload(m->lib);
-  kiln__code_free(&m->code);
-  kiln__entries_free(m->entries, m->n_entries);
+  if (m->lib) kiln__driver.LibraryUnload(m->lib);
+  kiln__compile_free_code(&m->code);
+  kiln__ptx_free_kernels(m->kernels, m->n_kernels);
   kiln__headers_free(&m->headers);
   free(m->functions);
   pthread_mutex_destroy(&m->load_lock);
@@ -51,28 +50,27 @@ static kiln_module *kiln__module_new(void) {
 
 /* One function per kernel. */
 static kiln_status kiln__module_functions(kiln_module *m) {
-  m->functions = calloc((size_t)(m->n_entries ? m->n_entries : 1), sizeof *m->functions);
+  m->functions = calloc((size_t)(m->n_kernels ? m->n_kernels : 1), sizeof *m->functions);
   if (!m->functions) return kiln__fail(KILN_ERROR_NO_MEMORY, "out of memory for functions");
-  for (int i = 0; i < m->n_entries; i++) {
+  for (int i = 0; i < m->n_kernels; i++) {
     m->functions[i].module = m;
-    m->functions[i].entry = &m->entries[i];
+    m->functions[i].kernel = &m->kernels[i];
     m->functions[i].ready_device = -1;
   }
   return KILN_OK;
 }
 
-kiln_status kiln__module_adopt(kiln__code *code, kiln__entry *entries, int n_entries,
-                               kiln_module **out) {
+kiln_status kiln__module_adopt(kiln__cached *c, kiln_module **out) {
   kiln_module *m = kiln__module_new();
   if (!m) {
-    kiln__code_free(code);
-    kiln__entries_free(entries, n_entries);
+    kiln__entry_free_cached(c);
     return kiln__fail(KILN_ERROR_NO_MEMORY, "out of memory");
   }
-  m->code = *code;
-  memset(code, 0, sizeof *code);
-  m->entries = entries;
-  m->n_entries = n_entries;
+  m->code = c->code;
+  m->kernels = c->kernels;
+  m->n_kernels = c->n_kernels;
+  m->headers = c->headers;
+  memset(c, 0, sizeof *c);
   kiln_status s = kiln__module_functions(m);
   if (s) {
     kiln__module_destroy(m);
@@ -113,42 +111,16 @@ static kiln_module *kiln__table_insert(kiln_module *m) {
   return raced;
 }
 
-/* Compiles src and records the headers it can reach; stores the result on disk when it may. */
-static kiln_status kiln__module_compile(const char *src, const kiln_compile_opts *opts,
-                                        const kiln__nvrtc_id *id, const char *arch,
-                                        const char *cwd, int use_disk, kiln_module *m) {
-  /* Scanned before compiling: a header edited during the compile then reads as changed. */
-  char here[PATH_MAX];
-  if (!cwd[0] && !getcwd(here, sizeof here)) here[0] = '\0';
-  kiln_status s = kiln__headers_scan(src, opts, cwd[0] ? cwd : here, &m->headers);
-  if (s) return s;
-  kiln__cache_count(KILN__COMPILES);
-  s = kiln__compile(src, opts, arch, &m->code);
-  if (s) return s;
-  if ((s = kiln__ptx_parse(m->code.ptx, m->code.ptx_size, &m->entries, &m->n_entries)) ||
-      (s = kiln__module_functions(m)))
-    return s;
-  /* The key named the NVRTC of the cache folder's note; only code from that one is stored. */
-  if (use_disk && !m->headers.uncacheable && kiln__nvrtc_is(id))
-    kiln__cache_store(m->key, &m->code, m->entries, m->n_entries, &m->headers);
-  return KILN_OK;
-}
-
 kiln_status kiln_module_from_source(const char *src, const kiln_compile_opts *opts,
                                     kiln_module **out) {
   *out = NULL;
   if (!src) return kiln__fail(KILN_ERROR_INVALID, "the source is NULL");
-  char arch[24], cwd[PATH_MAX];
-  int arch_num;
-  kiln__nvrtc_id id;
-  kiln_status s = kiln__cache_nvrtc(&id);
-  if (!s) s = kiln__compile_arch(opts, &id, arch, sizeof arch, &arch_num);
+  kiln__cache_query q;
+  kiln_status s = kiln__cache_prepare(src, opts, &q);
   if (s) return s;
-  unsigned char key[KILN__KEY_SIZE];
-  if ((s = kiln__cache_key(src, opts, &id, arch, key, cwd))) return s;
 
   pthread_mutex_lock(&kiln__table_lock);
-  kiln_module *m = kiln__table_find(key);
+  kiln_module *m = kiln__table_find(q.key);
   if (m) __atomic_add_fetch(&m->refs, 1, __ATOMIC_ACQ_REL);
   pthread_mutex_unlock(&kiln__table_lock);
   if (m && kiln__module_fresh(m)) {
@@ -159,34 +131,14 @@ kiln_status kiln_module_from_source(const char *src, const kiln_compile_opts *op
   }
   kiln_module_free(m);
 
-  if (!(m = kiln__module_new())) return kiln__fail(KILN_ERROR_NO_MEMORY, "out of memory");
-  memcpy(m->key, key, sizeof key);
-  /* The disk: a lookup without the lock (the common hit), then under the key's lock, which
-   * another process may hold while it compiles this very source. */
-  int use_disk = kiln__cache_enabled(), hit = 0, damaged = 0;
   kiln__cached c;
-  kiln__cache_lock lock = {-1};
-  if (use_disk && !(hit = kiln__cache_find(key, &c, &damaged))) {
-    kiln__cache_lock_key(key, &lock);
-    if (lock.fd >= 0) hit = kiln__cache_find(key, &c, &damaged);
-    if (!hit) kiln__cache_count(KILN__MISSES);
-  }
-  if (hit) {
-    m->code = c.code;
-    m->entries = c.entries;
-    m->n_entries = c.n_entries;
-    m->headers = c.headers;
-    s = kiln__module_functions(m);
-  } else {
-    s = kiln__module_compile(src, opts, &id, arch, cwd, use_disk, m);
-  }
-  kiln__cache_unlock(&lock);
-  if (s == KILN_ERROR_COMPILE) {
-    *out = m; /* holds the log */
-    return s;
-  }
+  s = kiln__cache_get(src, opts, &q, &c);
+  if (s && s != KILN_ERROR_COMPILE) return s;
+  kiln_status made = kiln__module_adopt(&c, &m);
+  if (made) return made;
+  memcpy(m->key, q.key, sizeof q.key);
   if (s) {
-    kiln__module_destroy(m);
+    *out = m; /* holds the log */
     return s;
   }
   /* A source whose headers cannot be known is compiled every time. */
@@ -208,10 +160,10 @@ const void *kiln_module_cubin(const kiln_module *m, size_t *size) {
   return m->code.cubin;
 }
 
-int kiln_module_function_count(const kiln_module *m) { return m->n_entries; }
+int kiln_module_function_count(const kiln_module *m) { return m->n_kernels; }
 
 const char *kiln_module_function_name(const kiln_module *m, int i) {
-  return i >= 0 && i < m->n_entries ? m->entries[i].name : NULL;
+  return i >= 0 && i < m->n_kernels ? m->kernels[i].name : NULL;
 }
 
 /* The unqualified tail of a plain name: "scale" of "ns::scale". */
@@ -221,28 +173,28 @@ static const char *kiln__tail(const char *plain) {
   return t;
 }
 
-static void kiln__append_entry(const kiln__entry *e, int first) {
-  kiln__fail_append("%s%s", first ? " " : ", ", e->plain);
-  if (strcmp(e->plain, e->name) != 0) kiln__fail_append(" (%s)", e->name);
+static void kiln__append_kernel(const kiln__kernel *k, int first) {
+  kiln__fail_append("%s%s", first ? " " : ", ", k->plain);
+  if (strcmp(k->plain, k->name) != 0) kiln__fail_append(" (%s)", k->name);
 }
 
 kiln_status kiln_module_get_function(kiln_module *m, const char *name, kiln_function **out) {
   *out = NULL;
   if (!name) return kiln__fail(KILN_ERROR_INVALID, "the kernel name is NULL");
-  /* An exact entry name or a name expression decides alone. */
+  /* An exact PTX entry name or a name expression decides alone. */
   const char *want = name;
   for (int i = 0; i < m->code.n_names; i++)
     if (strcmp(m->code.names[i], name) == 0) want = m->code.lowered[i];
-  for (int i = 0; i < m->n_entries; i++)
-    if (strcmp(m->entries[i].name, want) == 0) {
+  for (int i = 0; i < m->n_kernels; i++)
+    if (strcmp(m->kernels[i].name, want) == 0) {
       *out = &m->functions[i];
       kiln__clear_error();
       return KILN_OK;
     }
   /* Then plain names, qualified ("ns::scale") or not ("scale"). */
   int found = -1, matches = 0;
-  for (int i = 0; i < m->n_entries; i++) {
-    const char *plain = m->entries[i].plain;
+  for (int i = 0; i < m->n_kernels; i++) {
+    const char *plain = m->kernels[i].plain;
     if (strcmp(plain, name) == 0 || strcmp(kiln__tail(plain), name) == 0) {
       if (found < 0) found = i;
       matches++;
@@ -258,26 +210,26 @@ kiln_status kiln_module_get_function(kiln_module *m, const char *name, kiln_func
                "'%s' matches %d kernels; name one by its mangled name or a name expression:",
                name, matches);
     int first = 1;
-    for (int i = 0; i < m->n_entries; i++) {
-      const char *plain = m->entries[i].plain;
+    for (int i = 0; i < m->n_kernels; i++) {
+      const char *plain = m->kernels[i].plain;
       if (strcmp(plain, name) == 0 || strcmp(kiln__tail(plain), name) == 0) {
-        kiln__append_entry(&m->entries[i], first);
+        kiln__append_kernel(&m->kernels[i], first);
         first = 0;
       }
     }
     return KILN_ERROR_AMBIGUOUS;
   }
-  if (m->n_entries == 0)
+  if (m->n_kernels == 0)
     return kiln__fail(KILN_ERROR_NOT_FOUND, "no kernel '%s': the module has no __global__ "
                       "functions", name);
   kiln__fail(KILN_ERROR_NOT_FOUND, "no kernel '%s' in the module; it has", name);
-  for (int i = 0; i < m->n_entries; i++) kiln__append_entry(&m->entries[i], i == 0);
+  for (int i = 0; i < m->n_kernels; i++) kiln__append_kernel(&m->kernels[i], i == 0);
   return KILN_ERROR_NOT_FOUND;
 }
 
-const char *kiln_function_name(const kiln_function *f) { return f->entry->name; }
-int kiln_function_param_count(const kiln_function *f) { return f->entry->n_params; }
-const kiln_param *kiln_function_params(const kiln_function *f) { return f->entry->params; }
+const char *kiln_function_name(const kiln_function *f) { return f->kernel->name; }
+int kiln_function_param_count(const kiln_function *f) { return f->kernel->n_params; }
+const kiln_param *kiln_function_params(const kiln_function *f) { return f->kernel->params; }
 
 /* ---- Loading ------------------------------------------------------------------------------ */
 
@@ -306,7 +258,7 @@ static kiln_status kiln__module_load_locked(kiln_module *m, kiln__device *d) {
   return KILN_OK;
 }
 
-kiln_status kiln__function_ready(kiln_function *f, kiln__device *d) {
+kiln_status kiln__module_function_ready(kiln_function *f, kiln__device *d) {
   if (KILN__LIKELY(__atomic_load_n(&f->ready_device, __ATOMIC_ACQUIRE) == d->ordinal))
     return KILN_OK;
   kiln_module *m = f->module;
@@ -314,14 +266,14 @@ kiln_status kiln__function_ready(kiln_function *f, kiln__device *d) {
   kiln_status s = kiln__module_load_locked(m, d);
   CUresult rc = CUDA_SUCCESS;
   const char *call = "cuLibraryGetKernel";
-  if (!s && !f->kernel) rc = kiln__cu.LibraryGetKernel(&f->kernel, m->lib, f->entry->name);
+  if (!s && !f->handle) rc = kiln__driver.LibraryGetKernel(&f->handle, m->lib, f->kernel->name);
   if (!s && !rc) {
     call = "cuKernelGetAttribute";
-    rc = kiln__cu.KernelGetAttribute(&f->max_threads, CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK,
-                                     f->kernel, d->dev);
+    rc = kiln__driver.KernelGetAttribute(&f->max_threads, CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK,
+                                     f->handle, d->dev);
     if (!rc)
-      rc = kiln__cu.KernelGetAttribute(&f->static_shared, CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES,
-                                       f->kernel, d->dev);
+      rc = kiln__driver.KernelGetAttribute(&f->static_shared, CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES,
+                                       f->handle, d->dev);
     f->dynamic_shared_allowed = d->info.max_shared_per_block - f->static_shared;
   }
   if (!s && rc) s = kiln__cuda_fail(call, (int)rc);

@@ -2,16 +2,15 @@
 #ifndef KILN_MODULE_H
 #define KILN_MODULE_H
 
-#include "compile.h"
 #include "device.h"
-#include "hash.h"
-#include "headers.h"
-#include "signature.h"
+#include "entry.h"
+
+#include <pthread.h>
 
 struct kiln_function {
   kiln_module *module;        /* borrowed: the module owns its functions */
-  const kiln__entry *entry;   /* borrowed from the module */
-  CUkernel kernel;            /* NULL until the module is loaded */
+  const kiln__kernel *kernel; /* borrowed from the module: name and parameters */
+  CUkernel handle;            /* the driver's; NULL until the module is loaded */
   int ready_device;           /* the device the limits below are for; -1 before any */
   int max_threads;            /* threads per block this kernel can launch with */
   int static_shared;          /* bytes of __shared__ the kernel declares */
@@ -22,21 +21,21 @@ struct kiln_module {
   int refs;                   /* atomic; the in-process table holds one */
   unsigned char key[KILN__KEY_SIZE];
   kiln__code code;            /* owned */
-  kiln__entry *entries;       /* owned */
-  int n_entries;
-  kiln_function *functions;   /* owned, one per entry */
+  kiln__kernel *kernels;      /* owned */
+  int n_kernels;
+  kiln_function *functions;   /* owned, one per kernel */
   kiln__headers headers;      /* the user headers it was compiled against; a hit needs them
                                  unchanged */
-  pthread_mutex_t load_lock;  /* guards lib and the functions' kernels */
+  pthread_mutex_t load_lock;  /* guards lib and the functions' handles */
   CUlibrary lib;              /* loaded on first launch, context-independent */
   struct kiln_module *next;   /* the table's chain */
 };
 
-/* A module of prebuilt code (image.c) around code; takes what code owns. */
-kiln_status kiln__module_adopt(kiln__code *code, kiln__entry *entries, int n_entries,
-                               kiln_module **out);
+/* A module around what c holds (from the cache, or prebuilt code from image.c); takes it all,
+ * leaving c empty, on failure too. */
+kiln_status kiln__module_adopt(kiln__cached *c, kiln_module **out);
 
 /* Loads the module if needed and reads f's limits for device d. */
-kiln_status kiln__function_ready(kiln_function *f, kiln__device *d);
+kiln_status kiln__module_function_ready(kiln_function *f, kiln__device *d);
 
 #endif

@@ -12,7 +12,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-kiln__nvrtc kiln__rtc;
+kiln__nvrtc_table kiln__nvrtc;
 
 static pthread_once_t kiln__nvrtc_once = PTHREAD_ONCE_INIT;
 static kiln_status kiln__nvrtc_status = KILN_ERROR_NO_NVRTC; /* until it opens */
@@ -71,7 +71,7 @@ static void kiln__nvrtc_find_includes(void *symbol) {
         char real[PATH_MAX];
         if (kiln__join(cand, sizeof cand, lib, rel[i]) && realpath(cand, real) &&
             kiln__has_fp16_header(real) &&
-            kiln__join(kiln__rtc.include_dir, sizeof kiln__rtc.include_dir, real, ""))
+            kiln__join(kiln__nvrtc.include_dir, sizeof kiln__nvrtc.include_dir, real, ""))
           return;
       }
     }
@@ -80,7 +80,7 @@ static void kiln__nvrtc_find_includes(void *symbol) {
   for (size_t r = 0; r < KILN__COUNT(roots); r++) {
     if (!roots[r] || !*roots[r]) continue;
     if (kiln__join(cand, sizeof cand, roots[r], "/include") && kiln__has_fp16_header(cand) &&
-        kiln__join(kiln__rtc.include_dir, sizeof kiln__rtc.include_dir, cand, ""))
+        kiln__join(kiln__nvrtc.include_dir, sizeof kiln__nvrtc.include_dir, cand, ""))
       return;
   }
 }
@@ -99,53 +99,53 @@ static void kiln__nvrtc_load_once(void) {
   struct {
     const char *name;
     void **slot;
-  } entries[] = {
-#define KILN__ENTRY(member) {"nvrtc" #member, (void **)&kiln__rtc.member}
-      KILN__ENTRY(GetErrorString),    KILN__ENTRY(Version),
-      KILN__ENTRY(GetNumSupportedArchs), KILN__ENTRY(GetSupportedArchs),
-      KILN__ENTRY(CreateProgram),     KILN__ENTRY(DestroyProgram),
-      KILN__ENTRY(CompileProgram),    KILN__ENTRY(GetPTXSize),
-      KILN__ENTRY(GetPTX),            KILN__ENTRY(GetCUBINSize),
-      KILN__ENTRY(GetCUBIN),          KILN__ENTRY(GetProgramLogSize),
-      KILN__ENTRY(GetProgramLog),     KILN__ENTRY(AddNameExpression),
-      KILN__ENTRY(GetLoweredName),
-#undef KILN__ENTRY
+  } symbols[] = {
+#define KILN__SYMBOL(member) {"nvrtc" #member, (void **)&kiln__nvrtc.member}
+      KILN__SYMBOL(GetErrorString),    KILN__SYMBOL(Version),
+      KILN__SYMBOL(GetNumSupportedArchs), KILN__SYMBOL(GetSupportedArchs),
+      KILN__SYMBOL(CreateProgram),     KILN__SYMBOL(DestroyProgram),
+      KILN__SYMBOL(CompileProgram),    KILN__SYMBOL(GetPTXSize),
+      KILN__SYMBOL(GetPTX),            KILN__SYMBOL(GetCUBINSize),
+      KILN__SYMBOL(GetCUBIN),          KILN__SYMBOL(GetProgramLogSize),
+      KILN__SYMBOL(GetProgramLog),     KILN__SYMBOL(AddNameExpression),
+      KILN__SYMBOL(GetLoweredName),
+#undef KILN__SYMBOL
   };
-  for (size_t i = 0; i < KILN__COUNT(entries); i++) {
-    *entries[i].slot = dlsym(h, entries[i].name);
-    if (!*entries[i].slot) {
+  for (size_t i = 0; i < KILN__COUNT(symbols); i++) {
+    *symbols[i].slot = dlsym(h, symbols[i].name);
+    if (!*symbols[i].slot) {
       snprintf(kiln__nvrtc_msg, sizeof kiln__nvrtc_msg,
                "the NVRTC that was loaded has no %s; kiln needs NVRTC 12 or newer",
-               entries[i].name);
+               symbols[i].name);
       kiln__nvrtc_status = KILN_ERROR_NO_NVRTC;
       return;
     }
   }
-  kiln__rtc.Version(&kiln__rtc.major, &kiln__rtc.minor);
+  kiln__nvrtc.Version(&kiln__nvrtc.major, &kiln__nvrtc.minor);
   int n = 0;
-  if (kiln__rtc.GetNumSupportedArchs(&n) != NVRTC_SUCCESS || n <= 0 ||
-      !(kiln__rtc.archs = calloc((size_t)n, sizeof(int))) ||
-      kiln__rtc.GetSupportedArchs(kiln__rtc.archs) != NVRTC_SUCCESS) {
+  if (kiln__nvrtc.GetNumSupportedArchs(&n) != NVRTC_SUCCESS || n <= 0 ||
+      !(kiln__nvrtc.archs = calloc((size_t)n, sizeof(int))) ||
+      kiln__nvrtc.GetSupportedArchs(kiln__nvrtc.archs) != NVRTC_SUCCESS) {
     snprintf(kiln__nvrtc_msg, sizeof kiln__nvrtc_msg,
-             "NVRTC %d.%d did not list the architectures it supports", kiln__rtc.major,
-             kiln__rtc.minor);
+             "NVRTC %d.%d did not list the architectures it supports", kiln__nvrtc.major,
+             kiln__nvrtc.minor);
     kiln__nvrtc_status = KILN_ERROR_NO_NVRTC;
     return;
   }
-  kiln__rtc.n_archs = n;
+  kiln__nvrtc.n_archs = n;
   /* Two builds of one NVRTC version can differ (a patch release fixing codegen); the size of
    * the library tells them apart for the cache key at the cost of one stat. */
   Dl_info info;
   struct stat st;
-  if (dladdr(*entries[0].slot, &info) && info.dli_fname && stat(info.dli_fname, &st) == 0) {
-    kiln__rtc.lib_bytes = (uint64_t)st.st_size;
-    if (!realpath(info.dli_fname, kiln__rtc.lib_path)) kiln__rtc.lib_path[0] = '\0';
+  if (dladdr(*symbols[0].slot, &info) && info.dli_fname && stat(info.dli_fname, &st) == 0) {
+    kiln__nvrtc.lib_bytes = (uint64_t)st.st_size;
+    if (!realpath(info.dli_fname, kiln__nvrtc.lib_path)) kiln__nvrtc.lib_path[0] = '\0';
   }
-  kiln__nvrtc_find_includes(*entries[0].slot);
+  kiln__nvrtc_find_includes(*symbols[0].slot);
   char cccl[PATH_MAX];
-  if (kiln__rtc.include_dir[0] && kiln__join(cccl, sizeof cccl, kiln__rtc.include_dir, "/cccl") &&
-      access(cccl, R_OK) == 0)
-    kiln__join(kiln__rtc.cccl_dir, sizeof kiln__rtc.cccl_dir, cccl, "");
+  if (kiln__nvrtc.include_dir[0] &&
+      kiln__join(cccl, sizeof cccl, kiln__nvrtc.include_dir, "/cccl") && access(cccl, R_OK) == 0)
+    kiln__join(kiln__nvrtc.cccl_dir, sizeof kiln__nvrtc.cccl_dir, cccl, "");
   __atomic_store_n(&kiln__nvrtc_status, KILN_OK, __ATOMIC_RELEASE);
 }
 
@@ -174,11 +174,11 @@ static int kiln__nvrtc_open_now(void) {
 
 static void kiln__id_of_open(kiln__nvrtc_id *id) {
   memset(id, 0, sizeof *id);
-  id->major = kiln__rtc.major;
-  id->minor = kiln__rtc.minor;
-  id->lib_bytes = kiln__rtc.lib_bytes;
-  for (int i = 0; i < kiln__rtc.n_archs && id->n_archs < KILN__MAX_ARCHS; i++)
-    id->archs[id->n_archs++] = kiln__rtc.archs[i];
+  id->major = kiln__nvrtc.major;
+  id->minor = kiln__nvrtc.minor;
+  id->lib_bytes = kiln__nvrtc.lib_bytes;
+  for (int i = 0; i < kiln__nvrtc.n_archs && id->n_archs < KILN__MAX_ARCHS; i++)
+    id->archs[id->n_archs++] = kiln__nvrtc.archs[i];
 }
 
 int kiln__nvrtc_is(const kiln__nvrtc_id *id) {
@@ -192,12 +192,12 @@ int kiln__nvrtc_is(const kiln__nvrtc_id *id) {
 static int kiln__note_path(char *out, size_t cap, const char *dir) {
   const char *names[] = {"KILN_NVRTC_PATH", "LD_LIBRARY_PATH", "CUDA_HOME", "CUDA_PATH"};
   kiln__hasher *h;
-  if (kiln__hasher_begin(&h)) return 0;
-  for (size_t i = 0; i < KILN__COUNT(names); i++) kiln__hasher_string(h, getenv(names[i]));
+  if (kiln__hash_begin(&h)) return 0;
+  for (size_t i = 0; i < KILN__COUNT(names); i++) kiln__hash_string(h, getenv(names[i]));
   unsigned char key[KILN__KEY_SIZE];
   char hex[2 * KILN__KEY_SIZE + 1];
-  if (kiln__hasher_end(h, key)) return 0;
-  kiln__key_hex(key, hex);
+  if (kiln__hash_end(h, key)) return 0;
+  kiln__hash_hex(key, hex);
   int n = snprintf(out, cap, "%s/nvrtc-%.16s", dir, hex);
   return n > 0 && (size_t)n < cap;
 }
@@ -251,18 +251,19 @@ static int kiln__note_read(const char *note, kiln__nvrtc_id *id) {
 }
 
 static void kiln__note_write(const char *note) {
-  if (!kiln__rtc.lib_path[0]) return;
+  if (!kiln__nvrtc.lib_path[0]) return;
   long long lib[3], cache[3];
-  kiln__file_stamp(kiln__rtc.lib_path, lib);
+  kiln__file_stamp(kiln__nvrtc.lib_path, lib);
   kiln__file_stamp("/etc/ld.so.cache", cache);
   char tmp[PATH_MAX + 32];
   if (snprintf(tmp, sizeof tmp, "%s.%ld.tmp", note, (long)getpid()) >= (int)sizeof tmp) return;
   FILE *f = fopen(tmp, "w");
   if (!f) return;
-  fprintf(f, "kiln nvrtc note 1\n%s\n%lld %lld %lld %lld %lld %lld %d %d %llu %d", kiln__rtc.lib_path,
-          lib[0], lib[1], lib[2], cache[0], cache[1], cache[2], kiln__rtc.major, kiln__rtc.minor,
-          (unsigned long long)kiln__rtc.lib_bytes, kiln__rtc.n_archs);
-  for (int i = 0; i < kiln__rtc.n_archs; i++) fprintf(f, " %d", kiln__rtc.archs[i]);
+  fprintf(f, "kiln nvrtc note 1\n%s\n%lld %lld %lld %lld %lld %lld %d %d %llu %d",
+          kiln__nvrtc.lib_path, lib[0], lib[1], lib[2], cache[0], cache[1], cache[2],
+          kiln__nvrtc.major, kiln__nvrtc.minor, (unsigned long long)kiln__nvrtc.lib_bytes,
+          kiln__nvrtc.n_archs);
+  for (int i = 0; i < kiln__nvrtc.n_archs; i++) fprintf(f, " %d", kiln__nvrtc.archs[i]);
   fputc('\n', f);
   if (fclose(f) != 0 || rename(tmp, note) != 0) unlink(tmp);
 }

@@ -19,7 +19,7 @@ typedef struct kiln__nvrtc_id {
   int archs[KILN__MAX_ARCHS]; /* supported sm_XY as XY, ascending */
 } kiln__nvrtc_id;
 
-typedef struct kiln__nvrtc {
+typedef struct kiln__nvrtc_table {
   const char *(*GetErrorString)(nvrtcResult);
   nvrtcResult (*Version)(int *, int *);
   nvrtcResult (*GetNumSupportedArchs)(int *);
@@ -44,9 +44,11 @@ typedef struct kiln__nvrtc {
   char lib_path[PATH_MAX]; /* the library file that was opened, resolved */
   char include_dir[PATH_MAX]; /* the toolkit's include folder; "" when none was found */
   char cccl_dir[PATH_MAX];    /* its cccl folder (<cuda/std/...> from CUDA 13 on), or "" */
-} kiln__nvrtc;
+} kiln__nvrtc_table;
 
-extern kiln__nvrtc kiln__rtc;
+/* NVRTC's entry points and what was learnt on opening it, named for this file:
+ * kiln__nvrtc.CompileProgram(...), kiln__nvrtc.include_dir. */
+extern kiln__nvrtc_table kiln__nvrtc;
 
 /* Opens NVRTC once per process; KILN_ERROR_NO_NVRTC with the places tried when it fails. */
 kiln_status kiln__nvrtc_load(void);
@@ -68,10 +70,10 @@ int kiln__nvrtc_clamp_arch(const kiln__nvrtc_id *id, int want);
 
 #define KILN__RTC(fn, args)                                                          \
   do {                                                                               \
-    nvrtcResult kiln__r = kiln__rtc.fn args;                                         \
+    nvrtcResult kiln__r = kiln__nvrtc.fn args;                                       \
     if (KILN__UNLIKELY(kiln__r != NVRTC_SUCCESS))                                    \
       return kiln__fail(KILN_ERROR_COMPILE, "nvrtc" #fn " failed with %s",           \
-                        kiln__rtc.GetErrorString(kiln__r));                          \
+                        kiln__nvrtc.GetErrorString(kiln__r));                        \
   } while (0)
 
 #endif

@@ -15,9 +15,8 @@
  * the caller's stream order as a driver copy would. One job runs at a time per device. */
 #include "stage.h"
 
-#include "device.h"
-
 #include <errno.h>
+#include <pthread.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -92,7 +91,7 @@ typedef struct kiln__slot {
   CUevent done; /* recorded after the last DMA that used host */
 } kiln__slot;
 
-struct kiln__stager {
+typedef struct kiln__stager {
   pthread_mutex_t use; /* one job at a time */
   pthread_mutex_t lock;
   pthread_cond_t wake, idle;
@@ -107,7 +106,7 @@ struct kiln__stager {
   int job_workers;          /* how many take part in it */
   unsigned long generation; /* bumped for each job */
   int running;              /* workers other than the caller still on the job */
-};
+} kiln__stager;
 
 void kiln_staging_get_info(kiln_staging_info *out) {
   pthread_once(&kiln__stage_cfg_once, kiln__stage_read_cfg);
@@ -129,7 +128,7 @@ static int kiln__stage_wanted(const void *host, size_t nbytes) {
   const char *p = host;
   for (int i = 0; i < 2; i++) {
     unsigned type = 0;
-    CUresult rc = kiln__cu.PointerGetAttribute(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE,
+    CUresult rc = kiln__driver.PointerGetAttribute(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE,
                                                (CUdeviceptr)(p + (i ? nbytes - 1 : 0)));
     if (rc != CUDA_SUCCESS || type != CU_MEMORYTYPE_HOST) return 1;
   }
@@ -159,7 +158,7 @@ static int kiln__job_take(kiln__stage_job *job, size_t *off, size_t *len) {
 
 #define KILN__JOB_CU(call, args)                              \
   do {                                                        \
-    CUresult job_rc_ = kiln__cu.call args;                    \
+    CUresult job_rc_ = kiln__driver.call args;                    \
     if (job_rc_) {                                            \
       kiln__job_fail(s, job, "cu" #call, job_rc_);            \
       return;                                                 \
@@ -215,7 +214,7 @@ static void *kiln__worker_main(void *p) {
   kiln__worker_arg arg = *(kiln__worker_arg *)p;
   free(p);
   kiln__stager *s = arg.s;
-  kiln__cu.CtxSetCurrent(s->ctx);
+  kiln__driver.CtxSetCurrent(s->ctx);
   /* Workers start before the stager is handed out, so no job has been posted yet: starting
    * from 0 rather than reading the counter means a job posted before this thread first takes
    * the lock is still seen. */
@@ -238,10 +237,19 @@ static void *kiln__worker_main(void *p) {
 
 /* ---- Making a stager ------------------------------------------------------------------- */
 
+/* Each device's stager, made on its first staged copy; a failure to make it is remembered, so
+ * it is told once and not paid for on every copy. One per ordinal, all allocated at once, never
+ * freed: a copy reads its device's without a lock. */
+typedef struct kiln__stage_device {
+  kiln__stager *stager;
+  int failed;
+} kiln__stage_device;
+
 static pthread_mutex_t kiln__stagers_lock = PTHREAD_MUTEX_INITIALIZER;
+static kiln__stage_device *kiln__stage_devices;
 
 /* What is made before the first thread starts; on failure nothing is left behind. */
-static kiln_status kiln__stager_alloc(kiln__device *d, kiln__stager **out) {
+static kiln_status kiln__stager_alloc(const kiln__device *d, kiln__stager **out) {
   kiln__stager *s = calloc(1, sizeof *s);
   int n = kiln__stage_cfg.threads;
   if (!s || !(s->slots = calloc((size_t)(2 * n), sizeof *s->slots))) {
@@ -256,25 +264,26 @@ static kiln_status kiln__stager_alloc(kiln__device *d, kiln__stager **out) {
   pthread_cond_init(&s->wake, NULL);
   pthread_cond_init(&s->idle, NULL);
   size_t bytes = (size_t)(2 * n) * s->chunk;
-  CUresult rc = kiln__cu.MemAllocHost(&s->pinned, bytes);
+  CUresult rc = kiln__driver.MemAllocHost(&s->pinned, bytes);
   const char *call = "cuMemAllocHost";
-  if (!rc) call = "cuStreamCreateWithPriority", rc = kiln__cu.StreamCreateWithPriority(
+  if (!rc) call = "cuStreamCreateWithPriority", rc = kiln__driver.StreamCreateWithPriority(
                                                     &s->stream, CU_STREAM_NON_BLOCKING, 0);
-  if (!rc) call = "cuEventCreate", rc = kiln__cu.EventCreate(&s->start, CU_EVENT_DISABLE_TIMING);
-  if (!rc) rc = kiln__cu.EventCreate(&s->end, CU_EVENT_DISABLE_TIMING);
+  if (!rc)
+    call = "cuEventCreate", rc = kiln__driver.EventCreate(&s->start, CU_EVENT_DISABLE_TIMING);
+  if (!rc) rc = kiln__driver.EventCreate(&s->end, CU_EVENT_DISABLE_TIMING);
   for (int i = 0; i < 2 * n && !rc; i++) {
     s->slots[i].host = (char *)s->pinned + (size_t)i * s->chunk;
-    rc = kiln__cu.EventCreate(&s->slots[i].done, CU_EVENT_DISABLE_TIMING);
+    rc = kiln__driver.EventCreate(&s->slots[i].done, CU_EVENT_DISABLE_TIMING);
   }
   if (rc) {
     kiln_status st = kiln__cuda_fail(call, (int)rc);
     kiln__fail_append(" while making the staging ring (%zu bytes page-locked)", bytes);
     for (int i = 0; i < 2 * n; i++)
-      if (s->slots[i].done) kiln__cu.EventDestroy(s->slots[i].done);
-    if (s->start) kiln__cu.EventDestroy(s->start);
-    if (s->end) kiln__cu.EventDestroy(s->end);
-    if (s->stream) kiln__cu.StreamDestroy(s->stream);
-    if (s->pinned) kiln__cu.MemFreeHost(s->pinned);
+      if (s->slots[i].done) kiln__driver.EventDestroy(s->slots[i].done);
+    if (s->start) kiln__driver.EventDestroy(s->start);
+    if (s->end) kiln__driver.EventDestroy(s->end);
+    if (s->stream) kiln__driver.StreamDestroy(s->stream);
+    if (s->pinned) kiln__driver.MemFreeHost(s->pinned);
     free(s->slots);
     free(s);
     return st;
@@ -311,23 +320,32 @@ static void kiln__stager_start(kiln__stager *s) {
 }
 
 /* The device's stager, made on first use; NULL (with the reason as the last error) when it
- * cannot be made, and then the copy goes to the driver directly. The failure is remembered
- * and told once, not paid for on every copy. */
-static kiln__stager *kiln__stager_of(kiln__device *d) {
-  kiln__stager *s = __atomic_load_n(&d->stager, __ATOMIC_ACQUIRE);
-  if (KILN__LIKELY(s) || __atomic_load_n(&d->stager_failed, __ATOMIC_ACQUIRE)) return s;
+ * cannot be made, and then the copy goes to the driver directly. */
+static kiln__stager *kiln__stager_of(const kiln__device *d) {
+  kiln__stage_device *t = __atomic_load_n(&kiln__stage_devices, __ATOMIC_ACQUIRE);
+  kiln__stager *s = NULL;
+  if (KILN__LIKELY(t)) {
+    kiln__stage_device *mine = &t[d->ordinal];
+    s = __atomic_load_n(&mine->stager, __ATOMIC_ACQUIRE);
+    if (KILN__LIKELY(s) || __atomic_load_n(&mine->failed, __ATOMIC_ACQUIRE)) return s;
+  }
   pthread_mutex_lock(&kiln__stagers_lock);
-  if (!d->stager && !d->stager_failed) {
+  if (!(t = kiln__stage_devices) &&
+      (t = calloc((size_t)kiln__device_count_known(), sizeof *t)))
+    __atomic_store_n(&kiln__stage_devices, t, __ATOMIC_RELEASE);
+  if (!t) {
+    kiln__fail(KILN_ERROR_NO_MEMORY, "out of memory for the devices' stagers");
+  } else if (!t[d->ordinal].stager && !t[d->ordinal].failed) {
     if (kiln__stager_alloc(d, &s) == KILN_OK) {
       kiln__stager_start(s);
-      __atomic_store_n(&d->stager, s, __ATOMIC_RELEASE);
+      __atomic_store_n(&t[d->ordinal].stager, s, __ATOMIC_RELEASE);
     } else {
       kiln__warn("large copies on device %d go through the driver's own staging, at its "
                  "pageable speed: %s", d->ordinal, kiln_last_error());
-      __atomic_store_n(&d->stager_failed, 1, __ATOMIC_RELEASE);
+      __atomic_store_n(&t[d->ordinal].failed, 1, __ATOMIC_RELEASE);
     }
   }
-  s = d->stager;
+  s = t ? t[d->ordinal].stager : NULL;
   pthread_mutex_unlock(&kiln__stagers_lock);
   return s;
 }
@@ -345,9 +363,9 @@ static kiln_status kiln__stage_run(kiln__stager *s, kiln__stage_job *job, CUstre
   job->n_chunks = (job->nbytes + job->chunk - 1) / job->chunk;
   job->workers = job->n_chunks < (size_t)s->n_workers ? (int)job->n_chunks : s->n_workers;
   pthread_mutex_lock(&s->use);
-  CUresult rc = kiln__cu.EventRecord(s->start, stream);
+  CUresult rc = kiln__driver.EventRecord(s->start, stream);
   const char *call = "cuEventRecord";
-  if (!rc) call = "cuStreamWaitEvent", rc = kiln__cu.StreamWaitEvent(s->stream, s->start, 0);
+  if (!rc) call = "cuStreamWaitEvent", rc = kiln__driver.StreamWaitEvent(s->stream, s->start, 0);
   if (!rc) {
     pthread_mutex_lock(&s->lock);
     s->job = job;
@@ -365,9 +383,9 @@ static kiln_status kiln__stage_run(kiln__stager *s, kiln__stage_job *job, CUstre
     if (job->rc) call = job->call, rc = job->rc;
   }
   if (!rc && job->to_device) {
-    call = "cuEventRecord", rc = kiln__cu.EventRecord(s->end, s->stream);
-    if (!rc) call = "cuStreamWaitEvent", rc = kiln__cu.StreamWaitEvent(stream, s->end, 0);
-    if (!rc && wait) call = "cuEventSynchronize", rc = kiln__cu.EventSynchronize(s->end);
+    call = "cuEventRecord", rc = kiln__driver.EventRecord(s->end, s->stream);
+    if (!rc) call = "cuStreamWaitEvent", rc = kiln__driver.StreamWaitEvent(stream, s->end, 0);
+    if (!rc && wait) call = "cuEventSynchronize", rc = kiln__driver.EventSynchronize(s->end);
   }
   pthread_mutex_unlock(&s->use);
   if (rc) {
@@ -381,8 +399,8 @@ static kiln_status kiln__stage_run(kiln__stager *s, kiln__stage_job *job, CUstre
   return KILN_OK;
 }
 
-kiln_status kiln__copy_htod(kiln__device *d, CUdeviceptr dst, const void *src, size_t nbytes,
-                            CUstream stream, int sync) {
+kiln_status kiln__stage_htod(const kiln__device *d, CUdeviceptr dst, const void *src,
+                             size_t nbytes, CUstream stream, int sync) {
   kiln__stager *s = kiln__stage_wanted(src, nbytes) ? kiln__stager_of(d) : NULL;
   if (!s) {
     if (sync) KILN__CU(MemcpyHtoD, (dst, src, nbytes));
@@ -393,8 +411,8 @@ kiln_status kiln__copy_htod(kiln__device *d, CUdeviceptr dst, const void *src, s
   return kiln__stage_run(s, &job, stream, sync);
 }
 
-kiln_status kiln__copy_dtoh(kiln__device *d, void *dst, CUdeviceptr src, size_t nbytes,
-                            CUstream stream, int sync) {
+kiln_status kiln__stage_dtoh(const kiln__device *d, void *dst, CUdeviceptr src, size_t nbytes,
+                             CUstream stream, int sync) {
   kiln__stager *s = kiln__stage_wanted(dst, nbytes) ? kiln__stager_of(d) : NULL;
   if (!s) {
     if (sync) KILN__CU(MemcpyDtoH, (dst, src, nbytes));

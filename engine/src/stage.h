@@ -8,10 +8,7 @@
 #ifndef KILN_STAGE_H
 #define KILN_STAGE_H
 
-#include "driver.h"
-
-typedef struct kiln__stager kiln__stager;
-struct kiln__device;
+#include "device.h"
 
 /* Host to device by the cheapest way for the memory and the size: the stager for pageable
  * memory of at least $KILN_STAGING_MIN bytes, else the driver directly (page-locked memory at
@@ -19,12 +16,12 @@ struct kiln__device;
  * synchronous copy on the legacy default stream (stream is NULL): it returns with the data on
  * the device. Otherwise in the order of `stream`: work queued there before runs first, work
  * queued after sees the data, and the call returns once src may be reused. */
-kiln_status kiln__copy_htod(struct kiln__device *d, CUdeviceptr dst, const void *src,
-                            size_t nbytes, CUstream stream, int sync);
+kiln_status kiln__stage_htod(const kiln__device *d, CUdeviceptr dst, const void *src,
+                             size_t nbytes, CUstream stream, int sync);
 
 /* Device to host the same way. A staged copy (and the driver's own copy to pageable memory)
  * returns once every byte is in dst, sync or not. */
-kiln_status kiln__copy_dtoh(struct kiln__device *d, void *dst, CUdeviceptr src, size_t nbytes,
-                            CUstream stream, int sync);
+kiln_status kiln__stage_dtoh(const kiln__device *d, void *dst, CUdeviceptr src, size_t nbytes,
+                             CUstream stream, int sync);
 
 #endif

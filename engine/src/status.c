@@ -1,13 +1,9 @@
-/* Statuses, their names and strings, and the thread-local detail of the last failure. */
+/* Statuses, their names and strings, the thread-local detail of the last failure, and
+ * warnings: the ground floor every other file stands on. */
 #include "internal.h"
 
-#include <errno.h>
-#include <fcntl.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 /* Long enough for a kernel list or an NVRTC error line; longer sentences are cut. */
 #define KILN__MSG_MAX 4096
@@ -65,45 +61,6 @@ void kiln__fail_append(const char *fmt, ...) {
 }
 
 void kiln__set_cuda_result(int result) { kiln__cuda_result = result; }
-
-char *kiln__strdup(const char *s) { return kiln__memdup(s, strlen(s) + 1); }
-
-char *kiln__memdup(const void *p, size_t n) {
-  char *d = malloc(n ? n : 1);
-  if (d && n) memcpy(d, p, n);
-  return d;
-}
-
-char *kiln__read_file(const char *path, size_t max, struct stat *st, size_t *size) {
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return NULL;
-  char *buf = NULL;
-  if (fstat(fd, st) != 0 || !S_ISREG(st->st_mode)) {
-    errno = EISDIR;
-  } else if ((size_t)st->st_size > max) {
-    errno = EFBIG;
-  } else {
-    size_t want = (size_t)st->st_size, got = 0;
-    buf = malloc(want + 1);
-    while (buf && got < want) {
-      ssize_t r = read(fd, buf + got, want - got);
-      if (r < 0 && errno == EINTR) continue;
-      if (r <= 0) break;
-      got += (size_t)r;
-    }
-    if (buf && got != want) {
-      free(buf);
-      buf = NULL;
-      errno = EIO;
-    }
-    if (buf) {
-      buf[want] = '\0';
-      *size = want;
-    }
-  }
-  close(fd);
-  return buf;
-}
 
 /* ---- Warnings ------------------------------------------------------------------------------ */
 

@@ -1,7 +1,7 @@
 /* Streams and events: thin, checked wrappers, each run in the current device's context. The
  * handles are the driver's CUstream and CUevent, so streams of PyTorch or CuPy work as they
  * are. */
-#include "device.h"
+#include "memory.h"
 
 kiln_status kiln_stream_create(unsigned flags, int priority, kiln_stream *out) {
   *out = NULL;
@@ -38,7 +38,7 @@ kiln_status kiln_stream_destroy(kiln_stream stream) {
   kiln__device *d;
   kiln_status s = kiln__device_enter(&d);
   if (s) return s;
-  kiln__small_release(&d->small, stream, 0); /* no later stream may reuse them */
+  kiln__memory_small_release(d, stream, 0); /* no later stream may reuse them */
   KILN__CU(StreamDestroy, (stream));
   kiln__clear_error();
   return KILN_OK;
@@ -65,7 +65,7 @@ kiln_status kiln_stream_query(kiln_stream stream, int *done) {
   kiln__device *d;
   kiln_status s = kiln__device_enter(&d);
   if (s) return s;
-  return kiln__ready(kiln__cu.StreamQuery(stream), "cuStreamQuery", done);
+  return kiln__ready(kiln__driver.StreamQuery(stream), "cuStreamQuery", done);
 }
 
 kiln_status kiln_stream_wait_event(kiln_stream stream, kiln_event event) {
@@ -122,14 +122,14 @@ kiln_status kiln_event_query(kiln_event event, int *done) {
   kiln__device *d;
   kiln_status s = kiln__device_enter(&d);
   if (s) return s;
-  return kiln__ready(kiln__cu.EventQuery(event), "cuEventQuery", done);
+  return kiln__ready(kiln__driver.EventQuery(event), "cuEventQuery", done);
 }
 
 kiln_status kiln_event_elapsed_ms(kiln_event start, kiln_event end, float *ms) {
   kiln__device *d;
   kiln_status s = kiln__device_enter(&d);
   if (s) return s;
-  CUresult rc = kiln__cu.EventElapsedTime(ms, start, end);
+  CUresult rc = kiln__driver.EventElapsedTime(ms, start, end);
   if (rc == CUDA_ERROR_NOT_READY)
     return kiln__fail(KILN_ERROR_INVALID, "an event has not completed yet (or was never "
                       "recorded); synchronize the later one first");

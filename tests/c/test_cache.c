@@ -110,12 +110,12 @@ static unsigned char *sample_entry(size_t *size, unsigned char key[KILN__KEY_SIZ
                      .cubin = cubin, .cubin_size = sizeof cubin, .log = log, .n_names = 1,
                      .names = names, .lowered = lowered};
   kiln_param params[2] = {{KILN_PARAM_PTR, 8, 8}, {KILN_PARAM_F32, 4, 4}};
-  kiln__entry entry = {.name = kernel, .plain = kernel, .params = params, .n_params = 2};
+  kiln__kernel k = {.name = kernel, .plain = kernel, .params = params, .n_params = 2};
   kiln__header rec = {.path = path, .exists = 1, .stat_trusted = 1, .size = 7};
   kiln__headers headers = {.items = &rec, .n = 1, .cap = 1};
   for (int i = 0; i < KILN__KEY_SIZE; i++) key[i] = (unsigned char)(i * 7);
   unsigned char *buf = NULL;
-  ASSERT_EQ(kiln__entry_encode(key, &code, &entry, 1, &headers, &buf, size), KILN_OK);
+  ASSERT_EQ(kiln__entry_encode(key, &code, &k, 1, &headers, &buf, size), KILN_OK);
   return buf;
 }
 
@@ -132,12 +132,12 @@ TEST(cache_entry_round_trip_and_every_damage) {
   ASSERT_EQ(c.code.cubin_size, 16);
   ASSERT_STR_EQ(c.code.log, "a warning");
   ASSERT_STR_EQ(c.code.lowered[0], "_Z1fIiEvv");
-  ASSERT_EQ(c.n_entries, 1);
-  ASSERT_EQ(c.entries[0].n_params, 2);
-  ASSERT_EQ(c.entries[0].params[1].cls, KILN_PARAM_F32);
+  ASSERT_EQ(c.n_kernels, 1);
+  ASSERT_EQ(c.kernels[0].n_params, 2);
+  ASSERT_EQ(c.kernels[0].params[1].cls, KILN_PARAM_F32);
   ASSERT_EQ(c.headers.n, 1);
   ASSERT_STR_EQ(c.headers.items[0].path, "/tmp/h.h");
-  kiln__cached_free(&c);
+  kiln__entry_free_cached(&c);
   /* Every truncation, and every single flipped byte, is caught. */
   for (size_t n = 0; n < size; n++)
     if (!kiln__entry_decode(buf, n, key, &c)) FAIL("a %zu-byte prefix decoded", n);
@@ -178,7 +178,7 @@ TEST(include_scan_finds_every_form) {
                      "#include CONFIG_HEADER\n"
                      "#define INC \"not.h\"\n";
   found f = {0};
-  int computed = kiln__include_scan(text, strlen(text), collect, &f);
+  int computed = kiln__headers_find_includes(text, strlen(text), collect, &f);
   ASSERT_EQ(computed, 1);
   ASSERT_EQ(f.n, 6);
   const char *want[] = {"a.h", "b/c.h", "d.h", "e.h", "f.h", "under_if0.h"};
@@ -188,7 +188,7 @@ TEST(include_scan_finds_every_form) {
     ASSERT_EQ(f.angled[i], angled[i]);
   }
   /* A line cut short never reads past the end. */
-  for (size_t n = 0; n < strlen(text); n++) kiln__include_scan(text, n, collect, &f);
+  for (size_t n = 0; n < strlen(text); n++) kiln__headers_find_includes(text, n, collect, &f);
 }
 
 static int has_record(const kiln__headers *h, const char *suffix, int exists) {
@@ -400,7 +400,7 @@ static void assert_entries_whole(const char *dir) {
       kiln__cached c;
       const char *why = kiln__entry_decode(buf, n, key, &c);
       if (why) FAIL("%s is damaged after a killed writer: %s", path, why);
-      kiln__cached_free(&c);
+      kiln__entry_free_cached(&c);
     }
     if (sub) closedir(sub);
   }

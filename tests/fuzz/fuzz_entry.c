@@ -53,19 +53,19 @@ static void check_code(const kiln__code *c) {
   }
 }
 
-static void check_entries(const kiln__entry *entries, int n) {
+static void check_kernels(const kiln__kernel *kernels, int n) {
   CHECK(n >= 0);
-  CHECK(entries != NULL); /* allocated even when there are none */
+  CHECK(kernels != NULL); /* allocated even when there are none */
   for (int i = 0; i < n; i++) {
-    const kiln__entry *e = &entries[i];
-    check_str(e->name);
-    check_str(e->plain);
-    CHECK(e->name[0] != '\0' && e->plain[0] != '\0');
-    CHECK(e->n_params >= 0);
-    CHECK(e->params != NULL);
+    const kiln__kernel *kernel = &kernels[i];
+    check_str(kernel->name);
+    check_str(kernel->plain);
+    CHECK(kernel->name[0] != '\0' && kernel->plain[0] != '\0');
+    CHECK(kernel->n_params >= 0);
+    CHECK(kernel->params != NULL);
     unsigned long total = 0;
-    for (int k = 0; k < e->n_params; k++) {
-      const kiln_param *p = &e->params[k];
+    for (int k = 0; k < kernel->n_params; k++) {
+      const kiln_param *p = &kernel->params[k];
       CHECK((unsigned)p->cls <= (unsigned)KILN_PARAM_AGGREGATE);
       CHECK(p->size >= 1 && p->size <= 32768);
       CHECK(p->align >= 1 && p->align <= 256 && (p->align & (p->align - 1)) == 0);
@@ -93,7 +93,7 @@ static void check_round_trip(const kiln__cached *c, const unsigned char key[KILN
                              const unsigned char *want, size_t want_size, int body_only) {
   unsigned char *again = NULL;
   size_t again_size = 0;
-  kiln_status s = kiln__entry_encode(key, &c->code, c->entries, c->n_entries, &c->headers,
+  kiln_status s = kiln__entry_encode(key, &c->code, c->kernels, c->n_kernels, &c->headers,
                                      &again, &again_size);
   CHECK(s == KILN_OK);
   CHECK(again_size >= KILN__ENTRY_HEADER_SIZE);
@@ -122,10 +122,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   } else {
     CHECK(size > KILN__ENTRY_HEADER_SIZE);
     check_code(&c.code);
-    check_entries(c.entries, c.n_entries);
+    check_kernels(c.kernels, c.n_kernels);
     check_headers(&c.headers);
     check_round_trip(&c, data + 24, data, size, 0); /* the key sits at offset 24 */
-    kiln__cached_free(&c);
+    kiln__entry_free_cached(&c);
     check_empty(&c);
   }
 
@@ -136,11 +136,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     check_empty(&c);
   } else {
     check_code(&c.code);
-    check_entries(c.entries, c.n_entries);
+    check_kernels(c.kernels, c.n_kernels);
     check_headers(&c.headers);
     static const unsigned char no_key[KILN__KEY_SIZE];
     check_round_trip(&c, no_key, data, size, 1);
-    kiln__cached_free(&c);
+    kiln__entry_free_cached(&c);
     check_empty(&c);
   }
   return 0;

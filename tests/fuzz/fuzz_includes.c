@@ -1,4 +1,4 @@
-/* libFuzzer target for the #include scanner (kiln__include_scan in engine/src/headers.c).
+/* libFuzzer target for the #include scanner (kiln__headers_find_includes in engine/src/headers.c).
  *
  * The input is copied into a buffer of exactly its size, with no NUL after it, so that ASan
  * reports any read past text[n) (libFuzzer's own buffer could hide a one-byte over-read
@@ -46,7 +46,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (!text) return 0;
   if (size) memcpy(text, data, size);
   scan_ctx sc = {text, size, 0};
-  int computed = kiln__include_scan(text, size, on_include, &sc);
+  int computed = kiln__headers_find_includes(text, size, on_include, &sc);
   CHECK(computed >= 0);
   /* Each name or macro takes at least one byte of its own. */
   CHECK((size_t)computed + (size_t)sc.calls <= size);

@@ -26,23 +26,23 @@ static int write_file(const char *dir, const char *name, const void *data, size_
 
 /* Encodes one entry, checks that both decoders take it back, writes it whole and as body. */
 static int write_entry(const char *dir, const char *stem, unsigned char key_byte,
-                       const kiln__code *code, const kiln__entry *entries, int n_entries,
+                       const kiln__code *code, const kiln__kernel *kernels, int n_kernels,
                        const kiln__headers *headers) {
   unsigned char key[KILN__KEY_SIZE];
   memset(key, key_byte, sizeof key);
   unsigned char *data = NULL;
   size_t size = 0;
-  if (kiln__entry_encode(key, code, entries, n_entries, headers, &data, &size) != KILN_OK) {
+  if (kiln__entry_encode(key, code, kernels, n_kernels, headers, &data, &size) != KILN_OK) {
     fprintf(stderr, "seed: %s: %s\n", stem, kiln_last_error());
     return -1;
   }
   kiln__cached c;
   const char *why = kiln__entry_decode(data, size, key, &c);
   if (!why) {
-    kiln__cached_free(&c);
+    kiln__entry_free_cached(&c);
     why = kiln__entry_decode_body(data + KILN__ENTRY_HEADER_SIZE,
                                   size - KILN__ENTRY_HEADER_SIZE, &c);
-    if (!why) kiln__cached_free(&c);
+    if (!why) kiln__entry_free_cached(&c);
   }
   if (why) {
     fprintf(stderr, "seed: %s does not decode: %s\n", stem, why);
@@ -98,7 +98,7 @@ static int write_entries(const char *dir) {
   code.lowered = lowered;
 
   kiln_param params[2] = {{KILN_PARAM_PTR, 8, 8}, {KILN_PARAM_I32, 4, 4}};
-  kiln__entry entry = {mangled, name, params, 2};
+  kiln__kernel kernel = {mangled, name, params, 2};
 
   kiln__header rec = {0};
   rec.path = path;
@@ -111,7 +111,7 @@ static int write_entries(const char *dir) {
   for (size_t i = 0; i < sizeof rec.sha; i++) rec.sha[i] = (unsigned char)(i * 7 + 1);
   kiln__headers headers = {&rec, 1, 1, NULL};
 
-  if (write_entry(dir, "full", 0x11, &code, &entry, 1, &headers)) return -1;
+  if (write_entry(dir, "full", 0x11, &code, &kernel, 1, &headers)) return -1;
 
   /* The smallest entry kiln writes: PTX only, no CUBIN, no names, no kernels found, and a
    * header record for a place where nothing was. */

@@ -1,0 +1,25 @@
+/* Kernel signatures from PTX: each .entry's parameters, sharpened by the mangled name. */
+#ifndef KILN_PTX_H
+#define KILN_PTX_H
+
+#include "internal.h"
+
+/* One kernel: its name and parameters, as its PTX .entry (or the driver) describes them. */
+typedef struct kiln__kernel {
+  char *name;         /* the PTX entry name, mangled or not; owned */
+  char *plain;        /* the name a user writes: "multiply_them", "ns::scale"; owned */
+  kiln_param *params; /* owned */
+  int n_params;
+} kiln__kernel;
+
+/* Parses every .entry in ptx[0..len). Malformed PTX is KILN_ERROR_PTX naming the entry and
+ * what was unexpected; nothing outside the buffer is read. */
+kiln_status kiln__ptx_parse(const char *ptx, size_t len, kiln__kernel **out, int *n_out);
+void kiln__ptx_free_kernels(kiln__kernel *kernels, int n);
+
+/* Gives k its plain name and, from its mangled name, integer signs and which 64-bit
+ * parameters are pointers. With sizes_only (parameters known only by size, as the driver
+ * reports them for a CUBIN), the name also tells integers from floats. */
+kiln_status kiln__ptx_refine(kiln__kernel *k, int sizes_only);
+
+#endif
