@@ -36,6 +36,7 @@ $(BUILD)/%.o: %.c $(HEADERS)
 	$(CC) $(CPPFLAGS) $(ALL_CFLAGS) -c $< -o $@
 
 $(BUILD)/libkiln.a: $(OBJS)
+	rm -f $@
 	ar rcs $@ $^
 
 $(BUILD)/libkiln.so: $(OBJS)
