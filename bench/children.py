@@ -23,7 +23,7 @@ import time
 
 import numpy as np
 
-from kernels import CACHE_SOURCE, COMPARE_SOURCE, SEED_KERNEL, expect_products
+from kernels import CACHE_SOURCE, COMPARE_SOURCE, SEED_KERNEL, expect_products, import_cuda_core
 
 BENCH = os.path.dirname(os.path.abspath(__file__))
 
@@ -90,8 +90,6 @@ class CudaCore(System):
     the clock has stopped (cuda.core 1.2 has no copy to a NumPy array)."""
 
     def setup(self, first):
-        sys.path.insert(0, BENCH)
-        from launch import import_cuda_core
         self.core = import_cuda_core()
 
     def context(self, first):
