@@ -63,7 +63,7 @@ test: test-c test-py
 test-c: $(BUILD)/test_engine
 	$(BUILD)/test_engine
 
-test-py: ext
+test-py: ext lib
 	$(PYENV) $(PYTHON) -m pytest -q tests
 
 # The comparison with PyCUDA, CuPy, cuda.core and raw C (PyCUDA built from vendor/ first:
