@@ -1,7 +1,9 @@
 """The benchmarks, as far as a machine without a GPU can take them: every script imports and
 parses its options, every C part builds, bench/cache.py runs whole (CPU-only), the programs of
-children.py get as far as the device, and the reports are made again from the recorded
-results. What a GPU measures is left to `make bench` on the GPU machine."""
+children.py get as far as the device with kiln and through every step with stand-ins of the
+four systems, and the reports are made again from the recorded results. What a GPU measures,
+and the in-process ways of launch.py and compare.py, are left to `make bench` on the GPU
+machine."""
 import contextlib
 import importlib
 import io
@@ -154,6 +156,21 @@ def test_compare_kiln_child_runs_to_the_device(tmp_path):
         done = run(args, timeout=120, **env)
         out = json.loads(done.stdout.strip().splitlines()[-1])
         assert out["hit"] is True and out["ms"] > 0, out
+
+
+@pytest.mark.parametrize("mode", ["disk", "first"])
+@pytest.mark.parametrize("system", ["kiln", "cupy", "cuda_core", "pycuda_call"])
+def test_compare_child_runs_every_step_on_stand_ins(system, mode, tmp_path):
+    """Every step of every system's program (import, context, compile, launch, read back,
+    check) against the stand-ins of tests/bench_fakes/, which check their arguments as the
+    real systems need them: a call that would fail on the GPU machine fails here."""
+    fakes = pathlib.Path(__file__).resolve().parent / "bench_fakes"
+    done = subprocess.run([sys.executable, BENCH / "children.py", "compare", system, mode,
+                           fakes, tmp_path / "pycuda", fakes], capture_output=True, text=True,
+                          env={**os.environ, "PYTHONPATH": str(fakes)}, timeout=60)
+    assert done.returncode == 0, done.stderr
+    out = json.loads(done.stdout.strip().splitlines()[-1])
+    assert out["ms"] > 0 and out["hit"] is (True if system == "kiln" else None), out
 
 
 # ---- the reports, made again from the recorded results -------------------------------------------
