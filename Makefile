@@ -25,7 +25,8 @@ CTESTS  = $(wildcard tests/c/*.c)
 EXT     = pymod/kiln/_kiln$(shell $(PYTHON) -c 'import sysconfig; print(sysconfig.get_config_var("EXT_SUFFIX"))')
 PYENV   = PYTHONPATH=$(CURDIR)/pymod$${PYTHONPATH:+:$$PYTHONPATH}
 
-.PHONY: all lib ext deps demo test test-c test-py bench bench-detail gpu-check fuzz fuzz-cc clean
+.PHONY: all lib ext deps demo test test-c test-py bench bench-detail gpu-check fuzz fuzz-cc clean \
+        lint lint-build lint-layers lint-format lint-tools format
 
 all: lib ext
 
@@ -64,7 +65,7 @@ test: test-c test-py
 test-c: $(BUILD)/test_engine
 	$(BUILD)/test_engine
 
-test-py: ext
+test-py: ext lib
 	$(PYENV) $(PYTHON) -m pytest -q tests
 
 # The comparison with PyCUDA, CuPy, cuda.core and raw C (PyCUDA built from vendor/ first:
@@ -151,6 +152,50 @@ fuzz: $(FUZZ_TARGETS:%=$(FUZZ_DIR)/fuzz_%) $(FUZZ_DIR)/seed
 	    echo "fuzz_$$t: $${runs:-?} executions, $$crashes crashes$$input" >>$(FUZZ_DIR)/summary; \
 	done; \
 	cat $(FUZZ_DIR)/summary; exit $$failed
+
+# ---- Lint ------------------------------------------------------------------------------------
+# `make lint` runs its three parts and fails at the end when one did:
+#   lint-build   the engine, the C tests and the extension built with clang, the warning flags
+#                and -Werror, into build/clang/ (the gcc build and the in-place .so untouched)
+#   lint-layers  tools/layers.py: no include cycle in engine/src or pymod/_kiln, pymod/ sees the
+#                engine through kiln.h alone, the engine includes nothing of Python
+#   lint-format  tools/format.py: the C files against .clang-format, with the clang-format
+#                pinned here (from PyPI, installed like NumPy: only when missing or another
+#                version); `make format` rewrites the files that differ.
+
+CLANG_FORMAT_VERSION = 22.1.8
+LINT_CC    ?= clang
+LINT_BUILD  = $(BUILD)/clang
+LINT_EXT    = $(LINT_BUILD)/lib/kiln/$(notdir $(EXT))
+
+lint:
+	@failed=; for part in lint-build lint-layers lint-format; do \
+	    $(MAKE) --no-print-directory $$part || failed="$$failed $$part"; \
+	done; \
+	if [ -n "$$failed" ]; then echo "lint: failed:$$failed"; exit 1; fi; echo "lint: all passed"
+
+lint-build:
+	$(MAKE) --no-print-directory BUILD=$(LINT_BUILD) CC=$(LINT_CC) CFLAGS='-O2 -g -Werror' \
+	    $(LINT_BUILD)/libkiln.a $(LINT_BUILD)/libkiln.so $(LINT_BUILD)/test_engine
+	$(MAKE) --no-print-directory $(LINT_EXT)
+
+$(LINT_EXT): $(KILN_ENGINE_SOURCES) $(HEADERS) $(wildcard pymod/_kiln/*.c pymod/_kiln/*.h) setup.py | deps
+	CC=$(LINT_CC) CFLAGS='-Werror' $(PYTHON) setup.py --quiet build_ext --force \
+	    --build-temp $(LINT_BUILD)/ext --build-lib $(LINT_BUILD)/lib
+
+lint-layers:
+	$(PYTHON) tools/layers.py
+
+lint-tools:
+	@$(PYTHON) -c 'import importlib.metadata as m, sys; \
+	    sys.exit(m.version("clang-format") != "$(CLANG_FORMAT_VERSION)")' 2>/dev/null || \
+	    $(PYTHON) -m pip install --quiet clang-format==$(CLANG_FORMAT_VERSION)
+
+lint-format: lint-tools
+	$(PYTHON) tools/format.py check $(CLANG_FORMAT_VERSION)
+
+format: lint-tools
+	$(PYTHON) tools/format.py fix $(CLANG_FORMAT_VERSION)
 
 clean:
 	rm -rf $(BUILD) pymod/kiln/_kiln*.so

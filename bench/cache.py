@@ -47,46 +47,30 @@ that smoke figures never land among the real ones. A table with the targets come
 """
 
 import argparse
-import datetime
 import hashlib
 import importlib.util
 import json
 import os
 import platform
-import statistics
 import subprocess
 import sys
 import tempfile
-import time
 import timeit
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-BENCH = ROOT / "bench"
-BUILD = ROOT / "build" / "bench"
+try:
+    import numpy as np
+    import kiln
+except ImportError as e:
+    sys.exit(f"cache.py: {e}; build the extension (make ext) and run with PYTHONPATH=pymod "
+             "from the repository root")
 
-KERNEL = "multiply_them"
-# The seed's multiply_them, extern "C" so that CuPy finds it by its plain name, and a templated
-# kernel: a small module, but one with C++ in it. The text must not name #include's keyword, so
-# that its cache key does not depend on the working folder.
-SOURCE = r"""
-extern "C" __global__ void multiply_them(float *dest, const float *a, const float *b, int n)
-{
-    int i = blockIdx.x * blockDim.x + threadIdx.x;
-    if (i < n) dest[i] = a[i] * b[i];
-}
-
-template <typename T>
-__global__ void axpy(T *y, const T *x, T alpha, int n)
-{
-    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x)
-        y[i] = alpha * x[i] + y[i];
-}
-
-template __global__ void axpy<float>(float *, const float *, float, int);
-template __global__ void axpy<double>(double *, const double *, double, int);
-"""
-LAUNCH_N = 256  # elements and threads of the first launch in a new process
+import children
+from children import CACHE_LAUNCH_N as LAUNCH_N
+from common import (ChildFailed, build_compile, cpu_model, driver_version, run_compile,
+                    save_results, source_commit, stamp, summarize)
+from kernels import CACHE_SOURCE as SOURCE
+from kernels import SEED_KERNEL as KERNEL
 
 SCALE = (10, 100, 1000, 10000)  # entries in the folder for the lookup at scale
 FULL = {"cold_repeats": 21, "hit_calls": 20000, "hit_repeats": 7, "processes": 11,
@@ -111,133 +95,16 @@ DISK_WAYS = {
 
 # ---- The child processes -----------------------------------------------------------------------
 #
-# Each runs `cache.py --child KIND` in a fresh interpreter, times one cache hit and prints
-# {"ms": ...} as JSON, or exits non-zero saying what failed. They import only what they measure.
-
-def inputs():
-    import numpy as np
-    rng = np.random.default_rng(3)
-    return rng.random(LAUNCH_N, dtype=np.float32), rng.random(LAUNCH_N, dtype=np.float32)
-
-
-def expect_products(got, a, b, what):
-    """Exits unless got is a*b exactly: float32 products are correctly rounded on both sides."""
-    import numpy as np
-    if not np.array_equal(got, a * b):
-        sys.exit(f"{what}: {np.count_nonzero(got != a * b)} of {a.size} elements are not a*b")
-
-
-def child_kiln(launch):
-    """SourceModule + get_function (+ first launch + synchronize), from the disk cache."""
-    import kiln
-    try:
-        kiln.Device(0).make_current()
-        kiln.synchronize()
-    except kiln.NoDeviceError:
-        if launch:
-            sys.exit("no GPU to launch on")
-    if launch:
-        import numpy as np
-        a, b = inputs()
-        dest, da, db = (kiln.mem_alloc(LAUNCH_N * 4) for _ in range(3))
-        kiln.memcpy_htod(da, a)
-        kiln.memcpy_htod(db, b)
-        block, grid = (LAUNCH_N, 1, 1), (1, 1)
-        t0 = time.perf_counter()
-        module = kiln.SourceModule(SOURCE)
-        f = module.get_function(KERNEL)
-        f(dest, da, db, LAUNCH_N, block=block, grid=grid)
-        kiln.synchronize()
-        elapsed = time.perf_counter() - t0
-        got = np.empty(LAUNCH_N, np.float32)
-        kiln.memcpy_dtoh(got, dest)
-        expect_products(got, a, b, "kiln's first launch")
-    else:
-        t0 = time.perf_counter()
-        module = kiln.SourceModule(SOURCE)
-        module.get_function(KERNEL)  # raises unless the kernel is there
-        elapsed = time.perf_counter() - t0
-    stats = kiln.cache_stats()
-    if stats["disk_hits"] != 1 or stats["compiles"] != 0:
-        sys.exit(f"kiln did not hit its disk cache once without compiling: {stats}")
-    return {"ms": elapsed * 1e3}
-
-
-def cache_files(folder):
-    return {(p.name, p.stat().st_size, p.stat().st_mtime_ns)
-            for p in Path(folder).rglob("*") if p.is_file()}
-
-
-def child_cupy(fill):
-    """RawKernel + first launch + synchronize; fill: on an empty cache, which it must fill."""
-    import numpy as np
-    import cupy as cp
-    a, b = inputs()
-    ga, gb, gdest = cp.asarray(a), cp.asarray(b), cp.zeros(LAUNCH_N, cp.float32)  # context up
-    n32 = np.int32(LAUNCH_N)
-    folder = os.environ["CUPY_CACHE_DIR"]
-    before = cache_files(folder)
-    t0 = time.perf_counter()
-    kernel = cp.RawKernel(SOURCE, KERNEL)
-    kernel((1,), (LAUNCH_N,), (gdest, ga, gb, n32))
-    cp.cuda.runtime.deviceSynchronize()
-    elapsed = time.perf_counter() - t0
-    expect_products(gdest.get(), a, b, "CuPy's first launch")
-    wrote = cache_files(folder) != before
-    if wrote != fill:
-        sys.exit("CuPy compiled instead of hitting its disk cache" if wrote
-                 else "CuPy wrote nothing into CUPY_CACHE_DIR")
-    return {"ms": elapsed * 1e3, "cupy": cp.__version__}
-
-
-def child(kind):
-    done = {"kiln": lambda: child_kiln(False), "kiln-launch": lambda: child_kiln(True),
-            "cupy-launch": lambda: child_cupy(False), "cupy-fill": lambda: child_cupy(True)}
-    print(json.dumps(done[kind]()))
-
-
-class ChildFailed(Exception):
-    pass
-
+# Each runs `children.py cache KIND` in a fresh interpreter, times one cache hit and prints
+# {"ms": ...} as JSON, or exits non-zero saying what failed.
 
 def run_child(kind, env):
-    done = subprocess.run([sys.executable, str(Path(__file__).resolve()), "--child", kind],
-                          env=env, capture_output=True, text=True)
+    done = subprocess.run(children.command("cache", kind), env=env, capture_output=True,
+                          text=True)
     if done.returncode != 0:
         last = (done.stderr.strip() or done.stdout.strip() or "no output").splitlines()[-1]
         raise ChildFailed(f"the {kind} process exited {done.returncode}: {last}")
     return json.loads(done.stdout.strip().splitlines()[-1])
-
-
-# ---- The C side --------------------------------------------------------------------------------
-
-def build_compile():
-    """Builds bench/c/compile.c against build/libkiln.a; returns the program's path."""
-    library = ROOT / "build" / "libkiln.a"
-    engine = ROOT / "engine"
-    sources = [*(engine / "src").iterdir(), engine / "include" / "kiln.h"]
-    if not library.exists() or library.stat().st_mtime < max(p.stat().st_mtime for p in sources):
-        sys.exit("cache.py: build/libkiln.a is missing or older than engine/; run make lib")
-    BUILD.mkdir(parents=True, exist_ok=True)
-    cuda = Path(os.environ.get("CUDA_HOME", "/usr/local/cuda"))
-    program = BUILD / "compile"
-    # -iquote: the engine's internal headers, without its nvrtc.h hiding the toolkit's.
-    command = [os.environ.get("CC", "cc"), "-O2", "-std=c11", "-D_GNU_SOURCE", "-Wall",
-               "-Wextra", f"-I{engine / 'include'}", "-iquote", str(engine / "src"),
-               "-isystem", f"{cuda}/include", str(BENCH / "c" / "compile.c"), str(library),
-               "-lcrypto", "-ldl", "-lpthread", "-o", str(program)]
-    print(" ".join(command), file=sys.stderr)
-    if subprocess.run(command).returncode != 0:
-        sys.exit(f"cache.py: building failed: {' '.join(command)}")
-    return program
-
-
-def run_compile(program, mode, source_path, count, env):
-    done = subprocess.run([str(program), mode, str(source_path), str(count)], env=env,
-                          capture_output=True, text=True)
-    if done.returncode != 0:
-        raise ChildFailed(f"compile {mode} exited {done.returncode}: {done.stderr.strip()}")
-    return json.loads(done.stdout)
 
 
 # ---- Measuring ---------------------------------------------------------------------------------
@@ -254,7 +121,6 @@ class Run:
         self.problems = {}  # figure -> what failed
         self.source_path = scratch / "source.cu"
         self.source_path.write_text(SOURCE)
-        import kiln
         pymod = str(Path(kiln.__file__).resolve().parent.parent)
         self.base_env = {k: v for k, v in os.environ.items() if k not in CACHE_ENVIRONMENT}
         self.base_env["PYTHONPATH"] = os.pathsep.join(
@@ -288,7 +154,6 @@ def cold_compile(run, program):
 
 def memory_hit(run):
     """kiln.SourceModule(src) answered by the in-process table, µs per call, beside sha256."""
-    import kiln
     os.environ["KILN_CACHE_DIR"] = str(run.scratch / "in-process")  # kiln rereads it
     module = kiln.SourceModule(SOURCE)
     before = kiln.cache_stats()
@@ -376,11 +241,6 @@ def lookup_at_scale(run, program):
         series["bytes"] = filled[n]["bytes"]
         series["fill_s"] = filled[n]["fill_s"]
     return {str(n): series for n, series in result.items()}
-
-
-def summarize(series):
-    return {name: {"median": statistics.median(t), "repeats": t}
-            for name, t in series.items() if t}
 
 
 # ---- Reporting ---------------------------------------------------------------------------------
@@ -479,7 +339,6 @@ def scratch_parent():
 
 
 def gpu_name():
-    import kiln
     try:
         return kiln.Device(0).name()
     except kiln.Error:
@@ -491,18 +350,7 @@ def main():
     parser.add_argument("--quick", action="store_true",
                         help="few repeats: a smoke run, written to build/bench/")
     parser.add_argument("--out", type=Path, help="also write the JSON into this folder")
-    parser.add_argument("--child", choices=[*DISK_WAYS, "cupy-fill"], help=argparse.SUPPRESS)
     args = parser.parse_args()
-    if args.child:
-        child(args.child)
-        return
-    try:
-        import numpy as np
-        import kiln
-        from launch import cpu_model, driver_version, save_results, source_commit
-    except ImportError as e:
-        sys.exit(f"cache.py: {e}; build the extension (make ext) and run with PYTHONPATH=pymod "
-                 "from the repository root")
     sizes = QUICK if args.quick else FULL
 
     program = build_compile()
@@ -515,10 +363,8 @@ def main():
         scale = lookup_at_scale(run, program)
         os.environ.pop("KILN_CACHE_DIR")  # the folder goes with the scratch
 
-    today = datetime.date.today().isoformat()
     result = {
-        "date": today,
-        "time_utc": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        **stamp(),
         "gpu": gpu,
         "quick": args.quick,
         "environment": {

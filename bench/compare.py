@@ -38,61 +38,31 @@ under build/bench/ and leaves docs/ alone). A short table comes last.
 
 import argparse
 import atexit
-import datetime
 import gc
 import json
 import os
 import re
 import shutil
-import statistics
 import subprocess
 import sys
 import tempfile
-import textwrap
 import time
 from pathlib import Path
 
 import numpy as np
 
+import children
 import kiln
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import peers  # noqa: E402
-from cache import build_compile, run_compile  # noqa: E402
-from launch import (BUILD, ROOT, Ways, build_c_parts, build_driver_program,  # noqa: E402
-                    cpu_model, driver_version, import_cuda_core, package_version,
-                    run_baseline, save_results, source_commit)
-from launch import KERNEL as SEED_KERNEL  # noqa: E402
-from launch import round_trip_ways  # noqa: E402
+import peers
+from common import (BUILD, ROOT, MiB, Ways, build_c_parts, build_compile, build_driver_program,
+                    cpu_model, driver_version, gpu_slug, median, package_version,
+                    round_trip_ways, run_baseline, run_compile, save_results, source_commit,
+                    stamp)
+from kernels import ARG_COUNTS, SEED_KERNEL, import_cuda_core
+from kernels import COMPARE_SOURCE as SOURCE
 
 CUDA = Path(os.environ.get("CUDA_HOME", "/usr/local/cuda"))
-ARG_COUNTS = (1, 4, 16, 64)
-MiB = 1 << 20
 BANDWIDTH_SIZES = (64 * MiB, 512 * MiB)
-
-
-def args_kernel(n):
-    """args<n>(int *dest, int x1, ..., int x<n-1>): writes the sum of its ints, so a launch
-    that passed them wrong shows."""
-    params = ", ".join(["int *dest"] + [f"int x{i}" for i in range(1, n)])
-    total = " + ".join(f"x{i}" for i in range(1, n)) or "0"
-    return f'extern "C" __global__ void args{n}({params}) {{ dest[threadIdx.x] = {total}; }}\n'
-
-
-SOURCE = "".join(args_kernel(n) for n in ARG_COUNTS) + r"""
-extern "C" __global__ void multiply_them(float *dest, const float *a, const float *b, int n)
-{
-    int i = blockIdx.x * blockDim.x + threadIdx.x;
-    if (i < n) dest[i] = a[i] * b[i];
-}
-extern "C" __global__ void touch(const unsigned char *p) {}
-extern "C" __global__ void copy_bytes(unsigned char *dst, const unsigned char *src, size_t n)
-{
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
-         i += (size_t)gridDim.x * blockDim.x)
-        dst[i] = src[i];
-}
-"""
 
 SYSTEMS = {
     "c": "raw C (driver API)",
@@ -121,10 +91,6 @@ NOT_APPLICABLE = {
     ("pycuda_call", "round_trip_us"): "see PyCUDA In/Out",
     ("pycuda_prepared", "round_trip_us"): "see PyCUDA In/Out",
 }
-
-
-def median(values):
-    return statistics.median(values)
 
 
 # ---- PyCUDA ------------------------------------------------------------------------------------
@@ -265,7 +231,8 @@ def launch_ways(n, module, cubin, pycuda, problems):
 
 
 def round_trips(module, pycuda, problems):
-    """The seed round trip by kiln and CuPy (launch.py's ways) and PyCUDA's In/Out."""
+    """The seed round trip by kiln and CuPy (common.round_trip_ways, as launch.py measures it)
+    and PyCUDA's In/Out."""
     ways = round_trip_ways(module.get_function(SEED_KERNEL), problems)
     ways.loops["kiln"] = ways.loops.pop("kiln_in_out", None)
     ways.loops["cupy"] = ways.loops.pop("cupy_asarray_get", None)
@@ -298,89 +265,13 @@ def round_trips(module, pycuda, problems):
 
 # ---- Compiling: cold, in-process hit, disk hit, first call ---------------------------------------
 
-CHILD_SETUP = {
-    "kiln": "import kiln",
-    "cupy": "import cupy as cp",
-    "cuda_core": "import sys; sys.path.insert(0, {bench!r}); from launch import import_cuda_core;"
-                 " core = import_cuda_core()",
-    "pycuda_call": "import sys; sys.path.insert(0, {site!r}); import pycuda.driver as drv;"
-                   " from pycuda.compiler import SourceModule",
-}
-# The context and the buffer the kernel writes: before the clock for a disk hit, after it
-# for a first call.
-CHILD_CONTEXT = {
-    "kiln": "dest = kiln.zeros(32, np.int32)",
-    "cupy": "dest = cp.zeros(32, cp.int32)",
-    "cuda_core": "dev = core.Device(0); dev.set_current(); "
-                 "buf = dev.allocate(128, stream=dev.default_stream); dev.sync()",
-    "pycuda_call": "drv.init(); ctx = drv.Device(0).retain_primary_context(); ctx.push()",
-}
-PYCUDA_DEST = "dest = drv.mem_alloc(128); drv.memset_d32(dest, 0, 32)"
-# From the source text to a finished launch of args4 that wrote 6 into dest[0..31].
-CHILD_RUN = {
-    "kiln": """
-        kiln.SourceModule(SOURCE).get_function("args4")(dest, 1, 2, 3, block=(32, 1, 1), grid=(1, 1))
-        kiln.synchronize()
-        got = dest.get()""",
-    "cupy": """
-        cp.RawModule(code=SOURCE).get_function("args4")((1,), (32,), (dest, np.int32(1), np.int32(2), np.int32(3)))
-        cp.cuda.runtime.deviceSynchronize()
-        got = dest.get()""",
-    "pycuda_call": """
-        SourceModule(SOURCE, no_extern_c=True, cache_dir=PYCUDA_CACHE).get_function("args4")(dest, np.int32(1), np.int32(2), np.int32(3), block=(32, 1, 1), grid=(1, 1))
-        drv.Context.synchronize()
-        got = np.empty(32, np.int32); drv.memcpy_dtoh(got, dest)""",
-}
-# cuda.core keeps no cache, so its "hit" compiles; the result is read back with kiln, after
-# the clock has stopped (cuda.core 1.2 has no copy to a NumPy array).
-CHILD_RUN["cuda_core"] = """
-        cc = dev.compute_capability
-        opts = core.ProgramOptions(arch=f"sm_{cc.major}{cc.minor}")
-        kernel = core.Program(SOURCE, "c++", opts).compile("cubin").get_kernel("args4")
-        core.launch(dev.default_stream, core.LaunchConfig(grid=1, block=32), kernel, buf, np.int32(1), np.int32(2), np.int32(3))
-        dev.sync()"""
-CHILD_CHECK = {
-    "kiln": """
-        stats = kiln.cache_stats()
-        hit = stats["disk_hits"] == 1 and stats["compiles"] == 0""",
-    "cuda_core": """
-        sys.path.insert(0, {pymod!r}); import kiln
-        got = np.empty(32, np.int32); kiln.memcpy_dtoh(got, int(buf.handle))""",
-    "pycuda_call": """
-        if 'ctx' in globals(): ctx.pop()""",
-}
-
-
-def child_program(system, first, site, pycuda_cache):
-    """Python source for one new process: prints {"ms": ...} for one disk hit, or with first,
-    for the whole first call from the import."""
-    setup = CHILD_SETUP[system].format(bench=str(ROOT / "bench"), site=str(site))
-    context = CHILD_CONTEXT[system]
-    if system == "pycuda_call":
-        if first:  # as PyCUDA's users start: autoinit's own context
-            setup += "; import pycuda.autoinit"
-            context = PYCUDA_DEST
-        else:
-            context += "; " + PYCUDA_DEST
-    run = textwrap.dedent(CHILD_RUN[system]).strip()
-    lines = ["import json, time, sys", "import numpy as np",
-             f"SOURCE = {SOURCE!r}", f"PYCUDA_CACHE = {str(pycuda_cache)!r}"]
-    if first:
-        lines += ["t0 = time.perf_counter()", setup, context]
-    else:
-        lines += [setup, context, "t0 = time.perf_counter()"]
-    check = textwrap.dedent(CHILD_CHECK.get(system, "")).strip().format(
-        pymod=str(Path(kiln.__file__).resolve().parent.parent))
-    lines += [run, "ms = (time.perf_counter() - t0) * 1e3", check,
-              "assert (got == 6).all(), got",
-              "print(json.dumps({'ms': ms, 'hit': globals().get('hit')}))"]
-    return "\n".join(line for line in lines if line)
-
-
-def run_child(code, env, timed=True):
-    """The child's ms; a timed kiln child must have hit its disk cache without compiling."""
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          env=env, timeout=120)
+def run_child(system, first, pycuda, env, timed=True):
+    """The ms of one new process (children.py); a timed kiln child must have hit its disk cache
+    without compiling."""
+    site = pycuda.site if system == "pycuda_call" else ""
+    code = children.command("compare", system, "first" if first else "disk", site,
+                            pycuda.cache_dir, Path(kiln.__file__).resolve().parent.parent)
+    done = subprocess.run(code, capture_output=True, text=True, env=env, timeout=120)
     if done.returncode:
         raise RuntimeError(done.stderr.strip().splitlines()[-1] if done.stderr.strip()
                            else f"exited {done.returncode}")
@@ -472,12 +363,10 @@ def compile_figures(sizes, scratch, env, pycuda, compare, cubin_path, problems):
             for figure in ("disk_hit_ms", "first_call_ms"):
                 problems[f"pycuda_call:{figure}"] = pycuda.reason
             continue
-        site = pycuda.site if system == "pycuda_call" else ""
         for figure, first in (("disk_hit_ms", False), ("first_call_ms", True)):
-            code = child_program(system, first, site, pycuda.cache_dir)
             try:
-                run_child(code, child_env, timed=False)  # fills the cache
-                out[figure][system] = [run_child(code, child_env)
+                run_child(system, first, pycuda, child_env, timed=False)  # fills the cache
+                out[figure][system] = [run_child(system, first, pycuda, child_env)
                                        for _ in range(sizes["processes"])]
             except Exception as e:
                 problems[f"{system}:{figure}"] = f"{type(e).__name__}: {e}"
@@ -699,19 +588,26 @@ def plots(result, folder):
     return written
 
 
+PAGE_BEGIN, PAGE_END = "<!-- compare:begin -->", "<!-- compare:end -->"
+
+
+def performance_block(result, table):
+    """The section of docs/performance.md between the compare markers, markers included."""
+    env = result["environment"]
+    return (f"{PAGE_BEGIN}\n_Written by `bench/compare.py` on {result['gpu']}, {result['date']}, "
+            f"kiln {env['kiln_commit']}, driver {env['driver']}, CuPy {env['cupy']}, "
+            f"cuda.core {env['cuda_core']}, PyCUDA {env['pycuda'] or 'not built'}; medians; "
+            f"results in `bench/results/{result['date']}-{result['slug']}.json`._\n\n"
+            f"{table}\n\n![launch overhead against argument count](compare-launch.png)\n\n"
+            f"![In/Out bandwidth against size](compare-bandwidth.png)\n{PAGE_END}")
+
+
 def update_performance_page(result, table):
     page = ROOT / "docs" / "performance.md"
     text = page.read_text()
-    begin, end = "<!-- compare:begin -->", "<!-- compare:end -->"
-    env = result["environment"]
-    block = (f"{begin}\n_Written by `bench/compare.py` on {result['gpu']}, {result['date']}, "
-             f"kiln {env['kiln_commit']}, driver {env['driver']}, CuPy {env['cupy']}, "
-             f"cuda.core {env['cuda_core']}, PyCUDA {env['pycuda'] or 'not built'}; medians; "
-             f"results in `bench/results/{result['date']}-{result['slug']}.json`._\n\n"
-             f"{table}\n\n![launch overhead against argument count](compare-launch.png)\n\n"
-             f"![In/Out bandwidth against size](compare-bandwidth.png)\n{end}")
-    if begin in text:
-        text = re.sub(re.escape(begin) + ".*?" + re.escape(end), lambda _: block, text,
+    block = performance_block(result, table)
+    if PAGE_BEGIN in text:
+        text = re.sub(re.escape(PAGE_BEGIN) + ".*?" + re.escape(PAGE_END), lambda _: block, text,
                       flags=re.S)
     else:
         text += "\n" + block + "\n"
@@ -803,11 +699,9 @@ def main():
     figures["out_gbs"] = {str(n): v for n, v in bw["out_gbs"].items()}
 
     gpu = kiln.Device(0).name()
-    slug = re.sub(r"[^a-z0-9]+", "-", gpu.lower()).strip("-")
     result = {
-        "date": datetime.date.today().isoformat(),
-        "time_utc": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-        "gpu": gpu, "slug": slug, "quick": args.quick,
+        **stamp(),
+        "gpu": gpu, "slug": gpu_slug(gpu), "quick": args.quick,
         "environment": {"python": sys.version.split()[0], "numpy": np.__version__,
                         "driver": driver_version(), "kiln_commit": source_commit(),
                         "cupy": package_version("cupy", "cupy"),

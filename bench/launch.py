@@ -24,20 +24,8 @@ with the targets comes last.
 """
 
 import argparse
-import ctypes
-import datetime
-import gc
-import importlib.metadata
-import json
-import os
 import platform
-import re
-import shutil
-import statistics
-import subprocess
 import sys
-import sysconfig
-import time
 from pathlib import Path
 
 try:
@@ -47,21 +35,14 @@ except ImportError as e:
     sys.exit(f"launch.py: {e}; build the extension (make ext) and run with PYTHONPATH=pymod "
              "from the repository root")
 
-ROOT = Path(__file__).resolve().parent.parent
-BENCH = ROOT / "bench"
-BUILD = ROOT / "build" / "bench"
+from common import (BUILD, ROUND_TRIP_N, Ways, build_c_parts, cpu_model, driver_version,
+                    package_version, round_trip_ways, run_baseline, save_results,
+                    source_commit, stamp, summarize)
+from kernels import SEED_KERNEL as KERNEL
+from kernels import SEED_SOURCE as SOURCE
+from kernels import expect_products, import_cuda_core
 
-KERNEL = "multiply_them"
-# extern "C" so that C, the floor, CuPy and cuda.core all find it by its plain name.
-SOURCE = r"""
-extern "C" __global__ void multiply_them(float *dest, const float *a, const float *b, int n)
-{
-    int i = blockIdx.x * blockDim.x + threadIdx.x;
-    if (i < n) dest[i] = a[i] * b[i];
-}
-"""
 LAUNCH_N = 256  # elements and threads per launch; the floor and baseline.c hard-code it too
-ROUND_TRIP_N = 400  # elements and threads of the seed round trip, as in baseline.c
 
 FULL = {"launches": 20000, "round_trips": 2000, "repeats": 7}
 QUICK = {"launches": 2000, "round_trips": 200, "repeats": 3}
@@ -103,125 +84,7 @@ RATIOS = [
 ]
 
 
-# ---- Building the C parts -------------------------------------------------------------------
-
-def driver_flags():
-    """cc, the compile flags and the link flags of a program on the driver API alone."""
-    BUILD.mkdir(parents=True, exist_ok=True)
-    cuda = Path(os.environ.get("CUDA_HOME", "/usr/local/cuda"))
-    # The stub satisfies the linker; at run time the driver's libcuda.so.1 is found instead.
-    return (os.environ.get("CC", "cc"), ["-O2", "-Wall", "-Wextra", f"-I{cuda}/include"],
-            [f"-L{cuda}/lib64/stubs", "-lcuda"])
-
-
-def build_driver_program(name):
-    """Compiles bench/c/<name>.c into build/bench/<name>; returns its path."""
-    cc, flags, libcuda = driver_flags()
-    program = BUILD / name
-    compile_c([cc, *flags, str(BENCH / "c" / f"{name}.c"), *libcuda, "-o", str(program)])
-    return program
-
-
-def build_c_parts():
-    """Compiles the baseline program and the floor extension; returns the baseline's path."""
-    baseline = build_driver_program("baseline")
-    cc, flags, libcuda = driver_flags()
-    floor = BUILD / ("kiln_floor" + sysconfig.get_config_var("EXT_SUFFIX"))
-    compile_c([cc, "-shared", "-fPIC", *flags, f"-I{sysconfig.get_paths()['include']}",
-               str(BENCH / "floor" / "floor.c"), *libcuda, "-o", str(floor)])
-    return baseline
-
-
-def compile_c(command):
-    print(" ".join(command), file=sys.stderr)
-    if subprocess.run(command).returncode != 0:
-        sys.exit(f"bench: building failed: {' '.join(command)}")
-
-
 # ---- Measuring --------------------------------------------------------------------------------
-
-def expect_products(got, a, b, what):
-    """Raises unless got is a*b exactly: float32 products are correctly rounded on both sides."""
-    want = a * b
-    if not np.array_equal(got, want):
-        bad = np.flatnonzero(got != want)
-        i = bad[0]
-        raise AssertionError(f"{what}: {bad.size} of {want.size} elements are not a*b "
-                             f"(dest[{i}] = {got[i]}, expected {want[i]})")
-
-
-class Ways:
-    """The ways of doing one operation: name -> loop(count), which does the operation count
-    times and waits for the device. A way that fails to set up, to compute a*b or to run is
-    left out, with the reason in problems."""
-
-    def __init__(self, problems):
-        self.loops = {}
-        self.problems = problems
-        # Device buffers that loops reach only through their addresses as ints: they must
-        # outlive the loops.
-        self.buffers = []
-
-    def add(self, name, setup):
-        """setup() makes the way ready, checks its result and returns its loop."""
-        try:
-            self.loops[name] = setup()
-        except Exception as e:  # a peer missing or broken is a finding, not the end of the run
-            self.problems[name] = f"{type(e).__name__}: {e}"
-
-    def measure(self, count, repeats):
-        """{name: [microseconds per operation, one per repeat]}."""
-        for name, loop in list(self.loops.items()):
-            self._run(name, loop, count // 10 + 1)  # first-use costs stay out of the repeats
-        times = {name: [] for name in self.loops}
-        # As timeit does: a collection landing in one way's loop would be charged to it alone.
-        gc.disable()
-        try:
-            for _ in range(repeats):
-                for name, loop in list(self.loops.items()):
-                    elapsed = self._run(name, loop, count)
-                    if elapsed is not None:
-                        times[name].append(elapsed / count / 1e3)
-        finally:
-            gc.enable()
-        return {name: t for name, t in times.items() if name in self.loops}
-
-    def _run(self, name, loop, count):
-        """Nanoseconds for loop(count), or None when it raised (and then the way is dropped)."""
-        try:
-            t0 = time.perf_counter_ns()
-            loop(count)
-            return time.perf_counter_ns() - t0
-        except Exception as e:
-            self.problems[name] = f"{type(e).__name__} while timed: {e}"
-            del self.loops[name]
-            return None
-
-
-def run_baseline(baseline, cubin_path, sizes, problems):
-    """The C figures, as {name: [µs per repeat]}; failures land in problems."""
-    command = [str(baseline), str(cubin_path), KERNEL, str(sizes["launches"]),
-               str(sizes["round_trips"]), str(sizes["repeats"])]
-    done = subprocess.run(command, capture_output=True, text=True)
-    if done.returncode != 0:
-        reason = f"{baseline.name} exited {done.returncode}: {done.stderr.strip()}"
-        for name in ("c", "c_kept", "c_alloc"):
-            problems[name] = reason
-        return {}, {}
-    out = json.loads(done.stdout)
-    return ({"c": out["launch_us"]},
-            {"c_kept": out["roundtrip_kept_us"], "c_alloc": out["roundtrip_alloc_us"]})
-
-
-def import_cuda_core():
-    """Newer cuda.core releases export their API from cuda.core, older ones from
-    cuda.core.experimental."""
-    import cuda.core as core
-    if hasattr(core, "launch"):
-        return core
-    import cuda.core.experimental as experimental
-    return experimental
-
 
 def launch_ways(f, cubin, problems):
     """Every way to launch multiply_them on LAUNCH_N floats, checked."""
@@ -313,122 +176,7 @@ def launch_ways(f, cubin, problems):
     return ways
 
 
-def round_trip_ways(f, problems):
-    """Every way to do the seed round trip from Python, checked."""
-    rng = np.random.default_rng(2)
-    a = rng.random(ROUND_TRIP_N, dtype=np.float32)
-    b = rng.random(ROUND_TRIP_N, dtype=np.float32)
-    n = ROUND_TRIP_N
-    block, grid = (ROUND_TRIP_N, 1, 1), (1, 1)
-
-    def kiln_in_out():
-        dest = np.zeros(ROUND_TRIP_N, np.float32)
-
-        def loop(count):
-            for _ in range(count):
-                f(kiln.Out(dest), kiln.In(a), kiln.In(b), n, block=block, grid=grid)
-            kiln.synchronize()
-        loop(1)
-        expect_products(dest, a, b, "kiln In/Out")
-        return loop
-
-    def cupy_asarray_get():
-        import cupy as cp
-        kernel = cp.RawKernel(SOURCE, KERNEL)
-        n32 = np.int32(ROUND_TRIP_N)
-        cp_grid, cp_block = (1,), (ROUND_TRIP_N,)
-        sync = cp.cuda.runtime.deviceSynchronize
-
-        def once():
-            ga, gb = cp.asarray(a), cp.asarray(b)
-            gdest = cp.empty_like(ga)
-            kernel(cp_grid, cp_block, (gdest, ga, gb, n32))
-            return gdest.get()
-
-        def loop(count):
-            for _ in range(count):
-                once()
-            sync()
-        expect_products(once(), a, b, "CuPy asarray/get")
-        return loop
-
-    ways = Ways(problems)
-    ways.add("kiln_in_out", kiln_in_out)
-    ways.add("cupy_asarray_get", cupy_asarray_get)
-    return ways
-
-
 # ---- Reporting --------------------------------------------------------------------------------
-
-def driver_version():
-    """'13.0' from cuDriverGetVersion, which needs no context."""
-    try:
-        version = ctypes.c_int()
-        if ctypes.CDLL("libcuda.so.1").cuDriverGetVersion(ctypes.byref(version)) != 0:
-            return None
-        return f"{version.value // 1000}.{version.value % 1000 // 10}"
-    except OSError:
-        return None
-
-
-def package_version(module_name, distribution):
-    """The version of a peer this run imported; None when it did not import."""
-    module = sys.modules.get(module_name)
-    if module is None:
-        return None
-    try:
-        return module.__version__
-    except AttributeError:
-        try:
-            return importlib.metadata.version(distribution)
-        except importlib.metadata.PackageNotFoundError:
-            return None
-
-
-def cpu_model():
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or None
-
-
-def source_commit():
-    """The commit measured, with -dirty when the tree differs; None outside a git checkout.
-    A tree copied without its history names its commit in $KILN_COMMIT."""
-    if os.environ.get("KILN_COMMIT"):
-        return os.environ["KILN_COMMIT"]
-    try:
-        head = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"],
-                              capture_output=True, text=True, check=True).stdout.strip()
-        dirty = subprocess.run(["git", "-C", str(ROOT), "status", "--porcelain"],
-                               capture_output=True, text=True, check=True).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return None
-    return head + ("-dirty" if dirty else "")
-
-
-def save_results(result, suffix, smoke, out):
-    """Writes result to bench/results/<date>-<gpu><suffix>.json (a smoke run's to
-    build/bench/results/, away from the real ones), and a copy into out when given."""
-    slug = re.sub(r"[^a-z0-9]+", "-", (result["gpu"] or "no gpu").lower()).strip("-")
-    folder = BUILD / "results" if smoke else BENCH / "results"
-    folder.mkdir(parents=True, exist_ok=True)
-    path = folder / f"{result['date']}-{slug}{suffix}.json"
-    path.write_text(json.dumps(result, indent=2) + "\n")
-    print(f"wrote {path}")
-    if out:
-        out.mkdir(parents=True, exist_ok=True)
-        shutil.copy(path, out / path.name)
-        print(f"wrote {out / path.name}")
-
-
-def summarize(series):
-    return {name: {"median": statistics.median(t), "repeats": t} for name, t in series.items()}
-
 
 def ratios(medians):
     out = {}
@@ -503,12 +251,10 @@ def main():
                                                             sizes["repeats"])}
 
     gpu = kiln.Device(0).name()
-    today = datetime.date.today().isoformat()
     launch_us, round_trip_us = summarize(launch_us), summarize(round_trip_us)
     medians = {name: s["median"] for name, s in {**launch_us, **round_trip_us}.items()}
     result = {
-        "date": today,
-        "time_utc": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        **stamp(),
         "gpu": gpu,
         "quick": args.quick,
         "environment": {

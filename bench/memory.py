@@ -18,10 +18,8 @@ bench/results/<date>-<gpu>-memory.json (a --quick run to build/bench/results/).
 """
 
 import argparse
-import datetime
 import json
 import platform
-import statistics
 import subprocess
 import sys
 import time
@@ -30,13 +28,9 @@ from pathlib import Path
 import numpy as np
 
 import kiln
+from common import (build_driver_program, cpu_model, driver_version, save_results,
+                    source_commit, stamp, summarize)
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from launch import (build_driver_program, cpu_model, driver_version,  # noqa: E402
-                    save_results, source_commit)
-
-BENCH = Path(__file__).resolve().parent
-BUILD = BENCH.parent / "build" / "bench"
 BIG = 512 << 20
 
 
@@ -87,16 +81,30 @@ def main():
         kiln_alloc.append(kiln_alloc_free_us(allocs))
         kiln_copy.append(kiln_copies_us(h, back))
 
-    def series(values):
-        return {"median": statistics.median(values), "repeats": values}
-
-    alloc = {"kiln_empty": series(kiln_alloc),
-             "c_cuMemAlloc_cuMemFree": series([r["alloc_free_us"][0] for r in c_runs]),
-             "c_cuMemAllocAsync_cuMemFreeAsync": series([r["alloc_free_async_us"][0]
-                                                         for r in c_runs])}
-    copy = {"kiln_to_device_get": series(kiln_copy),
-            "c_htod_dtoh": series([r["htod_dtoh_us"][0] for r in c_runs])}
+    alloc = summarize({"kiln_empty": kiln_alloc,
+                       "c_cuMemAlloc_cuMemFree": [r["alloc_free_us"][0] for r in c_runs],
+                       "c_cuMemAllocAsync_cuMemFreeAsync": [r["alloc_free_async_us"][0]
+                                                            for r in c_runs]})
+    copy = summarize({"kiln_to_device_get": kiln_copy,
+                      "c_htod_dtoh": [r["htod_dtoh_us"][0] for r in c_runs]})
     gbs = {k: 2 * BIG / (v["median"] * 1e-6) / 1e9 for k, v in copy.items()}
+
+    result = {
+        **stamp(),
+        "gpu": kiln.Device(0).name(), "quick": args.quick,
+        "environment": {"python": platform.python_version(), "numpy": np.__version__,
+                        "driver": driver_version(), "kiln_commit": source_commit(),
+                        "cpu": cpu_model(), "platform": platform.platform()},
+        "parameters": {"allocs": allocs, "big_bytes": BIG, "repeats": repeats},
+        "alloc_free_us": alloc, "copy_512mib_us": copy, "copy_512mib_gbs": gbs,
+        "figures": figures(alloc, gbs),
+    }
+    save_results(result, "-memory", smoke=args.quick, out=args.out)
+    print_table(result)
+
+
+def figures(alloc, gbs):
+    """The figures with targets, from the alloc/free series and the pinned copies' GB/s."""
     figures = {
         "alloc_free_us": {"label": "DeviceArray 4 KiB make + free, µs",
                           "value": alloc["kiln_empty"]["median"], "target": 1.0},
@@ -116,31 +124,21 @@ def main():
             f["pass"] = f["value"] <= f["target"]
         elif "target_min" in f:
             f["pass"] = f["value"] >= f["target_min"]
+    return figures
 
-    gpu = kiln.Device(0).name()
-    today = datetime.date.today().isoformat()
-    result = {
-        "date": today,
-        "time_utc": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-        "gpu": gpu, "quick": args.quick,
-        "environment": {"python": platform.python_version(), "numpy": np.__version__,
-                        "driver": driver_version(), "kiln_commit": source_commit(),
-                        "cpu": cpu_model(), "platform": platform.platform()},
-        "parameters": {"allocs": allocs, "big_bytes": BIG, "repeats": repeats},
-        "alloc_free_us": alloc, "copy_512mib_us": copy, "copy_512mib_gbs": gbs,
-        "figures": figures,
-    }
-    save_results(result, "-memory", smoke=args.quick, out=args.out)
 
-    print(f"\n{gpu}, {today}")
-    print(f"alloc + free of 4 KiB, µs per pair (median of {repeats} x {allocs})")
-    for name, s in alloc.items():
+def print_table(result):
+    sizes = result["parameters"]
+    print(f"\n{result['gpu']}, {result['date']}")
+    print(f"alloc + free of 4 KiB, µs per pair (median of {sizes['repeats']} x "
+          f"{sizes['allocs']})")
+    for name, s in result["alloc_free_us"].items():
         print(f"  {name:<40} {s['median']:8.3f}")
     print("512 MiB in and out from page-locked memory, GB/s (both directions together)")
-    for name, v in gbs.items():
+    for name, v in result["copy_512mib_gbs"].items():
         print(f"  {name:<40} {v:8.1f}")
     print("figures")
-    for f in figures.values():
+    for f in result["figures"].values():
         target = (f" target <= {f['target']}" if f.get("target") is not None else
                   f" target >= {f['target_min']}" if "target_min" in f else "")
         verdict = "" if "pass" not in f else ("  PASS" if f["pass"] else "  MISS")

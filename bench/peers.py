@@ -20,7 +20,8 @@ import tarfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+from common import ROOT
+
 VENDOR = ROOT / "vendor"
 PEERS = ROOT / "build" / "peers"
 SITE = PEERS / "site"

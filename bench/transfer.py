@@ -32,7 +32,6 @@ import datetime
 import json
 import os
 import platform
-import statistics
 import subprocess
 import sys
 import time
@@ -41,25 +40,13 @@ from pathlib import Path
 import numpy as np
 
 import kiln
+from common import (BUILD, ROOT, MiB, build_driver_program, cpu_model, driver_version,
+                    median, save_results, source_commit, stamp)
+from kernels import TRANSFER_SOURCE as SOURCE
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from launch import (BUILD, ROOT, build_driver_program, cpu_model,  # noqa: E402
-                    driver_version, save_results, source_commit)
-
-MiB = 1 << 20
 SIZES = [256 << 10, 1 * MiB, 4 * MiB, 16 * MiB, 64 * MiB, 256 * MiB, 512 * MiB, 2048 * MiB]
 QUICK_SIZES = [256 << 10, 4 * MiB, 64 * MiB]
 HEADLINE = [64 * MiB, 512 * MiB, 2048 * MiB]
-
-SOURCE = r"""
-extern "C" __global__ void touch(const unsigned char *p) {}
-extern "C" __global__ void copy_bytes(unsigned char *dst, const unsigned char *src, size_t n) {
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
-         i += (size_t)gridDim.x * blockDim.x)
-        dst[i] = src[i];
-}
-"""
-
 
 def run_c(program, sizes, repeats):
     done = subprocess.run([str(program), str(repeats)] + [str(n) for n in sizes],
@@ -125,10 +112,6 @@ class Kiln:
         return {k: v[1:] for k, v in out.items()}
 
 
-def median(values):
-    return statistics.median(values)
-
-
 def plot(sizes, table, path):
     try:
         import matplotlib
@@ -188,6 +171,27 @@ def figures_run(args):
             raw[n]["c_" + key] = c_runs[0][n][key] + c_runs[1][n][key]
         table[n] = {key: median(v) for key, v in raw[n].items()}
 
+    png = (BUILD if args.quick else ROOT / "docs") / "transfer-bandwidth.png"
+    drawn = plot(sizes, table, png)
+    if drawn and args.out:
+        args.out.mkdir(parents=True, exist_ok=True)
+        (args.out / png.name).write_bytes(png.read_bytes())
+    result = {
+        **stamp(),
+        "gpu": kiln.Device(0).name(), "quick": args.quick, "environment": environment(),
+        "staging": kiln.staging_info(),
+        "parameters": {"sizes": sizes, "repeats": repeats, "c_runs": 2},
+        "gbs_median": {str(n): table[n] for n in sizes},
+        "gbs_repeats": {str(n): raw[n] for n in sizes},
+        "figures": figures(table),
+        "plot": str(png.relative_to(ROOT)) if drawn else None,
+    }
+    save_results(result, "-transfer", smoke=args.quick, out=args.out)
+    print_table(result)
+
+
+def figures(table):
+    """The headline figures with their targets, from {size: {path: median GB/s}}."""
     figures = {}
     for n in HEADLINE:
         if n not in table:
@@ -212,36 +216,20 @@ def figures_run(args):
     for f in figures.values():
         if "target_min" in f:
             f["pass"] = f["value"] >= f["target_min"]
+    return figures
 
-    gpu = kiln.Device(0).name()
-    today = datetime.date.today().isoformat()
-    png = (BUILD if args.quick else ROOT / "docs") / "transfer-bandwidth.png"
-    drawn = plot(sizes, table, png)
-    if drawn and args.out:
-        args.out.mkdir(parents=True, exist_ok=True)
-        (args.out / png.name).write_bytes(png.read_bytes())
-    result = {
-        "date": today,
-        "time_utc": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-        "gpu": gpu, "quick": args.quick, "environment": environment(),
-        "staging": kiln.staging_info(),
-        "parameters": {"sizes": sizes, "repeats": repeats, "c_runs": 2},
-        "gbs_median": {str(n): table[n] for n in sizes},
-        "gbs_repeats": {str(n): raw[n] for n in sizes},
-        "figures": figures,
-        "plot": str(png.relative_to(ROOT)) if drawn else None,
-    }
-    save_results(result, "-transfer", smoke=args.quick, out=args.out)
 
-    print(f"\n{gpu}, {today}; staging {kiln.staging_info()}")
+def print_table(result):
+    print(f"\n{result['gpu']}, {result['date']}; staging {result['staging']}")
     cols = ["kiln_in", "c_pageable_htod", "c_pinned_htod", "kiln_out", "c_pageable_dtoh",
             "c_pinned_dtoh", "kiln_to_device", "kiln_get"]
     print("GB/s, median      " + " ".join(f"{c:>16}" for c in cols))
-    for n in sizes:
+    for n in result["parameters"]["sizes"]:
+        row = result["gbs_median"][str(n)]
         size = f"{n >> 10} KiB" if n < MiB else f"{n // MiB} MiB"
-        print(f"  {size:>12}     " + " ".join(f"{table[n][c]:16.1f}" for c in cols))
+        print(f"  {size:>12}     " + " ".join(f"{row[c]:16.1f}" for c in cols))
     print("figures")
-    for f in figures.values():
+    for f in result["figures"].values():
         target = f" target >= {f['target_min']}" if "target_min" in f else ""
         verdict = "" if "pass" not in f else ("  PASS" if f["pass"] else "  MISS")
         print(f"  {f['label']:<45} {f['value']:7.2f}{target}{verdict}")

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 import kiln
-from conftest import ARCH
+from helpers import ARCH
 
 SRC = """
 struct S { char c; double d; int i; };

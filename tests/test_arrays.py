@@ -1,17 +1,11 @@
 """DeviceArray, page-locked host arrays and the memory pool; zero-copy exchange with PyTorch
 and CuPy. What needs no GPU (argument checks made before the device is touched) runs in CI."""
-import os
-import subprocess
-import sys
-import threading
-
 import numpy as np
 import pytest
 
 import kiln
+from helpers import DTYPES, run_in_threads, run_python
 
-DTYPES = [np.bool_, np.int8, np.uint8, np.int16, np.uint16, np.int32, np.uint32, np.int64,
-          np.uint64, np.float16, np.float32, np.float64, np.complex64, np.complex128]
 SHAPES = [(), (0,), (7,), (3, 5), (2, 3, 4), (2, 1, 3, 2)]
 
 SCALE = r"""
@@ -362,28 +356,20 @@ def test_in_out_on_a_kiln_stream_are_queued(mod):
 @pytest.mark.gpu
 def test_eight_threads_launching(mod):
     scale = mod.get_function("scale")
-    errors = []
 
     def work(seed):
-        try:
-            host = np.full(256, seed, np.float32)
-            a = kiln.to_device(host)
-            for _ in range(500):
-                scale(a, np.float32(1), np.int32(256), block=(256, 1, 1))
-            scale(a, np.float32(2), np.int32(256), block=(256, 1, 1))
-            x = np.full(256, seed, np.float32)
-            scale(kiln.InOut(x), np.float32(3), np.int32(256), block=(256, 1, 1))
-            if not ((a.get() == 2 * seed).all() and (x == 3 * seed).all()):
-                errors.append(f"thread {seed}: wrong result")
-        except Exception as e:  # noqa: BLE001 - reported below
-            errors.append(f"thread {seed}: {e!r}")
+        host = np.full(256, seed, np.float32)
+        a = kiln.to_device(host)
+        for _ in range(500):
+            scale(a, np.float32(1), np.int32(256), block=(256, 1, 1))
+        scale(a, np.float32(2), np.int32(256), block=(256, 1, 1))
+        x = np.full(256, seed, np.float32)
+        scale(kiln.InOut(x), np.float32(3), np.int32(256), block=(256, 1, 1))
+        if not ((a.get() == 2 * seed).all() and (x == 3 * seed).all()):
+            return "wrong result"
 
-    threads = [threading.Thread(target=work, args=(i,)) for i in range(8)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert not errors
+    errors = run_in_threads(work, 8)
+    assert not errors, errors
 
 
 @pytest.mark.gpu
@@ -443,8 +429,7 @@ print(rss1 - rss0, free0 - free1)
 
 @pytest.mark.gpu
 def test_a_million_launches_with_in_out_stay_flat():
-    r = subprocess.run([sys.executable, "-c", MILLION], capture_output=True, text=True,
-                       env=dict(os.environ), timeout=600)
+    r = run_python(MILLION, timeout=600)
     assert r.returncode == 0, r.stderr
     grew_rss, grew_device = map(int, r.stdout.split())
     assert grew_rss < 4 << 20, f"RSS grew by {grew_rss} bytes over 900,000 launches"

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 import kiln
-from conftest import ARCH
+from helpers import ARCH
 
 PYMOD = pathlib.Path(kiln.__file__).resolve().parent.parent
 

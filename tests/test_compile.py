@@ -2,7 +2,7 @@
 import pytest
 
 import kiln
-from conftest import ARCH
+from helpers import ARCH
 
 MULTIPLY = """
 __global__ void multiply_them(float *dest, const float *a, const float *b, int n)

@@ -1,14 +1,12 @@
 """What kiln does with no driver: import and compile work, the first GPU use says why not."""
-import os
 import subprocess
 import sys
-import textwrap
 
-from conftest import HAVE_GPU
+from helpers import HAVE_GPU, run_python
 
 
 def test_no_driver_is_no_device_error_not_import_error():
-    code = textwrap.dedent("""
+    out = run_python("""
         import numpy as np
         import kiln
         mod = kiln.SourceModule("__global__ void k(float *x) { x[0] = 1; }", arch="sm_90")
@@ -22,10 +20,7 @@ def test_no_driver_is_no_device_error_not_import_error():
             kiln.Device.count()
         except kiln.NoDeviceError:
             print("count raised too")
-    """)
-    env = dict(os.environ, KILN_CUDA_PATH="/nonexistent/libcuda.so.1")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
-                         timeout=120)
+    """, {"KILN_CUDA_PATH": "/nonexistent/libcuda.so.1"})
     assert out.returncode == 0, out.stderr
     assert "NoDeviceError: no CUDA driver could be loaded" in out.stdout
     assert "compiling does not" in out.stdout
@@ -33,16 +28,13 @@ def test_no_driver_is_no_device_error_not_import_error():
 
 
 def test_missing_nvrtc_is_a_kiln_error():
-    code = textwrap.dedent("""
+    out = run_python("""
         import kiln
         try:
             kiln.SourceModule("__global__ void k() {}", arch="sm_90")
         except kiln.Error as e:
             print(type(e).__name__, e)
-    """)
-    env = dict(os.environ, KILN_NVRTC_PATH="/nonexistent/libnvrtc.so")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
-                         timeout=120)
+    """, {"KILN_NVRTC_PATH": "/nonexistent/libnvrtc.so"})
     assert "Error NVRTC could not be loaded (tried KILN_NVRTC_PATH=/nonexistent" in out.stdout, \
         out.stderr
 

@@ -1,13 +1,9 @@
 """Launching on the GPU: transfers, every scalar class, structs, timing, errors."""
-import os
-import subprocess
-import sys
-import textwrap
-
 import numpy as np
 import pytest
 
 import kiln
+from helpers import run_python
 
 pytestmark = pytest.mark.gpu
 
@@ -130,7 +126,7 @@ def test_limits_of_the_device_and_kernel(mod):
 
 def test_illegal_address_raises_cuda_error_with_its_name():
     # A lost context stays lost for the process: this runs in its own.
-    code = textwrap.dedent("""
+    out = run_python("""
         import kiln
         f = kiln.SourceModule("__global__ void poke(int *p) { p[threadIdx.x] = 1; }")
         f = f.get_function("poke")
@@ -140,6 +136,4 @@ def test_illegal_address_raises_cuda_error_with_its_name():
         except kiln.CudaError as e:
             print("raised", type(e).__name__, e.code, e.name)
     """)
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         env=os.environ.copy(), timeout=120)
     assert "raised CudaError 700 CUDA_ERROR_ILLEGAL_ADDRESS" in out.stdout, out.stderr

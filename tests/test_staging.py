@@ -3,18 +3,12 @@ chunks, copied by several threads through page-locked buffers. Every byte must a
 place whatever the size, dtype, alignment, direction or number of threads; page-locked arrays
 skip the stager; a failure on the device is an exception, never a hang."""
 import os
-import subprocess
-import sys
-import textwrap
-import threading
 
 import numpy as np
 import pytest
 
 import kiln
-
-DTYPES = [np.bool_, np.int8, np.uint8, np.int16, np.uint16, np.int32, np.uint32, np.int64,
-          np.uint64, np.float16, np.float32, np.float64, np.complex64, np.complex128]
+from helpers import DTYPES, run_in_threads, run_python
 
 COPY = r"""
 extern "C" __global__ void copy_bytes(unsigned char *dst, const unsigned char *src, size_t n)
@@ -58,8 +52,7 @@ def copies():
 
 def run_child(code, env, timeout=120):
     """Runs code in a new Python with the staging variables of env (they are read once)."""
-    done = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True,
-                          text=True, timeout=timeout, env={**os.environ, **env})
+    done = run_python(code, env, timeout)
     assert done.returncode == 0, done.stdout + done.stderr
     return done.stdout
 
@@ -178,24 +171,16 @@ def test_stream_order_and_the_source_reusable_on_return(mod):
 @pytest.mark.gpu
 def test_concurrent_threads_each_get_their_own_bytes():
     n = big_nbytes()
-    errors = []
 
     def worker(k):
-        try:
-            for r in range(6):
-                h = sample(np.uint8, n + 977 * k + r)
-                back = np.zeros_like(h)
-                kiln.to_device(h).get(out=back)
-                if not np.array_equal(back, h):
-                    errors.append(f"thread {k} round {r}: bytes differ")
-        except Exception as e:  # reported below, with the thread that raised it
-            errors.append(f"thread {k}: {e!r}")
+        for r in range(6):
+            h = sample(np.uint8, n + 977 * k + r)
+            back = np.zeros_like(h)
+            kiln.to_device(h).get(out=back)
+            if not np.array_equal(back, h):
+                return f"round {r}: bytes differ"
 
-    threads = [threading.Thread(target=worker, args=(k,)) for k in range(8)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    errors = run_in_threads(worker, 8)
     assert not errors, errors
 
 

@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 
 import kiln
-from conftest import KERNELS
+from helpers import KERNELS
 
 add_kernel = kiln.SourceModule((KERNELS / "add.cu").read_text()).get_function("add_kernel")
 

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 import kiln
-from conftest import KERNELS
+from helpers import KERNELS
 
 mod = kiln.SourceModule((KERNELS / "fib.cu").read_text())
 

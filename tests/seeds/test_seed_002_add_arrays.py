@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 import kiln
-from conftest import KERNELS
+from helpers import KERNELS
 
 add_arrays = kiln.SourceModule((KERNELS / "add_arrays.cu").read_text()).get_function(
     "add_arrays")

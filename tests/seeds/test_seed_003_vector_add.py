@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 import kiln
-from conftest import KERNELS
+from helpers import KERNELS
 
 vector_add = kiln.SourceModule((KERNELS / "vector_add.cu").read_text()).get_function(
     "vectorAdd")

@@ -1,0 +1,320 @@
+"""What the benchmark scripts share: where things are, building and running the C parts, the
+description of the machine and of the commit measured, results files, statistics, the
+interleaved timing of the ways compared, and the seed's round trip and C baseline that
+launch.py and compare.py both measure.
+
+Only the standard library is imported when this loads (kiln and NumPy inside the functions that
+use them), so that a script can say what is missing before it needs it. The CUDA sources and
+the check of the seed's result are in kernels.py, the programs run in fresh processes in
+children.py.
+"""
+
+import ctypes
+import datetime
+import gc
+import importlib.metadata
+import json
+import os
+import platform
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import sysconfig
+import time
+from pathlib import Path
+
+from kernels import SEED_KERNEL, SEED_SOURCE, expect_products
+
+ROOT = Path(__file__).resolve().parent.parent
+BENCH = ROOT / "bench"
+BUILD = ROOT / "build" / "bench"
+MiB = 1 << 20
+
+ROUND_TRIP_N = 400  # elements and threads of the seed round trip, as in bench/c/baseline.c
+
+
+# ---- Building and running the C parts ----------------------------------------------------------
+
+def compile_c(command):
+    print(" ".join(command), file=sys.stderr)
+    if subprocess.run(command).returncode != 0:
+        sys.exit(f"bench: building failed: {' '.join(command)}")
+
+
+def driver_flags():
+    """cc, the compile flags and the link flags of a program on the driver API alone."""
+    cuda = Path(os.environ.get("CUDA_HOME", "/usr/local/cuda"))
+    # The stub satisfies the linker; at run time the driver's libcuda.so.1 is found instead.
+    return (os.environ.get("CC", "cc"), ["-O2", "-Wall", "-Wextra", f"-I{cuda}/include"],
+            [f"-L{cuda}/lib64/stubs", "-lcuda"])
+
+
+def build_driver_program(name, into=BUILD):
+    """Compiles bench/c/<name>.c into <into>/<name> (build/bench/ by default); returns its
+    path."""
+    into.mkdir(parents=True, exist_ok=True)
+    cc, flags, libcuda = driver_flags()
+    program = into / name
+    compile_c([cc, *flags, str(BENCH / "c" / f"{name}.c"), *libcuda, "-o", str(program)])
+    return program
+
+
+def build_floor(into=BUILD):
+    """Compiles the floor, bench/floor/floor.c, into the extension module kiln_floor; returns
+    its path. The folder goes on sys.path before `import kiln_floor`."""
+    into.mkdir(parents=True, exist_ok=True)
+    cc, flags, libcuda = driver_flags()
+    floor = into / ("kiln_floor" + sysconfig.get_config_var("EXT_SUFFIX"))
+    compile_c([cc, "-shared", "-fPIC", *flags, f"-I{sysconfig.get_paths()['include']}",
+               str(BENCH / "floor" / "floor.c"), *libcuda, "-o", str(floor)])
+    return floor
+
+
+def build_c_parts(into=BUILD):
+    """Compiles the baseline program and the floor extension; returns the baseline's path."""
+    baseline = build_driver_program("baseline", into)
+    build_floor(into)
+    return baseline
+
+
+def build_compile(into=BUILD):
+    """Builds bench/c/compile.c against build/libkiln.a; returns the program's path."""
+    library = ROOT / "build" / "libkiln.a"
+    engine = ROOT / "engine"
+    sources = [*(engine / "src").iterdir(), engine / "include" / "kiln.h"]
+    if not library.exists() or library.stat().st_mtime < max(p.stat().st_mtime for p in sources):
+        sys.exit(f"{Path(sys.argv[0]).name}: build/libkiln.a is missing or older than engine/; "
+                 "run make lib")
+    into.mkdir(parents=True, exist_ok=True)
+    cuda = Path(os.environ.get("CUDA_HOME", "/usr/local/cuda"))
+    program = into / "compile"
+    # -iquote: the engine's internal headers, without its nvrtc.h hiding the toolkit's.
+    command = [os.environ.get("CC", "cc"), "-O2", "-std=c11", "-D_GNU_SOURCE", "-Wall",
+               "-Wextra", f"-I{engine / 'include'}", "-iquote", str(engine / "src"),
+               "-isystem", f"{cuda}/include", str(BENCH / "c" / "compile.c"), str(library),
+               "-lcrypto", "-ldl", "-lpthread", "-o", str(program)]
+    print(" ".join(command), file=sys.stderr)
+    if subprocess.run(command).returncode != 0:
+        sys.exit(f"{Path(sys.argv[0]).name}: building failed: {' '.join(command)}")
+    return program
+
+
+class ChildFailed(Exception):
+    pass
+
+
+def run_compile(program, mode, source_path, count, env):
+    """bench/c/compile.c in one of its modes (cold, fill); what it printed, as JSON."""
+    done = subprocess.run([str(program), mode, str(source_path), str(count)], env=env,
+                          capture_output=True, text=True)
+    if done.returncode != 0:
+        raise ChildFailed(f"compile {mode} exited {done.returncode}: {done.stderr.strip()}")
+    return json.loads(done.stdout)
+
+
+def run_baseline(baseline, cubin_path, sizes, problems):
+    """The C figures of bench/c/baseline.c, as ({"c": launch µs per repeat}, {"c_kept": ...,
+    "c_alloc": round trip µs per repeat}); failures land in problems."""
+    command = [str(baseline), str(cubin_path), SEED_KERNEL, str(sizes["launches"]),
+               str(sizes["round_trips"]), str(sizes["repeats"])]
+    done = subprocess.run(command, capture_output=True, text=True)
+    if done.returncode != 0:
+        reason = f"{baseline.name} exited {done.returncode}: {done.stderr.strip()}"
+        for name in ("c", "c_kept", "c_alloc"):
+            problems[name] = reason
+        return {}, {}
+    out = json.loads(done.stdout)
+    return ({"c": out["launch_us"]},
+            {"c_kept": out["roundtrip_kept_us"], "c_alloc": out["roundtrip_alloc_us"]})
+
+
+# ---- Measuring ---------------------------------------------------------------------------------
+
+def median(values):
+    return statistics.median(values)
+
+
+def summarize(series):
+    """{name: {"median": ..., "repeats": [...]}}, leaving out a name with no repeats."""
+    return {name: {"median": statistics.median(t), "repeats": t}
+            for name, t in series.items() if t}
+
+
+class Ways:
+    """The ways of doing one operation: name -> loop(count), which does the operation count
+    times and waits for the device. A way that fails to set up, to compute its result or to run
+    is left out, with the reason in problems."""
+
+    def __init__(self, problems):
+        self.loops = {}
+        self.problems = problems
+        # Device buffers that loops reach only through their addresses as ints: they must
+        # outlive the loops.
+        self.buffers = []
+
+    def add(self, name, setup):
+        """setup() makes the way ready, checks its result and returns its loop."""
+        try:
+            self.loops[name] = setup()
+        except Exception as e:  # a peer missing or broken is a finding, not the end of the run
+            self.problems[name] = f"{type(e).__name__}: {e}"
+
+    def measure(self, count, repeats):
+        """{name: [microseconds per operation, one per repeat]}."""
+        for name, loop in list(self.loops.items()):
+            self._run(name, loop, count // 10 + 1)  # first-use costs stay out of the repeats
+        times = {name: [] for name in self.loops}
+        # As timeit does: a collection landing in one way's loop would be charged to it alone.
+        gc.disable()
+        try:
+            for _ in range(repeats):
+                for name, loop in list(self.loops.items()):
+                    elapsed = self._run(name, loop, count)
+                    if elapsed is not None:
+                        times[name].append(elapsed / count / 1e3)
+        finally:
+            gc.enable()
+        return {name: t for name, t in times.items() if name in self.loops}
+
+    def _run(self, name, loop, count):
+        """Nanoseconds for loop(count), or None when it raised (and then the way is dropped)."""
+        try:
+            t0 = time.perf_counter_ns()
+            loop(count)
+            return time.perf_counter_ns() - t0
+        except Exception as e:
+            self.problems[name] = f"{type(e).__name__} while timed: {e}"
+            del self.loops[name]
+            return None
+
+
+def round_trip_ways(f, problems):
+    """Every way to do the seed round trip from Python but PyCUDA's, checked: kiln_in_out and
+    cupy_asarray_get. f is kiln's multiply_them."""
+    import numpy as np
+
+    import kiln
+    rng = np.random.default_rng(2)
+    a = rng.random(ROUND_TRIP_N, dtype=np.float32)
+    b = rng.random(ROUND_TRIP_N, dtype=np.float32)
+    n = ROUND_TRIP_N
+    block, grid = (ROUND_TRIP_N, 1, 1), (1, 1)
+
+    def kiln_in_out():
+        dest = np.zeros(ROUND_TRIP_N, np.float32)
+
+        def loop(count):
+            for _ in range(count):
+                f(kiln.Out(dest), kiln.In(a), kiln.In(b), n, block=block, grid=grid)
+            kiln.synchronize()
+        loop(1)
+        expect_products(dest, a, b, "kiln In/Out")
+        return loop
+
+    def cupy_asarray_get():
+        import cupy as cp
+        kernel = cp.RawKernel(SEED_SOURCE, SEED_KERNEL)
+        n32 = np.int32(ROUND_TRIP_N)
+        cp_grid, cp_block = (1,), (ROUND_TRIP_N,)
+        sync = cp.cuda.runtime.deviceSynchronize
+
+        def once():
+            ga, gb = cp.asarray(a), cp.asarray(b)
+            gdest = cp.empty_like(ga)
+            kernel(cp_grid, cp_block, (gdest, ga, gb, n32))
+            return gdest.get()
+
+        def loop(count):
+            for _ in range(count):
+                once()
+            sync()
+        expect_products(once(), a, b, "CuPy asarray/get")
+        return loop
+
+    ways = Ways(problems)
+    ways.add("kiln_in_out", kiln_in_out)
+    ways.add("cupy_asarray_get", cupy_asarray_get)
+    return ways
+
+
+# ---- Describing the run ------------------------------------------------------------------------
+
+def driver_version():
+    """'13.0' from cuDriverGetVersion, which needs no context."""
+    try:
+        version = ctypes.c_int()
+        if ctypes.CDLL("libcuda.so.1").cuDriverGetVersion(ctypes.byref(version)) != 0:
+            return None
+        return f"{version.value // 1000}.{version.value % 1000 // 10}"
+    except OSError:
+        return None
+
+
+def package_version(module_name, distribution):
+    """The version of a peer this run imported; None when it did not import."""
+    module = sys.modules.get(module_name)
+    if module is None:
+        return None
+    try:
+        return module.__version__
+    except AttributeError:
+        try:
+            return importlib.metadata.version(distribution)
+        except importlib.metadata.PackageNotFoundError:
+            return None
+
+
+def cpu_model():
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or None
+
+
+def source_commit():
+    """The commit measured, with -dirty when the tree differs; None outside a git checkout.
+    A tree copied without its history names its commit in $KILN_COMMIT."""
+    if os.environ.get("KILN_COMMIT"):
+        return os.environ["KILN_COMMIT"]
+    try:
+        head = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"],
+                              capture_output=True, text=True, check=True).stdout.strip()
+        dirty = subprocess.run(["git", "-C", str(ROOT), "status", "--porcelain"],
+                               capture_output=True, text=True, check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return None
+    return head + ("-dirty" if dirty else "")
+
+
+def stamp():
+    """The date and the time of a run, the first fields of every results file."""
+    return {"date": datetime.date.today().isoformat(),
+            "time_utc": datetime.datetime.now(datetime.timezone.utc).isoformat(
+                timespec="seconds")}
+
+
+# ---- Results files -----------------------------------------------------------------------------
+
+def gpu_slug(gpu):
+    """'nvidia-h200' for 'NVIDIA H200': the GPU's part of a results file's name."""
+    return re.sub(r"[^a-z0-9]+", "-", (gpu or "no gpu").lower()).strip("-")
+
+
+def save_results(result, suffix, smoke, out):
+    """Writes result to bench/results/<date>-<gpu><suffix>.json (a smoke run's to
+    build/bench/results/, away from the real ones), and a copy into out when given."""
+    folder = BUILD / "results" if smoke else BENCH / "results"
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{result['date']}-{gpu_slug(result['gpu'])}{suffix}.json"
+    path.write_text(json.dumps(result, indent=2) + "\n")
+    print(f"wrote {path}")
+    if out:
+        out.mkdir(parents=True, exist_ok=True)
+        shutil.copy(path, out / path.name)
+        print(f"wrote {out / path.name}")

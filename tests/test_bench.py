@@ -1,0 +1,234 @@
+"""The benchmarks, as far as a machine without a GPU can take them: every script imports and
+parses its options, every C part builds, bench/cache.py runs whole (CPU-only), the programs of
+children.py get as far as the device with kiln and through every step with stand-ins of the
+four systems, and the reports are made again from the recorded results. What a GPU measures,
+and the in-process ways of launch.py and compare.py, are left to `make bench` on the GPU
+machine."""
+import contextlib
+import importlib
+import io
+import json
+import os
+import pathlib
+import re
+import subprocess
+import sys
+import sysconfig
+
+import pytest
+
+from helpers import HAVE_GPU
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+BENCH = ROOT / "bench"
+RESULTS = BENCH / "results"
+SCRIPTS = ["launch", "cache", "compare", "memory", "transfer"]
+MODULES = ["common", "kernels", "children", "peers", *SCRIPTS]
+
+
+@pytest.fixture(scope="module")
+def bench():
+    """bench/ on sys.path, as when a script runs; its modules, by name."""
+    sys.path.insert(0, str(BENCH))
+    try:
+        yield {name: importlib.import_module(name) for name in MODULES}
+    finally:
+        sys.path.remove(str(BENCH))
+
+
+def env_with_pymod(**extra):
+    path = os.environ.get("PYTHONPATH")
+    pymod = str(ROOT / "pymod")
+    return {**os.environ, "PYTHONPATH": f"{pymod}:{path}" if path else pymod, **extra}
+
+
+def run(args, timeout=300, **extra):
+    return subprocess.run([sys.executable, *map(str, args)], capture_output=True, text=True,
+                          cwd=ROOT, env=env_with_pymod(**extra), timeout=timeout)
+
+
+def printed(f, *args):
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        f(*args)
+    return out.getvalue()
+
+
+def newest_results(suffix):
+    """The newest recorded results of one script: suffix "" is compare.py's."""
+    others = ("-launch", "-cache", "-memory", "-transfer", "-staging-sweep",
+              "-staging-threshold")
+    paths = sorted(p for p in RESULTS.glob("*.json")
+                   if p.stem.endswith(suffix) and (suffix or not p.stem.endswith(others)))
+    assert paths, f"no results{suffix} in {RESULTS}"
+    return json.loads(paths[-1].read_text())
+
+
+# ---- importing and options ---------------------------------------------------------------------
+
+def test_every_bench_module_imports(bench):
+    for name in SCRIPTS:
+        assert callable(bench[name].main), name
+    assert callable(bench["peers"].build) and callable(bench["children"].main)
+
+
+@pytest.mark.parametrize("script, options", [
+    ("launch", ["--quick", "--out"]),
+    ("cache", ["--quick", "--out"]),
+    ("compare", ["--quick", "--out"]),
+    ("memory", ["--quick", "--out"]),
+    ("transfer", ["--quick", "--out", "--sweep"]),
+])
+def test_every_script_parses_its_options(script, options):
+    done = run([BENCH / f"{script}.py", "--help"], timeout=60)
+    assert done.returncode == 0, done.stderr
+    for option in options:
+        assert option in done.stdout, f"{script}.py --help does not name {option}"
+
+
+def test_children_and_peers_say_how_to_run_them():
+    done = run([BENCH / "children.py", "compare", "nothing"], timeout=60)
+    assert done.returncode != 0 and "usage: children.py compare {kiln," in done.stderr
+    done = run([BENCH / "peers.py"], timeout=60)
+    assert done.returncode != 0 and "python3 bench/peers.py fetch" in done.stderr
+
+
+def test_peers_without_vendor_says_to_fetch(bench, tmp_path, monkeypatch):
+    monkeypatch.setattr(bench["peers"], "VENDOR", tmp_path)
+    with pytest.raises(SystemExit, match=r"no pycuda-\*\.tar\.gz in .*; run `python3 "
+                       r"bench/peers.py fetch`"):
+        bench["peers"].build()
+
+
+# ---- the C parts -------------------------------------------------------------------------------
+
+def test_every_c_part_builds(bench, tmp_path):
+    """gcc, the toolkit's headers and the driver's link stub: what the GPU machine builds first.
+    compile.c links build/libkiln.a, which make test builds before pytest runs."""
+    common = bench["common"]
+    baseline = common.build_c_parts(tmp_path)
+    programs = [baseline] + [common.build_driver_program(name, tmp_path)
+                             for name in ("compare", "transfer", "memory")]
+    programs.append(common.build_compile(tmp_path))
+    floor = tmp_path / ("kiln_floor" + sysconfig.get_config_var("EXT_SUFFIX"))
+    for path in programs + [floor]:
+        assert path.exists() and path.read_bytes()[:4] == b"\x7fELF", path
+    # The compile program needs no GPU: it fills a cache folder through the engine's writer.
+    source = tmp_path / "source.cu"
+    source.write_text(bench["kernels"].CACHE_SOURCE)
+    filled = common.run_compile(programs[-1], "fill", source, 3,
+                                {**os.environ, "KILN_CACHE_DIR": str(tmp_path / "cache")})
+    assert filled["bytes"] > 0 and filled["fill_s"] >= 0
+
+
+# ---- what runs without a GPU ---------------------------------------------------------------------
+
+def test_cache_bench_runs_whole(tmp_path):
+    """bench/cache.py --quick measures everything but the launches without a GPU; its scratch
+    caches go under tmp_path here (its smoke results under build/bench/results/)."""
+    done = run([BENCH / "cache.py", "--quick", "--out", tmp_path], timeout=600,
+               XDG_CACHE_HOME=str(tmp_path / "xdg"))
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    for line in ("cold compile, ms", "in-process hit, µs per call", "disk hit in a new process",
+                 "10,000 entries in the folder", "cold compile, kiln / bare NVRTC"):
+        assert line in done.stdout, line
+    (written,) = tmp_path.glob("*-cache.json")
+    result = json.loads(written.read_text())
+    assert result["disk_hit_ms"]["kiln"]["median"] > 0
+    assert set(result["lookup_ms"]) == {"10", "100", "1000", "10000"}
+    if not HAVE_GPU:
+        assert result["skipped"]["kiln-launch"].startswith("no GPU")
+
+
+def test_compare_kiln_child_runs_to_the_device(tmp_path):
+    """children.py's kiln disk hit and first call: done where there is a GPU; without one,
+    everything before the first device use runs, and the error says there is no device."""
+    env = {"KILN_CACHE_DIR": str(tmp_path / "cache")}
+    for mode in ("disk", "first"):
+        args = [BENCH / "children.py", "compare", "kiln", mode, "", tmp_path / "pycuda",
+                ROOT / "pymod"]
+        done = run(args, timeout=120, **env)  # fills the cache
+        if not HAVE_GPU:
+            assert done.returncode != 0
+            assert re.search(r"^kiln\.\w*Error: ", done.stderr, re.M), done.stderr
+            continue
+        assert done.returncode == 0, done.stderr
+        done = run(args, timeout=120, **env)
+        out = json.loads(done.stdout.strip().splitlines()[-1])
+        assert out["hit"] is True and out["ms"] > 0, out
+
+
+@pytest.mark.parametrize("mode", ["disk", "first"])
+@pytest.mark.parametrize("system", ["kiln", "cupy", "cuda_core", "pycuda_call"])
+def test_compare_child_runs_every_step_on_stand_ins(system, mode, tmp_path):
+    """Every step of every system's program (import, context, compile, launch, read back,
+    check) against the stand-ins of tests/bench_fakes/, which check their arguments as the
+    real systems need them: a call that would fail on the GPU machine fails here."""
+    fakes = pathlib.Path(__file__).resolve().parent / "bench_fakes"
+    done = subprocess.run([sys.executable, BENCH / "children.py", "compare", system, mode,
+                           fakes, tmp_path / "pycuda", fakes], capture_output=True, text=True,
+                          env={**os.environ, "PYTHONPATH": str(fakes)}, timeout=60)
+    assert done.returncode == 0, done.stderr
+    out = json.loads(done.stdout.strip().splitlines()[-1])
+    assert out["ms"] > 0 and out["hit"] is (True if system == "kiln" else None), out
+
+
+# ---- the reports, made again from the recorded results -------------------------------------------
+
+def test_launch_report(bench):
+    launch = bench["launch"]
+    result = newest_results("-launch")
+    medians = {k: v["median"] for k, v in {**result["launch_us"],
+                                           **result["round_trip_us"]}.items()}
+    assert set(result["ratios"]) <= set(launch.ratios(medians))
+    table = printed(launch.print_table, result)
+    assert "launch overhead, µs per launch" in table and "ratios (lower is better)" in table
+    for label in ("kiln launch / floor", "kiln round trip / C, buffers kept"):
+        assert label in table
+
+
+def test_cache_report(bench):
+    cache = bench["cache"]
+    result = newest_results("-cache")
+    assert set(result["figures"]) <= set(cache.figures(result))
+    table = printed(cache.print_table, result)
+    for line in ("cold compile, ms", "lookup at scale", "figures (lower is better)"):
+        assert line in table
+
+
+def test_memory_report(bench):
+    memory = bench["memory"]
+    result = newest_results("-memory")
+    figures = memory.figures(result["alloc_free_us"], result["copy_512mib_gbs"])
+    assert set(result["figures"]) <= set(figures)
+    table = printed(memory.print_table, result)
+    assert "alloc + free of 4 KiB" in table and "512 MiB to_device + get" in table
+
+
+def test_transfer_report(bench):
+    transfer = bench["transfer"]
+    result = newest_results("-transfer")
+    figures = transfer.figures({int(n): row for n, row in result["gbs_median"].items()})
+    assert set(result["figures"]) <= set(figures)
+    table = printed(transfer.print_table, result)
+    assert "GB/s, median" in table and "kiln_in" in table
+
+
+def test_compare_report_and_the_performance_page(bench):
+    """The table, the comparison with the peers and the page's section come out of the
+    recorded figures; the page names the results file its section was written from."""
+    compare = bench["compare"]
+    page = (ROOT / "docs" / "performance.md").read_text()
+    section = re.search(re.escape(compare.PAGE_BEGIN) + ".*?" + re.escape(compare.PAGE_END),
+                        page, re.S)
+    assert section, "docs/performance.md has no compare section"
+    named = re.search(r"results in `bench/results/([^`]+\.json)`", section.group(0))
+    result = json.loads((RESULTS / named.group(1)).read_text())
+    table = compare.markdown(result)
+    for _, _, label, unit, _ in compare.ROWS:
+        assert f"| {label}, {unit} |" in table
+    block = compare.performance_block(result, table)
+    assert block.startswith(compare.PAGE_BEGIN) and block.endswith(compare.PAGE_END)
+    assert set(result["kiln_vs_peers"]) <= set(compare.kiln_vs_peers(result))
+    short = printed(compare.short_table, result)
+    assert "kiln over each peer (below 1: kiln is faster)" in short
