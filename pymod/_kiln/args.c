@@ -144,7 +144,7 @@ static int kpy_pack_cai(kpy_state *st, const kiln_function *f, int index, PyObje
                         void *slot, int *handled) {
   PyObject *cai = NULL;
   *handled = 0;
-  if (kpy_get_optional_attr(obj, st->str_cuda_array_interface, &cai) <= 0) {
+  if (kpy_get_optional_attr(obj, st->str.cuda_array_interface, &cai) <= 0) {
     if (PyErr_Occurred()) return -1;
     return 0;
   }
@@ -184,18 +184,18 @@ int kpy_pack_arg(kpy_state *st, const kiln_function *f, int index, PyObject *obj
       return kpy_pack_float(f, index, PyFloat_AS_DOUBLE(obj), slot);
     goto wrong;
   }
-  if (tp == st->In_type || tp == st->Out_type || tp == st->InOut_type) {
+  if (tp == st->ref.In_type || tp == st->ref.Out_type || tp == st->ref.InOut_type) {
     if (!kpy_is_pointer_class(cls)) goto wrong;
     return kpy_pack_transfer(f, index, (kpy_transfer *)obj, packed);
   }
-  if (tp == st->DeviceAllocation_type) {
+  if (tp == st->ref.DeviceAllocation_type) {
     if (!kpy_is_pointer_class(cls)) goto wrong;
     kpy_allocation *a = (kpy_allocation *)obj;
     if (!a->ptr) return kpy_arg_error(PyExc_ValueError, f, index, "the allocation was freed");
     memcpy(slot, &a->ptr, sizeof a->ptr);
     return 0;
   }
-  if (tp == st->DeviceArray_type) {
+  if (tp == st->ref.DeviceArray_type) {
     if (!kpy_is_pointer_class(cls)) goto wrong;
     if (kpy_array_device(obj) != kiln_device_current())
       return kpy_arg_error(PyExc_ValueError, f, index, "the array is on device %d; the launch "
@@ -291,7 +291,7 @@ int kpy_parse_stream(kpy_state *st, PyObject *obj, kiln_stream *stream) {
   *stream = NULL;
   if (obj == Py_None) return 0;
   PyObject *handle = NULL;
-  if (Py_TYPE(obj) == st->Stream_type) {
+  if (Py_TYPE(obj) == st->ref.Stream_type) {
     *stream = kpy_stream_handle(obj);
     return 0;
   }
@@ -300,7 +300,7 @@ int kpy_parse_stream(kpy_state *st, PyObject *obj, kiln_stream *stream) {
   } else {
     /* cuda.core's protocol, then the attribute PyCUDA, PyTorch or CuPy use for it. */
     PyObject *proto = NULL;
-    if (kpy_get_optional_attr(obj, st->str_cuda_stream_protocol, &proto) < 0) return -1;
+    if (kpy_get_optional_attr(obj, st->str.cuda_stream_protocol, &proto) < 0) return -1;
     if (proto) {
       PyObject *t = PyObject_CallNoArgs(proto);
       Py_DECREF(proto);
@@ -309,7 +309,7 @@ int kpy_parse_stream(kpy_state *st, PyObject *obj, kiln_stream *stream) {
         handle = Py_NewRef(PyTuple_GET_ITEM(t, 1));
       Py_DECREF(t);
     }
-    PyObject *names[] = {st->str_handle, st->str_cuda_stream, st->str_ptr};
+    PyObject *names[] = {st->str.handle, st->str.cuda_stream, st->str.ptr};
     for (size_t i = 0; !handle && i < 3; i++)
       if (kpy_get_optional_attr(obj, names[i], &handle) < 0) return -1;
   }

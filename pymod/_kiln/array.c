@@ -46,7 +46,7 @@ static kpy_array *kpy_array_blank(kpy_state *st, PyArray_Descr *dtype, int ndim,
     }
     size *= shape[i];
   }
-  kpy_array *a = (kpy_array *)st->DeviceArray_type->tp_alloc(st->DeviceArray_type, 0);
+  kpy_array *a = (kpy_array *)st->ref.DeviceArray_type->tp_alloc(st->ref.DeviceArray_type, 0);
   if (!a) return NULL;
   a->dtype = (PyArray_Descr *)Py_NewRef(dtype);
   a->ndim = ndim;
@@ -77,7 +77,7 @@ static kpy_array *kpy_array_new(kpy_state *st, PyArray_Descr *dtype, int ndim,
 static int kpy_array_stream(kpy_state *st, PyObject *obj, PyObject **out) {
   *out = NULL;
   if (obj == Py_None) return 0;
-  if (!PyObject_TypeCheck(obj, st->Stream_type)) {
+  if (!PyObject_TypeCheck(obj, st->ref.Stream_type)) {
     PyErr_Format(PyExc_TypeError, "stream must be None or a kiln.Stream (for another library's "
                  "stream, kiln.Stream.from_handle(...)), not %.100s", Py_TYPE(obj)->tp_name);
     return -1;
@@ -281,7 +281,7 @@ static PyObject *kpy_array_copy_from(PyObject *op, PyObject *args, PyObject *kwa
   if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|O:copy_from", kwlist, &src, &stream_obj) ||
       kpy_array_stream(st, stream_obj, &stream) < 0)
     return NULL;
-  if (PyObject_TypeCheck(src, st->DeviceArray_type)) { /* device to device */
+  if (PyObject_TypeCheck(src, st->ref.DeviceArray_type)) { /* device to device */
     kpy_array *b = (kpy_array *)src;
     if (b->nbytes != a->nbytes || !PyArray_EquivTypes(b->dtype, a->dtype)) {
       PyErr_Format(PyExc_ValueError, "the source holds %zd elements of %R; this array %zd of %R",
@@ -658,16 +658,16 @@ static PyObject *kpy_asarray_dlpack(kpy_state *st, PyObject *obj) {
 
 PyObject *kpy_asarray(PyObject *module, PyObject *obj) {
   kpy_state *st = kpy_state_of_module(module);
-  if (PyObject_TypeCheck(obj, st->DeviceArray_type)) return Py_NewRef(obj);
+  if (PyObject_TypeCheck(obj, st->ref.DeviceArray_type)) return Py_NewRef(obj);
   PyObject *cai = NULL;
-  if (kpy_get_optional_attr(obj, st->str_cuda_array_interface, &cai) < 0) return NULL;
+  if (kpy_get_optional_attr(obj, st->str.cuda_array_interface, &cai) < 0) return NULL;
   if (cai) {
     PyObject *a = kpy_asarray_cai(st, obj, cai);
     Py_DECREF(cai);
     return a;
   }
   PyObject *dl = NULL;
-  if (kpy_get_optional_attr(obj, st->str_dlpack, &dl) < 0) return NULL;
+  if (kpy_get_optional_attr(obj, st->str.dlpack, &dl) < 0) return NULL;
   if (dl) {
     Py_DECREF(dl);
     return kpy_asarray_dlpack(st, obj);
@@ -843,6 +843,6 @@ PyObject *kpy_pagelocked_zeros(PyObject *module, PyObject *args, PyObject *kwarg
 }
 
 int kpy_array_init(PyObject *module, kpy_state *st) {
-  st->DeviceArray_type = kpy_add_type(module, &kpy_array_spec, NULL);
-  return st->DeviceArray_type ? 0 : -1;
+  st->ref.DeviceArray_type = kpy_add_type(module, &kpy_array_spec, NULL);
+  return st->ref.DeviceArray_type ? 0 : -1;
 }

@@ -129,6 +129,6 @@ static PyType_Spec kpy_device_spec = {"kiln.Device", sizeof(kpy_device), 0,
                                       kpy_device_slots};
 
 int kpy_device_init(PyObject *module, kpy_state *st) {
-  st->Device_type = kpy_add_type(module, &kpy_device_spec, NULL);
-  return st->Device_type ? 0 : -1;
+  st->ref.Device_type = kpy_add_type(module, &kpy_device_spec, NULL);
+  return st->ref.Device_type ? 0 : -1;
 }

@@ -34,30 +34,30 @@ int kpy_flush_warnings(kpy_state *st) {
   int n = kpy_pending.n;
   kpy_pending.n = 0;
   for (int i = 0; i < n; i++)
-    if (PyErr_WarnEx(st->CacheWarning, kpy_pending.text[i], 1) < 0) return -1;
+    if (PyErr_WarnEx(st->ref.CacheWarning, kpy_pending.text[i], 1) < 0) return -1;
   return 0;
 }
 
 int kpy_errors_init(PyObject *module, kpy_state *st) {
   kiln_set_warning_handler(kpy_on_warning, NULL);
-  if (!(st->CacheWarning = kpy_new_exception(
+  if (!(st->ref.CacheWarning = kpy_new_exception(
             module, "CacheWarning", PyExc_UserWarning,
             "The kernel cache met a problem it worked around: a damaged entry it replaced, a "
             "folder it cannot write or will not trust.")))
     return -1;
-  if (!(st->Error = kpy_new_exception(module, "Error", NULL, "Base of every kiln error.")) ||
-      !(st->CompileError = kpy_new_exception(
-            module, "CompileError", st->Error,
+  if (!(st->ref.Error = kpy_new_exception(module, "Error", NULL, "Base of every kiln error.")) ||
+      !(st->ref.CompileError = kpy_new_exception(
+            module, "CompileError", st->ref.Error,
             "NVRTC could not compile the source; .log holds NVRTC's log.")) ||
-      !(st->CudaError = kpy_new_exception(
-            module, "CudaError", st->Error,
+      !(st->ref.CudaError = kpy_new_exception(
+            module, "CudaError", st->ref.Error,
             "A CUDA driver call failed; .code is the CUresult, .name its name.")) ||
-      !(st->LaunchError = kpy_new_exception(module, "LaunchError", st->CudaError,
+      !(st->ref.LaunchError = kpy_new_exception(module, "LaunchError", st->ref.CudaError,
                                             "A kernel launch failed.")) ||
-      !(st->OutOfMemoryError = kpy_new_exception(module, "OutOfMemoryError", st->CudaError,
+      !(st->ref.OutOfMemoryError = kpy_new_exception(module, "OutOfMemoryError", st->ref.CudaError,
                                                  "The device ran out of memory.")) ||
-      !(st->NoDeviceError = kpy_new_exception(
-            module, "NoDeviceError", st->CudaError,
+      !(st->ref.NoDeviceError = kpy_new_exception(
+            module, "NoDeviceError", st->ref.CudaError,
             "No CUDA driver or no CUDA device: compiling works, launching does not.")))
     return -1;
   return 0;
@@ -84,15 +84,15 @@ PyObject *kpy_raise(kpy_state *st, kiln_status s) {
   if (!msg[0]) msg = kiln_status_string(s);
   switch (s) {
   case KILN_ERROR_NO_DRIVER:
-  case KILN_ERROR_NO_DEVICE: kpy_raise_cuda(st->NoDeviceError, msg); break;
-  case KILN_ERROR_OUT_OF_MEMORY: kpy_raise_cuda(st->OutOfMemoryError, msg); break;
-  case KILN_ERROR_LAUNCH: kpy_raise_cuda(st->LaunchError, msg); break;
-  case KILN_ERROR_CUDA: kpy_raise_cuda(st->CudaError, msg); break;
+  case KILN_ERROR_NO_DEVICE: kpy_raise_cuda(st->ref.NoDeviceError, msg); break;
+  case KILN_ERROR_OUT_OF_MEMORY: kpy_raise_cuda(st->ref.OutOfMemoryError, msg); break;
+  case KILN_ERROR_LAUNCH: kpy_raise_cuda(st->ref.LaunchError, msg); break;
+  case KILN_ERROR_CUDA: kpy_raise_cuda(st->ref.CudaError, msg); break;
   case KILN_ERROR_INVALID:
   case KILN_ERROR_AMBIGUOUS: PyErr_SetString(PyExc_ValueError, msg); break;
   case KILN_ERROR_NOT_FOUND: PyErr_SetString(PyExc_AttributeError, msg); break;
   case KILN_ERROR_NO_MEMORY: PyErr_SetString(PyExc_MemoryError, msg); break;
-  default: PyErr_SetString(st->Error, msg); break;
+  default: PyErr_SetString(st->ref.Error, msg); break;
   }
   return NULL;
 }

@@ -34,8 +34,8 @@ enum { KPY_KW_BLOCK, KPY_KW_GRID, KPY_KW_SHARED, KPY_KW_STREAM, KPY_KW_TIME_KERN
 /* Which keyword `key` is, or -1. Keyword names are interned, so the address compares settle
  * the usual call before any string is compared. */
 static int kpy_keyword(kpy_state *st, PyObject *key) {
-  PyObject *names[KPY_KW_COUNT] = {st->str_block, st->str_grid, st->str_shared, st->str_stream,
-                                   st->str_time_kernel};
+  PyObject *names[KPY_KW_COUNT] = {st->str.block, st->str.grid, st->str.shared, st->str.stream,
+                                   st->str.time_kernel};
   for (int i = 0; i < KPY_KW_COUNT; i++)
     if (key == names[i]) return i;
   for (int i = 0; i < KPY_KW_COUNT; i++)
@@ -76,7 +76,7 @@ static PyObject *kpy_function_call(PyObject *op, PyObject *const *args, size_t n
       cfg.shared = (unsigned)v;
     } else if (kw == KPY_KW_STREAM) {
       if (kpy_parse_stream(st, value, &cfg.stream) < 0) return NULL;
-      if (Py_TYPE(value) == st->Stream_type) stream_obj = value;
+      if (Py_TYPE(value) == st->ref.Stream_type) stream_obj = value;
     } else if (kw == KPY_KW_TIME_KERNEL) {
       if ((time_kernel = PyObject_IsTrue(value)) < 0) return NULL;
     } else {
@@ -118,8 +118,8 @@ static PyObject *kpy_function_call(PyObject *op, PyObject *const *args, size_t n
   } else if (stream_obj && !time_kernel) {
     /* On a kiln.Stream, In/Out are queued: the stream keeps the arrays until it is done. */
     for (int i = 0; i < self->n_params; i++)
-      if (PyObject_TypeCheck(args[i], st->In_type) || PyObject_TypeCheck(args[i], st->Out_type) ||
-          PyObject_TypeCheck(args[i], st->InOut_type))
+      if (PyObject_TypeCheck(args[i], st->ref.In_type) || PyObject_TypeCheck(args[i], st->ref.Out_type) ||
+          PyObject_TypeCheck(args[i], st->ref.InOut_type))
         if (kpy_stream_keep(stream_obj, args[i]) < 0) goto done;
     Py_BEGIN_ALLOW_THREADS
     s = kiln_function_call_async(self->fn, &cfg, params, packed.transfers, packed.n_transfers);
@@ -145,7 +145,7 @@ done:
 }
 
 PyObject *kpy_function_new(kpy_state *st, PyObject *owner, kiln_function *fn) {
-  PyTypeObject *tp = st->Function_type;
+  PyTypeObject *tp = st->ref.Function_type;
   int n = kiln_function_param_count(fn);
   const kiln_param *p = kiln_function_params(fn);
   size_t *offsets = PyMem_Calloc((size_t)(n ? n : 1), sizeof *offsets);
@@ -266,6 +266,6 @@ static PyType_Spec kpy_function_spec = {
     kpy_function_slots};
 
 int kpy_function_init(PyObject *module, kpy_state *st) {
-  st->Function_type = kpy_add_type(module, &kpy_function_spec, NULL);
-  return st->Function_type ? 0 : -1;
+  st->ref.Function_type = kpy_add_type(module, &kpy_function_spec, NULL);
+  return st->ref.Function_type ? 0 : -1;
 }

@@ -3,43 +3,7 @@
 #ifndef KILN_PY_H
 #define KILN_PY_H
 
-#define PY_SSIZE_T_CLEAN
-#include <Python.h>
-
-#define NPY_NO_DEPRECATED_API NPY_1_7_API_VERSION
-#define PY_ARRAY_UNIQUE_SYMBOL kiln_ARRAY_API
-#ifndef KPY_IMPORT_ARRAY
-#define NO_IMPORT_ARRAY
-#endif
-#include <numpy/arrayobject.h>
-
-#include "kiln.h"
-
-/* Module state: the types and exceptions, and the strings the hot path compares by address. */
-typedef struct kpy_state {
-  PyTypeObject *Module_type, *SourceModule_type;
-  PyTypeObject *Function_type;
-  PyTypeObject *In_type, *Out_type, *InOut_type;
-  PyTypeObject *DeviceAllocation_type;
-  PyTypeObject *Device_type;
-  PyTypeObject *Stream_type, *Event_type, *DeviceArray_type;
-  PyObject *Error, *CompileError, *CudaError, *LaunchError, *OutOfMemoryError, *NoDeviceError;
-  PyObject *CacheWarning;
-  PyObject *str_block, *str_grid, *str_shared, *str_stream, *str_time_kernel;
-  PyObject *str_cuda_array_interface, *str_cuda_stream_protocol;
-  PyObject *str_handle, *str_cuda_stream, *str_ptr, *str_dlpack;
-} kpy_state;
-
-kpy_state *kpy_state_of_type(PyTypeObject *tp);
-kpy_state *kpy_state_of_module(PyObject *module);
-
-/* 1 and *out set when obj has the attribute, 0 when it has not, -1 on another error
- * (PyObject_GetOptionalAttr from Python 3.13, for older Pythons too). */
-int kpy_get_optional_attr(PyObject *obj, PyObject *name, PyObject **out);
-
-/* Makes a heap type from spec (with base, or NULL), bound to module, and adds it to the
- * module. */
-PyTypeObject *kpy_add_type(PyObject *module, PyType_Spec *spec, PyTypeObject *base);
+#include "state.h"
 
 /* errors.c: raises the exception that fits a failed engine call, with the engine's sentence
  * (CudaError and its subclasses carry .code and .name). Returns NULL. */

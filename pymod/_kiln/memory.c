@@ -15,7 +15,7 @@ PyObject *kpy_mem_alloc(PyObject *module, PyObject *arg) {
   kiln_deviceptr p = 0;
   kiln_status s = kiln_mem_alloc((size_t)nbytes, &p);
   if (s) return kpy_raise(st, s);
-  PyTypeObject *tp = st->DeviceAllocation_type;
+  PyTypeObject *tp = st->ref.DeviceAllocation_type;
   kpy_allocation *self = (kpy_allocation *)tp->tp_alloc(tp, 0);
   if (!self) {
     kiln_mem_free(p);
@@ -90,15 +90,15 @@ static PyType_Spec kpy_allocation_spec = {
     kpy_allocation_slots};
 
 int kpy_memory_init(PyObject *module, kpy_state *st) {
-  st->DeviceAllocation_type = kpy_add_type(module, &kpy_allocation_spec, NULL);
-  return st->DeviceAllocation_type ? 0 : -1;
+  st->ref.DeviceAllocation_type = kpy_add_type(module, &kpy_allocation_spec, NULL);
+  return st->ref.DeviceAllocation_type ? 0 : -1;
 }
 
 /* The device side of a copy: an allocation (its size bounds the copy) or an int address
  * (the engine checks the range against the driver's record of the allocation). */
 static int kpy_device_side(kpy_state *st, PyObject *obj, size_t nbytes, const char *what,
                            kiln_deviceptr *out) {
-  if (Py_IS_TYPE(obj, st->DeviceAllocation_type)) {
+  if (Py_IS_TYPE(obj, st->ref.DeviceAllocation_type)) {
     kpy_allocation *a = (kpy_allocation *)obj;
     if (!a->ptr) {
       PyErr_Format(PyExc_ValueError, "the %s allocation was freed", what);

@@ -2,33 +2,6 @@
 #define KPY_IMPORT_ARRAY /* the one file that imports NumPy's C API */
 #include "kpy.h"
 
-#include <string.h>
-
-kpy_state *kpy_state_of_module(PyObject *module) { return PyModule_GetState(module); }
-
-kpy_state *kpy_state_of_type(PyTypeObject *tp) {
-  PyObject *module = PyType_GetModule(tp);
-  return module ? PyModule_GetState(module) : NULL;
-}
-
-int kpy_get_optional_attr(PyObject *obj, PyObject *name, PyObject **out) {
-#if PY_VERSION_HEX >= 0x030D0000
-  return PyObject_GetOptionalAttr(obj, name, out);
-#else
-  *out = PyObject_GetAttr(obj, name);
-  if (*out) return 1;
-  if (!PyErr_ExceptionMatches(PyExc_AttributeError)) return -1;
-  PyErr_Clear();
-  return 0;
-#endif
-}
-
-PyTypeObject *kpy_add_type(PyObject *module, PyType_Spec *spec, PyTypeObject *base) {
-  PyTypeObject *tp = (PyTypeObject *)PyType_FromModuleAndSpec(module, spec, (PyObject *)base);
-  if (tp && PyModule_AddType(module, tp) < 0) Py_CLEAR(tp);
-  return tp;
-}
-
 static PyObject *kpy_synchronize(PyObject *module, PyObject *unused) {
   (void)unused;
   kiln_status s;
@@ -120,22 +93,10 @@ static PyMethodDef kpy_methods[] = {
     {NULL, NULL, 0, NULL},
 };
 
-static int kpy_intern(PyObject **slot, const char *s) {
-  *slot = PyUnicode_InternFromString(s);
-  return *slot ? 0 : -1;
-}
-
 static int kpy_exec(PyObject *module) {
   if (PyArray_ImportNumPyAPI() < 0) return -1;
   kpy_state *st = kpy_state_of_module(module);
-  if (kpy_intern(&st->str_block, "block") || kpy_intern(&st->str_grid, "grid") ||
-      kpy_intern(&st->str_shared, "shared") || kpy_intern(&st->str_stream, "stream") ||
-      kpy_intern(&st->str_time_kernel, "time_kernel") ||
-      kpy_intern(&st->str_cuda_array_interface, "__cuda_array_interface__") ||
-      kpy_intern(&st->str_cuda_stream_protocol, "__cuda_stream__") ||
-      kpy_intern(&st->str_handle, "handle") || kpy_intern(&st->str_cuda_stream, "cuda_stream") ||
-      kpy_intern(&st->str_ptr, "ptr") || kpy_intern(&st->str_dlpack, "__dlpack__"))
-    return -1;
+  if (kpy_state_intern(st) < 0) return -1;
   if (PyModule_AddFunctions(module, kpy_cache_methods) < 0) return -1;
   if (kpy_errors_init(module, st) < 0 || kpy_transfer_init(module, st) < 0 ||
       kpy_memory_init(module, st) < 0 || kpy_device_init(module, st) < 0 ||
@@ -148,39 +109,12 @@ static int kpy_exec(PyObject *module) {
   return PyModule_AddStringConstant(module, "__version__", version);
 }
 
-#define KPY_STATE_OBJECTS 29
-#define KPY_STATE_TRAVERSED 18 /* strings cannot be in a cycle: traverse skips them */
-
-/* The state's objects: the types and exceptions first (what traverse visits), then the
- * interned strings. */
-static size_t kpy_state_objects(kpy_state *st, PyObject ***out) {
-  PyObject **objs[] = {
-      (PyObject **)&st->Module_type, (PyObject **)&st->SourceModule_type,
-      (PyObject **)&st->Function_type,
-      (PyObject **)&st->In_type, (PyObject **)&st->Out_type, (PyObject **)&st->InOut_type,
-      (PyObject **)&st->DeviceAllocation_type, (PyObject **)&st->Device_type,
-      (PyObject **)&st->Stream_type, (PyObject **)&st->Event_type,
-      (PyObject **)&st->DeviceArray_type,
-      &st->Error, &st->CompileError, &st->CudaError, &st->LaunchError, &st->OutOfMemoryError,
-      &st->NoDeviceError, &st->CacheWarning, &st->str_block, &st->str_grid, &st->str_shared, &st->str_stream,
-      &st->str_time_kernel, &st->str_cuda_array_interface, &st->str_cuda_stream_protocol,
-      &st->str_handle, &st->str_cuda_stream, &st->str_ptr, &st->str_dlpack};
-  _Static_assert(sizeof objs / sizeof objs[0] == KPY_STATE_OBJECTS, "update KPY_STATE_OBJECTS");
-  memcpy(out, objs, sizeof objs);
-  return KPY_STATE_OBJECTS;
-}
-
 static int kpy_traverse(PyObject *module, visitproc visit, void *arg) {
-  PyObject **objs[KPY_STATE_OBJECTS];
-  kpy_state_objects(kpy_state_of_module(module), objs);
-  for (size_t i = 0; i < KPY_STATE_TRAVERSED; i++) Py_VISIT(*objs[i]);
-  return 0;
+  return kpy_state_traverse(kpy_state_of_module(module), visit, arg);
 }
 
 static int kpy_clear(PyObject *module) {
-  PyObject **objs[KPY_STATE_OBJECTS];
-  size_t n = kpy_state_objects(kpy_state_of_module(module), objs);
-  for (size_t i = 0; i < n; i++) Py_CLEAR(*objs[i]);
+  kpy_state_clear(kpy_state_of_module(module));
   return 0;
 }
 

@@ -115,12 +115,12 @@ static void kpy_raise_compile_error(kpy_state *st, const char *src, const char *
     message = PyUnicode_FromFormat("%s\n%s", kiln_last_error(), log);
     if (!message) return;
   }
-  PyObject *exc = PyObject_CallOneArg(st->CompileError, message);
+  PyObject *exc = PyObject_CallOneArg(st->ref.CompileError, message);
   Py_DECREF(message);
   if (!exc) return;
   PyObject *py_log = PyUnicode_DecodeUTF8(log, (Py_ssize_t)strlen(log), "replace");
   if (py_log && PyObject_SetAttrString(exc, "log", py_log) == 0)
-    PyErr_SetObject(st->CompileError, exc);
+    PyErr_SetObject(st->ref.CompileError, exc);
   Py_XDECREF(py_log);
   Py_DECREF(exc);
 }
@@ -359,7 +359,7 @@ PyObject *kpy_module_from_buffer(PyObject *module, PyObject *data) {
   Py_END_ALLOW_THREADS
   PyBuffer_Release(&view);
   if (s) return kpy_raise(st, s);
-  kpy_module *self = (kpy_module *)st->Module_type->tp_alloc(st->Module_type, 0);
+  kpy_module *self = (kpy_module *)st->ref.Module_type->tp_alloc(st->ref.Module_type, 0);
   if (!self || !(self->functions = PyDict_New())) {
     Py_XDECREF(self);
     kiln_module_free(m);
@@ -370,8 +370,8 @@ PyObject *kpy_module_from_buffer(PyObject *module, PyObject *data) {
 }
 
 int kpy_sourcemodule_init(PyObject *module, kpy_state *st) {
-  st->Module_type = kpy_add_type(module, &kpy_module_spec, NULL);
-  if (!st->Module_type) return -1;
-  st->SourceModule_type = kpy_add_type(module, &kpy_sourcemodule_spec, st->Module_type);
-  return st->SourceModule_type ? 0 : -1;
+  st->ref.Module_type = kpy_add_type(module, &kpy_module_spec, NULL);
+  if (!st->ref.Module_type) return -1;
+  st->ref.SourceModule_type = kpy_add_type(module, &kpy_sourcemodule_spec, st->ref.Module_type);
+  return st->ref.SourceModule_type ? 0 : -1;
 }

@@ -109,7 +109,7 @@ static PyObject *kpy_stream_query(PyObject *op, PyObject *unused) {
 
 static PyObject *kpy_stream_wait(PyObject *op, PyObject *event) {
   kpy_state *st = kpy_state_of_type(Py_TYPE(op));
-  if (!PyObject_TypeCheck(event, st->Event_type)) {
+  if (!PyObject_TypeCheck(event, st->ref.Event_type)) {
     PyErr_Format(PyExc_TypeError, "wait() takes a kiln.Event, not %.100s",
                  Py_TYPE(event)->tp_name);
     return NULL;
@@ -237,7 +237,7 @@ static PyObject *kpy_event_query(PyObject *op, PyObject *unused) {
 /* Milliseconds from start to end. */
 static PyObject *kpy_event_between(PyObject *start, PyObject *end) {
   kpy_state *st = kpy_state_of_type(Py_TYPE(start));
-  if (!PyObject_TypeCheck(end, st->Event_type)) {
+  if (!PyObject_TypeCheck(end, st->ref.Event_type)) {
     PyErr_Format(PyExc_TypeError, "expected a kiln.Event, not %.100s", Py_TYPE(end)->tp_name);
     return NULL;
   }
@@ -277,8 +277,8 @@ static PyType_Spec kpy_event_spec = {"kiln.Event", sizeof(kpy_event), 0,
                                      kpy_event_slots};
 
 int kpy_stream_init(PyObject *module, kpy_state *st) {
-  if (!(st->Stream_type = kpy_add_type(module, &kpy_stream_spec, NULL)) ||
-      !(st->Event_type = kpy_add_type(module, &kpy_event_spec, NULL)))
+  if (!(st->ref.Stream_type = kpy_add_type(module, &kpy_stream_spec, NULL)) ||
+      !(st->ref.Event_type = kpy_add_type(module, &kpy_event_spec, NULL)))
     return -1;
   return PyModule_AddIntConstant(module, "STREAM_NON_BLOCKING", KILN_STREAM_NON_BLOCKING);
 }
