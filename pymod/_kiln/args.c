@@ -1,6 +1,10 @@
 /* Arguments into parameters, by the kernel's signature. Every refusal names the argument,
  * the parameter's class and what it takes, before anything reaches the GPU. */
-#include "kpy.h"
+#include "args.h"
+
+#include "array.h"
+#include "memory.h"
+#include "transfer.h"
 
 #include <float.h>
 #include <math.h>
@@ -258,70 +262,4 @@ wrong:
     return kpy_arg_error(PyExc_TypeError, f, index, "expected an int, got %.100s",
                          tp->tp_name);
   }
-}
-
-int kpy_parse_dims(PyObject *obj, const char *what, unsigned dims[3]) {
-  dims[0] = dims[1] = dims[2] = 1;
-  if (PyLong_Check(obj)) {
-    long v = PyLong_AsLong(obj);
-    if (v == -1 && PyErr_Occurred()) PyErr_Clear();
-    if (v < 0 || v > (long)UINT32_MAX) goto bad;
-    dims[0] = (unsigned)v;
-    return 0;
-  }
-  if (!PyTuple_Check(obj) && !PyList_Check(obj)) goto bad;
-  Py_ssize_t n = PySequence_Fast_GET_SIZE(obj);
-  if (n < 1 || n > 3) goto bad;
-  for (Py_ssize_t i = 0; i < n; i++) {
-    PyObject *item = PySequence_Fast_GET_ITEM(obj, i);
-    if (!PyLong_Check(item) && !PyArray_IsScalar(item, Integer)) goto bad;
-    long long v = PyLong_AsLongLong(item);
-    if (v == -1 && PyErr_Occurred()) PyErr_Clear();
-    if (v < 0 || v > (long long)UINT32_MAX) goto bad;
-    dims[i] = (unsigned)v;
-  }
-  return 0;
-bad:
-  PyErr_Format(PyExc_ValueError, "%s must be an int or a tuple of 1 to 3 ints from 1 to "
-               "2**32-1, not %R", what, obj);
-  return -1;
-}
-
-int kpy_parse_stream(kpy_state *st, PyObject *obj, kiln_stream *stream) {
-  *stream = NULL;
-  if (obj == Py_None) return 0;
-  PyObject *handle = NULL;
-  if (Py_TYPE(obj) == st->ref.Stream_type) {
-    *stream = kpy_stream_handle(obj);
-    return 0;
-  }
-  if (PyLong_Check(obj)) {
-    handle = Py_NewRef(obj);
-  } else {
-    /* cuda.core's protocol, then the attribute PyCUDA, PyTorch or CuPy use for it. */
-    PyObject *proto = NULL;
-    if (kpy_get_optional_attr(obj, st->str.cuda_stream_protocol, &proto) < 0) return -1;
-    if (proto) {
-      PyObject *t = PyObject_CallNoArgs(proto);
-      Py_DECREF(proto);
-      if (!t) return -1;
-      if (PyTuple_Check(t) && PyTuple_GET_SIZE(t) == 2)
-        handle = Py_NewRef(PyTuple_GET_ITEM(t, 1));
-      Py_DECREF(t);
-    }
-    PyObject *names[] = {st->str.handle, st->str.cuda_stream, st->str.ptr};
-    for (size_t i = 0; !handle && i < 3; i++)
-      if (kpy_get_optional_attr(obj, names[i], &handle) < 0) return -1;
-  }
-  if (!handle || !PyLong_Check(handle)) {
-    Py_XDECREF(handle);
-    PyErr_Format(PyExc_TypeError, "stream must be None, an int CUstream handle, or a stream "
-                 "object (kiln, PyTorch, CuPy, cuda.core), not %.100s", Py_TYPE(obj)->tp_name);
-    return -1;
-  }
-  unsigned long long v = PyLong_AsUnsignedLongLong(handle);
-  Py_DECREF(handle);
-  if (v == (unsigned long long)-1 && PyErr_Occurred()) return -1;
-  *stream = (kiln_stream)(uintptr_t)v;
-  return 0;
 }

@@ -1,8 +1,10 @@
 /* kiln.DeviceArray: a C-contiguous array in device memory, kiln.to_device / empty / zeros /
  * asarray, the CUDA array interface and DLPack both ways, and page-locked host arrays. */
-#include "kpy.h"
+#include "array.h"
 
 #include "dlpack.h"
+#include "errors.h"
+#include "stream.h"
 
 #define KPY_MAX_DIMS 32
 
@@ -132,11 +134,11 @@ static PyObject *kpy_empty_or_zeros(PyObject *module, PyObject *args, PyObject *
   return (PyObject *)a;
 }
 
-PyObject *kpy_empty(PyObject *module, PyObject *args, PyObject *kwargs) {
+static PyObject *kpy_empty(PyObject *module, PyObject *args, PyObject *kwargs) {
   return kpy_empty_or_zeros(module, args, kwargs, 0, "O|O&O:empty");
 }
 
-PyObject *kpy_zeros(PyObject *module, PyObject *args, PyObject *kwargs) {
+static PyObject *kpy_zeros(PyObject *module, PyObject *args, PyObject *kwargs) {
   return kpy_empty_or_zeros(module, args, kwargs, 1, "O|O&O:zeros");
 }
 
@@ -203,7 +205,7 @@ static int kpy_copy(kpy_state *st, kpy_array *a, PyObject *host, int to_host, Py
   return 0;
 }
 
-PyObject *kpy_to_device(PyObject *module, PyObject *args, PyObject *kwargs) {
+static PyObject *kpy_to_device(PyObject *module, PyObject *args, PyObject *kwargs) {
   static char *kwlist[] = {(char *)"array", (char *)"stream", NULL};
   kpy_state *st = kpy_state_of_module(module);
   PyObject *host, *stream_obj = Py_None, *stream;
@@ -492,7 +494,7 @@ static PyObject *kpy_array_dlpack(PyObject *op, PyObject *args, PyObject *kwargs
   if (stream != Py_None && !(PyLong_Check(stream) && PyLong_AsLong(stream) == 1)) {
     kiln_stream consumer = NULL;
     kiln_event event = NULL;
-    if (kpy_parse_stream(st, stream, &consumer) < 0) return NULL;
+    if (kpy_stream_parse(st, stream, &consumer) < 0) return NULL;
     kiln_stream mine = a->stream ? kpy_stream_handle(a->stream) : NULL;
     kiln_status s = kiln_event_create(0, &event);
     if (!s) s = kiln_event_record(event, mine);
@@ -582,7 +584,7 @@ static PyObject *kpy_asarray_cai(kpy_state *st, PyObject *obj, PyObject *cai) {
   if (stream && stream != Py_None) {
     kiln_stream h = NULL;
     kiln_status s = KILN_OK;
-    if (kpy_parse_stream(st, stream, &h) < 0) {
+    if (kpy_stream_parse(st, stream, &h) < 0) {
       Py_DECREF(dtype);
       return NULL;
     }
@@ -656,7 +658,7 @@ static PyObject *kpy_asarray_dlpack(kpy_state *st, PyObject *obj) {
   return (PyObject *)a;
 }
 
-PyObject *kpy_asarray(PyObject *module, PyObject *obj) {
+static PyObject *kpy_asarray(PyObject *module, PyObject *obj) {
   kpy_state *st = kpy_state_of_module(module);
   if (PyObject_TypeCheck(obj, st->ref.DeviceArray_type)) return Py_NewRef(obj);
   PyObject *cai = NULL;
@@ -834,15 +836,48 @@ static PyObject *kpy_pagelocked(PyObject *module, PyObject *args, PyObject *kwar
   return arr;
 }
 
-PyObject *kpy_pagelocked_empty(PyObject *module, PyObject *args, PyObject *kwargs) {
+static PyObject *kpy_pagelocked_empty(PyObject *module, PyObject *args, PyObject *kwargs) {
   return kpy_pagelocked(module, args, kwargs, 0, "O|O&:pagelocked_empty");
 }
 
-PyObject *kpy_pagelocked_zeros(PyObject *module, PyObject *args, PyObject *kwargs) {
+static PyObject *kpy_pagelocked_zeros(PyObject *module, PyObject *args, PyObject *kwargs) {
   return kpy_pagelocked(module, args, kwargs, 1, "O|O&:pagelocked_zeros");
 }
 
+static PyObject *kpy_staging_info(PyObject *module, PyObject *unused) {
+  (void)module, (void)unused;
+  kiln_staging_info i;
+  kiln_staging_get_info(&i);
+  return Py_BuildValue("{snsnsisKsK}", "min_bytes", (Py_ssize_t)(i.min_bytes > PY_SSIZE_T_MAX
+                       ? PY_SSIZE_T_MAX : i.min_bytes), "chunk_bytes", (Py_ssize_t)i.chunk_bytes,
+                       "threads", i.threads, "copies", (unsigned long long)i.copies, "bytes",
+                       (unsigned long long)i.bytes);
+}
+
+static PyMethodDef kpy_array_functions[] = {
+    {"empty", (PyCFunction)(void (*)(void))kpy_empty, METH_VARARGS | METH_KEYWORDS,
+     "empty(shape, dtype=float64, stream=None): an uninitialized DeviceArray."},
+    {"zeros", (PyCFunction)(void (*)(void))kpy_zeros, METH_VARARGS | METH_KEYWORDS,
+     "zeros(shape, dtype=float64, stream=None): a DeviceArray of zeros."},
+    {"to_device", (PyCFunction)(void (*)(void))kpy_to_device, METH_VARARGS | METH_KEYWORDS,
+     "to_device(array, stream=None): a DeviceArray holding a copy of a numpy array."},
+    {"asarray", kpy_asarray, METH_O,
+     "asarray(obj): a DeviceArray over the memory of a GPU array (torch, CuPy, ...) that offers "
+     "__cuda_array_interface__ or __dlpack__; no copy."},
+    {"pagelocked_empty", (PyCFunction)(void (*)(void))kpy_pagelocked_empty,
+     METH_VARARGS | METH_KEYWORDS,
+     "pagelocked_empty(shape, dtype=float64): a numpy array in page-locked host memory."},
+    {"pagelocked_zeros", (PyCFunction)(void (*)(void))kpy_pagelocked_zeros,
+     METH_VARARGS | METH_KEYWORDS,
+     "pagelocked_zeros(shape, dtype=float64): the same, zeroed."},
+    {"staging_info", kpy_staging_info, METH_NOARGS,
+     "How large pageable copies are staged: min_bytes, chunk_bytes, threads, and the copies "
+     "and bytes staged so far."},
+    {NULL, NULL, 0, NULL},
+};
+
 int kpy_array_init(PyObject *module, kpy_state *st) {
   st->ref.DeviceArray_type = kpy_add_type(module, &kpy_array_spec, NULL);
-  return st->ref.DeviceArray_type ? 0 : -1;
+  if (!st->ref.DeviceArray_type) return -1;
+  return PyModule_AddFunctions(module, kpy_array_functions);
 }

@@ -1,5 +1,5 @@
 /* kiln's exceptions, and the one place an engine status becomes a Python exception. */
-#include "kpy.h"
+#include "errors.h"
 
 static PyObject *kpy_new_exception(PyObject *module, const char *name, PyObject *base,
                                    const char *doc) {

@@ -1,12 +1,9 @@
 /* kiln.Module (compiled code, kernels by name) and kiln.SourceModule, the Module that
  * compiles its source; kiln.module_from_buffer for prebuilt code. */
-#include "kpy.h"
+#include "sourcemodule.h"
 
-typedef struct kpy_module {
-  PyObject_HEAD
-  kiln_module *module;  /* owned reference (modules are shared through the engine's table) */
-  PyObject *functions;  /* dict: name -> Function, so get_function gives one object per name */
-} kpy_module;
+#include "errors.h"
+#include "function.h"
 
 /* A list of str (or os.PathLike for folders) as C strings that live as long as `keep`. */
 static int kpy_strings(PyObject *seq, const char *what, int paths, PyObject *keep,
@@ -339,7 +336,7 @@ static PyType_Spec kpy_sourcemodule_spec = {
     Py_TPFLAGS_DEFAULT | Py_TPFLAGS_IMMUTABLETYPE, /* GC and the rest come from Module */
     kpy_sourcemodule_slots};
 
-PyObject *kpy_module_from_buffer(PyObject *module, PyObject *data) {
+static PyObject *kpy_module_from_buffer(PyObject *module, PyObject *data) {
   kpy_state *st = kpy_state_of_module(module);
   Py_buffer view;
   if (PyUnicode_Check(data)) { /* PTX as text */
@@ -369,9 +366,16 @@ PyObject *kpy_module_from_buffer(PyObject *module, PyObject *data) {
   return (PyObject *)self;
 }
 
+static PyMethodDef kpy_sourcemodule_functions[] = {
+    {"module_from_buffer", kpy_module_from_buffer, METH_O,
+     "module_from_buffer(data): a Module from a CUBIN, a fatbin or PTX (bytes, or str PTX)."},
+    {NULL, NULL, 0, NULL},
+};
+
 int kpy_sourcemodule_init(PyObject *module, kpy_state *st) {
   st->ref.Module_type = kpy_add_type(module, &kpy_module_spec, NULL);
   if (!st->ref.Module_type) return -1;
   st->ref.SourceModule_type = kpy_add_type(module, &kpy_sourcemodule_spec, st->ref.Module_type);
-  return st->ref.SourceModule_type ? 0 : -1;
+  if (!st->ref.SourceModule_type) return -1;
+  return PyModule_AddFunctions(module, kpy_sourcemodule_functions);
 }

@@ -1,21 +1,47 @@
 /* kiln.Stream and kiln.Event. A Stream also keeps alive the host arrays of asynchronous copies
  * queued on it, until it is seen to be done. */
-#include "kpy.h"
+#include "stream.h"
 
-typedef struct kpy_stream {
-  PyObject_HEAD
-  kiln_stream handle; /* NULL is the legacy default stream */
-  int owned;    /* made by kiln: destroyed with the object */
-  PyObject *keep; /* list: what queued copies read or write, released once the stream is done */
-} kpy_stream;
+#include "errors.h"
 
-typedef struct kpy_event {
-  PyObject_HEAD
-  kiln_event handle; /* owned */
-  int timing;
-} kpy_event;
-
-kiln_stream kpy_stream_handle(PyObject *stream) { return ((kpy_stream *)stream)->handle; }
+int kpy_stream_parse(kpy_state *st, PyObject *obj, kiln_stream *stream) {
+  *stream = NULL;
+  if (obj == Py_None) return 0;
+  PyObject *handle = NULL;
+  if (Py_TYPE(obj) == st->ref.Stream_type) {
+    *stream = kpy_stream_handle(obj);
+    return 0;
+  }
+  if (PyLong_Check(obj)) {
+    handle = Py_NewRef(obj);
+  } else {
+    /* cuda.core's protocol, then the attribute PyCUDA, PyTorch or CuPy use for it. */
+    PyObject *proto = NULL;
+    if (kpy_get_optional_attr(obj, st->str.cuda_stream_protocol, &proto) < 0) return -1;
+    if (proto) {
+      PyObject *t = PyObject_CallNoArgs(proto);
+      Py_DECREF(proto);
+      if (!t) return -1;
+      if (PyTuple_Check(t) && PyTuple_GET_SIZE(t) == 2)
+        handle = Py_NewRef(PyTuple_GET_ITEM(t, 1));
+      Py_DECREF(t);
+    }
+    PyObject *names[] = {st->str.handle, st->str.cuda_stream, st->str.ptr};
+    for (size_t i = 0; !handle && i < 3; i++)
+      if (kpy_get_optional_attr(obj, names[i], &handle) < 0) return -1;
+  }
+  if (!handle || !PyLong_Check(handle)) {
+    Py_XDECREF(handle);
+    PyErr_Format(PyExc_TypeError, "stream must be None, an int CUstream handle, or a stream "
+                 "object (kiln, PyTorch, CuPy, cuda.core), not %.100s", Py_TYPE(obj)->tp_name);
+    return -1;
+  }
+  unsigned long long v = PyLong_AsUnsignedLongLong(handle);
+  Py_DECREF(handle);
+  if (v == (unsigned long long)-1 && PyErr_Occurred()) return -1;
+  *stream = (kiln_stream)(uintptr_t)v;
+  return 0;
+}
 
 int kpy_stream_keep(PyObject *stream, PyObject *obj) {
   kpy_stream *s = (kpy_stream *)stream;
@@ -58,7 +84,7 @@ static PyObject *kpy_stream_new(PyTypeObject *tp, PyObject *args, PyObject *kwar
 static PyObject *kpy_stream_from_handle(PyObject *cls, PyObject *arg) {
   PyTypeObject *tp = (PyTypeObject *)cls;
   kiln_stream handle = NULL;
-  if (kpy_parse_stream(kpy_state_of_type(tp), arg, &handle) < 0) return NULL;
+  if (kpy_stream_parse(kpy_state_of_type(tp), arg, &handle) < 0) return NULL;
   kpy_stream *self = (kpy_stream *)tp->tp_alloc(tp, 0);
   if (self) self->handle = handle; /* another library's: it destroys it */
   return (PyObject *)self;
@@ -210,7 +236,7 @@ static PyObject *kpy_event_record(PyObject *op, PyObject *args, PyObject *kwargs
   if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|O:record", kwlist, &stream)) return NULL;
   kpy_state *st = kpy_state_of_type(Py_TYPE(op));
   kiln_stream handle = NULL;
-  if (kpy_parse_stream(st, stream, &handle) < 0) return NULL;
+  if (kpy_stream_parse(st, stream, &handle) < 0) return NULL;
   kiln_status s = kiln_event_record(((kpy_event *)op)->handle, handle);
   if (s) return kpy_raise(st, s);
   return Py_NewRef(op);

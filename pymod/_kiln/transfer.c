@@ -1,6 +1,6 @@
 /* In, Out and InOut: a numpy array and which way its data goes around a launch. The array
  * is checked at the call, where the message can name the parameter. */
-#include "kpy.h"
+#include "transfer.h"
 
 static PyObject *kpy_transfer_new(PyTypeObject *tp, PyObject *args, PyObject *kwargs) {
   kpy_state *st = kpy_state_of_type(tp);
