@@ -11,6 +11,7 @@
 #include <string.h>
 
 /* Fails with `type`, naming argument `index` of kernel f and its parameter class. */
+KPY_PRINTF(4, 5)
 static int kpy_arg_error(PyObject *type, const kiln_function *f, int index, const char *fmt,
                          ...) {
   char detail[400];

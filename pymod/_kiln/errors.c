@@ -1,6 +1,8 @@
 /* kiln's exceptions, and the one place an engine status becomes a Python exception. */
 #include "errors.h"
 
+#include <string.h>
+
 static PyObject *kpy_new_exception(PyObject *module, const char *name, PyObject *base,
                                    const char *doc) {
   char qualified[64];
@@ -79,10 +81,46 @@ static void kpy_raise_cuda(PyObject *type, const char *message) {
   Py_DECREF(exc);
 }
 
-PyObject *kpy_raise(kpy_state *st, kiln_status s) {
+/* Raises CompileError: NVRTC's log as .log (NULL: none, .log is ""), and a message that shows
+ * the source lines the log points at, built by kiln._compile_error because it is string work on
+ * a path that is already slow. Without the source or the log, the message is the engine's. */
+static void kpy_raise_compile_error(kpy_state *st, const char *msg, const char *src,
+                                    const char *log) {
+  PyObject *message = NULL;
+  if (src && log) {
+    PyObject *helper = PyImport_ImportModule("kiln._compile_error");
+    if (helper) {
+      message = PyObject_CallMethod(helper, "message", "ss", log, src);
+      Py_DECREF(helper);
+    }
+    if (!message) PyErr_Clear();
+  }
+  if (!message) {
+    message = log && log[0] ? PyUnicode_FromFormat("%s\n%s", msg, log)
+                            : PyUnicode_FromString(msg);
+    if (!message) return;
+  }
+  PyObject *exc = PyObject_CallOneArg(st->ref.CompileError, message);
+  Py_DECREF(message);
+  if (!exc) return;
+  if (!log) log = "";
+  PyObject *py_log = PyUnicode_DecodeUTF8(log, (Py_ssize_t)strlen(log), "replace");
+  if (py_log && PyObject_SetAttrString(exc, "log", py_log) == 0)
+    PyErr_SetObject(st->ref.CompileError, exc);
+  Py_XDECREF(py_log);
+  Py_DECREF(exc);
+}
+
+/* The engine's sentence for the last failure, or the status's own when there is none. */
+static const char *kpy_message(kiln_status s) {
   const char *msg = kiln_last_error();
-  if (!msg[0]) msg = kiln_status_string(s);
+  return msg[0] ? msg : kiln_status_string(s);
+}
+
+PyObject *kpy_raise(kpy_state *st, kiln_status s) {
+  const char *msg = kpy_message(s);
   switch (s) {
+  case KILN_ERROR_COMPILE: kpy_raise_compile_error(st, msg, NULL, NULL); break;
   case KILN_ERROR_NO_DRIVER:
   case KILN_ERROR_NO_DEVICE: kpy_raise_cuda(st->ref.NoDeviceError, msg); break;
   case KILN_ERROR_OUT_OF_MEMORY: kpy_raise_cuda(st->ref.OutOfMemoryError, msg); break;
@@ -94,5 +132,11 @@ PyObject *kpy_raise(kpy_state *st, kiln_status s) {
   case KILN_ERROR_NO_MEMORY: PyErr_SetString(PyExc_MemoryError, msg); break;
   default: PyErr_SetString(st->ref.Error, msg); break;
   }
+  return NULL;
+}
+
+PyObject *kpy_raise_compile(kpy_state *st, kiln_status s, const char *src, const char *log) {
+  if (s != KILN_ERROR_COMPILE) return kpy_raise(st, s);
+  kpy_raise_compile_error(st, kpy_message(s), src, log);
   return NULL;
 }

@@ -99,29 +99,6 @@ static int kpy_headers(PyObject *headers, PyObject *keep, const char ***names,
   return 0;
 }
 
-/* CompileError's message: the log and the source lines it points at, written in Python
- * (kiln._compile_error) because it is string work on a path that is already slow. */
-static void kpy_raise_compile_error(kpy_state *st, const char *src, const char *log) {
-  PyObject *message = NULL, *helper = PyImport_ImportModule("kiln._compile_error");
-  if (helper) {
-    message = PyObject_CallMethod(helper, "message", "ss", log, src);
-    Py_DECREF(helper);
-  }
-  if (!message) {
-    PyErr_Clear();
-    message = PyUnicode_FromFormat("%s\n%s", kiln_last_error(), log);
-    if (!message) return;
-  }
-  PyObject *exc = PyObject_CallOneArg(st->ref.CompileError, message);
-  Py_DECREF(message);
-  if (!exc) return;
-  PyObject *py_log = PyUnicode_DecodeUTF8(log, (Py_ssize_t)strlen(log), "replace");
-  if (py_log && PyObject_SetAttrString(exc, "log", py_log) == 0)
-    PyErr_SetObject(st->ref.CompileError, exc);
-  Py_XDECREF(py_log);
-  Py_DECREF(exc);
-}
-
 static PyObject *kpy_sourcemodule_new(PyTypeObject *tp, PyObject *args, PyObject *kwargs) {
   kpy_state *st = kpy_state_of_type(tp);
   static char *kwlist[] = {(char *)"source", (char *)"options", (char *)"include_dirs",
@@ -164,12 +141,8 @@ static PyObject *kpy_sourcemodule_new(PyTypeObject *tp, PyObject *args, PyObject
   s = kiln_module_from_source(src, &opts, &m);
   Py_END_ALLOW_THREADS
   if (kpy_flush_warnings(st) < 0) goto done;
-  if (s == KILN_ERROR_COMPILE) {
-    kpy_raise_compile_error(st, src, m ? kiln_module_log(m) : "");
-    goto done;
-  }
   if (s) {
-    kpy_raise(st, s);
+    kpy_raise_compile(st, s, src, m ? kiln_module_log(m) : NULL);
     goto done;
   }
   self = (kpy_module *)tp->tp_alloc(tp, 0);
