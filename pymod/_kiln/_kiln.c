@@ -8,6 +8,8 @@
 #include "device.h"
 #include "errors.h"
 #include "function.h"
+#include "hostmem.h"
+#include "interop.h"
 #include "memory.h"
 #include "sourcemodule.h"
 #include "stream.h"
@@ -22,6 +24,7 @@ static int kpy_exec(PyObject *module) {
       kpy_memory_init(module, st) < 0 || kpy_device_init(module, st) < 0 ||
       kpy_sourcemodule_init(module, st) < 0 || kpy_function_init(module, st) < 0 ||
       kpy_stream_init(module, st) < 0 || kpy_array_init(module, st) < 0 ||
+      kpy_interop_init(module, st) < 0 || kpy_hostmem_init(module, st) < 0 ||
       kpy_cache_init(module, st) < 0)
     return -1;
   char version[32];

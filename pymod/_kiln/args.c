@@ -2,7 +2,7 @@
  * the parameter's class and what it takes, before anything reaches the GPU. */
 #include "args.h"
 
-#include "array.h"
+#include "arrayobj.h"
 #include "memory.h"
 #include "transfer.h"
 

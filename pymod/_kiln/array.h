@@ -1,11 +1,9 @@
-/* kiln.DeviceArray and its makers, asarray, page-locked host arrays. */
+/* kiln.DeviceArray, the type, and its makers kiln.to_device, empty and zeros. */
 #ifndef KPY_ARRAY_H
 #define KPY_ARRAY_H
 
 #include "state.h"
 
 int kpy_array_init(PyObject *module, kpy_state *st);
-kiln_deviceptr kpy_array_ptr(PyObject *array);
-int kpy_array_device(PyObject *array);
 
 #endif

@@ -1,0 +1,284 @@
+/* Exchange with other GPU libraries, both ways and without copies: a DeviceArray offers the
+ * CUDA array interface and DLPack, and kiln.asarray wraps an array that offers either. */
+#include "interop.h"
+
+#include "arrayobj.h"
+#include "dlpack.h"
+#include "errors.h"
+#include "shape.h"
+#include "stream.h"
+
+/* ---- The CUDA array interface ------------------------------------------------------------- */
+
+/* Version 3: with "stream", the stream a consumer must wait for; 1 is the legacy default. */
+PyObject *kpy_array_cai(PyObject *op, void *closure) {
+  (void)closure;
+  kpy_array *a = (kpy_array *)op;
+  PyObject *stream = a->stream ? PyLong_FromUnsignedLongLong(
+                                     (unsigned long long)(uintptr_t)kpy_stream_handle(a->stream))
+                               : PyLong_FromLong(1);
+  PyObject *typestr = PyObject_GetAttrString((PyObject *)a->dtype, "str");
+  PyObject *shape = kpy_shape_tuple(a->shape, a->ndim);
+  PyObject *d = NULL;
+  if (stream && typestr && shape)
+    d = Py_BuildValue("{sOsOs(KO)sisOsO}", "shape", shape, "typestr", typestr, "data",
+                      (unsigned long long)a->ptr, Py_False, "version", 3, "strides", Py_None,
+                      "stream", stream);
+  Py_XDECREF(stream);
+  Py_XDECREF(typestr);
+  Py_XDECREF(shape);
+  return d;
+}
+
+/* ---- DLPack ------------------------------------------------------------------------------- */
+
+static int kpy_dl_dtype(PyArray_Descr *d, DLDataType *out) {
+  out->lanes = 1;
+  out->bits = (uint8_t)(PyDataType_ELSIZE(d) * 8);
+  switch (d->kind) {
+  case 'b': out->code = kDLBool; break;
+  case 'i': out->code = kDLInt; break;
+  case 'u': out->code = kDLUInt; break;
+  case 'f': out->code = kDLFloat; break;
+  case 'c': out->code = kDLComplex; break;
+  default:
+    PyErr_Format(PyExc_BufferError, "DLPack has no dtype for %R", (PyObject *)d);
+    return -1;
+  }
+  if (d->byteorder == '>') {
+    PyErr_SetString(PyExc_BufferError, "DLPack has no big-endian dtypes");
+    return -1;
+  }
+  return 0;
+}
+
+static void kpy_dl_release(DLManagedTensor *t) {
+  PyGILState_STATE g = PyGILState_Ensure(); /* a consumer may free it from any thread */
+  Py_XDECREF((PyObject *)t->manager_ctx);
+  PyMem_RawFree(t);
+  PyGILState_Release(g);
+}
+
+static void kpy_dl_capsule_free(PyObject *capsule) {
+  if (PyCapsule_IsValid(capsule, "dltensor")) { /* never consumed */
+    DLManagedTensor *t = PyCapsule_GetPointer(capsule, "dltensor");
+    if (t && t->deleter) t->deleter(t);
+  }
+}
+
+PyObject *kpy_array_dlpack(PyObject *op, PyObject *args, PyObject *kwargs) {
+  static char *kwlist[] = {(char *)"stream", (char *)"max_version", (char *)"dl_device",
+                           (char *)"copy", NULL};
+  kpy_array *a = (kpy_array *)op;
+  kpy_state *st = kpy_state_of_type(Py_TYPE(op));
+  PyObject *stream = Py_None, *max_version = Py_None, *dl_device = Py_None, *copy = Py_None;
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|$OOOO:__dlpack__", kwlist, &stream,
+                                   &max_version, &dl_device, &copy))
+    return NULL;
+  if (copy == Py_True) {
+    PyErr_SetString(PyExc_BufferError, "a DeviceArray exports its memory; it does not copy");
+    return NULL;
+  }
+  DLDataType dt;
+  if (kpy_dl_dtype(a->dtype, &dt) < 0) return NULL;
+  /* The consumer will use the data on `stream`: it waits for this array's stream first. */
+  if (stream != Py_None && !(PyLong_Check(stream) && PyLong_AsLong(stream) == 1)) {
+    kiln_stream consumer = NULL;
+    kiln_event event = NULL;
+    if (kpy_stream_parse(st, stream, &consumer) < 0) return NULL;
+    kiln_stream mine = a->stream ? kpy_stream_handle(a->stream) : NULL;
+    kiln_status s = kiln_event_create(0, &event);
+    if (!s) s = kiln_event_record(event, mine);
+    if (!s) s = kiln_stream_wait_event(consumer, event);
+    kiln_event_destroy(event);
+    if (s) return kpy_raise(st, s);
+  }
+  size_t extra = 2 * (size_t)(a->ndim ? a->ndim : 1) * sizeof(int64_t);
+  DLManagedTensor *t = PyMem_RawCalloc(1, sizeof *t + extra);
+  if (!t) return PyErr_NoMemory();
+  int64_t *shape = (int64_t *)(t + 1), *strides = shape + (a->ndim ? a->ndim : 1);
+  int64_t step = 1;
+  for (int i = a->ndim - 1; i >= 0; i--) {
+    shape[i] = a->shape[i];
+    strides[i] = step; /* in elements */
+    step *= a->shape[i];
+  }
+  t->dl_tensor.data = (void *)(uintptr_t)a->ptr;
+  t->dl_tensor.device.device_type = kDLCUDA;
+  t->dl_tensor.device.device_id = a->device;
+  t->dl_tensor.ndim = a->ndim;
+  t->dl_tensor.dtype = dt;
+  t->dl_tensor.shape = shape;
+  t->dl_tensor.strides = strides;
+  t->manager_ctx = Py_NewRef(op);
+  t->deleter = kpy_dl_release;
+  PyObject *capsule = PyCapsule_New(t, "dltensor", kpy_dl_capsule_free);
+  if (!capsule) {
+    Py_DECREF(op);
+    PyMem_RawFree(t);
+  }
+  return capsule;
+}
+
+PyObject *kpy_array_dlpack_device(PyObject *op, PyObject *unused) {
+  (void)unused;
+  return Py_BuildValue("(ii)", kDLCUDA, ((kpy_array *)op)->device);
+}
+
+/* ---- Wrapping other libraries' arrays ----------------------------------------------------- */
+
+static PyObject *kpy_asarray_cai(kpy_state *st, PyObject *obj, PyObject *cai) {
+  if (!PyDict_Check(cai)) {
+    PyErr_SetString(PyExc_TypeError, "__cuda_array_interface__ is not a dict");
+    return NULL;
+  }
+  PyObject *shape = PyDict_GetItemString(cai, "shape"), *typestr = PyDict_GetItemString(cai, "typestr");
+  PyObject *data = PyDict_GetItemString(cai, "data"), *strides = PyDict_GetItemString(cai, "strides");
+  PyObject *stream = PyDict_GetItemString(cai, "stream");
+  if (!shape || !typestr || !data || !PyTuple_Check(data) || PyTuple_GET_SIZE(data) != 2) {
+    PyErr_SetString(PyExc_TypeError, "__cuda_array_interface__ lacks shape, typestr or data");
+    return NULL;
+  }
+  PyArray_Descr *dtype = NULL;
+  Py_ssize_t dims[KPY_MAX_DIMS];
+  int ndim = 0;
+  if (!PyArray_DescrConverter(typestr, &dtype)) return NULL;
+  if (kpy_shape_parse(shape, &ndim, dims) < 0) {
+    Py_DECREF(dtype);
+    return NULL;
+  }
+  /* Strides are accepted when they are the C-contiguous ones. */
+  if (strides && strides != Py_None) {
+    Py_ssize_t want[KPY_MAX_DIMS], s = PyDataType_ELSIZE(dtype);
+    int got_n = 0;
+    for (int i = ndim - 1; i >= 0; i--) {
+      want[i] = s;
+      s *= dims[i];
+    }
+    Py_ssize_t got[KPY_MAX_DIMS];
+    int ok = kpy_shape_parse(strides, &got_n, got) == 0 && got_n == ndim;
+    for (int i = 0; ok && i < ndim; i++) ok = dims[i] <= 1 || got[i] == want[i];
+    if (!ok) {
+      PyErr_Clear();
+      Py_DECREF(dtype);
+      PyErr_SetString(PyExc_ValueError, "the array is not C-contiguous; make it contiguous "
+                      "(.contiguous() in PyTorch, cupy.ascontiguousarray) first");
+      return NULL;
+    }
+  }
+  unsigned long long ptr = PyLong_AsUnsignedLongLong(PyTuple_GET_ITEM(data, 0));
+  if (ptr == (unsigned long long)-1 && PyErr_Occurred()) {
+    Py_DECREF(dtype);
+    return NULL;
+  }
+  /* The producer's work on its stream comes before kiln's. */
+  if (stream && stream != Py_None) {
+    kiln_stream h = NULL;
+    kiln_status s = KILN_OK;
+    if (kpy_stream_parse(st, stream, &h) < 0) {
+      Py_DECREF(dtype);
+      return NULL;
+    }
+    if ((uintptr_t)h > 2) {
+      Py_BEGIN_ALLOW_THREADS
+      s = kiln_stream_synchronize(h);
+      Py_END_ALLOW_THREADS
+    }
+    if (s) {
+      Py_DECREF(dtype);
+      return kpy_raise(st, s);
+    }
+  }
+  kpy_array *a = kpy_array_blank(st, dtype, ndim, dims);
+  Py_DECREF(dtype);
+  if (!a) return NULL;
+  a->ptr = (kiln_deviceptr)ptr;
+  a->base = Py_NewRef(obj);
+  return (PyObject *)a;
+}
+
+static PyObject *kpy_asarray_dlpack(kpy_state *st, PyObject *obj) {
+  PyObject *capsule = PyObject_CallMethod(obj, "__dlpack__", "()");
+  if (!capsule) return NULL;
+  DLManagedTensor *t = PyCapsule_GetPointer(capsule, "dltensor");
+  if (!t) {
+    Py_DECREF(capsule);
+    return NULL;
+  }
+  DLTensor *d = &t->dl_tensor;
+  const char *problem = NULL;
+  char typestr[16];
+  if (d->device.device_type != kDLCUDA) problem = "it is not in CUDA device memory";
+  else if (d->dtype.lanes != 1) problem = "its dtype has lanes";
+  else if (d->ndim < 0 || d->ndim > KPY_MAX_DIMS) problem = "it has too many dimensions";
+  else {
+    char kind = d->dtype.code == kDLInt ? 'i' : d->dtype.code == kDLUInt ? 'u'
+              : d->dtype.code == kDLFloat ? 'f' : d->dtype.code == kDLComplex ? 'c'
+              : d->dtype.code == kDLBool ? 'b' : 0;
+    if (!kind || d->dtype.bits % 8) problem = "its dtype has no numpy equivalent";
+    PyOS_snprintf(typestr, sizeof typestr, "<%c%d", kind, d->dtype.bits / 8);
+    int64_t step = 1;
+    for (int i = d->ndim - 1; !problem && d->strides && i >= 0; i--) {
+      if (d->shape[i] > 1 && d->strides[i] != step) problem = "it is not C-contiguous";
+      step *= d->shape[i];
+    }
+  }
+  if (problem) {
+    PyErr_Format(PyExc_ValueError, "cannot wrap the DLPack tensor: %s", problem);
+    Py_DECREF(capsule);
+    return NULL;
+  }
+  PyObject *dt = PyUnicode_FromString(typestr);
+  PyArray_Descr *dtype = NULL;
+  int ok = dt && PyArray_DescrConverter(dt, &dtype);
+  Py_XDECREF(dt);
+  Py_ssize_t dims[KPY_MAX_DIMS];
+  for (int i = 0; i < d->ndim; i++) dims[i] = (Py_ssize_t)d->shape[i];
+  kpy_array *a = ok ? kpy_array_blank(st, dtype, d->ndim, dims) : NULL;
+  Py_XDECREF(dtype);
+  if (a) {
+    a->ptr = (kiln_deviceptr)(uintptr_t)d->data + d->byte_offset;
+    a->device = d->device.device_id;
+    a->dlpack = t; /* consumed: the array calls its deleter */
+    if (PyCapsule_SetName(capsule, "used_dltensor") < 0) {
+      a->dlpack = NULL;
+      Py_CLEAR(a);
+    }
+  }
+  Py_DECREF(capsule);
+  return (PyObject *)a;
+}
+
+static PyObject *kpy_asarray(PyObject *module, PyObject *obj) {
+  kpy_state *st = kpy_state_of_module(module);
+  if (PyObject_TypeCheck(obj, st->ref.DeviceArray_type)) return Py_NewRef(obj);
+  PyObject *cai = NULL;
+  if (kpy_get_optional_attr(obj, st->str.cuda_array_interface, &cai) < 0) return NULL;
+  if (cai) {
+    PyObject *a = kpy_asarray_cai(st, obj, cai);
+    Py_DECREF(cai);
+    return a;
+  }
+  PyObject *dl = NULL;
+  if (kpy_get_optional_attr(obj, st->str.dlpack, &dl) < 0) return NULL;
+  if (dl) {
+    Py_DECREF(dl);
+    return kpy_asarray_dlpack(st, obj);
+  }
+  PyErr_Format(PyExc_TypeError, "asarray() wraps an array already on the GPU (one with "
+               "__cuda_array_interface__ or __dlpack__), not %.100s; kiln.to_device copies a "
+               "numpy array", Py_TYPE(obj)->tp_name);
+  return NULL;
+}
+
+static PyMethodDef kpy_interop_functions[] = {
+    {"asarray", kpy_asarray, METH_O,
+     "asarray(obj): a DeviceArray over the memory of a GPU array (torch, CuPy, ...) that offers "
+     "__cuda_array_interface__ or __dlpack__; no copy."},
+    {NULL, NULL, 0, NULL},
+};
+
+int kpy_interop_init(PyObject *module, kpy_state *st) {
+  (void)st;
+  return PyModule_AddFunctions(module, kpy_interop_functions);
+}
