@@ -13,24 +13,24 @@
 
 /* ---- Making arrays ------------------------------------------------------------------------ */
 
-static int kpy_array_stream(kpy_state *st, PyObject *obj, PyObject **out) {
-  *out = NULL;
-  if (obj == Py_None) return 0;
-  if (!PyObject_TypeCheck(obj, st->ref.Stream_type)) {
-    PyErr_Format(PyExc_TypeError, "stream must be None or a kiln.Stream (for another library's "
-                 "stream, kiln.Stream.from_handle(...)), not %.100s", Py_TYPE(obj)->tp_name);
-    return -1;
-  }
-  *out = obj;
-  return 0;
+/* stream= of an array call, read once. */
+typedef struct kpy_on {
+  PyObject *arg;      /* borrowed: None, a kiln.Stream, an int handle or another library's */
+  kiln_stream handle; /* what kpy_stream_parse read from it */
+} kpy_on;
+
+static int kpy_on_parse(kpy_state *st, PyObject *arg, kpy_on *on) {
+  on->arg = arg;
+  return kpy_stream_parse(st, arg, &on->handle);
 }
 
 static PyObject *kpy_empty_or_zeros(PyObject *module, PyObject *args, PyObject *kwargs,
                                     int zero, const char *fmt) {
   static char *kwlist[] = {(char *)"shape", (char *)"dtype", (char *)"stream", NULL};
   kpy_state *st = kpy_state_of_module(module);
-  PyObject *shape_obj, *stream_obj = Py_None, *stream;
+  PyObject *shape_obj, *stream_obj = Py_None;
   PyArray_Descr *dtype = NULL;
+  kpy_on on;
   if (!PyArg_ParseTupleAndKeywords(args, kwargs, fmt, kwlist, &shape_obj, PyArray_DescrConverter,
                                    &dtype, &stream_obj))
     return NULL;
@@ -38,12 +38,11 @@ static PyObject *kpy_empty_or_zeros(PyObject *module, PyObject *args, PyObject *
   int ndim = 0;
   kpy_array *a = NULL;
   if (!dtype) dtype = PyArray_DescrFromType(NPY_DOUBLE);
-  if (kpy_shape_parse(shape_obj, &ndim, shape) == 0 && kpy_array_stream(st, stream_obj, &stream) == 0)
-    a = kpy_array_new(st, dtype, ndim, shape, stream);
+  if (kpy_shape_parse(shape_obj, &ndim, shape) == 0 && kpy_on_parse(st, stream_obj, &on) == 0)
+    a = kpy_array_new(st, dtype, ndim, shape, on.handle, kpy_stream_owner(stream_obj));
   Py_DECREF(dtype);
   if (a && zero && a->nbytes) {
-    kiln_status s = kiln_memset_async(a->ptr, 0, (size_t)a->nbytes,
-                                      stream ? kpy_stream_handle(stream) : NULL);
+    kiln_status s = kiln_memset_async(a->ptr, 0, (size_t)a->nbytes, on.handle);
     if (s) {
       Py_DECREF(a);
       return kpy_raise(st, s);
@@ -97,24 +96,30 @@ static int kpy_check_host(kpy_array *a, PyObject *host, int receive, const char 
   return 0;
 }
 
-/* Copies between a's memory and host, on stream (None: before returning). */
-static int kpy_copy(kpy_state *st, kpy_array *a, PyObject *host, int to_host, PyObject *stream) {
+/* Copies between a's memory and host. With stream= None the copy blocks. On a kiln.Stream it
+ * is queued and the stream keeps host alive until it is seen to be done. On any other stream
+ * (an int handle, another library's stream object) it is queued and then waited for: nothing
+ * kiln holds past the call could keep host alive, as that stream knows nothing of it (the
+ * same rule as In/Out in a launch); kiln.Stream.from_handle gives a queued copy there. */
+static int kpy_copy(kpy_state *st, kpy_array *a, PyObject *host, int to_host, const kpy_on *on) {
   void *data = PyArray_DATA((PyArrayObject *)host);
   size_t n = (size_t)a->nbytes;
+  kiln_deviceptr p = a->ptr;
+  kiln_stream h = on->handle;
   kiln_status s;
   if (!n) return 0;
-  if (stream) {
-    kiln_stream h = kpy_stream_handle(stream);
-    kiln_deviceptr p = a->ptr;
+  if (on->arg == Py_None) {
+    Py_BEGIN_ALLOW_THREADS
+    s = to_host ? kiln_memcpy_dtoh(data, p, n) : kiln_memcpy_htod(p, data, n);
+    Py_END_ALLOW_THREADS
+  } else {
+    int queued = kpy_stream_is_kiln(st, on->arg);
     /* A large pageable copy is staged by host threads before the call returns. */
     Py_BEGIN_ALLOW_THREADS
     s = to_host ? kiln_memcpy_dtoh_async(data, p, n, h) : kiln_memcpy_htod_async(p, data, n, h);
+    if (!s && !queued) s = kiln_stream_synchronize(h);
     Py_END_ALLOW_THREADS
-    if (!s && kpy_stream_keep(stream, host) < 0) return -1;
-  } else {
-    Py_BEGIN_ALLOW_THREADS
-    s = to_host ? kiln_memcpy_dtoh(data, a->ptr, n) : kiln_memcpy_htod(a->ptr, data, n);
-    Py_END_ALLOW_THREADS
+    if (!s && queued && kpy_stream_keep(on->arg, host) < 0) return -1;
   }
   if (s) {
     kpy_raise(st, s);
@@ -126,9 +131,10 @@ static int kpy_copy(kpy_state *st, kpy_array *a, PyObject *host, int to_host, Py
 static PyObject *kpy_to_device(PyObject *module, PyObject *args, PyObject *kwargs) {
   static char *kwlist[] = {(char *)"array", (char *)"stream", NULL};
   kpy_state *st = kpy_state_of_module(module);
-  PyObject *host, *stream_obj = Py_None, *stream;
+  PyObject *host, *stream_obj = Py_None;
+  kpy_on on;
   if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|O:to_device", kwlist, &host, &stream_obj) ||
-      kpy_array_stream(st, stream_obj, &stream) < 0)
+      kpy_on_parse(st, stream_obj, &on) < 0)
     return NULL;
   if (PyArray_IsScalar(host, Generic)) /* np.float32(3) goes as a 0-d array */
     host = PyArray_FromScalar(host, NULL);
@@ -146,8 +152,9 @@ static PyObject *kpy_to_device(PyObject *module, PyObject *args, PyObject *kwarg
     PyArrayObject *h = (PyArrayObject *)host;
     Py_ssize_t shape[KPY_MAX_DIMS];
     for (int i = 0; i < PyArray_NDIM(h) && i < KPY_MAX_DIMS; i++) shape[i] = PyArray_DIM(h, i);
-    a = kpy_array_new(st, PyArray_DESCR(h), PyArray_NDIM(h), shape, stream);
-    if (a && (kpy_check_host(a, host, 0, "the array") < 0 || kpy_copy(st, a, host, 0, stream) < 0))
+    a = kpy_array_new(st, PyArray_DESCR(h), PyArray_NDIM(h), shape, on.handle,
+                      kpy_stream_owner(stream_obj));
+    if (a && (kpy_check_host(a, host, 0, "the array") < 0 || kpy_copy(st, a, host, 0, &on) < 0))
       Py_CLEAR(a);
   }
   Py_DECREF(host);
@@ -155,7 +162,7 @@ static PyObject *kpy_to_device(PyObject *module, PyObject *args, PyObject *kwarg
 }
 
 /* Copies a into out (None: a new numpy array) on stream; gives back out, a new reference. */
-static PyObject *kpy_array_into(kpy_state *st, kpy_array *a, PyObject *out, PyObject *stream) {
+static PyObject *kpy_array_into(kpy_state *st, kpy_array *a, PyObject *out, const kpy_on *on) {
   if (out == Py_None) {
     npy_intp dims[KPY_MAX_DIMS];
     for (int i = 0; i < a->ndim; i++) dims[i] = a->shape[i];
@@ -166,28 +173,30 @@ static PyObject *kpy_array_into(kpy_state *st, kpy_array *a, PyObject *out, PyOb
     if (kpy_check_host(a, out, 1, "out") < 0) return NULL;
     Py_INCREF(out);
   }
-  if (kpy_copy(st, a, out, 1, stream) < 0) Py_CLEAR(out);
+  if (kpy_copy(st, a, out, 1, on) < 0) Py_CLEAR(out);
   return out;
 }
 
 static PyObject *kpy_array_get(PyObject *op, PyObject *args, PyObject *kwargs) {
   static char *kwlist[] = {(char *)"out", (char *)"stream", NULL};
   kpy_state *st = kpy_state_of_type(Py_TYPE(op));
-  PyObject *out = Py_None, *stream_obj = Py_None, *stream;
+  PyObject *out = Py_None, *stream_obj = Py_None;
+  kpy_on on;
   if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|OO:get", kwlist, &out, &stream_obj) ||
-      kpy_array_stream(st, stream_obj, &stream) < 0)
+      kpy_on_parse(st, stream_obj, &on) < 0)
     return NULL;
-  return kpy_array_into(st, (kpy_array *)op, out, stream);
+  return kpy_array_into(st, (kpy_array *)op, out, &on);
 }
 
 static PyObject *kpy_array_copy_to(PyObject *op, PyObject *args, PyObject *kwargs) {
   static char *kwlist[] = {(char *)"host", (char *)"stream", NULL};
   kpy_state *st = kpy_state_of_type(Py_TYPE(op));
-  PyObject *host, *stream_obj = Py_None, *stream;
+  PyObject *host, *stream_obj = Py_None;
+  kpy_on on;
   if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|O:copy_to", kwlist, &host, &stream_obj) ||
-      kpy_array_stream(st, stream_obj, &stream) < 0)
+      kpy_on_parse(st, stream_obj, &on) < 0)
     return NULL;
-  PyObject *r = kpy_array_into(st, (kpy_array *)op, host, stream);
+  PyObject *r = kpy_array_into(st, (kpy_array *)op, host, &on);
   if (!r) return NULL;
   Py_DECREF(r);
   Py_RETURN_NONE;
@@ -197,9 +206,10 @@ static PyObject *kpy_array_copy_from(PyObject *op, PyObject *args, PyObject *kwa
   static char *kwlist[] = {(char *)"source", (char *)"stream", NULL};
   kpy_array *a = (kpy_array *)op;
   kpy_state *st = kpy_state_of_type(Py_TYPE(op));
-  PyObject *src, *stream_obj = Py_None, *stream;
+  PyObject *src, *stream_obj = Py_None;
+  kpy_on on;
   if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|O:copy_from", kwlist, &src, &stream_obj) ||
-      kpy_array_stream(st, stream_obj, &stream) < 0)
+      kpy_on_parse(st, stream_obj, &on) < 0)
     return NULL;
   if (PyObject_TypeCheck(src, st->ref.DeviceArray_type)) { /* device to device */
     kpy_array *b = (kpy_array *)src;
@@ -208,12 +218,11 @@ static PyObject *kpy_array_copy_from(PyObject *op, PyObject *args, PyObject *kwa
                    b->size, (PyObject *)b->dtype, a->size, (PyObject *)a->dtype);
       return NULL;
     }
-    kiln_status s = kiln_memcpy_dtod_async(a->ptr, b->ptr, (size_t)a->nbytes,
-                                           stream ? kpy_stream_handle(stream) : NULL);
+    kiln_status s = kiln_memcpy_dtod_async(a->ptr, b->ptr, (size_t)a->nbytes, on.handle);
     if (s) return kpy_raise(st, s);
     Py_RETURN_NONE;
   }
-  if (kpy_check_host(a, src, 0, "the source") < 0 || kpy_copy(st, a, src, 0, stream) < 0)
+  if (kpy_check_host(a, src, 0, "the source") < 0 || kpy_copy(st, a, src, 0, &on) < 0)
     return NULL;
   Py_RETURN_NONE;
 }
@@ -228,6 +237,7 @@ static PyObject *kpy_array_view(kpy_array *a, Py_ssize_t start, int ndim,
   Py_ssize_t row = a->ndim ? a->nbytes / (a->shape[0] ? a->shape[0] : 1) : 0;
   v->ptr = v->nbytes ? a->ptr + (kiln_deviceptr)(start * row) : 0;
   v->device = a->device;
+  v->stream = a->stream; /* where the memory is ordered: the consumers of its interface wait */
   v->base = Py_NewRef((PyObject *)a);
   return (PyObject *)v;
 }

@@ -2,7 +2,6 @@
 #include "arrayobj.h"
 
 #include "errors.h"
-#include "stream.h"
 
 #include <string.h>
 
@@ -42,24 +41,24 @@ kpy_array *kpy_array_blank(kpy_state *st, PyArray_Descr *dtype, int ndim,
 }
 
 kpy_array *kpy_array_new(kpy_state *st, PyArray_Descr *dtype, int ndim, const Py_ssize_t *shape,
-                         PyObject *stream) {
+                         kiln_stream stream, PyObject *owner) {
   kpy_array *a = kpy_array_blank(st, dtype, ndim, shape);
   if (!a || !a->nbytes) return a;
-  kiln_stream handle = stream ? kpy_stream_handle(stream) : NULL;
-  kiln_status s = kiln_mem_alloc_async((size_t)a->nbytes, handle, &a->alloc);
+  kiln_status s = kiln_mem_alloc_async((size_t)a->nbytes, stream, &a->alloc);
   if (s) {
     Py_DECREF(a);
     return (kpy_array *)kpy_raise(st, s);
   }
   a->ptr = a->alloc;
-  a->stream = Py_XNewRef(stream);
+  a->stream = stream;
+  a->stream_owner = Py_XNewRef(owner);
   return a;
 }
 
 int kpy_array_traverse(PyObject *op, visitproc visit, void *arg) {
   kpy_array *a = (kpy_array *)op;
   Py_VISIT(Py_TYPE(op));
-  Py_VISIT(a->stream);
+  Py_VISIT(a->stream_owner);
   Py_VISIT(a->base);
   return 0;
 }
@@ -78,12 +77,11 @@ void kpy_array_dealloc(PyObject *op) {
     /* Freed where it was made: the block cache and the pool are per device. */
     int current = kiln_device_current();
     if (current != a->device) kiln_device_set_current(a->device);
-    kiln_mem_free_async(a->alloc, (size_t)a->nbytes,
-                        a->stream ? kpy_stream_handle(a->stream) : NULL);
+    kiln_mem_free_async(a->alloc, (size_t)a->nbytes, a->stream);
     if (current != a->device) kiln_device_set_current(current);
   }
   if (a->dlpack && a->dlpack->deleter) a->dlpack->deleter(a->dlpack);
-  Py_CLEAR(a->stream);
+  Py_CLEAR(a->stream_owner);
   kpy_array_clear(op);
   Py_XDECREF(a->dtype);
   tp->tp_free(op);

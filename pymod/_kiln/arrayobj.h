@@ -16,7 +16,9 @@ typedef struct kpy_array {
   Py_ssize_t size, nbytes;
   int device;
   kiln_deviceptr alloc;     /* memory it owns and frees; 0 for a view or a foreign array */
-  PyObject *stream;         /* the kiln.Stream that owned memory is ordered on, or NULL */
+  kiln_stream stream;       /* the stream its memory is ordered on (NULL: legacy default) */
+  PyObject *stream_owner;   /* strong: what keeps that stream alive (a kiln.Stream or another
+                               library's stream object), or NULL */
   PyObject *base;           /* what a view keeps alive: the array it views, or the owner */
   DLManagedTensor *dlpack;  /* an imported DLPack tensor, released with the array */
 } kpy_array;
@@ -26,10 +28,11 @@ typedef struct kpy_array {
 kpy_array *kpy_array_blank(kpy_state *st, PyArray_Descr *dtype, int ndim,
                            const Py_ssize_t *shape);
 
-/* A DeviceArray with memory of its own, allocated in stream order on stream (NULL or a
- * kiln.Stream, which the array keeps). */
+/* A DeviceArray with memory of its own, allocated in stream order on stream, where it is also
+ * freed; the array keeps owner (kpy_stream_owner of stream=, or NULL) so the stream outlives
+ * the memory. */
 kpy_array *kpy_array_new(kpy_state *st, PyArray_Descr *dtype, int ndim, const Py_ssize_t *shape,
-                         PyObject *stream);
+                         kiln_stream stream, PyObject *owner);
 
 static inline kiln_deviceptr kpy_array_ptr(PyObject *array) {
   return ((kpy_array *)array)->ptr;

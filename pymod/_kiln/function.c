@@ -97,7 +97,7 @@ static PyObject *kpy_function_call(PyObject *op, PyObject *const *args, size_t n
       cfg.shared = (unsigned)v;
     } else if (kw == KPY_KW_STREAM) {
       if (kpy_stream_parse(st, value, &cfg.stream) < 0) return NULL;
-      if (Py_TYPE(value) == st->ref.Stream_type) stream_obj = value;
+      if (kpy_stream_is_kiln(st, value)) stream_obj = value;
     } else if (kw == KPY_KW_TIME_KERNEL) {
       if ((time_kernel = PyObject_IsTrue(value)) < 0) return NULL;
     } else {

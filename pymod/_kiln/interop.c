@@ -14,8 +14,7 @@
 PyObject *kpy_array_cai(PyObject *op, void *closure) {
   (void)closure;
   kpy_array *a = (kpy_array *)op;
-  PyObject *stream = a->stream ? PyLong_FromUnsignedLongLong(
-                                     (unsigned long long)(uintptr_t)kpy_stream_handle(a->stream))
+  PyObject *stream = a->stream ? PyLong_FromUnsignedLongLong((uintptr_t)a->stream)
                                : PyLong_FromLong(1);
   PyObject *typestr = PyObject_GetAttrString((PyObject *)a->dtype, "str");
   PyObject *shape = kpy_shape_tuple(a->shape, a->ndim);
@@ -81,14 +80,18 @@ PyObject *kpy_array_dlpack(PyObject *op, PyObject *args, PyObject *kwargs) {
   }
   DLDataType dt;
   if (kpy_dl_dtype(a->dtype, &dt) < 0) return NULL;
-  /* The consumer will use the data on `stream`: it waits for this array's stream first. */
-  if (stream != Py_None && !(PyLong_Check(stream) && PyLong_AsLong(stream) == 1)) {
+  /* The consumer will use the data on `stream`: it waits for this array's stream first. By
+   * the protocol -1 asks for no synchronization. */
+  int overflow = 0;
+  long given = stream != Py_None && PyLong_Check(stream)
+                   ? PyLong_AsLongAndOverflow(stream, &overflow) : 0;
+  if (overflow) given = 0; /* a handle past a long's range */
+  if (stream != Py_None && given != 1 && given != -1) {
     kiln_stream consumer = NULL;
     kiln_event event = NULL;
     if (kpy_stream_parse(st, stream, &consumer) < 0) return NULL;
-    kiln_stream mine = a->stream ? kpy_stream_handle(a->stream) : NULL;
     kiln_status s = kiln_event_create(0, &event);
-    if (!s) s = kiln_event_record(event, mine);
+    if (!s) s = kiln_event_record(event, a->stream);
     if (!s) s = kiln_stream_wait_event(consumer, event);
     kiln_event_destroy(event);
     if (s) return kpy_raise(st, s);

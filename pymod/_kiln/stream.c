@@ -4,14 +4,14 @@
 
 #include "errors.h"
 
-int kpy_stream_parse(kpy_state *st, PyObject *obj, kiln_stream *stream) {
-  *stream = NULL;
+int kpy_stream_parse(kpy_state *st, PyObject *obj, kiln_stream *out) {
+  *out = NULL;
   if (obj == Py_None) return 0;
-  PyObject *handle = NULL;
-  if (Py_TYPE(obj) == st->ref.Stream_type) {
-    *stream = kpy_stream_handle(obj);
+  if (kpy_stream_is_kiln(st, obj)) {
+    *out = kpy_stream_handle(obj);
     return 0;
   }
+  PyObject *handle = NULL;
   if (PyLong_Check(obj)) {
     handle = Py_NewRef(obj);
   } else {
@@ -27,19 +27,20 @@ int kpy_stream_parse(kpy_state *st, PyObject *obj, kiln_stream *stream) {
       Py_DECREF(t);
     }
     PyObject *names[] = {st->str.handle, st->str.cuda_stream, st->str.ptr};
-    for (size_t i = 0; !handle && i < 3; i++)
+    for (size_t i = 0; !handle && i < sizeof names / sizeof names[0]; i++)
       if (kpy_get_optional_attr(obj, names[i], &handle) < 0) return -1;
   }
   if (!handle || !PyLong_Check(handle)) {
     Py_XDECREF(handle);
     PyErr_Format(PyExc_TypeError, "stream must be None, an int CUstream handle, or a stream "
-                 "object (kiln, PyTorch, CuPy, cuda.core), not %.100s", Py_TYPE(obj)->tp_name);
+                 "object (a kiln.Stream; PyTorch's, CuPy's or cuda.core's), not %.100s",
+                 Py_TYPE(obj)->tp_name);
     return -1;
   }
   unsigned long long v = PyLong_AsUnsignedLongLong(handle);
   Py_DECREF(handle);
   if (v == (unsigned long long)-1 && PyErr_Occurred()) return -1;
-  *stream = (kiln_stream)(uintptr_t)v;
+  *out = (kiln_stream)(uintptr_t)v;
   return 0;
 }
 

@@ -19,9 +19,25 @@ typedef struct kpy_event {
 
 int kpy_stream_init(PyObject *module, kpy_state *st);
 
-/* stream= : None (the legacy default stream, NULL), an int CUstream handle, or an object that
- * names its stream (kiln, PyTorch, CuPy, cuda.core). */
+/* Reads stream= wherever it is taken: None (the legacy default stream, NULL), a kiln.Stream, an
+ * int CUstream handle (1 and 2 are the driver's legacy and per-thread default streams), or
+ * another library's stream object that names its handle: cuda.core's __cuda_stream__ protocol,
+ * .handle (PyCUDA), .cuda_stream (PyTorch) or .ptr (CuPy). None, a kiln.Stream and an int cost
+ * no allocation and no attribute lookup. -1 with TypeError for anything else. */
 int kpy_stream_parse(kpy_state *st, PyObject *obj, kiln_stream *out);
+
+/* Whether a parsed stream= is a kiln.Stream, which can keep host arrays alive for queued
+ * copies (kpy_stream_keep). */
+static inline int kpy_stream_is_kiln(kpy_state *st, PyObject *obj) {
+  return Py_IS_TYPE(obj, st->ref.Stream_type);
+}
+
+/* What keeps the stream a parsed stream= names alive: the argument when it is a stream object
+ * (kiln's or another library's), NULL for None or an int handle, whose stream the caller
+ * vouches for. Borrowed. */
+static inline PyObject *kpy_stream_owner(PyObject *obj) {
+  return obj == Py_None || PyLong_Check(obj) ? NULL : obj;
+}
 
 /* The handle of a kiln.Stream. */
 static inline kiln_stream kpy_stream_handle(PyObject *stream) {
