@@ -42,7 +42,10 @@ static int kpy_clear(PyObject *module) {
   return 0;
 }
 
-static void kpy_free(void *module) { kpy_clear((PyObject *)module); }
+static void kpy_free(void *module) {
+  kpy_clear((PyObject *)module);
+  kpy_stream_free(kpy_state_of_module((PyObject *)module));
+}
 
 static PyModuleDef_Slot kpy_slots[] = {
     {Py_mod_exec, (void *)kpy_exec},

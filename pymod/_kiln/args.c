@@ -3,7 +3,9 @@
 #include "args.h"
 
 #include "arrayobj.h"
+#include "interop.h"
 #include "memory.h"
+#include "stream.h"
 #include "transfer.h"
 
 #include <float.h>
@@ -144,28 +146,43 @@ static int kpy_pack_transfer(const kiln_function *f, int index, kpy_transfer *t,
   return 0;
 }
 
-/* __cuda_array_interface__ (torch, CuPy, Numba): its data pointer. */
+/* The error the CUDA array interface reader raised, again, naming the argument. */
+static int kpy_arg_reraise(const kiln_function *f, int index) {
+  if (!PyErr_ExceptionMatches(PyExc_TypeError) && !PyErr_ExceptionMatches(PyExc_ValueError))
+    return -1;
+  PyObject *type = PyErr_ExceptionMatches(PyExc_TypeError) ? PyExc_TypeError : PyExc_ValueError;
+#if PY_VERSION_HEX >= 0x030C0000
+  PyObject *exc = PyErr_GetRaisedException();
+#else
+  PyObject *exc_type, *exc, *tb;
+  PyErr_Fetch(&exc_type, &exc, &tb);
+  PyErr_NormalizeException(&exc_type, &exc, &tb);
+  Py_XDECREF(exc_type);
+  Py_XDECREF(tb);
+#endif
+  PyObject *text = exc ? PyObject_Str(exc) : NULL;
+  const char *s = text ? PyUnicode_AsUTF8(text) : NULL;
+  if (s) kpy_arg_error(type, f, index, "%s", s);
+  Py_XDECREF(text);
+  Py_XDECREF(exc);
+  return -1;
+}
+
+/* __cuda_array_interface__ (torch, CuPy, Numba): its data pointer. When the interface names the
+ * stream the producer last used (v3), the launch's stream waits for it first, without blocking;
+ * arguments from one producer stream in a row wait once. */
 static int kpy_pack_cai(kpy_state *st, const kiln_function *f, int index, PyObject *obj,
-                        void *slot, int *handled) {
-  PyObject *cai = NULL;
-  *handled = 0;
-  if (kpy_get_optional_attr(obj, st->str.cuda_array_interface, &cai) <= 0) {
-    if (PyErr_Occurred()) return -1;
-    return 0;
+                        void *slot, kpy_packed *packed, int *handled) {
+  kpy_cai cai;
+  int found = kpy_cai_read(st, obj, KPY_CAI_POINTER, &cai);
+  *handled = found != 0;
+  if (found <= 0) return found < 0 ? kpy_arg_reraise(f, index) : 0;
+  memcpy(slot, &cai.ptr, sizeof cai.ptr);
+  if (cai.has_stream && !(packed->waited && packed->waited_on == cai.stream)) {
+    if (kpy_stream_order(st, packed->stream, cai.stream) < 0) return -1;
+    packed->waited = 1;
+    packed->waited_on = cai.stream;
   }
-  *handled = 1;
-  PyObject *data = PyDict_Check(cai) ? PyDict_GetItemString(cai, "data") : NULL;
-  PyObject *ptr = data && PyTuple_Check(data) && PyTuple_GET_SIZE(data) == 2
-                      ? PyTuple_GET_ITEM(data, 0)
-                      : NULL;
-  unsigned long long v = ptr && PyLong_Check(ptr) ? PyLong_AsUnsignedLongLong(ptr) : 0;
-  Py_DECREF(cai);
-  if (!ptr || !PyLong_Check(ptr) || (v == (unsigned long long)-1 && PyErr_Occurred())) {
-    PyErr_Clear();
-    return kpy_arg_error(PyExc_TypeError, f, index,
-                         "its __cuda_array_interface__ has no valid 'data': (ptr, readonly)");
-  }
-  memcpy(slot, &v, sizeof v);
   return 0;
 }
 
@@ -232,7 +249,7 @@ int kpy_pack_arg(kpy_state *st, const kiln_function *f, int index, PyObject *obj
   /* A device array first: torch tensors also have __index__, for one-element tensors. */
   if (kpy_is_pointer_class(cls) && !PyLong_Check(obj) && !PyArray_IsScalar(obj, Integer)) {
     int handled = 0;
-    if (kpy_pack_cai(st, f, index, obj, slot, &handled) < 0) return -1;
+    if (kpy_pack_cai(st, f, index, obj, slot, packed, &handled) < 0) return -1;
     if (handled) return 0;
   }
   /* Integer and pointer classes: ints of any kind (bool, numpy integers, __index__). */

@@ -126,7 +126,8 @@ static PyObject *kpy_function_call(PyObject *op, PyObject *const *args, size_t n
     }
   }
   kpy_packed packed;
-  packed.n_transfers = 0;
+  packed.stream = cfg.stream;
+  packed.n_transfers = packed.waited = 0;
   PyObject *result = NULL;
   for (int i = 0; i < self->n_params; i++) {
     params[i] = storage + self->offsets[i];

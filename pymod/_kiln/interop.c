@@ -10,6 +10,135 @@
 
 /* ---- The CUDA array interface ------------------------------------------------------------- */
 
+/* An entry of the interface as a strong reference; NULL when absent or None. */
+static int kpy_cai_entry(PyObject *cai, PyObject *key, PyObject **out) {
+  PyObject *v = PyDict_GetItemWithError(cai, key);
+  if (!v && PyErr_Occurred()) return -1;
+  *out = v && v != Py_None ? Py_NewRef(v) : NULL;
+  return 0;
+}
+
+/* Reads the interface dict into out. The entries are held while they are converted, since a
+ * conversion (an __index__, say) may run code that changes the dict. */
+static int kpy_cai_parse(kpy_state *st, PyObject *obj, PyObject *cai, int what, kpy_cai *out) {
+  const char *of = Py_TYPE(obj)->tp_name;
+  if (!PyDict_Check(cai)) {
+    PyErr_Format(PyExc_TypeError, "the __cuda_array_interface__ of %.100s must be a dict, not "
+                 "%.100s", of, Py_TYPE(cai)->tp_name);
+    return -1;
+  }
+  PyObject *data = NULL, *stream = NULL, *typestr = NULL, *shape = NULL, *strides = NULL;
+  int rc = -1;
+  if (kpy_cai_entry(cai, st->str.data, &data) < 0 ||
+      kpy_cai_entry(cai, st->str.stream, &stream) < 0)
+    goto done;
+  if (what == KPY_CAI_LAYOUT &&
+      (kpy_cai_entry(cai, st->str.typestr, &typestr) < 0 ||
+       kpy_cai_entry(cai, st->str.shape, &shape) < 0 ||
+       kpy_cai_entry(cai, st->str.strides, &strides) < 0))
+    goto done;
+
+  /* "data": (pointer, read-only). */
+  int valid = data && PyTuple_Check(data) && PyTuple_GET_SIZE(data) == 2 &&
+              PyLong_Check(PyTuple_GET_ITEM(data, 0));
+  unsigned long long ptr = valid ? PyLong_AsUnsignedLongLong(PyTuple_GET_ITEM(data, 0)) : 0;
+  if (!valid || (ptr == (unsigned long long)-1 && PyErr_Occurred())) {
+    PyErr_Clear();
+    PyErr_Format(PyExc_TypeError, "the __cuda_array_interface__ of %.100s has no valid "
+                 "'data': it must be (pointer, read-only), the pointer an int from 0 to "
+                 "2**64-1", of);
+    goto done;
+  }
+  out->ptr = (kiln_deviceptr)ptr;
+  if ((out->readonly = PyObject_IsTrue(PyTuple_GET_ITEM(data, 1))) < 0) goto done;
+
+  /* "stream" (v3): absent or None when no synchronization is needed. 0 is disallowed: it
+   * would not say which default stream. */
+  if (stream) {
+    if (!PyLong_Check(stream)) {
+      PyErr_Format(PyExc_TypeError, "the __cuda_array_interface__ of %.100s has a 'stream' "
+                   "of type %.100s; it must be an int CUstream handle or None", of,
+                   Py_TYPE(stream)->tp_name);
+      goto done;
+    }
+    unsigned long long v = PyLong_AsUnsignedLongLong(stream);
+    if (v == 0 || (v == (unsigned long long)-1 && PyErr_Occurred())) {
+      PyErr_Clear();
+      PyErr_Format(PyExc_ValueError, "the __cuda_array_interface__ of %.100s has 'stream' %R; "
+                   "it must be None or a CUstream handle (1 the legacy default stream, 2 the "
+                   "per-thread one; 0 is disallowed)", of, stream);
+      goto done;
+    }
+    out->has_stream = 1;
+    out->stream = (kiln_stream)(uintptr_t)v;
+  }
+  if (what != KPY_CAI_LAYOUT) {
+    rc = 0;
+    goto done;
+  }
+
+  /* "typestr", "shape" and "strides". */
+  if (!typestr || !shape) {
+    PyErr_Format(PyExc_TypeError, "the __cuda_array_interface__ of %.100s has no '%s'", of,
+                 typestr ? "shape" : "typestr");
+    goto done;
+  }
+  if (!PyArray_DescrConverter(typestr, &out->dtype)) {
+    PyErr_Clear();
+    PyErr_Format(PyExc_TypeError, "the __cuda_array_interface__ of %.100s has 'typestr' %R, "
+                 "which is no numpy dtype", of, typestr);
+    goto done;
+  }
+  if (kpy_shape_parse(shape, &out->ndim, out->shape) < 0) {
+    if (!PyErr_ExceptionMatches(PyExc_TypeError)) goto done;
+    PyErr_Clear();
+    PyErr_Format(PyExc_TypeError, "the __cuda_array_interface__ of %.100s has 'shape' %R; it "
+                 "must be a tuple of ints", of, shape);
+    goto done;
+  }
+  if (strides) {
+    int n = -1;
+    if (kpy_shape_parse(strides, &n, out->strides) < 0 || n != out->ndim) {
+      if (PyErr_Occurred() && !PyErr_ExceptionMatches(PyExc_TypeError) &&
+          !PyErr_ExceptionMatches(PyExc_ValueError))
+        goto done;
+      PyErr_Clear();
+      PyErr_Format(PyExc_TypeError, "the __cuda_array_interface__ of %.100s has 'strides' %R; "
+                   "it must be None or a tuple of %d ints, as 'shape' has", of, strides,
+                   out->ndim);
+      goto done;
+    }
+    out->has_strides = 1;
+  }
+  rc = 0;
+done:
+  Py_XDECREF(data);
+  Py_XDECREF(stream);
+  Py_XDECREF(typestr);
+  Py_XDECREF(shape);
+  Py_XDECREF(strides);
+  return rc;
+}
+
+int kpy_cai_read(kpy_state *st, PyObject *obj, int what, kpy_cai *out) {
+  out->ptr = 0;
+  out->readonly = out->has_stream = out->ndim = out->has_strides = 0;
+  out->stream = NULL;
+  out->dtype = NULL;
+  PyObject *cai = NULL;
+  int found = kpy_get_optional_attr(obj, st->str.cuda_array_interface, &cai);
+  if (found <= 0) return found;
+  int rc = kpy_cai_parse(st, obj, cai, what, out);
+  Py_DECREF(cai); /* nothing read from it is used after this */
+  if (rc < 0) {
+    kpy_cai_release(out);
+    return -1;
+  }
+  return 1;
+}
+
+void kpy_cai_release(kpy_cai *cai) { Py_CLEAR(cai->dtype); }
+
 /* Version 3: with "stream", the stream a consumer must wait for; 1 is the legacy default. */
 PyObject *kpy_array_cai(PyObject *op, void *closure) {
   (void)closure;
@@ -85,16 +214,11 @@ PyObject *kpy_array_dlpack(PyObject *op, PyObject *args, PyObject *kwargs) {
   int overflow = 0;
   long given = stream != Py_None && PyLong_Check(stream)
                    ? PyLong_AsLongAndOverflow(stream, &overflow) : 0;
-  if (overflow) given = 0; /* a handle past a long's range */
-  if (stream != Py_None && given != 1 && given != -1) {
+  if (stream != Py_None && (given != -1 || overflow)) {
     kiln_stream consumer = NULL;
-    kiln_event event = NULL;
-    if (kpy_stream_parse(st, stream, &consumer) < 0) return NULL;
-    kiln_status s = kiln_event_create(0, &event);
-    if (!s) s = kiln_event_record(event, a->stream);
-    if (!s) s = kiln_stream_wait_event(consumer, event);
-    kiln_event_destroy(event);
-    if (s) return kpy_raise(st, s);
+    if (kpy_stream_parse(st, stream, &consumer) < 0 ||
+        kpy_stream_order(st, consumer, a->stream) < 0)
+      return NULL;
   }
   size_t extra = 2 * (size_t)(a->ndim ? a->ndim : 1) * sizeof(int64_t);
   DLManagedTensor *t = PyMem_RawCalloc(1, sizeof *t + extra);
@@ -130,72 +254,34 @@ PyObject *kpy_array_dlpack_device(PyObject *op, PyObject *unused) {
 
 /* ---- Wrapping other libraries' arrays ----------------------------------------------------- */
 
-static PyObject *kpy_asarray_cai(kpy_state *st, PyObject *obj, PyObject *cai) {
-  if (!PyDict_Check(cai)) {
-    PyErr_SetString(PyExc_TypeError, "__cuda_array_interface__ is not a dict");
-    return NULL;
-  }
-  PyObject *shape = PyDict_GetItemString(cai, "shape"), *typestr = PyDict_GetItemString(cai, "typestr");
-  PyObject *data = PyDict_GetItemString(cai, "data"), *strides = PyDict_GetItemString(cai, "strides");
-  PyObject *stream = PyDict_GetItemString(cai, "stream");
-  if (!shape || !typestr || !data || !PyTuple_Check(data) || PyTuple_GET_SIZE(data) != 2) {
-    PyErr_SetString(PyExc_TypeError, "__cuda_array_interface__ lacks shape, typestr or data");
-    return NULL;
-  }
-  PyArray_Descr *dtype = NULL;
-  Py_ssize_t dims[KPY_MAX_DIMS];
-  int ndim = 0;
-  if (!PyArray_DescrConverter(typestr, &dtype)) return NULL;
-  if (kpy_shape_parse(shape, &ndim, dims) < 0) {
-    Py_DECREF(dtype);
-    return NULL;
-  }
+/* A DeviceArray over the memory the interface describes; it keeps obj alive. asarray has no
+ * stream to order after the producer's, so it waits for that stream's work to finish. */
+static PyObject *kpy_asarray_cai(kpy_state *st, PyObject *obj, const kpy_cai *cai) {
   /* Strides are accepted when they are the C-contiguous ones. */
-  if (strides && strides != Py_None) {
-    Py_ssize_t want[KPY_MAX_DIMS], s = PyDataType_ELSIZE(dtype);
-    int got_n = 0;
-    for (int i = ndim - 1; i >= 0; i--) {
-      want[i] = s;
-      s *= dims[i];
+  if (cai->has_strides) {
+    Py_ssize_t want = PyDataType_ELSIZE(cai->dtype);
+    int ok = 1;
+    for (int i = cai->ndim - 1; ok && i >= 0; i--) {
+      ok = cai->shape[i] <= 1 || cai->strides[i] == want;
+      want *= cai->shape[i];
     }
-    Py_ssize_t got[KPY_MAX_DIMS];
-    int ok = kpy_shape_parse(strides, &got_n, got) == 0 && got_n == ndim;
-    for (int i = 0; ok && i < ndim; i++) ok = dims[i] <= 1 || got[i] == want[i];
     if (!ok) {
-      PyErr_Clear();
-      Py_DECREF(dtype);
       PyErr_SetString(PyExc_ValueError, "the array is not C-contiguous; make it contiguous "
                       "(.contiguous() in PyTorch, cupy.ascontiguousarray) first");
       return NULL;
     }
   }
-  unsigned long long ptr = PyLong_AsUnsignedLongLong(PyTuple_GET_ITEM(data, 0));
-  if (ptr == (unsigned long long)-1 && PyErr_Occurred()) {
-    Py_DECREF(dtype);
-    return NULL;
+  if (cai->has_stream) {
+    kiln_stream producer = cai->stream;
+    kiln_status s;
+    Py_BEGIN_ALLOW_THREADS
+    s = kiln_stream_synchronize(producer);
+    Py_END_ALLOW_THREADS
+    if (s) return kpy_raise(st, s);
   }
-  /* The producer's work on its stream comes before kiln's. */
-  if (stream && stream != Py_None) {
-    kiln_stream h = NULL;
-    kiln_status s = KILN_OK;
-    if (kpy_stream_parse(st, stream, &h) < 0) {
-      Py_DECREF(dtype);
-      return NULL;
-    }
-    if ((uintptr_t)h > 2) {
-      Py_BEGIN_ALLOW_THREADS
-      s = kiln_stream_synchronize(h);
-      Py_END_ALLOW_THREADS
-    }
-    if (s) {
-      Py_DECREF(dtype);
-      return kpy_raise(st, s);
-    }
-  }
-  kpy_array *a = kpy_array_blank(st, dtype, ndim, dims);
-  Py_DECREF(dtype);
+  kpy_array *a = kpy_array_blank(st, cai->dtype, cai->ndim, cai->shape);
   if (!a) return NULL;
-  a->ptr = (kiln_deviceptr)ptr;
+  a->ptr = cai->ptr;
   a->base = Py_NewRef(obj);
   return (PyObject *)a;
 }
@@ -255,11 +341,12 @@ static PyObject *kpy_asarray_dlpack(kpy_state *st, PyObject *obj) {
 static PyObject *kpy_asarray(PyObject *module, PyObject *obj) {
   kpy_state *st = kpy_state_of_module(module);
   if (PyObject_TypeCheck(obj, st->ref.DeviceArray_type)) return Py_NewRef(obj);
-  PyObject *cai = NULL;
-  if (kpy_get_optional_attr(obj, st->str.cuda_array_interface, &cai) < 0) return NULL;
-  if (cai) {
-    PyObject *a = kpy_asarray_cai(st, obj, cai);
-    Py_DECREF(cai);
+  kpy_cai cai;
+  int found = kpy_cai_read(st, obj, KPY_CAI_LAYOUT, &cai);
+  if (found < 0) return NULL;
+  if (found) {
+    PyObject *a = kpy_asarray_cai(st, obj, &cai);
+    kpy_cai_release(&cai);
     return a;
   }
   PyObject *dl = NULL;

@@ -33,7 +33,15 @@
   X(handle, "handle")                                                                    \
   X(cuda_stream, "cuda_stream")                                                          \
   X(ptr, "ptr")                                                                          \
-  X(dlpack, "__dlpack__")
+  X(dlpack, "__dlpack__")                                                                \
+  X(data, "data")                                                                        \
+  X(shape, "shape")                                                                      \
+  X(typestr, "typestr")                                                                  \
+  X(strides, "strides")
+
+/* Events kept for ordering one stream after another (kpy_stream_order), one per device up to
+ * this ordinal; a device past it makes one per use. */
+#define KPY_ORDER_DEVICES 64
 
 typedef struct kpy_state {
   /* Strong references to the types and exceptions. traverse and clear walk this struct by its
@@ -56,6 +64,8 @@ typedef struct kpy_state {
     KPY_STRINGS(KPY__STRING_FIELD)
 #undef KPY__STRING_FIELD
   } str;
+  /* stream.c's, made on first use in each device's context, destroyed with the module. */
+  kiln_event order_event[KPY_ORDER_DEVICES];
 } kpy_state;
 
 kpy_state *kpy_state_of_module(PyObject *module);

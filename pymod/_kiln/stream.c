@@ -44,6 +44,34 @@ int kpy_stream_parse(kpy_state *st, PyObject *obj, kiln_stream *out) {
   return 0;
 }
 
+static int kpy_stream_same(kiln_stream a, kiln_stream b) {
+  uintptr_t x = (uintptr_t)a, y = (uintptr_t)b;
+  return (x == 1 ? 0 : x) == (y == 1 ? 0 : y);
+}
+
+int kpy_stream_order(kpy_state *st, kiln_stream waiter, kiln_stream producer) {
+  if (kpy_stream_same(waiter, producer)) return 0;
+  /* One event per device, reused: a wait takes the event's record as it is when the wait is
+   * queued, so recording it again later changes no wait already queued, and the GIL, held from
+   * the record to the wait, keeps threads from interleaving theirs. */
+  int device = kiln_device_current();
+  kiln_event own = NULL;
+  kiln_event *event = device >= 0 && device < KPY_ORDER_DEVICES ? &st->order_event[device] : &own;
+  kiln_status s = *event ? KILN_OK : kiln_event_create(0, event);
+  if (!s) s = kiln_event_record(*event, producer);
+  if (!s) s = kiln_stream_wait_event(waiter, *event);
+  if (s) kpy_raise(st, s); /* before another engine call replaces the message */
+  kiln_event_destroy(own); /* a queued wait still holds its record */
+  return s ? -1 : 0;
+}
+
+void kpy_stream_free(kpy_state *st) {
+  for (int i = 0; i < KPY_ORDER_DEVICES; i++) {
+    kiln_event_destroy(st->order_event[i]);
+    st->order_event[i] = NULL;
+  }
+}
+
 int kpy_stream_keep(PyObject *stream, PyObject *obj) {
   kpy_stream *s = (kpy_stream *)stream;
   if (!s->keep && !(s->keep = PyList_New(0))) return -1;

@@ -44,6 +44,15 @@ static inline kiln_stream kpy_stream_handle(PyObject *stream) {
   return ((kpy_stream *)stream)->handle;
 }
 
+/* Makes the work queued later on waiter wait for the work queued so far on producer: an event
+ * recorded on producer and waited for on waiter, queued without blocking. Nothing is done when
+ * they are the same stream (1, the driver's name of the legacy default stream, is NULL). -1
+ * with the error raised. */
+int kpy_stream_order(kpy_state *st, kiln_stream waiter, kiln_stream producer);
+
+/* Destroys the events kpy_stream_order kept; the module's m_free calls it. */
+void kpy_stream_free(kpy_state *st);
+
 /* Keeps obj alive until the kiln.Stream is seen to be done (synchronize, query, dealloc):
  * what a queued copy reads or writes. */
 int kpy_stream_keep(PyObject *stream, PyObject *obj);
