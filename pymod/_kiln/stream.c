@@ -1,5 +1,6 @@
-/* kiln.Stream and kiln.Event. A Stream also keeps alive the host arrays of asynchronous copies
- * queued on it, until it is seen to be done. */
+/* kiln.Stream and kiln.Event; stream= read one way wherever it is taken; one stream ordered
+ * after another. A Stream also keeps alive the host arrays of asynchronous copies queued on it,
+ * until it is seen to be done. */
 #include "stream.h"
 
 #include "errors.h"

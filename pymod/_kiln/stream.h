@@ -1,4 +1,5 @@
-/* kiln.Stream and kiln.Event, and reading stream= wherever it is taken. */
+/* kiln.Stream and kiln.Event; reading stream= wherever it is taken; ordering one stream after
+ * another. */
 #ifndef KPY_STREAM_H
 #define KPY_STREAM_H
 
@@ -23,7 +24,8 @@ int kpy_stream_init(PyObject *module, kpy_state *st);
  * int CUstream handle (1 and 2 are the driver's legacy and per-thread default streams), or
  * another library's stream object that names its handle: cuda.core's __cuda_stream__ protocol,
  * .handle (PyCUDA), .cuda_stream (PyTorch) or .ptr (CuPy). None, a kiln.Stream and an int cost
- * no allocation and no attribute lookup. -1 with TypeError for anything else. */
+ * no allocation and no attribute lookup. -1 with TypeError for anything else (OverflowError
+ * for an int no handle can be). */
 int kpy_stream_parse(kpy_state *st, PyObject *obj, kiln_stream *out);
 
 /* Whether a parsed stream= is a kiln.Stream, which can keep host arrays alive for queued
