@@ -130,7 +130,7 @@ def test_bad_inputs_say_what_was_wrong():
     with pytest.raises(ValueError, match="dtype"):
         a.copy_from(np.zeros(6, np.int32))
     with pytest.raises(TypeError, match="kiln.Stream"):
-        a.get(stream=5)
+        a.get(stream="5")
     with pytest.raises(TypeError, match="Python objects"):
         kiln.empty(3, dtype=object)
 

@@ -1,12 +1,19 @@
 /* Arguments into parameters, by the kernel's signature. Every refusal names the argument,
  * the parameter's class and what it takes, before anything reaches the GPU. */
-#include "kpy.h"
+#include "args.h"
+
+#include "arrayobj.h"
+#include "interop.h"
+#include "memory.h"
+#include "stream.h"
+#include "transfer.h"
 
 #include <float.h>
 #include <math.h>
 #include <string.h>
 
 /* Fails with `type`, naming argument `index` of kernel f and its parameter class. */
+KPY_PRINTF(4, 5)
 static int kpy_arg_error(PyObject *type, const kiln_function *f, int index, const char *fmt,
                          ...) {
   char detail[400];
@@ -139,28 +146,43 @@ static int kpy_pack_transfer(const kiln_function *f, int index, kpy_transfer *t,
   return 0;
 }
 
-/* __cuda_array_interface__ (torch, CuPy, Numba): its data pointer. */
+/* The error the CUDA array interface reader raised, again, naming the argument. */
+static int kpy_arg_reraise(const kiln_function *f, int index) {
+  if (!PyErr_ExceptionMatches(PyExc_TypeError) && !PyErr_ExceptionMatches(PyExc_ValueError))
+    return -1;
+  PyObject *type = PyErr_ExceptionMatches(PyExc_TypeError) ? PyExc_TypeError : PyExc_ValueError;
+#if PY_VERSION_HEX >= 0x030C0000
+  PyObject *exc = PyErr_GetRaisedException();
+#else
+  PyObject *exc_type, *exc, *tb;
+  PyErr_Fetch(&exc_type, &exc, &tb);
+  PyErr_NormalizeException(&exc_type, &exc, &tb);
+  Py_XDECREF(exc_type);
+  Py_XDECREF(tb);
+#endif
+  PyObject *text = exc ? PyObject_Str(exc) : NULL;
+  const char *s = text ? PyUnicode_AsUTF8(text) : NULL;
+  if (s) kpy_arg_error(type, f, index, "%s", s);
+  Py_XDECREF(text);
+  Py_XDECREF(exc);
+  return -1;
+}
+
+/* __cuda_array_interface__ (torch, CuPy, Numba): its data pointer. When the interface names the
+ * stream the producer last used (v3), the launch's stream waits for it first, without blocking;
+ * arguments from one producer stream in a row wait once. */
 static int kpy_pack_cai(kpy_state *st, const kiln_function *f, int index, PyObject *obj,
-                        void *slot, int *handled) {
-  PyObject *cai = NULL;
-  *handled = 0;
-  if (kpy_get_optional_attr(obj, st->str_cuda_array_interface, &cai) <= 0) {
-    if (PyErr_Occurred()) return -1;
-    return 0;
+                        void *slot, kpy_packed *packed, int *handled) {
+  kpy_cai cai;
+  int found = kpy_cai_read(st, obj, KPY_CAI_POINTER, &cai);
+  *handled = found != 0;
+  if (found <= 0) return found < 0 ? kpy_arg_reraise(f, index) : 0;
+  memcpy(slot, &cai.ptr, sizeof cai.ptr);
+  if (cai.has_stream && !(packed->waited && packed->waited_on == cai.stream)) {
+    if (kpy_stream_order(st, packed->stream, cai.stream) < 0) return -1;
+    packed->waited = 1;
+    packed->waited_on = cai.stream;
   }
-  *handled = 1;
-  PyObject *data = PyDict_Check(cai) ? PyDict_GetItemString(cai, "data") : NULL;
-  PyObject *ptr = data && PyTuple_Check(data) && PyTuple_GET_SIZE(data) == 2
-                      ? PyTuple_GET_ITEM(data, 0)
-                      : NULL;
-  unsigned long long v = ptr && PyLong_Check(ptr) ? PyLong_AsUnsignedLongLong(ptr) : 0;
-  Py_DECREF(cai);
-  if (!ptr || !PyLong_Check(ptr) || (v == (unsigned long long)-1 && PyErr_Occurred())) {
-    PyErr_Clear();
-    return kpy_arg_error(PyExc_TypeError, f, index,
-                         "its __cuda_array_interface__ has no valid 'data': (ptr, readonly)");
-  }
-  memcpy(slot, &v, sizeof v);
   return 0;
 }
 
@@ -184,18 +206,18 @@ int kpy_pack_arg(kpy_state *st, const kiln_function *f, int index, PyObject *obj
       return kpy_pack_float(f, index, PyFloat_AS_DOUBLE(obj), slot);
     goto wrong;
   }
-  if (tp == st->In_type || tp == st->Out_type || tp == st->InOut_type) {
+  if (tp == st->ref.In_type || tp == st->ref.Out_type || tp == st->ref.InOut_type) {
     if (!kpy_is_pointer_class(cls)) goto wrong;
     return kpy_pack_transfer(f, index, (kpy_transfer *)obj, packed);
   }
-  if (tp == st->DeviceAllocation_type) {
+  if (tp == st->ref.DeviceAllocation_type) {
     if (!kpy_is_pointer_class(cls)) goto wrong;
     kpy_allocation *a = (kpy_allocation *)obj;
     if (!a->ptr) return kpy_arg_error(PyExc_ValueError, f, index, "the allocation was freed");
     memcpy(slot, &a->ptr, sizeof a->ptr);
     return 0;
   }
-  if (tp == st->DeviceArray_type) {
+  if (tp == st->ref.DeviceArray_type) {
     if (!kpy_is_pointer_class(cls)) goto wrong;
     if (kpy_array_device(obj) != kiln_device_current())
       return kpy_arg_error(PyExc_ValueError, f, index, "the array is on device %d; the launch "
@@ -227,7 +249,7 @@ int kpy_pack_arg(kpy_state *st, const kiln_function *f, int index, PyObject *obj
   /* A device array first: torch tensors also have __index__, for one-element tensors. */
   if (kpy_is_pointer_class(cls) && !PyLong_Check(obj) && !PyArray_IsScalar(obj, Integer)) {
     int handled = 0;
-    if (kpy_pack_cai(st, f, index, obj, slot, &handled) < 0) return -1;
+    if (kpy_pack_cai(st, f, index, obj, slot, packed, &handled) < 0) return -1;
     if (handled) return 0;
   }
   /* Integer and pointer classes: ints of any kind (bool, numpy integers, __index__). */
@@ -258,70 +280,4 @@ wrong:
     return kpy_arg_error(PyExc_TypeError, f, index, "expected an int, got %.100s",
                          tp->tp_name);
   }
-}
-
-int kpy_parse_dims(PyObject *obj, const char *what, unsigned dims[3]) {
-  dims[0] = dims[1] = dims[2] = 1;
-  if (PyLong_Check(obj)) {
-    long v = PyLong_AsLong(obj);
-    if (v == -1 && PyErr_Occurred()) PyErr_Clear();
-    if (v < 0 || v > (long)UINT32_MAX) goto bad;
-    dims[0] = (unsigned)v;
-    return 0;
-  }
-  if (!PyTuple_Check(obj) && !PyList_Check(obj)) goto bad;
-  Py_ssize_t n = PySequence_Fast_GET_SIZE(obj);
-  if (n < 1 || n > 3) goto bad;
-  for (Py_ssize_t i = 0; i < n; i++) {
-    PyObject *item = PySequence_Fast_GET_ITEM(obj, i);
-    if (!PyLong_Check(item) && !PyArray_IsScalar(item, Integer)) goto bad;
-    long long v = PyLong_AsLongLong(item);
-    if (v == -1 && PyErr_Occurred()) PyErr_Clear();
-    if (v < 0 || v > (long long)UINT32_MAX) goto bad;
-    dims[i] = (unsigned)v;
-  }
-  return 0;
-bad:
-  PyErr_Format(PyExc_ValueError, "%s must be an int or a tuple of 1 to 3 ints from 1 to "
-               "2**32-1, not %R", what, obj);
-  return -1;
-}
-
-int kpy_parse_stream(kpy_state *st, PyObject *obj, kiln_stream *stream) {
-  *stream = NULL;
-  if (obj == Py_None) return 0;
-  PyObject *handle = NULL;
-  if (Py_TYPE(obj) == st->Stream_type) {
-    *stream = kpy_stream_handle(obj);
-    return 0;
-  }
-  if (PyLong_Check(obj)) {
-    handle = Py_NewRef(obj);
-  } else {
-    /* cuda.core's protocol, then the attribute PyCUDA, PyTorch or CuPy use for it. */
-    PyObject *proto = NULL;
-    if (kpy_get_optional_attr(obj, st->str_cuda_stream_protocol, &proto) < 0) return -1;
-    if (proto) {
-      PyObject *t = PyObject_CallNoArgs(proto);
-      Py_DECREF(proto);
-      if (!t) return -1;
-      if (PyTuple_Check(t) && PyTuple_GET_SIZE(t) == 2)
-        handle = Py_NewRef(PyTuple_GET_ITEM(t, 1));
-      Py_DECREF(t);
-    }
-    PyObject *names[] = {st->str_handle, st->str_cuda_stream, st->str_ptr};
-    for (size_t i = 0; !handle && i < 3; i++)
-      if (kpy_get_optional_attr(obj, names[i], &handle) < 0) return -1;
-  }
-  if (!handle || !PyLong_Check(handle)) {
-    Py_XDECREF(handle);
-    PyErr_Format(PyExc_TypeError, "stream must be None, an int CUstream handle, or a stream "
-                 "object (kiln, PyTorch, CuPy, cuda.core), not %.100s", Py_TYPE(obj)->tp_name);
-    return -1;
-  }
-  unsigned long long v = PyLong_AsUnsignedLongLong(handle);
-  Py_DECREF(handle);
-  if (v == (unsigned long long)-1 && PyErr_Occurred()) return -1;
-  *stream = (kiln_stream)(uintptr_t)v;
-  return 0;
 }

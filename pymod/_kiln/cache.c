@@ -1,5 +1,7 @@
 /* The kernel cache from Python: this process's counts, the folder's state, upkeep. */
-#include "kpy.h"
+#include "cache.h"
+
+#include "errors.h"
 
 /* A dict from alternating names and values; each value is a new reference (or NULL). */
 static PyObject *kpy_dict_of(int n, const char *const *names, PyObject **values) {
@@ -128,7 +130,7 @@ static PyObject *kpy_cache_clear(PyObject *module, PyObject *unused) {
   return PyLong_FromUnsignedLongLong(removed);
 }
 
-PyMethodDef kpy_cache_methods[] = {
+static PyMethodDef kpy_cache_functions[] = {
     {"cache_stats", kpy_cache_stats, METH_NOARGS,
      "This process's cache counts: memory_hits, disk_hits, misses, compiles, stores, "
      "evictions, corrupt."},
@@ -145,3 +147,8 @@ PyMethodDef kpy_cache_methods[] = {
      "Removes every entry of the main cache folder; returns how many went."},
     {NULL, NULL, 0, NULL},
 };
+
+int kpy_cache_init(PyObject *module, kpy_state *st) {
+  (void)st;
+  return PyModule_AddFunctions(module, kpy_cache_functions);
+}

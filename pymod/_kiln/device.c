@@ -1,5 +1,8 @@
-/* kiln.Device: PyCUDA's spelling (methods, not properties) over kiln_device_get_info. */
-#include "kpy.h"
+/* kiln.Device: PyCUDA's spelling (methods, not properties) over kiln_device_get_info; and
+ * kiln.synchronize. */
+#include "device.h"
+
+#include "errors.h"
 
 typedef struct kpy_device {
   PyObject_HEAD
@@ -128,7 +131,24 @@ static PyType_Spec kpy_device_spec = {"kiln.Device", sizeof(kpy_device), 0,
                                       Py_TPFLAGS_DEFAULT | Py_TPFLAGS_IMMUTABLETYPE,
                                       kpy_device_slots};
 
+static PyObject *kpy_synchronize(PyObject *module, PyObject *unused) {
+  (void)unused;
+  kiln_status s;
+  Py_BEGIN_ALLOW_THREADS
+  s = kiln_synchronize();
+  Py_END_ALLOW_THREADS
+  if (s) return kpy_raise(kpy_state_of_module(module), s);
+  Py_RETURN_NONE;
+}
+
+static PyMethodDef kpy_device_functions[] = {
+    {"synchronize", kpy_synchronize, METH_NOARGS,
+     "Waits for all work on the current device; raises the error of any that failed."},
+    {NULL, NULL, 0, NULL},
+};
+
 int kpy_device_init(PyObject *module, kpy_state *st) {
-  st->Device_type = kpy_add_type(module, &kpy_device_spec, NULL);
-  return st->Device_type ? 0 : -1;
+  st->ref.Device_type = kpy_add_type(module, &kpy_device_spec, NULL);
+  if (!st->ref.Device_type) return -1;
+  return PyModule_AddFunctions(module, kpy_device_functions);
 }

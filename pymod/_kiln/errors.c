@@ -1,5 +1,7 @@
 /* kiln's exceptions, and the one place an engine status becomes a Python exception. */
-#include "kpy.h"
+#include "errors.h"
+
+#include <string.h>
 
 static PyObject *kpy_new_exception(PyObject *module, const char *name, PyObject *base,
                                    const char *doc) {
@@ -34,30 +36,30 @@ int kpy_flush_warnings(kpy_state *st) {
   int n = kpy_pending.n;
   kpy_pending.n = 0;
   for (int i = 0; i < n; i++)
-    if (PyErr_WarnEx(st->CacheWarning, kpy_pending.text[i], 1) < 0) return -1;
+    if (PyErr_WarnEx(st->ref.CacheWarning, kpy_pending.text[i], 1) < 0) return -1;
   return 0;
 }
 
 int kpy_errors_init(PyObject *module, kpy_state *st) {
   kiln_set_warning_handler(kpy_on_warning, NULL);
-  if (!(st->CacheWarning = kpy_new_exception(
+  if (!(st->ref.CacheWarning = kpy_new_exception(
             module, "CacheWarning", PyExc_UserWarning,
             "The kernel cache met a problem it worked around: a damaged entry it replaced, a "
             "folder it cannot write or will not trust.")))
     return -1;
-  if (!(st->Error = kpy_new_exception(module, "Error", NULL, "Base of every kiln error.")) ||
-      !(st->CompileError = kpy_new_exception(
-            module, "CompileError", st->Error,
+  if (!(st->ref.Error = kpy_new_exception(module, "Error", NULL, "Base of every kiln error.")) ||
+      !(st->ref.CompileError = kpy_new_exception(
+            module, "CompileError", st->ref.Error,
             "NVRTC could not compile the source; .log holds NVRTC's log.")) ||
-      !(st->CudaError = kpy_new_exception(
-            module, "CudaError", st->Error,
+      !(st->ref.CudaError = kpy_new_exception(
+            module, "CudaError", st->ref.Error,
             "A CUDA driver call failed; .code is the CUresult, .name its name.")) ||
-      !(st->LaunchError = kpy_new_exception(module, "LaunchError", st->CudaError,
+      !(st->ref.LaunchError = kpy_new_exception(module, "LaunchError", st->ref.CudaError,
                                             "A kernel launch failed.")) ||
-      !(st->OutOfMemoryError = kpy_new_exception(module, "OutOfMemoryError", st->CudaError,
+      !(st->ref.OutOfMemoryError = kpy_new_exception(module, "OutOfMemoryError", st->ref.CudaError,
                                                  "The device ran out of memory.")) ||
-      !(st->NoDeviceError = kpy_new_exception(
-            module, "NoDeviceError", st->CudaError,
+      !(st->ref.NoDeviceError = kpy_new_exception(
+            module, "NoDeviceError", st->ref.CudaError,
             "No CUDA driver or no CUDA device: compiling works, launching does not.")))
     return -1;
   return 0;
@@ -79,20 +81,62 @@ static void kpy_raise_cuda(PyObject *type, const char *message) {
   Py_DECREF(exc);
 }
 
-PyObject *kpy_raise(kpy_state *st, kiln_status s) {
+/* Raises CompileError: NVRTC's log as .log (NULL: none, .log is ""), and a message that shows
+ * the source lines the log points at, built by kiln._compile_error because it is string work on
+ * a path that is already slow. Without the source or the log, the message is the engine's. */
+static void kpy_raise_compile_error(kpy_state *st, const char *msg, const char *src,
+                                    const char *log) {
+  PyObject *message = NULL;
+  if (src && log) {
+    PyObject *helper = PyImport_ImportModule("kiln._compile_error");
+    if (helper) {
+      message = PyObject_CallMethod(helper, "message", "ss", log, src);
+      Py_DECREF(helper);
+    }
+    if (!message) PyErr_Clear();
+  }
+  if (!message) {
+    message = log && log[0] ? PyUnicode_FromFormat("%s\n%s", msg, log)
+                            : PyUnicode_FromString(msg);
+    if (!message) return;
+  }
+  PyObject *exc = PyObject_CallOneArg(st->ref.CompileError, message);
+  Py_DECREF(message);
+  if (!exc) return;
+  if (!log) log = "";
+  PyObject *py_log = PyUnicode_DecodeUTF8(log, (Py_ssize_t)strlen(log), "replace");
+  if (py_log && PyObject_SetAttrString(exc, "log", py_log) == 0)
+    PyErr_SetObject(st->ref.CompileError, exc);
+  Py_XDECREF(py_log);
+  Py_DECREF(exc);
+}
+
+/* The engine's sentence for the last failure, or the status's own when there is none. */
+static const char *kpy_message(kiln_status s) {
   const char *msg = kiln_last_error();
-  if (!msg[0]) msg = kiln_status_string(s);
+  return msg[0] ? msg : kiln_status_string(s);
+}
+
+PyObject *kpy_raise(kpy_state *st, kiln_status s) {
+  const char *msg = kpy_message(s);
   switch (s) {
+  case KILN_ERROR_COMPILE: kpy_raise_compile_error(st, msg, NULL, NULL); break;
   case KILN_ERROR_NO_DRIVER:
-  case KILN_ERROR_NO_DEVICE: kpy_raise_cuda(st->NoDeviceError, msg); break;
-  case KILN_ERROR_OUT_OF_MEMORY: kpy_raise_cuda(st->OutOfMemoryError, msg); break;
-  case KILN_ERROR_LAUNCH: kpy_raise_cuda(st->LaunchError, msg); break;
-  case KILN_ERROR_CUDA: kpy_raise_cuda(st->CudaError, msg); break;
+  case KILN_ERROR_NO_DEVICE: kpy_raise_cuda(st->ref.NoDeviceError, msg); break;
+  case KILN_ERROR_OUT_OF_MEMORY: kpy_raise_cuda(st->ref.OutOfMemoryError, msg); break;
+  case KILN_ERROR_LAUNCH: kpy_raise_cuda(st->ref.LaunchError, msg); break;
+  case KILN_ERROR_CUDA: kpy_raise_cuda(st->ref.CudaError, msg); break;
   case KILN_ERROR_INVALID:
   case KILN_ERROR_AMBIGUOUS: PyErr_SetString(PyExc_ValueError, msg); break;
   case KILN_ERROR_NOT_FOUND: PyErr_SetString(PyExc_AttributeError, msg); break;
   case KILN_ERROR_NO_MEMORY: PyErr_SetString(PyExc_MemoryError, msg); break;
-  default: PyErr_SetString(st->Error, msg); break;
+  default: PyErr_SetString(st->ref.Error, msg); break;
   }
+  return NULL;
+}
+
+PyObject *kpy_raise_compile(kpy_state *st, kiln_status s, const char *src, const char *log) {
+  if (s != KILN_ERROR_COMPILE) return kpy_raise(st, s);
+  kpy_raise_compile_error(st, kpy_message(s), src, log);
   return NULL;
 }

@@ -1,7 +1,11 @@
 /* kiln.Function: one kernel, called with vectorcall. Arguments are read in place (no tuple or
  * dict is built) and packed on the stack by the kernel's signature; a launch without In/Out
  * keeps the GIL, as it does not block. */
-#include "kpy.h"
+#include "function.h"
+
+#include "args.h"
+#include "errors.h"
+#include "stream.h"
 
 #ifdef Py_T_PYSSIZET
 #define KPY_T_PYSSIZET Py_T_PYSSIZET
@@ -12,17 +16,6 @@
 #define KPY_READONLY READONLY
 #endif
 
-typedef struct kpy_function {
-  PyObject_HEAD
-  vectorcallfunc vectorcall;
-  kiln_function *fn;    /* borrowed from the SourceModule's module, kept alive by `owner` */
-  PyObject *owner;      /* the SourceModule, strong */
-  kpy_state *st;        /* the module state, alive while this type is */
-  int n_params;
-  size_t storage_size;  /* bytes for all parameters at their alignments */
-  size_t *offsets;      /* owned: each parameter's offset in that storage */
-} kpy_function;
-
 /* Parameters of up to this many bytes in all are packed on the stack. */
 #define KPY_STACK_STORAGE 1024
 #define KPY_STACK_PARAMS 32
@@ -31,11 +24,39 @@ static const char *kpy_kw_names = "block, grid, shared, stream and time_kernel";
 
 enum { KPY_KW_BLOCK, KPY_KW_GRID, KPY_KW_SHARED, KPY_KW_STREAM, KPY_KW_TIME_KERNEL, KPY_KW_COUNT };
 
+/* Reads a launch shape (an int or a tuple of 1 to 3 ints) into dims, missing ones 1. */
+static int kpy_parse_dims(PyObject *obj, const char *what, unsigned dims[3]) {
+  dims[0] = dims[1] = dims[2] = 1;
+  if (PyLong_Check(obj)) {
+    long v = PyLong_AsLong(obj);
+    if (v == -1 && PyErr_Occurred()) PyErr_Clear();
+    if (v < 0 || v > (long)UINT32_MAX) goto bad;
+    dims[0] = (unsigned)v;
+    return 0;
+  }
+  if (!PyTuple_Check(obj) && !PyList_Check(obj)) goto bad;
+  Py_ssize_t n = PySequence_Fast_GET_SIZE(obj);
+  if (n < 1 || n > 3) goto bad;
+  for (Py_ssize_t i = 0; i < n; i++) {
+    PyObject *item = PySequence_Fast_GET_ITEM(obj, i);
+    if (!PyLong_Check(item) && !PyArray_IsScalar(item, Integer)) goto bad;
+    long long v = PyLong_AsLongLong(item);
+    if (v == -1 && PyErr_Occurred()) PyErr_Clear();
+    if (v < 0 || v > (long long)UINT32_MAX) goto bad;
+    dims[i] = (unsigned)v;
+  }
+  return 0;
+bad:
+  PyErr_Format(PyExc_ValueError, "%s must be an int or a tuple of 1 to 3 ints from 1 to "
+               "2**32-1, not %R", what, obj);
+  return -1;
+}
+
 /* Which keyword `key` is, or -1. Keyword names are interned, so the address compares settle
  * the usual call before any string is compared. */
 static int kpy_keyword(kpy_state *st, PyObject *key) {
-  PyObject *names[KPY_KW_COUNT] = {st->str_block, st->str_grid, st->str_shared, st->str_stream,
-                                   st->str_time_kernel};
+  PyObject *names[KPY_KW_COUNT] = {st->str.block, st->str.grid, st->str.shared, st->str.stream,
+                                   st->str.time_kernel};
   for (int i = 0; i < KPY_KW_COUNT; i++)
     if (key == names[i]) return i;
   for (int i = 0; i < KPY_KW_COUNT; i++)
@@ -75,8 +96,8 @@ static PyObject *kpy_function_call(PyObject *op, PyObject *const *args, size_t n
       }
       cfg.shared = (unsigned)v;
     } else if (kw == KPY_KW_STREAM) {
-      if (kpy_parse_stream(st, value, &cfg.stream) < 0) return NULL;
-      if (Py_TYPE(value) == st->Stream_type) stream_obj = value;
+      if (kpy_stream_parse(st, value, &cfg.stream) < 0) return NULL;
+      if (kpy_stream_is_kiln(st, value)) stream_obj = value;
     } else if (kw == KPY_KW_TIME_KERNEL) {
       if ((time_kernel = PyObject_IsTrue(value)) < 0) return NULL;
     } else {
@@ -105,7 +126,8 @@ static PyObject *kpy_function_call(PyObject *op, PyObject *const *args, size_t n
     }
   }
   kpy_packed packed;
-  packed.n_transfers = 0;
+  packed.stream = cfg.stream;
+  packed.n_transfers = packed.waited = 0;
   PyObject *result = NULL;
   for (int i = 0; i < self->n_params; i++) {
     params[i] = storage + self->offsets[i];
@@ -118,8 +140,8 @@ static PyObject *kpy_function_call(PyObject *op, PyObject *const *args, size_t n
   } else if (stream_obj && !time_kernel) {
     /* On a kiln.Stream, In/Out are queued: the stream keeps the arrays until it is done. */
     for (int i = 0; i < self->n_params; i++)
-      if (PyObject_TypeCheck(args[i], st->In_type) || PyObject_TypeCheck(args[i], st->Out_type) ||
-          PyObject_TypeCheck(args[i], st->InOut_type))
+      if (PyObject_TypeCheck(args[i], st->ref.In_type) || PyObject_TypeCheck(args[i], st->ref.Out_type) ||
+          PyObject_TypeCheck(args[i], st->ref.InOut_type))
         if (kpy_stream_keep(stream_obj, args[i]) < 0) goto done;
     Py_BEGIN_ALLOW_THREADS
     s = kiln_function_call_async(self->fn, &cfg, params, packed.transfers, packed.n_transfers);
@@ -145,7 +167,7 @@ done:
 }
 
 PyObject *kpy_function_new(kpy_state *st, PyObject *owner, kiln_function *fn) {
-  PyTypeObject *tp = st->Function_type;
+  PyTypeObject *tp = st->ref.Function_type;
   int n = kiln_function_param_count(fn);
   const kiln_param *p = kiln_function_params(fn);
   size_t *offsets = PyMem_Calloc((size_t)(n ? n : 1), sizeof *offsets);
@@ -266,6 +288,6 @@ static PyType_Spec kpy_function_spec = {
     kpy_function_slots};
 
 int kpy_function_init(PyObject *module, kpy_state *st) {
-  st->Function_type = kpy_add_type(module, &kpy_function_spec, NULL);
-  return st->Function_type ? 0 : -1;
+  st->ref.Function_type = kpy_add_type(module, &kpy_function_spec, NULL);
+  return st->ref.Function_type ? 0 : -1;
 }

@@ -1,9 +1,12 @@
-/* DeviceAllocation (kiln.mem_alloc) and the blocking copies. */
-#include "kpy.h"
+/* Device memory: DeviceAllocation (kiln.mem_alloc), the blocking copies, and the pool's figures
+ * and upkeep. */
+#include "memory.h"
+
+#include "errors.h"
 
 #include <inttypes.h>
 
-PyObject *kpy_mem_alloc(PyObject *module, PyObject *arg) {
+static PyObject *kpy_mem_alloc(PyObject *module, PyObject *arg) {
   kpy_state *st = kpy_state_of_module(module);
   Py_ssize_t nbytes = PyNumber_AsSsize_t(arg, PyExc_OverflowError);
   if (nbytes == -1 && PyErr_Occurred()) return NULL;
@@ -15,7 +18,7 @@ PyObject *kpy_mem_alloc(PyObject *module, PyObject *arg) {
   kiln_deviceptr p = 0;
   kiln_status s = kiln_mem_alloc((size_t)nbytes, &p);
   if (s) return kpy_raise(st, s);
-  PyTypeObject *tp = st->DeviceAllocation_type;
+  PyTypeObject *tp = st->ref.DeviceAllocation_type;
   kpy_allocation *self = (kpy_allocation *)tp->tp_alloc(tp, 0);
   if (!self) {
     kiln_mem_free(p);
@@ -89,16 +92,12 @@ static PyType_Spec kpy_allocation_spec = {
     Py_TPFLAGS_DEFAULT | Py_TPFLAGS_IMMUTABLETYPE | Py_TPFLAGS_DISALLOW_INSTANTIATION,
     kpy_allocation_slots};
 
-int kpy_memory_init(PyObject *module, kpy_state *st) {
-  st->DeviceAllocation_type = kpy_add_type(module, &kpy_allocation_spec, NULL);
-  return st->DeviceAllocation_type ? 0 : -1;
-}
 
 /* The device side of a copy: an allocation (its size bounds the copy) or an int address
  * (the engine checks the range against the driver's record of the allocation). */
 static int kpy_device_side(kpy_state *st, PyObject *obj, size_t nbytes, const char *what,
                            kiln_deviceptr *out) {
-  if (Py_IS_TYPE(obj, st->DeviceAllocation_type)) {
+  if (Py_IS_TYPE(obj, st->ref.DeviceAllocation_type)) {
     kpy_allocation *a = (kpy_allocation *)obj;
     if (!a->ptr) {
       PyErr_Format(PyExc_ValueError, "the %s allocation was freed", what);
@@ -169,10 +168,65 @@ static PyObject *kpy_memcpy(PyObject *module, PyObject *const *args, Py_ssize_t 
   Py_RETURN_NONE;
 }
 
-PyObject *kpy_memcpy_htod(PyObject *module, PyObject *const *args, Py_ssize_t n) {
+static PyObject *kpy_memcpy_htod(PyObject *module, PyObject *const *args, Py_ssize_t n) {
   return kpy_memcpy(module, args, n, 1);
 }
 
-PyObject *kpy_memcpy_dtoh(PyObject *module, PyObject *const *args, Py_ssize_t n) {
+static PyObject *kpy_memcpy_dtoh(PyObject *module, PyObject *const *args, Py_ssize_t n) {
   return kpy_memcpy(module, args, n, 0);
+}
+
+static PyObject *kpy_mem_info(PyObject *module, PyObject *unused) {
+  (void)unused;
+  size_t free_b = 0, total_b = 0;
+  kiln_status s = kiln_mem_info(&free_b, &total_b);
+  if (s) return kpy_raise(kpy_state_of_module(module), s);
+  return Py_BuildValue("(nn)", (Py_ssize_t)free_b, (Py_ssize_t)total_b);
+}
+
+static PyObject *kpy_pool_stats(PyObject *module, PyObject *unused) {
+  (void)unused;
+  kiln_pool_stats p;
+  kiln_status s = kiln_pool_get_stats(&p);
+  if (s) return kpy_raise(kpy_state_of_module(module), s);
+  return Py_BuildValue("{sKsKsKsK}", "reserved", (unsigned long long)p.reserved,
+                       "reserved_high", (unsigned long long)p.reserved_high, "used",
+                       (unsigned long long)p.used, "used_high", (unsigned long long)p.used_high);
+}
+
+static PyObject *kpy_pool_trim(PyObject *module, PyObject *args, PyObject *kwargs) {
+  static char *kwlist[] = {(char *)"keep_bytes", NULL};
+  Py_ssize_t keep = 0;
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|n:pool_trim", kwlist, &keep)) return NULL;
+  if (keep < 0) {
+    PyErr_SetString(PyExc_ValueError, "keep_bytes must not be negative");
+    return NULL;
+  }
+  kiln_status s;
+  Py_BEGIN_ALLOW_THREADS
+  s = kiln_pool_trim((size_t)keep);
+  Py_END_ALLOW_THREADS
+  if (s) return kpy_raise(kpy_state_of_module(module), s);
+  Py_RETURN_NONE;
+}
+
+static PyMethodDef kpy_memory_functions[] = {
+    {"mem_alloc", kpy_mem_alloc, METH_O,
+     "mem_alloc(nbytes): device memory, freed when the allocation is collected."},
+    {"memcpy_htod", (PyCFunction)(void (*)(void))kpy_memcpy_htod, METH_FASTCALL,
+     "memcpy_htod(dest, src): copies the numpy array src to device memory dest."},
+    {"memcpy_dtoh", (PyCFunction)(void (*)(void))kpy_memcpy_dtoh, METH_FASTCALL,
+     "memcpy_dtoh(dest, src): copies device memory src into the numpy array dest."},
+    {"mem_info", kpy_mem_info, METH_NOARGS, "(free, total) bytes of the current device."},
+    {"pool_stats", kpy_pool_stats, METH_NOARGS,
+     "The device memory pool: reserved, reserved_high, used, used_high (bytes)."},
+    {"pool_trim", (PyCFunction)(void (*)(void))kpy_pool_trim, METH_VARARGS | METH_KEYWORDS,
+     "pool_trim(keep_bytes=0): gives the pool's unused memory back to the driver."},
+    {NULL, NULL, 0, NULL},
+};
+
+int kpy_memory_init(PyObject *module, kpy_state *st) {
+  st->ref.DeviceAllocation_type = kpy_add_type(module, &kpy_allocation_spec, NULL);
+  if (!st->ref.DeviceAllocation_type) return -1;
+  return PyModule_AddFunctions(module, kpy_memory_functions);
 }

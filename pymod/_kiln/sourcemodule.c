@@ -1,12 +1,9 @@
 /* kiln.Module (compiled code, kernels by name) and kiln.SourceModule, the Module that
  * compiles its source; kiln.module_from_buffer for prebuilt code. */
-#include "kpy.h"
+#include "sourcemodule.h"
 
-typedef struct kpy_module {
-  PyObject_HEAD
-  kiln_module *module;  /* owned reference (modules are shared through the engine's table) */
-  PyObject *functions;  /* dict: name -> Function, so get_function gives one object per name */
-} kpy_module;
+#include "errors.h"
+#include "function.h"
 
 /* A list of str (or os.PathLike for folders) as C strings that live as long as `keep`. */
 static int kpy_strings(PyObject *seq, const char *what, int paths, PyObject *keep,
@@ -102,29 +99,6 @@ static int kpy_headers(PyObject *headers, PyObject *keep, const char ***names,
   return 0;
 }
 
-/* CompileError's message: the log and the source lines it points at, written in Python
- * (kiln._compile_error) because it is string work on a path that is already slow. */
-static void kpy_raise_compile_error(kpy_state *st, const char *src, const char *log) {
-  PyObject *message = NULL, *helper = PyImport_ImportModule("kiln._compile_error");
-  if (helper) {
-    message = PyObject_CallMethod(helper, "message", "ss", log, src);
-    Py_DECREF(helper);
-  }
-  if (!message) {
-    PyErr_Clear();
-    message = PyUnicode_FromFormat("%s\n%s", kiln_last_error(), log);
-    if (!message) return;
-  }
-  PyObject *exc = PyObject_CallOneArg(st->CompileError, message);
-  Py_DECREF(message);
-  if (!exc) return;
-  PyObject *py_log = PyUnicode_DecodeUTF8(log, (Py_ssize_t)strlen(log), "replace");
-  if (py_log && PyObject_SetAttrString(exc, "log", py_log) == 0)
-    PyErr_SetObject(st->CompileError, exc);
-  Py_XDECREF(py_log);
-  Py_DECREF(exc);
-}
-
 static PyObject *kpy_sourcemodule_new(PyTypeObject *tp, PyObject *args, PyObject *kwargs) {
   kpy_state *st = kpy_state_of_type(tp);
   static char *kwlist[] = {(char *)"source", (char *)"options", (char *)"include_dirs",
@@ -167,12 +141,8 @@ static PyObject *kpy_sourcemodule_new(PyTypeObject *tp, PyObject *args, PyObject
   s = kiln_module_from_source(src, &opts, &m);
   Py_END_ALLOW_THREADS
   if (kpy_flush_warnings(st) < 0) goto done;
-  if (s == KILN_ERROR_COMPILE) {
-    kpy_raise_compile_error(st, src, m ? kiln_module_log(m) : "");
-    goto done;
-  }
   if (s) {
-    kpy_raise(st, s);
+    kpy_raise_compile(st, s, src, m ? kiln_module_log(m) : NULL);
     goto done;
   }
   self = (kpy_module *)tp->tp_alloc(tp, 0);
@@ -339,7 +309,7 @@ static PyType_Spec kpy_sourcemodule_spec = {
     Py_TPFLAGS_DEFAULT | Py_TPFLAGS_IMMUTABLETYPE, /* GC and the rest come from Module */
     kpy_sourcemodule_slots};
 
-PyObject *kpy_module_from_buffer(PyObject *module, PyObject *data) {
+static PyObject *kpy_module_from_buffer(PyObject *module, PyObject *data) {
   kpy_state *st = kpy_state_of_module(module);
   Py_buffer view;
   if (PyUnicode_Check(data)) { /* PTX as text */
@@ -359,7 +329,7 @@ PyObject *kpy_module_from_buffer(PyObject *module, PyObject *data) {
   Py_END_ALLOW_THREADS
   PyBuffer_Release(&view);
   if (s) return kpy_raise(st, s);
-  kpy_module *self = (kpy_module *)st->Module_type->tp_alloc(st->Module_type, 0);
+  kpy_module *self = (kpy_module *)st->ref.Module_type->tp_alloc(st->ref.Module_type, 0);
   if (!self || !(self->functions = PyDict_New())) {
     Py_XDECREF(self);
     kiln_module_free(m);
@@ -369,9 +339,16 @@ PyObject *kpy_module_from_buffer(PyObject *module, PyObject *data) {
   return (PyObject *)self;
 }
 
+static PyMethodDef kpy_sourcemodule_functions[] = {
+    {"module_from_buffer", kpy_module_from_buffer, METH_O,
+     "module_from_buffer(data): a Module from a CUBIN, a fatbin or PTX (bytes, or str PTX)."},
+    {NULL, NULL, 0, NULL},
+};
+
 int kpy_sourcemodule_init(PyObject *module, kpy_state *st) {
-  st->Module_type = kpy_add_type(module, &kpy_module_spec, NULL);
-  if (!st->Module_type) return -1;
-  st->SourceModule_type = kpy_add_type(module, &kpy_sourcemodule_spec, st->Module_type);
-  return st->SourceModule_type ? 0 : -1;
+  st->ref.Module_type = kpy_add_type(module, &kpy_module_spec, NULL);
+  if (!st->ref.Module_type) return -1;
+  st->ref.SourceModule_type = kpy_add_type(module, &kpy_sourcemodule_spec, st->ref.Module_type);
+  if (!st->ref.SourceModule_type) return -1;
+  return PyModule_AddFunctions(module, kpy_sourcemodule_functions);
 }

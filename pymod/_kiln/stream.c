@@ -1,21 +1,77 @@
-/* kiln.Stream and kiln.Event. A Stream also keeps alive the host arrays of asynchronous copies
- * queued on it, until it is seen to be done. */
-#include "kpy.h"
+/* kiln.Stream and kiln.Event; stream= read one way wherever it is taken; one stream ordered
+ * after another. A Stream also keeps alive the host arrays of asynchronous copies queued on it,
+ * until it is seen to be done. */
+#include "stream.h"
 
-typedef struct kpy_stream {
-  PyObject_HEAD
-  kiln_stream handle; /* NULL is the legacy default stream */
-  int owned;    /* made by kiln: destroyed with the object */
-  PyObject *keep; /* list: what queued copies read or write, released once the stream is done */
-} kpy_stream;
+#include "errors.h"
 
-typedef struct kpy_event {
-  PyObject_HEAD
-  kiln_event handle; /* owned */
-  int timing;
-} kpy_event;
+int kpy_stream_parse(kpy_state *st, PyObject *obj, kiln_stream *out) {
+  *out = NULL;
+  if (obj == Py_None) return 0;
+  if (kpy_stream_is_kiln(st, obj)) {
+    *out = kpy_stream_handle(obj);
+    return 0;
+  }
+  PyObject *handle = NULL;
+  if (PyLong_Check(obj)) {
+    handle = Py_NewRef(obj);
+  } else {
+    /* cuda.core's protocol, then the attribute PyCUDA, PyTorch or CuPy use for it. */
+    PyObject *proto = NULL;
+    if (kpy_get_optional_attr(obj, st->str.cuda_stream_protocol, &proto) < 0) return -1;
+    if (proto) {
+      PyObject *t = PyObject_CallNoArgs(proto);
+      Py_DECREF(proto);
+      if (!t) return -1;
+      if (PyTuple_Check(t) && PyTuple_GET_SIZE(t) == 2)
+        handle = Py_NewRef(PyTuple_GET_ITEM(t, 1));
+      Py_DECREF(t);
+    }
+    PyObject *names[] = {st->str.handle, st->str.cuda_stream, st->str.ptr};
+    for (size_t i = 0; !handle && i < sizeof names / sizeof names[0]; i++)
+      if (kpy_get_optional_attr(obj, names[i], &handle) < 0) return -1;
+  }
+  if (!handle || !PyLong_Check(handle)) {
+    Py_XDECREF(handle);
+    PyErr_Format(PyExc_TypeError, "stream must be None, an int CUstream handle, or a stream "
+                 "object (a kiln.Stream; PyTorch's, CuPy's or cuda.core's), not %.100s",
+                 Py_TYPE(obj)->tp_name);
+    return -1;
+  }
+  unsigned long long v = PyLong_AsUnsignedLongLong(handle);
+  Py_DECREF(handle);
+  if (v == (unsigned long long)-1 && PyErr_Occurred()) return -1;
+  *out = (kiln_stream)(uintptr_t)v;
+  return 0;
+}
 
-kiln_stream kpy_stream_handle(PyObject *stream) { return ((kpy_stream *)stream)->handle; }
+static int kpy_stream_same(kiln_stream a, kiln_stream b) {
+  uintptr_t x = (uintptr_t)a, y = (uintptr_t)b;
+  return (x == 1 ? 0 : x) == (y == 1 ? 0 : y);
+}
+
+int kpy_stream_order(kpy_state *st, kiln_stream waiter, kiln_stream producer) {
+  if (kpy_stream_same(waiter, producer)) return 0;
+  /* One event per device, reused: a wait takes the event's record as it is when the wait is
+   * queued, so recording it again later changes no wait already queued, and the GIL, held from
+   * the record to the wait, keeps threads from interleaving theirs. */
+  int device = kiln_device_current();
+  kiln_event own = NULL;
+  kiln_event *event = device >= 0 && device < KPY_ORDER_DEVICES ? &st->order_event[device] : &own;
+  kiln_status s = *event ? KILN_OK : kiln_event_create(0, event);
+  if (!s) s = kiln_event_record(*event, producer);
+  if (!s) s = kiln_stream_wait_event(waiter, *event);
+  if (s) kpy_raise(st, s); /* before another engine call replaces the message */
+  kiln_event_destroy(own); /* a queued wait still holds its record */
+  return s ? -1 : 0;
+}
+
+void kpy_stream_free(kpy_state *st) {
+  for (int i = 0; i < KPY_ORDER_DEVICES; i++) {
+    kiln_event_destroy(st->order_event[i]);
+    st->order_event[i] = NULL;
+  }
+}
 
 int kpy_stream_keep(PyObject *stream, PyObject *obj) {
   kpy_stream *s = (kpy_stream *)stream;
@@ -58,7 +114,7 @@ static PyObject *kpy_stream_new(PyTypeObject *tp, PyObject *args, PyObject *kwar
 static PyObject *kpy_stream_from_handle(PyObject *cls, PyObject *arg) {
   PyTypeObject *tp = (PyTypeObject *)cls;
   kiln_stream handle = NULL;
-  if (kpy_parse_stream(kpy_state_of_type(tp), arg, &handle) < 0) return NULL;
+  if (kpy_stream_parse(kpy_state_of_type(tp), arg, &handle) < 0) return NULL;
   kpy_stream *self = (kpy_stream *)tp->tp_alloc(tp, 0);
   if (self) self->handle = handle; /* another library's: it destroys it */
   return (PyObject *)self;
@@ -109,7 +165,7 @@ static PyObject *kpy_stream_query(PyObject *op, PyObject *unused) {
 
 static PyObject *kpy_stream_wait(PyObject *op, PyObject *event) {
   kpy_state *st = kpy_state_of_type(Py_TYPE(op));
-  if (!PyObject_TypeCheck(event, st->Event_type)) {
+  if (!PyObject_TypeCheck(event, st->ref.Event_type)) {
     PyErr_Format(PyExc_TypeError, "wait() takes a kiln.Event, not %.100s",
                  Py_TYPE(event)->tp_name);
     return NULL;
@@ -210,7 +266,7 @@ static PyObject *kpy_event_record(PyObject *op, PyObject *args, PyObject *kwargs
   if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|O:record", kwlist, &stream)) return NULL;
   kpy_state *st = kpy_state_of_type(Py_TYPE(op));
   kiln_stream handle = NULL;
-  if (kpy_parse_stream(st, stream, &handle) < 0) return NULL;
+  if (kpy_stream_parse(st, stream, &handle) < 0) return NULL;
   kiln_status s = kiln_event_record(((kpy_event *)op)->handle, handle);
   if (s) return kpy_raise(st, s);
   return Py_NewRef(op);
@@ -237,7 +293,7 @@ static PyObject *kpy_event_query(PyObject *op, PyObject *unused) {
 /* Milliseconds from start to end. */
 static PyObject *kpy_event_between(PyObject *start, PyObject *end) {
   kpy_state *st = kpy_state_of_type(Py_TYPE(start));
-  if (!PyObject_TypeCheck(end, st->Event_type)) {
+  if (!PyObject_TypeCheck(end, st->ref.Event_type)) {
     PyErr_Format(PyExc_TypeError, "expected a kiln.Event, not %.100s", Py_TYPE(end)->tp_name);
     return NULL;
   }
@@ -277,8 +333,8 @@ static PyType_Spec kpy_event_spec = {"kiln.Event", sizeof(kpy_event), 0,
                                      kpy_event_slots};
 
 int kpy_stream_init(PyObject *module, kpy_state *st) {
-  if (!(st->Stream_type = kpy_add_type(module, &kpy_stream_spec, NULL)) ||
-      !(st->Event_type = kpy_add_type(module, &kpy_event_spec, NULL)))
+  if (!(st->ref.Stream_type = kpy_add_type(module, &kpy_stream_spec, NULL)) ||
+      !(st->ref.Event_type = kpy_add_type(module, &kpy_event_spec, NULL)))
     return -1;
   return PyModule_AddIntConstant(module, "STREAM_NON_BLOCKING", KILN_STREAM_NON_BLOCKING);
 }

@@ -1,6 +1,6 @@
 /* In, Out and InOut: a numpy array and which way its data goes around a launch. The array
  * is checked at the call, where the message can name the parameter. */
-#include "kpy.h"
+#include "transfer.h"
 
 static PyObject *kpy_transfer_new(PyTypeObject *tp, PyObject *args, PyObject *kwargs) {
   kpy_state *st = kpy_state_of_type(tp);
@@ -19,7 +19,7 @@ static PyObject *kpy_transfer_new(PyTypeObject *tp, PyObject *args, PyObject *kw
   kpy_transfer *self = (kpy_transfer *)tp->tp_alloc(tp, 0);
   if (!self) return NULL;
   self->array = Py_NewRef(array);
-  self->dir = tp == st->In_type ? KILN_IN : tp == st->Out_type ? KILN_OUT : KILN_INOUT;
+  self->dir = tp == st->ref.In_type ? KILN_IN : tp == st->ref.Out_type ? KILN_OUT : KILN_INOUT;
   return (PyObject *)self;
 }
 
@@ -79,8 +79,8 @@ KPY_TRANSFER_TYPE(kpy_inout, "InOut",
                   "InOut(array): copied to the device before the launch and back after it.")
 
 int kpy_transfer_init(PyObject *module, kpy_state *st) {
-  st->In_type = kpy_add_type(module, &kpy_in_spec, NULL);
-  st->Out_type = kpy_add_type(module, &kpy_out_spec, NULL);
-  st->InOut_type = kpy_add_type(module, &kpy_inout_spec, NULL);
-  return st->In_type && st->Out_type && st->InOut_type ? 0 : -1;
+  st->ref.In_type = kpy_add_type(module, &kpy_in_spec, NULL);
+  st->ref.Out_type = kpy_add_type(module, &kpy_out_spec, NULL);
+  st->ref.InOut_type = kpy_add_type(module, &kpy_inout_spec, NULL);
+  return st->ref.In_type && st->ref.Out_type && st->ref.InOut_type ? 0 : -1;
 }

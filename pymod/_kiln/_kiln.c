@@ -1,0 +1,67 @@
+/* kiln._kiln: the module definition. Each file adds its own types and functions in its init;
+ * this file only runs them in order, and owns the module state's lifetime. */
+#define KPY_IMPORT_ARRAY /* the one file that imports NumPy's C API */
+#include "state.h"
+
+#include "array.h"
+#include "cache.h"
+#include "device.h"
+#include "errors.h"
+#include "function.h"
+#include "hostmem.h"
+#include "interop.h"
+#include "memory.h"
+#include "sourcemodule.h"
+#include "stream.h"
+#include "transfer.h"
+
+static int kpy_exec(PyObject *module) {
+  if (PyArray_ImportNumPyAPI() < 0) return -1;
+  kpy_state *st = kpy_state_of_module(module);
+  if (kpy_state_intern(st) < 0) return -1;
+  /* Exceptions first: every other file raises them. */
+  if (kpy_errors_init(module, st) < 0 || kpy_transfer_init(module, st) < 0 ||
+      kpy_memory_init(module, st) < 0 || kpy_device_init(module, st) < 0 ||
+      kpy_sourcemodule_init(module, st) < 0 || kpy_function_init(module, st) < 0 ||
+      kpy_stream_init(module, st) < 0 || kpy_array_init(module, st) < 0 ||
+      kpy_interop_init(module, st) < 0 || kpy_hostmem_init(module, st) < 0 ||
+      kpy_cache_init(module, st) < 0)
+    return -1;
+  char version[32];
+  PyOS_snprintf(version, sizeof version, "%d.%d.%d", KILN_VERSION_MAJOR, KILN_VERSION_MINOR,
+                KILN_VERSION_PATCH);
+  return PyModule_AddStringConstant(module, "__version__", version);
+}
+
+static int kpy_traverse(PyObject *module, visitproc visit, void *arg) {
+  return kpy_state_traverse(kpy_state_of_module(module), visit, arg);
+}
+
+static int kpy_clear(PyObject *module) {
+  kpy_state_clear(kpy_state_of_module(module));
+  return 0;
+}
+
+static void kpy_free(void *module) {
+  kpy_clear((PyObject *)module);
+  kpy_stream_free(kpy_state_of_module((PyObject *)module));
+}
+
+static PyModuleDef_Slot kpy_slots[] = {
+    {Py_mod_exec, (void *)kpy_exec},
+    {0, NULL},
+};
+
+static struct PyModuleDef kpy_def = {
+    PyModuleDef_HEAD_INIT,
+    .m_name = "kiln._kiln",
+    .m_doc = "kiln's extension module: compile CUDA C++ with NVRTC and launch it.",
+    .m_size = sizeof(kpy_state),
+    .m_slots = kpy_slots,
+    .m_traverse = kpy_traverse,
+    .m_clear = kpy_clear,
+    .m_free = kpy_free,
+};
+
+PyMODINIT_FUNC PyInit__kiln(void);
+PyMODINIT_FUNC PyInit__kiln(void) { return PyModuleDef_Init(&kpy_def); }

@@ -1,0 +1,23 @@
+/* kiln's exceptions and warnings, and the one place an engine status becomes a Python
+ * exception. */
+#ifndef KPY_ERRORS_H
+#define KPY_ERRORS_H
+
+#include "state.h"
+
+/* Makes kiln.Error and its subclasses and kiln.CacheWarning; routes the engine's warnings. */
+int kpy_errors_init(PyObject *module, kpy_state *st);
+
+/* Raises the exception that fits a failed engine call, with the engine's sentence (CudaError
+ * and its subclasses carry .code and .name). Returns NULL. */
+PyObject *kpy_raise(kpy_state *st, kiln_status s);
+
+/* The same for a compile: KILN_ERROR_COMPILE becomes CompileError with NVRTC's log (NULL when
+ * there is none) as .log and, in the message, the lines of src the log points at. */
+PyObject *kpy_raise_compile(kpy_state *st, kiln_status s, const char *src, const char *log);
+
+/* The engine's warnings wait in a per-thread queue until the call that caused them returns;
+ * this issues them as kiln.CacheWarning. -1 when a warning filter made one an error. */
+int kpy_flush_warnings(kpy_state *st);
+
+#endif

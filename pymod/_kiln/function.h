@@ -1,0 +1,23 @@
+/* kiln.Function: one kernel, called with vectorcall. */
+#ifndef KPY_FUNCTION_H
+#define KPY_FUNCTION_H
+
+#include "state.h"
+
+typedef struct kpy_function {
+  PyObject_HEAD
+  vectorcallfunc vectorcall;
+  kiln_function *fn;    /* borrowed from the SourceModule's module, kept alive by `owner` */
+  PyObject *owner;      /* the SourceModule, strong */
+  kpy_state *st;        /* the module state, alive while this type is */
+  int n_params;
+  size_t storage_size;  /* bytes for all parameters at their alignments */
+  size_t *offsets;      /* owned: each parameter's offset in that storage */
+} kpy_function;
+
+int kpy_function_init(PyObject *module, kpy_state *st);
+
+/* A new Function for kernel fn of owner (a Module, kept alive by the Function). */
+PyObject *kpy_function_new(kpy_state *st, PyObject *owner, kiln_function *fn);
+
+#endif

@@ -1,0 +1,16 @@
+/* kiln.Module (compiled code, kernels by name), kiln.SourceModule (the Module that compiles its
+ * source) and kiln.module_from_buffer (prebuilt code). */
+#ifndef KPY_SOURCEMODULE_H
+#define KPY_SOURCEMODULE_H
+
+#include "state.h"
+
+typedef struct kpy_module {
+  PyObject_HEAD
+  kiln_module *module;  /* owned reference (modules are shared through the engine's table) */
+  PyObject *functions;  /* dict: name -> Function, so get_function gives one object per name */
+} kpy_module;
+
+int kpy_sourcemodule_init(PyObject *module, kpy_state *st);
+
+#endif

@@ -1,0 +1,53 @@
+/* The module state and the helpers every file shares. */
+#include "state.h"
+
+kpy_state *kpy_state_of_module(PyObject *module) { return PyModule_GetState(module); }
+
+kpy_state *kpy_state_of_type(PyTypeObject *tp) {
+  PyObject *module = PyType_GetModule(tp);
+  return module ? PyModule_GetState(module) : NULL;
+}
+
+int kpy_state_intern(kpy_state *st) {
+#define KPY__INTERN(field, text) \
+  if (!(st->str.field = PyUnicode_InternFromString(text))) return -1;
+  KPY_STRINGS(KPY__INTERN)
+#undef KPY__INTERN
+  return 0;
+}
+
+/* st->ref as an array: all its members are object pointers (Py_CLEAR itself writes a
+ * PyTypeObject * through a PyObject **). */
+#define KPY_REFS(st) ((PyObject **)&(st)->ref)
+#define KPY_N_REFS (sizeof(struct kpy_refs) / sizeof(PyObject *))
+#define KPY_STRS(st) ((PyObject **)&(st)->str)
+#define KPY_N_STRS (sizeof(struct kpy_strings) / sizeof(PyObject *))
+_Static_assert(sizeof(struct kpy_refs) % sizeof(PyObject *) == 0, "kpy_refs holds pointers only");
+
+int kpy_state_traverse(kpy_state *st, visitproc visit, void *arg) {
+  for (size_t i = 0; i < KPY_N_REFS; i++) Py_VISIT(KPY_REFS(st)[i]);
+  return 0;
+}
+
+void kpy_state_clear(kpy_state *st) {
+  for (size_t i = 0; i < KPY_N_REFS; i++) Py_CLEAR(KPY_REFS(st)[i]);
+  for (size_t i = 0; i < KPY_N_STRS; i++) Py_CLEAR(KPY_STRS(st)[i]);
+}
+
+PyTypeObject *kpy_add_type(PyObject *module, PyType_Spec *spec, PyTypeObject *base) {
+  PyTypeObject *tp = (PyTypeObject *)PyType_FromModuleAndSpec(module, spec, (PyObject *)base);
+  if (tp && PyModule_AddType(module, tp) < 0) Py_CLEAR(tp);
+  return tp;
+}
+
+int kpy_get_optional_attr(PyObject *obj, PyObject *name, PyObject **out) {
+#if PY_VERSION_HEX >= 0x030D0000
+  return PyObject_GetOptionalAttr(obj, name, out);
+#else
+  *out = PyObject_GetAttr(obj, name);
+  if (*out) return 1;
+  if (!PyErr_ExceptionMatches(PyExc_AttributeError)) return -1;
+  PyErr_Clear();
+  return 0;
+#endif
+}

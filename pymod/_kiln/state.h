@@ -1,0 +1,88 @@
+/* The ground floor of kiln._kiln: the Python, NumPy and kiln headers, the module state (types,
+ * exceptions, interned names) and the helpers every file shares. It includes no other file of
+ * the extension; every other file includes it, directly or through the headers it uses. */
+#ifndef KPY_STATE_H
+#define KPY_STATE_H
+
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#define NPY_NO_DEPRECATED_API NPY_1_7_API_VERSION
+#define PY_ARRAY_UNIQUE_SYMBOL kiln_ARRAY_API
+#ifndef KPY_IMPORT_ARRAY /* defined by the one file that imports NumPy's C API */
+#define NO_IMPORT_ARRAY
+#endif
+#include <numpy/arrayobject.h>
+
+#include "kiln.h"
+
+/* A printf-like helper: the compiler checks its callers' formats and arguments. */
+#define KPY_PRINTF(format_index, first_arg) \
+  __attribute__((format(printf, format_index, first_arg)))
+
+/* Interned names: keywords the kernel call compares by address, and the attributes and keys
+ * the protocols read. One line each: the field of kpy_state.str, then its text. */
+#define KPY_STRINGS(X)                                                                   \
+  X(block, "block")                                                                      \
+  X(grid, "grid")                                                                        \
+  X(shared, "shared")                                                                    \
+  X(stream, "stream")                                                                    \
+  X(time_kernel, "time_kernel")                                                          \
+  X(cuda_array_interface, "__cuda_array_interface__")                                    \
+  X(cuda_stream_protocol, "__cuda_stream__")                                             \
+  X(handle, "handle")                                                                    \
+  X(cuda_stream, "cuda_stream")                                                          \
+  X(ptr, "ptr")                                                                          \
+  X(dlpack, "__dlpack__")                                                                \
+  X(data, "data")                                                                        \
+  X(shape, "shape")                                                                      \
+  X(typestr, "typestr")                                                                  \
+  X(strides, "strides")
+
+/* Events kept for ordering one stream after another (kpy_stream_order), one per device up to
+ * this ordinal; a device past it makes one per use. */
+#define KPY_ORDER_DEVICES 64
+
+typedef struct kpy_state {
+  /* Strong references to the types and exceptions. traverse and clear walk this struct by its
+   * size, so every member must be a PyObject * or a PyTypeObject *; a new one needs no other
+   * change. */
+  struct kpy_refs {
+    PyTypeObject *Module_type, *SourceModule_type;
+    PyTypeObject *Function_type;
+    PyTypeObject *In_type, *Out_type, *InOut_type;
+    PyTypeObject *DeviceAllocation_type;
+    PyTypeObject *Device_type;
+    PyTypeObject *Stream_type, *Event_type;
+    PyTypeObject *DeviceArray_type;
+    PyObject *Error, *CompileError, *CudaError, *LaunchError, *OutOfMemoryError, *NoDeviceError;
+    PyObject *CacheWarning;
+  } ref;
+  /* Interned strings: never in a reference cycle, so cleared but not visited. */
+  struct kpy_strings {
+#define KPY__STRING_FIELD(field, text) PyObject *field;
+    KPY_STRINGS(KPY__STRING_FIELD)
+#undef KPY__STRING_FIELD
+  } str;
+  /* stream.c's, made on first use in each device's context, destroyed with the module. */
+  kiln_event order_event[KPY_ORDER_DEVICES];
+} kpy_state;
+
+kpy_state *kpy_state_of_module(PyObject *module);
+kpy_state *kpy_state_of_type(PyTypeObject *tp);
+
+/* Fills st->str; -1 with an exception set on failure. */
+int kpy_state_intern(kpy_state *st);
+/* The module's m_traverse and m_clear over st->ref and st->str. */
+int kpy_state_traverse(kpy_state *st, visitproc visit, void *arg);
+void kpy_state_clear(kpy_state *st);
+
+/* Makes a heap type from spec (with base, or NULL), bound to module, and adds it to the
+ * module. A new reference, or NULL with an exception set. */
+PyTypeObject *kpy_add_type(PyObject *module, PyType_Spec *spec, PyTypeObject *base);
+
+/* 1 and *out set when obj has the attribute, 0 when it has not, -1 on another error
+ * (PyObject_GetOptionalAttr from Python 3.13, for older Pythons too). */
+int kpy_get_optional_attr(PyObject *obj, PyObject *name, PyObject **out);
+
+#endif

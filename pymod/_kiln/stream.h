@@ -1,0 +1,62 @@
+/* kiln.Stream and kiln.Event; reading stream= wherever it is taken; ordering one stream after
+ * another. */
+#ifndef KPY_STREAM_H
+#define KPY_STREAM_H
+
+#include "state.h"
+
+typedef struct kpy_stream {
+  PyObject_HEAD
+  kiln_stream handle; /* NULL is the legacy default stream */
+  int owned;          /* made by kiln: destroyed with the object */
+  PyObject *keep;     /* list: what queued copies read or write, released once it is done */
+} kpy_stream;
+
+typedef struct kpy_event {
+  PyObject_HEAD
+  kiln_event handle; /* owned */
+  int timing;
+} kpy_event;
+
+int kpy_stream_init(PyObject *module, kpy_state *st);
+
+/* Reads stream= wherever it is taken: None (the legacy default stream, NULL), a kiln.Stream, an
+ * int CUstream handle (1 and 2 are the driver's legacy and per-thread default streams), or
+ * another library's stream object that names its handle: cuda.core's __cuda_stream__ protocol,
+ * .handle (PyCUDA), .cuda_stream (PyTorch) or .ptr (CuPy). None, a kiln.Stream and an int cost
+ * no allocation and no attribute lookup. -1 with TypeError for anything else (OverflowError
+ * for an int no handle can be). */
+int kpy_stream_parse(kpy_state *st, PyObject *obj, kiln_stream *out);
+
+/* Whether a parsed stream= is a kiln.Stream, which can keep host arrays alive for queued
+ * copies (kpy_stream_keep). */
+static inline int kpy_stream_is_kiln(kpy_state *st, PyObject *obj) {
+  return Py_IS_TYPE(obj, st->ref.Stream_type);
+}
+
+/* What keeps the stream a parsed stream= names alive: the argument when it is a stream object
+ * (kiln's or another library's), NULL for None or an int handle, whose stream the caller
+ * vouches for. Borrowed. */
+static inline PyObject *kpy_stream_owner(PyObject *obj) {
+  return obj == Py_None || PyLong_Check(obj) ? NULL : obj;
+}
+
+/* The handle of a kiln.Stream. */
+static inline kiln_stream kpy_stream_handle(PyObject *stream) {
+  return ((kpy_stream *)stream)->handle;
+}
+
+/* Makes the work queued later on waiter wait for the work queued so far on producer: an event
+ * recorded on producer and waited for on waiter, queued without blocking. Nothing is done when
+ * they are the same stream (1, the driver's name of the legacy default stream, is NULL). -1
+ * with the error raised. */
+int kpy_stream_order(kpy_state *st, kiln_stream waiter, kiln_stream producer);
+
+/* Destroys the events kpy_stream_order kept; the module's m_free calls it. */
+void kpy_stream_free(kpy_state *st);
+
+/* Keeps obj alive until the kiln.Stream is seen to be done (synchronize, query, dealloc):
+ * what a queued copy reads or writes. */
+int kpy_stream_keep(PyObject *stream, PyObject *obj);
+
+#endif

@@ -1,0 +1,403 @@
+"""Streams and arrays of other libraries: stream= takes the same things everywhere, and the
+CUDA array interface is read one way, ordering kiln's work after the producer's stream. What
+needs no GPU (reading arguments before the device is touched) runs everywhere."""
+import gc
+import weakref
+
+import numpy as np
+import pytest
+
+import kiln
+
+
+def _have_gpu():
+    try:
+        return kiln.Device.count() > 0
+    except kiln.NoDeviceError:
+        return False
+
+
+HAVE_GPU = _have_gpu()
+# A compile arch that works with or without a GPU: the device's own where there is one.
+ARCH = None if HAVE_GPU else "sm_90"
+
+SRC = r"""
+extern "C" __global__ void copy(const float *src, float *dst, int n)
+{ int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) dst[i] = src[i]; }
+extern "C" __global__ void spin(long long cycles)
+{ long long t = clock64(); while (clock64() - t < cycles) {} }
+"""
+
+# About a quarter of a second of a GPU's clock: a producer that is still writing when the
+# consumer's work is queued.
+SLOW = 500_000_000
+
+
+@pytest.fixture(scope="module")
+def mod():
+    return kiln.SourceModule(SRC, arch=ARCH)
+
+
+@pytest.fixture(scope="module")
+def copy(mod):
+    return mod.get_function("copy")
+
+
+@pytest.fixture(scope="module")
+def spin(mod):
+    return mod.get_function("spin")
+
+
+class Named:
+    """Another library's stream object, as kiln sees one: it names its handle."""
+
+    def __init__(self, attr, handle):
+        setattr(self, attr, handle)
+
+
+class Protocol:
+    """cuda.core's spelling: __cuda_stream__() gives (version, handle)."""
+
+    def __init__(self, handle):
+        self.handle_value = handle
+
+    def __cuda_stream__(self):
+        return (0, self.handle_value)
+
+
+# ---- stream= : no GPU needed ---------------------------------------------------------------------
+
+STREAMS = [None, 0, 7, 2**64 - 1, Named("handle", 7), Named("cuda_stream", 7), Named("ptr", 7),
+           Protocol(7)]
+STREAM_IDS = ["None", "0", "int", "max", "handle", "cuda_stream", "ptr", "__cuda_stream__"]
+
+
+@pytest.mark.parametrize("stream", STREAMS, ids=STREAM_IDS)
+def test_array_calls_read_stream_as_a_launch_does(copy, stream):
+    # Empty arrays touch no GPU: what is seen here is the reading of stream= alone.
+    a = kiln.empty(0, np.float32, stream=stream)
+    z = kiln.zeros((0, 3), stream=stream)
+    h = kiln.to_device(np.zeros(0, np.float32), stream=stream)
+    assert a.get(stream=stream).shape == (0,) and z.get(stream=stream).shape == (0, 3)
+    h.copy_to(np.zeros(0, np.float32), stream=stream)
+    h.copy_from(np.zeros(0, np.float32), stream=stream)
+    # A launch reads it the same way (a zero grid stops it before the GPU).
+    with pytest.raises(ValueError, match="grid.x is 0"):
+        copy(0, 0, 0, block=1, grid=0, stream=stream)
+
+
+@pytest.mark.parametrize("bad", ["s", 1.5, object(), Named("cuda_stream", "7"), Protocol(None)],
+                         ids=["str", "float", "object", "named-non-int", "protocol-non-int"])
+def test_every_stream_argument_refuses_the_same_things(copy, bad):
+    phrase = r"stream must be None, an int CUstream handle, or a stream object \(a kiln.Stream"
+    a = kiln.empty(0, np.float32)
+    calls = [
+        lambda: kiln.empty(0, stream=bad),
+        lambda: kiln.zeros(0, stream=bad),
+        lambda: kiln.to_device(np.zeros(0), stream=bad),
+        lambda: a.get(stream=bad),
+        lambda: a.copy_to(np.zeros(0, np.float32), stream=bad),
+        lambda: a.copy_from(np.zeros(0, np.float32), stream=bad),
+        lambda: a.__dlpack__(stream=bad),
+        lambda: kiln.Stream.from_handle(bad),
+        lambda: copy(0, 0, 0, block=1, stream=bad),
+    ]
+    for call in calls:
+        with pytest.raises(TypeError, match=phrase):
+            call()
+
+
+def test_a_negative_handle_is_refused():
+    with pytest.raises(OverflowError):
+        kiln.empty(0, stream=-5)
+
+
+def test_dlpack_stream_minus_one_asks_for_no_synchronization():
+    capsule = kiln.empty(0, np.float32).__dlpack__(stream=-1)
+    assert type(capsule).__name__ == "PyCapsule"
+
+
+def test_from_handle_takes_any_stream():
+    assert kiln.Stream.from_handle(Protocol(7)).handle == 7
+    assert kiln.Stream.from_handle(Named("ptr", 9)).handle == 9
+
+
+# ---- stream= on a GPU ------------------------------------------------------------------------------
+
+@pytest.mark.gpu
+def test_copies_on_a_foreign_stream_are_done_when_the_call_returns():
+    s = kiln.Stream(flags=kiln.STREAM_NON_BLOCKING)
+    host = np.arange(1 << 20, dtype=np.float32)
+    for stream in (s.handle, Named("cuda_stream", s.handle), Protocol(s.handle)):
+        a = kiln.to_device(host, stream=stream)
+        out = np.zeros_like(host)
+        a.get(out=out, stream=stream)
+        np.testing.assert_array_equal(out, host)  # no synchronize: the call waited
+        b = kiln.zeros(host.shape, np.float32, stream=stream)
+        b.copy_from(host * 2, stream=stream)
+        np.testing.assert_array_equal(b.get(stream=stream), host * 2)
+        kiln.Event().record(stream=stream).synchronize()
+
+
+@pytest.mark.gpu
+def test_an_array_keeps_the_stream_object_it_was_made_on():
+    s = kiln.Stream()
+    named = Named("handle", s.handle)
+    alive = weakref.ref(named)
+    a = kiln.empty(1000, np.float32, stream=named)
+    del named
+    gc.collect()
+    assert alive() is not None, "the array's memory is freed on that stream: it must live"
+    del a
+    gc.collect()
+    assert alive() is None
+
+
+@pytest.mark.gpu
+def test_a_torch_stream_in_array_calls():
+    torch = pytest.importorskip("torch")
+    host = np.arange(4096, dtype=np.float32)
+    ts = torch.cuda.Stream()
+    a = kiln.to_device(host, stream=ts)
+    np.testing.assert_array_equal(a.get(stream=ts), host)
+    b = kiln.empty_like(a, stream=ts)
+    b.copy_from(a, stream=ts)
+    ts.synchronize()
+    np.testing.assert_array_equal(b.get(), host)
+
+
+@pytest.mark.gpu
+def test_a_cupy_stream_in_array_calls():
+    cp = pytest.importorskip("cupy")
+    host = np.arange(4096, dtype=np.float32)
+    cs = cp.cuda.Stream(non_blocking=True)
+    a = kiln.to_device(host, stream=cs)
+    b = kiln.zeros(host.shape, np.float32, stream=cs)
+    b.copy_from(a, stream=cs)
+    cs.synchronize()
+    np.testing.assert_array_equal(b.get(), host)
+
+
+# ---- __cuda_array_interface__ : no GPU needed -----------------------------------------------------
+
+class Producer:
+    """Another library's array, as kiln sees one: it offers the CUDA array interface."""
+
+    def __init__(self, cai):
+        self.cai = cai
+
+    @property
+    def __cuda_array_interface__(self):
+        return self.cai
+
+
+def interface(**changes):
+    cai = {"shape": (4,), "typestr": "<f4", "data": (2**40 + 256, False), "version": 3}
+    cai.update(changes)
+    return {k: v for k, v in cai.items() if v is not ...}
+
+
+BAD_INTERFACES = [
+    (["not", "a dict"], TypeError, "must be a dict, not list"),
+    (interface(data=...), TypeError, "has no valid 'data'"),
+    (interface(data=("0x10", False)), TypeError, "has no valid 'data'"),
+    (interface(data=(-8, False)), TypeError, "has no valid 'data'"),
+    (interface(data=(2**64, False)), TypeError, "has no valid 'data'"),
+    (interface(data=(256,)), TypeError, "has no valid 'data'"),
+    (interface(stream="7"), TypeError, "'stream' of type str; it must be an int"),
+    (interface(stream=0), ValueError, "'stream' 0; .*0 is disallowed"),
+    (interface(stream=-1), ValueError, "'stream' -1"),
+]
+BAD_IDS = ["list", "no-data", "str-pointer", "negative-pointer", "huge-pointer", "short-data",
+           "str-stream", "stream-0", "negative-stream"]
+
+
+@pytest.mark.parametrize("cai, error, phrase", BAD_INTERFACES, ids=BAD_IDS)
+def test_a_bad_interface_in_a_launch_names_the_argument_and_the_entry(copy, cai, error, phrase):
+    with pytest.raises(error, match=r"argument 0 of copy \(a b64 parameter\): the "
+                                    r"__cuda_array_interface__ of Producer .*" + phrase):
+        copy(Producer(cai), 0, 0, block=1, grid=0)
+
+
+@pytest.mark.parametrize("cai, error, phrase", BAD_INTERFACES + [
+    (interface(typestr=...), TypeError, "has no 'typestr'"),
+    (interface(shape=...), TypeError, "has no 'shape'"),
+    (interface(typestr="<q9"), TypeError, "'typestr' '<q9', which is no numpy dtype"),
+    (interface(shape="four"), TypeError, "'shape' 'four'; it must be a tuple of ints"),
+    (interface(strides=(4, 4)), TypeError, "'strides' \\(4, 4\\); it must be None or a tuple of 1"),
+    (interface(strides="x"), TypeError, "'strides' 'x'"),
+    (interface(shape=(2, 2), strides=(4, 8)), ValueError, "not C-contiguous"),
+], ids=BAD_IDS + ["no-typestr", "no-shape", "bad-typestr", "bad-shape", "strides-count",
+                  "str-strides", "transposed"])
+def test_a_bad_interface_in_asarray_says_what_is_wrong(cai, error, phrase):
+    with pytest.raises(error, match=phrase):
+        kiln.asarray(Producer(cai))
+
+
+class Fresh:
+    """PyTorch's way: a new dict, with new objects in it, at every access."""
+
+    def __init__(self):
+        self.reads = 0
+
+    @property
+    def __cuda_array_interface__(self):
+        self.reads += 1
+        return {"shape": (2, 3), "typestr": "<i2", "data": (int("1099511627776") + 512, True),
+                "strides": (6, 2), "version": 2}
+
+
+def test_the_interface_is_read_once_and_copied(copy):
+    f = Fresh()
+    w = kiln.asarray(f)  # no stream named: no GPU work
+    assert f.reads == 1
+    assert w.ptr == 2**40 + 512 and w.shape == (2, 3) and w.dtype == np.int16
+    assert w.__cuda_array_interface__["data"] == (2**40 + 512, False)
+    with pytest.raises(ValueError, match="grid.x is 0"):
+        copy(f, 0, 0, block=1, grid=0)
+    assert f.reads == 2
+
+
+@pytest.mark.parametrize("producer, launch", [(1, None), (1, 1), (12345, 12345)],
+                         ids=["legacy-as-1-and-None", "legacy-as-1", "same-handle"])
+def test_a_launch_on_the_producer_stream_does_not_wait(copy, producer, launch):
+    # No wait is queued, so nothing reaches the GPU before the zero grid is refused.
+    with pytest.raises(ValueError, match="grid.x is 0"):
+        copy(Producer(interface(stream=producer)), 0, 0, block=1, grid=0, stream=launch)
+
+
+@pytest.mark.parametrize("no_stream", [..., None], ids=["absent", "None"])
+def test_a_launch_without_a_producer_stream_does_not_wait(copy, no_stream):
+    with pytest.raises(ValueError, match="grid.x is 0"):
+        copy(Producer(interface(stream=no_stream)), 0, 0, block=1, grid=0, stream=5)
+
+
+def test_a_launch_on_another_stream_waits_for_the_producer(copy):
+    if HAVE_GPU:  # the wait is queued, then the zero grid is refused
+        producer, launch = kiln.Stream(), kiln.Stream()
+        with pytest.raises(ValueError, match="grid.x is 0"):
+            copy(Producer(interface(stream=producer.handle)), 0, 0, block=1, grid=0,
+                 stream=launch)
+    else:  # the wait is what needs the device
+        with pytest.raises(kiln.NoDeviceError):
+            copy(Producer(interface(stream=12345)), 0, 0, block=1, grid=0, stream=None)
+
+
+def test_asarray_waits_for_the_producer_stream_it_names():
+    if HAVE_GPU:
+        producer = kiln.Stream()
+        w = kiln.asarray(Producer(interface(stream=producer.handle)))
+        assert w.ptr == 2**40 + 256
+    else:  # synchronizing that stream is what needs the device
+        with pytest.raises(kiln.NoDeviceError):
+            kiln.asarray(Producer(interface(stream=12345)))
+
+
+# ---- __cuda_array_interface__ on a GPU ------------------------------------------------------------
+
+class TorchV3:
+    """A torch tensor offered through version 3 of the interface, naming the stream that wrote
+    it (PyTorch's own interface is version 2, without "stream")."""
+
+    def __init__(self, tensor, stream):
+        self.tensor, self.stream = tensor, stream
+
+    @property
+    def __cuda_array_interface__(self):
+        cai = dict(self.tensor.__cuda_array_interface__)
+        cai.update(version=3, stream=self.stream)
+        return cai
+
+
+def slow_torch_producer(torch, n):
+    """A tensor of zeros, then of sevens written on a side stream after a long sleep there."""
+    src = torch.zeros(n, dtype=torch.float32, device="cuda")
+    torch.cuda.synchronize()
+    side = torch.cuda.Stream()
+    with torch.cuda.stream(side):
+        torch.cuda._sleep(SLOW)
+        src.fill_(7.0)
+    return TorchV3(src, side.cuda_stream), side
+
+
+@pytest.mark.gpu
+def test_a_launch_waits_for_the_torch_stream_the_interface_names(copy):
+    torch = pytest.importorskip("torch")
+    n = 1 << 20
+    producer, side = slow_torch_producer(torch, n)
+    s = kiln.Stream(flags=kiln.STREAM_NON_BLOCKING)
+    dst = kiln.zeros(n, np.float32, stream=s)
+    copy(producer, dst, n, block=256, grid=n // 256, stream=s)
+    s.synchronize()
+    got = dst.get()
+    assert (got == 7).all(), f"the kernel read before the producer wrote: {got[:4]}"
+    side.synchronize()
+
+
+@pytest.mark.gpu
+def test_a_launch_waits_for_the_cupy_stream_the_interface_names(copy, spin):
+    cp = pytest.importorskip("cupy")
+    n = 1 << 20
+    x = cp.zeros(n, dtype=cp.float32)
+    cp.cuda.Device().synchronize()
+    s = kiln.Stream(flags=kiln.STREAM_NON_BLOCKING)
+    dst = kiln.zeros(n, np.float32, stream=s)
+    with cp.cuda.Stream(non_blocking=True) as side:
+        spin(np.int64(SLOW), block=1, stream=side.ptr)  # the producer's stream is busy...
+        x.fill(7)                                       # ...and writes x last
+        assert x.__cuda_array_interface__.get("stream") == side.ptr, "CuPy named no stream"
+        copy(x, dst, n, block=256, grid=n // 256, stream=s)
+    s.synchronize()
+    got = dst.get()
+    assert (got == 7).all(), f"the kernel read before the producer wrote: {got[:4]}"
+    side.synchronize()
+
+
+@pytest.mark.gpu
+def test_asarray_of_a_torch_tensor_written_on_a_side_stream(copy):
+    torch = pytest.importorskip("torch")
+    n = 1 << 20
+    producer, side = slow_torch_producer(torch, n)
+    w = kiln.asarray(producer)  # waits for the side stream
+    s = kiln.Stream(flags=kiln.STREAM_NON_BLOCKING)
+    dst = kiln.zeros(n, np.float32, stream=s)
+    copy(w, dst, n, block=256, grid=n // 256, stream=s)
+    s.synchronize()
+    assert (dst.get() == 7).all()
+
+
+@pytest.mark.gpu
+def test_many_producer_streams_one_event(copy, spin):
+    # Two producers on two streams in one launch, and again: each wait keeps its own record.
+    n = 1 << 16
+    s = kiln.Stream(flags=kiln.STREAM_NON_BLOCKING)
+    producers = [kiln.Stream(flags=kiln.STREAM_NON_BLOCKING) for _ in range(2)]
+    for round_ in range(3):
+        arrays = []
+        for k, p in enumerate(producers):
+            a = kiln.zeros(n, np.float32, stream=p)
+            spin(np.int64(SLOW // 4 * (k + 1)), block=1, stream=p)
+            a.copy_from(np.full(n, 10 * round_ + k, np.float32), stream=p)
+            arrays.append(a)
+        outs = [kiln.zeros(n, np.float32, stream=s) for _ in arrays]
+        for a, out, p in zip(arrays, outs, producers):
+            copy(Producer({**a.__cuda_array_interface__, "stream": p.handle}), out, n,
+                 block=256, grid=n // 256, stream=s)
+        s.synchronize()
+        for k, out in enumerate(outs):
+            assert (out.get() == 10 * round_ + k).all()
+
+
+@pytest.mark.gpu
+def test_dlpack_to_torch_waits_for_the_array_stream(copy, spin):
+    torch = pytest.importorskip("torch")
+    n = 1 << 20
+    s = kiln.Stream(flags=kiln.STREAM_NON_BLOCKING)
+    src = kiln.to_device(np.full(n, 7, np.float32))
+    dst = kiln.zeros(n, np.float32, stream=s)
+    spin(np.int64(SLOW), block=1, stream=s)
+    copy(src, dst, n, block=256, grid=n // 256, stream=s)
+    # torch asks for stream 1, its default stream: that must wait for s, where dst is written.
+    t = torch.from_dlpack(dst)
+    assert (t.cpu() == 7).all()
+    s.synchronize()
