@@ -29,7 +29,7 @@
 #include <errno.h>
 #include <string.h>
 
-#define LAUNCH_N 256    /* elements (and threads) of the launch-overhead kernel */
+#define LAUNCH_N 256     /* elements (and threads) of the launch-overhead kernel */
 #define ROUND_TRIP_N 400 /* elements (and threads) of the seed round trip */
 
 static void *xmalloc(size_t n) {
@@ -94,8 +94,8 @@ static void expect_products(const float *dest, const float *a, const float *b, i
   }
 }
 
-static void launch(CUfunction fn, unsigned threads, CUdeviceptr dest, CUdeviceptr a,
-                   CUdeviceptr b, int n) {
+static void launch(CUfunction fn, unsigned threads, CUdeviceptr dest, CUdeviceptr a, CUdeviceptr b,
+                   int n) {
   void *params[] = {&dest, &a, &b, &n};
   CHECK(cuLaunchKernel(fn, 1, 1, 1, threads, 1, 1, 0, NULL, params, NULL));
 }
@@ -110,8 +110,8 @@ static double time_launches(CUfunction fn, CUdeviceptr dest, CUdeviceptr a, CUde
 }
 
 /* b) the seed round trip into buffers that stay allocated. */
-static void round_trip_kept(CUfunction fn, const CUdeviceptr dev[3], float *dest,
-                            const float *a, const float *b) {
+static void round_trip_kept(CUfunction fn, const CUdeviceptr dev[3], float *dest, const float *a,
+                            const float *b) {
   const size_t bytes = ROUND_TRIP_N * sizeof(float);
   CHECK(cuMemcpyHtoD(dev[1], a, bytes));
   CHECK(cuMemcpyHtoD(dev[2], b, bytes));
@@ -129,14 +129,12 @@ static void round_trip_alloc(CUfunction fn, float *dest, const float *a, const f
 }
 
 /* kept: the device buffers to reuse (b); NULL allocates them per round trip (c). */
-static double time_round_trips(CUfunction fn, const CUdeviceptr *kept, float *dest,
-                               const float *a, const float *b, long count) {
+static double time_round_trips(CUfunction fn, const CUdeviceptr *kept, float *dest, const float *a,
+                               const float *b, long count) {
   double t0 = bench_now_us();
   for (long i = 0; i < count; i++) {
-    if (kept)
-      round_trip_kept(fn, kept, dest, a, b);
-    else
-      round_trip_alloc(fn, dest, a, b);
+    if (kept) round_trip_kept(fn, kept, dest, a, b);
+    else round_trip_alloc(fn, dest, a, b);
   }
   CHECK(cuCtxSynchronize());
   return (bench_now_us() - t0) / (double)count;

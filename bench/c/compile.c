@@ -95,8 +95,8 @@ static kiln_cache_stats stats_now(void) {
 
 typedef struct bare_nvrtc {
   const char *(*GetErrorString)(nvrtcResult);
-  nvrtcResult (*CreateProgram)(nvrtcProgram *, const char *, const char *, int,
-                               const char *const *, const char *const *);
+  nvrtcResult (*CreateProgram)(nvrtcProgram *, const char *, const char *, int, const char *const *,
+                               const char *const *);
   nvrtcResult (*CompileProgram)(nvrtcProgram, int, const char *const *);
   nvrtcResult (*GetPTXSize)(nvrtcProgram, size_t *);
   nvrtcResult (*GetPTX)(nvrtcProgram, char *);
@@ -124,8 +124,9 @@ static void bare_open(bare_nvrtc *rtc) {
       h = dlopen(path, RTLD_NOW);
     }
   }
-  if (!h) die("NVRTC could not be loaded (libnvrtc.so.13 or .12, on the loader path or under "
-              "$CUDA_HOME/lib64 or /usr/local/cuda/lib64)");
+  if (!h)
+    die("NVRTC could not be loaded (libnvrtc.so.13 or .12, on the loader path or under "
+        "$CUDA_HOME/lib64 or /usr/local/cuda/lib64)");
   struct {
     const char *name;
     void **slot;
@@ -142,15 +143,14 @@ static void bare_open(bare_nvrtc *rtc) {
   for (size_t i = 0; i < KILN__COUNT(fns); i++)
     if (!(*fns[i].slot = dlsym(h, fns[i].name))) die("NVRTC has no %s", fns[i].name);
   Dl_info info;
-  if (!dladdr(*fns[0].slot, &info) || !info.dli_fname ||
-      !realpath(info.dli_fname, rtc->lib_path))
+  if (!dladdr(*fns[0].slot, &info) || !info.dli_fname || !realpath(info.dli_fname, rtc->lib_path))
     die("cannot tell which file NVRTC was loaded from");
 }
 
-#define BARE(call)                                                                       \
-  do {                                                                                   \
-    nvrtcResult r = rtc->call;                                                           \
-    if (r != NVRTC_SUCCESS) die("bare %s failed: %s", #call, rtc->GetErrorString(r));    \
+#define BARE(call)                                                                    \
+  do {                                                                                \
+    nvrtcResult r = rtc->call;                                                        \
+    if (r != NVRTC_SUCCESS) die("bare %s failed: %s", #call, rtc->GetErrorString(r)); \
   } while (0)
 
 /* One compile to PTX and CUBIN: create, compile, fetch both, destroy. The caller frees out. */
@@ -199,7 +199,8 @@ static void expect_compiled(const kiln_cache_stats *before, const kiln_cache_sta
       after->disk_hits != before->disk_hits)
     die("%s: kiln did not miss, compile and store exactly once (misses +%llu, compiles "
         "+%llu, stores +%llu, memory hits +%llu, disk hits +%llu); is $KILN_CACHE_DIR a fresh "
-        "folder?", what, (unsigned long long)(after->misses - before->misses),
+        "folder?",
+        what, (unsigned long long)(after->misses - before->misses),
         (unsigned long long)(after->compiles - before->compiles),
         (unsigned long long)(after->stores - before->stores),
         (unsigned long long)(after->memory_hits - before->memory_hits),
@@ -207,8 +208,7 @@ static void expect_compiled(const kiln_cache_stats *before, const kiln_cache_sta
 }
 
 static int cold(const char *src, int repeats) {
-  static double kiln_ms[MAX_REPEATS], bare_ms[MAX_REPEATS], ratio[MAX_REPEATS],
-      extra[MAX_REPEATS];
+  static double kiln_ms[MAX_REPEATS], bare_ms[MAX_REPEATS], ratio[MAX_REPEATS], extra[MAX_REPEATS];
   bare_nvrtc rtc;
   bare_open(&rtc);
 
@@ -242,8 +242,8 @@ static int cold(const char *src, int repeats) {
   if (!cubin || ptx_size + 1 != code.ptx_size || memcmp(ptx, code.ptx, ptx_size) != 0 ||
       cubin_size != code.cubin_size || memcmp(cubin, code.cubin, cubin_size) != 0)
     die("kiln and the bare compile disagree on the warm-up source: PTX %zu / %zu bytes, "
-        "CUBIN %zu / %zu bytes", ptx_size, code.ptx_size - 1, cubin ? cubin_size : 0,
-        code.cubin_size);
+        "CUBIN %zu / %zu bytes",
+        ptx_size, code.ptx_size - 1, cubin ? cubin_size : 0, code.cubin_size);
   bare_free(&code);
   kiln_module_free(m);
   free(warm);
@@ -310,9 +310,8 @@ static int fill(const char *src, long count) {
   if (s) die("kiln_cache_get_info: %s", kiln_last_error());
   if (after.stores - before.stores != (uint64_t)(count - 1) || after.evictions ||
       info.entries != (uint64_t)count)
-    die("%s holds %llu entries after storing %llu and evicting %llu; %ld were asked for",
-        info.dir, (unsigned long long)info.entries,
-        (unsigned long long)(after.stores - before.stores),
+    die("%s holds %llu entries after storing %llu and evicting %llu; %ld were asked for", info.dir,
+        (unsigned long long)info.entries, (unsigned long long)(after.stores - before.stores),
         (unsigned long long)after.evictions, count);
   printf("{\"dir\": \"%s\", \"entries\": %llu, \"bytes\": %llu, \"fill_s\": %.3f}\n", info.dir,
          (unsigned long long)info.entries, (unsigned long long)info.bytes, fill_s);

@@ -51,7 +51,8 @@ int main(int argc, char **argv) {
     return 1;
   }
 
-  double *sync = calloc((size_t)repeats, sizeof *sync), *async = calloc((size_t)repeats, sizeof *async);
+  double *sync = calloc((size_t)repeats, sizeof *sync),
+         *async = calloc((size_t)repeats, sizeof *async);
   double *copy = calloc((size_t)repeats, sizeof *copy);
   if (!sync || !async || !copy) return 1;
   CUdeviceptr p;

@@ -137,9 +137,15 @@ static PyMethodDef floor_methods[] = {
 };
 
 static struct PyModuleDef floor_module_def = {
-    PyModuleDef_HEAD_INIT, "kiln_floor",
-    "The cheapest Python call that launches a kernel; the floor for kiln's launch.", -1,
-    floor_methods, NULL, NULL, NULL, NULL,
+    PyModuleDef_HEAD_INIT,
+    "kiln_floor",
+    "The cheapest Python call that launches a kernel; the floor for kiln's launch.",
+    -1,
+    floor_methods,
+    NULL,
+    NULL,
+    NULL,
+    NULL,
 };
 
 PyMODINIT_FUNC PyInit_kiln_floor(void);

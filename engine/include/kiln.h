@@ -24,19 +24,19 @@ extern "C" {
 #define KILN_VERSION_PATCH 0
 
 /* One table makes the status enum, its names and its strings (KILN_OK is 0 and not in it). */
-#define KILN_STATUS_MAP(X)                                                 \
-  X(NO_DRIVER, "no CUDA driver could be loaded")                           \
-  X(NO_DEVICE, "no CUDA device is available")                              \
-  X(NO_NVRTC, "NVRTC could not be loaded")                                 \
-  X(COMPILE, "NVRTC compilation failed")                                   \
-  X(CUDA, "a CUDA driver call failed")                                     \
-  X(LAUNCH, "a kernel launch failed")                                      \
-  X(OUT_OF_MEMORY, "out of device memory")                                 \
-  X(NOT_FOUND, "no kernel of that name in the module")                     \
-  X(AMBIGUOUS, "the kernel name matches more than one overload")           \
-  X(PTX, "the PTX could not be parsed")                                    \
-  X(CACHE_IO, "kernel cache I/O error")                                    \
-  X(INVALID, "invalid argument")                                           \
+#define KILN_STATUS_MAP(X)                                       \
+  X(NO_DRIVER, "no CUDA driver could be loaded")                 \
+  X(NO_DEVICE, "no CUDA device is available")                    \
+  X(NO_NVRTC, "NVRTC could not be loaded")                       \
+  X(COMPILE, "NVRTC compilation failed")                         \
+  X(CUDA, "a CUDA driver call failed")                           \
+  X(LAUNCH, "a kernel launch failed")                            \
+  X(OUT_OF_MEMORY, "out of device memory")                       \
+  X(NOT_FOUND, "no kernel of that name in the module")           \
+  X(AMBIGUOUS, "the kernel name matches more than one overload") \
+  X(PTX, "the PTX could not be parsed")                          \
+  X(CACHE_IO, "kernel cache I/O error")                          \
+  X(INVALID, "invalid argument")                                 \
   X(NO_MEMORY, "out of host memory")
 
 typedef enum kiln_status {
@@ -44,7 +44,7 @@ typedef enum kiln_status {
 #define KILN__STATUS_ENUM(name, msg) KILN_ERROR_##name,
   KILN_STATUS_MAP(KILN__STATUS_ENUM)
 #undef KILN__STATUS_ENUM
-  KILN__STATUS_COUNT
+      KILN__STATUS_COUNT
 } kiln_status;
 
 const char *kiln_status_name(kiln_status s);   /* "KILN_ERROR_COMPILE" */
@@ -62,14 +62,14 @@ const char *kiln_cuda_result_name(int result);
 
 typedef struct kiln_device_info {
   char name[256];
-  int major, minor;     /* compute capability */
-  size_t total_memory;  /* bytes */
+  int major, minor;    /* compute capability */
+  size_t total_memory; /* bytes */
   int multiprocessors;
   int max_threads_per_block;
   int max_block[3];
   int max_grid[3];
-  int max_shared_per_block;        /* bytes, without opting in */
-  int max_shared_per_block_optin;  /* bytes, the most a kernel can opt in to */
+  int max_shared_per_block;       /* bytes, without opting in */
+  int max_shared_per_block_optin; /* bytes, the most a kernel can opt in to */
 } kiln_device_info;
 
 kiln_status kiln_device_count(int *count);
@@ -87,30 +87,30 @@ typedef struct kiln_module kiln_module;     /* compiled code, shared; loaded on 
 typedef struct kiln_function kiln_function; /* borrowed from its module */
 
 typedef struct kiln_compile_opts {
-  const char *arch;                /* "sm_90"; NULL: $KILN_ARCH, else the current device's
-                                      (clamped to what NVRTC supports), else with no device the
-                                      oldest arch this NVRTC supports */
-  const char *const *options;      /* extra NVRTC options, in order */
+  const char *arch;           /* "sm_90"; NULL: $KILN_ARCH, else the current device's
+                                 (clamped to what NVRTC supports), else with no device the
+                                 oldest arch this NVRTC supports */
+  const char *const *options; /* extra NVRTC options, in order */
   int n_options;
   const char *const *include_dirs; /* searched before the toolkit's include folder */
   int n_include_dirs;
   const char *const *name_expressions; /* e.g. "axpy<float>", for templates */
   int n_name_expressions;
-  const char *const *header_names;     /* headers given in memory: the name #include uses */
-  const char *const *header_sources;   /* and the text of each */
+  const char *const *header_names;   /* headers given in memory: the name #include uses */
+  const char *const *header_sources; /* and the text of each */
   int n_headers;
 } kiln_compile_opts;
 
 /* Compiles src with NVRTC (one run gives CUBIN and PTX), unless the in-process table or the
  * kernel cache on disk (below) already holds it: the same source, options, arch and headers
- * give the same code without NVRTC. opts may be NULL. On KILN_ERROR_COMPILE, *out is still set when a log exists (read it with
- * kiln_module_log, then free the module); otherwise *out is NULL. */
+ * give the same code without NVRTC. opts may be NULL. On KILN_ERROR_COMPILE, *out is still set when
+ * a log exists (read it with kiln_module_log, then free the module); otherwise *out is NULL. */
 kiln_status kiln_module_from_source(const char *src, const kiln_compile_opts *opts,
                                     kiln_module **out);
 void kiln_module_free(kiln_module *m); /* NULL is a no-op */
 
-const char *kiln_module_arch(const kiln_module *m);        /* "sm_90" */
-const char *kiln_module_log(const kiln_module *m);         /* NVRTC log; "" when empty */
+const char *kiln_module_arch(const kiln_module *m); /* "sm_90" */
+const char *kiln_module_log(const kiln_module *m);  /* NVRTC log; "" when empty */
 const char *kiln_module_ptx(const kiln_module *m, size_t *size);
 const void *kiln_module_cubin(const kiln_module *m, size_t *size); /* NULL if none */
 
@@ -138,23 +138,23 @@ kiln_status kiln_module_from_file(const char *path, kiln_module **out);
  * after the main one. $KILN_CACHE_MAX_BYTES (default 1 GiB) bounds the main folder; the least
  * recently used entries go first. */
 
-typedef struct kiln_cache_stats {   /* this process's, since it started */
-  uint64_t memory_hits; /* answered by the in-process table */
-  uint64_t disk_hits;   /* answered by an entry on disk */
-  uint64_t misses;      /* looked up on disk and compiled: no entry, a stale or a damaged one */
-  uint64_t compiles;    /* NVRTC runs, cached or not */
-  uint64_t stores;      /* entries written */
-  uint64_t evictions;   /* entries removed to keep the bound */
-  uint64_t corrupt;     /* damaged entries found (each also a warning) */
+typedef struct kiln_cache_stats { /* this process's, since it started */
+  uint64_t memory_hits;           /* answered by the in-process table */
+  uint64_t disk_hits;             /* answered by an entry on disk */
+  uint64_t misses;    /* looked up on disk and compiled: no entry, a stale or a damaged one */
+  uint64_t compiles;  /* NVRTC runs, cached or not */
+  uint64_t stores;    /* entries written */
+  uint64_t evictions; /* entries removed to keep the bound */
+  uint64_t corrupt;   /* damaged entries found (each also a warning) */
 } kiln_cache_stats;
 void kiln_cache_get_stats(kiln_cache_stats *out);
 
 typedef struct kiln_cache_info {
-  int enabled;          /* 0 when off, or when the folder cannot be used (see reason) */
+  int enabled; /* 0 when off, or when the folder cannot be used (see reason) */
   int writable;
   char dir[4096];
-  char layers[4096];    /* the read-only folders in use, ':'-separated */
-  char reason[5120];    /* why it is off or read-only; "" when neither */
+  char layers[4096]; /* the read-only folders in use, ':'-separated */
+  char reason[5120]; /* why it is off or read-only; "" when neither */
   uint64_t entries, bytes, max_bytes;
   uint64_t hits, misses, evictions; /* counted in the folder by every process that used it */
 } kiln_cache_info;
@@ -162,13 +162,13 @@ kiln_status kiln_cache_get_info(kiln_cache_info *out);
 
 typedef struct kiln_cache_entry {
   const char *path;
-  const char *key;      /* 64 hex digits */
-  int layer;            /* 0: the main folder; i: the i-th read-only folder */
+  const char *key; /* 64 hex digits */
+  int layer;       /* 0: the main folder; i: the i-th read-only folder */
   uint64_t bytes;
-  int64_t last_used;    /* seconds since the epoch */
-  const char *arch;     /* "" when the entry cannot be read */
-  const char *kernels;  /* their plain names, ", "-separated */
-  const char *problem;  /* NULL, or why the entry would not load */
+  int64_t last_used;   /* seconds since the epoch */
+  const char *arch;    /* "" when the entry cannot be read */
+  const char *kernels; /* their plain names, ", "-separated */
+  const char *problem; /* NULL, or why the entry would not load */
 } kiln_cache_entry;
 /* Calls visit for every entry of every folder; a nonzero return stops the walk. */
 kiln_status kiln_cache_list(int (*visit)(const kiln_cache_entry *e, void *ctx), void *ctx);
@@ -191,19 +191,19 @@ void kiln_set_warning_handler(kiln_warning_handler fn, void *ctx); /* NULL: stde
 /* What the PTX says of a parameter, sharpened by the mangled name when there is one (PTX
  * alone does not tell int from unsigned, nor a pointer from a 64-bit integer). */
 typedef enum kiln_param_class {
-  KILN_PARAM_B8,     /* 8-bit integer, sign unknown (extern "C") */
+  KILN_PARAM_B8, /* 8-bit integer, sign unknown (extern "C") */
   KILN_PARAM_I8,
-  KILN_PARAM_U8,     /* also bool */
+  KILN_PARAM_U8, /* also bool */
   KILN_PARAM_B16,
   KILN_PARAM_I16,
   KILN_PARAM_U16,
-  KILN_PARAM_B32,    /* 32-bit integer, sign unknown */
+  KILN_PARAM_B32, /* 32-bit integer, sign unknown */
   KILN_PARAM_I32,
   KILN_PARAM_U32,
-  KILN_PARAM_B64,    /* 64 bits: a pointer or a 64-bit integer (extern "C") */
+  KILN_PARAM_B64, /* 64 bits: a pointer or a 64-bit integer (extern "C") */
   KILN_PARAM_I64,
   KILN_PARAM_U64,
-  KILN_PARAM_PTR,    /* known to be a pointer */
+  KILN_PARAM_PTR, /* known to be a pointer */
   KILN_PARAM_F32,
   KILN_PARAM_F64,
   KILN_PARAM_AGGREGATE /* .align N .b8 x[S]: a struct, vector type, __half, ... */
@@ -241,8 +241,7 @@ kiln_status kiln_memcpy_dtoh(void *dst, kiln_deviceptr src, size_t nbytes);
  * Free with the size that was asked for. Out of memory is retried once after handing unused
  * memory back to the driver; the error says how much was asked and how much is free. */
 kiln_status kiln_mem_alloc_async(size_t nbytes, kiln_stream stream, kiln_deviceptr *out);
-kiln_status kiln_mem_free_async(kiln_deviceptr p, size_t nbytes,
-                               kiln_stream stream); /* 0: no-op */
+kiln_status kiln_mem_free_async(kiln_deviceptr p, size_t nbytes, kiln_stream stream); /* 0: no-op */
 kiln_status kiln_memcpy_htod_async(kiln_deviceptr dst, const void *src, size_t nbytes,
                                    kiln_stream stream);
 kiln_status kiln_memcpy_dtoh_async(void *dst, kiln_deviceptr src, size_t nbytes,
@@ -288,7 +287,8 @@ void kiln_staging_get_info(kiln_staging_info *out);
 
 kiln_status kiln_stream_create(unsigned flags, int priority, kiln_stream *out);
 kiln_status kiln_stream_destroy(kiln_stream stream);
-kiln_status kiln_stream_priority_range(int *least, int *greatest); /* greatest is the lowest number */
+kiln_status kiln_stream_priority_range(int *least,
+                                       int *greatest); /* greatest is the lowest number */
 kiln_status kiln_stream_synchronize(kiln_stream stream);
 kiln_status kiln_stream_query(kiln_stream stream, int *done); /* done: 1 when all work finished */
 kiln_status kiln_stream_wait_event(kiln_stream stream, kiln_event event);
@@ -305,20 +305,19 @@ kiln_status kiln_event_elapsed_ms(kiln_event start, kiln_event end, float *ms);
 typedef struct kiln_launch_config {
   unsigned grid[3];
   unsigned block[3];
-  unsigned shared;  /* dynamic shared memory, bytes */
+  unsigned shared;    /* dynamic shared memory, bytes */
   kiln_stream stream; /* NULL is the legacy default stream */
 } kiln_launch_config;
 
 /* Launches f asynchronously. params[i] points at parameter i's bytes, as for cuLaunchKernel.
  * Block, grid and shared memory are checked against the device's and the kernel's limits
  * first, with a sentence naming the limit (KILN_ERROR_INVALID). */
-kiln_status kiln_function_launch(kiln_function *f, const kiln_launch_config *cfg,
-                                 void **params);
+kiln_status kiln_function_launch(kiln_function *f, const kiln_launch_config *cfg, void **params);
 
 /* Host data a parameter receives as a device pointer (PyCUDA's In, Out, InOut). */
 typedef enum kiln_transfer_dir {
-  KILN_IN = 1,   /* copied host to device before the launch */
-  KILN_OUT = 2,  /* copied device to host after it */
+  KILN_IN = 1,  /* copied host to device before the launch */
+  KILN_OUT = 2, /* copied device to host after it */
   KILN_INOUT = 3
 } kiln_transfer_dir;
 
@@ -326,9 +325,9 @@ typedef enum kiln_transfer_dir {
 #define KILN_MAX_TRANSFERS 64
 
 typedef struct kiln_transfer {
-  int param;             /* which parameter gets the device pointer */
+  int param; /* which parameter gets the device pointer */
   kiln_transfer_dir dir;
-  void *host;            /* contiguous host memory (const for KILN_IN) */
+  void *host; /* contiguous host memory (const for KILN_IN) */
   size_t nbytes;
 } kiln_transfer;
 
@@ -338,17 +337,15 @@ typedef struct kiln_transfer {
  * buffers hold the results. With elapsed_s non-NULL, the kernel's own time in seconds
  * (measured with events) is stored there. */
 kiln_status kiln_function_call(kiln_function *f, const kiln_launch_config *cfg, void **params,
-                               const kiln_transfer *transfers, int n_transfers,
-                               double *elapsed_s);
+                               const kiln_transfer *transfers, int n_transfers, double *elapsed_s);
 
 /* The same, queued on cfg->stream and returning at once: device memory for the transfers comes
  * from the pool and goes back to it in stream order; inputs are read before it returns (the
  * driver stages pageable memory); outputs are in the host buffers once the stream has been
  * synchronized, so they must stay alive until then. A copy into pageable memory makes the driver
  * wait for it: use page-locked buffers for outputs that should not block. */
-kiln_status kiln_function_call_async(kiln_function *f, const kiln_launch_config *cfg,
-                                     void **params, const kiln_transfer *transfers,
-                                     int n_transfers);
+kiln_status kiln_function_call_async(kiln_function *f, const kiln_launch_config *cfg, void **params,
+                                     const kiln_transfer *transfers, int n_transfers);
 
 #ifdef __cplusplus
 }

@@ -51,11 +51,14 @@
 
 static uint64_t kiln__counters[KILN__COUNTERS];
 
-void kiln__cache_count(kiln__counter c) { __atomic_add_fetch(&kiln__counters[c], 1, __ATOMIC_RELAXED); }
+void kiln__cache_count(kiln__counter c) {
+  __atomic_add_fetch(&kiln__counters[c], 1, __ATOMIC_RELAXED);
+}
 
 void kiln_cache_get_stats(kiln_cache_stats *out) {
   uint64_t v[KILN__COUNTERS];
-  for (int i = 0; i < KILN__COUNTERS; i++) v[i] = __atomic_load_n(&kiln__counters[i], __ATOMIC_RELAXED);
+  for (int i = 0; i < KILN__COUNTERS; i++)
+    v[i] = __atomic_load_n(&kiln__counters[i], __ATOMIC_RELAXED);
   out->memory_hits = v[KILN__MEMORY_HITS];
   out->disk_hits = v[KILN__DISK_HITS];
   out->misses = v[KILN__MISSES];
@@ -85,8 +88,8 @@ static int kiln__env_read;
 static int kiln__write_warned; /* once per configuration */
 static uint64_t kiln__stored_since_scan;
 
-static const char *kiln__env_names[] = {"KILN_CACHE", "KILN_CACHE_DIR", "XDG_CACHE_HOME", "HOME",
-                                        "KILN_CACHE_PATH", "KILN_CACHE_MAX_BYTES"};
+static const char *kiln__env_names[] = {"KILN_CACHE", "KILN_CACHE_DIR",  "XDG_CACHE_HOME",
+                                        "HOME",       "KILN_CACHE_PATH", "KILN_CACHE_MAX_BYTES"};
 
 /* Creates dir and its missing parents, private to the user. */
 static int kiln__mkdirs(const char *dir) {
@@ -107,8 +110,7 @@ static int kiln__mkdirs(const char *dir) {
 static void kiln__make_shards(const char *dir) {
   char path[PATH_MAX];
   struct stat st;
-  if (snprintf(path, sizeof path, "%s/ff", dir) >= (int)sizeof path || stat(path, &st) == 0)
-    return;
+  if (snprintf(path, sizeof path, "%s/ff", dir) >= (int)sizeof path || stat(path, &st) == 0) return;
   for (int i = 0; i < 256; i++) {
     snprintf(path, sizeof path, "%s/%02x", dir, i);
     mkdir(path, 0700);
@@ -121,11 +123,13 @@ static const char *kiln__unsafe_dir(const char *dir, int allow_root, char *why, 
   if (stat(dir, &st) != 0) snprintf(why, cap, "it cannot be read (%s)", strerror(errno));
   else if (!S_ISDIR(st.st_mode)) snprintf(why, cap, "it is not a folder");
   else if (st.st_uid != geteuid() && !(allow_root && st.st_uid == 0))
-    snprintf(why, cap, "it belongs to user %u, not to this process's user %u",
-             (unsigned)st.st_uid, (unsigned)geteuid());
+    snprintf(why, cap, "it belongs to user %u, not to this process's user %u", (unsigned)st.st_uid,
+             (unsigned)geteuid());
   else if (st.st_mode & (S_IWGRP | S_IWOTH))
-    snprintf(why, cap, "others can write to it (mode %04o), and code loaded from it runs on "
-             "the GPU inside this process", (unsigned)(st.st_mode & 07777));
+    snprintf(why, cap,
+             "others can write to it (mode %04o), and code loaded from it runs on "
+             "the GPU inside this process",
+             (unsigned)(st.st_mode & 07777));
   else return NULL;
   return why;
 }
@@ -150,8 +154,10 @@ static void kiln__config_build(kiln__config *c) {
     int ok;
     uint64_t v = kiln__parse_bytes(max, &ok);
     if (ok) c->max_bytes = v;
-    else kiln__warn("KILN_CACHE_MAX_BYTES=%s is not a byte count (such as 1073741824 or 512M); "
-                    "using 1G", max);
+    else
+      kiln__warn("KILN_CACHE_MAX_BYTES=%s is not a byte count (such as 1073741824 or 512M); "
+                 "using 1G",
+                 max);
   }
   const char *off = getenv("KILN_CACHE");
   if (off && (strcmp(off, "0") == 0 || strcmp(off, "off") == 0 || strcmp(off, "no") == 0)) {
@@ -181,14 +187,14 @@ static void kiln__config_build(kiln__config *c) {
   } else if (kiln__unsafe_dir(c->dir, 0, why, sizeof why)) {
     snprintf(c->reason, sizeof c->reason, "%s is not used: %s", c->dir, why);
     kiln__warn("no kernel cache: %s. Make it private (chmod 700 %s) or set KILN_CACHE_DIR to a "
-               "folder of your own", c->reason, c->dir);
+               "folder of your own",
+               c->reason, c->dir);
   } else {
     c->enabled = c->readable = 1;
     c->writable = access(c->dir, W_OK) == 0;
     if (!c->writable)
       snprintf(c->reason, sizeof c->reason, "%s cannot be written (%s)", c->dir, strerror(errno));
-    else
-      kiln__make_shards(c->dir);
+    else kiln__make_shards(c->dir);
   }
   const char *path = getenv("KILN_CACHE_PATH");
   size_t used = 0;
@@ -340,7 +346,8 @@ static void kiln__stats_file(const char *dir, uint64_t add[3], uint64_t out[3]) 
     v[0] = v[1] = v[2] = 0;
   if (write) {
     for (int i = 0; i < 3; i++) v[i] += add[i];
-    int len = snprintf(buf, sizeof buf, "hits %llu\nmisses %llu\nevictions %llu\n", v[0], v[1], v[2]);
+    int len =
+        snprintf(buf, sizeof buf, "hits %llu\nmisses %llu\nevictions %llu\n", v[0], v[1], v[2]);
     if (len > 0 && pwrite(fd, buf, (size_t)len, 0) == len) {
       if (ftruncate(fd, len) != 0) {} /* a longer old tail is ignored by the reader anyway */
     }
@@ -371,8 +378,7 @@ static int kiln__read_all(int fd, unsigned char *buf, size_t n) {
 /* Reads and decodes the entry at path. 1: a good entry in *out; 0: none there; -1: a bad one,
  * with why. The file is read under a shared lock so eviction leaves it be. */
 static int kiln__entry_load(const char *path, const unsigned char *key, int allow_root,
-                            kiln__cached *out, struct stat *st, const char **why,
-                            int *fd_out) {
+                            kiln__cached *out, struct stat *st, const char **why, int *fd_out) {
   *why = NULL;
   int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
   if (fd < 0) return errno == ENOENT || errno == ENOTDIR ? 0 : (*why = "it cannot be opened", -1);
@@ -453,8 +459,8 @@ static int kiln__lock_take(const char *dir, const unsigned char key[KILN__KEY_SI
   if (snprintf(path, sizeof path, "%s/locks", dir) >= (int)sizeof path) return -1;
   int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
   if (fd < 0) return -1;
-  struct flock fl = {.l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = kiln__lock_offset(key),
-                     .l_len = 1};
+  struct flock fl = {
+      .l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = kiln__lock_offset(key), .l_len = 1};
   int rc;
   while ((rc = fcntl(fd, nonblocking ? F_OFD_SETLK : F_OFD_SETLKW, &fl)) != 0 && errno == EINTR) {}
   if (rc != 0) {
@@ -470,8 +476,7 @@ typedef struct kiln__cache_lock {
   int fd;
 } kiln__cache_lock;
 
-static void kiln__cache_lock_key(const unsigned char key[KILN__KEY_SIZE],
-                                 kiln__cache_lock *lock) {
+static void kiln__cache_lock_key(const unsigned char key[KILN__KEY_SIZE], kiln__cache_lock *lock) {
   kiln__config c;
   kiln__config_get(&c);
   lock->fd = c.writable ? kiln__lock_take(c.dir, key, 0) : -1;
@@ -499,8 +504,7 @@ static int kiln__is_hex(const char *s, size_t n) {
 }
 
 /* Every entry of dir (and, with sweep, removes .tmp files a dead writer left). */
-static int kiln__scan_entries(const char *dir, int sweep, kiln__scanned **out,
-                              size_t *n_out) {
+static int kiln__scan_entries(const char *dir, int sweep, kiln__scanned **out, size_t *n_out) {
   *out = NULL;
   *n_out = 0;
   DIR *top = opendir(dir);
@@ -561,7 +565,8 @@ static int kiln__evict_one(const char *dir, const kiln__scanned *f) {
   snprintf(hex, sizeof hex, "%s%s", f->shard, f->name);
   for (int i = 0; i < KILN__KEY_SIZE; i++) {
     unsigned hi = (unsigned)(hex[2 * i] <= '9' ? hex[2 * i] - '0' : hex[2 * i] - 'a' + 10);
-    unsigned lo = (unsigned)(hex[2 * i + 1] <= '9' ? hex[2 * i + 1] - '0' : hex[2 * i + 1] - 'a' + 10);
+    unsigned lo =
+        (unsigned)(hex[2 * i + 1] <= '9' ? hex[2 * i + 1] - '0' : hex[2 * i + 1] - 'a' + 10);
     key[i] = (unsigned char)(hi << 4 | lo);
   }
   int lfd = kiln__lock_take(dir, key, 1);
@@ -614,7 +619,8 @@ static void kiln__write_failed(const char *dir, const char *what, int err) {
   pthread_mutex_unlock(&kiln__config_lock);
   if (first)
     kiln__warn("the kernel cache in %s cannot be written (%s: %s); kernels compiled by this "
-               "process are not cached", dir, what, strerror(err));
+               "process are not cached",
+               dir, what, strerror(err));
 }
 
 void kiln__cache_store(const unsigned char key[KILN__KEY_SIZE], const kiln__code *code,
@@ -777,9 +783,14 @@ kiln_status kiln_cache_list(int (*visit)(const kiln_cache_entry *e, void *ctx), 
                          cached.kernels[k].plain);
         if (w > 0 && (size_t)w < sizeof kernels - used) used += (size_t)w;
       }
-      kiln_cache_entry e = {path, key, layer, files[i].bytes,
+      kiln_cache_entry e = {path,
+                            key,
+                            layer,
+                            files[i].bytes,
                             (int64_t)(files[i].used_ns / 1000000000LL),
-                            why ? "" : cached.code.arch, kernels, why};
+                            why ? "" : cached.code.arch,
+                            kernels,
+                            why};
       stop = visit(&e, ctx);
       if (!why) kiln__entry_free_cached(&cached);
     }

@@ -10,12 +10,12 @@
 
 /* What one compile's lookup needs, worked out once, before the in-process table is asked. */
 typedef struct kiln__cache_query {
-  kiln__nvrtc_id id;                 /* which NVRTC compiles here */
-  char arch[24];                     /* "sm_90" */
+  kiln__nvrtc_id id; /* which NVRTC compiles here */
+  char arch[24];     /* "sm_90" */
   int arch_num;
   unsigned char key[KILN__KEY_SIZE];
-  char cwd[PATH_MAX];                /* where quoted includes start; "" when the key does not
-                                        depend on it */
+  char cwd[PATH_MAX]; /* where quoted includes start; "" when the key does not
+                         depend on it */
 } kiln__cache_query;
 
 /* Fills q for src and opts: NVRTC's identity (from the note in the cache folder when it can,

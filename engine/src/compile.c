@@ -21,15 +21,14 @@ static int kiln__parse_arch(const char *s, char *suffix, size_t cap) {
 }
 
 static kiln_status kiln__unsupported_arch(const kiln__nvrtc_id *id, const char *asked) {
-  kiln__fail(KILN_ERROR_INVALID, "arch '%s' is not one NVRTC %d.%d supports; it supports",
-             asked, id->major, id->minor);
-  for (int i = 0; i < id->n_archs; i++)
-    kiln__fail_append("%s sm_%d", i ? "," : "", id->archs[i]);
+  kiln__fail(KILN_ERROR_INVALID, "arch '%s' is not one NVRTC %d.%d supports; it supports", asked,
+             id->major, id->minor);
+  for (int i = 0; i < id->n_archs; i++) kiln__fail_append("%s sm_%d", i ? "," : "", id->archs[i]);
   return KILN_ERROR_INVALID;
 }
 
-kiln_status kiln__compile_arch(const kiln_compile_opts *opts, const kiln__nvrtc_id *id,
-                               char *arch, size_t cap, int *arch_num) {
+kiln_status kiln__compile_arch(const kiln_compile_opts *opts, const kiln__nvrtc_id *id, char *arch,
+                               size_t cap, int *arch_num) {
   const char *asked = opts && opts->arch && *opts->arch ? opts->arch : getenv("KILN_ARCH");
   if (asked && *asked) {
     char suffix[4];
@@ -185,9 +184,9 @@ kiln_status kiln__compile(const char *src, const kiln_compile_opts *opts, const 
   out->arch_num = kiln__parse_arch(arch, suffix, sizeof suffix);
   nvrtcProgram prog = NULL;
   int n_headers = opts ? opts->n_headers : 0;
-  KILN__RTC(CreateProgram, (&prog, src, "kernel.cu", n_headers,
-                            n_headers ? opts->header_sources : NULL,
-                            n_headers ? opts->header_names : NULL));
+  KILN__RTC(CreateProgram,
+            (&prog, src, "kernel.cu", n_headers, n_headers ? opts->header_sources : NULL,
+             n_headers ? opts->header_names : NULL));
   for (int i = 0; opts && i < opts->n_name_expressions && !s; i++) {
     nvrtcResult rc = kiln__nvrtc.AddNameExpression(prog, opts->name_expressions[i]);
     if (rc != NVRTC_SUCCESS)

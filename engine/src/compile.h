@@ -6,22 +6,22 @@
 #include "nvrtc.h"
 
 typedef struct kiln__code {
-  char arch[24];        /* "sm_90", "sm_90a" */
-  int arch_num;         /* 90 */
-  char *ptx;            /* owned, NUL-terminated */
-  size_t ptx_size;      /* without the NUL */
-  void *cubin;          /* owned */
+  char arch[24];   /* "sm_90", "sm_90a" */
+  int arch_num;    /* 90 */
+  char *ptx;       /* owned, NUL-terminated */
+  size_t ptx_size; /* without the NUL */
+  void *cubin;     /* owned */
   size_t cubin_size;
-  char *log;            /* owned; "" when NVRTC said nothing */
+  char *log; /* owned; "" when NVRTC said nothing */
   int n_names;
-  char **names;         /* owned: the name expressions asked for */
-  char **lowered;       /* owned: what each became */
+  char **names;   /* owned: the name expressions asked for */
+  char **lowered; /* owned: what each became */
 } kiln__code;
 
 /* Chooses the arch: opts->arch, else KILN_ARCH, else the current device's clamped to what
  * NVRTC (id) supports, else the oldest arch it supports. Writes "sm_XY[a]" into arch. */
-kiln_status kiln__compile_arch(const kiln_compile_opts *opts, const kiln__nvrtc_id *id,
-                               char *arch, size_t cap, int *arch_num);
+kiln_status kiln__compile_arch(const kiln_compile_opts *opts, const kiln__nvrtc_id *id, char *arch,
+                               size_t cap, int *arch_num);
 
 /* Compiles src for arch. On KILN_ERROR_COMPILE the log is still in out->log. */
 kiln_status kiln__compile(const char *src, const kiln_compile_opts *opts, const char *arch,

@@ -108,8 +108,10 @@ static int kiln__dm_builtin(int ch) {
   case 't': return KILN_PARAM_U16;
   case 'i': return KILN_PARAM_I32;
   case 'j': return KILN_PARAM_U32;
-  case 'l': case 'x': return KILN_PARAM_I64;
-  case 'm': case 'y': return KILN_PARAM_U64;
+  case 'l':
+  case 'x': return KILN_PARAM_I64;
+  case 'm':
+  case 'y': return KILN_PARAM_U64;
   case 'f': return KILN_PARAM_F32;
   case 'd': return KILN_PARAM_F64;
   default: return -2;
@@ -126,13 +128,17 @@ static int kiln__dm_type(kiln__demangler *d) {
     return b;
   }
   switch (ch) {
-  case 'P': case 'R': case 'O': {
+  case 'P':
+  case 'R':
+  case 'O': {
     d->p++;
     kiln__dm_type(d);
     kiln__sub_add(d, KILN_PARAM_PTR);
     return KILN_PARAM_PTR;
   }
-  case 'K': case 'V': case 'r': {
+  case 'K':
+  case 'V':
+  case 'r': {
     while (kiln__dm_peek(d) == 'K' || kiln__dm_peek(d) == 'V' || kiln__dm_peek(d) == 'r') d->p++;
     int inner = kiln__dm_type(d);
     kiln__sub_add(d, inner);
@@ -231,4 +237,3 @@ char *kiln__demangle(const char *mangled, int *types, int max_types, int *n_type
   }
   return out;
 }
-

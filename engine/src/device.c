@@ -69,11 +69,11 @@ static kiln_status kiln__check_ordinal(int device) {
   if (s) return s;
   s = kiln__device_count_locked();
   if (s) return s;
-  if (kiln__n_devices == 0) return kiln__fail(KILN_ERROR_NO_DEVICE, "the driver found no CUDA device");
+  if (kiln__n_devices == 0)
+    return kiln__fail(KILN_ERROR_NO_DEVICE, "the driver found no CUDA device");
   if (device < 0 || device >= kiln__n_devices)
-    return kiln__fail(KILN_ERROR_INVALID, "device %d does not exist; there %s %d (0 to %d)",
-                      device, kiln__n_devices == 1 ? "is" : "are", kiln__n_devices,
-                      kiln__n_devices - 1);
+    return kiln__fail(KILN_ERROR_INVALID, "device %d does not exist; there %s %d (0 to %d)", device,
+                      kiln__n_devices == 1 ? "is" : "are", kiln__n_devices, kiln__n_devices - 1);
   return KILN_OK;
 }
 
@@ -129,9 +129,7 @@ kiln_status kiln__device_enter(kiln__device **out) {
   return KILN_OK;
 }
 
-int kiln__device_count_known(void) {
-  return __atomic_load_n(&kiln__n_devices, __ATOMIC_ACQUIRE);
-}
+int kiln__device_count_known(void) { return __atomic_load_n(&kiln__n_devices, __ATOMIC_ACQUIRE); }
 
 kiln_status kiln__device_capability(int *major, int *minor) {
   kiln_status s = kiln__driver_load();
@@ -142,11 +140,11 @@ kiln_status kiln__device_capability(int *major, int *minor) {
   if (!s) {
     CUresult rc = kiln__driver.DeviceGet(&dev, kiln__current);
     if (!rc)
-      rc = kiln__driver.DeviceGetAttribute(major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR,
-                                           dev);
+      rc =
+          kiln__driver.DeviceGetAttribute(major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev);
     if (!rc)
-      rc = kiln__driver.DeviceGetAttribute(minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR,
-                                           dev);
+      rc =
+          kiln__driver.DeviceGetAttribute(minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev);
     if (rc) s = kiln__cuda_fail("cuDeviceGetAttribute", rc);
   }
   pthread_mutex_unlock(&kiln__devices_lock);

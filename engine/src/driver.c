@@ -57,7 +57,7 @@ static void kiln__driver_load_once(void) {
     return;
   }
   kiln__get_proc get = (kiln__get_proc)dlsym(h, "cuGetProcAddress_v2");
-  CUresult (*init)(unsigned) = (CUresult(*)(unsigned))dlsym(h, "cuInit");
+  CUresult (*init)(unsigned) = (CUresult (*)(unsigned))dlsym(h, "cuInit");
   if (!get || !init) {
     kiln__driver_remember(KILN_ERROR_NO_DRIVER, 0,
                           "the CUDA driver in %s is older than CUDA 12.0, which kiln needs "
@@ -70,32 +70,55 @@ static void kiln__driver_load_once(void) {
     void **slot;
   } symbols[] = {
 #define KILN__SYMBOL(member) {"cu" #member, (void **)&kiln__driver.member}
-      KILN__SYMBOL(GetErrorName),       KILN__SYMBOL(GetErrorString),
+      KILN__SYMBOL(GetErrorName),
+      KILN__SYMBOL(GetErrorString),
       KILN__SYMBOL(DeviceGetCount),
-      KILN__SYMBOL(DeviceGet),          KILN__SYMBOL(DeviceGetName),
-      KILN__SYMBOL(DeviceGetAttribute), KILN__SYMBOL(DeviceTotalMem),
-      KILN__SYMBOL(DevicePrimaryCtxRetain), KILN__SYMBOL(CtxGetCurrent),
-      KILN__SYMBOL(CtxSetCurrent),      KILN__SYMBOL(CtxSynchronize),
-      KILN__SYMBOL(LibraryLoadData),    KILN__SYMBOL(LibraryUnload),
-      KILN__SYMBOL(LibraryGetKernel),   KILN__SYMBOL(KernelGetAttribute),
-      KILN__SYMBOL(KernelSetAttribute), KILN__SYMBOL(LaunchKernel),
-      KILN__SYMBOL(MemAlloc),           KILN__SYMBOL(MemFree),
-      KILN__SYMBOL(MemAllocHost),       KILN__SYMBOL(MemFreeHost),
-      KILN__SYMBOL(MemcpyHtoD),         KILN__SYMBOL(MemcpyDtoH),
-      KILN__SYMBOL(MemcpyHtoDAsync),    KILN__SYMBOL(MemcpyDtoHAsync),
-      KILN__SYMBOL(MemAllocAsync),      KILN__SYMBOL(MemFreeAsync),
-      KILN__SYMBOL(MemGetAddressRange), KILN__SYMBOL(MemGetInfo),
+      KILN__SYMBOL(DeviceGet),
+      KILN__SYMBOL(DeviceGetName),
+      KILN__SYMBOL(DeviceGetAttribute),
+      KILN__SYMBOL(DeviceTotalMem),
+      KILN__SYMBOL(DevicePrimaryCtxRetain),
+      KILN__SYMBOL(CtxGetCurrent),
+      KILN__SYMBOL(CtxSetCurrent),
+      KILN__SYMBOL(CtxSynchronize),
+      KILN__SYMBOL(LibraryLoadData),
+      KILN__SYMBOL(LibraryUnload),
+      KILN__SYMBOL(LibraryGetKernel),
+      KILN__SYMBOL(KernelGetAttribute),
+      KILN__SYMBOL(KernelSetAttribute),
+      KILN__SYMBOL(LaunchKernel),
+      KILN__SYMBOL(MemAlloc),
+      KILN__SYMBOL(MemFree),
+      KILN__SYMBOL(MemAllocHost),
+      KILN__SYMBOL(MemFreeHost),
+      KILN__SYMBOL(MemcpyHtoD),
+      KILN__SYMBOL(MemcpyDtoH),
+      KILN__SYMBOL(MemcpyHtoDAsync),
+      KILN__SYMBOL(MemcpyDtoHAsync),
+      KILN__SYMBOL(MemAllocAsync),
+      KILN__SYMBOL(MemFreeAsync),
+      KILN__SYMBOL(MemGetAddressRange),
+      KILN__SYMBOL(MemGetInfo),
       KILN__SYMBOL(StreamSynchronize),
-      KILN__SYMBOL(EventCreate),        KILN__SYMBOL(EventDestroy),
-      KILN__SYMBOL(EventRecord),        KILN__SYMBOL(EventSynchronize),
+      KILN__SYMBOL(EventCreate),
+      KILN__SYMBOL(EventDestroy),
+      KILN__SYMBOL(EventRecord),
+      KILN__SYMBOL(EventSynchronize),
       KILN__SYMBOL(EventElapsedTime),
-      KILN__SYMBOL(StreamCreateWithPriority), KILN__SYMBOL(StreamDestroy),
-      KILN__SYMBOL(StreamQuery),        KILN__SYMBOL(StreamWaitEvent),
-      KILN__SYMBOL(CtxGetStreamPriorityRange), KILN__SYMBOL(EventQuery),
-      KILN__SYMBOL(MemcpyDtoDAsync),    KILN__SYMBOL(MemsetD8Async),
-      KILN__SYMBOL(MemHostAlloc),       KILN__SYMBOL(DeviceGetDefaultMemPool),
-      KILN__SYMBOL(MemPoolSetAttribute), KILN__SYMBOL(MemPoolGetAttribute),
-      KILN__SYMBOL(MemPoolTrimTo),      KILN__SYMBOL(PointerGetAttribute),
+      KILN__SYMBOL(StreamCreateWithPriority),
+      KILN__SYMBOL(StreamDestroy),
+      KILN__SYMBOL(StreamQuery),
+      KILN__SYMBOL(StreamWaitEvent),
+      KILN__SYMBOL(CtxGetStreamPriorityRange),
+      KILN__SYMBOL(EventQuery),
+      KILN__SYMBOL(MemcpyDtoDAsync),
+      KILN__SYMBOL(MemsetD8Async),
+      KILN__SYMBOL(MemHostAlloc),
+      KILN__SYMBOL(DeviceGetDefaultMemPool),
+      KILN__SYMBOL(MemPoolSetAttribute),
+      KILN__SYMBOL(MemPoolGetAttribute),
+      KILN__SYMBOL(MemPoolTrimTo),
+      KILN__SYMBOL(PointerGetAttribute),
 #undef KILN__SYMBOL
   };
   for (size_t i = 0; i < KILN__COUNT(symbols); i++) {
@@ -131,8 +154,7 @@ static void kiln__driver_load_once(void) {
     const char *name = NULL;
     kiln__driver.GetErrorName(rc, &name);
     kiln_status s = rc == CUDA_ERROR_NO_DEVICE ? KILN_ERROR_NO_DEVICE : KILN_ERROR_NO_DRIVER;
-    kiln__driver_remember(s, (int)rc,
-                          "cuInit failed with %s: %s", name ? name : "an unknown error",
+    kiln__driver_remember(s, (int)rc, "cuInit failed with %s: %s", name ? name : "an unknown error",
                           rc == CUDA_ERROR_NO_DEVICE ? "the driver found no CUDA device"
                                                      : "the CUDA driver cannot be used");
     return;

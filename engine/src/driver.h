@@ -27,8 +27,8 @@ typedef struct kiln__driver_table {
   CUresult (*LibraryGetKernel)(CUkernel *, CUlibrary, const char *);
   CUresult (*KernelGetAttribute)(int *, CUfunction_attribute, CUkernel, CUdevice);
   CUresult (*KernelSetAttribute)(CUfunction_attribute, int, CUkernel, CUdevice);
-  CUresult (*LaunchKernel)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned,
-                           unsigned, unsigned, CUstream, void **, void **);
+  CUresult (*LaunchKernel)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
+                           unsigned, CUstream, void **, void **);
   CUresult (*MemAlloc)(CUdeviceptr *, size_t);
   CUresult (*MemFree)(CUdeviceptr);
   CUresult (*MemAllocHost)(void **, size_t);
@@ -82,11 +82,10 @@ kiln_status kiln__driver_load(void);
 
 /* Calls a driver routine, KILN__CU(MemAlloc, (&p, n)), and returns its failure as a status
  * naming the routine ("cuMemAlloc failed with CUDA_ERROR_OUT_OF_MEMORY ..."). */
-#define KILN__CU(fn, args)                                              \
-  do {                                                                  \
-    CUresult kiln__rc = kiln__driver.fn args;                           \
-    if (KILN__UNLIKELY(kiln__rc != CUDA_SUCCESS))                       \
-      return kiln__cuda_fail("cu" #fn, (int)kiln__rc);                  \
+#define KILN__CU(fn, args)                                                                         \
+  do {                                                                                             \
+    CUresult kiln__rc = kiln__driver.fn args;                                                      \
+    if (KILN__UNLIKELY(kiln__rc != CUDA_SUCCESS)) return kiln__cuda_fail("cu" #fn, (int)kiln__rc); \
   } while (0)
 
 #endif

@@ -95,8 +95,7 @@ static void kiln__put_body(kiln__writer *w, const kiln__code *code, const kiln__
 
 kiln_status kiln__entry_encode(const unsigned char key[KILN__KEY_SIZE], const kiln__code *code,
                                const kiln__kernel *kernels, int n_kernels,
-                               const kiln__headers *headers, unsigned char **out,
-                               size_t *size) {
+                               const kiln__headers *headers, unsigned char **out, size_t *size) {
   kiln__writer w = {0};
   unsigned char zeros[KILN__ENTRY_HEADER_SIZE] = {0};
   kiln__put(&w, zeros, sizeof zeros); /* the header, filled in below */
@@ -269,8 +268,8 @@ static void kiln__read_kernels(kiln__reader *r, kiln__cached *c) {
       p->size = kiln__get_u32(r);
       p->align = kiln__get_u32(r);
       if (r->why) return;
-      if (cls > KILN_PARAM_AGGREGATE || !p->size || p->size > KILN__MAX_PARAM_BYTES ||
-          !p->align || p->align > 256 || (p->align & (p->align - 1)))
+      if (cls > KILN_PARAM_AGGREGATE || !p->size || p->size > KILN__MAX_PARAM_BYTES || !p->align ||
+          p->align > 256 || (p->align & (p->align - 1)))
         kiln__bad(r, "a kernel parameter in it has an impossible class, size or alignment");
       p->cls = (kiln_param_class)cls;
       total += p->size;
@@ -322,7 +321,8 @@ const char *kiln__entry_decode(const void *data, size_t size,
   uint64_t body = kiln__get_u64(&r);
   if (version != KILN__ENTRY_VERSION) return "it has another format version";
   if (header_size != KILN__ENTRY_HEADER_SIZE) return "its header size is wrong";
-  if (body > size - KILN__ENTRY_HEADER_SIZE) return "it is shorter than its header says (truncated)";
+  if (body > size - KILN__ENTRY_HEADER_SIZE)
+    return "it is shorter than its header says (truncated)";
   if (body < size - KILN__ENTRY_HEADER_SIZE) return "it is longer than its header says";
   if (key && memcmp(p + 24, key, KILN__KEY_SIZE) != 0) return "it holds another key's code";
   unsigned char sha[KILN__KEY_SIZE];

@@ -43,6 +43,6 @@ char *kiln__file_read(const char *path, size_t max, struct stat *st, size_t *siz
 
 int kiln__file_join(char *out, size_t cap, const char *dir, const char *name) {
   int n = name[0] == '/' || !dir || !*dir ? snprintf(out, cap, "%s", name)
-                                         : snprintf(out, cap, "%s/%s", dir, name);
+                                          : snprintf(out, cap, "%s/%s", dir, name);
   return n >= 0 && (size_t)n < cap;
 }

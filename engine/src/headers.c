@@ -30,14 +30,12 @@
 /* ---- The scanner -------------------------------------------------------------------------- */
 
 static const char *kiln__skip_blanks(const char *p, const char *end) {
-  while (p < end && (*p == ' ' || *p == '\t' || *p == '\f' || *p == '\v' || *p == '\r'))
-    p++;
+  while (p < end && (*p == ' ' || *p == '\t' || *p == '\f' || *p == '\v' || *p == '\r')) p++;
   return p;
 }
 
 static int kiln__is_ident(char c) {
-  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-         c == '_';
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_';
 }
 
 /* Reads "name" or <name> at p (on one line). Returns 1 and calls fn when it is one, 0 when
@@ -85,8 +83,7 @@ int kiln__headers_find_includes(const char *text, size_t n, kiln__include_fn *fn
       const char *a = kiln__skip_blanks(h + len, eol);
       if (a < eol && *a == '(' && kiln__header_name(kiln__skip_blanks(a + 1, eol), eol, fn, ctx))
         h = a;
-      else
-        computed++;
+      else computed++;
     }
     p = eol + 1;
   }
@@ -202,7 +199,8 @@ static void kiln__probe(kiln__scan *sc, const char *path) {
   size_t size = 0;
   char *data = kiln__file_read(path, KILN__MAX_HEADER_BYTES, &st, &size);
   if (!data) {
-    if (errno == ENOMEM) kiln__scan_fail(sc, kiln__fail(KILN_ERROR_NO_MEMORY, "out of memory reading %s", path));
+    if (errno == ENOMEM)
+      kiln__scan_fail(sc, kiln__fail(KILN_ERROR_NO_MEMORY, "out of memory reading %s", path));
     else kiln__scan_fail(sc, kiln__headers_add(sc->out, &rec)); /* nothing there */
     return;
   }

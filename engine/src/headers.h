@@ -10,9 +10,9 @@
 /* One place the scan looked: a file it read, or a path where it found nothing (a header
  * appearing there later could change what the compiler sees). */
 typedef struct kiln__header {
-  char *path;        /* owned */
+  char *path; /* owned */
   int exists;
-  int stat_trusted;  /* 0 when the file was too fresh for its times to prove it unchanged */
+  int stat_trusted; /* 0 when the file was too fresh for its times to prove it unchanged */
   uint64_t size, inode;
   int64_t mtime_ns, ctime_ns;
   unsigned char sha[KILN__KEY_SIZE]; /* of the contents */

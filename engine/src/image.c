@@ -14,10 +14,19 @@
 
 #define KILN__FATBIN_MAGIC 0xBA55ED50u
 
-typedef enum kiln__image_kind { KILN__PTX, KILN__CUBIN, KILN__FATBIN, KILN__UNKNOWN } kiln__image_kind;
+typedef enum kiln__image_kind {
+  KILN__PTX,
+  KILN__CUBIN,
+  KILN__FATBIN,
+  KILN__UNKNOWN
+} kiln__image_kind;
 
 static kiln__image_kind kiln__image_kind_of(const unsigned char *p, size_t n) {
-  if (n >= 4 && memcmp(p, "\x7f" "ELF", 4) == 0) return KILN__CUBIN;
+  if (n >= 4 && memcmp(p,
+                       "\x7f"
+                       "ELF",
+                       4) == 0)
+    return KILN__CUBIN;
   if (n >= 4 && ((uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
                  (uint32_t)p[3] << 24) == KILN__FATBIN_MAGIC)
     return KILN__FATBIN;
@@ -70,7 +79,7 @@ static kiln_status kiln__describe(CUlibrary lib, kiln__kernel **out, int *n_out)
   if (!kiln__driver.LibraryGetKernelCount || !kiln__driver.LibraryEnumerateKernels ||
       !kiln__driver.KernelGetName || !kiln__driver.KernelGetParamInfo)
     return kiln__fail(KILN_ERROR_CUDA, "this CUDA driver is older than 12.4 and cannot list "
-                      "the kernels of a CUBIN or fatbin; load the PTX instead");
+                                       "the kernels of a CUBIN or fatbin; load the PTX instead");
   unsigned count = 0;
   KILN__CU(LibraryGetKernelCount, (&count, lib));
   CUkernel *handles = calloc(count ? count : 1, sizeof *handles);
@@ -112,8 +121,11 @@ static kiln_status kiln__describe(CUlibrary lib, kiln__kernel **out, int *n_out)
       kernel->params = grown;
       kiln_param *p = &kernel->params[k];
       p->size = (unsigned)bytes;
-      p->cls = bytes == 1 ? KILN_PARAM_B8 : bytes == 2 ? KILN_PARAM_B16
-             : bytes == 4 ? KILN_PARAM_B32 : bytes == 8 ? KILN_PARAM_B64 : KILN_PARAM_AGGREGATE;
+      p->cls = bytes == 1   ? KILN_PARAM_B8
+               : bytes == 2 ? KILN_PARAM_B16
+               : bytes == 4 ? KILN_PARAM_B32
+               : bytes == 8 ? KILN_PARAM_B64
+                            : KILN_PARAM_AGGREGATE;
       /* The largest power of two (up to 16) that both the offset and the size allow. */
       unsigned align = 16;
       while (align > 1 && ((offset % align) || (bytes % align))) align /= 2;

@@ -12,17 +12,22 @@ static const char kiln__axis[3] = {'x', 'y', 'z'};
 static kiln_status kiln__check_shape(const kiln_launch_config *cfg) {
   for (int i = 0; i < 3; i++) {
     if (cfg->block[i] == 0)
-      return kiln__fail(KILN_ERROR_INVALID, "block.%c is 0; every block dimension must be at "
-                        "least 1", kiln__axis[i]);
+      return kiln__fail(KILN_ERROR_INVALID,
+                        "block.%c is 0; every block dimension must be at "
+                        "least 1",
+                        kiln__axis[i]);
     if (cfg->grid[i] == 0)
-      return kiln__fail(KILN_ERROR_INVALID, "grid.%c is 0; every grid dimension must be at "
-                        "least 1", kiln__axis[i]);
+      return kiln__fail(KILN_ERROR_INVALID,
+                        "grid.%c is 0; every grid dimension must be at "
+                        "least 1",
+                        kiln__axis[i]);
   }
   uint64_t threads = (uint64_t)cfg->block[0] * cfg->block[1] * cfg->block[2];
   if (threads > 1024)
-    return kiln__fail(KILN_ERROR_INVALID, "block (%u, %u, %u) has %llu threads; no CUDA device "
-                      "allows more than 1024 per block", cfg->block[0], cfg->block[1],
-                      cfg->block[2], (unsigned long long)threads);
+    return kiln__fail(KILN_ERROR_INVALID,
+                      "block (%u, %u, %u) has %llu threads; no CUDA device "
+                      "allows more than 1024 per block",
+                      cfg->block[0], cfg->block[1], cfg->block[2], (unsigned long long)threads);
   return KILN_OK;
 }
 
@@ -32,28 +37,30 @@ static kiln_status kiln__check_limits(kiln_function *f, kiln__device *d,
   const kiln_device_info *info = &d->info;
   for (int i = 0; i < 3; i++) {
     if (cfg->block[i] > (unsigned)info->max_block[i])
-      return kiln__fail(KILN_ERROR_INVALID, "block.%c is %u; %s allows at most %d",
-                        kiln__axis[i], cfg->block[i], info->name, info->max_block[i]);
+      return kiln__fail(KILN_ERROR_INVALID, "block.%c is %u; %s allows at most %d", kiln__axis[i],
+                        cfg->block[i], info->name, info->max_block[i]);
     if (cfg->grid[i] > (unsigned)info->max_grid[i])
-      return kiln__fail(KILN_ERROR_INVALID, "grid.%c is %u; %s allows at most %d",
-                        kiln__axis[i], cfg->grid[i], info->name, info->max_grid[i]);
+      return kiln__fail(KILN_ERROR_INVALID, "grid.%c is %u; %s allows at most %d", kiln__axis[i],
+                        cfg->grid[i], info->name, info->max_grid[i]);
   }
   unsigned threads = cfg->block[0] * cfg->block[1] * cfg->block[2];
   if (threads > (unsigned)f->max_threads)
-    return kiln__fail(KILN_ERROR_INVALID, "block (%u, %u, %u) has %u threads; kernel %s can "
+    return kiln__fail(KILN_ERROR_INVALID,
+                      "block (%u, %u, %u) has %u threads; kernel %s can "
                       "launch with at most %d per block on %s (its registers limit it)",
                       cfg->block[0], cfg->block[1], cfg->block[2], threads, f->kernel->plain,
                       f->max_threads, info->name);
   if (cfg->shared > (unsigned)f->dynamic_shared_allowed) {
     int most = info->max_shared_per_block_optin - f->static_shared;
     if (cfg->shared > (unsigned)(most > 0 ? most : 0))
-      return kiln__fail(KILN_ERROR_INVALID, "shared is %u bytes; kernel %s can have at most "
+      return kiln__fail(KILN_ERROR_INVALID,
+                        "shared is %u bytes; kernel %s can have at most "
                         "%d bytes of dynamic shared memory on %s (%d per block, %d static)",
                         cfg->shared, f->kernel->plain, most, info->name,
                         info->max_shared_per_block_optin, f->static_shared);
     /* Past 48 KiB a kernel must opt in; doing it here is what the user meant. */
-    KILN__CU(KernelSetAttribute, (CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-                                  (int)cfg->shared, f->handle, d->dev));
+    KILN__CU(KernelSetAttribute, (CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, (int)cfg->shared,
+                                  f->handle, d->dev));
     f->dynamic_shared_allowed = (int)cfg->shared;
   }
   return KILN_OK;
@@ -70,8 +77,8 @@ static kiln_status kiln__prepare(kiln_function *f, const kiln_launch_config *cfg
 
 static kiln_status kiln__launch(kiln_function *f, const kiln_launch_config *cfg, void **params) {
   CUresult rc = kiln__driver.LaunchKernel((CUfunction)f->handle, cfg->grid[0], cfg->grid[1],
-                                      cfg->grid[2], cfg->block[0], cfg->block[1], cfg->block[2],
-                                      cfg->shared, cfg->stream, params, NULL);
+                                          cfg->grid[2], cfg->block[0], cfg->block[1], cfg->block[2],
+                                          cfg->shared, cfg->stream, params, NULL);
   if (KILN__UNLIKELY(rc != CUDA_SUCCESS)) {
     kiln_status s = kiln__cuda_fail("cuLaunchKernel", (int)rc);
     return s == KILN_ERROR_CUDA ? KILN_ERROR_LAUNCH : s;
@@ -79,8 +86,7 @@ static kiln_status kiln__launch(kiln_function *f, const kiln_launch_config *cfg,
   return KILN_OK;
 }
 
-kiln_status kiln_function_launch(kiln_function *f, const kiln_launch_config *cfg,
-                                 void **params) {
+kiln_status kiln_function_launch(kiln_function *f, const kiln_launch_config *cfg, void **params) {
   kiln__device *d;
   kiln_status s = kiln__prepare(f, cfg, &d);
   if (!s) s = kiln__launch(f, cfg, params);
@@ -109,8 +115,8 @@ static size_t kiln__round_up(size_t n) { return (n + 255) & ~(size_t)255; }
 /* Transfers laid out in the bounce buffers, in-only first, then in-out, then out-only,
  * so one copy goes in and one comes back. */
 static kiln_status kiln__call_bounced(kiln_function *f, const kiln_launch_config *cfg,
-                                      void **params, const kiln_transfer *t, int n,
-                                      kiln__bounce *b, kiln__timer *timer) {
+                                      void **params, const kiln_transfer *t, int n, kiln__bounce *b,
+                                      kiln__timer *timer) {
   size_t offsets[KILN_MAX_TRANSFERS];
   size_t end = 0, in_end = 0, out_start = (size_t)-1;
   for (int pass = 1; pass <= 3; pass++) {
@@ -135,8 +141,8 @@ static kiln_status kiln__call_bounced(kiln_function *f, const kiln_launch_config
   s = kiln__timed_launch(f, cfg, params, timer);
   if (s) return s;
   if (out_start != (size_t)-1 && end > out_start)
-    KILN__CU(MemcpyDtoHAsync, ((char *)b->host + out_start, b->dev + out_start,
-                               end - out_start, stream));
+    KILN__CU(MemcpyDtoHAsync,
+             ((char *)b->host + out_start, b->dev + out_start, end - out_start, stream));
   KILN__CU(StreamSynchronize, (stream));
   for (int i = 0; i < n; i++)
     if (t[i].dir & KILN_OUT) memcpy(t[i].host, (char *)b->host + offsets[i], t[i].nbytes);
@@ -145,9 +151,9 @@ static kiln_status kiln__call_bounced(kiln_function *f, const kiln_launch_config
 
 /* Large transfers: device memory from the stream-ordered pool; each array copied by the
  * cheapest way for its memory and size (stage.c). */
-static kiln_status kiln__call_pooled(kiln_function *f, const kiln_launch_config *cfg,
-                                     void **params, const kiln_transfer *t, int n,
-                                     kiln__device *d, kiln__timer *timer, int wait) {
+static kiln_status kiln__call_pooled(kiln_function *f, const kiln_launch_config *cfg, void **params,
+                                     const kiln_transfer *t, int n, kiln__device *d,
+                                     kiln__timer *timer, int wait) {
   CUstream stream = cfg->stream;
   CUdeviceptr ptrs[KILN_MAX_TRANSFERS] = {0};
   kiln_status s = KILN_OK;
@@ -202,9 +208,8 @@ static kiln_status kiln__check_transfers(const kiln_function *f, const kiln_tran
   return KILN_OK;
 }
 
-kiln_status kiln_function_call_async(kiln_function *f, const kiln_launch_config *cfg,
-                                     void **params, const kiln_transfer *transfers,
-                                     int n_transfers) {
+kiln_status kiln_function_call_async(kiln_function *f, const kiln_launch_config *cfg, void **params,
+                                     const kiln_transfer *transfers, int n_transfers) {
   size_t total;
   kiln_status s = kiln__check_transfers(f, transfers, n_transfers, &total);
   if (s) return s;
@@ -219,8 +224,7 @@ kiln_status kiln_function_call_async(kiln_function *f, const kiln_launch_config 
 }
 
 kiln_status kiln_function_call(kiln_function *f, const kiln_launch_config *cfg, void **params,
-                               const kiln_transfer *transfers, int n_transfers,
-                               double *elapsed_s) {
+                               const kiln_transfer *transfers, int n_transfers, double *elapsed_s) {
   size_t total;
   kiln_status s = kiln__check_transfers(f, transfers, n_transfers, &total);
   if (s) return s;

@@ -207,8 +207,8 @@ kiln_status kiln_module_get_function(kiln_module *m, const char *name, kiln_func
   }
   if (matches > 1) {
     kiln__fail(KILN_ERROR_AMBIGUOUS,
-               "'%s' matches %d kernels; name one by its mangled name or a name expression:",
-               name, matches);
+               "'%s' matches %d kernels; name one by its mangled name or a name expression:", name,
+               matches);
     int first = 1;
     for (int i = 0; i < m->n_kernels; i++) {
       const char *plain = m->kernels[i].plain;
@@ -220,8 +220,10 @@ kiln_status kiln_module_get_function(kiln_module *m, const char *name, kiln_func
     return KILN_ERROR_AMBIGUOUS;
   }
   if (m->n_kernels == 0)
-    return kiln__fail(KILN_ERROR_NOT_FOUND, "no kernel '%s': the module has no __global__ "
-                      "functions", name);
+    return kiln__fail(KILN_ERROR_NOT_FOUND,
+                      "no kernel '%s': the module has no __global__ "
+                      "functions",
+                      name);
   kiln__fail(KILN_ERROR_NOT_FOUND, "no kernel '%s' in the module; it has", name);
   for (int i = 0; i < m->n_kernels; i++) kiln__append_kernel(&m->kernels[i], i == 0);
   return KILN_ERROR_NOT_FOUND;
@@ -239,8 +241,7 @@ static const void *kiln__module_image(const kiln_module *m, const kiln_device_in
   int dev = info->major * 10 + info->minor;
   int arch = m->code.arch_num;
   int specific = strlen(m->code.arch) > 3 && m->code.arch[strlen(m->code.arch) - 1] >= 'a';
-  if (m->code.cubin && arch / 10 == info->major &&
-      (specific ? arch == dev : arch <= dev))
+  if (m->code.cubin && arch / 10 == info->major && (specific ? arch == dev : arch <= dev))
     return m->code.cubin;
   if (!specific && arch <= dev) return m->code.ptx;
   return NULL;
@@ -270,10 +271,10 @@ kiln_status kiln__module_function_ready(kiln_function *f, kiln__device *d) {
   if (!s && !rc) {
     call = "cuKernelGetAttribute";
     rc = kiln__driver.KernelGetAttribute(&f->max_threads, CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK,
-                                     f->handle, d->dev);
+                                         f->handle, d->dev);
     if (!rc)
       rc = kiln__driver.KernelGetAttribute(&f->static_shared, CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES,
-                                       f->handle, d->dev);
+                                           f->handle, d->dev);
     f->dynamic_shared_allowed = d->info.max_shared_per_block - f->static_shared;
   }
   if (!s && rc) s = kiln__cuda_fail(call, (int)rc);

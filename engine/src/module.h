@@ -18,17 +18,17 @@ struct kiln_function {
 };
 
 struct kiln_module {
-  int refs;                   /* atomic; the in-process table holds one */
+  int refs; /* atomic; the in-process table holds one */
   unsigned char key[KILN__KEY_SIZE];
-  kiln__code code;            /* owned */
-  kiln__kernel *kernels;      /* owned */
+  kiln__code code;       /* owned */
+  kiln__kernel *kernels; /* owned */
   int n_kernels;
-  kiln_function *functions;   /* owned, one per kernel */
-  kiln__headers headers;      /* the user headers it was compiled against; a hit needs them
-                                 unchanged */
-  pthread_mutex_t load_lock;  /* guards lib and the functions' handles */
-  CUlibrary lib;              /* loaded on first launch, context-independent */
-  struct kiln_module *next;   /* the table's chain */
+  kiln_function *functions;  /* owned, one per kernel */
+  kiln__headers headers;     /* the user headers it was compiled against; a hit needs them
+                                unchanged */
+  pthread_mutex_t load_lock; /* guards lib and the functions' handles */
+  CUlibrary lib;             /* loaded on first launch, context-independent */
+  struct kiln_module *next;  /* the table's chain */
 };
 
 /* A module around what c holds (from the cache, or prebuilt code from image.c); takes it all,

@@ -101,13 +101,20 @@ static void kiln__nvrtc_load_once(void) {
     void **slot;
   } symbols[] = {
 #define KILN__SYMBOL(member) {"nvrtc" #member, (void **)&kiln__nvrtc.member}
-      KILN__SYMBOL(GetErrorString),    KILN__SYMBOL(Version),
-      KILN__SYMBOL(GetNumSupportedArchs), KILN__SYMBOL(GetSupportedArchs),
-      KILN__SYMBOL(CreateProgram),     KILN__SYMBOL(DestroyProgram),
-      KILN__SYMBOL(CompileProgram),    KILN__SYMBOL(GetPTXSize),
-      KILN__SYMBOL(GetPTX),            KILN__SYMBOL(GetCUBINSize),
-      KILN__SYMBOL(GetCUBIN),          KILN__SYMBOL(GetProgramLogSize),
-      KILN__SYMBOL(GetProgramLog),     KILN__SYMBOL(AddNameExpression),
+      KILN__SYMBOL(GetErrorString),
+      KILN__SYMBOL(Version),
+      KILN__SYMBOL(GetNumSupportedArchs),
+      KILN__SYMBOL(GetSupportedArchs),
+      KILN__SYMBOL(CreateProgram),
+      KILN__SYMBOL(DestroyProgram),
+      KILN__SYMBOL(CompileProgram),
+      KILN__SYMBOL(GetPTXSize),
+      KILN__SYMBOL(GetPTX),
+      KILN__SYMBOL(GetCUBINSize),
+      KILN__SYMBOL(GetCUBIN),
+      KILN__SYMBOL(GetProgramLogSize),
+      KILN__SYMBOL(GetProgramLog),
+      KILN__SYMBOL(AddNameExpression),
       KILN__SYMBOL(GetLoweredName),
 #undef KILN__SYMBOL
   };
@@ -232,9 +239,9 @@ static int kiln__note_read(const char *note, kiln__nvrtc_id *id) {
   if (len == 0 || len >= sizeof lib) return 0;
   memcpy(lib, text + 18, len);
   lib[len] = '\0';
-  if (sscanf(nl + 1, "%lld %lld %lld %lld %lld %lld %d %d %llu %d%n", &lib_stamp[0],
-             &lib_stamp[1], &lib_stamp[2], &cache_stamp[0], &cache_stamp[1], &cache_stamp[2],
-             &id->major, &id->minor, &bytes, &id->n_archs, &used) != 10 ||
+  if (sscanf(nl + 1, "%lld %lld %lld %lld %lld %lld %d %d %llu %d%n", &lib_stamp[0], &lib_stamp[1],
+             &lib_stamp[2], &cache_stamp[0], &cache_stamp[1], &cache_stamp[2], &id->major,
+             &id->minor, &bytes, &id->n_archs, &used) != 10 ||
       id->n_archs <= 0 || id->n_archs > KILN__MAX_ARCHS)
     return 0;
   id->lib_bytes = bytes;

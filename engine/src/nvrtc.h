@@ -24,8 +24,8 @@ typedef struct kiln__nvrtc_table {
   nvrtcResult (*Version)(int *, int *);
   nvrtcResult (*GetNumSupportedArchs)(int *);
   nvrtcResult (*GetSupportedArchs)(int *);
-  nvrtcResult (*CreateProgram)(nvrtcProgram *, const char *, const char *, int,
-                               const char *const *, const char *const *);
+  nvrtcResult (*CreateProgram)(nvrtcProgram *, const char *, const char *, int, const char *const *,
+                               const char *const *);
   nvrtcResult (*DestroyProgram)(nvrtcProgram *);
   nvrtcResult (*CompileProgram)(nvrtcProgram, int, const char *const *);
   nvrtcResult (*GetPTXSize)(nvrtcProgram, size_t *);
@@ -37,11 +37,11 @@ typedef struct kiln__nvrtc_table {
   nvrtcResult (*AddNameExpression)(nvrtcProgram, const char *);
   nvrtcResult (*GetLoweredName)(nvrtcProgram, const char *, const char **);
 
-  int major, minor;     /* NVRTC's version */
-  uint64_t lib_bytes;   /* the size of the library file, which tells its builds apart */
-  int *archs;           /* supported sm_XY as XY, ascending */
+  int major, minor;   /* NVRTC's version */
+  uint64_t lib_bytes; /* the size of the library file, which tells its builds apart */
+  int *archs;         /* supported sm_XY as XY, ascending */
   int n_archs;
-  char lib_path[PATH_MAX]; /* the library file that was opened, resolved */
+  char lib_path[PATH_MAX];    /* the library file that was opened, resolved */
   char include_dir[PATH_MAX]; /* the toolkit's include folder; "" when none was found */
   char cccl_dir[PATH_MAX];    /* its cccl folder (<cuda/std/...> from CUDA 13 on), or "" */
 } kiln__nvrtc_table;
@@ -68,12 +68,12 @@ int kiln__nvrtc_is(const kiln__nvrtc_id *id);
  * oldest it supports is newer. */
 int kiln__nvrtc_clamp_arch(const kiln__nvrtc_id *id, int want);
 
-#define KILN__RTC(fn, args)                                                          \
-  do {                                                                               \
-    nvrtcResult kiln__r = kiln__nvrtc.fn args;                                       \
-    if (KILN__UNLIKELY(kiln__r != NVRTC_SUCCESS))                                    \
-      return kiln__fail(KILN_ERROR_COMPILE, "nvrtc" #fn " failed with %s",           \
-                        kiln__nvrtc.GetErrorString(kiln__r));                        \
+#define KILN__RTC(fn, args)                                                \
+  do {                                                                     \
+    nvrtcResult kiln__r = kiln__nvrtc.fn args;                             \
+    if (KILN__UNLIKELY(kiln__r != NVRTC_SUCCESS))                          \
+      return kiln__fail(KILN_ERROR_COMPILE, "nvrtc" #fn " failed with %s", \
+                        kiln__nvrtc.GetErrorString(kiln__r));              \
   } while (0)
 
 #endif

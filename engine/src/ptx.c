@@ -84,12 +84,14 @@ typedef struct kiln__ptx_type {
 
 /* PTX spells int and unsigned alike (.u32), so only .sN says the sign. */
 static const kiln__ptx_type kiln__ptx_types[] = {
-    {".b8", 1, KILN_PARAM_B8},   {".u8", 1, KILN_PARAM_B8},   {".s8", 1, KILN_PARAM_I8},
-    {".b16", 2, KILN_PARAM_B16}, {".u16", 2, KILN_PARAM_B16}, {".s16", 2, KILN_PARAM_I16},
+    {".b8", 1, KILN_PARAM_B8},         {".u8", 1, KILN_PARAM_B8},
+    {".s8", 1, KILN_PARAM_I8},         {".b16", 2, KILN_PARAM_B16},
+    {".u16", 2, KILN_PARAM_B16},       {".s16", 2, KILN_PARAM_I16},
     {".f16", 2, KILN_PARAM_AGGREGATE}, {".bf16", 2, KILN_PARAM_AGGREGATE},
-    {".b32", 4, KILN_PARAM_B32}, {".u32", 4, KILN_PARAM_B32}, {".s32", 4, KILN_PARAM_I32},
-    {".f32", 4, KILN_PARAM_F32}, {".b64", 8, KILN_PARAM_B64}, {".u64", 8, KILN_PARAM_B64},
-    {".s64", 8, KILN_PARAM_I64}, {".f64", 8, KILN_PARAM_F64},
+    {".b32", 4, KILN_PARAM_B32},       {".u32", 4, KILN_PARAM_B32},
+    {".s32", 4, KILN_PARAM_I32},       {".f32", 4, KILN_PARAM_F32},
+    {".b64", 8, KILN_PARAM_B64},       {".u64", 8, KILN_PARAM_B64},
+    {".s64", 8, KILN_PARAM_I64},       {".f64", 8, KILN_PARAM_F64},
 };
 
 static const kiln__ptx_type *kiln__ptx_type_of(kiln__token t) {
@@ -101,8 +103,7 @@ static const kiln__ptx_type *kiln__ptx_type_of(kiln__token t) {
 /* The largest parameter space any CUDA version allows is 32764 bytes. */
 #define KILN__PARAM_SPACE_MAX 32764u
 
-static kiln_status kiln__bad_ptx(kiln__token kernel, int param, const char *what,
-                                 kiln__token t) {
+static kiln_status kiln__bad_ptx(kiln__token kernel, int param, const char *what, kiln__token t) {
   return kiln__fail(KILN_ERROR_PTX, "malformed PTX in .entry %.*s, parameter %d: %s, found '%.*s'",
                     (int)(kernel.n > 200 ? 200 : kernel.n), kernel.s, param, what,
                     (int)(t.n > 40 ? 40 : t.n), t.n ? t.s : "end of text");
@@ -136,8 +137,8 @@ static kiln_status kiln__parse_param(kiln__cursor *c, kiln__token kernel, int in
       /* the pointee's state space */
     } else if (kiln__ptx_type_of(t) && !type) {
       type = kiln__ptx_type_of(t);
-    } else if (!have_name && (isalpha((unsigned char)t.s[0]) || t.s[0] == '_' ||
-                              t.s[0] == '$' || t.s[0] == '%')) {
+    } else if (!have_name && (isalpha((unsigned char)t.s[0]) || t.s[0] == '_' || t.s[0] == '$' ||
+                              t.s[0] == '%')) {
       have_name = 1;
       kiln__cursor save = *c;
       kiln__token b = kiln__next(c);
@@ -169,8 +170,8 @@ static kiln_status kiln__parse_param(kiln__cursor *c, kiln__token kernel, int in
 /* One .entry: its name, then its parameter list. */
 static kiln_status kiln__parse_kernel(kiln__cursor *c, kiln__kernel *k) {
   kiln__token name = kiln__next(c);
-  if (name.n == 0 || !(isalpha((unsigned char)name.s[0]) || name.s[0] == '_' ||
-                       name.s[0] == '$' || name.s[0] == '%'))
+  if (name.n == 0 || !(isalpha((unsigned char)name.s[0]) || name.s[0] == '_' || name.s[0] == '$' ||
+                       name.s[0] == '%'))
     return kiln__fail(KILN_ERROR_PTX, "malformed PTX: .entry is not followed by a name");
   k->name = kiln__dup_mem(name.s, name.n + 1);
   if (!k->name) return kiln__fail(KILN_ERROR_NO_MEMORY, "out of memory reading PTX");
@@ -197,8 +198,10 @@ static kiln_status kiln__parse_kernel(kiln__cursor *c, kiln__kernel *k) {
     const kiln_param *p = &k->params[k->n_params];
     total = (total + p->align - 1) / p->align * p->align + p->size;
     if (total > KILN__PARAM_SPACE_MAX)
-      return kiln__fail(KILN_ERROR_PTX, "malformed PTX: the parameters of .entry %s take more "
-                        "than %u bytes", k->name, KILN__PARAM_SPACE_MAX);
+      return kiln__fail(KILN_ERROR_PTX,
+                        "malformed PTX: the parameters of .entry %s take more "
+                        "than %u bytes",
+                        k->name, KILN__PARAM_SPACE_MAX);
     k->n_params++;
   }
   return KILN_OK;
@@ -215,15 +218,14 @@ kiln_status kiln__ptx_refine(kiln__kernel *k, int sizes_only) {
     kiln_param *p = &k->params[i];
     int t = types[i];
     if (t < 0) continue;
-    unsigned tsize = t == KILN_PARAM_I8 || t == KILN_PARAM_U8     ? 1
-                     : t == KILN_PARAM_I16 || t == KILN_PARAM_U16 ? 2
+    unsigned tsize = t == KILN_PARAM_I8 || t == KILN_PARAM_U8                            ? 1
+                     : t == KILN_PARAM_I16 || t == KILN_PARAM_U16                        ? 2
                      : t == KILN_PARAM_I32 || t == KILN_PARAM_U32 || t == KILN_PARAM_F32 ? 4
-                                                                                          : 8;
+                                                                                         : 8;
     /* Trust the name only where it agrees with the PTX on size and on int versus float. */
     int ptx_int = p->cls <= KILN_PARAM_PTR;
     int name_int = t <= KILN_PARAM_PTR;
-    if (tsize == p->size && (sizes_only || ptx_int == name_int) &&
-        p->cls != KILN_PARAM_AGGREGATE)
+    if (tsize == p->size && (sizes_only || ptx_int == name_int) && p->cls != KILN_PARAM_AGGREGATE)
       p->cls = (kiln_param_class)t;
   }
   return KILN_OK;

@@ -49,8 +49,10 @@ static size_t kiln__env_size(const char *name, size_t fallback) {
   char *end;
   errno = 0;
   unsigned long long n = strtoull(v, &end, 10);
-  int shift = *end == 'k' || *end == 'K' ? 10 : *end == 'm' || *end == 'M' ? 20
-            : *end == 'g' || *end == 'G' ? 30 : 0;
+  int shift = *end == 'k' || *end == 'K'   ? 10
+              : *end == 'm' || *end == 'M' ? 20
+              : *end == 'g' || *end == 'G' ? 30
+                                           : 0;
   if (shift) end++;
   if (errno || end == v || *end || n > (SIZE_MAX >> shift)) {
     kiln__warn("%s=%s is not a byte count (like 4194304 or 4m); using %zu", name, v, fallback);
@@ -64,14 +66,14 @@ static void kiln__stage_read_cfg(void) {
   size_t chunk = kiln__env_size("KILN_STAGING_CHUNK", KILN__STAGE_CHUNK);
   /* Whole pages, so every chunk but the last starts page-aligned in the user's array too. */
   chunk = (chunk + 4095) & ~(size_t)4095;
-  kiln__stage_cfg.chunk = chunk < 4096 ? 4096 : chunk > ((size_t)1 << 30) ? (size_t)1 << 30
-                                                                            : chunk;
+  kiln__stage_cfg.chunk = chunk<4096 ? 4096 : chunk>((size_t)1 << 30) ? (size_t)1 << 30 : chunk;
   size_t threads = kiln__env_size("KILN_STAGING_THREADS", KILN__STAGE_THREADS);
   cpu_set_t cpus;
   if (sched_getaffinity(0, sizeof cpus, &cpus) == 0 && (size_t)CPU_COUNT(&cpus) < threads)
     threads = (size_t)CPU_COUNT(&cpus);
-  kiln__stage_cfg.threads = threads < 1 ? 1 : threads > KILN__STAGE_MAX_THREADS
-                                                  ? KILN__STAGE_MAX_THREADS : (int)threads;
+  kiln__stage_cfg.threads = threads < 1                         ? 1
+                            : threads > KILN__STAGE_MAX_THREADS ? KILN__STAGE_MAX_THREADS
+                                                                : (int)threads;
 }
 
 typedef struct kiln__stage_job {
@@ -79,10 +81,10 @@ typedef struct kiln__stage_job {
   char *host;
   CUdeviceptr dev;
   size_t nbytes, chunk, n_chunks;
-  int workers;             /* how many take part: worker w joins when w < workers */
-  atomic_size_t next;      /* the next chunk to take */
-  atomic_int failed;       /* set on the first failure; the others stop taking chunks */
-  CUresult rc;             /* the first failure, under the stager's lock */
+  int workers;        /* how many take part: worker w joins when w < workers */
+  atomic_size_t next; /* the next chunk to take */
+  atomic_int failed;  /* set on the first failure; the others stop taking chunks */
+  CUresult rc;        /* the first failure, under the stager's lock */
   const char *call;
 } kiln__stage_job;
 
@@ -129,14 +131,13 @@ static int kiln__stage_wanted(const void *host, size_t nbytes) {
   for (int i = 0; i < 2; i++) {
     unsigned type = 0;
     CUresult rc = kiln__driver.PointerGetAttribute(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE,
-                                               (CUdeviceptr)(p + (i ? nbytes - 1 : 0)));
+                                                   (CUdeviceptr)(p + (i ? nbytes - 1 : 0)));
     if (rc != CUDA_SUCCESS || type != CU_MEMORYTYPE_HOST) return 1;
   }
   return 0;
 }
 
-static void kiln__job_fail(kiln__stager *s, kiln__stage_job *job, const char *call,
-                           CUresult rc) {
+static void kiln__job_fail(kiln__stager *s, kiln__stage_job *job, const char *call, CUresult rc) {
   pthread_mutex_lock(&s->lock);
   if (!job->rc) {
     job->rc = rc;
@@ -156,13 +157,13 @@ static int kiln__job_take(kiln__stage_job *job, size_t *off, size_t *len) {
   return 1;
 }
 
-#define KILN__JOB_CU(call, args)                              \
-  do {                                                        \
-    CUresult job_rc_ = kiln__driver.call args;                    \
-    if (job_rc_) {                                            \
-      kiln__job_fail(s, job, "cu" #call, job_rc_);            \
-      return;                                                 \
-    }                                                         \
+#define KILN__JOB_CU(call, args)                   \
+  do {                                             \
+    CUresult job_rc_ = kiln__driver.call args;     \
+    if (job_rc_) {                                 \
+      kiln__job_fail(s, job, "cu" #call, job_rc_); \
+      return;                                      \
+    }                                              \
   } while (0)
 
 static void kiln__work_htod(kiln__stager *s, kiln__stage_job *job, kiln__slot *mine) {
@@ -266,8 +267,9 @@ static kiln_status kiln__stager_alloc(const kiln__device *d, kiln__stager **out)
   size_t bytes = (size_t)(2 * n) * s->chunk;
   CUresult rc = kiln__driver.MemAllocHost(&s->pinned, bytes);
   const char *call = "cuMemAllocHost";
-  if (!rc) call = "cuStreamCreateWithPriority", rc = kiln__driver.StreamCreateWithPriority(
-                                                    &s->stream, CU_STREAM_NON_BLOCKING, 0);
+  if (!rc)
+    call = "cuStreamCreateWithPriority",
+    rc = kiln__driver.StreamCreateWithPriority(&s->stream, CU_STREAM_NON_BLOCKING, 0);
   if (!rc)
     call = "cuEventCreate", rc = kiln__driver.EventCreate(&s->start, CU_EVENT_DISABLE_TIMING);
   if (!rc) rc = kiln__driver.EventCreate(&s->end, CU_EVENT_DISABLE_TIMING);
@@ -330,8 +332,7 @@ static kiln__stager *kiln__stager_of(const kiln__device *d) {
     if (KILN__LIKELY(s) || __atomic_load_n(&mine->failed, __ATOMIC_ACQUIRE)) return s;
   }
   pthread_mutex_lock(&kiln__stagers_lock);
-  if (!(t = kiln__stage_devices) &&
-      (t = calloc((size_t)kiln__device_count_known(), sizeof *t)))
+  if (!(t = kiln__stage_devices) && (t = calloc((size_t)kiln__device_count_known(), sizeof *t)))
     __atomic_store_n(&kiln__stage_devices, t, __ATOMIC_RELEASE);
   if (!t) {
     kiln__fail(KILN_ERROR_NO_MEMORY, "out of memory for the devices' stagers");
@@ -341,7 +342,8 @@ static kiln__stager *kiln__stager_of(const kiln__device *d) {
       __atomic_store_n(&t[d->ordinal].stager, s, __ATOMIC_RELEASE);
     } else {
       kiln__warn("large copies on device %d go through the driver's own staging, at its "
-                 "pageable speed: %s", d->ordinal, kiln_last_error());
+                 "pageable speed: %s",
+                 d->ordinal, kiln_last_error());
       __atomic_store_n(&t[d->ordinal].failed, 1, __ATOMIC_RELEASE);
     }
   }
@@ -399,8 +401,8 @@ static kiln_status kiln__stage_run(kiln__stager *s, kiln__stage_job *job, CUstre
   return KILN_OK;
 }
 
-kiln_status kiln__stage_htod(const kiln__device *d, CUdeviceptr dst, const void *src,
-                             size_t nbytes, CUstream stream, int sync) {
+kiln_status kiln__stage_htod(const kiln__device *d, CUdeviceptr dst, const void *src, size_t nbytes,
+                             CUstream stream, int sync) {
   kiln__stager *s = kiln__stage_wanted(src, nbytes) ? kiln__stager_of(d) : NULL;
   if (!s) {
     if (sync) KILN__CU(MemcpyHtoD, (dst, src, nbytes));

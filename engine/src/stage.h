@@ -16,8 +16,8 @@
  * synchronous copy on the legacy default stream (stream is NULL): it returns with the data on
  * the device. Otherwise in the order of `stream`: work queued there before runs first, work
  * queued after sees the data, and the call returns once src may be reused. */
-kiln_status kiln__stage_htod(const kiln__device *d, CUdeviceptr dst, const void *src,
-                             size_t nbytes, CUstream stream, int sync);
+kiln_status kiln__stage_htod(const kiln__device *d, CUdeviceptr dst, const void *src, size_t nbytes,
+                             CUstream stream, int sync);
 
 /* Device to host the same way. A staged copy (and the driver's own copy to pageable memory)
  * returns once every byte is in dst, sync or not. */

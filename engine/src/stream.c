@@ -9,13 +9,17 @@ kiln_status kiln_stream_create(unsigned flags, int priority, kiln_stream *out) {
   kiln_status s = kiln__device_enter(&d);
   if (s) return s;
   if (flags & ~(unsigned)KILN_STREAM_NON_BLOCKING)
-    return kiln__fail(KILN_ERROR_INVALID, "stream flags are 0 or KILN_STREAM_NON_BLOCKING (1), "
-                      "not %u", flags);
+    return kiln__fail(KILN_ERROR_INVALID,
+                      "stream flags are 0 or KILN_STREAM_NON_BLOCKING (1), "
+                      "not %u",
+                      flags);
   int least = 0, greatest = 0;
   KILN__CU(CtxGetStreamPriorityRange, (&least, &greatest));
   if (priority > least || priority < greatest)
-    return kiln__fail(KILN_ERROR_INVALID, "stream priority %d is outside this device's range, "
-                      "%d (lowest) to %d (highest)", priority, least, greatest);
+    return kiln__fail(KILN_ERROR_INVALID,
+                      "stream priority %d is outside this device's range, "
+                      "%d (lowest) to %d (highest)",
+                      priority, least, greatest);
   CUstream st = NULL;
   KILN__CU(StreamCreateWithPriority,
            (&st, flags ? CU_STREAM_NON_BLOCKING : CU_STREAM_DEFAULT, priority));
@@ -132,10 +136,10 @@ kiln_status kiln_event_elapsed_ms(kiln_event start, kiln_event end, float *ms) {
   CUresult rc = kiln__driver.EventElapsedTime(ms, start, end);
   if (rc == CUDA_ERROR_NOT_READY)
     return kiln__fail(KILN_ERROR_INVALID, "an event has not completed yet (or was never "
-                      "recorded); synchronize the later one first");
+                                          "recorded); synchronize the later one first");
   if (rc == CUDA_ERROR_INVALID_HANDLE)
     return kiln__fail(KILN_ERROR_INVALID, "an event was made without timing; make both with "
-                      "timing to measure between them");
+                                          "timing to measure between them");
   if (rc) return kiln__cuda_fail("cuEventElapsedTime", (int)rc);
   kiln__clear_error();
   return KILN_OK;

@@ -14,8 +14,7 @@
 
 /* Fails with `type`, naming argument `index` of kernel f and its parameter class. */
 KPY_PRINTF(4, 5)
-static int kpy_arg_error(PyObject *type, const kiln_function *f, int index, const char *fmt,
-                         ...) {
+static int kpy_arg_error(PyObject *type, const kiln_function *f, int index, const char *fmt, ...) {
   char detail[400];
   va_list ap;
   va_start(ap, fmt);
@@ -66,8 +65,8 @@ static int kpy_pack_int(const kiln_function *f, int index, PyObject *value, void
       overflow = 2;
     }
   }
-  if (overflow < 0 || overflow == 2 || (overflow == 0 && v < r.lo) ||
-      (overflow > 0 && u > r.hi) || (overflow == 0 && v >= 0 && (unsigned long long)v > r.hi)) {
+  if (overflow < 0 || overflow == 2 || (overflow == 0 && v < r.lo) || (overflow > 0 && u > r.hi) ||
+      (overflow == 0 && v >= 0 && (unsigned long long)v > r.hi)) {
     PyObject *repr = PyObject_Repr(value);
     const char *text = repr ? PyUnicode_AsUTF8(repr) : NULL;
     kpy_arg_error(PyExc_ValueError, f, index, "%.60s does not fit %s (%lld to %llu)",
@@ -171,8 +170,8 @@ static int kpy_arg_reraise(const kiln_function *f, int index) {
 /* __cuda_array_interface__ (torch, CuPy, Numba): its data pointer. When the interface names the
  * stream the producer last used (v3), the launch's stream waits for it first, without blocking;
  * arguments from one producer stream in a row wait once. */
-static int kpy_pack_cai(kpy_state *st, const kiln_function *f, int index, PyObject *obj,
-                        void *slot, kpy_packed *packed, int *handled) {
+static int kpy_pack_cai(kpy_state *st, const kiln_function *f, int index, PyObject *obj, void *slot,
+                        kpy_packed *packed, int *handled) {
   kpy_cai cai;
   int found = kpy_cai_read(st, obj, KPY_CAI_POINTER, &cai);
   *handled = found != 0;
@@ -220,8 +219,10 @@ int kpy_pack_arg(kpy_state *st, const kiln_function *f, int index, PyObject *obj
   if (tp == st->ref.DeviceArray_type) {
     if (!kpy_is_pointer_class(cls)) goto wrong;
     if (kpy_array_device(obj) != kiln_device_current())
-      return kpy_arg_error(PyExc_ValueError, f, index, "the array is on device %d; the launch "
-                           "is on device %d", kpy_array_device(obj), kiln_device_current());
+      return kpy_arg_error(PyExc_ValueError, f, index,
+                           "the array is on device %d; the launch "
+                           "is on device %d",
+                           kpy_array_device(obj), kiln_device_current());
     kiln_deviceptr p = kpy_array_ptr(obj);
     memcpy(slot, &p, sizeof p);
     return 0;
@@ -274,10 +275,8 @@ wrong:
   case KILN_PARAM_F64:
     return kpy_arg_error(PyExc_TypeError, f, index, "expected a real number, got %.100s",
                          tp->tp_name);
-  case KILN_PARAM_AGGREGATE:
-    return kpy_pack_bytes(f, index, obj, slot);
+  case KILN_PARAM_AGGREGATE: return kpy_pack_bytes(f, index, obj, slot);
   default:
-    return kpy_arg_error(PyExc_TypeError, f, index, "expected an int, got %.100s",
-                         tp->tp_name);
+    return kpy_arg_error(PyExc_TypeError, f, index, "expected an int, got %.100s", tp->tp_name);
   }
 }

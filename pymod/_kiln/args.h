@@ -6,11 +6,11 @@
 
 /* What packing needs and finds besides the parameters' bytes. */
 typedef struct kpy_packed {
-  kiln_stream stream;     /* set by the caller: the launch's stream */
+  kiln_stream stream;                          /* set by the caller: the launch's stream */
   kiln_transfer transfers[KILN_MAX_TRANSFERS]; /* found: the In/Out/InOut arrays to move */
-  int n_transfers;        /* set to 0 by the caller */
-  int waited;             /* set to 0 by the caller; 1 once stream waits for waited_on, the */
-  kiln_stream waited_on;  /* producer stream of a __cuda_array_interface__ argument */
+  int n_transfers;                             /* set to 0 by the caller */
+  int waited;            /* set to 0 by the caller; 1 once stream waits for waited_on, the */
+  kiln_stream waited_on; /* producer stream of a __cuda_array_interface__ argument */
 } kpy_packed;
 
 /* Writes argument `index` of f into slot (the parameter's size and alignment), or records a

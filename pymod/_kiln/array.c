@@ -24,8 +24,8 @@ static int kpy_on_parse(kpy_state *st, PyObject *arg, kpy_on *on) {
   return kpy_stream_parse(st, arg, &on->handle);
 }
 
-static PyObject *kpy_empty_or_zeros(PyObject *module, PyObject *args, PyObject *kwargs,
-                                    int zero, const char *fmt) {
+static PyObject *kpy_empty_or_zeros(PyObject *module, PyObject *args, PyObject *kwargs, int zero,
+                                    const char *fmt) {
   static char *kwlist[] = {(char *)"shape", (char *)"dtype", (char *)"stream", NULL};
   kpy_state *st = kpy_state_of_module(module);
   PyObject *shape_obj, *stream_obj = Py_None;
@@ -71,8 +71,10 @@ static int kpy_check_host(kpy_array *a, PyObject *host, int receive, const char 
   }
   PyArrayObject *h = (PyArrayObject *)host;
   if (!PyArray_IS_C_CONTIGUOUS(h)) {
-    PyErr_Format(PyExc_ValueError, "%s is not C-contiguous; copy it with "
-                 "numpy.ascontiguousarray first", what);
+    PyErr_Format(PyExc_ValueError,
+                 "%s is not C-contiguous; copy it with "
+                 "numpy.ascontiguousarray first",
+                 what);
     return -1;
   }
   if (receive && !PyArray_ISWRITEABLE(h)) {
@@ -88,8 +90,10 @@ static int kpy_check_host(kpy_array *a, PyObject *host, int receive, const char 
   for (int i = 0; same && i < a->ndim; i++) same = PyArray_DIM(h, i) == a->shape[i];
   if (!same) {
     PyObject *hs = PyObject_GetAttrString(host, "shape");
-    PyErr_Format(PyExc_ValueError, "%s has shape %R; the DeviceArray has %d dimension%s of "
-                 "%zd elements in all", what, hs, a->ndim, a->ndim == 1 ? "" : "s", a->size);
+    PyErr_Format(PyExc_ValueError,
+                 "%s has shape %R; the DeviceArray has %d dimension%s of "
+                 "%zd elements in all",
+                 what, hs, a->ndim, a->ndim == 1 ? "" : "s", a->size);
     Py_XDECREF(hs);
     return -1;
   }
@@ -110,14 +114,14 @@ static int kpy_copy(kpy_state *st, kpy_array *a, PyObject *host, int to_host, co
   if (!n) return 0;
   if (on->arg == Py_None) {
     Py_BEGIN_ALLOW_THREADS
-    s = to_host ? kiln_memcpy_dtoh(data, p, n) : kiln_memcpy_htod(p, data, n);
+      s = to_host ? kiln_memcpy_dtoh(data, p, n) : kiln_memcpy_htod(p, data, n);
     Py_END_ALLOW_THREADS
   } else {
     int queued = kpy_stream_is_kiln(st, on->arg);
     /* A large pageable copy is staged by host threads before the call returns. */
     Py_BEGIN_ALLOW_THREADS
-    s = to_host ? kiln_memcpy_dtoh_async(data, p, n, h) : kiln_memcpy_htod_async(p, data, n, h);
-    if (!s && !queued) s = kiln_stream_synchronize(h);
+      s = to_host ? kiln_memcpy_dtoh_async(data, p, n, h) : kiln_memcpy_htod_async(p, data, n, h);
+      if (!s && !queued) s = kiln_stream_synchronize(h);
     Py_END_ALLOW_THREADS
     if (!s && queued && kpy_stream_keep(on->arg, host) < 0) return -1;
   }
@@ -138,16 +142,17 @@ static PyObject *kpy_to_device(PyObject *module, PyObject *args, PyObject *kwarg
     return NULL;
   if (PyArray_IsScalar(host, Generic)) /* np.float32(3) goes as a 0-d array */
     host = PyArray_FromScalar(host, NULL);
-  else
-    Py_INCREF(host);
+  else Py_INCREF(host);
   if (!host) return NULL;
   kpy_array *a = NULL;
   if (!PyArray_Check(host)) {
-    PyErr_Format(PyExc_TypeError, "to_device() takes a numpy array, not %.100s "
-                 "(kiln.asarray wraps arrays already on the GPU)", Py_TYPE(host)->tp_name);
+    PyErr_Format(PyExc_TypeError,
+                 "to_device() takes a numpy array, not %.100s "
+                 "(kiln.asarray wraps arrays already on the GPU)",
+                 Py_TYPE(host)->tp_name);
   } else if (!PyArray_IS_C_CONTIGUOUS((PyArrayObject *)host)) { /* before the GPU is touched */
     PyErr_SetString(PyExc_ValueError, "the array is not C-contiguous; copy it with "
-                    "numpy.ascontiguousarray first");
+                                      "numpy.ascontiguousarray first");
   } else {
     PyArrayObject *h = (PyArrayObject *)host;
     Py_ssize_t shape[KPY_MAX_DIMS];
@@ -222,15 +227,13 @@ static PyObject *kpy_array_copy_from(PyObject *op, PyObject *args, PyObject *kwa
     if (s) return kpy_raise(st, s);
     Py_RETURN_NONE;
   }
-  if (kpy_check_host(a, src, 0, "the source") < 0 || kpy_copy(st, a, src, 0, &on) < 0)
-    return NULL;
+  if (kpy_check_host(a, src, 0, "the source") < 0 || kpy_copy(st, a, src, 0, &on) < 0) return NULL;
   Py_RETURN_NONE;
 }
 
 /* ---- Views -------------------------------------------------------------------------------- */
 
-static PyObject *kpy_array_view(kpy_array *a, Py_ssize_t start, int ndim,
-                                const Py_ssize_t *shape) {
+static PyObject *kpy_array_view(kpy_array *a, Py_ssize_t start, int ndim, const Py_ssize_t *shape) {
   kpy_state *st = kpy_state_of_type(Py_TYPE(a));
   kpy_array *v = kpy_array_blank(st, a->dtype, ndim, shape);
   if (!v) return NULL;
@@ -266,14 +269,16 @@ static PyObject *kpy_array_subscript(PyObject *op, PyObject *key) {
     Py_ssize_t len = PySlice_AdjustIndices(n, &start, &stop, step);
     if (step != 1) {
       PyErr_SetString(PyExc_ValueError, "a DeviceArray view must be contiguous: slices of the "
-                      "first axis with step 1 only");
+                                        "first axis with step 1 only");
       return NULL;
     }
     shape[0] = len;
     return kpy_array_view(a, len ? start : 0, a->ndim, shape);
   }
-  PyErr_Format(PyExc_TypeError, "a DeviceArray is indexed by an int or a slice of its first "
-               "axis, not %.100s", Py_TYPE(key)->tp_name);
+  PyErr_Format(PyExc_TypeError,
+               "a DeviceArray is indexed by an int or a slice of its first "
+               "axis, not %.100s",
+               Py_TYPE(key)->tp_name);
   return NULL;
 }
 

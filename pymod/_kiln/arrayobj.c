@@ -5,16 +5,17 @@
 
 #include <string.h>
 
-kpy_array *kpy_array_blank(kpy_state *st, PyArray_Descr *dtype, int ndim,
-                           const Py_ssize_t *shape) {
+kpy_array *kpy_array_blank(kpy_state *st, PyArray_Descr *dtype, int ndim, const Py_ssize_t *shape) {
   if (ndim > KPY_MAX_DIMS) {
-    PyErr_Format(PyExc_ValueError, "a DeviceArray has at most %d dimensions, not %d",
-                 KPY_MAX_DIMS, ndim);
+    PyErr_Format(PyExc_ValueError, "a DeviceArray has at most %d dimensions, not %d", KPY_MAX_DIMS,
+                 ndim);
     return NULL;
   }
   if (PyDataType_REFCHK(dtype) || PyDataType_ELSIZE(dtype) == 0) {
-    PyErr_Format(PyExc_TypeError, "dtype %R cannot live on the GPU: it holds Python objects "
-                 "or has no size", (PyObject *)dtype);
+    PyErr_Format(PyExc_TypeError,
+                 "dtype %R cannot live on the GPU: it holds Python objects "
+                 "or has no size",
+                 (PyObject *)dtype);
     return NULL;
   }
   Py_ssize_t size = 1;

@@ -32,12 +32,12 @@ static PyObject *kpy_cache_info(PyObject *module, PyObject *unused) {
   kiln_cache_info info;
   kiln_status s;
   Py_BEGIN_ALLOW_THREADS
-  s = kiln_cache_get_info(&info);
+    s = kiln_cache_get_info(&info);
   Py_END_ALLOW_THREADS
   if (kpy_flush_warnings(st) < 0) return NULL;
   if (s) return kpy_raise(st, s);
-  const char *names[] = {"enabled", "writable", "dir", "layers", "reason", "entries", "bytes",
-                         "max_bytes", "hits", "misses", "evictions"};
+  const char *names[] = {"enabled", "writable",  "dir",  "layers", "reason",   "entries",
+                         "bytes",   "max_bytes", "hits", "misses", "evictions"};
   PyObject *values[] = {
       PyBool_FromLong(info.enabled),
       PyBool_FromLong(info.writable),
@@ -56,8 +56,8 @@ static PyObject *kpy_cache_info(PyObject *module, PyObject *unused) {
 
 static int kpy_cache_visit(const kiln_cache_entry *e, void *ctx) {
   PyObject *list = ctx;
-  const char *names[] = {"path", "key", "layer", "bytes", "last_used", "arch", "kernels",
-                         "problem"};
+  const char *names[] = {"path",      "key",  "layer",   "bytes",
+                         "last_used", "arch", "kernels", "problem"};
   PyObject *values[] = {
       PyUnicode_DecodeFSDefault(e->path),
       PyUnicode_FromString(e->key),
@@ -102,7 +102,7 @@ static PyObject *kpy_cache_prune(PyObject *module, PyObject *args, PyObject *kwa
     if (PyErr_Occurred()) return NULL;
     if (!max_bytes) {
       PyErr_SetString(PyExc_ValueError, "max_bytes must be at least 1; cache_clear() empties "
-                      "the cache");
+                                        "the cache");
       return NULL;
     }
   }
@@ -110,7 +110,7 @@ static PyObject *kpy_cache_prune(PyObject *module, PyObject *args, PyObject *kwa
   uint64_t removed = 0;
   kiln_status s;
   Py_BEGIN_ALLOW_THREADS
-  s = kiln_cache_prune(max_bytes, &removed);
+    s = kiln_cache_prune(max_bytes, &removed);
   Py_END_ALLOW_THREADS
   if (kpy_flush_warnings(st) < 0) return NULL;
   if (s) return kpy_raise(st, s);
@@ -123,7 +123,7 @@ static PyObject *kpy_cache_clear(PyObject *module, PyObject *unused) {
   uint64_t removed = 0;
   kiln_status s;
   Py_BEGIN_ALLOW_THREADS
-  s = kiln_cache_clear(&removed);
+    s = kiln_cache_clear(&removed);
   Py_END_ALLOW_THREADS
   if (kpy_flush_warnings(st) < 0) return NULL;
   if (s) return kpy_raise(st, s);

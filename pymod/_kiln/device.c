@@ -135,7 +135,7 @@ static PyObject *kpy_synchronize(PyObject *module, PyObject *unused) {
   (void)unused;
   kiln_status s;
   Py_BEGIN_ALLOW_THREADS
-  s = kiln_synchronize();
+    s = kiln_synchronize();
   Py_END_ALLOW_THREADS
   if (s) return kpy_raise(kpy_state_of_module(module), s);
   Py_RETURN_NONE;

@@ -48,16 +48,16 @@ int kpy_errors_init(PyObject *module, kpy_state *st) {
             "folder it cannot write or will not trust.")))
     return -1;
   if (!(st->ref.Error = kpy_new_exception(module, "Error", NULL, "Base of every kiln error.")) ||
-      !(st->ref.CompileError = kpy_new_exception(
-            module, "CompileError", st->ref.Error,
-            "NVRTC could not compile the source; .log holds NVRTC's log.")) ||
+      !(st->ref.CompileError =
+            kpy_new_exception(module, "CompileError", st->ref.Error,
+                              "NVRTC could not compile the source; .log holds NVRTC's log.")) ||
       !(st->ref.CudaError = kpy_new_exception(
             module, "CudaError", st->ref.Error,
             "A CUDA driver call failed; .code is the CUresult, .name its name.")) ||
       !(st->ref.LaunchError = kpy_new_exception(module, "LaunchError", st->ref.CudaError,
-                                            "A kernel launch failed.")) ||
+                                                "A kernel launch failed.")) ||
       !(st->ref.OutOfMemoryError = kpy_new_exception(module, "OutOfMemoryError", st->ref.CudaError,
-                                                 "The device ran out of memory.")) ||
+                                                     "The device ran out of memory.")) ||
       !(st->ref.NoDeviceError = kpy_new_exception(
             module, "NoDeviceError", st->ref.CudaError,
             "No CUDA driver or no CUDA device: compiling works, launching does not.")))
@@ -96,8 +96,7 @@ static void kpy_raise_compile_error(kpy_state *st, const char *msg, const char *
     if (!message) PyErr_Clear();
   }
   if (!message) {
-    message = log && log[0] ? PyUnicode_FromFormat("%s\n%s", msg, log)
-                            : PyUnicode_FromString(msg);
+    message = log && log[0] ? PyUnicode_FromFormat("%s\n%s", msg, log) : PyUnicode_FromString(msg);
     if (!message) return;
   }
   PyObject *exc = PyObject_CallOneArg(st->ref.CompileError, message);

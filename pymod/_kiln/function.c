@@ -47,8 +47,10 @@ static int kpy_parse_dims(PyObject *obj, const char *what, unsigned dims[3]) {
   }
   return 0;
 bad:
-  PyErr_Format(PyExc_ValueError, "%s must be an int or a tuple of 1 to 3 ints from 1 to "
-               "2**32-1, not %R", what, obj);
+  PyErr_Format(PyExc_ValueError,
+               "%s must be an int or a tuple of 1 to 3 ints from 1 to "
+               "2**32-1, not %R",
+               what, obj);
   return -1;
 }
 
@@ -140,17 +142,18 @@ static PyObject *kpy_function_call(PyObject *op, PyObject *const *args, size_t n
   } else if (stream_obj && !time_kernel) {
     /* On a kiln.Stream, In/Out are queued: the stream keeps the arrays until it is done. */
     for (int i = 0; i < self->n_params; i++)
-      if (PyObject_TypeCheck(args[i], st->ref.In_type) || PyObject_TypeCheck(args[i], st->ref.Out_type) ||
+      if (PyObject_TypeCheck(args[i], st->ref.In_type) ||
+          PyObject_TypeCheck(args[i], st->ref.Out_type) ||
           PyObject_TypeCheck(args[i], st->ref.InOut_type))
         if (kpy_stream_keep(stream_obj, args[i]) < 0) goto done;
     Py_BEGIN_ALLOW_THREADS
-    s = kiln_function_call_async(self->fn, &cfg, params, packed.transfers, packed.n_transfers);
+      s = kiln_function_call_async(self->fn, &cfg, params, packed.transfers, packed.n_transfers);
     Py_END_ALLOW_THREADS
   } else {
     /* The arrays stay alive: the caller holds them for the length of the call. */
     Py_BEGIN_ALLOW_THREADS
-    s = kiln_function_call(self->fn, &cfg, params, packed.transfers, packed.n_transfers,
-                           time_kernel ? &elapsed : NULL);
+      s = kiln_function_call(self->fn, &cfg, params, packed.transfers, packed.n_transfers,
+                             time_kernel ? &elapsed : NULL);
     Py_END_ALLOW_THREADS
   }
   if (s) {
@@ -281,11 +284,11 @@ static PyType_Slot kpy_function_slots[] = {
     {0, NULL},
 };
 
-static PyType_Spec kpy_function_spec = {
-    "kiln.Function", sizeof(kpy_function), 0,
-    Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_IMMUTABLETYPE |
-        Py_TPFLAGS_HAVE_VECTORCALL | Py_TPFLAGS_DISALLOW_INSTANTIATION,
-    kpy_function_slots};
+static PyType_Spec kpy_function_spec = {"kiln.Function", sizeof(kpy_function), 0,
+                                        Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC |
+                                            Py_TPFLAGS_IMMUTABLETYPE | Py_TPFLAGS_HAVE_VECTORCALL |
+                                            Py_TPFLAGS_DISALLOW_INSTANTIATION,
+                                        kpy_function_slots};
 
 int kpy_function_init(PyObject *module, kpy_state *st) {
   st->ref.Function_type = kpy_add_type(module, &kpy_function_spec, NULL);

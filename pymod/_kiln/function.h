@@ -7,12 +7,12 @@
 typedef struct kpy_function {
   PyObject_HEAD
   vectorcallfunc vectorcall;
-  kiln_function *fn;    /* borrowed from the SourceModule's module, kept alive by `owner` */
-  PyObject *owner;      /* the SourceModule, strong */
-  kpy_state *st;        /* the module state, alive while this type is */
+  kiln_function *fn; /* borrowed from the SourceModule's module, kept alive by `owner` */
+  PyObject *owner;   /* the SourceModule, strong */
+  kpy_state *st;     /* the module state, alive while this type is */
   int n_params;
-  size_t storage_size;  /* bytes for all parameters at their alignments */
-  size_t *offsets;      /* owned: each parameter's offset in that storage */
+  size_t storage_size; /* bytes for all parameters at their alignments */
+  size_t *offsets;     /* owned: each parameter's offset in that storage */
 } kpy_function;
 
 int kpy_function_init(PyObject *module, kpy_state *st);

@@ -40,7 +40,7 @@ static PyObject *kpy_pagelocked(PyObject *module, PyObject *args, PyObject *kwar
   void *p = NULL;
   kiln_status s;
   Py_BEGIN_ALLOW_THREADS
-  s = kiln_host_alloc((size_t)nbytes, &p);
+    s = kiln_host_alloc((size_t)nbytes, &p);
   Py_END_ALLOW_THREADS
   if (s) {
     Py_DECREF(dtype);
@@ -53,8 +53,8 @@ static PyObject *kpy_pagelocked(PyObject *module, PyObject *args, PyObject *kwar
     Py_DECREF(dtype);
     return NULL;
   }
-  PyObject *arr = PyArray_NewFromDescr(&PyArray_Type, dtype, ndim, dims, NULL, p,
-                                       NPY_ARRAY_CARRAY, NULL); /* steals dtype */
+  PyObject *arr = PyArray_NewFromDescr(&PyArray_Type, dtype, ndim, dims, NULL, p, NPY_ARRAY_CARRAY,
+                                       NULL);                           /* steals dtype */
   if (!arr || PyArray_SetBaseObject((PyArrayObject *)arr, owner) < 0) { /* steals owner */
     Py_XDECREF(arr);
     if (!arr) Py_DECREF(owner);
@@ -75,10 +75,10 @@ static PyObject *kpy_staging_info(PyObject *module, PyObject *unused) {
   (void)module, (void)unused;
   kiln_staging_info i;
   kiln_staging_get_info(&i);
-  return Py_BuildValue("{snsnsisKsK}", "min_bytes", (Py_ssize_t)(i.min_bytes > PY_SSIZE_T_MAX
-                       ? PY_SSIZE_T_MAX : i.min_bytes), "chunk_bytes", (Py_ssize_t)i.chunk_bytes,
-                       "threads", i.threads, "copies", (unsigned long long)i.copies, "bytes",
-                       (unsigned long long)i.bytes);
+  return Py_BuildValue("{snsnsisKsK}", "min_bytes",
+                       (Py_ssize_t)(i.min_bytes > PY_SSIZE_T_MAX ? PY_SSIZE_T_MAX : i.min_bytes),
+                       "chunk_bytes", (Py_ssize_t)i.chunk_bytes, "threads", i.threads, "copies",
+                       (unsigned long long)i.copies, "bytes", (unsigned long long)i.bytes);
 }
 
 static PyMethodDef kpy_hostmem_functions[] = {
@@ -86,8 +86,7 @@ static PyMethodDef kpy_hostmem_functions[] = {
      METH_VARARGS | METH_KEYWORDS,
      "pagelocked_empty(shape, dtype=float64): a numpy array in page-locked host memory."},
     {"pagelocked_zeros", (PyCFunction)(void (*)(void))kpy_pagelocked_zeros,
-     METH_VARARGS | METH_KEYWORDS,
-     "pagelocked_zeros(shape, dtype=float64): the same, zeroed."},
+     METH_VARARGS | METH_KEYWORDS, "pagelocked_zeros(shape, dtype=float64): the same, zeroed."},
     {"staging_info", kpy_staging_info, METH_NOARGS,
      "How large pageable copies are staged: min_bytes, chunk_bytes, threads, and the copies "
      "and bytes staged so far."},

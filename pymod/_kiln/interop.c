@@ -23,8 +23,10 @@ static int kpy_cai_entry(PyObject *cai, PyObject *key, PyObject **out) {
 static int kpy_cai_parse(kpy_state *st, PyObject *obj, PyObject *cai, int what, kpy_cai *out) {
   const char *of = Py_TYPE(obj)->tp_name;
   if (!PyDict_Check(cai)) {
-    PyErr_Format(PyExc_TypeError, "the __cuda_array_interface__ of %.100s must be a dict, not "
-                 "%.100s", of, Py_TYPE(cai)->tp_name);
+    PyErr_Format(PyExc_TypeError,
+                 "the __cuda_array_interface__ of %.100s must be a dict, not "
+                 "%.100s",
+                 of, Py_TYPE(cai)->tp_name);
     return -1;
   }
   PyObject *data = NULL, *stream = NULL, *typestr = NULL, *shape = NULL, *strides = NULL;
@@ -32,10 +34,9 @@ static int kpy_cai_parse(kpy_state *st, PyObject *obj, PyObject *cai, int what, 
   if (kpy_cai_entry(cai, st->str.data, &data) < 0 ||
       kpy_cai_entry(cai, st->str.stream, &stream) < 0)
     goto done;
-  if (what == KPY_CAI_LAYOUT &&
-      (kpy_cai_entry(cai, st->str.typestr, &typestr) < 0 ||
-       kpy_cai_entry(cai, st->str.shape, &shape) < 0 ||
-       kpy_cai_entry(cai, st->str.strides, &strides) < 0))
+  if (what == KPY_CAI_LAYOUT && (kpy_cai_entry(cai, st->str.typestr, &typestr) < 0 ||
+                                 kpy_cai_entry(cai, st->str.shape, &shape) < 0 ||
+                                 kpy_cai_entry(cai, st->str.strides, &strides) < 0))
     goto done;
 
   /* "data": (pointer, read-only). */
@@ -44,9 +45,11 @@ static int kpy_cai_parse(kpy_state *st, PyObject *obj, PyObject *cai, int what, 
   unsigned long long ptr = valid ? PyLong_AsUnsignedLongLong(PyTuple_GET_ITEM(data, 0)) : 0;
   if (!valid || (ptr == (unsigned long long)-1 && PyErr_Occurred())) {
     PyErr_Clear();
-    PyErr_Format(PyExc_TypeError, "the __cuda_array_interface__ of %.100s has no valid "
+    PyErr_Format(PyExc_TypeError,
+                 "the __cuda_array_interface__ of %.100s has no valid "
                  "'data': it must be (pointer, read-only), the pointer an int from 0 to "
-                 "2**64-1", of);
+                 "2**64-1",
+                 of);
     goto done;
   }
   out->ptr = (kiln_deviceptr)ptr;
@@ -56,17 +59,20 @@ static int kpy_cai_parse(kpy_state *st, PyObject *obj, PyObject *cai, int what, 
    * would not say which default stream. */
   if (stream) {
     if (!PyLong_Check(stream)) {
-      PyErr_Format(PyExc_TypeError, "the __cuda_array_interface__ of %.100s has a 'stream' "
-                   "of type %.100s; it must be an int CUstream handle or None", of,
-                   Py_TYPE(stream)->tp_name);
+      PyErr_Format(PyExc_TypeError,
+                   "the __cuda_array_interface__ of %.100s has a 'stream' "
+                   "of type %.100s; it must be an int CUstream handle or None",
+                   of, Py_TYPE(stream)->tp_name);
       goto done;
     }
     unsigned long long v = PyLong_AsUnsignedLongLong(stream);
     if (v == 0 || (v == (unsigned long long)-1 && PyErr_Occurred())) {
       PyErr_Clear();
-      PyErr_Format(PyExc_ValueError, "the __cuda_array_interface__ of %.100s has 'stream' %R; "
+      PyErr_Format(PyExc_ValueError,
+                   "the __cuda_array_interface__ of %.100s has 'stream' %R; "
                    "it must be None or a CUstream handle (1 the legacy default stream, 2 the "
-                   "per-thread one; 0 is disallowed)", of, stream);
+                   "per-thread one; 0 is disallowed)",
+                   of, stream);
       goto done;
     }
     out->has_stream = 1;
@@ -85,15 +91,19 @@ static int kpy_cai_parse(kpy_state *st, PyObject *obj, PyObject *cai, int what, 
   }
   if (!PyArray_DescrConverter(typestr, &out->dtype)) {
     PyErr_Clear();
-    PyErr_Format(PyExc_TypeError, "the __cuda_array_interface__ of %.100s has 'typestr' %R, "
-                 "which is no numpy dtype", of, typestr);
+    PyErr_Format(PyExc_TypeError,
+                 "the __cuda_array_interface__ of %.100s has 'typestr' %R, "
+                 "which is no numpy dtype",
+                 of, typestr);
     goto done;
   }
   if (kpy_shape_parse(shape, &out->ndim, out->shape) < 0) {
     if (!PyErr_ExceptionMatches(PyExc_TypeError)) goto done;
     PyErr_Clear();
-    PyErr_Format(PyExc_TypeError, "the __cuda_array_interface__ of %.100s has 'shape' %R; it "
-                 "must be a tuple of ints", of, shape);
+    PyErr_Format(PyExc_TypeError,
+                 "the __cuda_array_interface__ of %.100s has 'shape' %R; it "
+                 "must be a tuple of ints",
+                 of, shape);
     goto done;
   }
   if (strides) {
@@ -103,9 +113,10 @@ static int kpy_cai_parse(kpy_state *st, PyObject *obj, PyObject *cai, int what, 
           !PyErr_ExceptionMatches(PyExc_ValueError))
         goto done;
       PyErr_Clear();
-      PyErr_Format(PyExc_TypeError, "the __cuda_array_interface__ of %.100s has 'strides' %R; "
-                   "it must be None or a tuple of %d ints, as 'shape' has", of, strides,
-                   out->ndim);
+      PyErr_Format(PyExc_TypeError,
+                   "the __cuda_array_interface__ of %.100s has 'strides' %R; "
+                   "it must be None or a tuple of %d ints, as 'shape' has",
+                   of, strides, out->ndim);
       goto done;
     }
     out->has_strides = 1;
@@ -143,8 +154,8 @@ void kpy_cai_release(kpy_cai *cai) { Py_CLEAR(cai->dtype); }
 PyObject *kpy_array_cai(PyObject *op, void *closure) {
   (void)closure;
   kpy_array *a = (kpy_array *)op;
-  PyObject *stream = a->stream ? PyLong_FromUnsignedLongLong((uintptr_t)a->stream)
-                               : PyLong_FromLong(1);
+  PyObject *stream =
+      a->stream ? PyLong_FromUnsignedLongLong((uintptr_t)a->stream) : PyLong_FromLong(1);
   PyObject *typestr = PyObject_GetAttrString((PyObject *)a->dtype, "str");
   PyObject *shape = kpy_shape_tuple(a->shape, a->ndim);
   PyObject *d = NULL;
@@ -169,9 +180,7 @@ static int kpy_dl_dtype(PyArray_Descr *d, DLDataType *out) {
   case 'u': out->code = kDLUInt; break;
   case 'f': out->code = kDLFloat; break;
   case 'c': out->code = kDLComplex; break;
-  default:
-    PyErr_Format(PyExc_BufferError, "DLPack has no dtype for %R", (PyObject *)d);
-    return -1;
+  default: PyErr_Format(PyExc_BufferError, "DLPack has no dtype for %R", (PyObject *)d); return -1;
   }
   if (d->byteorder == '>') {
     PyErr_SetString(PyExc_BufferError, "DLPack has no big-endian dtypes");
@@ -200,8 +209,8 @@ PyObject *kpy_array_dlpack(PyObject *op, PyObject *args, PyObject *kwargs) {
   kpy_array *a = (kpy_array *)op;
   kpy_state *st = kpy_state_of_type(Py_TYPE(op));
   PyObject *stream = Py_None, *max_version = Py_None, *dl_device = Py_None, *copy = Py_None;
-  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|$OOOO:__dlpack__", kwlist, &stream,
-                                   &max_version, &dl_device, &copy))
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|$OOOO:__dlpack__", kwlist, &stream, &max_version,
+                                   &dl_device, &copy))
     return NULL;
   if (copy == Py_True) {
     PyErr_SetString(PyExc_BufferError, "a DeviceArray exports its memory; it does not copy");
@@ -212,8 +221,8 @@ PyObject *kpy_array_dlpack(PyObject *op, PyObject *args, PyObject *kwargs) {
   /* The consumer will use the data on `stream`: it waits for this array's stream first. By
    * the protocol -1 asks for no synchronization. */
   int overflow = 0;
-  long given = stream != Py_None && PyLong_Check(stream)
-                   ? PyLong_AsLongAndOverflow(stream, &overflow) : 0;
+  long given =
+      stream != Py_None && PyLong_Check(stream) ? PyLong_AsLongAndOverflow(stream, &overflow) : 0;
   if (stream != Py_None && (given != -1 || overflow)) {
     kiln_stream consumer = NULL;
     if (kpy_stream_parse(st, stream, &consumer) < 0 ||
@@ -267,7 +276,7 @@ static PyObject *kpy_asarray_cai(kpy_state *st, PyObject *obj, const kpy_cai *ca
     }
     if (!ok) {
       PyErr_SetString(PyExc_ValueError, "the array is not C-contiguous; make it contiguous "
-                      "(.contiguous() in PyTorch, cupy.ascontiguousarray) first");
+                                        "(.contiguous() in PyTorch, cupy.ascontiguousarray) first");
       return NULL;
     }
   }
@@ -275,7 +284,7 @@ static PyObject *kpy_asarray_cai(kpy_state *st, PyObject *obj, const kpy_cai *ca
     kiln_stream producer = cai->stream;
     kiln_status s;
     Py_BEGIN_ALLOW_THREADS
-    s = kiln_stream_synchronize(producer);
+      s = kiln_stream_synchronize(producer);
     Py_END_ALLOW_THREADS
     if (s) return kpy_raise(st, s);
   }
@@ -301,9 +310,12 @@ static PyObject *kpy_asarray_dlpack(kpy_state *st, PyObject *obj) {
   else if (d->dtype.lanes != 1) problem = "its dtype has lanes";
   else if (d->ndim < 0 || d->ndim > KPY_MAX_DIMS) problem = "it has too many dimensions";
   else {
-    char kind = d->dtype.code == kDLInt ? 'i' : d->dtype.code == kDLUInt ? 'u'
-              : d->dtype.code == kDLFloat ? 'f' : d->dtype.code == kDLComplex ? 'c'
-              : d->dtype.code == kDLBool ? 'b' : 0;
+    char kind = d->dtype.code == kDLInt       ? 'i'
+                : d->dtype.code == kDLUInt    ? 'u'
+                : d->dtype.code == kDLFloat   ? 'f'
+                : d->dtype.code == kDLComplex ? 'c'
+                : d->dtype.code == kDLBool    ? 'b'
+                                              : 0;
     if (!kind || d->dtype.bits % 8) problem = "its dtype has no numpy equivalent";
     PyOS_snprintf(typestr, sizeof typestr, "<%c%d", kind, d->dtype.bits / 8);
     int64_t step = 1;
@@ -355,9 +367,11 @@ static PyObject *kpy_asarray(PyObject *module, PyObject *obj) {
     Py_DECREF(dl);
     return kpy_asarray_dlpack(st, obj);
   }
-  PyErr_Format(PyExc_TypeError, "asarray() wraps an array already on the GPU (one with "
+  PyErr_Format(PyExc_TypeError,
+               "asarray() wraps an array already on the GPU (one with "
                "__cuda_array_interface__ or __dlpack__), not %.100s; kiln.to_device copies a "
-               "numpy array", Py_TYPE(obj)->tp_name);
+               "numpy array",
+               Py_TYPE(obj)->tp_name);
   return NULL;
 }
 

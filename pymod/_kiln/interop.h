@@ -10,15 +10,15 @@
  * points into the interface, which a producer may build afresh at every access (PyTorch does),
  * so it is gone once read. */
 typedef struct kpy_cai {
-  kiln_deviceptr ptr;   /* "data"[0] */
-  int readonly;         /* "data"[1] */
-  int has_stream;       /* "stream" named the stream the producer last used: order after it */
-  kiln_stream stream;   /* that stream: 1 the legacy default stream, 2 the per-thread one */
+  kiln_deviceptr ptr; /* "data"[0] */
+  int readonly;       /* "data"[1] */
+  int has_stream;     /* "stream" named the stream the producer last used: order after it */
+  kiln_stream stream; /* that stream: 1 the legacy default stream, 2 the per-thread one */
   /* With KPY_CAI_LAYOUT only; zero otherwise. */
   PyArray_Descr *dtype; /* strong, from "typestr": kpy_cai_release drops it */
   int ndim;
   Py_ssize_t shape[KPY_MAX_DIMS];
-  int has_strides;      /* 0: C-contiguous ("strides" absent or None) */
+  int has_strides;                  /* 0: C-contiguous ("strides" absent or None) */
   Py_ssize_t strides[KPY_MAX_DIMS]; /* bytes */
 } kpy_cai;
 

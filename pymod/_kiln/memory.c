@@ -11,8 +11,7 @@ static PyObject *kpy_mem_alloc(PyObject *module, PyObject *arg) {
   Py_ssize_t nbytes = PyNumber_AsSsize_t(arg, PyExc_OverflowError);
   if (nbytes == -1 && PyErr_Occurred()) return NULL;
   if (nbytes <= 0) {
-    PyErr_Format(PyExc_ValueError, "mem_alloc() needs a positive number of bytes, not %zd",
-                 nbytes);
+    PyErr_Format(PyExc_ValueError, "mem_alloc() needs a positive number of bytes, not %zd", nbytes);
     return NULL;
   }
   kiln_deviceptr p = 0;
@@ -87,11 +86,10 @@ static PyType_Slot kpy_allocation_slots[] = {
     {0, NULL},
 };
 
-static PyType_Spec kpy_allocation_spec = {
-    "kiln.DeviceAllocation", sizeof(kpy_allocation), 0,
-    Py_TPFLAGS_DEFAULT | Py_TPFLAGS_IMMUTABLETYPE | Py_TPFLAGS_DISALLOW_INSTANTIATION,
-    kpy_allocation_slots};
-
+static PyType_Spec kpy_allocation_spec = {"kiln.DeviceAllocation", sizeof(kpy_allocation), 0,
+                                          Py_TPFLAGS_DEFAULT | Py_TPFLAGS_IMMUTABLETYPE |
+                                              Py_TPFLAGS_DISALLOW_INSTANTIATION,
+                                          kpy_allocation_slots};
 
 /* The device side of a copy: an allocation (its size bounds the copy) or an int address
  * (the engine checks the range against the driver's record of the allocation). */
@@ -117,8 +115,10 @@ static int kpy_device_side(kpy_state *st, PyObject *obj, size_t nbytes, const ch
     *out = v;
     return 0;
   }
-  PyErr_Format(PyExc_TypeError, "the %s must be a kiln.DeviceAllocation or an int address, "
-               "not %.100s", what, Py_TYPE(obj)->tp_name);
+  PyErr_Format(PyExc_TypeError,
+               "the %s must be a kiln.DeviceAllocation or an int address, "
+               "not %.100s",
+               what, Py_TYPE(obj)->tp_name);
   return -1;
 }
 
@@ -131,8 +131,10 @@ static PyArrayObject *kpy_host_side(PyObject *obj, int writeable, const char *wh
   }
   PyArrayObject *a = (PyArrayObject *)obj;
   if (!PyArray_IS_C_CONTIGUOUS(a) && !PyArray_IS_F_CONTIGUOUS(a)) {
-    PyErr_Format(PyExc_ValueError, "the %s array is not contiguous; pass "
-                 "numpy.ascontiguousarray(a)", what);
+    PyErr_Format(PyExc_ValueError,
+                 "the %s array is not contiguous; pass "
+                 "numpy.ascontiguousarray(a)",
+                 what);
     return NULL;
   }
   if (writeable && !PyArray_ISWRITEABLE(a)) {
@@ -144,8 +146,7 @@ static PyArrayObject *kpy_host_side(PyObject *obj, int writeable, const char *wh
 
 /* One blocking copy between a numpy array and device memory; the host array's size is the
  * copy's. args are (dest, src) as PyCUDA orders them. */
-static PyObject *kpy_memcpy(PyObject *module, PyObject *const *args, Py_ssize_t n,
-                            int to_device) {
+static PyObject *kpy_memcpy(PyObject *module, PyObject *const *args, Py_ssize_t n, int to_device) {
   kpy_state *st = kpy_state_of_module(module);
   const char *name = to_device ? "memcpy_htod" : "memcpy_dtoh";
   if (n != 2) {
@@ -162,7 +163,7 @@ static PyObject *kpy_memcpy(PyObject *module, PyObject *const *args, Py_ssize_t 
   void *data = PyArray_DATA(host);
   kiln_status s;
   Py_BEGIN_ALLOW_THREADS
-  s = to_device ? kiln_memcpy_htod(dev, data, nbytes) : kiln_memcpy_dtoh(data, dev, nbytes);
+    s = to_device ? kiln_memcpy_htod(dev, data, nbytes) : kiln_memcpy_dtoh(data, dev, nbytes);
   Py_END_ALLOW_THREADS
   if (s) return kpy_raise(st, s);
   Py_RETURN_NONE;
@@ -189,9 +190,9 @@ static PyObject *kpy_pool_stats(PyObject *module, PyObject *unused) {
   kiln_pool_stats p;
   kiln_status s = kiln_pool_get_stats(&p);
   if (s) return kpy_raise(kpy_state_of_module(module), s);
-  return Py_BuildValue("{sKsKsKsK}", "reserved", (unsigned long long)p.reserved,
-                       "reserved_high", (unsigned long long)p.reserved_high, "used",
-                       (unsigned long long)p.used, "used_high", (unsigned long long)p.used_high);
+  return Py_BuildValue("{sKsKsKsK}", "reserved", (unsigned long long)p.reserved, "reserved_high",
+                       (unsigned long long)p.reserved_high, "used", (unsigned long long)p.used,
+                       "used_high", (unsigned long long)p.used_high);
 }
 
 static PyObject *kpy_pool_trim(PyObject *module, PyObject *args, PyObject *kwargs) {
@@ -204,7 +205,7 @@ static PyObject *kpy_pool_trim(PyObject *module, PyObject *args, PyObject *kwarg
   }
   kiln_status s;
   Py_BEGIN_ALLOW_THREADS
-  s = kiln_pool_trim((size_t)keep);
+    s = kiln_pool_trim((size_t)keep);
   Py_END_ALLOW_THREADS
   if (s) return kpy_raise(kpy_state_of_module(module), s);
   Py_RETURN_NONE;

@@ -87,8 +87,10 @@ static int kpy_headers(PyObject *headers, PyObject *keep, const char ***names,
   if (PyList_Append(keep, headers) < 0) return -1;
   while (PyDict_Next(headers, &pos, &key, &value)) {
     if (!PyUnicode_Check(key) || !PyUnicode_Check(value)) {
-      PyErr_Format(PyExc_TypeError, "headers maps a header's name (str) to its text (str); "
-                   "got %.100s: %.100s", Py_TYPE(key)->tp_name, Py_TYPE(value)->tp_name);
+      PyErr_Format(PyExc_TypeError,
+                   "headers maps a header's name (str) to its text (str); "
+                   "got %.100s: %.100s",
+                   Py_TYPE(key)->tp_name, Py_TYPE(value)->tp_name);
       return -1;
     }
     if (!((*names)[i] = PyUnicode_AsUTF8(key)) || !((*sources)[i] = PyUnicode_AsUTF8(value)))
@@ -101,15 +103,15 @@ static int kpy_headers(PyObject *headers, PyObject *keep, const char ***names,
 
 static PyObject *kpy_sourcemodule_new(PyTypeObject *tp, PyObject *args, PyObject *kwargs) {
   kpy_state *st = kpy_state_of_type(tp);
-  static char *kwlist[] = {(char *)"source", (char *)"options", (char *)"include_dirs",
-                           (char *)"arch", (char *)"no_extern_c", (char *)"name_expressions",
-                           (char *)"headers", NULL}; /* char * before Python 3.13 */
+  static char *kwlist[] = {(char *)"source",       (char *)"options",
+                           (char *)"include_dirs", (char *)"arch",
+                           (char *)"no_extern_c",  (char *)"name_expressions",
+                           (char *)"headers",      NULL}; /* char * before Python 3.13 */
   PyObject *source, *options = NULL, *include_dirs = NULL, *arch = Py_None, *names = NULL;
   PyObject *headers = NULL;
   int no_extern_c = 0; /* accepted for PyCUDA's users: kiln finds kernels either way */
   if (!PyArg_ParseTupleAndKeywords(args, kwargs, "U|$OOOpOO:SourceModule", kwlist, &source,
-                                   &options, &include_dirs, &arch, &no_extern_c, &names,
-                                   &headers))
+                                   &options, &include_dirs, &arch, &no_extern_c, &names, &headers))
     return NULL;
   (void)no_extern_c;
   if (arch != Py_None && !PyUnicode_Check(arch)) {
@@ -138,7 +140,7 @@ static PyObject *kpy_sourcemodule_new(PyTypeObject *tp, PyObject *args, PyObject
   if (arch != Py_None && !(opts.arch = PyUnicode_AsUTF8(arch))) goto done;
   kiln_status s;
   Py_BEGIN_ALLOW_THREADS
-  s = kiln_module_from_source(src, &opts, &m);
+    s = kiln_module_from_source(src, &opts, &m);
   Py_END_ALLOW_THREADS
   if (kpy_flush_warnings(st) < 0) goto done;
   if (s) {
@@ -188,8 +190,7 @@ static PyObject *kpy_module_get_function(PyObject *op, PyObject *name) {
   kpy_module *self = (kpy_module *)op;
   kpy_state *st = kpy_state_of_type(Py_TYPE(op));
   if (!PyUnicode_Check(name)) {
-    PyErr_Format(PyExc_TypeError, "get_function() takes a str, not %.100s",
-                 Py_TYPE(name)->tp_name);
+    PyErr_Format(PyExc_TypeError, "get_function() takes a str, not %.100s", Py_TYPE(name)->tp_name);
     return NULL;
   }
   PyObject *cached = PyDict_GetItemWithError(self->functions, name);
@@ -290,11 +291,11 @@ static PyType_Slot kpy_module_slots[] = {
     {0, NULL},
 };
 
-static PyType_Spec kpy_module_spec = {
-    "kiln.Module", sizeof(kpy_module), 0,
-    Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_IMMUTABLETYPE | Py_TPFLAGS_BASETYPE |
-        Py_TPFLAGS_DISALLOW_INSTANTIATION,
-    kpy_module_slots};
+static PyType_Spec kpy_module_spec = {"kiln.Module", sizeof(kpy_module), 0,
+                                      Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC |
+                                          Py_TPFLAGS_IMMUTABLETYPE | Py_TPFLAGS_BASETYPE |
+                                          Py_TPFLAGS_DISALLOW_INSTANTIATION,
+                                      kpy_module_slots};
 
 static PyType_Slot kpy_sourcemodule_slots[] = {
     {Py_tp_new, kpy_sourcemodule_new},
@@ -315,17 +316,18 @@ static PyObject *kpy_module_from_buffer(PyObject *module, PyObject *data) {
   if (PyUnicode_Check(data)) { /* PTX as text */
     Py_ssize_t n;
     const char *text = PyUnicode_AsUTF8AndSize(data, &n);
-    if (!text || PyBuffer_FillInfo(&view, data, (void *)text, n, 1, PyBUF_SIMPLE) < 0)
-      return NULL;
+    if (!text || PyBuffer_FillInfo(&view, data, (void *)text, n, 1, PyBUF_SIMPLE) < 0) return NULL;
   } else if (PyObject_GetBuffer(data, &view, PyBUF_SIMPLE) < 0) {
-    PyErr_Format(PyExc_TypeError, "module_from_buffer() takes bytes (a CUBIN, a fatbin or "
-                 "PTX) or str (PTX), not %.100s", Py_TYPE(data)->tp_name);
+    PyErr_Format(PyExc_TypeError,
+                 "module_from_buffer() takes bytes (a CUBIN, a fatbin or "
+                 "PTX) or str (PTX), not %.100s",
+                 Py_TYPE(data)->tp_name);
     return NULL;
   }
   kiln_module *m = NULL;
   kiln_status s;
   Py_BEGIN_ALLOW_THREADS
-  s = kiln_module_from_image(view.buf, (size_t)view.len, &m);
+    s = kiln_module_from_image(view.buf, (size_t)view.len, &m);
   Py_END_ALLOW_THREADS
   PyBuffer_Release(&view);
   if (s) return kpy_raise(st, s);

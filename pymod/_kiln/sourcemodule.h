@@ -7,8 +7,8 @@
 
 typedef struct kpy_module {
   PyObject_HEAD
-  kiln_module *module;  /* owned reference (modules are shared through the engine's table) */
-  PyObject *functions;  /* dict: name -> Function, so get_function gives one object per name */
+  kiln_module *module; /* owned reference (modules are shared through the engine's table) */
+  PyObject *functions; /* dict: name -> Function, so get_function gives one object per name */
 } kpy_module;
 
 int kpy_sourcemodule_init(PyObject *module, kpy_state *st);

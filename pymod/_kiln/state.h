@@ -17,26 +17,25 @@
 #include "kiln.h"
 
 /* A printf-like helper: the compiler checks its callers' formats and arguments. */
-#define KPY_PRINTF(format_index, first_arg) \
-  __attribute__((format(printf, format_index, first_arg)))
+#define KPY_PRINTF(format_index, first_arg) __attribute__((format(printf, format_index, first_arg)))
 
 /* Interned names: keywords the kernel call compares by address, and the attributes and keys
  * the protocols read. One line each: the field of kpy_state.str, then its text. */
-#define KPY_STRINGS(X)                                                                   \
-  X(block, "block")                                                                      \
-  X(grid, "grid")                                                                        \
-  X(shared, "shared")                                                                    \
-  X(stream, "stream")                                                                    \
-  X(time_kernel, "time_kernel")                                                          \
-  X(cuda_array_interface, "__cuda_array_interface__")                                    \
-  X(cuda_stream_protocol, "__cuda_stream__")                                             \
-  X(handle, "handle")                                                                    \
-  X(cuda_stream, "cuda_stream")                                                          \
-  X(ptr, "ptr")                                                                          \
-  X(dlpack, "__dlpack__")                                                                \
-  X(data, "data")                                                                        \
-  X(shape, "shape")                                                                      \
-  X(typestr, "typestr")                                                                  \
+#define KPY_STRINGS(X)                                \
+  X(block, "block")                                   \
+  X(grid, "grid")                                     \
+  X(shared, "shared")                                 \
+  X(stream, "stream")                                 \
+  X(time_kernel, "time_kernel")                       \
+  X(cuda_array_interface, "__cuda_array_interface__") \
+  X(cuda_stream_protocol, "__cuda_stream__")          \
+  X(handle, "handle")                                 \
+  X(cuda_stream, "cuda_stream")                       \
+  X(ptr, "ptr")                                       \
+  X(dlpack, "__dlpack__")                             \
+  X(data, "data")                                     \
+  X(shape, "shape")                                   \
+  X(typestr, "typestr")                               \
   X(strides, "strides")
 
 /* Events kept for ordering one stream after another (kpy_stream_order), one per device up to

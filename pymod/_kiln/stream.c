@@ -23,8 +23,7 @@ int kpy_stream_parse(kpy_state *st, PyObject *obj, kiln_stream *out) {
       PyObject *t = PyObject_CallNoArgs(proto);
       Py_DECREF(proto);
       if (!t) return -1;
-      if (PyTuple_Check(t) && PyTuple_GET_SIZE(t) == 2)
-        handle = Py_NewRef(PyTuple_GET_ITEM(t, 1));
+      if (PyTuple_Check(t) && PyTuple_GET_SIZE(t) == 2) handle = Py_NewRef(PyTuple_GET_ITEM(t, 1));
       Py_DECREF(t);
     }
     PyObject *names[] = {st->str.handle, st->str.cuda_stream, st->str.ptr};
@@ -33,7 +32,8 @@ int kpy_stream_parse(kpy_state *st, PyObject *obj, kiln_stream *out) {
   }
   if (!handle || !PyLong_Check(handle)) {
     Py_XDECREF(handle);
-    PyErr_Format(PyExc_TypeError, "stream must be None, an int CUstream handle, or a stream "
+    PyErr_Format(PyExc_TypeError,
+                 "stream must be None, an int CUstream handle, or a stream "
                  "object (a kiln.Stream; PyTorch's, CuPy's or cuda.core's), not %.100s",
                  Py_TYPE(obj)->tp_name);
     return -1;
@@ -82,7 +82,7 @@ int kpy_stream_keep(PyObject *stream, PyObject *obj) {
 static int kpy_stream_sync(kpy_stream *self) {
   kiln_status s;
   Py_BEGIN_ALLOW_THREADS
-  s = kiln_stream_synchronize(self->handle);
+    s = kiln_stream_synchronize(self->handle);
   Py_END_ALLOW_THREADS
   if (s) {
     kpy_raise(kpy_state_of_type(Py_TYPE(self)), s);
@@ -138,7 +138,7 @@ static void kpy_stream_dealloc(PyObject *op) {
   /* Copies still queued write into or read from what keep holds: they finish first. */
   if (self->keep && PyList_GET_SIZE(self->keep)) {
     Py_BEGIN_ALLOW_THREADS
-    kiln_stream_synchronize(self->handle);
+      kiln_stream_synchronize(self->handle);
     Py_END_ALLOW_THREADS
   }
   kpy_stream_clear(op);
@@ -166,8 +166,7 @@ static PyObject *kpy_stream_query(PyObject *op, PyObject *unused) {
 static PyObject *kpy_stream_wait(PyObject *op, PyObject *event) {
   kpy_state *st = kpy_state_of_type(Py_TYPE(op));
   if (!PyObject_TypeCheck(event, st->ref.Event_type)) {
-    PyErr_Format(PyExc_TypeError, "wait() takes a kiln.Event, not %.100s",
-                 Py_TYPE(event)->tp_name);
+    PyErr_Format(PyExc_TypeError, "wait() takes a kiln.Event, not %.100s", Py_TYPE(event)->tp_name);
     return NULL;
   }
   kiln_status s = kiln_stream_wait_event(((kpy_stream *)op)->handle, ((kpy_event *)event)->handle);
@@ -229,10 +228,9 @@ static PyType_Slot kpy_stream_slots[] = {
     {0, NULL},
 };
 
-static PyType_Spec kpy_stream_spec = {"kiln.Stream", sizeof(kpy_stream), 0,
-                                      Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC |
-                                          Py_TPFLAGS_IMMUTABLETYPE,
-                                      kpy_stream_slots};
+static PyType_Spec kpy_stream_spec = {
+    "kiln.Stream", sizeof(kpy_stream), 0,
+    Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_IMMUTABLETYPE, kpy_stream_slots};
 
 /* ---- Event -------------------------------------------------------------------------------- */
 
@@ -276,7 +274,7 @@ static PyObject *kpy_event_synchronize(PyObject *op, PyObject *unused) {
   (void)unused;
   kiln_status s;
   Py_BEGIN_ALLOW_THREADS
-  s = kiln_event_synchronize(((kpy_event *)op)->handle);
+    s = kiln_event_synchronize(((kpy_event *)op)->handle);
   Py_END_ALLOW_THREADS
   if (s) return kpy_raise(kpy_state_of_type(Py_TYPE(op)), s);
   return Py_NewRef(op);
@@ -298,13 +296,15 @@ static PyObject *kpy_event_between(PyObject *start, PyObject *end) {
     return NULL;
   }
   float ms = 0;
-  kiln_status s = kiln_event_elapsed_ms(((kpy_event *)start)->handle, ((kpy_event *)end)->handle,
-                                        &ms);
+  kiln_status s =
+      kiln_event_elapsed_ms(((kpy_event *)start)->handle, ((kpy_event *)end)->handle, &ms);
   if (s) return kpy_raise(st, s);
   return PyFloat_FromDouble(ms);
 }
 
-static PyObject *kpy_event_elapsed(PyObject *op, PyObject *end) { return kpy_event_between(op, end); }
+static PyObject *kpy_event_elapsed(PyObject *op, PyObject *end) {
+  return kpy_event_between(op, end);
+}
 static PyObject *kpy_event_time_since(PyObject *op, PyObject *start) {
   return kpy_event_between(start, op);
 }

@@ -60,15 +60,19 @@ static PyGetSetDef kpy_transfer_getset[] = {
     {NULL, NULL, NULL, NULL, NULL},
 };
 
-#define KPY_TRANSFER_TYPE(var, name, doc)                                                \
-  static PyType_Slot var##_slots[] = {                                                   \
-      {Py_tp_new, kpy_transfer_new},           {Py_tp_dealloc, kpy_transfer_dealloc},    \
-      {Py_tp_traverse, kpy_transfer_traverse}, {Py_tp_clear, kpy_transfer_clear},        \
-      {Py_tp_repr, kpy_transfer_repr},         {Py_tp_getset, kpy_transfer_getset},      \
-      {Py_tp_doc, (void *)doc},                {0, NULL},                                \
-  };                                                                                     \
-  static PyType_Spec var##_spec = {                                                      \
-      "kiln." name, sizeof(kpy_transfer), 0,                                             \
+#define KPY_TRANSFER_TYPE(var, name, doc)      \
+  static PyType_Slot var##_slots[] = {         \
+      {Py_tp_new, kpy_transfer_new},           \
+      {Py_tp_dealloc, kpy_transfer_dealloc},   \
+      {Py_tp_traverse, kpy_transfer_traverse}, \
+      {Py_tp_clear, kpy_transfer_clear},       \
+      {Py_tp_repr, kpy_transfer_repr},         \
+      {Py_tp_getset, kpy_transfer_getset},     \
+      {Py_tp_doc, (void *)doc},                \
+      {0, NULL},                               \
+  };                                           \
+  static PyType_Spec var##_spec = {            \
+      "kiln." name, sizeof(kpy_transfer), 0,   \
       Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_IMMUTABLETYPE, var##_slots};
 
 KPY_TRANSFER_TYPE(kpy_in, "In",

@@ -11,71 +11,69 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define TEST(name)                 \
-  void kiln_test_##name(void);     \
+#define TEST(name)             \
+  void kiln_test_##name(void); \
   void kiln_test_##name(void)
 
 #define KILN_TEST_SKIP_CODE 77
 
-#define FAIL(...)                                                            \
-  do {                                                                       \
-    fprintf(stderr, "  %s:%d: ", __FILE__, __LINE__);                        \
-    fprintf(stderr, __VA_ARGS__);                                            \
-    fprintf(stderr, "\n");                                                   \
-    exit(1);                                                                 \
+#define FAIL(...)                                     \
+  do {                                                \
+    fprintf(stderr, "  %s:%d: ", __FILE__, __LINE__); \
+    fprintf(stderr, __VA_ARGS__);                     \
+    fprintf(stderr, "\n");                            \
+    exit(1);                                          \
   } while (0)
 
-#define SKIP(...)                                                            \
-  do {                                                                       \
-    fprintf(stderr, "  skipped: ");                                          \
-    fprintf(stderr, __VA_ARGS__);                                            \
-    fprintf(stderr, "\n");                                                   \
-    exit(KILN_TEST_SKIP_CODE);                                               \
+#define SKIP(...)                   \
+  do {                              \
+    fprintf(stderr, "  skipped: "); \
+    fprintf(stderr, __VA_ARGS__);   \
+    fprintf(stderr, "\n");          \
+    exit(KILN_TEST_SKIP_CODE);      \
   } while (0)
 
-#define ASSERT(expr)                                                         \
-  do {                                                                       \
-    if (!(expr)) FAIL("assertion failed: %s", #expr);                        \
+#define ASSERT(expr)                                  \
+  do {                                                \
+    if (!(expr)) FAIL("assertion failed: %s", #expr); \
   } while (0)
 
-#define ASSERT_EQ(a, b)                                                      \
-  do {                                                                       \
-    int64_t kiln_a_ = (int64_t)(a), kiln_b_ = (int64_t)(b);                  \
-    if (kiln_a_ != kiln_b_)                                                  \
-      FAIL("%s == %s: %" PRId64 " != %" PRId64, #a, #b, kiln_a_, kiln_b_);   \
+#define ASSERT_EQ(a, b)                                                                          \
+  do {                                                                                           \
+    int64_t kiln_a_ = (int64_t)(a), kiln_b_ = (int64_t)(b);                                      \
+    if (kiln_a_ != kiln_b_) FAIL("%s == %s: %" PRId64 " != %" PRId64, #a, #b, kiln_a_, kiln_b_); \
   } while (0)
 
-#define ASSERT_STR_EQ(a, b)                                                  \
-  do {                                                                       \
-    const char *kiln_a_ = (a), *kiln_b_ = (b);                               \
-    if (!kiln_a_ || !kiln_b_ || strcmp(kiln_a_, kiln_b_) != 0)               \
+#define ASSERT_STR_EQ(a, b)                                                    \
+  do {                                                                         \
+    const char *kiln_a_ = (a), *kiln_b_ = (b);                                 \
+    if (!kiln_a_ || !kiln_b_ || strcmp(kiln_a_, kiln_b_) != 0)                 \
       FAIL("%s == %s: \"%s\" != \"%s\"", #a, #b, kiln_a_ ? kiln_a_ : "(null)", \
-           kiln_b_ ? kiln_b_ : "(null)");                                    \
+           kiln_b_ ? kiln_b_ : "(null)");                                      \
   } while (0)
 
-#define ASSERT_CONTAINS(hay, needle)                                         \
-  do {                                                                       \
-    const char *kiln_h_ = (hay), *kiln_n_ = (needle);                        \
-    if (!kiln_h_ || !strstr(kiln_h_, kiln_n_))                               \
-      FAIL("%s does not contain \"%s\": \"%s\"", #hay, kiln_n_,              \
-           kiln_h_ ? kiln_h_ : "(null)");                                    \
+#define ASSERT_CONTAINS(hay, needle)                                                           \
+  do {                                                                                         \
+    const char *kiln_h_ = (hay), *kiln_n_ = (needle);                                          \
+    if (!kiln_h_ || !strstr(kiln_h_, kiln_n_))                                                 \
+      FAIL("%s does not contain \"%s\": \"%s\"", #hay, kiln_n_, kiln_h_ ? kiln_h_ : "(null)"); \
   } while (0)
 
 /* A kiln call that must succeed; on failure prints the status and kiln_last_error(). */
-#define ASSERT_OK(call)                                                      \
-  do {                                                                       \
-    kiln_status kiln_s_ = (call);                                            \
-    if (kiln_s_ != KILN_OK)                                                  \
+#define ASSERT_OK(call)                                                        \
+  do {                                                                         \
+    kiln_status kiln_s_ = (call);                                              \
+    if (kiln_s_ != KILN_OK)                                                    \
       FAIL("%s: %s: %s", #call, kiln_status_name(kiln_s_), kiln_last_error()); \
   } while (0)
 
 /* A kiln call that must fail with `status`. */
-#define ASSERT_STATUS(call, status)                                          \
-  do {                                                                       \
-    kiln_status kiln_s_ = (call);                                            \
-    if (kiln_s_ != (status))                                                 \
-      FAIL("%s: expected %s, got %s (%s)", #call, kiln_status_name(status),  \
-           kiln_status_name(kiln_s_), kiln_last_error());                    \
+#define ASSERT_STATUS(call, status)                                         \
+  do {                                                                      \
+    kiln_status kiln_s_ = (call);                                           \
+    if (kiln_s_ != (status))                                                \
+      FAIL("%s: expected %s, got %s (%s)", #call, kiln_status_name(status), \
+           kiln_status_name(kiln_s_), kiln_last_error());                   \
   } while (0)
 
 /* Skips the test when there is no usable GPU, saying why; with KILN_REQUIRE_GPU=1 (the GPU

@@ -102,13 +102,21 @@ static void compile_expecting(const void *arg) {
 
 static unsigned char *sample_entry(size_t *size, unsigned char key[KILN__KEY_SIZE]) {
   static char ptx[] = ".version 8.0\n.target sm_90\n.address_size 64\n";
-  static char cubin[] = "\x7f" "ELF fake cubin";
+  static char cubin[] = "\x7f"
+                        "ELF fake cubin";
   static char log[] = "a warning";
   static char name[] = "f<int>", low[] = "_Z1fIiEvv", kernel[] = "scale", path[] = "/tmp/h.h";
   static char *names[] = {name}, *lowered[] = {low};
-  kiln__code code = {.arch = "sm_90", .arch_num = 90, .ptx = ptx, .ptx_size = sizeof ptx - 1,
-                     .cubin = cubin, .cubin_size = sizeof cubin, .log = log, .n_names = 1,
-                     .names = names, .lowered = lowered};
+  kiln__code code = {.arch = "sm_90",
+                     .arch_num = 90,
+                     .ptx = ptx,
+                     .ptx_size = sizeof ptx - 1,
+                     .cubin = cubin,
+                     .cubin_size = sizeof cubin,
+                     .log = log,
+                     .n_names = 1,
+                     .names = names,
+                     .lowered = lowered};
   kiln_param params[2] = {{KILN_PARAM_PTR, 8, 8}, {KILN_PARAM_F32, 4, 4}};
   kiln__kernel k = {.name = kernel, .plain = kernel, .params = params, .n_params = 2};
   kiln__header rec = {.path = path, .exists = 1, .stat_trusted = 1, .size = 7};
@@ -256,8 +264,8 @@ TEST(cache_key_covers_every_input) {
   const char *hn[] = {"h.h"}, *hs1[] = {"int a;"}, *hs2[] = {"int b;"};
   kiln_compile_opts a = {.options = o1, .n_options = 1};
   kiln_compile_opts b = {.options = o2, .n_options = 1};
-  kiln_compile_opts c = {.options = o1, .n_options = 1, .name_expressions = names,
-                         .n_name_expressions = 1};
+  kiln_compile_opts c = {
+      .options = o1, .n_options = 1, .name_expressions = names, .n_name_expressions = 1};
   kiln_compile_opts d = {.header_names = hn, .header_sources = hs1, .n_headers = 1};
   kiln_compile_opts e = {.header_names = hn, .header_sources = hs2, .n_headers = 1};
   kiln__nvrtc_id newer = id, rebuilt = id;
@@ -454,9 +462,7 @@ static void compile_two_on_a_full_disk(const void *arg) {
   kiln_module_free(a);
 }
 
-TEST(cache_full_disk_warns_once_and_compiles) {
-  IN_CHILD(compile_two_on_a_full_disk, NULL);
-}
+TEST(cache_full_disk_warns_once_and_compiles) { IN_CHILD(compile_two_on_a_full_disk, NULL); }
 
 static void compile_in_a_read_only_folder(const void *arg) {
   (void)arg;

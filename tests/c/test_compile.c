@@ -28,7 +28,10 @@ TEST(compile_gives_ptx_cubin_and_signature) {
   const unsigned char *cubin = kiln_module_cubin(m, &cubin_size);
   ASSERT(cubin != NULL);
   ASSERT(cubin_size > 100);
-  ASSERT(memcmp(cubin, "\x7f" "ELF", 4) == 0);
+  ASSERT(memcmp(cubin,
+                "\x7f"
+                "ELF",
+                4) == 0);
   ASSERT_STR_EQ(kiln_module_arch(m), "sm_90");
   ASSERT_EQ(kiln_module_function_count(m), 1);
   kiln_function *f = NULL;
@@ -46,9 +49,9 @@ TEST(compile_gives_ptx_cubin_and_signature) {
 TEST(compile_error_has_the_log) {
   kiln_compile_opts opts = {.arch = "sm_90"};
   kiln_module *m = NULL;
-  ASSERT_STATUS(kiln_module_from_source("__global__ void k() {\n  undefined_thing = 1;\n}\n",
-                                        &opts, &m),
-                KILN_ERROR_COMPILE);
+  ASSERT_STATUS(
+      kiln_module_from_source("__global__ void k() {\n  undefined_thing = 1;\n}\n", &opts, &m),
+      KILN_ERROR_COMPILE);
   ASSERT_CONTAINS(kiln_last_error(), "undefined_thing");
   ASSERT(m != NULL);
   ASSERT_CONTAINS(kiln_module_log(m), "kernel.cu(2)");

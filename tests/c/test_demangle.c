@@ -9,9 +9,13 @@ TEST(mangled_names_give_signs_and_pointers) {
     int n;
     int types[8];
   } cases[] = {
-      {"_Z13multiply_themPfPKfS1_i", "multiply_them", 4,
+      {"_Z13multiply_themPfPKfS1_i",
+       "multiply_them",
+       4,
        {KILN_PARAM_PTR, KILN_PARAM_PTR, KILN_PARAM_PTR, KILN_PARAM_I32}},
-      {"_Z1kjmyhtsa", "k", 7,
+      {"_Z1kjmyhtsa",
+       "k",
+       7,
        {KILN_PARAM_U32, KILN_PARAM_U64, KILN_PARAM_U64, KILN_PARAM_U8, KILN_PARAM_U16,
         KILN_PARAM_I16, KILN_PARAM_I8}},
       {"_ZN2ns5scaleEPdd", "ns::scale", 2, {KILN_PARAM_PTR, KILN_PARAM_F64}},

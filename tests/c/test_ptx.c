@@ -11,40 +11,41 @@ static kiln__kernel *parse_ok(const char *ptx, int *n) {
 }
 
 TEST(ptx_every_parameter_class) {
-  const char *ptx =
-      "// comment with .entry fake(\n"
-      ".version 8.0\n.target sm_90\n.address_size 64\n"
-      "/* block comment .entry alsofake( */\n"
-      ".visible .entry k(\n"
-      "  .param .u8 k_param_0, .param .s8 k_param_1,\n"
-      "  .param .u16 k_param_2, .param .s16 k_param_3,\n"
-      "  .param .u32 k_param_4, .param .s32 k_param_5, .param .b32 k_param_6,\n"
-      "  .param .f32 k_param_7, .param .u64 k_param_8, .param .s64 k_param_9,\n"
-      "  .param .f64 k_param_10,\n"
-      "  .param .align 16 .b8 k_param_11[16],\n"
-      "  .param .align 8 .b8 k_param_12[24],\n"
-      "  .param .u64 .ptr .global .align 4 k_param_13\n"
-      ")\n.maxntid 128, 1, 1\n{\n ret;\n}\n";
+  const char *ptx = "// comment with .entry fake(\n"
+                    ".version 8.0\n.target sm_90\n.address_size 64\n"
+                    "/* block comment .entry alsofake( */\n"
+                    ".visible .entry k(\n"
+                    "  .param .u8 k_param_0, .param .s8 k_param_1,\n"
+                    "  .param .u16 k_param_2, .param .s16 k_param_3,\n"
+                    "  .param .u32 k_param_4, .param .s32 k_param_5, .param .b32 k_param_6,\n"
+                    "  .param .f32 k_param_7, .param .u64 k_param_8, .param .s64 k_param_9,\n"
+                    "  .param .f64 k_param_10,\n"
+                    "  .param .align 16 .b8 k_param_11[16],\n"
+                    "  .param .align 8 .b8 k_param_12[24],\n"
+                    "  .param .u64 .ptr .global .align 4 k_param_13\n"
+                    ")\n.maxntid 128, 1, 1\n{\n ret;\n}\n";
   int n = 0;
   kiln__kernel *k = parse_ok(ptx, &n);
   ASSERT_EQ(n, 1);
   ASSERT_STR_EQ(k[0].name, "k");
   ASSERT_STR_EQ(k[0].plain, "k");
   ASSERT_EQ(k[0].n_params, 14);
-  struct { kiln_param_class cls; unsigned size, align; } want[] = {
-      {KILN_PARAM_B8, 1, 1},   {KILN_PARAM_I8, 1, 1},   {KILN_PARAM_B16, 2, 2},
-      {KILN_PARAM_I16, 2, 2},  {KILN_PARAM_B32, 4, 4},  {KILN_PARAM_I32, 4, 4},
-      {KILN_PARAM_B32, 4, 4},  {KILN_PARAM_F32, 4, 4},  {KILN_PARAM_B64, 8, 8},
-      {KILN_PARAM_I64, 8, 8},  {KILN_PARAM_F64, 8, 8},  {KILN_PARAM_AGGREGATE, 16, 16},
+  struct {
+    kiln_param_class cls;
+    unsigned size, align;
+  } want[] = {
+      {KILN_PARAM_B8, 1, 1},         {KILN_PARAM_I8, 1, 1},  {KILN_PARAM_B16, 2, 2},
+      {KILN_PARAM_I16, 2, 2},        {KILN_PARAM_B32, 4, 4}, {KILN_PARAM_I32, 4, 4},
+      {KILN_PARAM_B32, 4, 4},        {KILN_PARAM_F32, 4, 4}, {KILN_PARAM_B64, 8, 8},
+      {KILN_PARAM_I64, 8, 8},        {KILN_PARAM_F64, 8, 8}, {KILN_PARAM_AGGREGATE, 16, 16},
       {KILN_PARAM_AGGREGATE, 24, 8}, {KILN_PARAM_PTR, 8, 8},
   };
   for (int i = 0; i < 14; i++) {
     if (k[0].params[i].cls != want[i].cls || k[0].params[i].size != want[i].size ||
         k[0].params[i].align != want[i].align)
       FAIL("param %d: got %s size %u align %u, want %s size %u align %u", i,
-           kiln_param_class_name(k[0].params[i].cls), k[0].params[i].size,
-           k[0].params[i].align, kiln_param_class_name(want[i].cls), want[i].size,
-           want[i].align);
+           kiln_param_class_name(k[0].params[i].cls), k[0].params[i].size, k[0].params[i].align,
+           kiln_param_class_name(want[i].cls), want[i].size, want[i].align);
   }
   kiln__ptx_free_kernels(k, n);
 }

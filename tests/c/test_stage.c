@@ -44,8 +44,9 @@ TEST(staging_settings_that_are_not_sizes_fall_back) {
 TEST(gpu_staged_copies_keep_every_byte) {
   small_chunks();
   kiln_test_require_gpu();
-  static const size_t sizes[] = {1, 2, 4095, 4096, 4097, 8191, 8192, 8193, 3 * 4096 + 1,
-                                 65521, 65536, 1000003, (4 << 20) + 17};
+  static const size_t sizes[] = {1,     2,       4095,          4096,         4097,
+                                 8191,  8192,    8193,          3 * 4096 + 1, 65521,
+                                 65536, 1000003, (4 << 20) + 17};
   static const size_t offsets[] = {0, 1, 3, 7};
   size_t most = (4 << 20) + 17 + 8;
   unsigned char *src = malloc(most), *dst = malloc(most);
@@ -67,16 +68,16 @@ TEST(gpu_staged_copies_keep_every_byte) {
       memset(t, 0xee, n);
       ASSERT_OK(kiln_memcpy_htod(d, s, n));
       ASSERT_OK(kiln_memcpy_dtoh(t, d, n));
-      if (memcmp(s, t, n)) FAIL("%zu bytes at offset %zu: synchronous round trip differs", n,
-                                offsets[j]);
+      if (memcmp(s, t, n))
+        FAIL("%zu bytes at offset %zu: synchronous round trip differs", n, offsets[j]);
       /* Stream-ordered: in, a device copy, out, all on one stream. */
       pattern(s, n, (unsigned)(i * 4 + j + 100));
       memset(t, 0xee, n);
       ASSERT_OK(kiln_memcpy_htod_async(d, s, n, stream));
       ASSERT_OK(kiln_memcpy_dtod_async(e, d, n, stream));
       ASSERT_OK(kiln_memcpy_dtoh_async(t, e, n, stream));
-      if (memcmp(s, t, n)) FAIL("%zu bytes at offset %zu: stream round trip differs", n,
-                                offsets[j]);
+      if (memcmp(s, t, n))
+        FAIL("%zu bytes at offset %zu: stream round trip differs", n, offsets[j]);
       copies += 4;
     }
     ASSERT_OK(kiln_stream_synchronize(stream));
@@ -163,8 +164,8 @@ TEST(gpu_staged_copy_after_an_illegal_address_fails) {
   ASSERT_OK(kiln_mem_alloc(n, &d));
   ASSERT_OK(kiln_memcpy_htod(d, host, n)); /* the ring and its threads exist now */
   kiln_module *m = NULL;
-  ASSERT_OK(kiln_module_from_source("__global__ void poke(int *p) { p[threadIdx.x] = 42; }",
-                                    NULL, &m));
+  ASSERT_OK(
+      kiln_module_from_source("__global__ void poke(int *p) { p[threadIdx.x] = 42; }", NULL, &m));
   kiln_function *f = NULL;
   ASSERT_OK(kiln_module_get_function(m, "poke", &f));
   uint64_t bad = 0x10;

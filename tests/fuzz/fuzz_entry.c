@@ -17,12 +17,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 /* abort() rather than assert(): the checks stay on whatever NDEBUG says, and libFuzzer
  * reports the abort as a crash with the input that caused it. */
-#define CHECK(cond)                                                                         \
-  do {                                                                                      \
-    if (!(cond)) {                                                                          \
-      fprintf(stderr, "fuzz_entry: %s:%d: check failed: %s\n", __FILE__, __LINE__, #cond);  \
-      abort();                                                                              \
-    }                                                                                       \
+#define CHECK(cond)                                                                        \
+  do {                                                                                     \
+    if (!(cond)) {                                                                         \
+      fprintf(stderr, "fuzz_entry: %s:%d: check failed: %s\n", __FILE__, __LINE__, #cond); \
+      abort();                                                                             \
+    }                                                                                      \
   } while (0)
 
 /* A string field: present and its NUL where strlen says. */
@@ -93,8 +93,8 @@ static void check_round_trip(const kiln__cached *c, const unsigned char key[KILN
                              const unsigned char *want, size_t want_size, int body_only) {
   unsigned char *again = NULL;
   size_t again_size = 0;
-  kiln_status s = kiln__entry_encode(key, &c->code, c->kernels, c->n_kernels, &c->headers,
-                                     &again, &again_size);
+  kiln_status s =
+      kiln__entry_encode(key, &c->code, c->kernels, c->n_kernels, &c->headers, &again, &again_size);
   CHECK(s == KILN_OK);
   CHECK(again_size >= KILN__ENTRY_HEADER_SIZE);
   const unsigned char *got = again + (body_only ? KILN__ENTRY_HEADER_SIZE : 0);

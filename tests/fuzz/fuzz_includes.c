@@ -13,12 +13,12 @@
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
-#define CHECK(cond)                                                                            \
-  do {                                                                                         \
-    if (!(cond)) {                                                                             \
+#define CHECK(cond)                                                                           \
+  do {                                                                                        \
+    if (!(cond)) {                                                                            \
       fprintf(stderr, "fuzz_includes: %s:%d: check failed: %s\n", __FILE__, __LINE__, #cond); \
-      abort();                                                                                 \
-    }                                                                                          \
+      abort();                                                                                \
+    }                                                                                         \
   } while (0)
 
 typedef struct scan_ctx {
