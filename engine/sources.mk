@@ -13,9 +13,12 @@ KILN_ENGINE_SOURCES = \
 	engine/src/compile.c \
 	engine/src/cache.c \
 	engine/src/device.c \
+	engine/src/context.c \
 	engine/src/memory.c \
 	engine/src/stage.c \
 	engine/src/module.c \
+	engine/src/globals.c \
+	engine/src/function.c \
 	engine/src/image.c \
 	engine/src/stream.c \
 	engine/src/launch.c

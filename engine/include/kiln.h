@@ -81,6 +81,40 @@ kiln_status kiln_device_set_current(int device);
 int kiln_device_current(void);
 kiln_status kiln_synchronize(void); /* waits for all work of the current device */
 
+/* One attribute of a device: attribute is a CUdevice_attribute, numbered as cuda.h numbers
+ * CU_DEVICE_ATTRIBUTE_* (CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK is 1). Reads the device
+ * without setting it up (no context is made). */
+kiln_status kiln_device_get_attribute(int device, int attribute, int *value);
+kiln_status kiln_device_pci_bus_id(int device, char *out, size_t cap); /* "0000:3b:00.0" */
+kiln_status kiln_device_from_pci_bus_id(const char *pci_bus_id, int *device);
+
+/* The driver is opened and initialized (cuInit) at the first GPU use; kiln_driver_init does it
+ * now, for programs that want to know early. */
+kiln_status kiln_driver_init(void);
+kiln_status kiln_driver_version(int *version); /* cuDriverGetVersion: 13000 is CUDA 13.0 */
+int kiln_driver_header_version(void);          /* CUDA_VERSION of the cuda.h kiln was built with */
+
+/* ---- The context of the current device ---------------------------------------------------
+ *
+ * kiln makes no contexts: each device has one, its primary context, which the CUDA runtime,
+ * PyTorch and CuPy use too. Pushing a context is making a device current on this thread and
+ * remembering the one before; popping returns to it. Limits and cache configuration belong to
+ * the primary context, so they hold for every library in the process. */
+kiln_status kiln_context_push(int device); /* sets the device up and makes it current now */
+kiln_status kiln_context_pop(int *device); /* *device: the one popped (NULL: not wanted) */
+int kiln_context_depth(void);              /* pushes of this thread not yet popped */
+
+/* limit is a CUlimit (0 stack size, 1 printf FIFO size, 2 malloc heap size, ...); config a
+ * CUfunc_cache (0 none, 1 prefer shared, 2 prefer L1, 3 equal) or a CUsharedconfig (0
+ * default, 1 four-byte banks, 2 eight-byte banks). */
+kiln_status kiln_context_get_limit(int limit, size_t *value);
+kiln_status kiln_context_set_limit(int limit, size_t value);
+kiln_status kiln_context_get_cache_config(int *config);
+kiln_status kiln_context_set_cache_config(int config);
+kiln_status kiln_context_get_shared_config(int *config);
+kiln_status kiln_context_set_shared_config(int config);
+kiln_status kiln_context_api_version(unsigned *version);
+
 /* ---- Compiling -------------------------------------------------------------------------- */
 
 typedef struct kiln_module kiln_module;     /* compiled code, shared; loaded on first launch */
@@ -220,9 +254,26 @@ int kiln_function_param_count(const kiln_function *f);
 const kiln_param *kiln_function_params(const kiln_function *f);
 const char *kiln_param_class_name(kiln_param_class c); /* "i32", "ptr", "struct", ... */
 
+/* A kernel's attributes on the current device (loading the module there first): attribute is a
+ * CUfunction_attribute (0 max threads per block, 1 static shared bytes, 2 constant bytes, 3
+ * local bytes, 4 registers, 5 PTX version, 6 binary version, 8 max dynamic shared bytes, ...);
+ * config a CUfunc_cache. */
+kiln_status kiln_function_get_attribute(kiln_function *f, int attribute, int *value);
+kiln_status kiln_function_set_attribute(kiln_function *f, int attribute, int value);
+kiln_status kiln_function_set_cache_config(kiln_function *f, int config);
+
 /* ---- Memory ----------------------------------------------------------------------------- */
 
 typedef uint64_t kiln_deviceptr;
+
+/* The address and size of a module's __constant__ or __device__ variable on the current device
+ * (the module is loaded there first), for kiln_memcpy_htod and the like. name is the variable's
+ * name as the PTX has it, or its C++ name ("ns::table"); an unknown one is KILN_ERROR_NOT_FOUND
+ * listing the module's variables, found before the GPU is touched when the module has PTX. */
+kiln_status kiln_module_get_global(kiln_module *m, const char *name, kiln_deviceptr *ptr,
+                                   size_t *size);
+int kiln_module_global_count(kiln_module *m);               /* variables its PTX declares */
+const char *kiln_module_global_name(kiln_module *m, int i); /* the PTX name of the i-th */
 
 /* Streams and events are the driver's own CUstream and CUevent: the same struct tags as
  * cuda.h, so a CUstream (or PyTorch's or CuPy's, as an integer cast back) converts to a
@@ -251,6 +302,21 @@ kiln_status kiln_memcpy_dtod_async(kiln_deviceptr dst, kiln_deviceptr src, size_
 kiln_status kiln_memset_async(kiln_deviceptr dst, unsigned char value, size_t nbytes,
                               kiln_stream stream);
 
+kiln_status kiln_memcpy_dtod(kiln_deviceptr dst, kiln_deviceptr src, size_t nbytes);
+/* count values of 1, 2 or 4 bytes from dst, which must be aligned to the value's size. */
+kiln_status kiln_memset_d8(kiln_deviceptr dst, uint8_t value, size_t count);
+kiln_status kiln_memset_d16(kiln_deviceptr dst, uint16_t value, size_t count);
+kiln_status kiln_memset_d32(kiln_deviceptr dst, uint32_t value, size_t count);
+kiln_status kiln_memset_d16_async(kiln_deviceptr dst, uint16_t value, size_t count,
+                                  kiln_stream stream);
+kiln_status kiln_memset_d32_async(kiln_deviceptr dst, uint32_t value, size_t count,
+                                  kiln_stream stream);
+
+/* height rows of at least width bytes, each row starting at a multiple of *pitch bytes, read
+ * in elements of element_bytes (4, 8 or 16), as cuMemAllocPitch. */
+kiln_status kiln_mem_alloc_pitch(size_t width, size_t height, unsigned element_bytes,
+                                 kiln_deviceptr *out, size_t *pitch);
+
 kiln_status kiln_mem_info(size_t *free_bytes, size_t *total_bytes); /* the current device */
 
 typedef struct kiln_pool_stats {
@@ -260,9 +326,19 @@ typedef struct kiln_pool_stats {
 kiln_status kiln_pool_get_stats(kiln_pool_stats *out);
 kiln_status kiln_pool_trim(size_t keep_bytes); /* gives unused blocks back to the driver */
 
-/* Page-locked host memory: copies from and to it run at the DMA engine's speed. */
+/* Page-locked host memory: copies from and to it run at the DMA engine's speed. It is always
+ * portable (page-locked for every device); the flags add the driver's others. */
+#define KILN_HOST_PORTABLE 1u      /* CU_MEMHOSTALLOC_PORTABLE, always set */
+#define KILN_HOST_DEVICEMAP 2u     /* mapped into the device's address space */
+#define KILN_HOST_WRITECOMBINED 4u /* write-combined: fast to write from the host, slow to read */
 kiln_status kiln_host_alloc(size_t nbytes, void **out);
+kiln_status kiln_host_alloc_with_flags(size_t nbytes, unsigned flags, void **out);
 kiln_status kiln_host_free(void *p); /* NULL is a no-op */
+
+/* Page-locks memory the program already has (cuMemHostRegister; flags KILN_HOST_PORTABLE,
+ * always set, and KILN_HOST_DEVICEMAP), until kiln_host_unregister. */
+kiln_status kiln_host_register(void *p, size_t nbytes, unsigned flags);
+kiln_status kiln_host_unregister(void *p);
 
 /* Copies between pageable host memory and a device of at least min_bytes (the memcpy calls,
  * and In/Out past the 256 KiB that go through one pinned buffer) are staged: split into chunks
@@ -294,6 +370,11 @@ kiln_status kiln_stream_query(kiln_stream stream, int *done); /* done: 1 when al
 kiln_status kiln_stream_wait_event(kiln_stream stream, kiln_event event);
 
 kiln_status kiln_event_create(int timing, kiln_event *out);
+/* The driver's event flags, as cuda.h numbers CU_EVENT_*. */
+#define KILN_EVENT_BLOCKING_SYNC 1u  /* a synchronize sleeps instead of spinning */
+#define KILN_EVENT_DISABLE_TIMING 2u /* for waiting only; cheaper */
+#define KILN_EVENT_INTERPROCESS 4u   /* shareable with another process; needs DISABLE_TIMING */
+kiln_status kiln_event_create_with_flags(unsigned flags, kiln_event *out);
 kiln_status kiln_event_destroy(kiln_event event);
 kiln_status kiln_event_record(kiln_event event, kiln_stream stream);
 kiln_status kiln_event_synchronize(kiln_event event);

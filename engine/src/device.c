@@ -172,6 +172,81 @@ kiln_status kiln_device_set_current(int device) {
 
 int kiln_device_current(void) { return kiln__current; }
 
+void kiln__device_switch(int ordinal) { kiln__current = ordinal; }
+
+/* The driver's handle of an existing device, without setting it up (no context). */
+static kiln_status kiln__device_handle(int device, CUdevice *out) {
+  if (device < 0)
+    return kiln__fail(KILN_ERROR_INVALID, "device %d does not exist; devices are numbered from 0",
+                      device);
+  pthread_mutex_lock(&kiln__devices_lock);
+  kiln_status s = kiln__check_ordinal(device);
+  pthread_mutex_unlock(&kiln__devices_lock);
+  if (s) return s;
+  KILN__CU(DeviceGet, (out, device));
+  return KILN_OK;
+}
+
+kiln_status kiln_device_get_attribute(int device, int attribute, int *value) {
+  *value = 0;
+  if (attribute < 0 || attribute >= CU_DEVICE_ATTRIBUTE_MAX)
+    return kiln__fail(KILN_ERROR_INVALID,
+                      "device attribute %d is not a CUdevice_attribute (1 to %d in the CUDA %d.%d "
+                      "headers kiln was built with)",
+                      attribute, CU_DEVICE_ATTRIBUTE_MAX - 1, CUDA_VERSION / 1000,
+                      CUDA_VERSION % 1000 / 10);
+  CUdevice dev;
+  kiln_status s = kiln__device_handle(device, &dev);
+  if (s) return s;
+  CUresult rc = kiln__driver.DeviceGetAttribute(value, (CUdevice_attribute)attribute, dev);
+  if (rc == CUDA_ERROR_INVALID_VALUE)
+    return kiln__fail(KILN_ERROR_INVALID, "device attribute %d is not one this driver knows",
+                      attribute);
+  if (rc) return kiln__cuda_fail("cuDeviceGetAttribute", (int)rc);
+  kiln__clear_error();
+  return KILN_OK;
+}
+
+kiln_status kiln_device_pci_bus_id(int device, char *out, size_t cap) {
+  if (!out || cap < 13)
+    return kiln__fail(KILN_ERROR_INVALID, "a PCI bus id needs a buffer of 13 bytes or more");
+  out[0] = '\0';
+  CUdevice dev;
+  kiln_status s = kiln__device_handle(device, &dev);
+  if (s) return s;
+  KILN__CU(DeviceGetPCIBusId, (out, (int)(cap > 64 ? 64 : cap), dev));
+  kiln__clear_error();
+  return KILN_OK;
+}
+
+kiln_status kiln_device_from_pci_bus_id(const char *pci_bus_id, int *device) {
+  *device = -1;
+  if (!pci_bus_id || !*pci_bus_id)
+    return kiln__fail(KILN_ERROR_INVALID, "the PCI bus id is empty; it reads like 0000:01:00.0");
+  kiln_status s = kiln__driver_load();
+  if (s) return s;
+  CUdevice dev;
+  CUresult rc = kiln__driver.DeviceGetByPCIBusId(&dev, pci_bus_id);
+  if (rc == CUDA_ERROR_INVALID_VALUE || rc == CUDA_ERROR_INVALID_DEVICE)
+    return kiln__fail(KILN_ERROR_INVALID, "no CUDA device has the PCI bus id '%s'", pci_bus_id);
+  if (rc) return kiln__cuda_fail("cuDeviceGetByPCIBusId", (int)rc);
+  /* A CUdevice is a handle, not promised to be the ordinal: find the ordinal it is. */
+  pthread_mutex_lock(&kiln__devices_lock);
+  s = kiln__device_count_locked();
+  int n = s ? 0 : kiln__n_devices;
+  pthread_mutex_unlock(&kiln__devices_lock);
+  if (s) return s;
+  for (int i = 0; i < n; i++) {
+    CUdevice d;
+    if (kiln__driver.DeviceGet(&d, i) == CUDA_SUCCESS && d == dev) {
+      *device = i;
+      kiln__clear_error();
+      return KILN_OK;
+    }
+  }
+  return kiln__fail(KILN_ERROR_INVALID, "no CUDA device has the PCI bus id '%s'", pci_bus_id);
+}
+
 kiln_status kiln_synchronize(void) {
   kiln__device *d;
   kiln_status s = kiln__device_enter(&d);

@@ -19,6 +19,10 @@ typedef struct kiln__device {
  * use) and gives its state. The hot path: one cuCtxGetCurrent when nothing changes. */
 kiln_status kiln__device_enter(kiln__device **out);
 
+/* Makes `ordinal` this thread's current device without checking it: for returning to a device
+ * that was current before (context.c's stack), which was checked then. */
+void kiln__device_switch(int ordinal);
+
 /* The current device's compute capability, without making a context. */
 kiln_status kiln__device_capability(int *major, int *minor);
 

@@ -14,6 +14,7 @@ static pthread_once_t kiln__driver_once = PTHREAD_ONCE_INIT;
 static kiln_status kiln__driver_status;
 static int kiln__driver_result;
 static char kiln__driver_msg[512];
+static int kiln__driver_filled; /* the table is complete, whatever cuInit then said */
 
 /* The ABI the table's prototypes follow; drivers older than this lack cuLibrary anyway. */
 #define KILN__DRIVER_ABI 12000
@@ -119,6 +120,25 @@ static void kiln__driver_load_once(void) {
       KILN__SYMBOL(MemPoolGetAttribute),
       KILN__SYMBOL(MemPoolTrimTo),
       KILN__SYMBOL(PointerGetAttribute),
+      KILN__SYMBOL(DriverGetVersion),
+      KILN__SYMBOL(DeviceGetPCIBusId),
+      KILN__SYMBOL(DeviceGetByPCIBusId),
+      KILN__SYMBOL(CtxGetLimit),
+      KILN__SYMBOL(CtxSetLimit),
+      KILN__SYMBOL(CtxGetCacheConfig),
+      KILN__SYMBOL(CtxSetCacheConfig),
+      KILN__SYMBOL(CtxGetApiVersion),
+      KILN__SYMBOL(KernelSetCacheConfig),
+      KILN__SYMBOL(LibraryGetGlobal),
+      KILN__SYMBOL(MemsetD8),
+      KILN__SYMBOL(MemsetD16),
+      KILN__SYMBOL(MemsetD32),
+      KILN__SYMBOL(MemsetD16Async),
+      KILN__SYMBOL(MemsetD32Async),
+      KILN__SYMBOL(MemcpyDtoD),
+      KILN__SYMBOL(MemAllocPitch),
+      KILN__SYMBOL(MemHostRegister),
+      KILN__SYMBOL(MemHostUnregister),
 #undef KILN__SYMBOL
   };
   for (size_t i = 0; i < KILN__COUNT(symbols); i++) {
@@ -133,22 +153,32 @@ static void kiln__driver_load_once(void) {
       return;
     }
   }
-  /* Optional: what describes the kernels of a CUBIN (CUDA 12.4); NULL on older drivers. */
+  /* Optional: what describes the kernels of a CUBIN (CUDA 12.4); deprecated calls and the
+   * linker, which a later driver may drop. NULL where this driver lacks them. */
   struct {
     const char *name;
     void **slot;
+    int abi;
   } optional[] = {
-      {"cuLibraryGetKernelCount", (void **)&kiln__driver.LibraryGetKernelCount},
-      {"cuLibraryEnumerateKernels", (void **)&kiln__driver.LibraryEnumerateKernels},
-      {"cuKernelGetName", (void **)&kiln__driver.KernelGetName},
-      {"cuKernelGetParamInfo", (void **)&kiln__driver.KernelGetParamInfo},
+      {"cuLibraryGetKernelCount", (void **)&kiln__driver.LibraryGetKernelCount, 12040},
+      {"cuLibraryEnumerateKernels", (void **)&kiln__driver.LibraryEnumerateKernels, 12040},
+      {"cuKernelGetName", (void **)&kiln__driver.KernelGetName, 12040},
+      {"cuKernelGetParamInfo", (void **)&kiln__driver.KernelGetParamInfo, 12040},
+      {"cuCtxGetSharedMemConfig", (void **)&kiln__driver.CtxGetSharedMemConfig, KILN__DRIVER_ABI},
+      {"cuCtxSetSharedMemConfig", (void **)&kiln__driver.CtxSetSharedMemConfig, KILN__DRIVER_ABI},
+      {"cuLinkCreate", (void **)&kiln__driver.LinkCreate, KILN__DRIVER_ABI},
+      {"cuLinkAddData", (void **)&kiln__driver.LinkAddData, KILN__DRIVER_ABI},
+      {"cuLinkAddFile", (void **)&kiln__driver.LinkAddFile, KILN__DRIVER_ABI},
+      {"cuLinkComplete", (void **)&kiln__driver.LinkComplete, KILN__DRIVER_ABI},
+      {"cuLinkDestroy", (void **)&kiln__driver.LinkDestroy, KILN__DRIVER_ABI},
   };
   for (size_t i = 0; i < KILN__COUNT(optional); i++) {
     CUdriverProcAddressQueryResult found;
-    if (get(optional[i].name, optional[i].slot, 12040, CU_GET_PROC_ADDRESS_DEFAULT, &found) !=
-        CUDA_SUCCESS)
+    if (get(optional[i].name, optional[i].slot, optional[i].abi, CU_GET_PROC_ADDRESS_DEFAULT,
+            &found) != CUDA_SUCCESS)
       *optional[i].slot = NULL;
   }
+  __atomic_store_n(&kiln__driver_filled, 1, __ATOMIC_RELEASE);
   CUresult rc = init(0);
   if (rc != CUDA_SUCCESS) {
     const char *name = NULL;
@@ -169,6 +199,26 @@ kiln_status kiln__driver_load(void) {
   kiln__set_cuda_result(kiln__driver_result);
   return kiln__driver_status;
 }
+
+int kiln__driver_opened(void) { return __atomic_load_n(&kiln__driver_filled, __ATOMIC_ACQUIRE); }
+
+kiln_status kiln_driver_init(void) {
+  kiln_status s = kiln__driver_load();
+  if (!s) kiln__clear_error();
+  return s;
+}
+
+kiln_status kiln_driver_version(int *version) {
+  *version = 0;
+  kiln_status s = kiln__driver_load();
+  /* cuDriverGetVersion needs no device: a driver that found none still says what it is. */
+  if (s && !(s == KILN_ERROR_NO_DEVICE && kiln__driver_opened())) return s;
+  KILN__CU(DriverGetVersion, (version));
+  kiln__clear_error();
+  return KILN_OK;
+}
+
+int kiln_driver_header_version(void) { return CUDA_VERSION; }
 
 const char *kiln_cuda_result_name(int result) {
   const char *name = NULL;

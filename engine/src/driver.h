@@ -61,11 +61,40 @@ typedef struct kiln__driver_table {
   CUresult (*MemPoolGetAttribute)(CUmemoryPool, CUmemPool_attribute, void *);
   CUresult (*MemPoolTrimTo)(CUmemoryPool, size_t);
   CUresult (*PointerGetAttribute)(void *, CUpointer_attribute, CUdeviceptr);
+  CUresult (*DriverGetVersion)(int *);
+  CUresult (*DeviceGetPCIBusId)(char *, int, CUdevice);
+  CUresult (*DeviceGetByPCIBusId)(CUdevice *, const char *);
+  CUresult (*CtxGetLimit)(size_t *, CUlimit);
+  CUresult (*CtxSetLimit)(CUlimit, size_t);
+  CUresult (*CtxGetCacheConfig)(CUfunc_cache *);
+  CUresult (*CtxSetCacheConfig)(CUfunc_cache);
+  CUresult (*CtxGetApiVersion)(CUcontext, unsigned *);
+  CUresult (*KernelSetCacheConfig)(CUkernel, CUfunc_cache, CUdevice);
+  CUresult (*LibraryGetGlobal)(CUdeviceptr *, size_t *, CUlibrary, const char *);
+  CUresult (*MemsetD8)(CUdeviceptr, unsigned char, size_t);
+  CUresult (*MemsetD16)(CUdeviceptr, unsigned short, size_t);
+  CUresult (*MemsetD32)(CUdeviceptr, unsigned, size_t);
+  CUresult (*MemsetD16Async)(CUdeviceptr, unsigned short, size_t, CUstream);
+  CUresult (*MemsetD32Async)(CUdeviceptr, unsigned, size_t, CUstream);
+  CUresult (*MemcpyDtoD)(CUdeviceptr, CUdeviceptr, size_t);
+  CUresult (*MemAllocPitch)(CUdeviceptr *, size_t *, size_t, size_t, unsigned);
+  CUresult (*MemHostRegister)(void *, size_t, unsigned);
+  CUresult (*MemHostUnregister)(void *);
   /* CUDA 12.4 and newer; NULL when the driver is older. */
   CUresult (*LibraryGetKernelCount)(unsigned *, CUlibrary);
   CUresult (*LibraryEnumerateKernels)(CUkernel *, unsigned, CUlibrary);
   CUresult (*KernelGetName)(const char **, CUkernel);
   CUresult (*KernelGetParamInfo)(CUkernel, size_t, size_t *, size_t *);
+  /* Deprecated, or not needed by every program: NULL when this driver lacks them. */
+  CUresult (*CtxGetSharedMemConfig)(CUsharedconfig *);
+  CUresult (*CtxSetSharedMemConfig)(CUsharedconfig);
+  CUresult (*LinkCreate)(unsigned, CUjit_option *, void **, CUlinkState *);
+  CUresult (*LinkAddData)(CUlinkState, CUjitInputType, void *, size_t, const char *, unsigned,
+                          CUjit_option *, void **);
+  CUresult (*LinkAddFile)(CUlinkState, CUjitInputType, const char *, unsigned, CUjit_option *,
+                          void **);
+  CUresult (*LinkComplete)(CUlinkState, void **, size_t *);
+  CUresult (*LinkDestroy)(CUlinkState);
 } kiln__driver_table;
 
 /* The driver's entry points, named for this file: kiln__driver.MemAlloc(&p, n). */
@@ -79,6 +108,10 @@ kiln_status kiln__cuda_fail(const char *call, int result);
 /* Opens libcuda and runs cuInit once per process; later calls return the first outcome.
  * KILN_ERROR_NO_DRIVER when no driver loads, KILN_ERROR_NO_DEVICE when it finds no GPU. */
 kiln_status kiln__driver_load(void);
+
+/* Whether the table is filled, even when cuInit then failed: the calls that need no device
+ * (cuDriverGetVersion, cuGetErrorName) work. Call after kiln__driver_load. */
+int kiln__driver_opened(void);
 
 /* Calls a driver routine, KILN__CU(MemAlloc, (&p, n)), and returns its failure as a status
  * naming the routine ("cuMemAlloc failed with CUDA_ERROR_OUT_OF_MEMORY ..."). */

@@ -9,6 +9,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+_Static_assert(KILN_HOST_PORTABLE == CU_MEMHOSTALLOC_PORTABLE &&
+                   KILN_HOST_PORTABLE == CU_MEMHOSTREGISTER_PORTABLE &&
+                   KILN_HOST_DEVICEMAP == CU_MEMHOSTALLOC_DEVICEMAP &&
+                   KILN_HOST_DEVICEMAP == CU_MEMHOSTREGISTER_DEVICEMAP &&
+                   KILN_HOST_WRITECOMBINED == CU_MEMHOSTALLOC_WRITECOMBINED,
+               "kiln's host memory flags are the driver's");
+
 /* ---- What memory.c keeps per device ----------------------------------------------------- */
 
 /* Freed blocks of up to 1 MiB kept per device for reuse on the stream they were freed on:
@@ -146,6 +153,55 @@ kiln_status kiln_mem_free(kiln_deviceptr p) {
   return KILN_OK;
 }
 
+/* ---- Ranges of module variables ----------------------------------------------------------- */
+
+typedef struct kiln__range {
+  const void *owner;
+  CUdeviceptr base;
+  size_t size;
+} kiln__range;
+
+static pthread_mutex_t kiln__ranges_lock = PTHREAD_MUTEX_INITIALIZER;
+static kiln__range *kiln__ranges;
+static size_t kiln__n_ranges, kiln__ranges_cap;
+
+void kiln__memory_note_range(const void *owner, CUdeviceptr base, size_t size) {
+  pthread_mutex_lock(&kiln__ranges_lock);
+  int known = 0;
+  for (size_t i = 0; i < kiln__n_ranges && !known; i++)
+    known = kiln__ranges[i].base == base && kiln__ranges[i].size == size;
+  if (!known && kiln__n_ranges == kiln__ranges_cap) {
+    size_t cap = kiln__ranges_cap ? 2 * kiln__ranges_cap : 16;
+    kiln__range *grown = realloc(kiln__ranges, cap * sizeof *grown);
+    if (grown) kiln__ranges = grown, kiln__ranges_cap = cap;
+  }
+  /* Out of memory only costs the fallback: the driver's answer stands. */
+  if (!known && kiln__n_ranges < kiln__ranges_cap)
+    kiln__ranges[kiln__n_ranges++] = (kiln__range){owner, base, size};
+  pthread_mutex_unlock(&kiln__ranges_lock);
+}
+
+void kiln__memory_forget_ranges(const void *owner) {
+  pthread_mutex_lock(&kiln__ranges_lock);
+  for (size_t i = kiln__n_ranges; i-- > 0;)
+    if (kiln__ranges[i].owner == owner) kiln__ranges[i] = kiln__ranges[--kiln__n_ranges];
+  pthread_mutex_unlock(&kiln__ranges_lock);
+}
+
+/* The module variable holding p: 1 with its extent, 0 when p is in none kiln handed out. */
+static int kiln__memory_find_range(CUdeviceptr p, CUdeviceptr *base, size_t *size) {
+  int found = 0;
+  pthread_mutex_lock(&kiln__ranges_lock);
+  for (size_t i = 0; i < kiln__n_ranges && !found; i++)
+    if (p >= kiln__ranges[i].base && p - kiln__ranges[i].base < kiln__ranges[i].size) {
+      *base = kiln__ranges[i].base;
+      *size = kiln__ranges[i].size;
+      found = 1;
+    }
+  pthread_mutex_unlock(&kiln__ranges_lock);
+  return found;
+}
+
 /* A copy must stay inside one allocation: checked here so a wrong size is a sentence, not
  * a corrupted neighbour or an illegal-address error later. */
 static kiln_status kiln__check_range(kiln_deviceptr p, size_t nbytes, const char *what) {
@@ -155,7 +211,7 @@ static kiln_status kiln__check_range(kiln_deviceptr p, size_t nbytes, const char
   /* Anything but "not found" is the context's own failure (a kernel's illegal address). */
   if (rc && rc != CUDA_ERROR_INVALID_VALUE && rc != CUDA_ERROR_NOT_FOUND)
     return kiln__cuda_fail("cuMemGetAddressRange", (int)rc);
-  if (rc)
+  if (rc && !kiln__memory_find_range((CUdeviceptr)p, &base, &size))
     return kiln__fail(KILN_ERROR_INVALID,
                       "%s 0x%" PRIx64 " is not device memory of the current context", what,
                       (uint64_t)p);
@@ -315,6 +371,107 @@ kiln_status kiln_memset_async(kiln_deviceptr dst, unsigned char value, size_t nb
   return KILN_OK;
 }
 
+kiln_status kiln_memcpy_dtod(kiln_deviceptr dst, kiln_deviceptr src, size_t nbytes) {
+  kiln__device *d;
+  kiln_status s = kiln__device_enter(&d);
+  if (s || nbytes == 0) return s;
+  if ((s = kiln__check_range(dst, nbytes, "destination")) ||
+      (s = kiln__check_range(src, nbytes, "source")))
+    return s;
+  KILN__CU(MemcpyDtoD, ((CUdeviceptr)dst, (CUdeviceptr)src, nbytes));
+  kiln__clear_error();
+  return KILN_OK;
+}
+
+/* What a memset of count elements of `width` bytes at dst needs: the device, a destination
+ * aligned to the element, the whole range inside one allocation. */
+static kiln_status kiln__memset_check(kiln_deviceptr dst, size_t count, unsigned width,
+                                      kiln__device **d) {
+  if (dst % width)
+    return kiln__fail(KILN_ERROR_INVALID,
+                      "a memset of %u-byte values needs a destination aligned to %u bytes; "
+                      "0x%" PRIx64 " is not",
+                      width, width, (uint64_t)dst);
+  if (count > SIZE_MAX / width)
+    return kiln__fail(KILN_ERROR_INVALID, "%zu values of %u bytes is more than memory holds", count,
+                      width);
+  kiln_status s = kiln__device_enter(d);
+  if (s || count == 0) return s;
+  return kiln__check_range(dst, count * width, "destination");
+}
+
+kiln_status kiln_memset_d8(kiln_deviceptr dst, uint8_t value, size_t count) {
+  kiln__device *d;
+  kiln_status s = kiln__memset_check(dst, count, 1, &d);
+  if (s || count == 0) return s;
+  KILN__CU(MemsetD8, ((CUdeviceptr)dst, value, count));
+  kiln__clear_error();
+  return KILN_OK;
+}
+
+kiln_status kiln_memset_d16(kiln_deviceptr dst, uint16_t value, size_t count) {
+  kiln__device *d;
+  kiln_status s = kiln__memset_check(dst, count, 2, &d);
+  if (s || count == 0) return s;
+  KILN__CU(MemsetD16, ((CUdeviceptr)dst, value, count));
+  kiln__clear_error();
+  return KILN_OK;
+}
+
+kiln_status kiln_memset_d32(kiln_deviceptr dst, uint32_t value, size_t count) {
+  kiln__device *d;
+  kiln_status s = kiln__memset_check(dst, count, 4, &d);
+  if (s || count == 0) return s;
+  KILN__CU(MemsetD32, ((CUdeviceptr)dst, value, count));
+  kiln__clear_error();
+  return KILN_OK;
+}
+
+kiln_status kiln_memset_d16_async(kiln_deviceptr dst, uint16_t value, size_t count,
+                                  kiln_stream stream) {
+  kiln__device *d;
+  kiln_status s = kiln__memset_check(dst, count, 2, &d);
+  if (s || count == 0) return s;
+  KILN__CU(MemsetD16Async, ((CUdeviceptr)dst, value, count, stream));
+  kiln__clear_error();
+  return KILN_OK;
+}
+
+kiln_status kiln_memset_d32_async(kiln_deviceptr dst, uint32_t value, size_t count,
+                                  kiln_stream stream) {
+  kiln__device *d;
+  kiln_status s = kiln__memset_check(dst, count, 4, &d);
+  if (s || count == 0) return s;
+  KILN__CU(MemsetD32Async, ((CUdeviceptr)dst, value, count, stream));
+  kiln__clear_error();
+  return KILN_OK;
+}
+
+kiln_status kiln_mem_alloc_pitch(size_t width, size_t height, unsigned element_bytes,
+                                 kiln_deviceptr *out, size_t *pitch) {
+  *out = 0;
+  *pitch = 0;
+  if (element_bytes != 4 && element_bytes != 8 && element_bytes != 16)
+    return kiln__fail(KILN_ERROR_INVALID,
+                      "a pitched allocation is read in elements of 4, 8 or 16 bytes, not %u",
+                      element_bytes);
+  if (width == 0 || height == 0)
+    return kiln__fail(KILN_ERROR_INVALID, "cannot allocate %zu rows of %zu bytes", height, width);
+  kiln__device *d;
+  kiln_status s = kiln__device_enter(&d);
+  if (s) return s;
+  CUdeviceptr p = 0;
+  CUresult rc = kiln__driver.MemAllocPitch(&p, pitch, width, height, element_bytes);
+  if (rc) {
+    s = kiln__cuda_fail("cuMemAllocPitch", (int)rc);
+    if (s == KILN_ERROR_OUT_OF_MEMORY) kiln__append_free(width * height);
+    return s;
+  }
+  *out = (kiln_deviceptr)p;
+  kiln__clear_error();
+  return KILN_OK;
+}
+
 kiln_status kiln_mem_info(size_t *free_bytes, size_t *total_bytes) {
   kiln__device *d;
   kiln_status s = kiln__device_enter(&d);
@@ -354,18 +511,64 @@ kiln_status kiln_pool_trim(size_t keep_bytes) {
   return KILN_OK;
 }
 
-kiln_status kiln_host_alloc(size_t nbytes, void **out) {
+kiln_status kiln_host_alloc_with_flags(size_t nbytes, unsigned flags, void **out) {
   *out = NULL;
+  unsigned known = KILN_HOST_PORTABLE | KILN_HOST_DEVICEMAP | KILN_HOST_WRITECOMBINED;
+  if (flags & ~known)
+    return kiln__fail(KILN_ERROR_INVALID,
+                      "host allocation flags are KILN_HOST_PORTABLE (1), KILN_HOST_DEVICEMAP (2) "
+                      "and KILN_HOST_WRITECOMBINED (4); 0x%x has others",
+                      flags);
   kiln__device *d;
   kiln_status s = kiln__device_enter(&d);
   if (s) return s;
-  /* Portable: page-locked for every context, so any device copies from it at full speed. */
-  CUresult rc = kiln__driver.MemHostAlloc(out, nbytes ? nbytes : 1, CU_MEMHOSTALLOC_PORTABLE);
+  /* Always portable: page-locked for every context, so any device copies from it at full
+   * speed, whichever is current when it is used. */
+  CUresult rc =
+      kiln__driver.MemHostAlloc(out, nbytes ? nbytes : 1, flags | CU_MEMHOSTALLOC_PORTABLE);
   if (rc) {
     s = kiln__cuda_fail("cuMemHostAlloc", (int)rc);
     kiln__fail_append(" for %zu bytes of page-locked host memory", nbytes);
     return s;
   }
+  kiln__clear_error();
+  return KILN_OK;
+}
+
+kiln_status kiln_host_alloc(size_t nbytes, void **out) {
+  return kiln_host_alloc_with_flags(nbytes, 0, out);
+}
+
+kiln_status kiln_host_register(void *p, size_t nbytes, unsigned flags) {
+  unsigned known = KILN_HOST_PORTABLE | KILN_HOST_DEVICEMAP;
+  if (flags & ~known)
+    return kiln__fail(KILN_ERROR_INVALID,
+                      "host register flags are KILN_HOST_PORTABLE (1) and KILN_HOST_DEVICEMAP "
+                      "(2); 0x%x has others",
+                      flags);
+  if (!p || nbytes == 0)
+    return kiln__fail(KILN_ERROR_INVALID, "cannot page-lock %zu bytes at %p", nbytes, p);
+  kiln__device *d;
+  kiln_status s = kiln__device_enter(&d);
+  if (s) return s;
+  CUresult rc = kiln__driver.MemHostRegister(p, nbytes, flags | CU_MEMHOSTREGISTER_PORTABLE);
+  if (rc == CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED)
+    return kiln__fail(KILN_ERROR_INVALID, "%zu bytes at %p are page-locked already", nbytes, p);
+  if (rc) {
+    s = kiln__cuda_fail("cuMemHostRegister", (int)rc);
+    kiln__fail_append(" for %zu bytes at %p", nbytes, p);
+    return s;
+  }
+  kiln__clear_error();
+  return KILN_OK;
+}
+
+kiln_status kiln_host_unregister(void *p) {
+  if (!p) return KILN_OK;
+  kiln__device *d;
+  kiln_status s = kiln__device_enter(&d);
+  if (s) return s;
+  KILN__CU(MemHostUnregister, (p));
   kiln__clear_error();
   return KILN_OK;
 }

@@ -3,6 +3,7 @@
 #include "module.h"
 
 #include "cache.h"
+#include "memory.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -27,6 +28,13 @@ static kiln_module *kiln__table_find(const unsigned char *key) {
 /* ---- Modules ------------------------------------------------------------------------------ */
 
 static void kiln__module_destroy(kiln_module *m) {
+  /* Its variables' memory goes with the library: no copy may be checked against it now. */
+  if (m->n_globals) kiln__memory_forget_ranges(m);
+  for (int i = 0; i < m->n_globals; i++) {
+    free(m->globals[i].name);
+    free(m->globals[i].plain);
+  }
+  free(m->globals);
   if (m->lib) kiln__driver.LibraryUnload(m->lib);
   kiln__compile_free_code(&m->code);
   kiln__ptx_free_kernels(m->kernels, m->n_kernels);
@@ -247,7 +255,7 @@ static const void *kiln__module_image(const kiln_module *m, const kiln_device_in
   return NULL;
 }
 
-static kiln_status kiln__module_load_locked(kiln_module *m, kiln__device *d) {
+kiln_status kiln__module_load_locked(kiln_module *m, kiln__device *d) {
   if (m->lib) return KILN_OK;
   const void *image = kiln__module_image(m, &d->info);
   if (!image)

@@ -17,6 +17,16 @@ struct kiln_function {
   int dynamic_shared_allowed; /* bytes of dynamic shared memory opted in to */
 };
 
+/* A module-scope variable (__device__, __constant__) found in the PTX, and its address on the
+ * device that last asked for it. */
+typedef struct kiln__global {
+  char *name;  /* the PTX name, mangled or not; owned */
+  char *plain; /* the name a user writes: "coeffs", "ns::table"; owned */
+  int device;  /* the device ptr and size are for, -1 before any; guarded by load_lock */
+  CUdeviceptr ptr;
+  size_t size;
+} kiln__global;
+
 struct kiln_module {
   int refs; /* atomic; the in-process table holds one */
   unsigned char key[KILN__KEY_SIZE];
@@ -28,12 +38,18 @@ struct kiln_module {
                                 unchanged */
   pthread_mutex_t load_lock; /* guards lib and the functions' handles */
   CUlibrary lib;             /* loaded on first launch, context-independent */
-  struct kiln_module *next;  /* the table's chain */
+  kiln__global *globals;     /* owned; read from the PTX at the first kiln_module_get_global */
+  int n_globals;
+  int globals_read;         /* guarded by load_lock */
+  struct kiln_module *next; /* the table's chain */
 };
 
 /* A module around what c holds (from the cache, or prebuilt code from image.c); takes it all,
  * leaving c empty, on failure too. */
 kiln_status kiln__module_adopt(kiln__cached *c, kiln_module **out);
+
+/* Loads the module for device d if it is not loaded yet; call with m->load_lock held. */
+kiln_status kiln__module_load_locked(kiln_module *m, kiln__device *d);
 
 /* Loads the module if needed and reads f's limits for device d. */
 kiln_status kiln__module_function_ready(kiln_function *f, kiln__device *d);

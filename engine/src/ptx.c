@@ -276,6 +276,70 @@ kiln_status kiln__ptx_parse(const char *ptx, size_t len, kiln__kernel **out, int
   return KILN_OK;
 }
 
+/* A name a variable can have: not a directive, not a number, not punctuation. */
+static int kiln__tok_is_name(kiln__token t) {
+  return t.n > 0 && (isalpha((unsigned char)t.s[0]) || t.s[0] == '_' || t.s[0] == '$');
+}
+
+void kiln__ptx_free_names(char **names, int n) {
+  for (int i = 0; names && i < n; i++) free(names[i]);
+  free(names);
+}
+
+kiln_status kiln__ptx_globals(const char *ptx, size_t len, char ***out, int *n_out) {
+  kiln__cursor c = {ptx, ptx + len};
+  char **names = NULL;
+  int n = 0, cap = 0, depth = 0, external = 0;
+  *out = NULL;
+  *n_out = 0;
+  for (;;) {
+    kiln__token t = kiln__next(&c);
+    if (t.n == 0) break;
+    if (kiln__tok_is(t, "{")) depth++;
+    else if (kiln__tok_is(t, "}") && depth > 0) depth--;
+    if (depth > 0) continue;
+    if (kiln__tok_is(t, ".extern")) {
+      external = 1; /* declared here, defined in another module */
+      continue;
+    }
+    if (kiln__tok_is(t, ".visible") || kiln__tok_is(t, ".weak") || kiln__tok_is(t, ".common"))
+      continue;
+    if (!kiln__tok_is(t, ".global") && !kiln__tok_is(t, ".const")) {
+      external = 0;
+      continue;
+    }
+    /* .global .align 4 .b8 name[40]; the name is the first token that is neither a directive
+     * nor a number. Texture and surface references went with CUDA 12. */
+    kiln__token name = kiln__next(&c);
+    int reference = 0;
+    while (name.n && !kiln__tok_is_name(name) && !kiln__tok_is(name, ";")) {
+      reference |= kiln__tok_is(name, ".texref") || kiln__tok_is(name, ".surfref") ||
+                   kiln__tok_is(name, ".samplerref");
+      name = kiln__next(&c);
+    }
+    int keep = kiln__tok_is_name(name) && name.s[0] != '$' && !external && !reference;
+    external = 0;
+    if (!keep) continue;
+    if (n == cap) {
+      cap = cap ? cap * 2 : 8;
+      char **grown = realloc(names, (size_t)cap * sizeof *grown);
+      if (!grown) {
+        kiln__ptx_free_names(names, n);
+        return kiln__fail(KILN_ERROR_NO_MEMORY, "out of memory reading PTX");
+      }
+      names = grown;
+    }
+    if (!(names[n] = kiln__dup_mem(name.s, name.n + 1))) {
+      kiln__ptx_free_names(names, n);
+      return kiln__fail(KILN_ERROR_NO_MEMORY, "out of memory reading PTX");
+    }
+    names[n++][name.n] = '\0';
+  }
+  *out = names;
+  *n_out = n;
+  return KILN_OK;
+}
+
 const char *kiln_param_class_name(kiln_param_class c) {
   switch (c) {
   case KILN_PARAM_B8: return "b8";

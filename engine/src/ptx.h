@@ -22,4 +22,10 @@ void kiln__ptx_free_kernels(kiln__kernel *kernels, int n);
  * reports them for a CUBIN), the name also tells integers from floats. */
 kiln_status kiln__ptx_refine(kiln__kernel *k, int sizes_only);
 
+/* The module-scope variables of ptx[0..len) (__device__, __constant__, and statics of device
+ * functions), by PTX name: string literals ($str) and variables defined elsewhere (.extern) are
+ * left out. *names (malloc'd, each name too) is freed with kiln__ptx_free_names. */
+kiln_status kiln__ptx_globals(const char *ptx, size_t len, char ***names, int *n);
+void kiln__ptx_free_names(char **names, int n);
+
 #endif

@@ -3,6 +3,11 @@
  * are. */
 #include "memory.h"
 
+_Static_assert(KILN_EVENT_BLOCKING_SYNC == CU_EVENT_BLOCKING_SYNC &&
+                   KILN_EVENT_DISABLE_TIMING == CU_EVENT_DISABLE_TIMING &&
+                   KILN_EVENT_INTERPROCESS == CU_EVENT_INTERPROCESS,
+               "kiln's event flags are the driver's");
+
 kiln_status kiln_stream_create(unsigned flags, int priority, kiln_stream *out) {
   *out = NULL;
   kiln__device *d;
@@ -82,16 +87,29 @@ kiln_status kiln_stream_wait_event(kiln_stream stream, kiln_event event) {
   return KILN_OK;
 }
 
-kiln_status kiln_event_create(int timing, kiln_event *out) {
+kiln_status kiln_event_create_with_flags(unsigned flags, kiln_event *out) {
   *out = NULL;
+  unsigned known = KILN_EVENT_BLOCKING_SYNC | KILN_EVENT_DISABLE_TIMING | KILN_EVENT_INTERPROCESS;
+  if (flags & ~known)
+    return kiln__fail(KILN_ERROR_INVALID,
+                      "event flags are KILN_EVENT_BLOCKING_SYNC (1), KILN_EVENT_DISABLE_TIMING "
+                      "(2) and KILN_EVENT_INTERPROCESS (4); 0x%x has others",
+                      flags);
+  if ((flags & KILN_EVENT_INTERPROCESS) && !(flags & KILN_EVENT_DISABLE_TIMING))
+    return kiln__fail(KILN_ERROR_INVALID,
+                      "an interprocess event cannot time: add KILN_EVENT_DISABLE_TIMING");
   kiln__device *d;
   kiln_status s = kiln__device_enter(&d);
   if (s) return s;
   CUevent e = NULL;
-  KILN__CU(EventCreate, (&e, timing ? CU_EVENT_DEFAULT : CU_EVENT_DISABLE_TIMING));
+  KILN__CU(EventCreate, (&e, flags)); /* kiln's flags are the driver's CU_EVENT_* */
   *out = e;
   kiln__clear_error();
   return KILN_OK;
+}
+
+kiln_status kiln_event_create(int timing, kiln_event *out) {
+  return kiln_event_create_with_flags(timing ? 0 : KILN_EVENT_DISABLE_TIMING, out);
 }
 
 kiln_status kiln_event_destroy(kiln_event event) {

@@ -1,0 +1,160 @@
+/* The context of the current device. kiln has one context per device, the primary one, shared
+ * with the CUDA runtime, PyTorch and CuPy; what PyCUDA calls making, pushing and popping a
+ * context is here a per-thread stack of current devices, each entry the device that was
+ * current before a push. Limits and cache configuration are the primary context's, so they are
+ * every library's in the process. */
+#include "device.h"
+
+/* Deeper than any program nests contexts; past it a push is refused rather than lost. */
+#define KILN__CONTEXT_DEPTH 64
+
+static _Thread_local int kiln__pushed[KILN__CONTEXT_DEPTH];
+static _Thread_local int kiln__depth;
+
+kiln_status kiln_context_push(int device) {
+  if (kiln__depth == KILN__CONTEXT_DEPTH)
+    return kiln__fail(KILN_ERROR_INVALID,
+                      "this thread has pushed %d contexts without popping one; pop before "
+                      "pushing more",
+                      KILN__CONTEXT_DEPTH);
+  if (device < 0)
+    return kiln__fail(KILN_ERROR_INVALID, "device %d does not exist; devices are numbered from 0",
+                      device);
+  int before = kiln_device_current();
+  kiln_status s = kiln_device_set_current(device);
+  if (s) return s;
+  /* Made current now, not at the next kiln call: another library called in between (CuPy,
+   * PyTorch) finds this device's context current, as after PyCUDA's push. */
+  kiln__device *d;
+  if ((s = kiln__device_enter(&d))) {
+    kiln__device_switch(before);
+    return s;
+  }
+  kiln__pushed[kiln__depth++] = before;
+  kiln__clear_error();
+  return KILN_OK;
+}
+
+kiln_status kiln_context_pop(int *device) {
+  if (device) *device = -1;
+  if (kiln__depth == 0)
+    return kiln__fail(KILN_ERROR_INVALID,
+                      "no context is pushed on this thread; pop() undoes a make_context() or "
+                      "push() of this thread");
+  int popped = kiln_device_current();
+  kiln__device_switch(kiln__pushed[--kiln__depth]);
+  if (device) *device = popped;
+  /* The device before was set up when it was pushed over, unless it was never used: then
+   * there is nothing to make current yet. */
+  if (kiln__device_count_known() > 0) {
+    kiln__device *d;
+    kiln_status s = kiln__device_enter(&d);
+    if (s) return s;
+  }
+  kiln__clear_error();
+  return KILN_OK;
+}
+
+int kiln_context_depth(void) { return kiln__depth; }
+
+kiln_status kiln_context_get_limit(int limit, size_t *value) {
+  *value = 0;
+  if (limit < 0 || limit >= CU_LIMIT_MAX)
+    return kiln__fail(KILN_ERROR_INVALID, "limit %d is not a CUlimit (0 to %d)", limit,
+                      CU_LIMIT_MAX - 1);
+  kiln__device *d;
+  kiln_status s = kiln__device_enter(&d);
+  if (s) return s;
+  CUresult rc = kiln__driver.CtxGetLimit(value, (CUlimit)limit);
+  if (rc == CUDA_ERROR_INVALID_VALUE || rc == CUDA_ERROR_UNSUPPORTED_LIMIT)
+    return kiln__fail(KILN_ERROR_INVALID, "limit %d is not one device %d supports", limit,
+                      d->ordinal);
+  if (rc) return kiln__cuda_fail("cuCtxGetLimit", (int)rc);
+  kiln__clear_error();
+  return KILN_OK;
+}
+
+kiln_status kiln_context_set_limit(int limit, size_t value) {
+  if (limit < 0 || limit >= CU_LIMIT_MAX)
+    return kiln__fail(KILN_ERROR_INVALID, "limit %d is not a CUlimit (0 to %d)", limit,
+                      CU_LIMIT_MAX - 1);
+  kiln__device *d;
+  kiln_status s = kiln__device_enter(&d);
+  if (s) return s;
+  CUresult rc = kiln__driver.CtxSetLimit((CUlimit)limit, value);
+  if (rc == CUDA_ERROR_INVALID_VALUE || rc == CUDA_ERROR_UNSUPPORTED_LIMIT)
+    return kiln__fail(KILN_ERROR_INVALID, "limit %d cannot be set to %zu on device %d", limit,
+                      value, d->ordinal);
+  if (rc) return kiln__cuda_fail("cuCtxSetLimit", (int)rc);
+  kiln__clear_error();
+  return KILN_OK;
+}
+
+kiln_status kiln_context_get_cache_config(int *config) {
+  *config = 0;
+  kiln__device *d;
+  kiln_status s = kiln__device_enter(&d);
+  if (s) return s;
+  CUfunc_cache c = CU_FUNC_CACHE_PREFER_NONE;
+  KILN__CU(CtxGetCacheConfig, (&c));
+  *config = (int)c;
+  kiln__clear_error();
+  return KILN_OK;
+}
+
+kiln_status kiln_context_set_cache_config(int config) {
+  if (config < CU_FUNC_CACHE_PREFER_NONE || config > CU_FUNC_CACHE_PREFER_EQUAL)
+    return kiln__fail(KILN_ERROR_INVALID,
+                      "cache config %d is not a CUfunc_cache (0 none, 1 shared, 2 L1, 3 equal)",
+                      config);
+  kiln__device *d;
+  kiln_status s = kiln__device_enter(&d);
+  if (s) return s;
+  KILN__CU(CtxSetCacheConfig, ((CUfunc_cache)config));
+  kiln__clear_error();
+  return KILN_OK;
+}
+
+/* cuCtx{Get,Set}SharedMemConfig are deprecated and may leave a later driver. */
+static kiln_status kiln__shared_config_calls(void) {
+  if (kiln__driver.CtxGetSharedMemConfig && kiln__driver.CtxSetSharedMemConfig) return KILN_OK;
+  return kiln__fail(KILN_ERROR_CUDA, "this CUDA driver has no cuCtxGetSharedMemConfig: the "
+                                     "shared memory bank size is fixed on the GPUs it supports");
+}
+
+kiln_status kiln_context_get_shared_config(int *config) {
+  *config = 0;
+  kiln__device *d;
+  kiln_status s = kiln__device_enter(&d);
+  if (s || (s = kiln__shared_config_calls())) return s;
+  CUsharedconfig c = CU_SHARED_MEM_CONFIG_DEFAULT_BANK_SIZE;
+  KILN__CU(CtxGetSharedMemConfig, (&c));
+  *config = (int)c;
+  kiln__clear_error();
+  return KILN_OK;
+}
+
+kiln_status kiln_context_set_shared_config(int config) {
+  if (config < CU_SHARED_MEM_CONFIG_DEFAULT_BANK_SIZE ||
+      config > CU_SHARED_MEM_CONFIG_EIGHT_BYTE_BANK_SIZE)
+    return kiln__fail(KILN_ERROR_INVALID,
+                      "shared config %d is not a CUsharedconfig (0 default, 1 four-byte banks, "
+                      "2 eight-byte banks)",
+                      config);
+  kiln__device *d;
+  kiln_status s = kiln__device_enter(&d);
+  if (s || (s = kiln__shared_config_calls())) return s;
+  KILN__CU(CtxSetSharedMemConfig, ((CUsharedconfig)config));
+  kiln__clear_error();
+  return KILN_OK;
+}
+
+kiln_status kiln_context_api_version(unsigned *version) {
+  *version = 0;
+  kiln__device *d;
+  kiln_status s = kiln__device_enter(&d);
+  if (s) return s;
+  KILN__CU(CtxGetApiVersion, (d->ctx, version));
+  kiln__clear_error();
+  return KILN_OK;
+}

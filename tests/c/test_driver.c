@@ -1,0 +1,273 @@
+/* The driver, device and context queries, kernel attributes, module variables and the memory
+ * calls beside them: every argument check before the driver is opened, then on the GPU. */
+#include "runner.h"
+
+static const char *globals_src =
+    "__constant__ float coeffs[16];\n"
+    "__device__ int counter;\n"
+    "namespace ns { __device__ double table[4]; }\n"
+    "extern \"C\" __global__ void apply(float *out, int n)\n"
+    "{ int i = threadIdx.x; if (i < n) out[i] = coeffs[i] + (float)ns::table[0];\n"
+    "  if (i == 0) { atomicAdd(&counter, 1); if (n < 0) printf(\"never\\n\"); } }\n";
+
+TEST(driver_calls_check_arguments_before_the_driver) {
+  setenv("KILN_CUDA_PATH", "/nonexistent/libcuda.so.1", 1);
+  int v = -1;
+  ASSERT_STATUS(kiln_device_get_attribute(0, -1, &v), KILN_ERROR_INVALID);
+  ASSERT_CONTAINS(kiln_last_error(), "is not a CUdevice_attribute");
+  ASSERT_EQ(v, 0);
+  ASSERT_STATUS(kiln_device_get_attribute(-2, 1, &v), KILN_ERROR_INVALID);
+  ASSERT_CONTAINS(kiln_last_error(), "device -2 does not exist");
+  ASSERT_STATUS(kiln_context_pop(&v), KILN_ERROR_INVALID);
+  ASSERT_CONTAINS(kiln_last_error(), "no context is pushed on this thread");
+  ASSERT_EQ(v, -1);
+  ASSERT_STATUS(kiln_context_push(-1), KILN_ERROR_INVALID);
+  size_t limit = 7;
+  ASSERT_STATUS(kiln_context_get_limit(99, &limit), KILN_ERROR_INVALID);
+  ASSERT_CONTAINS(kiln_last_error(), "limit 99 is not a CUlimit");
+  ASSERT_EQ(limit, 0);
+  ASSERT_STATUS(kiln_context_set_cache_config(7), KILN_ERROR_INVALID);
+  ASSERT_CONTAINS(kiln_last_error(), "not a CUfunc_cache");
+  ASSERT_STATUS(kiln_context_set_shared_config(3), KILN_ERROR_INVALID);
+  kiln_compile_opts opts = {.arch = "sm_90"};
+  kiln_module *m = NULL;
+  kiln_function *f = NULL;
+  ASSERT_OK(kiln_module_from_source(globals_src, &opts, &m));
+  ASSERT_OK(kiln_module_get_function(m, "apply", &f));
+  ASSERT_STATUS(kiln_function_get_attribute(f, 99, &v), KILN_ERROR_INVALID);
+  ASSERT_CONTAINS(kiln_last_error(), "not a CUfunction_attribute");
+  ASSERT_STATUS(kiln_function_set_attribute(f, 4, 8), KILN_ERROR_INVALID);
+  ASSERT_CONTAINS(kiln_last_error(), "function attribute 4 is read-only");
+  ASSERT_STATUS(kiln_function_set_cache_config(f, 9), KILN_ERROR_INVALID);
+  ASSERT_STATUS(kiln_function_get_attribute(f, 4, &v), KILN_ERROR_NO_DRIVER);
+  kiln_module_free(m);
+  ASSERT_STATUS(kiln_memset_d32(0x1002, 0, 4), KILN_ERROR_INVALID);
+  ASSERT_CONTAINS(kiln_last_error(), "aligned to 4 bytes");
+  ASSERT_STATUS(kiln_memset_d16(0x1001, 0, 4), KILN_ERROR_INVALID);
+  ASSERT_STATUS(kiln_memset_d32(0x1000, 0, SIZE_MAX / 2), KILN_ERROR_INVALID);
+  kiln_deviceptr p = 5;
+  size_t pitch = 5;
+  ASSERT_STATUS(kiln_mem_alloc_pitch(64, 64, 3, &p, &pitch), KILN_ERROR_INVALID);
+  ASSERT_CONTAINS(kiln_last_error(), "4, 8 or 16 bytes, not 3");
+  ASSERT_EQ(p, 0);
+  ASSERT_STATUS(kiln_mem_alloc_pitch(0, 64, 4, &p, &pitch), KILN_ERROR_INVALID);
+  void *host = (void *)1;
+  ASSERT_STATUS(kiln_host_alloc_with_flags(64, 8, &host), KILN_ERROR_INVALID);
+  ASSERT_CONTAINS(kiln_last_error(), "0x8 has others");
+  ASSERT(host == NULL);
+  char buf[64];
+  ASSERT_STATUS(kiln_host_register(buf, 0, 0), KILN_ERROR_INVALID);
+  ASSERT_STATUS(kiln_host_register(buf, sizeof buf, 4), KILN_ERROR_INVALID);
+  kiln_event e = (kiln_event)1;
+  ASSERT_STATUS(kiln_event_create_with_flags(KILN_EVENT_INTERPROCESS, &e), KILN_ERROR_INVALID);
+  ASSERT_CONTAINS(kiln_last_error(), "cannot time");
+  ASSERT(e == NULL);
+  ASSERT_STATUS(kiln_event_create_with_flags(16, &e), KILN_ERROR_INVALID);
+  char id[8];
+  ASSERT_STATUS(kiln_device_pci_bus_id(0, id, sizeof id), KILN_ERROR_INVALID);
+  ASSERT_STATUS(kiln_device_from_pci_bus_id("", &v), KILN_ERROR_INVALID);
+  ASSERT(kiln_driver_header_version() >= 12000);
+}
+
+TEST(driver_calls_without_a_driver_are_statuses) {
+  setenv("KILN_CUDA_PATH", "/nonexistent/libcuda.so.1", 1);
+  ASSERT_STATUS(kiln_driver_init(), KILN_ERROR_NO_DRIVER);
+  ASSERT_CONTAINS(kiln_last_error(), "/nonexistent/libcuda.so.1");
+  int v = -1;
+  ASSERT_STATUS(kiln_driver_version(&v), KILN_ERROR_NO_DRIVER);
+  ASSERT_EQ(v, 0);
+  ASSERT_STATUS(kiln_device_get_attribute(0, 1, &v), KILN_ERROR_NO_DRIVER);
+  ASSERT_STATUS(kiln_context_push(0), KILN_ERROR_NO_DRIVER);
+  ASSERT_EQ(kiln_context_depth(), 0);
+  ASSERT_EQ(kiln_device_current(), 0);
+  size_t limit = 1;
+  ASSERT_STATUS(kiln_context_get_limit(1, &limit), KILN_ERROR_NO_DRIVER);
+  ASSERT_STATUS(kiln_memset_d32(0x1000, 0, 4), KILN_ERROR_NO_DRIVER);
+  ASSERT_STATUS(kiln_memcpy_dtod(0x1000, 0x2000, 4), KILN_ERROR_NO_DRIVER);
+  kiln_event e = NULL;
+  ASSERT_STATUS(kiln_event_create_with_flags(KILN_EVENT_BLOCKING_SYNC, &e), KILN_ERROR_NO_DRIVER);
+}
+
+TEST(module_variables_are_found_in_the_ptx_before_the_device) {
+  setenv("KILN_CUDA_PATH", "/nonexistent/libcuda.so.1", 1);
+  kiln_compile_opts opts = {.arch = "sm_90"};
+  kiln_module *m = NULL;
+  ASSERT_OK(kiln_module_from_source(globals_src, &opts, &m));
+  ASSERT_EQ(kiln_module_global_count(m), 3); /* printf's string literal is not one */
+  ASSERT_STR_EQ(kiln_module_global_name(m, 0), "coeffs");
+  ASSERT_STR_EQ(kiln_module_global_name(m, 1), "counter");
+  ASSERT_STR_EQ(kiln_module_global_name(m, 2), "_ZN2ns5tableE");
+  ASSERT(kiln_module_global_name(m, 3) == NULL);
+  kiln_deviceptr p = 9;
+  size_t size = 9;
+  ASSERT_STATUS(kiln_module_get_global(m, "coef", &p, &size), KILN_ERROR_NOT_FOUND);
+  ASSERT_CONTAINS(kiln_last_error(),
+                  "no variable 'coef' in the module; it has coeffs, counter, ns::table "
+                  "(_ZN2ns5tableE)");
+  ASSERT_EQ(p, 0);
+  ASSERT_EQ(size, 0);
+  ASSERT_STATUS(kiln_module_get_global(m, "", &p, &size), KILN_ERROR_INVALID);
+  /* Known names reach the device, which this process has none of. */
+  ASSERT_STATUS(kiln_module_get_global(m, "ns::table", &p, &size), KILN_ERROR_NO_DRIVER);
+  ASSERT_STATUS(kiln_module_get_global(m, "table", &p, &size), KILN_ERROR_NO_DRIVER);
+  kiln_module_free(m);
+  kiln_module *none = NULL;
+  ASSERT_OK(kiln_module_from_source("__global__ void k(int *p) { *p = 1; }\n", &opts, &none));
+  ASSERT_STATUS(kiln_module_get_global(none, "x", &p, &size), KILN_ERROR_NOT_FOUND);
+  ASSERT_CONTAINS(kiln_last_error(), "has no __device__ or __constant__ variables");
+  kiln_module_free(none);
+}
+
+TEST(gpu_driver_device_and_context) {
+  kiln_test_require_gpu();
+  int version = 0;
+  ASSERT_OK(kiln_driver_init());
+  ASSERT_OK(kiln_driver_version(&version));
+  ASSERT(version >= 12000);
+  kiln_device_info info;
+  ASSERT_OK(kiln_device_get_info(0, &info));
+  int v = 0;
+  ASSERT_OK(kiln_device_get_attribute(0, 1 /* MAX_THREADS_PER_BLOCK */, &v));
+  ASSERT_EQ(v, info.max_threads_per_block);
+  ASSERT_OK(kiln_device_get_attribute(0, 16 /* MULTIPROCESSOR_COUNT */, &v));
+  ASSERT_EQ(v, info.multiprocessors);
+  char id[32];
+  ASSERT_OK(kiln_device_pci_bus_id(0, id, sizeof id));
+  int found = -1;
+  ASSERT_OK(kiln_device_from_pci_bus_id(id, &found));
+  ASSERT_EQ(found, 0);
+  ASSERT_STATUS(kiln_device_from_pci_bus_id("ffff:ff:1f.7", &found), KILN_ERROR_INVALID);
+  ASSERT_OK(kiln_context_push(0));
+  ASSERT_EQ(kiln_context_depth(), 1);
+  size_t fifo = 0;
+  ASSERT_OK(kiln_context_set_limit(1 /* PRINTF_FIFO_SIZE */, 4 << 20));
+  ASSERT_OK(kiln_context_get_limit(1, &fifo));
+  ASSERT(fifo >= 4 << 20);
+  int config = -1;
+  ASSERT_OK(kiln_context_set_cache_config(1 /* PREFER_SHARED */));
+  ASSERT_OK(kiln_context_get_cache_config(&config));
+  ASSERT_EQ(config, 1);
+  ASSERT_OK(kiln_context_set_cache_config(0));
+  unsigned api = 0;
+  ASSERT_OK(kiln_context_api_version(&api));
+  ASSERT(api >= 3020);
+  int popped = -1;
+  ASSERT_OK(kiln_context_pop(&popped));
+  ASSERT_EQ(popped, 0);
+  ASSERT_EQ(kiln_context_depth(), 0);
+  ASSERT_STATUS(kiln_context_pop(&popped), KILN_ERROR_INVALID);
+}
+
+TEST(gpu_module_variables_and_memsets) {
+  kiln_test_require_gpu();
+  kiln_module *m = NULL;
+  ASSERT_OK(kiln_module_from_source(globals_src, NULL, &m));
+  kiln_deviceptr c = 0, t = 0, count = 0;
+  size_t size = 0;
+  ASSERT_OK(kiln_module_get_global(m, "coeffs", &c, &size));
+  ASSERT_EQ(size, 16 * sizeof(float));
+  ASSERT_OK(kiln_module_get_global(m, "ns::table", &t, &size));
+  ASSERT_EQ(size, 4 * sizeof(double));
+  ASSERT_OK(kiln_module_get_global(m, "counter", &count, &size));
+  ASSERT_EQ(size, sizeof(int));
+  kiln_deviceptr again = 0;
+  ASSERT_OK(kiln_module_get_global(m, "coeffs", &again, &size));
+  ASSERT_EQ(again, c);
+  float host[16];
+  for (int i = 0; i < 16; i++) host[i] = (float)i * 0.5f;
+  ASSERT_OK(kiln_memcpy_htod(c, host, sizeof host));
+  ASSERT_STATUS(kiln_memcpy_htod(c, host, sizeof host + 4), KILN_ERROR_INVALID);
+  ASSERT_CONTAINS(kiln_last_error(), "runs past its allocation");
+  double table[4] = {100, 0, 0, 0};
+  ASSERT_OK(kiln_memcpy_htod(t, table, sizeof table));
+  ASSERT_OK(kiln_memset_d32(count, 0, 1));
+  kiln_deviceptr out = 0;
+  ASSERT_OK(kiln_mem_alloc(16 * sizeof(float), &out));
+  kiln_function *f = NULL;
+  ASSERT_OK(kiln_module_get_function(m, "apply", &f));
+  int n = 16;
+  void *params[] = {&out, &n};
+  kiln_launch_config cfg = {.grid = {1, 1, 1}, .block = {16, 1, 1}};
+  ASSERT_OK(kiln_function_launch(f, &cfg, params));
+  ASSERT_OK(kiln_function_launch(f, &cfg, params));
+  float got[16];
+  ASSERT_OK(kiln_synchronize());
+  ASSERT_OK(kiln_memcpy_dtoh(got, out, sizeof got));
+  for (int i = 0; i < 16; i++)
+    if (got[i] != host[i] + 100.0f) FAIL("out[%d] = %g, want %g", i, got[i], host[i] + 100.0f);
+  int launched = 0;
+  ASSERT_OK(kiln_memcpy_dtoh(&launched, count, sizeof launched));
+  ASSERT_EQ(launched, 2);
+  /* memsets of every width, and a device-to-device copy */
+  kiln_deviceptr a = 0, b = 0;
+  ASSERT_OK(kiln_mem_alloc(64, &a));
+  ASSERT_OK(kiln_mem_alloc(64, &b));
+  unsigned char bytes[64];
+  ASSERT_OK(kiln_memset_d8(a, 0x5a, 64));
+  ASSERT_OK(kiln_memset_d16(a, 0x1234, 8));
+  ASSERT_OK(kiln_memset_d32_async(a + 16, 0xdeadbeefu, 4, NULL));
+  ASSERT_OK(kiln_memset_d16_async(a + 32, 0xabcd, 2, NULL));
+  ASSERT_OK(kiln_memcpy_dtod(b, a, 64));
+  ASSERT_OK(kiln_memcpy_dtoh(bytes, b, 64));
+  uint16_t h16;
+  uint32_t h32;
+  memcpy(&h16, bytes, 2);
+  ASSERT_EQ(h16, 0x1234);
+  memcpy(&h32, bytes + 16, 4);
+  ASSERT_EQ(h32, 0xdeadbeefu);
+  memcpy(&h16, bytes + 34, 2);
+  ASSERT_EQ(h16, 0xabcd);
+  ASSERT_EQ(bytes[36], 0x5a);
+  ASSERT_STATUS(kiln_memset_d32(a + 60, 0, 2), KILN_ERROR_INVALID);
+  ASSERT_CONTAINS(kiln_last_error(), "runs past its allocation");
+  size_t pitch = 0;
+  kiln_deviceptr pitched = 0;
+  ASSERT_OK(kiln_mem_alloc_pitch(100, 8, 4, &pitched, &pitch));
+  ASSERT(pitch >= 100 && pitched != 0);
+  static char page[8192] __attribute__((aligned(4096)));
+  ASSERT_OK(kiln_host_register(page, sizeof page, KILN_HOST_PORTABLE));
+  ASSERT_OK(kiln_memcpy_dtoh(page, b, 64));
+  ASSERT_EQ((unsigned char)page[63], bytes[63]);
+  ASSERT_STATUS(kiln_host_register(page, sizeof page, 0), KILN_ERROR_INVALID);
+  ASSERT_OK(kiln_host_unregister(page));
+  ASSERT_OK(kiln_mem_free(a));
+  ASSERT_OK(kiln_mem_free(b));
+  ASSERT_OK(kiln_mem_free(pitched));
+  ASSERT_OK(kiln_mem_free(out));
+  kiln_module_free(m);
+}
+
+TEST(gpu_function_attributes) {
+  kiln_test_require_gpu();
+  kiln_module *m = NULL;
+  ASSERT_OK(kiln_module_from_source(
+      "extern \"C\" __global__ void dyn(float *p) { extern __shared__ float s[];\n"
+      "  s[threadIdx.x] = threadIdx.x; __syncthreads(); p[threadIdx.x] = s[31 - threadIdx.x]; }\n",
+      NULL, &m));
+  kiln_function *f = NULL;
+  ASSERT_OK(kiln_module_get_function(m, "dyn", &f));
+  int v = 0;
+  ASSERT_OK(kiln_function_get_attribute(f, 0 /* MAX_THREADS_PER_BLOCK */, &v));
+  ASSERT(v > 0 && v <= 1024);
+  ASSERT_OK(kiln_function_get_attribute(f, 4 /* NUM_REGS */, &v));
+  ASSERT(v > 0);
+  ASSERT_OK(kiln_function_get_attribute(f, 6 /* BINARY_VERSION */, &v));
+  ASSERT(v >= 75);
+  ASSERT_STATUS(kiln_function_get_attribute(f, 999, &v), KILN_ERROR_INVALID);
+  ASSERT_OK(kiln_function_set_attribute(f, 8 /* MAX_DYNAMIC_SHARED_SIZE_BYTES */, 64 << 10));
+  ASSERT_OK(kiln_function_get_attribute(f, 8, &v));
+  ASSERT_EQ(v, 64 << 10);
+  ASSERT_OK(kiln_function_set_cache_config(f, 2 /* PREFER_L1 */));
+  ASSERT_STATUS(kiln_function_set_cache_config(f, 9), KILN_ERROR_INVALID);
+  kiln_deviceptr p = 0;
+  ASSERT_OK(kiln_mem_alloc(32 * sizeof(float), &p));
+  void *params[] = {&p};
+  kiln_launch_config cfg = {.grid = {1, 1, 1}, .block = {32, 1, 1}, .shared = 60 << 10};
+  ASSERT_OK(kiln_function_launch(f, &cfg, params));
+  float got[32];
+  ASSERT_OK(kiln_synchronize());
+  ASSERT_OK(kiln_memcpy_dtoh(got, p, sizeof got));
+  for (int i = 0; i < 32; i++) ASSERT_EQ(got[i], 31 - i);
+  ASSERT_OK(kiln_mem_free(p));
+  kiln_module_free(m);
+}
