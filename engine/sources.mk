@@ -10,6 +10,9 @@ KILN_ENGINE_SOURCES = \
 	engine/src/ptx.c \
 	engine/src/headers.c \
 	engine/src/entry.c \
+	engine/src/options.c \
+	engine/src/stdheaders.c \
+	engine/src/link.c \
 	engine/src/compile.c \
 	engine/src/cache.c \
 	engine/src/device.c \

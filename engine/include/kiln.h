@@ -124,7 +124,9 @@ typedef struct kiln_compile_opts {
   const char *arch;           /* "sm_90"; NULL: $KILN_ARCH, else the current device's
                                  (clamped to what NVRTC supports), else with no device the
                                  oldest arch this NVRTC supports */
-  const char *const *options; /* extra NVRTC options, in order */
+  const char *const *options; /* extra options, NVRTC's or nvcc's (kiln translates these:
+                                 "-D X" -> "-DX", -O3 dropped, -arch and -code taken as the
+                                 fields below, -rdc=true as KILN_COMPILE_DEVICE_RUNTIME) */
   int n_options;
   const char *const *include_dirs; /* searched before the toolkit's include folder */
   int n_include_dirs;
@@ -133,7 +135,23 @@ typedef struct kiln_compile_opts {
   const char *const *header_names;   /* headers given in memory: the name #include uses */
   const char *const *header_sources; /* and the text of each */
   int n_headers;
+  const char *code;           /* nvcc's -code: "sm_90" builds for that arch ("compute_90"
+                                 too); with arch as well, it must not be older. NULL: arch
+                                 alone decides */
+  const char *cache_dir;      /* the kernel cache folder for this compile, instead of
+                                 $KILN_CACHE_DIR and the rest; NULL: the usual one */
+  unsigned flags;             /* KILN_COMPILE_* */
+  const char *device_runtime; /* with KILN_COMPILE_DEVICE_RUNTIME: libcudadevrt.a, or the
+                                 folder holding it; NULL: beside NVRTC, then under
+                                 $CUDA_HOME, $CUDA_PATH and /usr/local/cuda */
 } kiln_compile_opts;
+
+/* Compile without the kernel cache on disk (the in-process table still answers). */
+#define KILN_COMPILE_NO_CACHE 1u
+/* Relocatable device code (-rdc=true) linked with the device runtime, libcudadevrt.a, so a
+ * kernel can launch kernels: with nvJitLink when it can be opened (no driver needed), else
+ * with the driver's linker. The linked CUBIN is cached like any other. */
+#define KILN_COMPILE_DEVICE_RUNTIME 2u
 
 /* Compiles src with NVRTC (one run gives CUBIN and PTX), unless the in-process table or the
  * kernel cache on disk (below) already holds it: the same source, options, arch and headers
@@ -155,6 +173,11 @@ const char *kiln_module_function_name(const kiln_module *m, int i); /* the PTX e
  * function, by its mangled entry name, or by a name expression given at compile time.
  * KILN_ERROR_NOT_FOUND lists the module's kernels; KILN_ERROR_AMBIGUOUS lists the overloads. */
 kiln_status kiln_module_get_function(kiln_module *m, const char *name, kiln_function **out);
+
+/* Writes what m holds into the folder dir (which must exist): source (when not NULL) as
+ * kernel.cu, and kernel.ptx, kernel.cubin (when there is one) and kernel.log: nvcc's kept
+ * files, for reading what was compiled. */
+kiln_status kiln_module_save(const kiln_module *m, const char *source, const char *dir);
 
 /* Loads prebuilt code: a CUBIN, a fatbin or PTX (text, NUL-terminated or not). Kernel
  * signatures come from the PTX when there is PTX; for a CUBIN or fatbin they come from the

@@ -24,8 +24,10 @@
 
 #include "compile.h"
 #include "headers.h"
+#include "link.h"
 #include "nvrtc.h"
 #include "ptx.h"
+#include "stdheaders.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -111,10 +113,8 @@ static void kiln__make_shards(const char *dir) {
   char path[PATH_MAX];
   struct stat st;
   if (snprintf(path, sizeof path, "%s/ff", dir) >= (int)sizeof path || stat(path, &st) == 0) return;
-  for (int i = 0; i < 256; i++) {
-    snprintf(path, sizeof path, "%s/%02x", dir, i);
-    mkdir(path, 0700);
-  }
+  for (int i = 0; i < 256; i++)
+    if (snprintf(path, sizeof path, "%s/%02x", dir, i) < (int)sizeof path) mkdir(path, 0700);
 }
 
 /* NULL when code may be loaded from dir; else why not, written into why. */
@@ -146,7 +146,9 @@ static uint64_t kiln__parse_bytes(const char *s, int *ok) {
   return (uint64_t)v << shift;
 }
 
-static void kiln__config_build(kiln__config *c) {
+/* The configuration from the environment, or with `only` (a compile's cache_dir) that folder
+ * alone as the cache: no read-only layers, the environment's bound and KILN_CACHE=0. */
+static void kiln__config_build(kiln__config *c, const char *only) {
   memset(c, 0, sizeof *c);
   c->max_bytes = KILN__DEFAULT_MAX_BYTES;
   const char *max = getenv("KILN_CACHE_MAX_BYTES");
@@ -164,7 +166,7 @@ static void kiln__config_build(kiln__config *c) {
     snprintf(c->reason, sizeof c->reason, "KILN_CACHE=%s turns it off", off);
     return;
   }
-  const char *dir = getenv("KILN_CACHE_DIR"), *xdg = getenv("XDG_CACHE_HOME");
+  const char *dir = only ? only : getenv("KILN_CACHE_DIR"), *xdg = getenv("XDG_CACHE_HOME");
   const char *home = getenv("HOME");
   int n;
   if (dir && *dir) n = snprintf(c->dir, sizeof c->dir, "%s", dir);
@@ -196,7 +198,7 @@ static void kiln__config_build(kiln__config *c) {
       snprintf(c->reason, sizeof c->reason, "%s cannot be written (%s)", c->dir, strerror(errno));
     else kiln__make_shards(c->dir);
   }
-  const char *path = getenv("KILN_CACHE_PATH");
+  const char *path = only ? NULL : getenv("KILN_CACHE_PATH");
   size_t used = 0;
   for (const char *p = path; p && *p;) {
     const char *colon = strchr(p, ':');
@@ -230,7 +232,7 @@ static void kiln__config_get(kiln__config *out) {
   }
   pthread_mutex_lock(&kiln__config_lock);
   if (!kiln__env_read || strcmp(seen, kiln__env_seen) != 0) {
-    kiln__config_build(&kiln__cfg);
+    kiln__config_build(&kiln__cfg, NULL);
     memcpy(kiln__env_seen, seen, sizeof seen);
     kiln__env_read = 1;
     kiln__write_warned = 0;
@@ -240,12 +242,11 @@ static void kiln__config_get(kiln__config *out) {
   pthread_mutex_unlock(&kiln__config_lock);
 }
 
-/* 1 when the disk cache is on and a folder can be read; rereads the environment when it
- * changed since the last call. */
-static int kiln__cache_enabled(void) {
-  kiln__config c;
-  kiln__config_get(&c);
-  return c.enabled;
+/* The configuration a compile uses: its own cache_dir's when it names one, else the
+ * environment's (reread when it changed since the last call). */
+static void kiln__config_for(const kiln_compile_opts *opts, kiln__config *out) {
+  if (opts && opts->cache_dir && *opts->cache_dir) kiln__config_build(out, opts->cache_dir);
+  else kiln__config_get(out);
 }
 
 /* The i-th folder searched: 0 the main one, then the layers; NULL past the end. */
@@ -305,6 +306,20 @@ kiln_status kiln__cache_key(const char *src, const kiln_compile_opts *opts,
   }
   kiln__hash_field(h, &n_names, sizeof n_names);
   for (int i = 0; i < n_names; i++) kiln__hash_string(h, opts->name_expressions[i]);
+  /* The headers kiln gives NVRTC; and for a link with the device runtime, which one. */
+  kiln__stdheaders_hash(h);
+  unsigned linked = opts && (opts->flags & KILN_COMPILE_DEVICE_RUNTIME);
+  kiln__hash_field(h, &linked, sizeof linked);
+  if (linked) {
+    char runtime[PATH_MAX];
+    uint64_t bytes = 0;
+    kiln_status found = kiln__link_runtime_path(opts, runtime, &bytes);
+    if (found) {
+      kiln__hash_end(h, key);
+      return found;
+    }
+    kiln__hash_field(h, &bytes, sizeof bytes);
+  }
   kiln__hash_string(h, src);
   cwd[0] = '\0';
   if (need_cwd && !getcwd(cwd, PATH_MAX)) cwd[0] = '\0';
@@ -402,10 +417,9 @@ static int kiln__entry_load(const char *path, const unsigned char *key, int allo
  * unchanged, with *out filled; 0 on a miss. A damaged entry is a miss with a
  * warning, unless *damaged is already set (the same lookup, repeated under the lock); sets
  * *damaged. */
-static int kiln__cache_find(const unsigned char key[KILN__KEY_SIZE], kiln__cached *out,
-                            int *damaged) {
-  kiln__config c;
-  kiln__config_get(&c);
+static int kiln__cache_find(const kiln__config *cfg, const unsigned char key[KILN__KEY_SIZE],
+                            kiln__cached *out, int *damaged) {
+  const kiln__config c = *cfg;
   if (!c.enabled) return 0;
   for (int i = 0;; i++) {
     if (i > c.n_layers) return 0;
@@ -476,10 +490,9 @@ typedef struct kiln__cache_lock {
   int fd;
 } kiln__cache_lock;
 
-static void kiln__cache_lock_key(const unsigned char key[KILN__KEY_SIZE], kiln__cache_lock *lock) {
-  kiln__config c;
-  kiln__config_get(&c);
-  lock->fd = c.writable ? kiln__lock_take(c.dir, key, 0) : -1;
+static void kiln__cache_lock_key(const kiln__config *c, const unsigned char key[KILN__KEY_SIZE],
+                                 kiln__cache_lock *lock) {
+  lock->fd = c->writable ? kiln__lock_take(c->dir, key, 0) : -1;
 }
 
 static void kiln__cache_unlock(kiln__cache_lock *lock) {
@@ -623,10 +636,10 @@ static void kiln__write_failed(const char *dir, const char *what, int err) {
                dir, what, strerror(err));
 }
 
-void kiln__cache_store(const unsigned char key[KILN__KEY_SIZE], const kiln__code *code,
-                       const kiln__kernel *kernels, int n_kernels, const kiln__headers *headers) {
-  kiln__config c;
-  kiln__config_get(&c);
+static void kiln__cache_store_in(const kiln__config *cfg, const unsigned char key[KILN__KEY_SIZE],
+                                 const kiln__code *code, const kiln__kernel *kernels, int n_kernels,
+                                 const kiln__headers *headers) {
+  const kiln__config c = *cfg;
   if (!c.readable) return;
   if (!c.writable) {
     kiln__write_failed(c.dir, "the folder", EACCES);
@@ -673,6 +686,13 @@ void kiln__cache_store(const unsigned char key[KILN__KEY_SIZE], const kiln__code
   free(buf);
 }
 
+void kiln__cache_store(const unsigned char key[KILN__KEY_SIZE], const kiln__code *code,
+                       const kiln__kernel *kernels, int n_kernels, const kiln__headers *headers) {
+  kiln__config c;
+  kiln__config_get(&c);
+  kiln__cache_store_in(&c, key, code, kernels, n_kernels, headers);
+}
+
 /* ---- Lookup or compile --------------------------------------------------------------------- */
 
 kiln_status kiln__cache_prepare(const char *src, const kiln_compile_opts *opts,
@@ -685,8 +705,8 @@ kiln_status kiln__cache_prepare(const char *src, const kiln_compile_opts *opts,
 
 /* Compiles src and records the headers it can reach; stores the entry when it may. */
 static kiln_status kiln__cache_compile(const char *src, const kiln_compile_opts *opts,
-                                       const kiln__cache_query *q, int use_disk,
-                                       kiln__cached *out) {
+                                       const kiln__cache_query *q, const kiln__config *c,
+                                       int use_disk, kiln__cached *out) {
   /* Scanned before compiling: a header edited during the compile then reads as changed. */
   char here[PATH_MAX];
   if (!q->cwd[0] && !getcwd(here, sizeof here)) here[0] = '\0';
@@ -694,12 +714,14 @@ static kiln_status kiln__cache_compile(const char *src, const kiln_compile_opts 
   if (s) return s;
   kiln__cache_count(KILN__COMPILES);
   s = kiln__compile(src, opts, q->arch, &out->code);
+  if (!s && opts && (opts->flags & KILN_COMPILE_DEVICE_RUNTIME))
+    s = kiln__link_device_runtime(opts, &out->code);
   if (s) return s;
   s = kiln__ptx_parse(out->code.ptx, out->code.ptx_size, &out->kernels, &out->n_kernels);
   if (s) return s;
   /* The key named the NVRTC of the cache folder's note; only code from that one is stored. */
   if (use_disk && !out->headers.uncacheable && kiln__nvrtc_is(&q->id))
-    kiln__cache_store(q->key, &out->code, out->kernels, out->n_kernels, &out->headers);
+    kiln__cache_store_in(c, q->key, &out->code, out->kernels, out->n_kernels, &out->headers);
   return KILN_OK;
 }
 
@@ -708,14 +730,17 @@ kiln_status kiln__cache_get(const char *src, const kiln_compile_opts *opts,
   memset(out, 0, sizeof *out);
   /* A lookup without the lock (the common hit), then under the key's lock, which another
    * process may hold while it compiles this very source. */
-  int use_disk = kiln__cache_enabled(), hit = 0, damaged = 0;
+  kiln__config c;
+  kiln__config_for(opts, &c);
+  int use_disk = c.enabled && !(opts && (opts->flags & KILN_COMPILE_NO_CACHE));
+  int hit = 0, damaged = 0;
   kiln__cache_lock lock = {-1};
-  if (use_disk && !(hit = kiln__cache_find(q->key, out, &damaged))) {
-    kiln__cache_lock_key(q->key, &lock);
-    if (lock.fd >= 0) hit = kiln__cache_find(q->key, out, &damaged);
+  if (use_disk && !(hit = kiln__cache_find(&c, q->key, out, &damaged))) {
+    kiln__cache_lock_key(&c, q->key, &lock);
+    if (lock.fd >= 0) hit = kiln__cache_find(&c, q->key, out, &damaged);
     if (!hit) kiln__cache_count(KILN__MISSES);
   }
-  kiln_status s = hit ? KILN_OK : kiln__cache_compile(src, opts, q, use_disk, out);
+  kiln_status s = hit ? KILN_OK : kiln__cache_compile(src, opts, q, &c, use_disk, out);
   kiln__cache_unlock(&lock); /* held until the entry is in place */
   if (s && s != KILN_ERROR_COMPILE) kiln__entry_free_cached(out);
   return s;

@@ -4,6 +4,7 @@
 #include "device.h"
 #include "dup.h"
 #include "nvrtc.h"
+#include "stdheaders.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -27,9 +28,41 @@ static kiln_status kiln__unsupported_arch(const kiln__nvrtc_id *id, const char *
   return KILN_ERROR_INVALID;
 }
 
+/* nvcc's code= beside arch=: the real arch to build, which must not be older than the virtual
+ * one arch names. kiln builds one target, so either names one. */
+static kiln_status kiln__code_and_arch(const kiln_compile_opts *opts, const kiln__nvrtc_id *id,
+                                       const char **asked) {
+  const char *arch = opts && opts->arch && *opts->arch ? opts->arch : NULL;
+  const char *code = opts && opts->code && *opts->code ? opts->code : NULL;
+  const char *lists[2][2] = {{"arch", arch}, {"code", code}};
+  for (int i = 0; i < 2; i++)
+    if (lists[i][1] && strchr(lists[i][1], ','))
+      return kiln__fail(KILN_ERROR_INVALID,
+                        "%s '%s' names several targets; kiln compiles one (the device's, or the "
+                        "one named), so give one",
+                        lists[i][0], lists[i][1]);
+  *asked = arch;
+  if (!code) return KILN_OK;
+  char suffix[4];
+  int c = kiln__parse_arch(code, suffix, sizeof suffix);
+  if (!c) return kiln__unsupported_arch(id, code);
+  int a = arch ? kiln__parse_arch(arch, suffix, sizeof suffix) : 0;
+  if (arch && !a) return kiln__unsupported_arch(id, arch);
+  if (a > c)
+    return kiln__fail(KILN_ERROR_INVALID,
+                      "code '%s' is older than arch '%s': the real arch built must be the virtual "
+                      "arch or a newer one",
+                      code, arch);
+  *asked = code;
+  return KILN_OK;
+}
+
 kiln_status kiln__compile_arch(const kiln_compile_opts *opts, const kiln__nvrtc_id *id, char *arch,
                                size_t cap, int *arch_num) {
-  const char *asked = opts && opts->arch && *opts->arch ? opts->arch : getenv("KILN_ARCH");
+  const char *asked = NULL;
+  kiln_status s = kiln__code_and_arch(opts, id, &asked);
+  if (s) return s;
+  if (!asked) asked = getenv("KILN_ARCH");
   if (asked && *asked) {
     char suffix[4];
     int n = kiln__parse_arch(asked, suffix, sizeof suffix);
@@ -87,7 +120,8 @@ static void kiln__first_error(const char *log, char *out, size_t cap) {
 static kiln_status kiln__compile_program(nvrtcProgram prog, const kiln_compile_opts *opts,
                                          const char *arch, kiln__code *out) {
   int n_inc = opts ? opts->n_include_dirs : 0, n_opt = opts ? opts->n_options : 0;
-  size_t n_args = 3 + (size_t)n_inc + (size_t)n_opt;
+  int rdc = opts && (opts->flags & KILN_COMPILE_DEVICE_RUNTIME);
+  size_t n_args = 4 + (size_t)n_inc + (size_t)n_opt;
   const char **args = calloc(n_args, sizeof *args);
   char **owned = calloc(n_args, sizeof *owned);
   kiln_status s = KILN_OK;
@@ -119,6 +153,7 @@ static kiln_status kiln__compile_program(nvrtcProgram prog, const kiln_compile_o
     snprintf(cccl, sizeof cccl, "-I%s", kiln__nvrtc.cccl_dir);
     args[k++] = cccl;
   }
+  if (rdc) args[k++] = "-rdc=true"; /* linked with the device runtime after */
   for (int i = 0; i < n_opt; i++) args[k++] = opts->options[i];
 
   nvrtcResult rc = kiln__nvrtc.CompileProgram(prog, (int)k, args);
@@ -183,10 +218,16 @@ kiln_status kiln__compile(const char *src, const kiln_compile_opts *opts, const 
   snprintf(out->arch, sizeof out->arch, "%s", arch);
   out->arch_num = kiln__parse_arch(arch, suffix, sizeof suffix);
   nvrtcProgram prog = NULL;
-  int n_headers = opts ? opts->n_headers : 0;
-  KILN__RTC(CreateProgram,
-            (&prog, src, "kernel.cu", n_headers, n_headers ? opts->header_sources : NULL,
-             n_headers ? opts->header_names : NULL));
+  const char **header_names = NULL, **header_sources = NULL;
+  int n_headers = 0;
+  if ((s = kiln__stdheaders_select(opts, &header_names, &header_sources, &n_headers))) return s;
+  nvrtcResult created =
+      kiln__nvrtc.CreateProgram(&prog, src, "kernel.cu", n_headers, header_sources, header_names);
+  free(header_names);
+  free(header_sources);
+  if (created != NVRTC_SUCCESS)
+    return kiln__fail(KILN_ERROR_COMPILE, "nvrtcCreateProgram failed with %s",
+                      kiln__nvrtc.GetErrorString(created));
   for (int i = 0; opts && i < opts->n_name_expressions && !s; i++) {
     nvrtcResult rc = kiln__nvrtc.AddNameExpression(prog, opts->name_expressions[i]);
     if (rc != NVRTC_SUCCESS)

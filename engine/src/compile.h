@@ -23,7 +23,8 @@ typedef struct kiln__code {
 kiln_status kiln__compile_arch(const kiln_compile_opts *opts, const kiln__nvrtc_id *id, char *arch,
                                size_t cap, int *arch_num);
 
-/* Compiles src for arch. On KILN_ERROR_COMPILE the log is still in out->log. */
+/* Compiles src for arch (with -rdc=true for KILN_COMPILE_DEVICE_RUNTIME, whose link is
+ * link.c's). On KILN_ERROR_COMPILE the log is still in out->log. */
 kiln_status kiln__compile(const char *src, const kiln_compile_opts *opts, const char *arch,
                           kiln__code *out);
 void kiln__compile_free_code(kiln__code *code);

@@ -211,3 +211,31 @@ kiln_status kiln_module_from_file(const char *path, kiln_module **out) {
   free(buf);
   return s;
 }
+
+/* Writes n bytes to dir/name, whole or with the reason it could not. */
+static kiln_status kiln__save_one(const char *dir, const char *name, const void *data, size_t n) {
+  char path[PATH_MAX];
+  if (!kiln__file_join(path, sizeof path, dir, name))
+    return kiln__fail(KILN_ERROR_INVALID, "the folder's path is too long: %s", dir);
+  FILE *f = fopen(path, "wb");
+  if (!f) return kiln__fail(KILN_ERROR_INVALID, "%s cannot be written: %s", path, strerror(errno));
+  size_t wrote = n ? fwrite(data, 1, n, f) : 0;
+  int closed = fclose(f);
+  if (wrote != n || closed != 0)
+    return kiln__fail(KILN_ERROR_INVALID, "%s could not be written whole: %s", path,
+                      strerror(errno));
+  return KILN_OK;
+}
+
+kiln_status kiln_module_save(const kiln_module *m, const char *source, const char *dir) {
+  if (!m || !dir || !*dir)
+    return kiln__fail(KILN_ERROR_INVALID, "no module or no folder to save to");
+  const char *log = m->code.log ? m->code.log : "";
+  kiln_status s = source ? kiln__save_one(dir, "kernel.cu", source, strlen(source)) : KILN_OK;
+  if (!s && m->code.ptx) s = kiln__save_one(dir, "kernel.ptx", m->code.ptx, m->code.ptx_size);
+  if (!s && m->code.cubin)
+    s = kiln__save_one(dir, "kernel.cubin", m->code.cubin, m->code.cubin_size);
+  if (!s) s = kiln__save_one(dir, "kernel.log", log, strlen(log));
+  if (!s) kiln__clear_error();
+  return s;
+}

@@ -4,6 +4,7 @@
 
 #include "cache.h"
 #include "memory.h"
+#include "options.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -119,10 +120,8 @@ static kiln_module *kiln__table_insert(kiln_module *m) {
   return raced;
 }
 
-kiln_status kiln_module_from_source(const char *src, const kiln_compile_opts *opts,
-                                    kiln_module **out) {
-  *out = NULL;
-  if (!src) return kiln__fail(KILN_ERROR_INVALID, "the source is NULL");
+static kiln_status kiln__module_compile(const char *src, const kiln_compile_opts *opts,
+                                        kiln_module **out) {
   kiln__cache_query q;
   kiln_status s = kiln__cache_prepare(src, opts, &q);
   if (s) return s;
@@ -134,7 +133,6 @@ kiln_status kiln_module_from_source(const char *src, const kiln_compile_opts *op
   if (m && kiln__module_fresh(m)) {
     kiln__cache_count(KILN__MEMORY_HITS);
     *out = m;
-    kiln__clear_error();
     return KILN_OK;
   }
   kiln_module_free(m);
@@ -151,8 +149,21 @@ kiln_status kiln_module_from_source(const char *src, const kiln_compile_opts *op
   }
   /* A source whose headers cannot be known is compiled every time. */
   *out = m->headers.uncacheable ? m : kiln__table_insert(m);
-  kiln__clear_error();
   return KILN_OK;
+}
+
+kiln_status kiln_module_from_source(const char *src, const kiln_compile_opts *opts,
+                                    kiln_module **out) {
+  *out = NULL;
+  if (!src) return kiln__fail(KILN_ERROR_INVALID, "the source is NULL");
+  /* nvcc's spellings first: the key, the arch and NVRTC all see the translated options. */
+  kiln__options translated;
+  kiln_status s = kiln__options_translate(opts, &translated);
+  if (s) return s;
+  s = kiln__module_compile(src, &translated.opts, out);
+  kiln__options_free(&translated);
+  if (!s) kiln__clear_error();
+  return s;
 }
 
 const char *kiln_module_arch(const kiln_module *m) { return m->code.arch; }

@@ -17,6 +17,8 @@
 
 #define KILN_TEST_SKIP_CODE 77
 
+#define TEST_COUNT(a) (sizeof(a) / sizeof((a)[0]))
+
 #define FAIL(...)                                     \
   do {                                                \
     fprintf(stderr, "  %s:%d: ", __FILE__, __LINE__); \

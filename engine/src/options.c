@@ -1,0 +1,276 @@
+/* Compile options as nvcc users write them, put into what NVRTC takes. A program written for
+ * PyCUDA passes nvcc's options (PyCUDA compiles with nvcc): the ones NVRTC spells the same pass
+ * as they are; a value nvcc takes as the next item is joined to its option; the target
+ * (-arch, -code, -gencode) becomes the compile's arch and code; relocatable device code (-rdc)
+ * becomes a link with the device runtime; options for the host compiler, the host linker or
+ * nvcc itself, which NVRTC has no use for, are dropped. An option NVRTC does not know and
+ * kiln does not translate is passed on, and NVRTC's refusal names it. */
+#include "options.h"
+
+#include "dup.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* What an nvcc option becomes. */
+typedef enum kiln__action {
+  KILN__KEEP,    /* passed as it is */
+  KILN__DROP,    /* no meaning under NVRTC */
+  KILN__JOIN,    /* "-D X" -> "-DX": to, then the value */
+  KILN__REPLACE, /* to, instead */
+  KILN__ARCH,    /* the compile's arch */
+  KILN__CODE,    /* the compile's code */
+  KILN__GENCODE, /* arch=compute_XY,code=sm_XY */
+  KILN__RDC,     /* -rdc=true: link with the device runtime; -rdc=false: nothing */
+  KILN__LIBDIR,  /* -L: where the device runtime library is */
+} kiln__action;
+
+typedef struct kiln__rule {
+  const char *name; /* the option, without its value */
+  int takes_value;  /* 1: "-x v", "-x=v" (and "-xv" when attached); 0: a flag */
+  int attached;     /* "-Dv" is "-D v" */
+  kiln__action action;
+  const char *to; /* JOIN's prefix, REPLACE's option */
+} kiln__rule;
+
+static const kiln__rule kiln__rules[] = {
+    /* the target */
+    {"-arch", 1, 0, KILN__ARCH, NULL},
+    {"--gpu-architecture", 1, 0, KILN__ARCH, NULL},
+    {"-code", 1, 0, KILN__CODE, NULL},
+    {"--gpu-code", 1, 0, KILN__CODE, NULL},
+    {"-gencode", 1, 0, KILN__GENCODE, NULL},
+    {"--generate-code", 1, 0, KILN__GENCODE, NULL},
+    /* values nvcc takes as the next item, which NVRTC wants attached */
+    {"-D", 1, 1, KILN__JOIN, "-D"},
+    {"--define-macro", 1, 0, KILN__JOIN, "-D"},
+    {"-U", 1, 1, KILN__JOIN, "-U"},
+    {"--undefine-macro", 1, 0, KILN__JOIN, "-U"},
+    {"-I", 1, 1, KILN__JOIN, "-I"},
+    {"--include-path", 1, 0, KILN__JOIN, "-I"},
+    {"-include", 1, 0, KILN__JOIN, "--pre-include="},
+    {"--pre-include", 1, 0, KILN__JOIN, "--pre-include="},
+    {"-std", 1, 0, KILN__JOIN, "-std="},
+    {"--std", 1, 0, KILN__JOIN, "-std="},
+    {"-maxrregcount", 1, 0, KILN__JOIN, "-maxrregcount="},
+    {"--maxrregcount", 1, 0, KILN__JOIN, "-maxrregcount="},
+    {"-Xptxas", 1, 0, KILN__JOIN, "--ptxas-options="},
+    {"--ptxas-options", 1, 0, KILN__JOIN, "--ptxas-options="},
+    {"-Ofast-compile", 1, 0, KILN__JOIN, "--Ofast-compile="},
+    /* nvcc's spellings of what NVRTC has under another */
+    {"--expt-relaxed-constexpr", 0, 0, KILN__REPLACE, "-default-device"},
+    {"-expt-relaxed-constexpr", 0, 0, KILN__REPLACE, "-default-device"},
+    /* relocatable device code: linked with the device runtime */
+    {"-rdc", 1, 0, KILN__RDC, NULL},
+    {"--relocatable-device-code", 1, 0, KILN__RDC, NULL},
+    {"-dc", 0, 0, KILN__RDC, "true"},
+    {"--device-c", 0, 0, KILN__RDC, "true"},
+    {"-L", 1, 1, KILN__LIBDIR, NULL},
+    {"--library-path", 1, 0, KILN__LIBDIR, NULL},
+    /* -lcudadevrt: the link takes the device runtime itself. Not "-l" with any value attached:
+     * that would be -lineinfo too. */
+    {"-lcudadevrt", 0, 0, KILN__DROP, NULL},
+    {"-l", 1, 0, KILN__DROP, NULL},
+    {"--library", 1, 0, KILN__DROP, NULL},
+    /* the host compiler's and nvcc's own: nothing NVRTC compiles depends on them */
+    {"-O", 0, 0, KILN__DROP, NULL},
+    {"-O0", 0, 0, KILN__DROP, NULL},
+    {"-O1", 0, 0, KILN__DROP, NULL},
+    {"-O2", 0, 0, KILN__DROP, NULL},
+    {"-O3", 0, 0, KILN__DROP, NULL},
+    {"--optimize", 1, 0, KILN__DROP, NULL},
+    {"-g", 0, 0, KILN__DROP, NULL},
+    {"--debug", 0, 0, KILN__DROP, NULL},
+    {"-m64", 0, 0, KILN__DROP, NULL},
+    {"--machine", 1, 0, KILN__DROP, NULL},
+    {"-v", 0, 0, KILN__DROP, NULL},
+    {"--verbose", 0, 0, KILN__DROP, NULL},
+    {"-keep", 0, 0, KILN__DROP, NULL},
+    {"--keep", 0, 0, KILN__DROP, NULL},
+    {"-keep-dir", 1, 0, KILN__DROP, NULL},
+    {"--keep-dir", 1, 0, KILN__DROP, NULL},
+    {"-cubin", 0, 0, KILN__DROP, NULL},
+    {"--cubin", 0, 0, KILN__DROP, NULL},
+    {"-ptx", 0, 0, KILN__DROP, NULL},
+    {"--ptx", 0, 0, KILN__DROP, NULL},
+    {"-fatbin", 0, 0, KILN__DROP, NULL},
+    {"--fatbin", 0, 0, KILN__DROP, NULL},
+    {"-c", 0, 0, KILN__DROP, NULL},
+    {"--compile", 0, 0, KILN__DROP, NULL},
+    {"-shared", 0, 0, KILN__DROP, NULL},
+    {"--shared", 0, 0, KILN__DROP, NULL},
+    {"-o", 1, 0, KILN__DROP, NULL},
+    {"--output-file", 1, 0, KILN__DROP, NULL},
+    {"-x", 1, 0, KILN__DROP, NULL},
+    {"--x", 1, 0, KILN__DROP, NULL},
+    {"-ccbin", 1, 0, KILN__DROP, NULL},
+    {"--compiler-bindir", 1, 0, KILN__DROP, NULL},
+    {"-Xcompiler", 1, 0, KILN__DROP, NULL},
+    {"--compiler-options", 1, 0, KILN__DROP, NULL},
+    {"-Xlinker", 1, 0, KILN__DROP, NULL},
+    {"--linker-options", 1, 0, KILN__DROP, NULL},
+    {"-Xnvlink", 1, 0, KILN__DROP, NULL},
+    {"--nvlink-options", 1, 0, KILN__DROP, NULL},
+    {"-Xcudafe", 1, 0, KILN__DROP, NULL},
+    {"-t", 1, 0, KILN__DROP, NULL},
+    {"--threads", 1, 0, KILN__DROP, NULL},
+    {"-src-in-ptx", 0, 0, KILN__DROP, NULL},
+    {"--source-in-ptx", 0, 0, KILN__DROP, NULL},
+    {"-res-usage", 0, 0, KILN__DROP, NULL},
+    {"--resource-usage", 0, 0, KILN__DROP, NULL},
+    {"--expt-extended-lambda", 0, 0, KILN__DROP, NULL},
+    {"-expt-extended-lambda", 0, 0, KILN__DROP, NULL},
+    {"--extended-lambda", 0, 0, KILN__DROP, NULL},
+    {"-extended-lambda", 0, 0, KILN__DROP, NULL},
+    {"-Werror", 1, 0, KILN__DROP, NULL},
+    {"--Werror", 1, 0, KILN__DROP, NULL},
+};
+
+/* nvcc's other warning controls (-Wno-deprecated-gpu-targets, -Wreorder, ...): NVRTC has -w. */
+static const kiln__rule kiln__warning_rule = {"-W", 0, 0, KILN__DROP, NULL};
+
+/* The rule option i matches, and its value (NULL for a flag); *used counts the items it took. */
+static const kiln__rule *kiln__rule_of(const kiln_compile_opts *in, int i, const char **value,
+                                       int *used) {
+  const char *a = in->options[i];
+  *value = NULL;
+  *used = 1;
+  if (!a) return NULL;
+  for (size_t r = 0; r < KILN__COUNT(kiln__rules); r++) {
+    const kiln__rule *rule = &kiln__rules[r];
+    size_t n = strlen(rule->name);
+    if (strncmp(a, rule->name, n) != 0) continue;
+    if (a[n] == '\0') {
+      if (rule->takes_value) {
+        if (i + 1 >= in->n_options || !in->options[i + 1]) continue; /* NVRTC says what is wrong */
+        *value = in->options[i + 1];
+        *used = 2;
+      }
+      return rule;
+    }
+    if (rule->takes_value && a[n] == '=') {
+      *value = a + n + 1;
+      return rule;
+    }
+    if (rule->takes_value && rule->attached) {
+      *value = a + n;
+      return rule;
+    }
+  }
+  if (a[0] == '-' && a[1] == 'W') return &kiln__warning_rule;
+  return NULL;
+}
+
+static kiln_status kiln__one_target(const char *what, const char *value) {
+  if (!strchr(value, ',')) return KILN_OK;
+  return kiln__fail(KILN_ERROR_INVALID,
+                    "%s '%s' names several targets; kiln compiles one (the device's, or the one "
+                    "named), so give one",
+                    what, value);
+}
+
+/* Sets *slot to value unless it already holds another. */
+static kiln_status kiln__set_target(const char **slot, const char *value, const char *what) {
+  kiln_status s = kiln__one_target(what, value);
+  if (s) return s;
+  if (*slot && strcmp(*slot, value) != 0)
+    return kiln__fail(KILN_ERROR_INVALID, "%s is given twice, as '%s' and '%s'", what, *slot,
+                      value);
+  *slot = value;
+  return KILN_OK;
+}
+
+/* "arch=compute_80,code=sm_80" (quotes and braces of nvcc's spelling allowed). */
+static kiln_status kiln__gencode(kiln__options *o, const char *value) {
+  const char *arch = strstr(value, "arch="), *code = strstr(value, "code=");
+  if (!arch || !code)
+    return kiln__fail(KILN_ERROR_INVALID,
+                      "-gencode '%s' is not of the form arch=compute_XY,code=sm_XY", value);
+  char buf[2][32];
+  const char *starts[2] = {arch + 5, code + 5};
+  for (int k = 0; k < 2; k++) {
+    size_t n = 0;
+    const char *p = starts[k];
+    while (*p == '"' || *p == '[') p++;
+    while (p[n] && p[n] != ',' && p[n] != '"' && p[n] != ']' && n < sizeof buf[k] - 1) n++;
+    memcpy(buf[k], p, n);
+    buf[k][n] = '\0';
+    if (k == 1 && p[n] == ',' && strchr(p + n + 1, '_'))
+      return kiln__one_target("-gencode code", p);
+  }
+  if (o->n_gencodes++)
+    return kiln__fail(KILN_ERROR_INVALID,
+                      "-gencode is given more than once; kiln compiles one target, so give one");
+  memcpy(o->arch, buf[0], sizeof o->arch);
+  memcpy(o->code, buf[1], sizeof o->code);
+  kiln_status s = kiln__set_target(&o->opts.arch, o->arch, "the arch");
+  if (!s) s = kiln__set_target(&o->opts.code, o->code, "the code");
+  return s;
+}
+
+/* A string made for this compile: kept until kiln__options_free. */
+static const char *kiln__own(kiln__options *o, const char *prefix, const char *value) {
+  size_t n = strlen(prefix) + strlen(value) + 1;
+  char *s = malloc(n);
+  if (!s) return NULL;
+  memcpy(s, prefix, strlen(prefix));
+  memcpy(s + strlen(prefix), value, strlen(value) + 1);
+  o->strings[o->n_strings++] = s;
+  return s;
+}
+
+kiln_status kiln__options_translate(const kiln_compile_opts *in, kiln__options *o) {
+  memset(o, 0, sizeof *o);
+  if (in) o->opts = *in;
+  int n = in ? in->n_options : 0;
+  if (n == 0) return KILN_OK;
+  o->options = calloc((size_t)n, sizeof *o->options);
+  o->strings = calloc((size_t)n, sizeof *o->strings);
+  if (!o->options || !o->strings) {
+    kiln__options_free(o);
+    return kiln__fail(KILN_ERROR_NO_MEMORY, "out of memory reading the compile options");
+  }
+  int k = 0;
+  kiln_status s = KILN_OK;
+  for (int i = 0; i < n && !s; i++) {
+    const char *value;
+    int used;
+    const kiln__rule *rule = kiln__rule_of(in, i, &value, &used);
+    kiln__action action = rule ? rule->action : KILN__KEEP;
+    const char *made = NULL;
+    switch (action) {
+    case KILN__KEEP: o->options[k++] = in->options[i]; break;
+    case KILN__DROP: break;
+    case KILN__JOIN:
+    case KILN__REPLACE:
+      made = kiln__own(o, rule->to, action == KILN__JOIN ? value : "");
+      if (!made) s = kiln__fail(KILN_ERROR_NO_MEMORY, "out of memory reading the compile options");
+      else o->options[k++] = made;
+      break;
+    case KILN__ARCH: s = kiln__set_target(&o->opts.arch, value, "the arch"); break;
+    case KILN__CODE: s = kiln__set_target(&o->opts.code, value, "the code"); break;
+    case KILN__GENCODE: s = kiln__gencode(o, value); break;
+    case KILN__RDC:
+      if (!value) value = rule->to;
+      if (strcmp(value, "true") == 0) o->opts.flags |= KILN_COMPILE_DEVICE_RUNTIME;
+      else if (strcmp(value, "false") != 0)
+        s = kiln__fail(KILN_ERROR_INVALID, "-rdc takes true or false, not '%s'", value);
+      break;
+    case KILN__LIBDIR:
+      if (!o->opts.device_runtime) o->opts.device_runtime = value;
+      break;
+    }
+    i += used - 1;
+  }
+  o->opts.options = o->options;
+  o->opts.n_options = k;
+  if (s) kiln__options_free(o);
+  return s;
+}
+
+void kiln__options_free(kiln__options *o) {
+  for (int i = 0; i < o->n_strings; i++) free(o->strings[i]);
+  free(o->strings);
+  free(o->options);
+  memset(o, 0, sizeof *o);
+}

@@ -1,0 +1,23 @@
+/* Compile options in nvcc's spelling, translated into NVRTC's, with the target, relocatable
+ * device code and the device runtime's folder taken out into the compile's own fields. */
+#ifndef KILN_OPTIONS_H
+#define KILN_OPTIONS_H
+
+#include "internal.h"
+
+typedef struct kiln__options {
+  kiln_compile_opts opts; /* what the compile uses: the caller's, options translated */
+  const char **options;   /* owned array; its strings are the caller's or in strings */
+  char **strings;         /* owned: options made by joining or replacing */
+  int n_strings;
+  int n_gencodes;
+  char arch[32], code[32]; /* read from -gencode */
+} kiln__options;
+
+/* Fills o from in (NULL: no options). -arch, -code or -gencode set o->opts.arch and .code (a
+ * disagreement with in's is KILN_ERROR_INVALID), -rdc=true sets KILN_COMPILE_DEVICE_RUNTIME,
+ * -L sets device_runtime. Free with kiln__options_free, whose strings o->opts points at. */
+kiln_status kiln__options_translate(const kiln_compile_opts *in, kiln__options *o);
+void kiln__options_free(kiln__options *o);
+
+#endif

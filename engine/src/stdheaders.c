@@ -1,0 +1,393 @@
+/* The C and C++ standard headers NVRTC lacks, given to it in memory: kernels written for nvcc
+ * include <stdio.h> for printf, <math.h> for M_PI, <stdint.h>, <assert.h>, and NVRTC, which
+ * compiles device code only, ships none of them. What device code has of each is built into
+ * NVRTC already (printf, malloc, sinf, __assertfail); these headers add the macros, types and
+ * std:: names around them. Where the toolkit's libcu++ defines the same names for NVRTC
+ * (<cuda/std/cstdint>, <cuda/std/climits>), they are taken from it, so a source that includes
+ * both sees one definition. A header is given only when the compile would find no file of that
+ * name: NVRTC searches in-memory headers before the include folders, and a user's own stdio.h
+ * must win as it would under nvcc. */
+#include "stdheaders.h"
+
+#include "nvrtc.h"
+
+#include <limits.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+typedef struct kiln__stdheader {
+  const char *name, *text;
+} kiln__stdheader;
+
+static const kiln__stdheader kiln__stdheaders[] = {
+    {"stdio.h",
+     "/* kiln's <stdio.h> for NVRTC, which has no C library: printf is built into device code. */\n"
+     "#ifndef KILN_STDIO_H\n"
+     "#define KILN_STDIO_H\n"
+     "#ifndef EOF\n"
+     "#define EOF (-1)\n"
+     "#endif\n"
+     "#endif\n"},
+    {"cstdio", "/* kiln's <cstdio> for NVRTC: <stdio.h>, and printf in std. */\n"
+               "#ifndef KILN_CSTDIO\n"
+               "#define KILN_CSTDIO\n"
+               "#include <stdio.h>\n"
+               "namespace std { using ::printf; }\n"
+               "#endif\n"},
+    {"stdlib.h", "/* kiln's <stdlib.h> for NVRTC: malloc, free, abs, labs and llabs are built into "
+                 "device code\n"
+                 " * (malloc takes from the heap the context's malloc heap limit sizes). */\n"
+                 "#ifndef KILN_STDLIB_H\n"
+                 "#define KILN_STDLIB_H\n"
+                 "#ifndef EXIT_SUCCESS\n"
+                 "#define EXIT_SUCCESS 0\n"
+                 "#define EXIT_FAILURE 1\n"
+                 "#endif\n"
+                 "#endif\n"},
+    {"cstdlib",
+     "/* kiln's <cstdlib> for NVRTC: <stdlib.h>, and its device functions in std. */\n"
+     "#ifndef KILN_CSTDLIB\n"
+     "#define KILN_CSTDLIB\n"
+     "#include <stdlib.h>\n"
+     "namespace std { using ::malloc; using ::free; using ::abs; using ::labs; using ::llabs; }\n"
+     "#endif\n"},
+    {"math.h",
+     "/* kiln's <math.h> for NVRTC: the functions (sinf, sqrt, isnan, ...) are built into device\n"
+     " * code; these are the C library's macros and types. */\n"
+     "#ifndef KILN_MATH_H\n"
+     "#define KILN_MATH_H\n"
+     "#ifndef INFINITY\n"
+     "#define INFINITY __builtin_bit_cast(float, 0x7f800000u)\n"
+     "#endif\n"
+     "#ifndef NAN\n"
+     "#define NAN __builtin_bit_cast(float, 0x7fc00000u)\n"
+     "#endif\n"
+     "#ifndef HUGE_VALF\n"
+     "#define HUGE_VALF INFINITY\n"
+     "#endif\n"
+     "#ifndef HUGE_VAL\n"
+     "#define HUGE_VAL __builtin_bit_cast(double, 0x7ff0000000000000ull)\n"
+     "#endif\n"
+     "#ifndef M_PI\n"
+     "#define M_E 2.7182818284590452354\n"
+     "#define M_LOG2E 1.4426950408889634074\n"
+     "#define M_LOG10E 0.43429448190325182765\n"
+     "#define M_LN2 0.69314718055994530942\n"
+     "#define M_LN10 2.30258509299404568402\n"
+     "#define M_PI 3.14159265358979323846\n"
+     "#define M_PI_2 1.57079632679489661923\n"
+     "#define M_PI_4 0.78539816339744830962\n"
+     "#define M_1_PI 0.31830988618379067154\n"
+     "#define M_2_PI 0.63661977236758134308\n"
+     "#define M_2_SQRTPI 1.12837916709551257390\n"
+     "#define M_SQRT2 1.41421356237309504880\n"
+     "#define M_SQRT1_2 0.70710678118654752440\n"
+     "#endif\n"
+     "typedef float float_t;\n"
+     "typedef double double_t;\n"
+     "#endif\n"},
+    {"cmath",
+     "/* kiln's <cmath> for NVRTC: <math.h>, and the functions built into device code in std. */\n"
+     "#ifndef KILN_CMATH\n"
+     "#define KILN_CMATH\n"
+     "#include <math.h>\n"
+     "namespace std {\n"
+     "  using ::acos; using ::acosf; using ::acosh; using ::acoshf; using ::asin; using ::asinf;\n"
+     "  using ::asinh; using ::asinhf; using ::atan; using ::atanf; using ::atan2; using "
+     "::atan2f;\n"
+     "  using ::atanh; using ::atanhf; using ::cbrt; using ::cbrtf; using ::ceil; using ::ceilf;\n"
+     "  using ::copysign; using ::copysignf; using ::cos; using ::cosf; using ::cosh; using "
+     "::coshf;\n"
+     "  using ::erf; using ::erff; using ::erfc; using ::erfcf; using ::exp; using ::expf;\n"
+     "  using ::exp2; using ::exp2f; using ::expm1; using ::expm1f; using ::fabs; using ::fabsf;\n"
+     "  using ::fdim; using ::fdimf; using ::floor; using ::floorf; using ::fma; using ::fmaf;\n"
+     "  using ::fmax; using ::fmaxf; using ::fmin; using ::fminf; using ::fmod; using ::fmodf;\n"
+     "  using ::frexp; using ::frexpf; using ::hypot; using ::hypotf; using ::ilogb; using "
+     "::ilogbf;\n"
+     "  using ::ldexp; using ::ldexpf; using ::lgamma; using ::lgammaf; using ::llrint;\n"
+     "  using ::llrintf; using ::llround; using ::llroundf; using ::log; using ::logf; using "
+     "::log10;\n"
+     "  using ::log10f; using ::log1p; using ::log1pf; using ::log2; using ::log2f; using ::logb;\n"
+     "  using ::logbf; using ::lrint; using ::lrintf; using ::lround; using ::lroundf; using "
+     "::modf;\n"
+     "  using ::modff; using ::nan; using ::nanf; using ::nearbyint; using ::nearbyintf;\n"
+     "  using ::nextafter; using ::nextafterf; using ::pow; using ::powf; using ::remainder;\n"
+     "  using ::remainderf; using ::remquo; using ::remquof; using ::rint; using ::rintf;\n"
+     "  using ::round; using ::roundf; using ::scalbln; using ::scalblnf; using ::scalbn;\n"
+     "  using ::scalbnf; using ::sin; using ::sinf; using ::sinh; using ::sinhf; using ::sqrt;\n"
+     "  using ::sqrtf; using ::tan; using ::tanf; using ::tanh; using ::tanhf; using ::tgamma;\n"
+     "  using ::tgammaf; using ::trunc; using ::truncf; using ::isfinite; using ::isinf;\n"
+     "  using ::isnan; using ::signbit; using ::abs;\n"
+     "using ::float_t;\n"
+     "using ::double_t;\n"
+     "}\n"
+     "#endif\n"},
+    {"stdint.h", "/* kiln's <stdint.h> for NVRTC: libcu++'s definitions where the toolkit has them "
+                 "(so including\n"
+                 " * <cuda/std/cstdint> as well agrees with them), the same ones otherwise. */\n"
+                 "#ifndef KILN_STDINT_H\n"
+                 "#define KILN_STDINT_H\n"
+                 "#if (__cplusplus >= 201703L || defined(CCCL_IGNORE_DEPRECATED_CPP_DIALECT)) &&   "
+                 "  __has_include(<cuda/std/cstdint>)\n"
+                 "#include <cuda/std/cstdint>\n"
+                 "#else\n"
+                 "typedef signed char int8_t;\n"
+                 "typedef signed short int16_t;\n"
+                 "typedef signed int int32_t;\n"
+                 "typedef signed long long int64_t;\n"
+                 "typedef unsigned char uint8_t;\n"
+                 "typedef unsigned short uint16_t;\n"
+                 "typedef unsigned int uint32_t;\n"
+                 "typedef unsigned long long uint64_t;\n"
+                 "typedef int8_t int_least8_t;\n"
+                 "typedef int16_t int_least16_t;\n"
+                 "typedef int32_t int_least32_t;\n"
+                 "typedef int64_t int_least64_t;\n"
+                 "typedef uint8_t uint_least8_t;\n"
+                 "typedef uint16_t uint_least16_t;\n"
+                 "typedef uint32_t uint_least32_t;\n"
+                 "typedef uint64_t uint_least64_t;\n"
+                 "typedef int8_t int_fast8_t;\n"
+                 "typedef int16_t int_fast16_t;\n"
+                 "typedef int32_t int_fast32_t;\n"
+                 "typedef int64_t int_fast64_t;\n"
+                 "typedef uint8_t uint_fast8_t;\n"
+                 "typedef uint16_t uint_fast16_t;\n"
+                 "typedef uint32_t uint_fast32_t;\n"
+                 "typedef uint64_t uint_fast64_t;\n"
+                 "typedef int64_t intptr_t;\n"
+                 "typedef uint64_t uintptr_t;\n"
+                 "typedef int64_t intmax_t;\n"
+                 "typedef uint64_t uintmax_t;\n"
+                 "#define INT8_MIN (-128)\n"
+                 "#define INT16_MIN (-32767 - 1)\n"
+                 "#define INT32_MIN (-2147483647 - 1)\n"
+                 "#define INT64_MIN (-9223372036854775807LL - 1)\n"
+                 "#define INT8_MAX 127\n"
+                 "#define INT16_MAX 32767\n"
+                 "#define INT32_MAX 2147483647\n"
+                 "#define INT64_MAX 9223372036854775807LL\n"
+                 "#define UINT8_MAX 255\n"
+                 "#define UINT16_MAX 65535\n"
+                 "#define UINT32_MAX 4294967295U\n"
+                 "#define UINT64_MAX 18446744073709551615ULL\n"
+                 "#define INTPTR_MIN INT64_MIN\n"
+                 "#define INTPTR_MAX INT64_MAX\n"
+                 "#define UINTPTR_MAX UINT64_MAX\n"
+                 "#define SIZE_MAX UINT64_MAX\n"
+                 "#define INT8_C(x) x\n"
+                 "#define INT16_C(x) x\n"
+                 "#define INT32_C(x) x\n"
+                 "#define INT64_C(x) x##LL\n"
+                 "#define UINT8_C(x) x\n"
+                 "#define UINT16_C(x) x\n"
+                 "#define UINT32_C(x) x##U\n"
+                 "#define UINT64_C(x) x##ULL\n"
+                 "#endif\n"
+                 "#endif\n"},
+    {"cstdint",
+     "/* kiln's <cstdint> for NVRTC: <stdint.h>, and its types in std. */\n"
+     "#ifndef KILN_CSTDINT\n"
+     "#define KILN_CSTDINT\n"
+     "#include <stdint.h>\n"
+     "namespace std {\n"
+     "using ::int8_t; using ::int16_t; using ::int32_t; using ::int64_t;\n"
+     "using ::uint8_t; using ::uint16_t; using ::uint32_t; using ::uint64_t;\n"
+     "using ::int_least8_t; using ::int_least16_t; using ::int_least32_t; using ::int_least64_t;\n"
+     "using ::uint_least8_t; using ::uint_least16_t; using ::uint_least32_t; using "
+     "::uint_least64_t;\n"
+     "using ::int_fast8_t; using ::int_fast16_t; using ::int_fast32_t; using ::int_fast64_t;\n"
+     "using ::uint_fast8_t; using ::uint_fast16_t; using ::uint_fast32_t; using ::uint_fast64_t;\n"
+     "using ::intptr_t; using ::uintptr_t; using ::intmax_t; using ::uintmax_t;\n"
+     "}\n"
+     "#endif\n"},
+    {"assert.h", "/* kiln's <assert.h> for NVRTC: a failed assert stops the kernel, and the next "
+                 "call that waits\n"
+                 " * for the GPU reports CUDA_ERROR_ASSERT. No include guard: as the C library's, "
+                 "each inclusion\n"
+                 " * follows NDEBUG as it is then. */\n"
+                 "#undef assert\n"
+                 "#ifdef NDEBUG\n"
+                 "#define assert(e) ((void)0)\n"
+                 "#else\n"
+                 "#define assert(e) ((e) ? (void)0 : __assertfail(#e, __FILE__, __LINE__, "
+                 "__func__, sizeof(char)))\n"
+                 "#endif\n"},
+    {"cassert", "/* kiln's <cassert> for NVRTC. */\n"
+                "#include <assert.h>\n"},
+    {"limits.h",
+     "/* kiln's <limits.h> for NVRTC: libcu++'s definitions where the toolkit has them, the same\n"
+     " * ones otherwise. */\n"
+     "#ifndef KILN_LIMITS_H\n"
+     "#define KILN_LIMITS_H\n"
+     "#if (__cplusplus >= 201703L || defined(CCCL_IGNORE_DEPRECATED_CPP_DIALECT)) &&     "
+     "__has_include(<cuda/std/climits>)\n"
+     "#include <cuda/std/climits>\n"
+     "#else\n"
+     "#define CHAR_BIT 8\n"
+     "#define SCHAR_MIN (-128)\n"
+     "#define SCHAR_MAX 127\n"
+     "#define UCHAR_MAX 255\n"
+     "#define CHAR_MIN SCHAR_MIN\n"
+     "#define CHAR_MAX SCHAR_MAX\n"
+     "#define SHRT_MIN (-SHRT_MAX - 1)\n"
+     "#define SHRT_MAX 0x7fff\n"
+     "#define USHRT_MAX 0xffff\n"
+     "#define INT_MIN (-INT_MAX - 1)\n"
+     "#define INT_MAX 0x7fffffff\n"
+     "#define UINT_MAX 0xffffffff\n"
+     "#define LONG_MIN (-LONG_MAX - 1)\n"
+     "#define LONG_MAX LLONG_MAX\n"
+     "#define ULONG_MAX ULLONG_MAX\n"
+     "#define LLONG_MIN (-LLONG_MAX - 1)\n"
+     "#define LLONG_MAX 0x7fffffffffffffffLL\n"
+     "#define ULLONG_MAX 0xffffffffffffffffUL\n"
+     "#endif\n"
+     "#endif\n"},
+    {"climits", "/* kiln's <climits> for NVRTC. */\n"
+                "#ifndef KILN_CLIMITS\n"
+                "#define KILN_CLIMITS\n"
+                "#include <limits.h>\n"
+                "#endif\n"},
+    {"float.h",
+     "/* kiln's <float.h> for NVRTC: IEEE float and double, as device code has them. */\n"
+     "#ifndef KILN_FLOAT_H\n"
+     "#define KILN_FLOAT_H\n"
+     "#define FLT_RADIX 2\n"
+     "#define FLT_MANT_DIG 24\n"
+     "#define DBL_MANT_DIG 53\n"
+     "#define FLT_DIG 6\n"
+     "#define DBL_DIG 15\n"
+     "#define FLT_MIN_EXP (-125)\n"
+     "#define DBL_MIN_EXP (-1021)\n"
+     "#define FLT_MIN_10_EXP (-37)\n"
+     "#define DBL_MIN_10_EXP (-307)\n"
+     "#define FLT_MAX_EXP 128\n"
+     "#define DBL_MAX_EXP 1024\n"
+     "#define FLT_MAX_10_EXP 38\n"
+     "#define DBL_MAX_10_EXP 308\n"
+     "#define FLT_MAX 3.40282346638528859811704183484516925e+38F\n"
+     "#define DBL_MAX 1.79769313486231570814527423731704357e+308\n"
+     "#define FLT_EPSILON 1.19209289550781250000000000000000000e-7F\n"
+     "#define DBL_EPSILON 2.22044604925031308084726333618164062e-16\n"
+     "#define FLT_MIN 1.17549435082228750796873653722224568e-38F\n"
+     "#define DBL_MIN 2.22507385850720138309023271733240406e-308\n"
+     "#define FLT_TRUE_MIN 1.40129846432481707092372958328991613e-45F\n"
+     "#define DBL_TRUE_MIN 4.94065645841246544176568792868221372e-324\n"
+     "#endif\n"},
+    {"cfloat", "/* kiln's <cfloat> for NVRTC. */\n"
+               "#ifndef KILN_CFLOAT\n"
+               "#define KILN_CFLOAT\n"
+               "#include <float.h>\n"
+               "#endif\n"},
+    {"stddef.h",
+     "/* kiln's <stddef.h> for NVRTC: size_t, ptrdiff_t and NULL are built in. */\n"
+     "#ifndef KILN_STDDEF_H\n"
+     "#define KILN_STDDEF_H\n"
+     "#ifndef offsetof\n"
+     "#define offsetof(type, member) ((size_t)((char *)&(((type *)0)->member) - (char *)0))\n"
+     "#endif\n"
+     "#endif\n"},
+    {"cstddef", "/* kiln's <cstddef> for NVRTC. */\n"
+                "#ifndef KILN_CSTDDEF\n"
+                "#define KILN_CSTDDEF\n"
+                "#include <stddef.h>\n"
+                "namespace std {\n"
+                "using ::size_t;\n"
+                "using ::ptrdiff_t;\n"
+                "#if __cplusplus >= 201103L\n"
+                "typedef decltype(nullptr) nullptr_t;\n"
+                "#endif\n"
+                "}\n"
+                "#endif\n"},
+    {"string.h",
+     "/* kiln's <string.h> for NVRTC: memcpy and memset are built into device code. */\n"
+     "#ifndef KILN_STRING_H\n"
+     "#define KILN_STRING_H\n"
+     "#endif\n"},
+    {"cstring", "/* kiln's <cstring> for NVRTC. */\n"
+                "#ifndef KILN_CSTRING\n"
+                "#define KILN_CSTRING\n"
+                "#include <string.h>\n"
+                "namespace std { using ::memcpy; using ::memset; }\n"
+                "#endif\n"},
+};
+
+/* 1 when dir (relative to the working folder when not absolute) holds a file called name. */
+static int kiln__stdheaders_in(const char *dir, const char *name) {
+  char path[PATH_MAX];
+  struct stat st;
+  int n = snprintf(path, sizeof path, "%s/%s", dir, name);
+  return n > 0 && (size_t)n < sizeof path && stat(path, &st) == 0;
+}
+
+/* Whether the compile would find a header called name without kiln's. */
+static int kiln__stdheaders_shadowed(const kiln_compile_opts *opts, const char *name) {
+  for (int i = 0; opts && i < opts->n_headers; i++)
+    if (opts->header_names[i] && strcmp(opts->header_names[i], name) == 0) return 1;
+  for (int i = 0; opts && i < opts->n_include_dirs; i++)
+    if (opts->include_dirs[i] && kiln__stdheaders_in(opts->include_dirs[i], name)) return 1;
+  for (int i = 0; opts && i < opts->n_options; i++) {
+    const char *o = opts->options[i];
+    if (o && strncmp(o, "-I", 2) == 0 && o[2] && kiln__stdheaders_in(o + 2, name)) return 1;
+  }
+  if (kiln__nvrtc.include_dir[0] && kiln__stdheaders_in(kiln__nvrtc.include_dir, name)) return 1;
+  if (kiln__nvrtc.cccl_dir[0] && kiln__stdheaders_in(kiln__nvrtc.cccl_dir, name)) return 1;
+  return kiln__stdheaders_in(".", name); /* a quoted include's first place */
+}
+
+kiln_status kiln__stdheaders_select(const kiln_compile_opts *opts, const char ***names,
+                                    const char ***sources, int *n_out) {
+  int given = opts ? opts->n_headers : 0;
+  size_t cap = (size_t)given + KILN__COUNT(kiln__stdheaders);
+  *names = calloc(cap, sizeof **names);
+  *sources = calloc(cap, sizeof **sources);
+  if (!*names || !*sources) {
+    free(*names);
+    free(*sources);
+    *names = *sources = NULL;
+    return kiln__fail(KILN_ERROR_NO_MEMORY, "out of memory for the compile's headers");
+  }
+  int n = 0;
+  for (int i = 0; i < given; i++, n++) {
+    (*names)[n] = opts->header_names[i];
+    (*sources)[n] = opts->header_sources[i];
+  }
+  for (size_t i = 0; i < KILN__COUNT(kiln__stdheaders); i++)
+    if (!kiln__stdheaders_shadowed(opts, kiln__stdheaders[i].name)) {
+      (*names)[n] = kiln__stdheaders[i].name;
+      (*sources)[n++] = kiln__stdheaders[i].text;
+    }
+  *n_out = n;
+  return KILN_OK;
+}
+
+static pthread_once_t kiln__stdheaders_once = PTHREAD_ONCE_INIT;
+static unsigned char kiln__stdheaders_sha[KILN__KEY_SIZE];
+static int kiln__stdheaders_hashed;
+
+static void kiln__stdheaders_hash_once(void) {
+  kiln__hasher *h;
+  if (kiln__hash_begin(&h) != KILN_OK) return;
+  for (size_t i = 0; i < KILN__COUNT(kiln__stdheaders); i++) {
+    kiln__hash_string(h, kiln__stdheaders[i].name);
+    kiln__hash_string(h, kiln__stdheaders[i].text);
+  }
+  kiln__stdheaders_hashed = kiln__hash_end(h, kiln__stdheaders_sha) == KILN_OK;
+}
+
+void kiln__stdheaders_hash(kiln__hasher *h) {
+  pthread_once(&kiln__stdheaders_once, kiln__stdheaders_hash_once);
+  if (kiln__stdheaders_hashed)
+    kiln__hash_field(h, kiln__stdheaders_sha, sizeof kiln__stdheaders_sha);
+  else kiln__hash_string(h, "kiln standard headers, unhashed");
+}
+
+int kiln__stdheaders_count(void) { return (int)KILN__COUNT(kiln__stdheaders); }
+
+const char *kiln__stdheaders_name(int i) {
+  return i >= 0 && i < kiln__stdheaders_count() ? kiln__stdheaders[i].name : NULL;
+}

@@ -1,0 +1,20 @@
+/* The standard headers kiln gives NVRTC in memory (<stdio.h>, <math.h>, <stdint.h>,
+ * <assert.h>, ... and their <c...> forms), where the compile would find no file of the name. */
+#ifndef KILN_STDHEADERS_H
+#define KILN_STDHEADERS_H
+
+#include "hash.h"
+
+/* The in-memory headers of a compile: opts' own, then kiln's that no in-memory header, include
+ * folder (include_dirs, -I options, the toolkit's) or the working folder shadows. The arrays
+ * are malloc'd (free them); their strings belong to opts or to kiln. */
+kiln_status kiln__stdheaders_select(const kiln_compile_opts *opts, const char ***names,
+                                    const char ***sources, int *n);
+
+/* Feeds the headers' identity (a digest of their text, computed once) into a cache key. */
+void kiln__stdheaders_hash(kiln__hasher *h);
+
+int kiln__stdheaders_count(void);
+const char *kiln__stdheaders_name(int i);
+
+#endif

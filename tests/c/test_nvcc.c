@@ -1,0 +1,298 @@
+/* What a source written for nvcc needs of the compile: nvcc's options, the target given as arch
+ * and code, a cache folder of its own or none, the files nvcc keeps, the C headers NVRTC lacks,
+ * and relocatable device code linked with the device runtime. NVRTC (and nvJitLink) need no
+ * GPU: all but the last run everywhere. */
+#include "runner.h"
+
+#include <dirent.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+static kiln_module *compile_ok(const char *src, const kiln_compile_opts *opts) {
+  kiln_module *m = NULL;
+  kiln_status s = kiln_module_from_source(src, opts, &m);
+  if (s != KILN_OK)
+    FAIL("compile failed: %s: %s\n%s", kiln_status_name(s), kiln_last_error(),
+         m ? kiln_module_log(m) : "");
+  return m;
+}
+
+static void write_file(const char *path, const char *text) {
+  FILE *f = fopen(path, "w");
+  ASSERT(f != NULL);
+  fputs(text, f);
+  fclose(f);
+}
+
+/* Files under dir and its subfolders. */
+static int count_files(const char *dir) {
+  DIR *d = opendir(dir);
+  if (!d) return 0;
+  int n = 0;
+  struct dirent *e;
+  while ((e = readdir(d))) {
+    if (e->d_name[0] == '.') continue;
+    char path[4096];
+    snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+    struct stat st;
+    if (stat(path, &st) != 0) continue;
+    if (S_ISDIR(st.st_mode)) n += count_files(path);
+    else if (strcmp(e->d_name, "stats") && strcmp(e->d_name, "locks") &&
+             strncmp(e->d_name, "nvrtc-", 6))
+      n++;
+  }
+  closedir(d);
+  return n;
+}
+
+static const char *tiny_src = "__global__ void k(int *p) { p[threadIdx.x] = N; }\n";
+
+TEST(compile_translates_nvcc_options) {
+  char dir[] = "/tmp/kiln-nvcc-XXXXXX";
+  ASSERT(mkdtemp(dir));
+  char header[4200];
+  snprintf(header, sizeof header, "%s/scale.h", dir);
+  write_file(header, "#define SCALE 3\n");
+  const char *src = "#include \"scale.h\"\n"
+                    "constexpr int twice(int x) { return 2 * x; }\n"
+                    "__global__ void k(int *p) { p[threadIdx.x] = twice(N) * SCALE; }\n";
+  const char *options[] = {"-O3",        "-D",      "N=4",         "-I",
+                           dir,          "-Xptxas", "-v",          "--expt-relaxed-constexpr",
+                           "-lineinfo",  "-arch",   "sm_80",       "-Wno-deprecated-gpu-targets",
+                           "-m64",       "-g",      "-lcudadevrt", "-use_fast_math",
+                           "-Xcompiler", "-fPIC",   "--keep",      "-std=c++17"};
+  kiln_compile_opts opts = {.options = options, .n_options = (int)TEST_COUNT(options)};
+  kiln_module *m = compile_ok(src, &opts);
+  ASSERT_STR_EQ(kiln_module_arch(m), "sm_80");
+  ASSERT_CONTAINS(kiln_module_log(m), "Used"); /* ptxas -v speaks in the log */
+  kiln_module_free(m);
+  kiln_test_remove_tree(dir);
+
+  /* the target: -gencode, code=, and what disagrees */
+  const char *gencode[] = {"-DN=1", "-gencode", "arch=compute_80,code=sm_86"};
+  kiln_compile_opts g = {.options = gencode, .n_options = 3};
+  m = compile_ok(tiny_src, &g);
+  ASSERT_STR_EQ(kiln_module_arch(m), "sm_86");
+  kiln_module_free(m);
+  const char *n1[] = {"-DN=1"};
+  kiln_compile_opts code = {.arch = "compute_80", .code = "sm_90", .options = n1, .n_options = 1};
+  m = compile_ok(tiny_src, &code);
+  ASSERT_STR_EQ(kiln_module_arch(m), "sm_90");
+  kiln_module_free(m);
+  kiln_compile_opts only_code = {.code = "sm_89", .options = n1, .n_options = 1};
+  m = compile_ok(tiny_src, &only_code);
+  ASSERT_STR_EQ(kiln_module_arch(m), "sm_89");
+  kiln_module_free(m);
+  kiln_compile_opts older = {.arch = "compute_90", .code = "sm_80", .options = n1, .n_options = 1};
+  ASSERT_STATUS(kiln_module_from_source(tiny_src, &older, &m), KILN_ERROR_INVALID);
+  ASSERT_CONTAINS(kiln_last_error(), "code 'sm_80' is older than arch 'compute_90'");
+  kiln_compile_opts several = {.arch = "sm_80,sm_90", .options = n1, .n_options = 1};
+  ASSERT_STATUS(kiln_module_from_source(tiny_src, &several, &m), KILN_ERROR_INVALID);
+  ASSERT_CONTAINS(kiln_last_error(), "names several targets");
+  const char *twice[] = {"-DN=1", "-arch=sm_80"};
+  kiln_compile_opts disagree = {.arch = "sm_90", .options = twice, .n_options = 2};
+  ASSERT_STATUS(kiln_module_from_source(tiny_src, &disagree, &m), KILN_ERROR_INVALID);
+  ASSERT_CONTAINS(kiln_last_error(), "the arch is given twice, as 'sm_90' and 'sm_80'");
+  const char *two_gencodes[] = {"-gencode=arch=compute_80,code=sm_80",
+                                "-gencode=arch=compute_90,code=sm_90"};
+  kiln_compile_opts gg = {.options = two_gencodes, .n_options = 2};
+  ASSERT_STATUS(kiln_module_from_source(tiny_src, &gg, &m), KILN_ERROR_INVALID);
+  const char *rdc_bad[] = {"-rdc=maybe"};
+  kiln_compile_opts rb = {.arch = "sm_90", .options = rdc_bad, .n_options = 1};
+  ASSERT_STATUS(kiln_module_from_source(tiny_src, &rb, &m), KILN_ERROR_INVALID);
+  ASSERT_CONTAINS(kiln_last_error(), "-rdc takes true or false, not 'maybe'");
+  /* an option NVRTC does not know and kiln does not translate: NVRTC's refusal names it */
+  const char *unknown[] = {"--no-such-option"};
+  kiln_compile_opts u = {.arch = "sm_90", .options = unknown, .n_options = 1};
+  ASSERT_STATUS(kiln_module_from_source(tiny_src, &u, &m), KILN_ERROR_COMPILE);
+  ASSERT(m != NULL);
+  ASSERT_CONTAINS(kiln_module_log(m), "--no-such-option");
+  kiln_module_free(m);
+}
+
+TEST(compile_cache_dir_and_no_cache) {
+  char own[] = "/tmp/kiln-own-cache-XXXXXX";
+  ASSERT(mkdtemp(own));
+  const char *env_dir = getenv("KILN_CACHE_DIR");
+  const char *n2[] = {"-DN=2"};
+  kiln_compile_opts opts = {.arch = "sm_90", .options = n2, .n_options = 1, .cache_dir = own};
+  kiln_module *m = compile_ok(tiny_src, &opts);
+  kiln_module_free(m);
+  ASSERT_EQ(count_files(own), 1);
+  ASSERT_EQ(count_files(env_dir), 0);
+  /* No cache: compiled, nothing stored anywhere. */
+  const char *n3[] = {"-DN=3"};
+  kiln_cache_stats before, after;
+  kiln_cache_get_stats(&before);
+  kiln_compile_opts none = {.arch = "sm_90",
+                            .options = n3,
+                            .n_options = 1,
+                            .flags = KILN_COMPILE_NO_CACHE,
+                            .cache_dir = own};
+  m = compile_ok(tiny_src, &none);
+  kiln_module_free(m);
+  kiln_cache_get_stats(&after);
+  ASSERT_EQ(after.compiles, before.compiles + 1);
+  ASSERT_EQ(after.stores, before.stores);
+  ASSERT_EQ(count_files(own), 1);
+  ASSERT_EQ(count_files(env_dir), 0);
+  /* The usual folder is the environment's again. */
+  const char *n4[] = {"-DN=4"};
+  kiln_compile_opts usual = {.arch = "sm_90", .options = n4, .n_options = 1};
+  m = compile_ok(tiny_src, &usual);
+  kiln_module_free(m);
+  ASSERT_EQ(count_files(env_dir), 1);
+  kiln_test_remove_tree(own);
+}
+
+TEST(module_save_writes_what_nvcc_keeps) {
+  char dir[] = "/tmp/kiln-keep-XXXXXX";
+  ASSERT(mkdtemp(dir));
+  const char *n5[] = {"-DN=5"};
+  kiln_compile_opts opts = {.arch = "sm_90", .options = n5, .n_options = 1};
+  kiln_module *m = compile_ok(tiny_src, &opts);
+  ASSERT_OK(kiln_module_save(m, tiny_src, dir));
+  const char *names[] = {"kernel.cu", "kernel.ptx", "kernel.cubin", "kernel.log"};
+  for (size_t i = 0; i < TEST_COUNT(names); i++) {
+    char path[4200];
+    snprintf(path, sizeof path, "%s/%s", dir, names[i]);
+    struct stat st;
+    if (stat(path, &st) != 0) FAIL("%s was not written", path);
+    if (i < 3 && st.st_size == 0) FAIL("%s is empty", path);
+  }
+  ASSERT_STATUS(kiln_module_save(m, NULL, "/nonexistent/folder"), KILN_ERROR_INVALID);
+  ASSERT_CONTAINS(kiln_last_error(), "/nonexistent/folder/kernel.ptx cannot be written");
+  kiln_module_free(m);
+  kiln_test_remove_tree(dir);
+}
+
+static const char *std_headers_src =
+    "#include <stdio.h>\n#include <stdlib.h>\n#include <math.h>\n#include <stdint.h>\n"
+    "#include <assert.h>\n#include <limits.h>\n#include <float.h>\n#include <stddef.h>\n"
+    "#include <string.h>\n#include <cstdio>\n#include <cstdlib>\n#include <cmath>\n"
+    "#include <cstdint>\n#include <cassert>\n#include <climits>\n#include <cfloat>\n"
+    "#include <cstddef>\n#include <cstring>\n"
+    "__constant__ float inf = INFINITY;\n"
+    "__global__ void k(float *p, double *d, int *q) {\n"
+    "  int32_t a = INT32_MAX; std::uint64_t b = UINT64_MAX;\n"
+    "  p[0] = std::sin(p[1]) + sinf(p[2]) + (float)M_PI + FLT_MAX + NAN + HUGE_VALF + inf;\n"
+    "  d[0] = std::pow(d[1], 2.0) + HUGE_VAL + DBL_EPSILON;\n"
+    "  q[0] = std::isnan(p[0]) + INT_MAX + CHAR_BIT + (int)a + (int)b + std::abs(q[1]);\n"
+    "  assert(q[0] > 0); printf(\"%d\\n\", q[0]); std::printf(\"\\n\");\n"
+    "  int *m = (int *)std::malloc(16); std::free(m); std::memcpy(q, q + 1, 4);\n"
+    "  q[2] = (int)offsetof(float2, y) + EXIT_SUCCESS + EOF;\n"
+    "}\n";
+
+TEST(compile_supplies_the_c_headers_nvrtc_lacks) {
+  const char *dialects[] = {NULL, "-std=c++11", "-std=c++14", "-std=c++17", "-std=c++20"};
+  for (size_t i = 0; i < TEST_COUNT(dialects); i++) {
+    kiln_compile_opts opts = {.arch = "sm_90", .options = &dialects[i], .n_options = !!dialects[i]};
+    kiln_module *m = compile_ok(std_headers_src, &opts);
+    if (kiln_module_log(m)[0])
+      FAIL("%s: the log is not empty: %s", dialects[i], kiln_module_log(m));
+    ASSERT_CONTAINS(kiln_module_ptx(m, NULL), "__assertfail");
+    kiln_module_free(m);
+  }
+  /* NDEBUG turns assert off, as the C library's does. */
+  const char *ndebug[] = {"-DNDEBUG"};
+  kiln_compile_opts off = {.arch = "sm_90", .options = ndebug, .n_options = 1};
+  kiln_module *m =
+      compile_ok("#include <assert.h>\n__global__ void k(int *p) { assert(p[0]); }\n", &off);
+  ASSERT(!strstr(kiln_module_ptx(m, NULL), "__assertfail"));
+  kiln_module_free(m);
+  /* The toolkit's headers compile as they did, beside kiln's and without warnings. */
+  const char *toolkit =
+      "#include <stdint.h>\n#include <limits.h>\n#include <cuda/std/cstdint>\n"
+      "#include <cuda/std/climits>\n#include <cuda/std/type_traits>\n#include <cuda/std/limits>\n"
+      "#include <cuda_fp16.h>\n#include <cuda_bf16.h>\n#include <cooperative_groups.h>\n"
+      "#include <cuda/atomic>\n#include <math.h>\n#include <stdio.h>\n"
+      "__global__ void k(cuda::std::uint32_t *p, __half h) { p[0] = (uint32_t)__half2float(h) + "
+      "cuda::std::numeric_limits<int32_t>::max() + INT_MAX; }\n";
+  kiln_compile_opts sm90 = {.arch = "sm_90"};
+  m = compile_ok(toolkit, &sm90);
+  if (kiln_module_log(m)[0]) FAIL("the log is not empty: %s", kiln_module_log(m));
+  kiln_module_free(m);
+  /* A stdio.h of the user's own wins, as it would under nvcc. */
+  char dir[] = "/tmp/kiln-stdio-XXXXXX";
+  ASSERT(mkdtemp(dir));
+  char path[4200];
+  snprintf(path, sizeof path, "%s/stdio.h", dir);
+  write_file(path, "#define USERS_OWN_STDIO 1\n");
+  const char *dirs[] = {dir};
+  kiln_compile_opts own = {.arch = "sm_90", .include_dirs = dirs, .n_include_dirs = 1};
+  m = compile_ok("#include <stdio.h>\n#if !USERS_OWN_STDIO\n#error kiln's stdio.h was used\n"
+                 "#endif\n__global__ void k(int *p) {}\n",
+                 &own);
+  kiln_module_free(m);
+  kiln_test_remove_tree(dir);
+}
+
+static const char *dynamic_src =
+    "__global__ void child(int *p, int base) { p[threadIdx.x] = base + (int)threadIdx.x; }\n"
+    "__global__ void parent(int *p) { child<<<1, 32>>>(p, 100); }\n";
+
+TEST(compile_links_the_device_runtime) {
+  kiln_compile_opts opts = {.arch = "sm_90", .flags = KILN_COMPILE_DEVICE_RUNTIME};
+  kiln_module *m = compile_ok(dynamic_src, &opts);
+  size_t size = 0;
+  const unsigned char *cubin = kiln_module_cubin(m, &size);
+  ASSERT(cubin != NULL && size > 64);
+  ASSERT_EQ(cubin[16], 2); /* ET_EXEC: linked, no longer relocatable */
+  kiln_function *f = NULL;
+  ASSERT_OK(kiln_module_get_function(m, "parent", &f));
+  ASSERT_OK(kiln_module_get_function(m, "child", &f));
+  kiln_module_free(m);
+  /* -rdc=true in nvcc's spelling is the same, and so is the folder given with -L */
+  const char *rdc[] = {"-rdc=true", "-lcudadevrt", "-L/usr/local/cuda/lib64"};
+  kiln_compile_opts spelled = {.arch = "sm_90", .options = rdc, .n_options = 3};
+  m = compile_ok(dynamic_src, &spelled);
+  ASSERT_EQ(
+      kiln_module_cubin(m, NULL) ? ((const unsigned char *)kiln_module_cubin(m, NULL))[16] : 0, 2);
+  kiln_module_free(m);
+  kiln_compile_opts missing = {
+      .arch = "sm_90", .flags = KILN_COMPILE_DEVICE_RUNTIME, .device_runtime = "/nonexistent"};
+  ASSERT_STATUS(kiln_module_from_source(dynamic_src, &missing, &m), KILN_ERROR_INVALID);
+  ASSERT_CONTAINS(kiln_last_error(), "/nonexistent is neither libcudadevrt.a nor a folder");
+  /* Without relocatable device code NVRTC refuses a launch in device code, and says why. */
+  const char *no_rdc[] = {"-rdc=false"};
+  kiln_compile_opts plain = {.arch = "sm_90", .options = no_rdc, .n_options = 1};
+  m = NULL;
+  ASSERT_STATUS(kiln_module_from_source(dynamic_src, &plain, &m), KILN_ERROR_COMPILE);
+  ASSERT(m != NULL);
+  ASSERT_CONTAINS(kiln_module_log(m), "device-side kernel launch");
+  kiln_module_free(m);
+}
+
+TEST(compile_link_without_nvjitlink_needs_the_driver) {
+  setenv("KILN_NVJITLINK_PATH", "/nonexistent/libnvJitLink.so", 1);
+  setenv("KILN_CUDA_PATH", "/nonexistent/libcuda.so.1", 1);
+  kiln_compile_opts opts = {.arch = "sm_90", .flags = KILN_COMPILE_DEVICE_RUNTIME};
+  kiln_module *m = NULL;
+  ASSERT_STATUS(kiln_module_from_source(dynamic_src, &opts, &m), KILN_ERROR_NO_DRIVER);
+  ASSERT_CONTAINS(kiln_last_error(), "no CUDA driver could be loaded");
+  ASSERT_CONTAINS(kiln_last_error(),
+                  "linking relocatable device code needs nvJitLink or the CUDA driver, and "
+                  "nvJitLink could not be opened (tried "
+                  "KILN_NVJITLINK_PATH=/nonexistent/libnvJitLink.so)");
+  ASSERT(m == NULL);
+}
+
+TEST(gpu_kernel_launches_a_kernel) {
+  kiln_test_require_gpu();
+  kiln_compile_opts opts = {.flags = KILN_COMPILE_DEVICE_RUNTIME};
+  kiln_module *m = compile_ok(dynamic_src, &opts);
+  kiln_function *parent = NULL;
+  ASSERT_OK(kiln_module_get_function(m, "parent", &parent));
+  kiln_deviceptr p = 0;
+  ASSERT_OK(kiln_mem_alloc(32 * sizeof(int), &p));
+  ASSERT_OK(kiln_memset_d32(p, 0, 32));
+  void *params[] = {&p};
+  kiln_launch_config cfg = {.grid = {1, 1, 1}, .block = {1, 1, 1}};
+  ASSERT_OK(kiln_function_launch(parent, &cfg, params));
+  ASSERT_OK(kiln_synchronize());
+  int got[32];
+  ASSERT_OK(kiln_memcpy_dtoh(got, p, sizeof got));
+  for (int i = 0; i < 32; i++) ASSERT_EQ(got[i], 100 + i);
+  ASSERT_OK(kiln_mem_free(p));
+  kiln_module_free(m);
+}
