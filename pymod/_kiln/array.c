@@ -4,6 +4,7 @@
 #include "array.h"
 
 #include "arrayobj.h"
+#include "arrayops.h"
 #include "errors.h"
 #include "interop.h"
 #include "shape.h"
@@ -410,6 +411,13 @@ static PyMethodDef kpy_array_functions[] = {
 };
 
 int kpy_array_init(PyObject *module, kpy_state *st) {
+  /* The type's own slots, then arithmetic's (arrayops.c). */
+  static PyType_Slot slots[sizeof kpy_array_slots / sizeof kpy_array_slots[0] + KPY_ARRAYOPS_SLOTS];
+  size_t n = 0;
+  for (PyType_Slot *p = kpy_array_slots; p->slot; p++) slots[n++] = *p;
+  for (PyType_Slot *p = kpy_arrayops_slots; p->slot; p++) slots[n++] = *p;
+  slots[n] = (PyType_Slot){0, NULL};
+  kpy_array_spec.slots = slots;
   st->ref.DeviceArray_type = kpy_add_type(module, &kpy_array_spec, NULL);
   if (!st->ref.DeviceArray_type) return -1;
   return PyModule_AddFunctions(module, kpy_array_functions);
