@@ -255,6 +255,66 @@ static PyObject *kpy_richcompare(PyObject *x, PyObject *y, int cmp) {
   return kpy_binary(ops[cmp], x, y, 0);
 }
 
+/* ---- Methods that run kernels: each is kiln._ops.method_<name>(self, ...) ------------------ */
+
+static PyObject *kpy_forward(PyObject *self, const char *name, PyObject *const *args,
+                             Py_ssize_t nargs, PyObject *kwnames) {
+  kpy_state *st = kpy_state_of_subtype(Py_TYPE(self));
+  PyObject *ops = st ? kpy_ops_module(st) : NULL;
+  PyObject *fn = ops ? PyObject_GetAttrString(ops, name) : NULL;
+  if (!fn) return NULL;
+  Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
+  PyObject *small[12], **stack = small;
+  if (1 + nargs + nkw > (Py_ssize_t)(sizeof small / sizeof small[0]) &&
+      !(stack = PyMem_Malloc(sizeof *stack * (size_t)(1 + nargs + nkw)))) {
+    Py_DECREF(fn);
+    return PyErr_NoMemory();
+  }
+  stack[0] = self;
+  memcpy(stack + 1, args, sizeof *stack * (size_t)(nargs + nkw));
+  PyObject *r = PyObject_Vectorcall(fn, stack, (size_t)(1 + nargs), kwnames);
+  if (stack != small) PyMem_Free(stack);
+  Py_DECREF(fn);
+  return r;
+}
+
+#define KPY_FORWARD(name)                                                                 \
+  static PyObject *kpy_method_##name(PyObject *self, PyObject *const *args, Py_ssize_t n, \
+                                     PyObject *kwnames) {                                 \
+    return kpy_forward(self, "method_" #name, args, n, kwnames);                          \
+  }
+
+KPY_FORWARD(fill)
+KPY_FORWARD(astype)
+KPY_FORWARD(conj)
+KPY_FORWARD(mul_add)
+KPY_FORWARD(reverse)
+KPY_FORWARD(sum)
+KPY_FORWARD(max)
+KPY_FORWARD(min)
+KPY_FORWARD(any)
+KPY_FORWARD(all)
+
+#define KPY_METHOD(name, doc) \
+  {#name, (PyCFunction)(void (*)(void))kpy_method_##name, METH_FASTCALL | METH_KEYWORDS, doc}
+
+PyMethodDef kpy_arrayops_methods[KPY_ARRAYOPS_METHODS] = {
+    KPY_METHOD(fill, "fill(value, stream=None): every element set to value; returns the array."),
+    KPY_METHOD(astype, "astype(dtype, stream=None): a new array of the values as dtype."),
+    KPY_METHOD(conj, "conj(): the complex conjugate (the array itself when it is real)."),
+    {"conjugate", (PyCFunction)(void (*)(void))kpy_method_conj, METH_FASTCALL | METH_KEYWORDS,
+     "conjugate(): the same as conj()."},
+    KPY_METHOD(mul_add, "mul_add(selffac, other, otherfac, add_timer=None, stream=None): "
+                        "selffac * self + otherfac * other in one kernel."),
+    KPY_METHOD(reverse, "reverse(stream=None): a new 1-d array of the elements in reverse order."),
+    KPY_METHOD(sum, "sum(dtype=None, stream=None): the sum as a 0-d array."),
+    KPY_METHOD(max, "max(stream=None): the largest element as a 0-d array."),
+    KPY_METHOD(min, "min(stream=None): the smallest element as a 0-d array."),
+    KPY_METHOD(any, "any(stream=None): whether any element is nonzero, as a 0-d array."),
+    KPY_METHOD(all, "all(stream=None): whether every element is nonzero, as a 0-d array."),
+    {NULL, NULL, 0, NULL},
+};
+
 PyType_Slot kpy_arrayops_slots[KPY_ARRAYOPS_SLOTS] = {
     {Py_nb_add, kpy_nb_add},
     {Py_nb_subtract, kpy_nb_subtract},

@@ -607,3 +607,222 @@ def astype(a, dtype, stream=None):
     if out.size:
         _copy_kernel(out.dtype, a.dtype)(out, a, stream=stream)
     return out
+
+
+# ---- Reductions -------------------------------------------------------------------------------
+
+# The plain sum of each dtype whose result needs no conversion: gpuarray.sum calls it directly.
+SUM_KERNELS = {}
+_REDUCTIONS = {}
+
+
+def _lowest(dtype, highest=False):
+    """C of the lowest (or highest) value of dtype's compute type: -inf for floats."""
+    dtype = np.dtype(dtype)
+    if dtype.kind == "f":
+        bits = {False: ("0xff800000", "0xfff0000000000000ULL"),
+                True: ("0x7f800000", "0x7ff0000000000000ULL")}[highest]
+        return (f"__int_as_float({bits[0]})" if dtype.itemsize <= 4
+                else f"__longlong_as_double({bits[1]})")
+    if dtype.kind == "b":
+        return "true" if highest else "false"
+    info = np.iinfo(dtype)
+    v = info.max if highest else info.min
+    suffix = "ULL" if dtype.kind == "u" else "LL"
+    if not highest and dtype.kind == "i" and dtype.itemsize == 8:
+        return "(-9223372036854775807LL - 1)"
+    return f"({_cgen.dtype_to_ctype(dtype)})({v}{suffix})"
+
+
+def _reduction(kind, dtype, out_dtype, subset_dtype=None, second=None, conjugate=False):
+    """The ReductionKernel of `kind` over arrays of dtype (and second, for dot), folding in
+    out_dtype's compute type; arguments (subset, x[, y])."""
+    key = (kind, np.dtype(dtype), np.dtype(out_dtype), subset_dtype, second, conjugate)
+    k = _REDUCTIONS.get(key)
+    if k is not None:
+        return k
+    from .reduction import ReductionKernel
+
+    dtype, out = np.dtype(dtype), np.dtype(out_dtype)
+    acc = np.dtype(np.float32) if out == np.float16 else out
+    index = "subset[i]" if subset_dtype is not None else "i"
+    args = ([f"{_cgen.dtype_to_ctype(subset_dtype)} *subset"] if subset_dtype is not None
+            else []) + [f"{_cgen.dtype_to_ctype(dtype)} *x"]
+    x = load("x", index, dtype, acc if kind in ("sum", "dot", "max", "min") else dtype)
+    cplx = acc.kind == "c"
+    if kind == "sum":
+        neutral, reduce, mapped = "0", "a + b", x
+    elif kind == "dot":
+        args.append(f"{_cgen.dtype_to_ctype(second)} *y")
+        y = load("y", index, second, acc)
+        neutral, reduce = "0", "a + b"
+        mapped = f"kiln::conj({x}) * {y}" if conjugate and cplx else f"{x} * {y}"
+    elif kind in ("max", "min"):
+        highest = kind == "min"
+        if cplx:
+            neutral = (f"{compute_ctype(acc)}({_lowest(acc.type(0).real.dtype, highest)}, "
+                       f"{_lowest(acc.type(0).real.dtype, highest)})")
+            reduce = "_kiln_cmax(a, b)" if kind == "max" else "_kiln_cmin(a, b)"
+        elif acc.kind == "f":
+            neutral = _lowest(acc, highest)
+            reduce = "_kiln_max(a, b)" if kind == "max" else "_kiln_min(a, b)"
+        else:
+            neutral = _lowest(acc, highest)
+            reduce = "(a > b ? a : b)" if kind == "max" else "(a < b ? a : b)"
+        mapped = x
+    elif kind in ("any", "all"):
+        truth = (f"(({x}).re != 0 || ({x}).im != 0)" if dtype.kind == "c"
+                 else f"(({x}) != 0)")
+        neutral, reduce, mapped = (("false", "a || b", truth) if kind == "any"
+                                   else ("true", "a && b", truth))
+        acc = np.dtype(np.bool_)
+    else:
+        raise ValueError(f"unknown reduction {kind!r}")
+    preamble = _preamble([acc, dtype] + ([second] if second is not None else []))
+    k = _REDUCTIONS[key] = ReductionKernel(acc, neutral, reduce, mapped, ", ".join(args),
+                                           name=f"kiln_{kind}", preamble=preamble)
+    k._result_dtype = out
+    return k
+
+
+def reduce(kind, a, dtype=None, stream=None, allocator=None, subset=None):
+    """sum, max, min, any or all of a's elements (or of a[subset[i]]) as a 0-d array."""
+    if not isinstance(a, DeviceArray):
+        raise TypeError(f"{kind}() takes a device array, not {type(a).__name__}")
+    if kind == "sum":
+        out = np.dtype(dtype) if dtype is not None else np.zeros(0, a.dtype).sum().dtype
+    elif kind in ("any", "all"):
+        out = np.dtype(np.bool_)
+    else:
+        out = a.dtype
+    n = a.size if subset is None else subset.size
+    if n == 0 and kind in ("max", "min"):
+        raise ValueError(f"zero-size array to reduction operation {kind}imum which has no "
+                         "identity")
+    a = ascontiguous(a, stream=stream)
+    args = [a]
+    if subset is not None:
+        if not isinstance(subset, DeviceArray) or subset.dtype.kind not in "iu":
+            raise TypeError("subset must be a device array of integer indices")
+        args = [ascontiguous(subset, stream=stream), a]
+    k = _reduction(kind, a.dtype, out, None if subset is None else subset.dtype)
+    result = k(*args, stream=stream, allocator=allocator) if allocator is not None else \
+        k(*args, stream=stream)
+    if result.dtype != out:
+        result = astype(result, out, stream=stream)
+    elif kind == "sum" and subset is None and dtype is None and allocator is None:
+        SUM_KERNELS[a.dtype] = k
+    return result
+
+
+def dot(a, b, dtype=None, stream=None, allocator=None, subset=None, conjugate=False):
+    """sum(a * b) (conj(a) * b with conjugate) over all elements, as a 0-d array."""
+    for v in (a, b):
+        if not isinstance(v, DeviceArray):
+            raise TypeError(f"dot() takes device arrays, not {type(v).__name__}")
+    if a.size != b.size:
+        raise ValueError(f"dot() of arrays of {a.size} and {b.size} elements")
+    out = np.dtype(dtype) if dtype is not None else np.result_type(a.dtype, b.dtype)
+    if out == np.bool_:
+        out = np.dtype(np.bool_)
+    args = [ascontiguous(a, stream=stream), ascontiguous(b, stream=stream)]
+    if subset is not None:
+        args.insert(0, ascontiguous(subset, stream=stream))
+    k = _reduction("dot", a.dtype, out, None if subset is None else subset.dtype, b.dtype,
+                   conjugate)
+    result = k(*args, stream=stream, allocator=allocator) if allocator is not None else \
+        k(*args, stream=stream)
+    return astype(result, out, stream=stream) if result.dtype != out else result
+
+
+# ---- The array type's methods that run kernels (arrayops.c forwards them here) ---------------
+
+def method_fill(a, value, stream=None):
+    fill(a, value, stream=stream)
+    return a
+
+
+def method_astype(a, dtype, stream=None):
+    return astype(a, dtype, stream=stream)
+
+
+def method_conj(a, stream=None):
+    return unary("conjugate", a, stream=stream) if a.dtype.kind == "c" else a
+
+
+_AXPBYZ = {}
+
+
+def method_mul_add(a, selffac, other, otherfac, add_timer=None, stream=None):
+    """selffac * a + otherfac * other in one kernel, with NumPy's promotion of the four."""
+    if not isinstance(other, DeviceArray):
+        raise TypeError("mul_add() takes a device array as other")
+    if other.shape != a.shape:
+        raise ValueError(f"mul_add() of shapes {a.shape} and {other.shape}")
+    out_dtype = np.result_type(a.dtype, other.dtype, selffac, otherfac)
+    key = (a.dtype, other.dtype, out_dtype)
+    k = _AXPBYZ.get(key)
+    if k is None:
+        from .elementwise import ElementwiseKernel
+
+        wire = _wire_dtype(out_dtype)
+        t = _cgen.dtype_to_ctype(wire)
+        ct = compute_ctype(out_dtype)
+        value = (f"({ct})({_scalar_operand('p', out_dtype)}) * {load('x', 'x_i', a.dtype, out_dtype)}"
+                 f" + ({ct})({_scalar_operand('q', out_dtype)}) * "
+                 f"{load('y', 'y_i', other.dtype, out_dtype)}")
+        k = _AXPBYZ[key] = ElementwiseKernel(
+            f"{_cgen.dtype_to_ctype(out_dtype)} *z, {t} p, {_cgen.dtype_to_ctype(a.dtype)} *x, "
+            f"{t} q, {_cgen.dtype_to_ctype(other.dtype)} *y",
+            f"z[z_i] = {store(value, out_dtype, out_dtype)}", "kiln_axpbyz",
+            preamble=_preamble([out_dtype, a.dtype, other.dtype]), _same_ok=True)
+    wire = _wire_dtype(out_dtype).type
+    out = _empty(a.shape, out_dtype, stream)
+    if out.size:
+        start = _timer_start(add_timer, stream)
+        k(out, wire(selffac), a, wire(otherfac), other, stream=stream)
+        _timer_end(add_timer, start, stream)
+    return out
+
+
+def _timer_start(add_timer, stream):
+    if add_timer is None:
+        return None
+    from ._kiln import Event
+    return Event().record(stream)
+
+
+def _timer_end(add_timer, start, stream):
+    """PyCUDA's add_timer(count, seconds) after a timed operation."""
+    if add_timer is None:
+        return
+    from ._kiln import Event
+    end = Event().record(stream)
+    end.synchronize()
+    add_timer(1, start.elapsed(end) / 1000)
+
+
+def method_reverse(a, stream=None):
+    if a.ndim != 1:
+        raise ValueError("reverse() takes a 1-d array")
+    return ascontiguous(a[::-1], stream=stream, force=True)
+
+
+def method_sum(a, dtype=None, stream=None):
+    return reduce("sum", a, dtype=dtype, stream=stream)
+
+
+def method_max(a, stream=None):
+    return reduce("max", a, stream=stream)
+
+
+def method_min(a, stream=None):
+    return reduce("min", a, stream=stream)
+
+
+def method_any(a, stream=None):
+    return reduce("any", a, stream=stream)
+
+
+def method_all(a, stream=None):
+    return reduce("all", a, stream=stream)
