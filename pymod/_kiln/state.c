@@ -8,6 +8,17 @@ kpy_state *kpy_state_of_type(PyTypeObject *tp) {
   return module ? PyModule_GetState(module) : NULL;
 }
 
+kpy_state *kpy_state_of_subtype(PyTypeObject *tp) {
+  for (PyTypeObject *t = tp; t; t = t->tp_base) {
+    if (!PyType_HasFeature(t, Py_TPFLAGS_HEAPTYPE)) continue;
+    PyObject *module = PyType_GetModule(t);
+    if (module) return PyModule_GetState(module);
+    PyErr_Clear(); /* a Python class between tp and kiln's type */
+  }
+  PyErr_Format(PyExc_TypeError, "%.100s is not a kiln type", tp->tp_name);
+  return NULL;
+}
+
 int kpy_state_intern(kpy_state *st) {
 #define KPY__INTERN(field, text) \
   if (!(st->str.field = PyUnicode_InternFromString(text))) return -1;
