@@ -127,7 +127,10 @@ def test_compile_error_has_log_and_source_lines():
     ({"options": "-O3"}, TypeError, "options must be a list of strings"),
     ({"options": [3]}, TypeError, r"options\[0\] must be a str"),
     ({"include_dirs": [None]}, TypeError, r"include_dirs\[0\] must be a str or path"),
-    ({"nvcc": "nvcc"}, TypeError, "unexpected keyword|invalid keyword"),
+    ({"code": 90}, TypeError, "code must be a str"),
+    ({"cache_dir": True}, TypeError, "cache_dir is a folder, None"),
+    ({"cache_dir": 3}, TypeError, "cache_dir must be a str or path"),
+    ({"headers_": {}}, TypeError, "unexpected keyword|invalid keyword"),
 ])
 def test_bad_compile_arguments(kwargs, error, phrase):
     with pytest.raises(error, match=phrase):

@@ -1,23 +1,45 @@
-/* kiln.Device: PyCUDA's spelling (methods, not properties) over kiln_device_get_info; and
- * kiln.synchronize. */
+/* kiln.Device: PyCUDA's spelling (methods, not properties) over kiln_device_get_info, its
+ * attributes, and its context (make_context, a Context of context.c made through the type in
+ * the module state); kiln.synchronize; init and the versions. */
 #include "device.h"
 
 #include "errors.h"
 
-typedef struct kpy_device {
-  PyObject_HEAD
-  int ordinal;
-  int previous[8]; /* the devices current before each `with`, innermost last */
-  int depth;
-} kpy_device;
+#include <ctype.h>
 
+/* Device(ordinal=0), or Device("0000:3b:00.0") by PCI bus id as PyCUDA allows. */
 static PyObject *kpy_device_new(PyTypeObject *tp, PyObject *args, PyObject *kwargs) {
-  int ordinal = 0;
+  PyObject *which = NULL;
   static char *kwlist[] = {(char *)"ordinal", NULL}; /* char * before Python 3.13 */
-  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|i:Device", kwlist, &ordinal)) return NULL;
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|O:Device", kwlist, &which)) return NULL;
+  kpy_state *st = kpy_state_of_type(tp);
+  int ordinal = 0;
+  kiln_status s = KILN_OK;
+  if (which && PyUnicode_Check(which)) {
+    const char *id = PyUnicode_AsUTF8(which);
+    if (!id) return NULL;
+    s = kiln_device_from_pci_bus_id(id, &ordinal);
+  } else if (which) {
+    long v = PyLong_Check(which) ? PyLong_AsLong(which) : -1;
+    if (!PyLong_Check(which) || (v == -1 && PyErr_Occurred()) || v < INT_MIN || v > INT_MAX) {
+      PyErr_Clear();
+      PyErr_Format(PyExc_TypeError,
+                   "Device() takes an ordinal (int) or a PCI bus id (str), not %.100s",
+                   Py_TYPE(which)->tp_name);
+      return NULL;
+    }
+    ordinal = (int)v;
+  }
   kiln_device_info info;
-  kiln_status s = kiln_device_get_info(ordinal, &info); /* says which devices exist */
-  if (s) return kpy_raise(kpy_state_of_type(tp), s);
+  if (!s) s = kiln_device_get_info(ordinal, &info); /* says which devices exist */
+  if (s) return kpy_raise(st, s);
+  kpy_device *self = (kpy_device *)tp->tp_alloc(tp, 0);
+  if (self) self->ordinal = ordinal;
+  return (PyObject *)self;
+}
+
+PyObject *kpy_device_of(kpy_state *st, int ordinal) {
+  PyTypeObject *tp = st->ref.Device_type;
   kpy_device *self = (kpy_device *)tp->tp_alloc(tp, 0);
   if (self) self->ordinal = ordinal;
   return (PyObject *)self;
@@ -52,6 +74,146 @@ static PyObject *kpy_device_total_memory(PyObject *op, PyObject *unused) {
   kiln_device_info info;
   return kpy_device_info(op, &info) ? NULL : PyLong_FromSize_t(info.total_memory);
 }
+
+/* An int attribute number (a device_attribute member is one). */
+static int kpy_attribute_number(PyObject *attr, const char *what, int *out) {
+  if (!PyIndex_Check(attr) || PyBool_Check(attr)) {
+    PyErr_Format(PyExc_TypeError, "%s must be an int (a %s member), not %.100s", what, what,
+                 Py_TYPE(attr)->tp_name);
+    return -1;
+  }
+  long v = PyLong_AsLong(attr);
+  if (v == -1 && PyErr_Occurred()) return -1;
+  if (v < INT_MIN || v > INT_MAX) {
+    PyErr_Format(PyExc_ValueError, "%s %ld is out of range", what, v);
+    return -1;
+  }
+  *out = (int)v;
+  return 0;
+}
+
+static PyObject *kpy_device_get_attribute(PyObject *op, PyObject *attr) {
+  int a, v = 0;
+  if (kpy_attribute_number(attr, "device_attribute", &a) < 0) return NULL;
+  kiln_status s = kiln_device_get_attribute(((kpy_device *)op)->ordinal, a, &v);
+  if (s) return kpy_raise(kpy_state_of_type(Py_TYPE(op)), s);
+  return PyLong_FromLong(v);
+}
+
+/* kiln.driver's device_attribute, where the names live. */
+static PyObject *kpy_device_attribute_enum(void) {
+  PyObject *driver = PyImport_ImportModule("kiln.driver");
+  if (!driver) return NULL;
+  PyObject *e = PyObject_GetAttrString(driver, "device_attribute");
+  Py_DECREF(driver);
+  return e;
+}
+
+/* {device_attribute member: value} for every attribute this driver knows. */
+static PyObject *kpy_device_get_attributes(PyObject *op, PyObject *unused) {
+  (void)unused;
+  PyObject *e = kpy_device_attribute_enum(), *members = e ? PySequence_List(e) : NULL;
+  Py_XDECREF(e);
+  PyObject *out = members ? PyDict_New() : NULL;
+  for (Py_ssize_t i = 0; out && i < PyList_GET_SIZE(members); i++) {
+    PyObject *member = PyList_GET_ITEM(members, i);
+    int a, v = 0;
+    if (kpy_attribute_number(member, "device_attribute", &a) < 0) {
+      Py_CLEAR(out);
+      break;
+    }
+    kiln_status s = kiln_device_get_attribute(((kpy_device *)op)->ordinal, a, &v);
+    if (s == KILN_ERROR_INVALID) continue; /* newer than this driver */
+    PyObject *value = s ? kpy_raise(kpy_state_of_type(Py_TYPE(op)), s) : PyLong_FromLong(v);
+    if (!value || PyDict_SetItem(out, member, value) < 0) Py_CLEAR(out);
+    Py_XDECREF(value);
+  }
+  Py_XDECREF(members);
+  return out;
+}
+
+/* dev.max_threads_per_block: every device_attribute, lower-case, as PyCUDA reads them. */
+static PyObject *kpy_device_getattro(PyObject *op, PyObject *name) {
+  PyObject *found = PyObject_GenericGetAttr(op, name);
+  if (found || !PyErr_ExceptionMatches(PyExc_AttributeError) || !PyUnicode_Check(name))
+    return found;
+  const char *text = PyUnicode_AsUTF8(name);
+  if (!text || text[0] == '_' || !islower((unsigned char)text[0])) return NULL;
+#if PY_VERSION_HEX >= 0x030C0000
+  PyObject *missing = PyErr_GetRaisedException();
+#else
+  PyObject *t, *v, *tb;
+  PyErr_Fetch(&t, &v, &tb);
+#endif
+  PyObject *e = kpy_device_attribute_enum(), *upper = NULL, *member = NULL;
+  if (e) upper = PyObject_CallMethod(name, "upper", NULL);
+  if (upper) member = PyObject_GetAttr(e, upper);
+  Py_XDECREF(e);
+  Py_XDECREF(upper);
+  if (!member) { /* not an attribute: the first error stands */
+    PyErr_Clear();
+#if PY_VERSION_HEX >= 0x030C0000
+    PyErr_SetRaisedException(missing);
+#else
+    PyErr_Restore(t, v, tb);
+#endif
+    return NULL;
+  }
+#if PY_VERSION_HEX >= 0x030C0000
+  Py_XDECREF(missing);
+#else
+  Py_XDECREF(t);
+  Py_XDECREF(v);
+  Py_XDECREF(tb);
+#endif
+  PyObject *value = kpy_device_get_attribute(op, member);
+  Py_DECREF(member);
+  return value;
+}
+
+static PyObject *kpy_device_pci_bus_id(PyObject *op, PyObject *unused) {
+  (void)unused;
+  char id[64];
+  kiln_status s = kiln_device_pci_bus_id(((kpy_device *)op)->ordinal, id, sizeof id);
+  if (s) return kpy_raise(kpy_state_of_type(Py_TYPE(op)), s);
+  return PyUnicode_FromString(id);
+}
+
+/* The device's primary context as a kiln.Context, pushed (make_context) or not
+ * (retain_primary_context). kiln makes no context of its own: the flags PyCUDA passes to a
+ * new context are the primary context's business, so they are accepted and not applied. */
+static PyObject *kpy_device_context(PyObject *op, PyObject *args, PyObject *kwargs, int push) {
+  static char *kwlist[] = {(char *)"flags", NULL};
+  unsigned flags = 0;
+  if (!PyArg_ParseTupleAndKeywords(
+          args, kwargs, push ? "|I:make_context" : ":retain_primary_context", kwlist, &flags))
+    return NULL;
+  kpy_state *st = kpy_state_of_type(Py_TYPE(op));
+  PyObject *ctx = PyObject_CallOneArg((PyObject *)st->ref.Context_type, op);
+  if (!ctx || !push) return ctx;
+  kiln_status s = kiln_context_push(((kpy_device *)op)->ordinal);
+  if (s) {
+    Py_DECREF(ctx);
+    return kpy_raise(st, s);
+  }
+  return ctx;
+}
+
+static PyObject *kpy_device_make_context(PyObject *op, PyObject *args, PyObject *kwargs) {
+  return kpy_device_context(op, args, kwargs, 1);
+}
+
+static PyObject *kpy_device_retain_primary_context(PyObject *op, PyObject *args, PyObject *kwargs) {
+  return kpy_device_context(op, args, kwargs, 0);
+}
+
+static PyObject *kpy_device_richcompare(PyObject *a, PyObject *b, int op) {
+  if (!PyObject_TypeCheck(b, Py_TYPE(a)) || (op != Py_EQ && op != Py_NE)) Py_RETURN_NOTIMPLEMENTED;
+  int same = ((kpy_device *)a)->ordinal == ((kpy_device *)b)->ordinal;
+  return PyBool_FromLong(op == Py_EQ ? same : !same);
+}
+
+static Py_hash_t kpy_device_hash(PyObject *op) { return ((kpy_device *)op)->ordinal + 1; }
 
 static PyObject *kpy_device_make_current(PyObject *op, PyObject *unused) {
   (void)unused;
@@ -105,6 +267,19 @@ static PyMethodDef kpy_device_methods[] = {
     {"total_memory", kpy_device_total_memory, METH_NOARGS, "Device memory in bytes."},
     {"make_current", kpy_device_make_current, METH_NOARGS,
      "Makes this the device kiln uses on this thread."},
+    {"get_attribute", kpy_device_get_attribute, METH_O,
+     "get_attribute(attr): a device_attribute's value (kiln.driver.device_attribute)."},
+    {"get_attributes", kpy_device_get_attributes, METH_NOARGS,
+     "{device_attribute: value} for every attribute the driver knows."},
+    {"pci_bus_id", kpy_device_pci_bus_id, METH_NOARGS, "The PCI bus id, '0000:3b:00.0'."},
+    {"make_context", (PyCFunction)(void (*)(void))kpy_device_make_context,
+     METH_VARARGS | METH_KEYWORDS,
+     "make_context(flags=0): the device's primary context, made current on this thread (pushed) "
+     "as PyCUDA's new context would be; pop() returns to the device before. kiln makes no "
+     "context of its own, so flags are not applied."},
+    {"retain_primary_context", (PyCFunction)(void (*)(void))kpy_device_retain_primary_context,
+     METH_VARARGS | METH_KEYWORDS,
+     "The device's primary context as a Context, not made current (push() does that)."},
     {"__enter__", kpy_device_enter, METH_NOARGS, "Makes it current until the with-block ends."},
     {"__exit__", kpy_device_exit, METH_VARARGS, "Restores the device current before."},
     {"count", kpy_device_count, METH_NOARGS | METH_CLASS,
@@ -120,10 +295,15 @@ static PyGetSetDef kpy_device_getset[] = {
 static PyType_Slot kpy_device_slots[] = {
     {Py_tp_new, kpy_device_new},
     {Py_tp_dealloc, kpy_device_dealloc},
+    {Py_tp_getattro, kpy_device_getattro},
+    {Py_tp_richcompare, kpy_device_richcompare},
+    {Py_tp_hash, kpy_device_hash},
     {Py_tp_repr, kpy_device_repr},
     {Py_tp_methods, kpy_device_methods},
     {Py_tp_getset, kpy_device_getset},
-    {Py_tp_doc, (void *)"Device(ordinal=0): a CUDA device."},
+    {Py_tp_doc, (void *)"Device(ordinal=0): a CUDA device; Device('0000:3b:00.0') by PCI bus "
+                        "id. Every device_attribute reads as a lower-case attribute too "
+                        "(dev.max_threads_per_block)."},
     {0, NULL},
 };
 
@@ -141,9 +321,44 @@ static PyObject *kpy_synchronize(PyObject *module, PyObject *unused) {
   Py_RETURN_NONE;
 }
 
+static PyObject *kpy_init(PyObject *module, PyObject *args, PyObject *kwargs) {
+  static char *kwlist[] = {(char *)"flags", NULL};
+  unsigned flags = 0;
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|I:init", kwlist, &flags)) return NULL;
+  if (flags != 0) {
+    PyErr_Format(PyExc_ValueError, "init() takes flags=0, the only value cuInit knows, not %u",
+                 flags);
+    return NULL;
+  }
+  kiln_status s = kiln_driver_init();
+  if (s) return kpy_raise(kpy_state_of_module(module), s);
+  Py_RETURN_NONE;
+}
+
+static PyObject *kpy_get_driver_version(PyObject *module, PyObject *unused) {
+  (void)unused;
+  int v = 0;
+  kiln_status s = kiln_driver_version(&v);
+  if (s) return kpy_raise(kpy_state_of_module(module), s);
+  return PyLong_FromLong(v);
+}
+
+static PyObject *kpy_get_version(PyObject *module, PyObject *unused) {
+  (void)module, (void)unused;
+  int v = kiln_driver_header_version();
+  return Py_BuildValue("(iii)", v / 1000, v % 1000 / 10, 0);
+}
+
 static PyMethodDef kpy_device_functions[] = {
     {"synchronize", kpy_synchronize, METH_NOARGS,
      "Waits for all work on the current device; raises the error of any that failed."},
+    {"init", (PyCFunction)(void (*)(void))kpy_init, METH_VARARGS | METH_KEYWORDS,
+     "init(flags=0): opens the driver and runs cuInit now (kiln does it at the first GPU use); "
+     "NoDeviceError says why it cannot."},
+    {"get_driver_version", kpy_get_driver_version, METH_NOARGS,
+     "The driver's CUDA version as an int: 13000 is CUDA 13.0."},
+    {"get_version", kpy_get_version, METH_NOARGS,
+     "(major, minor, 0): the CUDA version kiln was built against."},
     {NULL, NULL, 0, NULL},
 };
 

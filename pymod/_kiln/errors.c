@@ -3,6 +3,7 @@
 
 #include <string.h>
 
+/* base: one class, a tuple of them, or NULL for Exception. */
 static PyObject *kpy_new_exception(PyObject *module, const char *name, PyObject *base,
                                    const char *doc) {
   char qualified[64];
@@ -54,15 +55,52 @@ int kpy_errors_init(PyObject *module, kpy_state *st) {
       !(st->ref.CudaError = kpy_new_exception(
             module, "CudaError", st->ref.Error,
             "A CUDA driver call failed; .code is the CUresult, .name its name.")) ||
-      !(st->ref.LaunchError = kpy_new_exception(module, "LaunchError", st->ref.CudaError,
-                                                "A kernel launch failed.")) ||
-      !(st->ref.OutOfMemoryError = kpy_new_exception(module, "OutOfMemoryError", st->ref.CudaError,
-                                                     "The device ran out of memory.")) ||
+      !(st->ref.LaunchError = kpy_new_exception(
+            module, "LaunchError", st->ref.CudaError,
+            "A kernel launch failed, or a kernel ran out of resources or time.")) ||
+      !(st->ref.LogicError = kpy_new_exception(
+            module, "LogicError", st->ref.CudaError,
+            "The driver refused a call as wrong in itself: an invalid value, handle or context "
+            "(PyCUDA's LogicError).")) ||
       !(st->ref.NoDeviceError = kpy_new_exception(
             module, "NoDeviceError", st->ref.CudaError,
             "No CUDA driver or no CUDA device: compiling works, launching does not.")))
     return -1;
-  return 0;
+  /* Also Python's MemoryError, as PyCUDA's is: `except MemoryError` catches device memory. */
+  PyObject *bases = PyTuple_Pack(2, st->ref.CudaError, PyExc_MemoryError);
+  if (!bases) return -1;
+  st->ref.OutOfMemoryError =
+      kpy_new_exception(module, "OutOfMemoryError", bases,
+                        "The device ran out of memory; also a MemoryError, as PyCUDA's is.");
+  Py_DECREF(bases);
+  return st->ref.OutOfMemoryError ? 0 : -1;
+}
+
+/* The CUresults PyCUDA calls logic errors: the program asked for something wrong in itself. */
+static int kpy_is_logic_error(int code) {
+  switch (code) {
+  case 1:   /* CUDA_ERROR_INVALID_VALUE */
+  case 3:   /* CUDA_ERROR_NOT_INITIALIZED */
+  case 4:   /* CUDA_ERROR_DEINITIALIZED */
+  case 101: /* CUDA_ERROR_INVALID_DEVICE */
+  case 200: /* CUDA_ERROR_INVALID_IMAGE */
+  case 201: /* CUDA_ERROR_INVALID_CONTEXT */
+  case 202: /* CUDA_ERROR_CONTEXT_ALREADY_CURRENT */
+  case 300: /* CUDA_ERROR_INVALID_SOURCE */
+  case 400: /* CUDA_ERROR_INVALID_HANDLE */
+  case 401: /* CUDA_ERROR_ILLEGAL_STATE */
+  case 500: /* CUDA_ERROR_NOT_FOUND */
+  case 709: /* CUDA_ERROR_CONTEXT_IS_DESTROYED */
+  case 801: /* CUDA_ERROR_NOT_SUPPORTED */ return 1;
+  default: return 0;
+  }
+}
+
+/* A kernel that could not run, wherever it is reported: the launch, or the next call that
+ * waited for it. */
+static int kpy_is_launch_error(int code) {
+  return code == 701 /* CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES */ ||
+         code == 702 /* CUDA_ERROR_LAUNCH_TIMEOUT */ || code == 719 /* CUDA_ERROR_LAUNCH_FAILED */;
 }
 
 /* Raises `type(message)` with .code and .name set (None when no CUresult is behind it). */
@@ -124,7 +162,14 @@ PyObject *kpy_raise(kpy_state *st, kiln_status s) {
   case KILN_ERROR_NO_DEVICE: kpy_raise_cuda(st->ref.NoDeviceError, msg); break;
   case KILN_ERROR_OUT_OF_MEMORY: kpy_raise_cuda(st->ref.OutOfMemoryError, msg); break;
   case KILN_ERROR_LAUNCH: kpy_raise_cuda(st->ref.LaunchError, msg); break;
-  case KILN_ERROR_CUDA: kpy_raise_cuda(st->ref.CudaError, msg); break;
+  case KILN_ERROR_CUDA: {
+    int code = kiln_last_cuda_result();
+    PyObject *type = kpy_is_logic_error(code)    ? st->ref.LogicError
+                     : kpy_is_launch_error(code) ? st->ref.LaunchError
+                                                 : st->ref.CudaError;
+    kpy_raise_cuda(type, msg);
+    break;
+  }
   case KILN_ERROR_INVALID:
   case KILN_ERROR_AMBIGUOUS: PyErr_SetString(PyExc_ValueError, msg); break;
   case KILN_ERROR_NOT_FOUND: PyErr_SetString(PyExc_AttributeError, msg); break;

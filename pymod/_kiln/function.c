@@ -1,9 +1,12 @@
 /* kiln.Function: one kernel, called with vectorcall. Arguments are read in place (no tuple or
  * dict is built) and packed on the stack by the kernel's signature; a launch without In/Out
- * keeps the GIL, as it does not block. */
+ * keeps the GIL, as it does not block. PyCUDA's prepared calls (prepare, prepared_call,
+ * prepared_async_call, prepared_timed_call) take the same path after reading grid and block
+ * positionally; the kernel's attributes are read through the engine. */
 #include "function.h"
 
 #include "args.h"
+#include "argtypes.h"
 #include "errors.h"
 #include "stream.h"
 
@@ -66,53 +69,13 @@ static int kpy_keyword(kpy_state *st, PyObject *key) {
   return -1;
 }
 
-static PyObject *kpy_function_call(PyObject *op, PyObject *const *args, size_t nargsf,
-                                   PyObject *kwnames) {
-  kpy_function *self = (kpy_function *)op;
+/* Packs the n_params arguments at args and launches with cfg: the work of the call and of the
+ * prepared calls. stream_obj is the kiln.Stream cfg->stream came from, or NULL. */
+static PyObject *kpy_function_run(kpy_function *self, PyObject *const *args,
+                                  const kiln_launch_config *cfg_in, PyObject *stream_obj,
+                                  int time_kernel) {
   kpy_state *st = self->st;
-  Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
-  if (__builtin_expect(nargs != self->n_params, 0)) {
-    PyErr_Format(PyExc_TypeError, "%s takes %d argument%s (%zd given)",
-                 kiln_function_name(self->fn), self->n_params, self->n_params == 1 ? "" : "s",
-                 nargs);
-    return NULL;
-  }
-  kiln_launch_config cfg = {{1, 1, 1}, {1, 1, 1}, 0, NULL};
-  int have_block = 0, time_kernel = 0;
-  PyObject *stream_obj = NULL; /* the kiln.Stream given, if one was */
-  Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
-  for (Py_ssize_t i = 0; i < nkw; i++) {
-    PyObject *key = PyTuple_GET_ITEM(kwnames, i), *value = args[nargs + i];
-    int kw = kpy_keyword(st, key);
-    if (kw == KPY_KW_BLOCK) {
-      if (kpy_parse_dims(value, "block", cfg.block) < 0) return NULL;
-      have_block = 1;
-    } else if (kw == KPY_KW_GRID) {
-      if (kpy_parse_dims(value, "grid", cfg.grid) < 0) return NULL;
-    } else if (kw == KPY_KW_SHARED) {
-      long v = PyLong_Check(value) ? PyLong_AsLong(value) : -1;
-      if (v == -1 && PyErr_Occurred()) PyErr_Clear();
-      if (v < 0 || v > (long)UINT32_MAX) {
-        PyErr_Format(PyExc_ValueError, "shared must be a number of bytes, not %R", value);
-        return NULL;
-      }
-      cfg.shared = (unsigned)v;
-    } else if (kw == KPY_KW_STREAM) {
-      if (kpy_stream_parse(st, value, &cfg.stream) < 0) return NULL;
-      if (kpy_stream_is_kiln(st, value)) stream_obj = value;
-    } else if (kw == KPY_KW_TIME_KERNEL) {
-      if ((time_kernel = PyObject_IsTrue(value)) < 0) return NULL;
-    } else {
-      PyErr_Format(PyExc_TypeError, "%s got an unexpected keyword argument %R; it takes %s",
-                   kiln_function_name(self->fn), key, kpy_kw_names);
-      return NULL;
-    }
-  }
-  if (!have_block) {
-    PyErr_Format(PyExc_TypeError, "%s needs block=(x, y, z)", kiln_function_name(self->fn));
-    return NULL;
-  }
-
+  kiln_launch_config cfg = *cfg_in;
   _Alignas(16) unsigned char stack_storage[KPY_STACK_STORAGE];
   void *stack_params[KPY_STACK_PARAMS];
   unsigned char *storage = stack_storage;
@@ -169,6 +132,349 @@ done:
   return result;
 }
 
+static PyObject *kpy_function_call(PyObject *op, PyObject *const *args, size_t nargsf,
+                                   PyObject *kwnames) {
+  kpy_function *self = (kpy_function *)op;
+  kpy_state *st = self->st;
+  Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
+  if (__builtin_expect(nargs != self->n_params, 0)) {
+    PyErr_Format(PyExc_TypeError, "%s takes %d argument%s (%zd given)",
+                 kiln_function_name(self->fn), self->n_params, self->n_params == 1 ? "" : "s",
+                 nargs);
+    return NULL;
+  }
+  kiln_launch_config cfg = {{1, 1, 1}, {1, 1, 1}, 0, NULL};
+  int have_block = 0, time_kernel = 0;
+  PyObject *stream_obj = NULL; /* the kiln.Stream given, if one was */
+  Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
+  for (Py_ssize_t i = 0; i < nkw; i++) {
+    PyObject *key = PyTuple_GET_ITEM(kwnames, i), *value = args[nargs + i];
+    int kw = kpy_keyword(st, key);
+    if (kw == KPY_KW_BLOCK) {
+      if (kpy_parse_dims(value, "block", cfg.block) < 0) return NULL;
+      have_block = 1;
+    } else if (kw == KPY_KW_GRID) {
+      if (kpy_parse_dims(value, "grid", cfg.grid) < 0) return NULL;
+    } else if (kw == KPY_KW_SHARED) {
+      long v = PyLong_Check(value) ? PyLong_AsLong(value) : -1;
+      if (v == -1 && PyErr_Occurred()) PyErr_Clear();
+      if (v < 0 || v > (long)UINT32_MAX) {
+        PyErr_Format(PyExc_ValueError, "shared must be a number of bytes, not %R", value);
+        return NULL;
+      }
+      cfg.shared = (unsigned)v;
+    } else if (kw == KPY_KW_STREAM) {
+      if (kpy_stream_parse(st, value, &cfg.stream) < 0) return NULL;
+      if (kpy_stream_is_kiln(st, value)) stream_obj = value;
+    } else if (kw == KPY_KW_TIME_KERNEL) {
+      if ((time_kernel = PyObject_IsTrue(value)) < 0) return NULL;
+    } else {
+      PyErr_Format(PyExc_TypeError, "%s got an unexpected keyword argument %R; it takes %s",
+                   kiln_function_name(self->fn), key, kpy_kw_names);
+      return NULL;
+    }
+  }
+  if (!have_block) {
+    PyErr_Format(PyExc_TypeError, "%s needs block=(x, y, z)", kiln_function_name(self->fn));
+    return NULL;
+  }
+
+  return kpy_function_run(self, args, &cfg, stream_obj, time_kernel);
+}
+
+/* ---- PyCUDA's prepared calls ---------------------------------------------------------------- */
+
+/* prepare(arg_types, shared=None, texrefs=()): checks the types against the kernel's
+ * parameters (as many, each of its size) and returns the function. kiln packs every call by
+ * the kernel's signature, so the types only guard against a kernel that is not the one the
+ * program was written for; prepared_call works without prepare too. */
+static PyObject *kpy_function_prepare(PyObject *op, PyObject *args, PyObject *kwargs) {
+  kpy_function *self = (kpy_function *)op;
+  static char *kwlist[] = {(char *)"arg_types", (char *)"shared", (char *)"texrefs", NULL};
+  PyObject *types, *shared = Py_None, *texrefs = NULL;
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|OO:prepare", kwlist, &types, &shared, &texrefs))
+    return NULL;
+  if (texrefs && texrefs != Py_None) {
+    Py_ssize_t n = PyObject_Length(texrefs);
+    if (n < 0) return NULL;
+    if (n > 0) {
+      PyErr_SetString(PyExc_NotImplementedError,
+                      "texrefs: texture references were removed in CUDA 12, which kiln needs; "
+                      "pass a texture object (cudaTextureObject_t) as a kernel argument instead");
+      return NULL;
+    }
+  }
+  unsigned shared_bytes = 0;
+  if (shared != Py_None) {
+    long v = PyLong_Check(shared) ? PyLong_AsLong(shared) : -1;
+    if (v == -1 && PyErr_Occurred()) PyErr_Clear();
+    if (v < 0 || v > (long)UINT32_MAX) {
+      PyErr_Format(PyExc_ValueError, "shared must be a number of bytes, not %R", shared);
+      return NULL;
+    }
+    shared_bytes = (unsigned)v;
+  }
+  enum { CAP = 256 };
+  kpy_argtype *named = PyMem_Malloc(CAP * sizeof *named);
+  if (!named) return PyErr_NoMemory();
+  int n = 0;
+  if (kpy_argtypes_parse(types, named, CAP, &n) < 0) {
+    PyMem_Free(named);
+    return NULL;
+  }
+  const kiln_param *p = kiln_function_params(self->fn);
+  const char *name = kiln_function_name(self->fn);
+  int bad = -1;
+  if (n == self->n_params)
+    for (int i = 0; i < n && bad < 0; i++)
+      if (named[i].size != p[i].size) bad = i;
+  PyObject *sig = NULL;
+  if (n != self->n_params || bad >= 0) {
+    PyObject *f_sig = PyObject_GetAttrString(op, "signature");
+    PyObject *sep = f_sig ? PyUnicode_FromString(", ") : NULL;
+    sig = sep ? PyUnicode_Join(sep, f_sig) : NULL;
+    Py_XDECREF(sep);
+    Py_XDECREF(f_sig);
+    if (!sig) {
+      PyMem_Free(named);
+      return NULL;
+    }
+  }
+  if (n != self->n_params)
+    PyErr_Format(PyExc_ValueError,
+                 "prepare(%R): kernel %s takes %d parameter%s (%U) and the types name %d; a "
+                 "struct or vector parameter (float2, int4, a struct) is one type of its size, "
+                 "such as '16s' or a NumPy dtype",
+                 types, name, self->n_params, self->n_params == 1 ? "" : "s", sig, n);
+  else if (bad >= 0)
+    PyErr_Format(
+        PyExc_ValueError,
+        "prepare(%R): parameter %d of kernel %s is %s, %u bytes, but the types give it %s, "
+        "%u bytes (its parameters: %U)",
+        types, bad, name,
+        p[bad].cls == KILN_PARAM_AGGREGATE ? "a struct" : kiln_param_class_name(p[bad].cls),
+        p[bad].size, named[bad].what, named[bad].size, sig);
+  PyMem_Free(named);
+  Py_XDECREF(sig);
+  if (PyErr_Occurred()) return NULL;
+  PyObject *format = PyUnicode_Check(types) ? Py_NewRef(types) : PyObject_Repr(types);
+  if (!format) return NULL;
+  Py_XSETREF(self->arg_format, format);
+  self->prepared_shared = shared_bytes;
+  return Py_NewRef(op);
+}
+
+/* shared_size= of a prepared call: the only keyword it takes. */
+static int kpy_prepared_keywords(kpy_function *self, PyObject *const *args, Py_ssize_t nargs,
+                                 PyObject *kwnames, const char *what, unsigned *shared) {
+  *shared = self->prepared_shared;
+  Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
+  for (Py_ssize_t i = 0; i < nkw; i++) {
+    PyObject *key = PyTuple_GET_ITEM(kwnames, i), *value = args[nargs + i];
+    if (key != self->st->str.shared_size && PyUnicode_Compare(key, self->st->str.shared_size)) {
+      PyErr_Format(PyExc_TypeError,
+                   "%s() got an unexpected keyword argument %R; it takes "
+                   "shared_size",
+                   what, key);
+      return -1;
+    }
+    long v = PyLong_Check(value) ? PyLong_AsLong(value) : -1;
+    if (v == -1 && PyErr_Occurred()) PyErr_Clear();
+    if (v < 0 || v > (long)UINT32_MAX) {
+      PyErr_Format(PyExc_ValueError, "shared_size must be a number of bytes, not %R", value);
+      return -1;
+    }
+    *shared = (unsigned)v;
+  }
+  return 0;
+}
+
+/* (grid, block[, stream], *args): reads the launch shape and checks the count. `lead` is how
+ * many come before the kernel's arguments. */
+static int kpy_prepared_shape(kpy_function *self, PyObject *const *args, Py_ssize_t nargs, int lead,
+                              const char *what, kiln_launch_config *cfg) {
+  if (nargs - lead != self->n_params) {
+    PyErr_Format(PyExc_TypeError, "%s(grid, block%s, *args): %s takes %d argument%s (%zd given)",
+                 what, lead == 3 ? ", stream" : "", kiln_function_name(self->fn), self->n_params,
+                 self->n_params == 1 ? "" : "s", nargs < lead ? (Py_ssize_t)0 : nargs - lead);
+    return -1;
+  }
+  if (kpy_parse_dims(args[0], "grid", cfg->grid) < 0 ||
+      kpy_parse_dims(args[1], "block", cfg->block) < 0)
+    return -1;
+  return 0;
+}
+
+static PyObject *kpy_function_prepared_call(PyObject *op, PyObject *const *args, Py_ssize_t nargs,
+                                            PyObject *kwnames) {
+  kpy_function *self = (kpy_function *)op;
+  kiln_launch_config cfg = {{1, 1, 1}, {1, 1, 1}, 0, NULL};
+  if (kpy_prepared_shape(self, args, nargs, 2, "prepared_call", &cfg) < 0 ||
+      kpy_prepared_keywords(self, args, nargs, kwnames, "prepared_call", &cfg.shared) < 0)
+    return NULL;
+  return kpy_function_run(self, args + 2, &cfg, NULL, 0);
+}
+
+static PyObject *kpy_function_prepared_async_call(PyObject *op, PyObject *const *args,
+                                                  Py_ssize_t nargs, PyObject *kwnames) {
+  kpy_function *self = (kpy_function *)op;
+  kiln_launch_config cfg = {{1, 1, 1}, {1, 1, 1}, 0, NULL};
+  if (kpy_prepared_shape(self, args, nargs, 3, "prepared_async_call", &cfg) < 0 ||
+      kpy_prepared_keywords(self, args, nargs, kwnames, "prepared_async_call", &cfg.shared) < 0 ||
+      kpy_stream_parse(self->st, args[2], &cfg.stream) < 0)
+    return NULL;
+  PyObject *stream_obj = kpy_stream_is_kiln(self->st, args[2]) ? args[2] : NULL;
+  return kpy_function_run(self, args + 3, &cfg, stream_obj, 0);
+}
+
+/* What prepared_timed_call returns: called, it waits for the end event and gives the seconds
+ * from the start event. Bound to the pair (start, end) of kiln.Events. */
+static PyObject *kpy_timer_seconds(PyObject *pair, PyObject *unused) {
+  (void)unused;
+  kpy_event *start = (kpy_event *)PyTuple_GET_ITEM(pair, 0);
+  kpy_event *end = (kpy_event *)PyTuple_GET_ITEM(pair, 1);
+  kpy_state *st = kpy_state_of_type(Py_TYPE(start));
+  kiln_status s;
+  float ms = 0;
+  Py_BEGIN_ALLOW_THREADS
+    s = kiln_event_synchronize(end->handle);
+    if (!s) s = kiln_event_elapsed_ms(start->handle, end->handle, &ms);
+  Py_END_ALLOW_THREADS
+  if (s) return kpy_raise(st, s);
+  return PyFloat_FromDouble(ms / 1e3);
+}
+
+static PyMethodDef kpy_timer_def = {
+    "get_call_time", kpy_timer_seconds, METH_NOARGS,
+    "The seconds the prepared call took on the GPU; waits for it to finish first."};
+
+/* prepared_timed_call(grid, block, *args, shared_size=0): the launch between two events on the
+ * default stream, and a callable giving the seconds between them. With In/Out arguments the
+ * call waits for its copies, which then count in the time. */
+static PyObject *kpy_function_prepared_timed_call(PyObject *op, PyObject *const *args,
+                                                  Py_ssize_t nargs, PyObject *kwnames) {
+  kpy_function *self = (kpy_function *)op;
+  kpy_state *st = self->st;
+  kiln_launch_config cfg = {{1, 1, 1}, {1, 1, 1}, 0, NULL};
+  if (kpy_prepared_shape(self, args, nargs, 2, "prepared_timed_call", &cfg) < 0 ||
+      kpy_prepared_keywords(self, args, nargs, kwnames, "prepared_timed_call", &cfg.shared) < 0)
+    return NULL;
+  PyObject *start = PyObject_CallNoArgs((PyObject *)st->ref.Event_type), *end = NULL;
+  if (start) end = PyObject_CallNoArgs((PyObject *)st->ref.Event_type);
+  PyObject *pair = end ? PyTuple_Pack(2, start, end) : NULL, *ran = NULL, *timer = NULL;
+  kiln_status s = pair ? kiln_event_record(((kpy_event *)start)->handle, NULL) : KILN_OK;
+  if (s) kpy_raise(st, s);
+  else if (pair && (ran = kpy_function_run(self, args + 2, &cfg, NULL, 0))) {
+    if ((s = kiln_event_record(((kpy_event *)end)->handle, NULL))) kpy_raise(st, s);
+    else timer = PyCFunction_NewEx(&kpy_timer_def, pair, NULL);
+  }
+  Py_XDECREF(ran);
+  Py_XDECREF(pair);
+  Py_XDECREF(start);
+  Py_XDECREF(end);
+  return timer;
+}
+
+/* ---- Attributes ------------------------------------------------------------------------------ */
+
+/* CUfunction_attribute by the lower-case names PyCUDA reads them as (func.num_regs), in the
+ * driver's order: the closure of each getter is its number. */
+static const char *const kpy_attribute_names[] = {
+    "max_threads_per_block",
+    "shared_size_bytes",
+    "const_size_bytes",
+    "local_size_bytes",
+    "num_regs",
+    "ptx_version",
+    "binary_version",
+    "cache_mode_ca",
+    "max_dynamic_shared_size_bytes",
+    "preferred_shared_memory_carveout",
+    "cluster_size_must_be_set",
+    "required_cluster_width",
+    "required_cluster_height",
+    "required_cluster_depth",
+    "non_portable_cluster_size_allowed",
+    "cluster_scheduling_policy_preference",
+};
+/* CuPy's Function.attributes has the first ten. */
+#define KPY_CUPY_ATTRIBUTES 10
+
+static PyObject *kpy_function_attribute(kpy_function *self, int attribute) {
+  int v = 0;
+  kiln_status s = kiln_function_get_attribute(self->fn, attribute, &v);
+  if (s) return kpy_raise(self->st, s);
+  return PyLong_FromLong(v);
+}
+
+/* An int attribute number or value (a function_attribute or func_cache member is one). */
+static int kpy_function_int(PyObject *obj, const char *what, int *out) {
+  if (!PyIndex_Check(obj) || PyBool_Check(obj)) {
+    PyErr_Format(PyExc_TypeError, "%s must be an int, not %.100s", what, Py_TYPE(obj)->tp_name);
+    return -1;
+  }
+  long v = PyLong_AsLong(obj);
+  if (v == -1 && PyErr_Occurred()) return -1;
+  if (v < INT_MIN || v > INT_MAX) {
+    PyErr_Format(PyExc_ValueError, "%s %ld is out of range", what, v);
+    return -1;
+  }
+  *out = (int)v;
+  return 0;
+}
+
+static PyObject *kpy_function_get_attribute(PyObject *op, PyObject *attr) {
+  int a;
+  if (kpy_function_int(attr, "function_attribute", &a) < 0) return NULL;
+  return kpy_function_attribute((kpy_function *)op, a);
+}
+
+static PyObject *kpy_function_set_attribute(PyObject *op, PyObject *const *args, Py_ssize_t n) {
+  kpy_function *self = (kpy_function *)op;
+  int a, v;
+  if (n != 2) {
+    PyErr_Format(PyExc_TypeError, "set_attribute(attr, value) takes 2 arguments (%zd given)", n);
+    return NULL;
+  }
+  if (kpy_function_int(args[0], "function_attribute", &a) < 0 ||
+      kpy_function_int(args[1], "the attribute's value", &v) < 0)
+    return NULL;
+  kiln_status s = kiln_function_set_attribute(self->fn, a, v);
+  if (s) return kpy_raise(self->st, s);
+  Py_RETURN_NONE;
+}
+
+static PyObject *kpy_function_set_cache_config(PyObject *op, PyObject *config) {
+  kpy_function *self = (kpy_function *)op;
+  int c;
+  if (kpy_function_int(config, "func_cache", &c) < 0) return NULL;
+  kiln_status s = kiln_function_set_cache_config(self->fn, c);
+  if (s) return kpy_raise(self->st, s);
+  Py_RETURN_NONE;
+}
+
+static PyObject *kpy_function_get_named_attribute(PyObject *op, void *closure) {
+  return kpy_function_attribute((kpy_function *)op, (int)(intptr_t)closure);
+}
+
+/* CuPy's RawKernel.attributes: {name: value} of the first ten. */
+static PyObject *kpy_function_get_attributes(PyObject *op, void *closure) {
+  (void)closure;
+  PyObject *out = PyDict_New();
+  for (int i = 0; out && i < KPY_CUPY_ATTRIBUTES; i++) {
+    PyObject *v = kpy_function_attribute((kpy_function *)op, i);
+    if (!v || PyDict_SetItemString(out, kpy_attribute_names[i], v) < 0) Py_CLEAR(out);
+    Py_XDECREF(v);
+  }
+  return out;
+}
+
+static PyObject *kpy_function_get_arg_format(PyObject *op, void *closure) {
+  (void)closure;
+  PyObject *f = ((kpy_function *)op)->arg_format;
+  return Py_NewRef(f ? f : Py_None);
+}
+
 PyObject *kpy_function_new(kpy_state *st, PyObject *owner, kiln_function *fn) {
   PyTypeObject *tp = st->ref.Function_type;
   int n = kiln_function_param_count(fn);
@@ -193,6 +499,8 @@ PyObject *kpy_function_new(kpy_state *st, PyObject *owner, kiln_function *fn) {
   self->n_params = n;
   self->storage_size = off ? off : 1;
   self->offsets = offsets;
+  self->arg_format = NULL;
+  self->prepared_shared = 0;
   PyObject_GC_Track(self);
   return (PyObject *)self;
 }
@@ -205,6 +513,7 @@ static int kpy_function_traverse(PyObject *op, visitproc visit, void *arg) {
 
 static int kpy_function_clear(PyObject *op) {
   Py_CLEAR(((kpy_function *)op)->owner);
+  Py_CLEAR(((kpy_function *)op)->arg_format);
   return 0;
 }
 
@@ -262,14 +571,69 @@ static PyMemberDef kpy_function_members[] = {
     {NULL, 0, 0, 0, NULL},
 };
 
+static PyMethodDef kpy_function_methods[] = {
+    {"prepare", (PyCFunction)(void (*)(void))kpy_function_prepare, METH_VARARGS | METH_KEYWORDS,
+     "prepare(arg_types, shared=None): checks PyCUDA's argument types (a struct format such as "
+     "'PiiP', or a list of characters and NumPy dtypes) against the kernel's parameters and "
+     "returns the function. Optional in kiln, which packs by the kernel's signature."},
+    {"prepared_call", (PyCFunction)(void (*)(void))kpy_function_prepared_call,
+     METH_FASTCALL | METH_KEYWORDS,
+     "prepared_call(grid, block, *args, shared_size=0): the launch, as f(*args, grid=, "
+     "block=) is."},
+    {"prepared_async_call", (PyCFunction)(void (*)(void))kpy_function_prepared_async_call,
+     METH_FASTCALL | METH_KEYWORDS,
+     "prepared_async_call(grid, block, stream, *args, shared_size=0): on stream (None: the "
+     "default stream)."},
+    {"prepared_timed_call", (PyCFunction)(void (*)(void))kpy_function_prepared_timed_call,
+     METH_FASTCALL | METH_KEYWORDS,
+     "prepared_timed_call(grid, block, *args, shared_size=0): launches between two events and "
+     "returns a callable giving the seconds between them (it waits for the kernel)."},
+    {"get_attribute", kpy_function_get_attribute, METH_O,
+     "get_attribute(attr): a kiln.driver.function_attribute of the kernel on the current "
+     "device."},
+    {"set_attribute", (PyCFunction)(void (*)(void))kpy_function_set_attribute, METH_FASTCALL,
+     "set_attribute(attr, value): MAX_DYNAMIC_SHARED_SIZE_BYTES, "
+     "PREFERRED_SHARED_MEMORY_CARVEOUT or a cluster attribute."},
+    {"set_cache_config", kpy_function_set_cache_config, METH_O,
+     "set_cache_config(func_cache): the kernel's preferred split of L1 and shared memory."},
+    {NULL, NULL, 0, NULL},
+};
+
+#define KPY_ATTRIBUTE_GETTER(name, number)       \
+  {name, kpy_function_get_named_attribute, NULL, \
+   "function_attribute " #number " on the current device.", (void *)(intptr_t)(number)}
+
 static PyGetSetDef kpy_function_getset[] = {
     {"name", kpy_function_get_name, NULL, "The kernel's PTX entry name.", NULL},
     {"signature", kpy_function_get_signature, NULL,
      "One class per parameter: i32, u32, b32 (sign unknown), f32, f64, ptr, b64 (a pointer "
      "or 64-bit int), struct[size]/align, ...",
      NULL},
+    {"attributes", kpy_function_get_attributes, NULL,
+     "{name: value} of the kernel's attributes on the current device (CuPy's "
+     "RawKernel.attributes).",
+     NULL},
+    {"arg_format", kpy_function_get_arg_format, NULL,
+     "The argument types prepare() was given, or None.", NULL},
+    KPY_ATTRIBUTE_GETTER("max_threads_per_block", 0),
+    KPY_ATTRIBUTE_GETTER("shared_size_bytes", 1),
+    KPY_ATTRIBUTE_GETTER("const_size_bytes", 2),
+    KPY_ATTRIBUTE_GETTER("local_size_bytes", 3),
+    KPY_ATTRIBUTE_GETTER("num_regs", 4),
+    KPY_ATTRIBUTE_GETTER("ptx_version", 5),
+    KPY_ATTRIBUTE_GETTER("binary_version", 6),
+    KPY_ATTRIBUTE_GETTER("cache_mode_ca", 7),
+    KPY_ATTRIBUTE_GETTER("max_dynamic_shared_size_bytes", 8),
+    KPY_ATTRIBUTE_GETTER("preferred_shared_memory_carveout", 9),
+    KPY_ATTRIBUTE_GETTER("cluster_size_must_be_set", 10),
+    KPY_ATTRIBUTE_GETTER("required_cluster_width", 11),
+    KPY_ATTRIBUTE_GETTER("required_cluster_height", 12),
+    KPY_ATTRIBUTE_GETTER("required_cluster_depth", 13),
+    KPY_ATTRIBUTE_GETTER("non_portable_cluster_size_allowed", 14),
+    KPY_ATTRIBUTE_GETTER("cluster_scheduling_policy_preference", 15),
     {NULL, NULL, NULL, NULL, NULL},
 };
+#undef KPY_ATTRIBUTE_GETTER
 
 static PyType_Slot kpy_function_slots[] = {
     {Py_tp_call, PyVectorcall_Call},
@@ -278,6 +642,7 @@ static PyType_Slot kpy_function_slots[] = {
     {Py_tp_clear, kpy_function_clear},
     {Py_tp_repr, kpy_function_repr},
     {Py_tp_members, kpy_function_members},
+    {Py_tp_methods, kpy_function_methods},
     {Py_tp_getset, kpy_function_getset},
     {Py_tp_doc, (void *)"A kernel: f(*args, block, grid=(1, 1), shared=0, stream=None, "
                         "time_kernel=False)."},

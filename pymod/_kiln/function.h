@@ -11,8 +11,10 @@ typedef struct kpy_function {
   PyObject *owner;   /* the SourceModule, strong */
   kpy_state *st;     /* the module state, alive while this type is */
   int n_params;
-  size_t storage_size; /* bytes for all parameters at their alignments */
-  size_t *offsets;     /* owned: each parameter's offset in that storage */
+  size_t storage_size;      /* bytes for all parameters at their alignments */
+  size_t *offsets;          /* owned: each parameter's offset in that storage */
+  PyObject *arg_format;     /* the types prepare() was given (str), or NULL before it */
+  unsigned prepared_shared; /* prepare(shared=): the dynamic shared memory of prepared calls */
 } kpy_function;
 
 int kpy_function_init(PyObject *module, kpy_state *st);

@@ -12,13 +12,22 @@ static void kpy_pagelocked_free(PyObject *capsule) {
 
 static PyObject *kpy_pagelocked(PyObject *module, PyObject *args, PyObject *kwargs, int zero,
                                 const char *fmt) {
-  static char *kwlist[] = {(char *)"shape", (char *)"dtype", NULL};
+  static char *kwlist[] = {(char *)"shape", (char *)"dtype", (char *)"order", (char *)"mem_flags",
+                           NULL};
   kpy_state *st = kpy_state_of_module(module);
   PyObject *shape_obj;
   PyArray_Descr *dtype = NULL;
+  const char *order = "C";
+  unsigned mem_flags = 0;
   if (!PyArg_ParseTupleAndKeywords(args, kwargs, fmt, kwlist, &shape_obj, PyArray_DescrConverter,
-                                   &dtype))
+                                   &dtype, &order, &mem_flags))
     return NULL;
+  int fortran = order[0] == 'F' && !order[1];
+  if (!fortran && !(order[0] == 'C' && !order[1])) {
+    Py_XDECREF(dtype);
+    PyErr_Format(PyExc_ValueError, "order must be 'C' or 'F', not '%s'", order);
+    return NULL;
+  }
   if (!dtype) dtype = PyArray_DescrFromType(NPY_DOUBLE);
   Py_ssize_t shape[KPY_MAX_DIMS];
   npy_intp dims[KPY_MAX_DIMS];
@@ -40,7 +49,7 @@ static PyObject *kpy_pagelocked(PyObject *module, PyObject *args, PyObject *kwar
   void *p = NULL;
   kiln_status s;
   Py_BEGIN_ALLOW_THREADS
-    s = kiln_host_alloc((size_t)nbytes, &p);
+    s = kiln_host_alloc_with_flags((size_t)nbytes, mem_flags, &p);
   Py_END_ALLOW_THREADS
   if (s) {
     Py_DECREF(dtype);
@@ -53,9 +62,10 @@ static PyObject *kpy_pagelocked(PyObject *module, PyObject *args, PyObject *kwar
     Py_DECREF(dtype);
     return NULL;
   }
-  PyObject *arr = PyArray_NewFromDescr(&PyArray_Type, dtype, ndim, dims, NULL, p, NPY_ARRAY_CARRAY,
-                                       NULL);                           /* steals dtype */
-  if (!arr || PyArray_SetBaseObject((PyArrayObject *)arr, owner) < 0) { /* steals owner */
+  PyObject *arr =
+      PyArray_NewFromDescr(&PyArray_Type, dtype, ndim, dims, NULL, p,
+                           fortran ? NPY_ARRAY_FARRAY : NPY_ARRAY_CARRAY, NULL); /* steals dtype */
+  if (!arr || PyArray_SetBaseObject((PyArrayObject *)arr, owner) < 0) {          /* steals owner */
     Py_XDECREF(arr);
     if (!arr) Py_DECREF(owner);
     return NULL;
@@ -64,11 +74,144 @@ static PyObject *kpy_pagelocked(PyObject *module, PyObject *args, PyObject *kwar
 }
 
 static PyObject *kpy_pagelocked_empty(PyObject *module, PyObject *args, PyObject *kwargs) {
-  return kpy_pagelocked(module, args, kwargs, 0, "O|O&:pagelocked_empty");
+  return kpy_pagelocked(module, args, kwargs, 0, "O|O&sI:pagelocked_empty");
 }
 
 static PyObject *kpy_pagelocked_zeros(PyObject *module, PyObject *args, PyObject *kwargs) {
-  return kpy_pagelocked(module, args, kwargs, 1, "O|O&:pagelocked_zeros");
+  return kpy_pagelocked(module, args, kwargs, 1, "O|O&sI:pagelocked_zeros");
+}
+
+/* ---- Registered host memory ---------------------------------------------------------------- */
+
+/* What register_host_memory's array stands on: the array it was given (its base, as PyCUDA
+ * names it), page-locked until this is collected or unregister() is called. */
+typedef struct kpy_registered {
+  PyObject_HEAD
+  PyObject *base; /* the registered array, strong */
+  void *ptr;      /* NULL once unregistered */
+} kpy_registered;
+
+static kiln_status kpy_registered_unregister_now(kpy_registered *self) {
+  if (!self->ptr) return KILN_OK;
+  void *p = self->ptr;
+  self->ptr = NULL;
+  return kiln_host_unregister(p);
+}
+
+static PyObject *kpy_registered_unregister(PyObject *op, PyObject *unused) {
+  (void)unused;
+  kiln_status s = kpy_registered_unregister_now((kpy_registered *)op);
+  if (s) return kpy_raise(kpy_state_of_type(Py_TYPE(op)), s);
+  Py_RETURN_NONE;
+}
+
+static int kpy_registered_traverse(PyObject *op, visitproc visit, void *arg) {
+  Py_VISIT(Py_TYPE(op));
+  Py_VISIT(((kpy_registered *)op)->base);
+  return 0;
+}
+
+static int kpy_registered_clear(PyObject *op) {
+  Py_CLEAR(((kpy_registered *)op)->base);
+  return 0;
+}
+
+static void kpy_registered_dealloc(PyObject *op) {
+  PyTypeObject *tp = Py_TYPE(op);
+  PyObject_GC_UnTrack(op);
+  kpy_registered_unregister_now((kpy_registered *)op); /* before the memory can go */
+  kpy_registered_clear(op);
+  tp->tp_free(op);
+  Py_DECREF(tp);
+}
+
+static PyObject *kpy_registered_get_base(PyObject *op, void *closure) {
+  (void)closure;
+  PyObject *base = ((kpy_registered *)op)->base;
+  return Py_NewRef(base ? base : Py_None);
+}
+
+static PyMethodDef kpy_registered_methods[] = {
+    {"unregister", kpy_registered_unregister, METH_NOARGS,
+     "Ends the page-locking now; the memory itself stays the array's."},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyGetSetDef kpy_registered_getset[] = {
+    {"base", kpy_registered_get_base, NULL, "The array that was registered.", NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+static PyType_Slot kpy_registered_slots[] = {
+    {Py_tp_dealloc, kpy_registered_dealloc},
+    {Py_tp_traverse, kpy_registered_traverse},
+    {Py_tp_clear, kpy_registered_clear},
+    {Py_tp_methods, kpy_registered_methods},
+    {Py_tp_getset, kpy_registered_getset},
+    {Py_tp_doc, (void *)"Host memory page-locked by register_host_memory, until this is "
+                        "collected or unregister() is called."},
+    {0, NULL},
+};
+
+static PyType_Spec kpy_registered_spec = {"kiln.RegisteredHostMemory", sizeof(kpy_registered), 0,
+                                          Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC |
+                                              Py_TPFLAGS_IMMUTABLETYPE |
+                                              Py_TPFLAGS_DISALLOW_INSTANTIATION,
+                                          kpy_registered_slots};
+
+/* register_host_memory(ary, flags=0): an array over ary's memory, page-locked while it lives. */
+static PyObject *kpy_register_host_memory(PyObject *module, PyObject *args, PyObject *kwargs) {
+  kpy_state *st = kpy_state_of_module(module);
+  static char *kwlist[] = {(char *)"ary", (char *)"flags", NULL};
+  PyObject *obj;
+  unsigned flags = 0;
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|I:register_host_memory", kwlist, &obj, &flags))
+    return NULL;
+  if (!PyArray_Check(obj)) {
+    PyErr_Format(PyExc_TypeError, "register_host_memory() takes a numpy array, not %.100s",
+                 Py_TYPE(obj)->tp_name);
+    return NULL;
+  }
+  PyArrayObject *a = (PyArrayObject *)obj;
+  if (!PyArray_IS_C_CONTIGUOUS(a) && !PyArray_IS_F_CONTIGUOUS(a)) {
+    PyErr_SetString(PyExc_ValueError, "register_host_memory() needs a contiguous array; pass "
+                                      "numpy.ascontiguousarray(a)");
+    return NULL;
+  }
+  if (PyArray_NBYTES(a) == 0) {
+    PyErr_SetString(PyExc_ValueError, "register_host_memory() needs an array of at least one "
+                                      "byte");
+    return NULL;
+  }
+  void *p = PyArray_DATA(a);
+  kiln_status s;
+  Py_BEGIN_ALLOW_THREADS
+    s = kiln_host_register(p, (size_t)PyArray_NBYTES(a), flags);
+  Py_END_ALLOW_THREADS
+  if (s) return kpy_raise(st, s);
+  PyTypeObject *tp = st->ref.RegisteredHostMemory_type;
+  kpy_registered *owner = PyObject_GC_New(kpy_registered, tp);
+  if (!owner) {
+    kiln_host_unregister(p);
+    return NULL;
+  }
+  owner->base = Py_NewRef(obj);
+  owner->ptr = p;
+  PyObject_GC_Track(owner);
+  PyArray_Descr *dtype = PyArray_DESCR(a);
+  Py_INCREF(dtype);
+  int writeable = PyArray_ISWRITEABLE(a) ? NPY_ARRAY_WRITEABLE : 0;
+  PyObject *view = PyArray_NewFromDescr(
+      &PyArray_Type, dtype, PyArray_NDIM(a), PyArray_DIMS(a), PyArray_STRIDES(a), p,
+      (PyArray_FLAGS(a) & (NPY_ARRAY_C_CONTIGUOUS | NPY_ARRAY_F_CONTIGUOUS)) | NPY_ARRAY_ALIGNED |
+          writeable,
+      NULL); /* steals dtype */
+  if (!view || PyArray_SetBaseObject((PyArrayObject *)view, (PyObject *)owner) < 0) {
+    Py_XDECREF(view);
+    if (!view) Py_DECREF(owner);
+    return NULL;
+  }
+  return view;
 }
 
 static PyObject *kpy_staging_info(PyObject *module, PyObject *unused) {
@@ -84,9 +227,16 @@ static PyObject *kpy_staging_info(PyObject *module, PyObject *unused) {
 static PyMethodDef kpy_hostmem_functions[] = {
     {"pagelocked_empty", (PyCFunction)(void (*)(void))kpy_pagelocked_empty,
      METH_VARARGS | METH_KEYWORDS,
-     "pagelocked_empty(shape, dtype=float64): a numpy array in page-locked host memory."},
+     "pagelocked_empty(shape, dtype=float64, order='C', mem_flags=0): a numpy array in "
+     "page-locked host memory; mem_flags are kiln.driver.host_alloc_flags (it is always "
+     "portable)."},
     {"pagelocked_zeros", (PyCFunction)(void (*)(void))kpy_pagelocked_zeros,
-     METH_VARARGS | METH_KEYWORDS, "pagelocked_zeros(shape, dtype=float64): the same, zeroed."},
+     METH_VARARGS | METH_KEYWORDS,
+     "pagelocked_zeros(shape, dtype=float64, order='C', mem_flags=0): the same, zeroed."},
+    {"register_host_memory", (PyCFunction)(void (*)(void))kpy_register_host_memory,
+     METH_VARARGS | METH_KEYWORDS,
+     "register_host_memory(ary, flags=0): an array over ary's memory, page-locked while it "
+     "lives; its .base is a RegisteredHostMemory whose .base is ary."},
     {"staging_info", kpy_staging_info, METH_NOARGS,
      "How large pageable copies are staged: min_bytes, chunk_bytes, threads, and the copies "
      "and bytes staged so far."},
@@ -94,6 +244,7 @@ static PyMethodDef kpy_hostmem_functions[] = {
 };
 
 int kpy_hostmem_init(PyObject *module, kpy_state *st) {
-  (void)st;
+  st->ref.RegisteredHostMemory_type = kpy_add_type(module, &kpy_registered_spec, NULL);
+  if (!st->ref.RegisteredHostMemory_type) return -1;
   return PyModule_AddFunctions(module, kpy_hostmem_functions);
 }

@@ -3,6 +3,7 @@
 #include "memory.h"
 
 #include "errors.h"
+#include "stream.h"
 
 #include <inttypes.h>
 
@@ -91,10 +92,11 @@ static PyType_Spec kpy_allocation_spec = {"kiln.DeviceAllocation", sizeof(kpy_al
                                               Py_TPFLAGS_DISALLOW_INSTANTIATION,
                                           kpy_allocation_slots};
 
-/* The device side of a copy: an allocation (its size bounds the copy) or an int address
- * (the engine checks the range against the driver's record of the allocation). */
-static int kpy_device_side(kpy_state *st, PyObject *obj, size_t nbytes, const char *what,
-                           kiln_deviceptr *out) {
+/* The device side of a copy: an allocation (its size bounds the copy), an int address, or an
+ * object that converts to one with __index__ (PyCUDA's PointerHolderBase, a NumPy integer);
+ * the engine checks the range of an address against the driver's record of the allocation. */
+int kpy_device_pointer(kpy_state *st, PyObject *obj, size_t nbytes, const char *what,
+                       kiln_deviceptr *out) {
   if (Py_IS_TYPE(obj, st->ref.DeviceAllocation_type)) {
     kpy_allocation *a = (kpy_allocation *)obj;
     if (!a->ptr) {
@@ -109,72 +111,292 @@ static int kpy_device_side(kpy_state *st, PyObject *obj, size_t nbytes, const ch
     *out = a->ptr;
     return 0;
   }
-  if (PyLong_Check(obj)) {
-    unsigned long long v = PyLong_AsUnsignedLongLong(obj);
-    if (v == (unsigned long long)-1 && PyErr_Occurred()) return -1;
+  if (PyLong_Check(obj) || (PyIndex_Check(obj) && !PyBool_Check(obj) && !PyFloat_Check(obj))) {
+    PyObject *i = PyNumber_Index(obj);
+    if (!i) return -1;
+    unsigned long long v = PyLong_AsUnsignedLongLong(i);
+    Py_DECREF(i);
+    if (v == (unsigned long long)-1 && PyErr_Occurred()) {
+      PyErr_Format(PyExc_ValueError, "the %s address %R is not one (0 to 2**64-1)", what, obj);
+      return -1;
+    }
     *out = v;
     return 0;
   }
   PyErr_Format(PyExc_TypeError,
-               "the %s must be a kiln.DeviceAllocation or an int address, "
-               "not %.100s",
+               "the %s must be a kiln.DeviceAllocation, an int address or an object with "
+               "__index__ (a PointerHolderBase), not %.100s",
                what, Py_TYPE(obj)->tp_name);
   return -1;
 }
 
-/* The host side: a C-contiguous numpy array, writeable when it is the destination. */
-static PyArrayObject *kpy_host_side(PyObject *obj, int writeable, const char *what) {
-  if (!PyArray_Check(obj)) {
-    PyErr_Format(PyExc_TypeError, "the %s must be a numpy array, not %.100s", what,
-                 Py_TYPE(obj)->tp_name);
-    return NULL;
+/* The host side: a contiguous numpy array, or any object with the buffer protocol (bytes, a
+ * memoryview, a NumPy scalar), writeable when it is the destination. Release with
+ * PyBuffer_Release. */
+static int kpy_host_side(PyObject *obj, int writeable, const char *what, Py_buffer *view) {
+  if (PyArray_Check(obj)) {
+    PyArrayObject *a = (PyArrayObject *)obj;
+    if (!PyArray_IS_C_CONTIGUOUS(a) && !PyArray_IS_F_CONTIGUOUS(a)) {
+      PyErr_Format(PyExc_ValueError,
+                   "the %s array is not contiguous; pass numpy.ascontiguousarray(a)", what);
+      return -1;
+    }
+    if (writeable && !PyArray_ISWRITEABLE(a)) {
+      PyErr_Format(PyExc_ValueError, "the %s array is read-only", what);
+      return -1;
+    }
+    /* Any dtype, even one the buffer protocol cannot describe: the bytes are what move. */
+    return PyBuffer_FillInfo(view, obj, PyArray_DATA(a), (Py_ssize_t)PyArray_NBYTES(a), !writeable,
+                             PyBUF_SIMPLE);
   }
-  PyArrayObject *a = (PyArrayObject *)obj;
-  if (!PyArray_IS_C_CONTIGUOUS(a) && !PyArray_IS_F_CONTIGUOUS(a)) {
-    PyErr_Format(PyExc_ValueError,
-                 "the %s array is not contiguous; pass "
-                 "numpy.ascontiguousarray(a)",
-                 what);
-    return NULL;
-  }
-  if (writeable && !PyArray_ISWRITEABLE(a)) {
-    PyErr_Format(PyExc_ValueError, "the %s array is read-only", what);
-    return NULL;
-  }
-  return a;
+  int flags = PyBUF_ANY_CONTIGUOUS | (writeable ? PyBUF_WRITABLE : 0);
+  if (PyObject_GetBuffer(obj, view, flags) == 0) return 0;
+  int readonly = PyObject_CheckBuffer(obj) && writeable;
+  PyErr_Clear();
+  if (readonly) PyErr_Format(PyExc_ValueError, "the %s is read-only", what);
+  else
+    PyErr_Format(PyExc_TypeError,
+                 "the %s must be a numpy array or another contiguous buffer (bytes, bytearray, "
+                 "memoryview, a NumPy scalar), not %.100s",
+                 what, Py_TYPE(obj)->tp_name);
+  return -1;
 }
 
-/* One blocking copy between a numpy array and device memory; the host array's size is the
- * copy's. args are (dest, src) as PyCUDA orders them. */
-static PyObject *kpy_memcpy(PyObject *module, PyObject *const *args, Py_ssize_t n, int to_device) {
-  kpy_state *st = kpy_state_of_module(module);
-  const char *name = to_device ? "memcpy_htod" : "memcpy_dtoh";
-  if (n != 2) {
-    PyErr_Format(PyExc_TypeError, "%s(dest, src) takes 2 arguments (%zd given)", name, n);
-    return NULL;
-  }
-  PyObject *host_obj = to_device ? args[1] : args[0], *dev_obj = to_device ? args[0] : args[1];
-  PyArrayObject *host = kpy_host_side(host_obj, !to_device, to_device ? "source" : "destination");
-  kiln_deviceptr dev;
-  if (!host) return NULL;
-  size_t nbytes = (size_t)PyArray_NBYTES(host);
-  if (kpy_device_side(st, dev_obj, nbytes, to_device ? "destination" : "source", &dev) < 0)
-    return NULL;
-  void *data = PyArray_DATA(host);
+/* stream= of a copy: None, a kiln.Stream, an int handle or another library's stream. */
+typedef struct kpy_copy_stream {
+  PyObject *obj;
+  kiln_stream handle;
+  int given; /* stream= was given (even None): the call is PyCUDA's _async form */
+} kpy_copy_stream;
+
+/* After a copy between host and device was queued on stream: a kiln.Stream keeps host alive
+ * until it is seen to be done; any other stream has nothing that could, so the copy is waited
+ * for there, as kiln's array copies are. */
+static int kpy_copy_queued(kpy_state *st, const kpy_copy_stream *on, PyObject *host) {
+  if (kpy_stream_is_kiln(st, on->obj)) return kpy_stream_keep(on->obj, host);
   kiln_status s;
   Py_BEGIN_ALLOW_THREADS
-    s = to_device ? kiln_memcpy_htod(dev, data, nbytes) : kiln_memcpy_dtoh(data, dev, nbytes);
+    s = kiln_stream_synchronize(on->handle);
+  Py_END_ALLOW_THREADS
+  if (s) kpy_raise(st, s);
+  return s ? -1 : 0;
+}
+
+/* One copy between a host buffer and device memory; the host buffer's size is the copy's.
+ * args are (dest, src) as PyCUDA orders them, then stream for the _async forms. */
+static PyObject *kpy_memcpy(PyObject *module, PyObject *const *args, Py_ssize_t n,
+                            PyObject *kwnames, int to_device, int async) {
+  kpy_state *st = kpy_state_of_module(module);
+  const char *name = to_device ? (async ? "memcpy_htod_async" : "memcpy_htod")
+                               : (async ? "memcpy_dtoh_async" : "memcpy_dtoh");
+  kpy_copy_stream on = {Py_None, NULL, 0};
+  Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
+  for (Py_ssize_t i = 0; i < nkw; i++) {
+    if (!async || PyUnicode_Compare(PyTuple_GET_ITEM(kwnames, i), st->str.stream) != 0) {
+      PyErr_Format(PyExc_TypeError, "%s() got an unexpected keyword argument %R", name,
+                   PyTuple_GET_ITEM(kwnames, i));
+      return NULL;
+    }
+    on.obj = args[n + i];
+  }
+  if (n == 3 && async && !nkw) on.obj = args[2];
+  else if (n != 2) {
+    PyErr_Format(PyExc_TypeError, "%s(dest, src%s) takes %s arguments (%zd given)", name,
+                 async ? ", stream=None" : "", async ? "2 or 3" : "2", n);
+    return NULL;
+  }
+  if (async && kpy_stream_parse(st, on.obj, &on.handle) < 0) return NULL;
+  PyObject *host_obj = to_device ? args[1] : args[0], *dev_obj = to_device ? args[0] : args[1];
+  Py_buffer view;
+  if (kpy_host_side(host_obj, !to_device, to_device ? "source" : "destination", &view) < 0)
+    return NULL;
+  size_t nbytes = (size_t)view.len;
+  kiln_deviceptr dev;
+  if (kpy_device_pointer(st, dev_obj, nbytes, to_device ? "destination" : "source", &dev) < 0) {
+    PyBuffer_Release(&view);
+    return NULL;
+  }
+  void *data = view.buf;
+  kiln_status s;
+  Py_BEGIN_ALLOW_THREADS
+    if (async)
+      s = to_device ? kiln_memcpy_htod_async(dev, data, nbytes, on.handle)
+                    : kiln_memcpy_dtoh_async(data, dev, nbytes, on.handle);
+    else s = to_device ? kiln_memcpy_htod(dev, data, nbytes) : kiln_memcpy_dtoh(data, dev, nbytes);
+  Py_END_ALLOW_THREADS
+  int failed = s ? (kpy_raise(st, s), 1) : async ? kpy_copy_queued(st, &on, host_obj) < 0 : 0;
+  PyBuffer_Release(&view);
+  if (failed) return NULL;
+  Py_RETURN_NONE;
+}
+
+static PyObject *kpy_memcpy_htod(PyObject *module, PyObject *const *args, Py_ssize_t n,
+                                 PyObject *kw) {
+  return kpy_memcpy(module, args, n, kw, 1, 0);
+}
+
+static PyObject *kpy_memcpy_dtoh(PyObject *module, PyObject *const *args, Py_ssize_t n,
+                                 PyObject *kw) {
+  return kpy_memcpy(module, args, n, kw, 0, 0);
+}
+
+static PyObject *kpy_memcpy_htod_async(PyObject *module, PyObject *const *args, Py_ssize_t n,
+                                       PyObject *kw) {
+  return kpy_memcpy(module, args, n, kw, 1, 1);
+}
+
+static PyObject *kpy_memcpy_dtoh_async(PyObject *module, PyObject *const *args, Py_ssize_t n,
+                                       PyObject *kw) {
+  return kpy_memcpy(module, args, n, kw, 0, 1);
+}
+
+/* A count of bytes or elements: a non-negative int. */
+static int kpy_count(PyObject *obj, const char *what, size_t *out) {
+  if (!PyIndex_Check(obj) || PyBool_Check(obj)) {
+    PyErr_Format(PyExc_TypeError, "%s must be an int, not %.100s", what, Py_TYPE(obj)->tp_name);
+    return -1;
+  }
+  Py_ssize_t v = PyNumber_AsSsize_t(obj, PyExc_OverflowError);
+  if (v == -1 && PyErr_Occurred()) return -1;
+  if (v < 0) {
+    PyErr_Format(PyExc_ValueError, "%s must not be negative, not %zd", what, v);
+    return -1;
+  }
+  *out = (size_t)v;
+  return 0;
+}
+
+/* memcpy_dtod(dest, src, size) and memcpy_dtod_async(dest, src, size, stream=None). */
+static PyObject *kpy_memcpy_dtod_any(PyObject *module, PyObject *args, PyObject *kwargs,
+                                     int async) {
+  kpy_state *st = kpy_state_of_module(module);
+  static char *kwlist[] = {(char *)"dest", (char *)"src", (char *)"size", (char *)"stream", NULL};
+  PyObject *dest, *src, *size_obj, *stream = Py_None;
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs,
+                                   async ? "OOO|O:memcpy_dtod_async" : "OOO:memcpy_dtod", kwlist,
+                                   &dest, &src, &size_obj, &stream))
+    return NULL;
+  size_t n;
+  kiln_deviceptr d, s_ptr;
+  kiln_stream handle = NULL;
+  if (kpy_count(size_obj, "size", &n) < 0 ||
+      kpy_device_pointer(st, dest, n, "destination", &d) < 0 ||
+      kpy_device_pointer(st, src, n, "source", &s_ptr) < 0 ||
+      (async && kpy_stream_parse(st, stream, &handle) < 0))
+    return NULL;
+  kiln_status s;
+  Py_BEGIN_ALLOW_THREADS
+    s = async ? kiln_memcpy_dtod_async(d, s_ptr, n, handle) : kiln_memcpy_dtod(d, s_ptr, n);
   Py_END_ALLOW_THREADS
   if (s) return kpy_raise(st, s);
   Py_RETURN_NONE;
 }
 
-static PyObject *kpy_memcpy_htod(PyObject *module, PyObject *const *args, Py_ssize_t n) {
-  return kpy_memcpy(module, args, n, 1);
+static PyObject *kpy_memcpy_dtod(PyObject *module, PyObject *args, PyObject *kwargs) {
+  return kpy_memcpy_dtod_any(module, args, kwargs, 0);
 }
 
-static PyObject *kpy_memcpy_dtoh(PyObject *module, PyObject *const *args, Py_ssize_t n) {
-  return kpy_memcpy(module, args, n, 0);
+static PyObject *kpy_memcpy_dtod_async(PyObject *module, PyObject *args, PyObject *kwargs) {
+  return kpy_memcpy_dtod_any(module, args, kwargs, 1);
+}
+
+/* memset_d8/d16/d32(dest, data, count) and the _async forms with stream=None: count values of
+ * `width` bytes, each `data`. */
+static PyObject *kpy_memset_any(PyObject *module, PyObject *args, PyObject *kwargs, int width,
+                                int async) {
+  kpy_state *st = kpy_state_of_module(module);
+  static char *kwlist[] = {(char *)"dest", (char *)"data", (char *)"count", (char *)"stream", NULL};
+  char fmt[32];
+  PyOS_snprintf(fmt, sizeof fmt, "OOO%s:memset_d%d%s", async ? "|O" : "", width * 8,
+                async ? "_async" : "");
+  PyObject *dest, *data, *count_obj, *stream = Py_None;
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, fmt, kwlist, &dest, &data, &count_obj, &stream))
+    return NULL;
+  size_t count;
+  if (kpy_count(count_obj, "count", &count) < 0) return NULL;
+  /* A value of the width, read as unsigned: -1 is every bit set, as in C. */
+  if (!PyIndex_Check(data) || PyBool_Check(data)) {
+    PyErr_Format(PyExc_TypeError, "data must be an int, not %.100s", Py_TYPE(data)->tp_name);
+    return NULL;
+  }
+  long long v = PyLong_AsLongLong(data);
+  long long lo = -(1LL << (8 * width - 1)), hi = (1LL << (8 * width)) - 1;
+  if ((v == -1 && PyErr_Occurred()) || v < lo || v > hi) {
+    PyErr_Clear();
+    PyErr_Format(PyExc_ValueError, "data %R does not fit %d bits (%lld to %lld)", data, 8 * width,
+                 lo, hi);
+    return NULL;
+  }
+  if (count > SIZE_MAX / (size_t)width) {
+    PyErr_Format(PyExc_ValueError, "count %zu is more than memory holds", count);
+    return NULL;
+  }
+  kiln_deviceptr d;
+  kiln_stream handle = NULL;
+  if (kpy_device_pointer(st, dest, count * (size_t)width, "destination", &d) < 0 ||
+      (async && kpy_stream_parse(st, stream, &handle) < 0))
+    return NULL;
+  kiln_status s;
+  switch (width) {
+  case 1:
+    s = async ? kiln_memset_async(d, (unsigned char)v, count, handle)
+              : kiln_memset_d8(d, (uint8_t)v, count);
+    break;
+  case 2:
+    s = async ? kiln_memset_d16_async(d, (uint16_t)v, count, handle)
+              : kiln_memset_d16(d, (uint16_t)v, count);
+    break;
+  default:
+    s = async ? kiln_memset_d32_async(d, (uint32_t)v, count, handle)
+              : kiln_memset_d32(d, (uint32_t)v, count);
+    break;
+  }
+  if (s) return kpy_raise(st, s);
+  Py_RETURN_NONE;
+}
+
+#define KPY_MEMSET(name, width, async)                                        \
+  static PyObject *name(PyObject *module, PyObject *args, PyObject *kwargs) { \
+    return kpy_memset_any(module, args, kwargs, width, async);                \
+  }
+KPY_MEMSET(kpy_memset_d8, 1, 0)
+KPY_MEMSET(kpy_memset_d16, 2, 0)
+KPY_MEMSET(kpy_memset_d32, 4, 0)
+KPY_MEMSET(kpy_memset_d8_async, 1, 1)
+KPY_MEMSET(kpy_memset_d16_async, 2, 1)
+KPY_MEMSET(kpy_memset_d32_async, 4, 1)
+#undef KPY_MEMSET
+
+/* mem_alloc_pitch(width, height, access_size) -> (DeviceAllocation, pitch). */
+static PyObject *kpy_mem_alloc_pitch(PyObject *module, PyObject *args, PyObject *kwargs) {
+  kpy_state *st = kpy_state_of_module(module);
+  static char *kwlist[] = {(char *)"width", (char *)"height", (char *)"access_size", NULL};
+  Py_ssize_t width, height;
+  unsigned access;
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "nnI:mem_alloc_pitch", kwlist, &width, &height,
+                                   &access))
+    return NULL;
+  if (width <= 0 || height <= 0) {
+    PyErr_Format(PyExc_ValueError,
+                 "mem_alloc_pitch() needs a positive width and height, not %zd "
+                 "by %zd",
+                 width, height);
+    return NULL;
+  }
+  kiln_deviceptr p = 0;
+  size_t pitch = 0;
+  kiln_status s = kiln_mem_alloc_pitch((size_t)width, (size_t)height, access, &p, &pitch);
+  if (s) return kpy_raise(st, s);
+  PyTypeObject *tp = st->ref.DeviceAllocation_type;
+  kpy_allocation *a = (kpy_allocation *)tp->tp_alloc(tp, 0);
+  if (!a) {
+    kiln_mem_free(p);
+    return NULL;
+  }
+  a->ptr = p;
+  a->size = pitch * (size_t)height;
+  PyObject *out = Py_BuildValue("(Nn)", (PyObject *)a, (Py_ssize_t)pitch);
+  return out;
 }
 
 static PyObject *kpy_mem_info(PyObject *module, PyObject *unused) {
@@ -214,10 +436,38 @@ static PyObject *kpy_pool_trim(PyObject *module, PyObject *args, PyObject *kwarg
 static PyMethodDef kpy_memory_functions[] = {
     {"mem_alloc", kpy_mem_alloc, METH_O,
      "mem_alloc(nbytes): device memory, freed when the allocation is collected."},
-    {"memcpy_htod", (PyCFunction)(void (*)(void))kpy_memcpy_htod, METH_FASTCALL,
-     "memcpy_htod(dest, src): copies the numpy array src to device memory dest."},
-    {"memcpy_dtoh", (PyCFunction)(void (*)(void))kpy_memcpy_dtoh, METH_FASTCALL,
-     "memcpy_dtoh(dest, src): copies device memory src into the numpy array dest."},
+    {"memcpy_htod", (PyCFunction)(void (*)(void))kpy_memcpy_htod, METH_FASTCALL | METH_KEYWORDS,
+     "memcpy_htod(dest, src): copies the numpy array (or buffer) src to device memory dest."},
+    {"memcpy_dtoh", (PyCFunction)(void (*)(void))kpy_memcpy_dtoh, METH_FASTCALL | METH_KEYWORDS,
+     "memcpy_dtoh(dest, src): copies device memory src into the numpy array (or buffer) dest."},
+    {"memcpy_htod_async", (PyCFunction)(void (*)(void))kpy_memcpy_htod_async,
+     METH_FASTCALL | METH_KEYWORDS,
+     "memcpy_htod_async(dest, src, stream=None): queued on stream. On a kiln.Stream the stream "
+     "keeps src alive until it is done; on any other stream the copy is waited for."},
+    {"memcpy_dtoh_async", (PyCFunction)(void (*)(void))kpy_memcpy_dtoh_async,
+     METH_FASTCALL | METH_KEYWORDS,
+     "memcpy_dtoh_async(dest, src, stream=None): queued on stream; dest holds the bytes once "
+     "a kiln.Stream is synchronized (on any other stream, when the call returns)."},
+    {"memcpy_dtod", (PyCFunction)(void (*)(void))kpy_memcpy_dtod, METH_VARARGS | METH_KEYWORDS,
+     "memcpy_dtod(dest, src, size): size bytes from device memory to device memory."},
+    {"memcpy_dtod_async", (PyCFunction)(void (*)(void))kpy_memcpy_dtod_async,
+     METH_VARARGS | METH_KEYWORDS, "memcpy_dtod_async(dest, src, size, stream=None)."},
+    {"memset_d8", (PyCFunction)(void (*)(void))kpy_memset_d8, METH_VARARGS | METH_KEYWORDS,
+     "memset_d8(dest, data, count): count bytes set to data."},
+    {"memset_d16", (PyCFunction)(void (*)(void))kpy_memset_d16, METH_VARARGS | METH_KEYWORDS,
+     "memset_d16(dest, data, count): count 16-bit values set to data."},
+    {"memset_d32", (PyCFunction)(void (*)(void))kpy_memset_d32, METH_VARARGS | METH_KEYWORDS,
+     "memset_d32(dest, data, count): count 32-bit values set to data."},
+    {"memset_d8_async", (PyCFunction)(void (*)(void))kpy_memset_d8_async,
+     METH_VARARGS | METH_KEYWORDS, "memset_d8_async(dest, data, count, stream=None)."},
+    {"memset_d16_async", (PyCFunction)(void (*)(void))kpy_memset_d16_async,
+     METH_VARARGS | METH_KEYWORDS, "memset_d16_async(dest, data, count, stream=None)."},
+    {"memset_d32_async", (PyCFunction)(void (*)(void))kpy_memset_d32_async,
+     METH_VARARGS | METH_KEYWORDS, "memset_d32_async(dest, data, count, stream=None)."},
+    {"mem_alloc_pitch", (PyCFunction)(void (*)(void))kpy_mem_alloc_pitch,
+     METH_VARARGS | METH_KEYWORDS,
+     "mem_alloc_pitch(width, height, access_size): (DeviceAllocation, pitch) for height rows "
+     "of width bytes read in elements of access_size (4, 8 or 16) bytes."},
     {"mem_info", kpy_mem_info, METH_NOARGS, "(free, total) bytes of the current device."},
     {"pool_stats", kpy_pool_stats, METH_NOARGS,
      "The device memory pool: reserved, reserved_high, used, used_high (bytes)."},

@@ -13,4 +13,9 @@ typedef struct kpy_allocation {
 
 int kpy_memory_init(PyObject *module, kpy_state *st);
 
+/* A device pointer from obj: a DeviceAllocation (whose size must hold nbytes), an int, or an
+ * object with __index__ (a PointerHolderBase). -1 with TypeError or ValueError naming `what`. */
+int kpy_device_pointer(kpy_state *st, PyObject *obj, size_t nbytes, const char *what,
+                       kiln_deviceptr *out);
+
 #endif

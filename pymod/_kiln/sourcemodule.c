@@ -5,6 +5,9 @@
 #include "errors.h"
 #include "function.h"
 
+#include <stdlib.h>
+#include <string.h>
+
 /* A list of str (or os.PathLike for folders) as C strings that live as long as `keep`. */
 static int kpy_strings(PyObject *seq, const char *what, int paths, PyObject *keep,
                        const char ***out, int *n_out) {
@@ -101,17 +104,80 @@ static int kpy_headers(PyObject *headers, PyObject *keep, const char ***names,
   return 0;
 }
 
+/* A str or os.PathLike as a str (NULL with TypeError naming `what` otherwise). */
+static PyObject *kpy_path(PyObject *obj, const char *what) {
+  PyObject *fs = PyOS_FSPath(obj);
+  if (!fs) {
+    PyErr_Clear();
+    PyErr_Format(PyExc_TypeError, "%s must be a str or path, not %.100s", what,
+                 Py_TYPE(obj)->tp_name);
+    return NULL;
+  }
+  if (PyBytes_Check(fs)) {
+    PyObject *str = PyUnicode_DecodeFSDefaultAndSize(PyBytes_AS_STRING(fs), PyBytes_GET_SIZE(fs));
+    Py_DECREF(fs);
+    return str;
+  }
+  return fs;
+}
+
+/* nvcc=: PyCUDA's compiler. kiln compiles with NVRTC; a compiler other than nvcc is worth a
+ * word, since what it would have done differently does not happen. */
+static int kpy_nvcc(PyObject *nvcc) {
+  if (!nvcc || nvcc == Py_None) return 0;
+  PyObject *path = kpy_path(nvcc, "nvcc");
+  if (!path) return -1;
+  const char *text = PyUnicode_AsUTF8(path);
+  int rc = 0;
+  if (!text) rc = -1;
+  else {
+    const char *base = strrchr(text, '/');
+    base = base ? base + 1 : text;
+    if (strcmp(base, "nvcc") != 0)
+      rc = PyErr_WarnFormat(PyExc_UserWarning, 2,
+                            "nvcc=%R is not used: kiln compiles with NVRTC, in this process", path);
+  }
+  Py_DECREF(path);
+  return rc;
+}
+
+/* keep=True: the source, PTX, CUBIN and log written to a fresh folder, whose path is printed
+ * as PyCUDA prints its compiler's folder. */
+static int kpy_keep(kiln_module *m, const char *src) {
+  const char *tmp = getenv("TMPDIR");
+  char dir[4096];
+  PyOS_snprintf(dir, sizeof dir, "%s/kiln-keep-XXXXXX", tmp && *tmp ? tmp : "/tmp");
+  if (!mkdtemp(dir)) {
+    PyErr_SetFromErrnoWithFilename(PyExc_OSError, dir);
+    return -1;
+  }
+  kiln_status s = kiln_module_save(m, src, dir);
+  if (s) {
+    PyErr_Format(PyExc_OSError, "keep: %s", kiln_last_error());
+    return -1;
+  }
+  PySys_WriteStdout("*** compiler output in %s\n", dir);
+  return 0;
+}
+
+/* SourceModule(source, nvcc="nvcc", options=None, keep=False, no_extern_c=False, arch=None,
+ * code=None, cache_dir=None, include_dirs=None, *, name_expressions=None, headers=None): PyCUDA's
+ * arguments in PyCUDA's order, and kiln's own after them. */
 static PyObject *kpy_sourcemodule_new(PyTypeObject *tp, PyObject *args, PyObject *kwargs) {
-  kpy_state *st = kpy_state_of_type(tp);
-  static char *kwlist[] = {(char *)"source",       (char *)"options",
-                           (char *)"include_dirs", (char *)"arch",
-                           (char *)"no_extern_c",  (char *)"name_expressions",
+  kpy_state *st = kpy_state_of_subtype(tp); /* kiln.compiler.DynamicSourceModule subclasses it */
+  if (!st) return NULL;
+  static char *kwlist[] = {(char *)"source",       (char *)"nvcc",
+                           (char *)"options",      (char *)"keep",
+                           (char *)"no_extern_c",  (char *)"arch",
+                           (char *)"code",         (char *)"cache_dir",
+                           (char *)"include_dirs", (char *)"name_expressions",
                            (char *)"headers",      NULL}; /* char * before Python 3.13 */
-  PyObject *source, *options = NULL, *include_dirs = NULL, *arch = Py_None, *names = NULL;
-  PyObject *headers = NULL;
-  int no_extern_c = 0; /* accepted for PyCUDA's users: kiln finds kernels either way */
-  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "U|$OOOpOO:SourceModule", kwlist, &source,
-                                   &options, &include_dirs, &arch, &no_extern_c, &names, &headers))
+  PyObject *source, *nvcc = NULL, *options = NULL, *include_dirs = NULL, *arch = Py_None;
+  PyObject *code = Py_None, *cache_dir = Py_None, *names = NULL, *headers = NULL;
+  int keep = 0, no_extern_c = 0; /* kiln finds kernels with or without extern "C" */
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "U|OOppOOOO$OO:SourceModule", kwlist, &source,
+                                   &nvcc, &options, &keep, &no_extern_c, &arch, &code, &cache_dir,
+                                   &include_dirs, &names, &headers))
     return NULL;
   (void)no_extern_c;
   if (arch != Py_None && !PyUnicode_Check(arch)) {
@@ -119,30 +185,54 @@ static PyObject *kpy_sourcemodule_new(PyTypeObject *tp, PyObject *args, PyObject
                  Py_TYPE(arch)->tp_name);
     return NULL;
   }
-  PyObject *keep = PyList_New(0);
-  if (!keep) return NULL;
+  if (code != Py_None && !PyUnicode_Check(code)) {
+    PyErr_Format(PyExc_TypeError, "code must be a str such as 'sm_90', not %.100s",
+                 Py_TYPE(code)->tp_name);
+    return NULL;
+  }
+  if (kpy_nvcc(nvcc) < 0) return NULL;
+  PyObject *keep_alive = PyList_New(0);
+  if (!keep_alive) return NULL;
   kiln_compile_opts opts = {0};
   const char **o = NULL, **inc = NULL, **nm = NULL, **hn = NULL, **hs = NULL;
   kiln_module *m = NULL;
   kpy_module *self = NULL;
   const char *src = PyUnicode_AsUTF8(source);
   if (!src) goto done;
-  if (kpy_strings(options, "options", 0, keep, &o, &opts.n_options) < 0 ||
-      kpy_strings(include_dirs, "include_dirs", 1, keep, &inc, &opts.n_include_dirs) < 0 ||
-      kpy_strings(names, "name_expressions", 0, keep, &nm, &opts.n_name_expressions) < 0)
+  if (kpy_strings(options, "options", 0, keep_alive, &o, &opts.n_options) < 0 ||
+      kpy_strings(include_dirs, "include_dirs", 1, keep_alive, &inc, &opts.n_include_dirs) < 0 ||
+      kpy_strings(names, "name_expressions", 0, keep_alive, &nm, &opts.n_name_expressions) < 0)
     goto done;
-  if (kpy_headers(headers, keep, &hn, &hs, &opts.n_headers) < 0) goto done;
+  if (kpy_headers(headers, keep_alive, &hn, &hs, &opts.n_headers) < 0) goto done;
   opts.options = o;
   opts.include_dirs = inc;
   opts.name_expressions = nm;
   opts.header_names = hn;
   opts.header_sources = hs;
   if (arch != Py_None && !(opts.arch = PyUnicode_AsUTF8(arch))) goto done;
+  if (code != Py_None && !(opts.code = PyUnicode_AsUTF8(code))) goto done;
+  if (cache_dir == Py_False) {
+    opts.flags |= KILN_COMPILE_NO_CACHE;
+  } else if (cache_dir != Py_None) {
+    if (PyBool_Check(cache_dir)) {
+      PyErr_SetString(PyExc_TypeError, "cache_dir is a folder, None (the usual cache) or False "
+                                       "(no cache), not True");
+      goto done;
+    }
+    PyObject *dir = kpy_path(cache_dir, "cache_dir");
+    if (!dir || PyList_Append(keep_alive, dir) < 0) {
+      Py_XDECREF(dir);
+      goto done;
+    }
+    Py_DECREF(dir);
+    if (!(opts.cache_dir = PyUnicode_AsUTF8(dir))) goto done;
+  }
   kiln_status s;
   Py_BEGIN_ALLOW_THREADS
     s = kiln_module_from_source(src, &opts, &m);
   Py_END_ALLOW_THREADS
   if (kpy_flush_warnings(st) < 0) goto done;
+  if (keep && m && kpy_keep(m, src) < 0) goto done;
   if (s) {
     kpy_raise_compile(st, s, src, m ? kiln_module_log(m) : NULL);
     goto done;
@@ -161,7 +251,7 @@ done:
   PyMem_Free(nm);
   PyMem_Free(hn);
   PyMem_Free(hs);
-  Py_DECREF(keep);
+  Py_DECREF(keep_alive);
   return (PyObject *)self;
 }
 
@@ -188,7 +278,8 @@ static void kpy_module_dealloc(PyObject *op) {
 
 static PyObject *kpy_module_get_function(PyObject *op, PyObject *name) {
   kpy_module *self = (kpy_module *)op;
-  kpy_state *st = kpy_state_of_type(Py_TYPE(op));
+  kpy_state *st = kpy_state_of_subtype(Py_TYPE(op));
+  if (!st) return NULL;
   if (!PyUnicode_Check(name)) {
     PyErr_Format(PyExc_TypeError, "get_function() takes a str, not %.100s", Py_TYPE(name)->tp_name);
     return NULL;
@@ -212,6 +303,61 @@ static PyObject *kpy_module_get_function(PyObject *op, PyObject *name) {
     Py_CLEAR(fn);
   Py_DECREF(entry);
   return fn;
+}
+
+/* get_global(name) -> (address, bytes) of a __constant__ or __device__ variable on the current
+ * device, for memcpy_htod and the like. */
+static PyObject *kpy_module_get_global(PyObject *op, PyObject *name) {
+  kpy_module *self = (kpy_module *)op;
+  if (!PyUnicode_Check(name)) {
+    PyErr_Format(PyExc_TypeError, "get_global() takes a str, not %.100s", Py_TYPE(name)->tp_name);
+    return NULL;
+  }
+  const char *cname = PyUnicode_AsUTF8(name);
+  if (!cname) return NULL;
+  kiln_deviceptr ptr = 0;
+  size_t size = 0;
+  kiln_status s = kiln_module_get_global(self->module, cname, &ptr, &size);
+  if (s) return kpy_raise(kpy_state_of_subtype(Py_TYPE(op)), s);
+  return Py_BuildValue("(Kn)", (unsigned long long)ptr, (Py_ssize_t)size);
+}
+
+/* get_texref and get_surfref: what PyCUDA bound with them is gone from CUDA. */
+static PyObject *kpy_module_references_removed(const char *call, PyObject *name) {
+  PyErr_Format(PyExc_NotImplementedError,
+               "%s(%R): texture and surface references were removed in CUDA 12, which kiln "
+               "needs; create a texture or surface object (cuTexObjectCreate, "
+               "cuSurfObjectCreate) and pass it to the kernel as a cudaTextureObject_t or "
+               "cudaSurfaceObject_t argument",
+               call, name);
+  return NULL;
+}
+
+static PyObject *kpy_module_get_texref(PyObject *op, PyObject *name) {
+  (void)op;
+  return kpy_module_references_removed("get_texref", name);
+}
+
+static PyObject *kpy_module_get_surfref(PyObject *op, PyObject *name) {
+  (void)op;
+  return kpy_module_references_removed("get_surfref", name);
+}
+
+/* The names of the module's __constant__ and __device__ variables (from its PTX). */
+static PyObject *kpy_module_get_globals(PyObject *op, void *closure) {
+  (void)closure;
+  kiln_module *m = ((kpy_module *)op)->module;
+  int n = kiln_module_global_count(m);
+  PyObject *t = PyTuple_New(n);
+  for (int i = 0; t && i < n; i++) {
+    PyObject *name = PyUnicode_FromString(kiln_module_global_name(m, i));
+    if (!name) {
+      Py_CLEAR(t);
+      break;
+    }
+    PyTuple_SET_ITEM(t, i, name);
+  }
+  return t;
 }
 
 static PyObject *kpy_module_get_ptx(PyObject *op, void *closure) {
@@ -267,6 +413,13 @@ static PyObject *kpy_module_repr(PyObject *op) {
 static PyMethodDef kpy_module_methods[] = {
     {"get_function", kpy_module_get_function, METH_O,
      "get_function(name): the kernel called name, declared extern \"C\" or not."},
+    {"get_global", kpy_module_get_global, METH_O,
+     "get_global(name): (address, bytes) of the __constant__ or __device__ variable name on "
+     "the current device, for memcpy_htod and memcpy_dtoh."},
+    {"get_texref", kpy_module_get_texref, METH_O,
+     "Raises NotImplementedError: CUDA 12 removed texture references."},
+    {"get_surfref", kpy_module_get_surfref, METH_O,
+     "Raises NotImplementedError: CUDA 12 removed surface references."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -276,6 +429,8 @@ static PyGetSetDef kpy_module_getset[] = {
     {"log", kpy_module_get_log, NULL, "NVRTC's log (warnings); '' when empty.", NULL},
     {"arch", kpy_module_get_arch, NULL, "The arch compiled for, e.g. 'sm_90'.", NULL},
     {"kernels", kpy_module_get_kernels, NULL, "The PTX entry names of the kernels.", NULL},
+    {"globals", kpy_module_get_globals, NULL,
+     "The PTX names of the module's __constant__ and __device__ variables.", NULL},
     {NULL, NULL, NULL, NULL, NULL},
 };
 
@@ -299,15 +454,18 @@ static PyType_Spec kpy_module_spec = {"kiln.Module", sizeof(kpy_module), 0,
 
 static PyType_Slot kpy_sourcemodule_slots[] = {
     {Py_tp_new, kpy_sourcemodule_new},
-    {Py_tp_doc, (void *)"SourceModule(source, *, options=None, include_dirs=None, arch=None, "
-                        "no_extern_c=False, name_expressions=None, headers=None): CUDA C++ "
+    {Py_tp_doc, (void *)"SourceModule(source, nvcc='nvcc', options=None, keep=False, "
+                        "no_extern_c=False, arch=None, code=None, cache_dir=None, "
+                        "include_dirs=None, *, name_expressions=None, headers=None): CUDA C++ "
                         "compiled with NVRTC, or found in the kernel cache."},
     {0, NULL},
 };
 
+/* A base type: kiln.compiler.DynamicSourceModule is one. */
 static PyType_Spec kpy_sourcemodule_spec = {
     "kiln.SourceModule", 0, 0,
-    Py_TPFLAGS_DEFAULT | Py_TPFLAGS_IMMUTABLETYPE, /* GC and the rest come from Module */
+    Py_TPFLAGS_DEFAULT | Py_TPFLAGS_IMMUTABLETYPE |
+        Py_TPFLAGS_BASETYPE, /* GC and the rest come from Module */
     kpy_sourcemodule_slots};
 
 static PyObject *kpy_module_from_buffer(PyObject *module, PyObject *data) {

@@ -48,7 +48,8 @@
   X(typestr, "typestr")                               \
   X(strides, "strides")                               \
   X(call_general, "_call_general")                    \
-  X(out, "out")
+  X(out, "out")                                       \
+  X(shared_size, "shared_size") /* PyCUDA's prepared calls */
 
 /* Events kept for ordering one stream after another (kpy_stream_order), one per device up to
  * this ordinal; a device past it makes one per use. */
@@ -74,6 +75,10 @@ typedef struct kpy_state {
     PyTypeObject *ElementwiseBase_type, *ReductionBase_type;
     PyObject *ops_module; /* kiln._ops, once arithmetic has needed it */
     PyObject *op_plans;   /* arrayops.c's table: an int key -> (kernel, dtype, converter) */
+    /* PyCUDA's surface: the context, a LogicError beside LaunchError, registered host memory. */
+    PyObject *LogicError;
+    PyTypeObject *Context_type;
+    PyTypeObject *RegisteredHostMemory_type;
   } ref;
   /* Interned strings: never in a reference cycle, so cleared but not visited. */
   struct kpy_strings {

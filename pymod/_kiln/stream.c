@@ -201,6 +201,8 @@ static PyMethodDef kpy_stream_methods[] = {
     {"synchronize", kpy_stream_synchronize, METH_NOARGS, "Waits for all work queued on it."},
     {"query", kpy_stream_query, METH_NOARGS, "True when all work queued on it has finished."},
     {"wait", kpy_stream_wait, METH_O, "wait(event): later work on it waits for the event."},
+    {"is_done", kpy_stream_query, METH_NOARGS, "PyCUDA's spelling of query()."},
+    {"wait_for_event", kpy_stream_wait, METH_O, "PyCUDA's spelling of wait(event)."},
     {"__cuda_stream__", kpy_stream_cuda_stream, METH_NOARGS, "(0, handle): the stream protocol."},
     {"from_handle", kpy_stream_from_handle, METH_O | METH_CLASS,
      "from_handle(h): a Stream over another library's stream (an int CUstream, or an object "
@@ -234,20 +236,40 @@ static PyType_Spec kpy_stream_spec = {
 
 /* ---- Event -------------------------------------------------------------------------------- */
 
+/* Event(timing=True, *, flags=None): flags are the driver's (kiln.driver.event_flags), which
+ * PyCUDA's Event(flags) takes; they decide timing when given. */
 static PyObject *kpy_event_new(PyTypeObject *tp, PyObject *args, PyObject *kwargs) {
-  static char *kwlist[] = {(char *)"timing", NULL};
+  kpy_state *st = kpy_state_of_subtype(tp); /* kiln.driver.Event is a Python subclass */
+  if (!st) return NULL;
+  static char *kwlist[] = {(char *)"timing", (char *)"flags", NULL};
   int timing = 1;
-  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|p:Event", kwlist, &timing)) return NULL;
+  PyObject *flags_obj = Py_None;
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|p$O:Event", kwlist, &timing, &flags_obj))
+    return NULL;
+  unsigned flags = timing ? 0 : KILN_EVENT_DISABLE_TIMING;
+  if (flags_obj != Py_None) {
+    unsigned long v =
+        PyLong_Check(flags_obj) ? PyLong_AsUnsignedLong(flags_obj) : (unsigned long)-1;
+    if (v == (unsigned long)-1 || v > 0xffff) {
+      PyErr_Clear();
+      PyErr_Format(PyExc_ValueError,
+                   "flags must be a sum of kiln.driver.event_flags (BLOCKING_SYNC 1, "
+                   "DISABLE_TIMING 2, INTERPROCESS 4), not %R",
+                   flags_obj);
+      return NULL;
+    }
+    flags = (unsigned)v;
+  }
   kiln_event handle = NULL;
-  kiln_status s = kiln_event_create(timing, &handle);
-  if (s) return kpy_raise(kpy_state_of_type(tp), s);
+  kiln_status s = kiln_event_create_with_flags(flags, &handle);
+  if (s) return kpy_raise(st, s);
   kpy_event *self = (kpy_event *)tp->tp_alloc(tp, 0);
   if (!self) {
     kiln_event_destroy(handle);
     return NULL;
   }
   self->handle = handle;
-  self->timing = timing;
+  self->timing = !(flags & KILN_EVENT_DISABLE_TIMING);
   return (PyObject *)self;
 }
 
@@ -262,7 +284,7 @@ static PyObject *kpy_event_record(PyObject *op, PyObject *args, PyObject *kwargs
   static char *kwlist[] = {(char *)"stream", NULL};
   PyObject *stream = Py_None;
   if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|O:record", kwlist, &stream)) return NULL;
-  kpy_state *st = kpy_state_of_type(Py_TYPE(op));
+  kpy_state *st = kpy_state_of_subtype(Py_TYPE(op));
   kiln_stream handle = NULL;
   if (kpy_stream_parse(st, stream, &handle) < 0) return NULL;
   kiln_status s = kiln_event_record(((kpy_event *)op)->handle, handle);
@@ -276,7 +298,7 @@ static PyObject *kpy_event_synchronize(PyObject *op, PyObject *unused) {
   Py_BEGIN_ALLOW_THREADS
     s = kiln_event_synchronize(((kpy_event *)op)->handle);
   Py_END_ALLOW_THREADS
-  if (s) return kpy_raise(kpy_state_of_type(Py_TYPE(op)), s);
+  if (s) return kpy_raise(kpy_state_of_subtype(Py_TYPE(op)), s);
   return Py_NewRef(op);
 }
 
@@ -284,13 +306,13 @@ static PyObject *kpy_event_query(PyObject *op, PyObject *unused) {
   (void)unused;
   int done = 0;
   kiln_status s = kiln_event_query(((kpy_event *)op)->handle, &done);
-  if (s) return kpy_raise(kpy_state_of_type(Py_TYPE(op)), s);
+  if (s) return kpy_raise(kpy_state_of_subtype(Py_TYPE(op)), s);
   return PyBool_FromLong(done);
 }
 
 /* Milliseconds from start to end. */
 static PyObject *kpy_event_between(PyObject *start, PyObject *end) {
-  kpy_state *st = kpy_state_of_type(Py_TYPE(start));
+  kpy_state *st = kpy_state_of_subtype(Py_TYPE(start));
   if (!PyObject_TypeCheck(end, st->ref.Event_type)) {
     PyErr_Format(PyExc_TypeError, "expected a kiln.Event, not %.100s", Py_TYPE(end)->tp_name);
     return NULL;
@@ -308,6 +330,9 @@ static PyObject *kpy_event_elapsed(PyObject *op, PyObject *end) {
 static PyObject *kpy_event_time_since(PyObject *op, PyObject *start) {
   return kpy_event_between(start, op);
 }
+static PyObject *kpy_event_time_till(PyObject *op, PyObject *end) {
+  return kpy_event_between(op, end);
+}
 
 static PyMethodDef kpy_event_methods[] = {
     {"record", (PyCFunction)(void (*)(void))kpy_event_record, METH_VARARGS | METH_KEYWORDS,
@@ -317,6 +342,8 @@ static PyMethodDef kpy_event_methods[] = {
     {"elapsed", kpy_event_elapsed, METH_O, "start.elapsed(end): milliseconds from start to end."},
     {"time_since", kpy_event_time_since, METH_O,
      "end.time_since(start): PyCUDA's spelling of start.elapsed(end)."},
+    {"time_till", kpy_event_time_till, METH_O,
+     "start.time_till(end): PyCUDA's other spelling of start.elapsed(end)."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -324,13 +351,15 @@ static PyType_Slot kpy_event_slots[] = {
     {Py_tp_new, kpy_event_new},
     {Py_tp_dealloc, kpy_event_dealloc},
     {Py_tp_methods, kpy_event_methods},
-    {Py_tp_doc, (void *)"Event(timing=True): a point in a stream's work, for waiting and timing."},
+    {Py_tp_doc, (void *)"Event(timing=True, *, flags=None): a point in a stream's work, for "
+                        "waiting and timing; flags are kiln.driver.event_flags."},
     {0, NULL},
 };
 
-static PyType_Spec kpy_event_spec = {"kiln.Event", sizeof(kpy_event), 0,
-                                     Py_TPFLAGS_DEFAULT | Py_TPFLAGS_IMMUTABLETYPE,
-                                     kpy_event_slots};
+/* A base type: kiln.driver.Event is PyCUDA's Event(flags=0) over it. */
+static PyType_Spec kpy_event_spec = {
+    "kiln.Event", sizeof(kpy_event), 0,
+    Py_TPFLAGS_DEFAULT | Py_TPFLAGS_IMMUTABLETYPE | Py_TPFLAGS_BASETYPE, kpy_event_slots};
 
 int kpy_stream_init(PyObject *module, kpy_state *st) {
   if (!(st->ref.Stream_type = kpy_add_type(module, &kpy_stream_spec, NULL)) ||

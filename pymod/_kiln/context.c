@@ -1,0 +1,253 @@
+/* kiln.Context: PyCUDA's Context over the one context each device has, its primary context
+ * (the one PyTorch, CuPy and the CUDA runtime use). A Context names a device; push() makes that
+ * device current on this thread, remembering the one before, and pop() returns to it, through
+ * the engine's per-thread stack (kiln_context_push/pop). detach() pops it when it is the one
+ * pushed last; no context is ever destroyed. The static calls (synchronize, limits, cache
+ * configuration) work on the current device's context, as PyCUDA's work on the current one. */
+#include "context.h"
+
+#include "device.h"
+#include "errors.h"
+
+typedef struct kpy_context {
+  PyObject_HEAD
+  int ordinal;
+  int detached;
+} kpy_context;
+
+/* Context(device): the primary context of a kiln.Device, not made current. */
+static PyObject *kpy_context_new(PyTypeObject *tp, PyObject *args, PyObject *kwargs) {
+  kpy_state *st = kpy_state_of_type(tp);
+  static char *kwlist[] = {(char *)"device", NULL};
+  PyObject *device;
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O:Context", kwlist, &device)) return NULL;
+  if (!PyObject_TypeCheck(device, st->ref.Device_type)) {
+    PyErr_Format(PyExc_TypeError,
+                 "Context() takes a kiln.Device (or use Device.make_context()), not %.100s",
+                 Py_TYPE(device)->tp_name);
+    return NULL;
+  }
+  kpy_context *self = (kpy_context *)tp->tp_alloc(tp, 0);
+  if (self) self->ordinal = ((kpy_device *)device)->ordinal;
+  return (PyObject *)self;
+}
+
+static PyObject *kpy_context_of(kpy_state *st, int ordinal) {
+  PyTypeObject *tp = st->ref.Context_type;
+  kpy_context *self = (kpy_context *)tp->tp_alloc(tp, 0);
+  if (self) self->ordinal = ordinal;
+  return (PyObject *)self;
+}
+
+static void kpy_context_dealloc(PyObject *op) {
+  PyTypeObject *tp = Py_TYPE(op);
+  tp->tp_free(op);
+  Py_DECREF(tp);
+}
+
+static kpy_state *kpy_context_state(PyObject *self_or_cls) {
+  PyTypeObject *tp = PyType_Check(self_or_cls) ? (PyTypeObject *)self_or_cls : Py_TYPE(self_or_cls);
+  return kpy_state_of_type(tp);
+}
+
+static PyObject *kpy_context_push(PyObject *op, PyObject *unused) {
+  (void)unused;
+  kpy_context *self = (kpy_context *)op;
+  kiln_status s = kiln_context_push(self->ordinal);
+  if (s) return kpy_raise(kpy_context_state(op), s);
+  self->detached = 0;
+  Py_RETURN_NONE;
+}
+
+/* Context.pop(): a static method in PyCUDA, callable on an instance as well. */
+static PyObject *kpy_context_pop(PyObject *cls, PyObject *unused) {
+  (void)unused;
+  int popped = -1;
+  kiln_status s = kiln_context_pop(&popped);
+  if (s) return kpy_raise(kpy_context_state(cls), s);
+  Py_RETURN_NONE;
+}
+
+static PyObject *kpy_context_detach(PyObject *op, PyObject *unused) {
+  (void)unused;
+  kpy_context *self = (kpy_context *)op;
+  if (!self->detached && kiln_context_depth() > 0 && kiln_device_current() == self->ordinal) {
+    int popped;
+    kiln_status s = kiln_context_pop(&popped);
+    if (s) return kpy_raise(kpy_context_state(op), s);
+  }
+  self->detached = 1;
+  Py_RETURN_NONE;
+}
+
+/* The current device's context, or None when there is no device to have one. */
+static PyObject *kpy_context_get_current(PyObject *cls, PyObject *unused) {
+  (void)unused;
+  int n = 0;
+  if (kiln_device_count(&n) != KILN_OK || n == 0) Py_RETURN_NONE;
+  return kpy_context_of(kpy_context_state(cls), kiln_device_current());
+}
+
+static PyObject *kpy_context_get_device(PyObject *cls, PyObject *unused) {
+  (void)unused;
+  kpy_state *st = kpy_context_state(cls);
+  kiln_device_info info;
+  int ordinal = kiln_device_current();
+  kiln_status s = kiln_device_get_info(ordinal, &info);
+  if (s) return kpy_raise(st, s);
+  return kpy_device_of(st, ordinal);
+}
+
+static PyObject *kpy_context_synchronize(PyObject *cls, PyObject *unused) {
+  (void)unused;
+  kiln_status s;
+  Py_BEGIN_ALLOW_THREADS
+    s = kiln_synchronize();
+  Py_END_ALLOW_THREADS
+  if (s) return kpy_raise(kpy_context_state(cls), s);
+  Py_RETURN_NONE;
+}
+
+/* An int argument (a limit or func_cache member is one). */
+static int kpy_context_int(PyObject *obj, const char *what, long long lo, long long hi,
+                           long long *out) {
+  if (!PyIndex_Check(obj) || PyBool_Check(obj)) {
+    PyErr_Format(PyExc_TypeError, "%s must be an int, not %.100s", what, Py_TYPE(obj)->tp_name);
+    return -1;
+  }
+  long long v = PyLong_AsLongLong(obj);
+  if (v == -1 && PyErr_Occurred()) return -1;
+  if (v < lo || v > hi) {
+    PyErr_Format(PyExc_ValueError, "%s %lld is out of range", what, v);
+    return -1;
+  }
+  *out = v;
+  return 0;
+}
+
+static PyObject *kpy_context_get_limit(PyObject *cls, PyObject *limit) {
+  long long l;
+  if (kpy_context_int(limit, "limit", INT_MIN, INT_MAX, &l) < 0) return NULL;
+  size_t v = 0;
+  kiln_status s = kiln_context_get_limit((int)l, &v);
+  if (s) return kpy_raise(kpy_context_state(cls), s);
+  return PyLong_FromSize_t(v);
+}
+
+static PyObject *kpy_context_set_limit(PyObject *cls, PyObject *const *args, Py_ssize_t n) {
+  long long l, v;
+  if (n != 2) {
+    PyErr_Format(PyExc_TypeError, "set_limit(limit, value) takes 2 arguments (%zd given)", n);
+    return NULL;
+  }
+  if (kpy_context_int(args[0], "limit", INT_MIN, INT_MAX, &l) < 0 ||
+      kpy_context_int(args[1], "the limit's value", 0, LLONG_MAX, &v) < 0)
+    return NULL;
+  kiln_status s = kiln_context_set_limit((int)l, (size_t)v);
+  if (s) return kpy_raise(kpy_context_state(cls), s);
+  Py_RETURN_NONE;
+}
+
+static PyObject *kpy_context_get_cache_config(PyObject *cls, PyObject *unused) {
+  (void)unused;
+  int c = 0;
+  kiln_status s = kiln_context_get_cache_config(&c);
+  if (s) return kpy_raise(kpy_context_state(cls), s);
+  return PyLong_FromLong(c);
+}
+
+static PyObject *kpy_context_set_cache_config(PyObject *cls, PyObject *config) {
+  long long c;
+  if (kpy_context_int(config, "cache config", INT_MIN, INT_MAX, &c) < 0) return NULL;
+  kiln_status s = kiln_context_set_cache_config((int)c);
+  if (s) return kpy_raise(kpy_context_state(cls), s);
+  Py_RETURN_NONE;
+}
+
+static PyObject *kpy_context_get_shared_config(PyObject *cls, PyObject *unused) {
+  (void)unused;
+  int c = 0;
+  kiln_status s = kiln_context_get_shared_config(&c);
+  if (s) return kpy_raise(kpy_context_state(cls), s);
+  return PyLong_FromLong(c);
+}
+
+static PyObject *kpy_context_set_shared_config(PyObject *cls, PyObject *config) {
+  long long c;
+  if (kpy_context_int(config, "shared config", INT_MIN, INT_MAX, &c) < 0) return NULL;
+  kiln_status s = kiln_context_set_shared_config((int)c);
+  if (s) return kpy_raise(kpy_context_state(cls), s);
+  Py_RETURN_NONE;
+}
+
+static PyObject *kpy_context_get_api_version(PyObject *op, PyObject *unused) {
+  (void)unused;
+  unsigned v = 0;
+  kiln_status s = kiln_context_api_version(&v);
+  if (s) return kpy_raise(kpy_context_state(op), s);
+  return PyLong_FromUnsignedLong(v);
+}
+
+static PyObject *kpy_context_richcompare(PyObject *a, PyObject *b, int op) {
+  if (!PyObject_TypeCheck(b, Py_TYPE(a)) || (op != Py_EQ && op != Py_NE)) Py_RETURN_NOTIMPLEMENTED;
+  int same = ((kpy_context *)a)->ordinal == ((kpy_context *)b)->ordinal;
+  return PyBool_FromLong(op == Py_EQ ? same : !same);
+}
+
+static Py_hash_t kpy_context_hash(PyObject *op) { return ((kpy_context *)op)->ordinal + 1; }
+
+static PyObject *kpy_context_repr(PyObject *op) {
+  return PyUnicode_FromFormat("<kiln.Context: the primary context of device %d>",
+                              ((kpy_context *)op)->ordinal);
+}
+
+static PyMethodDef kpy_context_methods[] = {
+    {"push", kpy_context_push, METH_NOARGS,
+     "Makes this context's device current on this thread; pop() returns to the one before."},
+    {"pop", kpy_context_pop, METH_NOARGS | METH_CLASS,
+     "Context.pop(): undoes this thread's last push() or make_context()."},
+    {"detach", kpy_context_detach, METH_NOARGS,
+     "Pops this context when it is the one pushed last; the primary context itself stays, "
+     "shared with the process's other libraries."},
+    {"get_current", kpy_context_get_current, METH_NOARGS | METH_CLASS,
+     "The current device's context, or None when there is no CUDA device."},
+    {"get_device", kpy_context_get_device, METH_NOARGS | METH_CLASS, "The current device."},
+    {"synchronize", kpy_context_synchronize, METH_NOARGS | METH_CLASS,
+     "Waits for all work on the current device."},
+    {"get_limit", kpy_context_get_limit, METH_O | METH_CLASS,
+     "get_limit(limit): a kiln.driver.limit of the current context."},
+    {"set_limit", (PyCFunction)(void (*)(void))kpy_context_set_limit, METH_FASTCALL | METH_CLASS,
+     "set_limit(limit, value): for every library sharing the primary context."},
+    {"get_cache_config", kpy_context_get_cache_config, METH_NOARGS | METH_CLASS,
+     "The preferred cache configuration, a kiln.driver.func_cache value."},
+    {"set_cache_config", kpy_context_set_cache_config, METH_O | METH_CLASS,
+     "set_cache_config(func_cache)."},
+    {"get_shared_config", kpy_context_get_shared_config, METH_NOARGS | METH_CLASS,
+     "The shared memory bank size, a kiln.driver.shared_config value."},
+    {"set_shared_config", kpy_context_set_shared_config, METH_O | METH_CLASS,
+     "set_shared_config(shared_config)."},
+    {"get_api_version", kpy_context_get_api_version, METH_NOARGS,
+     "The context's API version (cuCtxGetApiVersion)."},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyType_Slot kpy_context_slots[] = {
+    {Py_tp_new, kpy_context_new},
+    {Py_tp_dealloc, kpy_context_dealloc},
+    {Py_tp_repr, kpy_context_repr},
+    {Py_tp_richcompare, kpy_context_richcompare},
+    {Py_tp_hash, kpy_context_hash},
+    {Py_tp_methods, kpy_context_methods},
+    {Py_tp_doc, (void *)"Context(device): a device's primary context, shared with PyTorch, CuPy "
+                        "and the CUDA runtime. Device.make_context() gives one made current."},
+    {0, NULL},
+};
+
+static PyType_Spec kpy_context_spec = {"kiln.Context", sizeof(kpy_context), 0,
+                                       Py_TPFLAGS_DEFAULT | Py_TPFLAGS_IMMUTABLETYPE,
+                                       kpy_context_slots};
+
+int kpy_context_init(PyObject *module, kpy_state *st) {
+  st->ref.Context_type = kpy_add_type(module, &kpy_context_spec, NULL);
+  return st->ref.Context_type ? 0 : -1;
+}
