@@ -17,6 +17,7 @@ def pytest_configure(config):
     global _cache_dir
     config.addinivalue_line("markers", "gpu: needs a CUDA device")
     config.addinivalue_line("markers", "gpus2: needs two CUDA devices")
+    config.addinivalue_line("markers", "cuda: what kiln.tools.mark_cuda_test marks, as PyCUDA's")
     # The suite's kernels go to a cache folder of its own, not the user's. kiln reads these
     # variables when it first uses its cache, and again whenever they change.
     _cache_dir = tempfile.mkdtemp(prefix="kiln-pytest-cache-")

@@ -79,6 +79,9 @@ static kiln_status kiln__check_ordinal(int device) {
 
 /* Sets up device `ordinal` once: its info and its retained primary context. */
 static kiln_status kiln__device_setup(int ordinal, kiln__device **out) {
+  if (ordinal < 0) /* before the driver is opened */
+    return kiln__fail(KILN_ERROR_INVALID, "device %d does not exist; devices are numbered from 0",
+                      ordinal);
   pthread_mutex_lock(&kiln__devices_lock);
   kiln_status s = kiln__check_ordinal(ordinal);
   if (!s && !kiln__devices[ordinal]) {
@@ -161,6 +164,9 @@ kiln_status kiln_device_get_info(int device, kiln_device_info *out) {
 }
 
 kiln_status kiln_device_set_current(int device) {
+  if (device < 0)
+    return kiln__fail(KILN_ERROR_INVALID, "device %d does not exist; devices are numbered from 0",
+                      device);
   pthread_mutex_lock(&kiln__devices_lock);
   kiln_status s = kiln__check_ordinal(device);
   pthread_mutex_unlock(&kiln__devices_lock);

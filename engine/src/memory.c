@@ -176,15 +176,19 @@ void kiln__memory_note_range(const void *owner, CUdeviceptr base, size_t size) {
     if (grown) kiln__ranges = grown, kiln__ranges_cap = cap;
   }
   /* Out of memory only costs the fallback: the driver's answer stands. */
-  if (!known && kiln__n_ranges < kiln__ranges_cap)
-    kiln__ranges[kiln__n_ranges++] = (kiln__range){owner, base, size};
+  if (!known && kiln__n_ranges < kiln__ranges_cap) {
+    kiln__ranges[kiln__n_ranges] = (kiln__range){owner, base, size};
+    __atomic_store_n(&kiln__n_ranges, kiln__n_ranges + 1, __ATOMIC_RELEASE);
+  }
   pthread_mutex_unlock(&kiln__ranges_lock);
 }
 
 void kiln__memory_forget_ranges(const void *owner) {
   pthread_mutex_lock(&kiln__ranges_lock);
-  for (size_t i = kiln__n_ranges; i-- > 0;)
-    if (kiln__ranges[i].owner == owner) kiln__ranges[i] = kiln__ranges[--kiln__n_ranges];
+  size_t n = kiln__n_ranges;
+  for (size_t i = n; i-- > 0;)
+    if (kiln__ranges[i].owner == owner) kiln__ranges[i] = kiln__ranges[--n];
+  __atomic_store_n(&kiln__n_ranges, n, __ATOMIC_RELEASE); /* read without the lock, as a hint */
   pthread_mutex_unlock(&kiln__ranges_lock);
 }
 
@@ -203,15 +207,19 @@ static int kiln__memory_find_range(CUdeviceptr p, CUdeviceptr *base, size_t *siz
 }
 
 /* A copy must stay inside one allocation: checked here so a wrong size is a sentence, not
- * a corrupted neighbour or an illegal-address error later. */
+ * a corrupted neighbour or an illegal-address error later. A module variable kiln handed out
+ * is its own extent: the driver may know only the larger block the module's variables share. */
 static kiln_status kiln__check_range(kiln_deviceptr p, size_t nbytes, const char *what) {
   CUdeviceptr base = 0;
   size_t size = 0;
-  CUresult rc = kiln__driver.MemGetAddressRange(&base, &size, (CUdeviceptr)p);
+  int known = __atomic_load_n(&kiln__n_ranges, __ATOMIC_RELAXED) &&
+              kiln__memory_find_range((CUdeviceptr)p, &base, &size);
+  CUresult rc =
+      known ? CUDA_SUCCESS : kiln__driver.MemGetAddressRange(&base, &size, (CUdeviceptr)p);
   /* Anything but "not found" is the context's own failure (a kernel's illegal address). */
   if (rc && rc != CUDA_ERROR_INVALID_VALUE && rc != CUDA_ERROR_NOT_FOUND)
     return kiln__cuda_fail("cuMemGetAddressRange", (int)rc);
-  if (rc && !kiln__memory_find_range((CUdeviceptr)p, &base, &size))
+  if (rc)
     return kiln__fail(KILN_ERROR_INVALID,
                       "%s 0x%" PRIx64 " is not device memory of the current context", what,
                       (uint64_t)p);

@@ -32,9 +32,10 @@ kiln_status kiln__memory_bounce_reserve(kiln__bounce *b, size_t nbytes);
 void kiln__memory_small_release(const kiln__device *d, CUstream stream, int all);
 
 /* Module variables as copy targets: globals.c notes each address it hands out, with the module
- * that owns it. The driver's cuMemGetAddressRange is promised to know allocations only; a copy
- * into a __constant__ or __device__ variable it does not know is checked against the variable's
- * own extent instead. A module's ranges are forgotten when it is unloaded. */
+ * that owns it, and a copy into a __constant__ or __device__ variable is checked against the
+ * variable's own extent (the driver's cuMemGetAddressRange is promised to know allocations only,
+ * and may know the variables only as the block they share). A module's ranges are forgotten
+ * when it is unloaded. */
 void kiln__memory_note_range(const void *owner, CUdeviceptr base, size_t size);
 void kiln__memory_forget_ranges(const void *owner);
 

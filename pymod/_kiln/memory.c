@@ -270,11 +270,13 @@ static int kpy_count(PyObject *obj, const char *what, size_t *out) {
 static PyObject *kpy_memcpy_dtod_any(PyObject *module, PyObject *args, PyObject *kwargs,
                                      int async) {
   kpy_state *st = kpy_state_of_module(module);
+  /* The synchronous form's list stops before stream. */
   static char *kwlist[] = {(char *)"dest", (char *)"src", (char *)"size", (char *)"stream", NULL};
+  static char *kwlist_sync[] = {(char *)"dest", (char *)"src", (char *)"size", NULL};
   PyObject *dest, *src, *size_obj, *stream = Py_None;
   if (!PyArg_ParseTupleAndKeywords(args, kwargs,
-                                   async ? "OOO|O:memcpy_dtod_async" : "OOO:memcpy_dtod", kwlist,
-                                   &dest, &src, &size_obj, &stream))
+                                   async ? "OOO|O:memcpy_dtod_async" : "OOO:memcpy_dtod",
+                                   async ? kwlist : kwlist_sync, &dest, &src, &size_obj, &stream))
     return NULL;
   size_t n;
   kiln_deviceptr d, s_ptr;
@@ -306,11 +308,13 @@ static PyObject *kpy_memset_any(PyObject *module, PyObject *args, PyObject *kwar
                                 int async) {
   kpy_state *st = kpy_state_of_module(module);
   static char *kwlist[] = {(char *)"dest", (char *)"data", (char *)"count", (char *)"stream", NULL};
+  static char *kwlist_sync[] = {(char *)"dest", (char *)"data", (char *)"count", NULL};
   char fmt[32];
   PyOS_snprintf(fmt, sizeof fmt, "OOO%s:memset_d%d%s", async ? "|O" : "", width * 8,
                 async ? "_async" : "");
   PyObject *dest, *data, *count_obj, *stream = Py_None;
-  if (!PyArg_ParseTupleAndKeywords(args, kwargs, fmt, kwlist, &dest, &data, &count_obj, &stream))
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, fmt, async ? kwlist : kwlist_sync, &dest, &data,
+                                   &count_obj, &stream))
     return NULL;
   size_t count;
   if (kpy_count(count_obj, "count", &count) < 0) return NULL;

@@ -1,5 +1,22 @@
-"""For code ported from PyCUDA: `import kiln.autoinit` in place of `import pycuda.autoinit`.
+"""`import kiln.autoinit` in place of `import pycuda.autoinit`: sets up the device CUDA_DEVICE
+names (or ~/.cuda-device, else the first that works) and makes its context current.
 
-kiln makes no context of its own: it uses the device's primary context (the one PyTorch, CuPy
-and the CUDA runtime use) on first use, so there is nothing to set up here.
+The context is the device's primary context, the one kiln, PyTorch and CuPy share: kiln makes
+no context of its own. Without a GPU, importing this raises kiln.NoDeviceError, as
+pycuda.autoinit fails without one; `import kiln` alone never does.
 """
+import atexit
+
+from . import tools as _tools
+
+context = _tools.make_default_context()
+device = context.get_device()
+
+
+def _finish():
+    # Pops the context pushed above if it is still on top; the primary context itself stays.
+    context.detach()
+    _tools.clear_context_caches()
+
+
+atexit.register(_finish)

@@ -1,19 +1,138 @@
-"""For code ported from PyCUDA: `import kiln.driver as drv` in place of `pycuda.driver`."""
+"""PyCUDA's driver module over kiln: `import kiln.driver as drv` in place of
+`import pycuda.driver as drv`.
+
+Everything here is kiln's own object under PyCUDA's name, or a few lines over one where
+PyCUDA's is Python too (to_device, from_device, PointerHolderBase, the *_like helpers). kiln
+works in each device's primary context, shares it with PyTorch and CuPy, and checks every
+argument by the kernel's signature; docs/pycuda.md says where that makes kiln differ.
+"""
+import numpy as _np
+
+from . import _kiln
+from . import module_from_file  # noqa: F401
+from ._driver_enums import (  # noqa: F401
+    compute_mode,
+    ctx_flags,
+    device_attribute,
+    event_flags,
+    func_cache,
+    function_attribute,
+    host_alloc_flags,
+    limit,
+    mem_host_register_flags,
+    shared_config,
+)
 from ._kiln import (  # noqa: F401
+    CompileError,
+    Context,
     CudaError,
     Device,
     DeviceAllocation,
+    Error,
+    Function,
     In,
     InOut,
     LaunchError,
+    LogicError,
+    Module,
+    NoDeviceError,
     Out,
     OutOfMemoryError,
+    RegisteredHostMemory,
+    Stream,
+    get_driver_version,
+    get_version,
+    init,
     mem_alloc,
+    mem_alloc_pitch,
+    memcpy_dtod,
+    memcpy_dtod_async,
     memcpy_dtoh,
+    memcpy_dtoh_async,
     memcpy_htod,
+    memcpy_htod_async,
+    memset_d8,
+    memset_d8_async,
+    memset_d16,
+    memset_d16_async,
+    memset_d32,
+    memset_d32_async,
     module_from_buffer,
+    pagelocked_empty,
+    pagelocked_zeros,
+    register_host_memory,
     synchronize,
 )
-from . import module_from_file  # noqa: F401
+from ._kiln import mem_info as mem_get_info  # noqa: F401
 
-Error = CudaError
+# PyCUDA's error names. Its MemoryError is kiln's OutOfMemoryError, which is also Python's
+# MemoryError; its RuntimeError, a failure of the run-time environment, is any CudaError.
+MemoryError = OutOfMemoryError  # noqa: A001
+RuntimeError = CudaError  # noqa: A001
+
+
+class Event(_kiln.Event):
+    """PyCUDA's Event(flags=0), flags from event_flags: a kiln.Event, which records on a stream,
+    synchronizes, and times with end.time_since(start) or start.time_till(end) (ms)."""
+
+    __slots__ = ()
+
+    def __new__(cls, flags=0):
+        return super().__new__(cls, flags=flags)
+
+
+class PointerHolderBase:
+    """A pointer to device memory kept by an object of the program's own: a subclass defines
+    get_pointer(), and an instance passes as that pointer to a kernel, to memcpy_* and to
+    memset_* (int() and __index__ read it)."""
+
+    def get_pointer(self):
+        raise NotImplementedError(f"{type(self).__name__} must define get_pointer()")
+
+    def __int__(self):
+        return int(self.get_pointer())
+
+    def __index__(self):
+        return int(self.get_pointer())
+
+
+def to_device(buf):
+    """A DeviceAllocation holding a copy of buf (a numpy array or any buffer), as PyCUDA's
+    to_device; kiln.to_device gives a DeviceArray instead."""
+    nbytes = buf.nbytes if isinstance(buf, _np.ndarray) else memoryview(buf).nbytes
+    result = mem_alloc(nbytes)
+    memcpy_htod(result, buf)
+    return result
+
+
+def from_device(devptr, shape, dtype, order="C"):
+    """A new numpy array of shape and dtype holding the bytes at devptr."""
+    result = _np.empty(shape, dtype, order=order)
+    memcpy_dtoh(result, devptr)
+    return result
+
+
+def from_device_like(devptr, other_ary):
+    """A new numpy array like other_ary (shape, dtype, order) holding the bytes at devptr."""
+    result = _np.empty_like(other_ary)
+    memcpy_dtoh(result, devptr)
+    return result
+
+
+def mem_alloc_like(ary):
+    """Device memory of ary's size in bytes."""
+    return mem_alloc(ary.nbytes)
+
+
+def _order(ary):
+    return "F" if ary.flags.f_contiguous and not ary.flags.c_contiguous else "C"
+
+
+def pagelocked_empty_like(array, mem_flags=0):
+    """A page-locked numpy array of array's shape, dtype and order."""
+    return pagelocked_empty(array.shape, array.dtype, _order(array), mem_flags)
+
+
+def pagelocked_zeros_like(array, mem_flags=0):
+    """The same, zeroed."""
+    return pagelocked_zeros(array.shape, array.dtype, _order(array), mem_flags)

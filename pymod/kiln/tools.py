@@ -1,0 +1,378 @@
+"""PyCUDA's tools module over kiln: choosing a device, memoizing per context, device data and
+occupancy, memory pools. These are Python in PyCUDA too; what they stand on is kiln's.
+
+kiln's own allocations already come from the device's stream-ordered pool (docs/arrays.md):
+DeviceMemoryPool is for programs written against PyCUDA's, which hand out blocks by size and
+take them back when the allocation is collected.
+"""
+import functools
+import os
+
+import numpy as _np
+
+from . import _kiln
+from ._cgen import dtype_to_ctype  # noqa: F401
+from .driver import Context, Device, PointerHolderBase, device_attribute, init, mem_alloc
+
+# ---- Choosing a device ---------------------------------------------------------------------------
+
+
+def _chosen_ordinal():
+    """The ordinal CUDA_DEVICE or ~/.cuda-device names, or None."""
+    value = os.environ.get("CUDA_DEVICE")
+    where = "CUDA_DEVICE"
+    if value is None:
+        path = os.path.join(os.path.expanduser("~"), ".cuda-device")
+        try:
+            with open(path) as f:
+                value, where = f.read().strip(), path
+        except OSError:
+            return None
+    try:
+        return int(value)
+    except ValueError:
+        raise ValueError(f"{where} must hold a device number, not {value!r}") from None
+
+
+def get_default_device(default=0):
+    """The Device CUDA_DEVICE or ~/.cuda-device names, else Device(default)."""
+    chosen = _chosen_ordinal()
+    return Device(default if chosen is None else chosen)
+
+
+def make_default_context(ctx_maker=None):
+    """The context of the device CUDA_DEVICE or ~/.cuda-device names, else of the first device
+    whose context can be made, made current (pushed). ctx_maker(device) makes it; by default
+    device.make_context(). Raises NoDeviceError where there is no GPU."""
+    if ctx_maker is None:
+        def ctx_maker(dev):
+            return dev.make_context()
+    init()  # NoDeviceError, saying why, when there is no driver or no device
+    chosen = _chosen_ordinal()
+    if chosen is not None:
+        return ctx_maker(Device(chosen))
+    failures = []
+    for ordinal in range(Device.count()):
+        try:
+            return ctx_maker(Device(ordinal))
+        except _kiln.CudaError as e:
+            failures.append(f"device {ordinal}: {e}")
+    raise _kiln.LogicError("no device's context could be made: " + "; ".join(failures))
+
+
+# ---- Memoizing per context -----------------------------------------------------------------------
+
+_memoized = []
+
+
+def context_dependent_memoize(func):
+    """Caches func's result per current context (that is, per current device) and arguments:
+    a kernel built once per device."""
+    cache = {}
+    _memoized.append(cache)
+
+    @functools.wraps(func)
+    def wrapper(*args, **kwargs):
+        key = (Context.get_current(), args, tuple(sorted(kwargs.items())))
+        try:
+            return cache[key]
+        except KeyError:
+            result = cache[key] = func(*args, **kwargs)
+            return result
+    return wrapper
+
+
+def clear_context_caches():
+    """Empties every context_dependent_memoize cache."""
+    for cache in _memoized:
+        cache.clear()
+
+
+# ---- Small helpers -------------------------------------------------------------------------------
+
+
+def bitlog2(v):
+    """The index of the highest set bit of v > 0: floor(log2(v))."""
+    v = int(v)
+    if v <= 0:
+        raise ValueError(f"bitlog2 takes a positive int, not {v}")
+    return v.bit_length() - 1
+
+
+def mark_cuda_test(inner_f):
+    """A test decorator: runs the test with a context made current (popped after), and marks it
+    `cuda` for pytest."""
+    @functools.wraps(inner_f)
+    def f(*args, **kwargs):
+        ctx = make_default_context()
+        try:
+            return inner_f(*args, **kwargs)
+        finally:
+            ctx.pop()
+            clear_context_caches()
+    try:
+        import pytest
+    except ImportError:
+        return f
+    return pytest.mark.cuda(f)
+
+
+# ---- Device data and occupancy -------------------------------------------------------------------
+
+# Bytes a block's shared memory is allocated in, and registers a warp's are (both since sm_50).
+_SMEM_ALLOC_GRANULARITY = 128
+_REGISTER_ALLOC_UNIT = 256
+
+
+class DeviceData:
+    """What occupancy depends on, read from the device's attributes (dev: a Device, default the
+    current one)."""
+
+    def __init__(self, dev=None):
+        if dev is None:
+            dev = Context.get_device()
+        a = dev.get_attribute
+        self.max_threads = a(device_attribute.MAX_THREADS_PER_BLOCK)
+        self.warp_size = a(device_attribute.WARP_SIZE)
+        self.warps_per_mp = a(device_attribute.MAX_THREADS_PER_MULTIPROCESSOR) // self.warp_size
+        self.thread_blocks_per_mp = a(device_attribute.MAX_BLOCKS_PER_MULTIPROCESSOR)
+        self.registers = a(device_attribute.MAX_REGISTERS_PER_BLOCK)
+        self.registers_per_mp = a(device_attribute.MAX_REGISTERS_PER_MULTIPROCESSOR)
+        self.shared_memory = a(device_attribute.MAX_SHARED_MEMORY_PER_BLOCK)
+        self.shared_memory_per_mp = a(device_attribute.MAX_SHARED_MEMORY_PER_MULTIPROCESSOR)
+        # Threads of a warp read shared memory in one go, bank by bank.
+        self.smem_granularity = self.warp_size
+        self.smem_alloc_granularity = _SMEM_ALLOC_GRANULARITY
+
+    def align_bytes(self, word_size=4):
+        """Bytes between base addresses at which a warp's accesses of word_size bytes are
+        coalesced: the 128-byte cache line every CUDA GPU this kiln runs on reads."""
+        if word_size not in (1, 2, 4, 8, 16):
+            raise ValueError(f"word_size is 1, 2, 4, 8 or 16 bytes, not {word_size}")
+        return 128
+
+    def align(self, bytes, word_size=4):  # noqa: A002 (PyCUDA's name)
+        """bytes rounded up to the next multiple of align_bytes(word_size)."""
+        a = self.align_bytes(word_size)
+        return -(-bytes // a) * a
+
+    def align_words(self, word_size):
+        """align_bytes(word_size) in words."""
+        a = self.align_bytes(word_size)
+        if a % word_size:
+            raise ValueError(f"{a} bytes are not a whole number of {word_size}-byte words")
+        return a // word_size
+
+    def align_dtype(self, elements, dtype_size):
+        """elements rounded up so that elements of dtype_size bytes fill whole aligned lines."""
+        w = self.align_words(dtype_size)
+        return -(-elements // w) * w
+
+    @staticmethod
+    def make_valid_tex_channel_count(size):
+        """size rounded up to a channel count a texture takes: 1, 2 or 4."""
+        for valid in (1, 2, 4):
+            if size <= valid:
+                return valid
+        raise ValueError(f"a texture has at most 4 channels, not {size}")
+
+
+class OccupancyRecord:
+    """How many blocks of `threads` threads, each using shared_mem bytes of shared memory and
+    `registers` registers a thread, one multiprocessor runs at once (tb_per_mp), what limits it
+    ("device", "warps", "regs" or "smem"), and the share of the multiprocessor's warps that
+    keeps busy (occupancy, 0 to 1)."""
+
+    def __init__(self, devdata, threads, shared_mem=0, registers=0):
+        if threads <= 0 or threads > devdata.max_threads:
+            raise ValueError(f"threads must be 1 to {devdata.max_threads}, not {threads}")
+        warps = -(-threads // devdata.warp_size)
+        limits = [(devdata.thread_blocks_per_mp, "device"),
+                  (devdata.warps_per_mp // warps, "warps")]
+        if registers:
+            per_warp = -(-registers * devdata.warp_size // _REGISTER_ALLOC_UNIT)
+            limits.append((devdata.registers_per_mp // (per_warp * _REGISTER_ALLOC_UNIT * warps),
+                           "regs"))
+        if shared_mem:
+            granule = devdata.smem_alloc_granularity
+            limits.append((devdata.shared_memory_per_mp // (-(-shared_mem // granule) * granule),
+                           "smem"))
+        self.tb_per_mp, self.limited_by = min(limits, key=lambda limit: limit[0])
+        self.warps_per_mp = self.tb_per_mp * warps
+        self.occupancy = self.warps_per_mp / devdata.warps_per_mp
+
+
+# ---- Memory pools --------------------------------------------------------------------------------
+
+
+def _bin_size(nbytes):
+    """nbytes rounded up to a size the pools keep blocks of: 256 bytes, or three significant
+    bits (at most a quarter wasted)."""
+    if nbytes <= 256:
+        return 256
+    shift = nbytes.bit_length() - 3
+    return -(-nbytes >> shift) << shift
+
+
+class PooledDeviceAllocation(PointerHolderBase):
+    """Device memory from a DeviceMemoryPool: passes as a pointer (int() gives it), len() is its
+    size, and it goes back to the pool when collected or freed."""
+
+    def __init__(self, pool, allocation, size):
+        self._pool, self._allocation, self._size = pool, allocation, size
+
+    def get_pointer(self):
+        if self._allocation is None:
+            raise ValueError("the pooled allocation was freed")
+        return int(self._allocation)
+
+    def __len__(self):
+        return self._size
+
+    def free(self):
+        """Gives the memory back to the pool now."""
+        allocation, self._allocation = self._allocation, None
+        if allocation is not None:
+            self._pool._give_back(allocation)
+
+    def __del__(self):
+        self.free()
+
+
+class DeviceMemoryPool:
+    """Keeps freed device memory by size for the next allocation of a similar size."""
+
+    def __init__(self):
+        self._held = {}  # bin size -> [DeviceAllocation]
+        self._holding = True
+        self.held_blocks = 0
+        self.active_blocks = 0
+
+    def allocate(self, size):
+        """A PooledDeviceAllocation of at least size bytes."""
+        size = int(size)
+        if size <= 0:
+            raise ValueError(f"allocate() needs a positive number of bytes, not {size}")
+        bin_size = _bin_size(size)
+        held = self._held.get(bin_size)
+        if held:
+            allocation = held.pop()
+            self.held_blocks -= 1
+        else:
+            try:
+                allocation = mem_alloc(bin_size)
+            except _kiln.OutOfMemoryError:
+                self.free_held()  # what the pool keeps may be what the device lacks
+                allocation = mem_alloc(bin_size)
+        self.active_blocks += 1
+        return PooledDeviceAllocation(self, allocation, size)
+
+    def _give_back(self, allocation):
+        self.active_blocks -= 1
+        if self._holding:
+            self._held.setdefault(allocation.size, []).append(allocation)
+            self.held_blocks += 1
+        else:
+            allocation.free()
+
+    def free_held(self):
+        """Frees every block the pool keeps."""
+        held, self._held = self._held, {}
+        self.held_blocks = 0
+        for blocks in held.values():
+            for allocation in blocks:
+                allocation.free()
+
+    def stop_holding(self):
+        """Frees what the pool keeps, and from now on what comes back."""
+        self._holding = False
+        self.free_held()
+
+
+class PageLockedAllocator:
+    """How a PageLockedMemoryPool gets its blocks: page-locked memory with flags (from
+    kiln.driver.host_alloc_flags; kiln's is always portable)."""
+
+    def __init__(self, flags=0):
+        self.flags = flags
+
+    def __call__(self, nbytes):
+        return _kiln.pagelocked_empty(nbytes, _np.uint8, "C", self.flags)
+
+
+class PooledHostAllocation:
+    """The .base of an array from a PageLockedMemoryPool: its block goes back to the pool when
+    the array is collected, or at free()."""
+
+    def __init__(self, pool, block, shape, dtype, order):
+        self._pool, self._block = pool, block
+        self._shape, self._dtype = tuple(shape), dtype
+        self._strides = None
+        if order == "F" and len(self._shape) > 1:
+            strides, step = [], dtype.itemsize
+            for n in self._shape:
+                strides.append(step)
+                step *= n
+            self._strides = tuple(strides)
+
+    @property
+    def __array_interface__(self):
+        return {"shape": self._shape, "typestr": self._dtype.str, "descr": self._dtype.descr,
+                "strides": self._strides, "version": 3,
+                "data": (self._block.ctypes.data, False)}
+
+    def __len__(self):
+        return int(_np.prod(self._shape, dtype=_np.int64)) * self._dtype.itemsize
+
+    def free(self):
+        """Gives the block back to the pool now; the array must not be used after."""
+        block, self._block = self._block, None
+        if block is not None:
+            self._pool._give_back(block)
+
+    def __del__(self):
+        self.free()
+
+
+class PageLockedMemoryPool:
+    """Keeps freed page-locked host memory by size for the next array of a similar size."""
+
+    def __init__(self, allocator=None):
+        self._allocator = allocator or PageLockedAllocator()
+        self._held = {}
+        self._holding = True
+        self.held_blocks = 0
+        self.active_blocks = 0
+
+    def allocate(self, shape, dtype, order="C"):
+        """An uninitialized page-locked numpy array; its .base is a PooledHostAllocation."""
+        if order not in ("C", "F"):
+            raise ValueError(f"order must be 'C' or 'F', not {order!r}")
+        dtype = _np.dtype(dtype)
+        shape = (shape,) if _np.ndim(shape) == 0 else tuple(shape)
+        nbytes = int(_np.prod(shape, dtype=_np.int64)) * dtype.itemsize
+        bin_size = _bin_size(max(nbytes, 1))
+        held = self._held.get(bin_size)
+        if held:
+            block = held.pop()
+            self.held_blocks -= 1
+        else:
+            block = self._allocator(bin_size)
+        self.active_blocks += 1
+        return _np.asarray(PooledHostAllocation(self, block, shape, dtype, order))
+
+    def _give_back(self, block):
+        self.active_blocks -= 1
+        if self._holding:
+            self._held.setdefault(block.nbytes, []).append(block)
+            self.held_blocks += 1
+
+    def free_held(self):
+        """Frees every block the pool keeps."""
+        self._held = {}
+        self.held_blocks = 0
+
+    def stop_holding(self):
+        """Frees what the pool keeps, and from now on what comes back."""
+        self._holding = False
+        self.free_held()

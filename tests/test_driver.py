@@ -1,0 +1,621 @@
+"""PyCUDA's surface: kiln.driver, kiln.compiler, kiln.tools and kiln.autoinit. What needs no GPU
+runs everywhere: the names, the enumerations against cuda.h, the error classes, every argument
+check (raised before the GPU is touched), the compile keywords and the headers. What needs a GPU
+is at the end of this file, and PyCUDA's documented programs are in test_pycuda_ports.py."""
+import os
+import re
+import subprocess
+import sys
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import kiln
+import kiln.compiler
+import kiln.driver as drv
+import kiln.tools
+from helpers import ARCH, HAVE_GPU, run_python
+
+CUDA_H = Path(os.environ.get("CUDA_HOME", "/usr/local/cuda")) / "include" / "cuda.h"
+
+# ---- Every name of the surface -------------------------------------------------------------------
+
+DRIVER_NAMES = """
+init get_version get_driver_version Device Context Stream Event
+mem_alloc mem_alloc_like mem_alloc_pitch mem_get_info to_device from_device from_device_like
+memcpy_htod memcpy_dtoh memcpy_dtod memcpy_htod_async memcpy_dtoh_async memcpy_dtod_async
+memset_d8 memset_d16 memset_d32 memset_d8_async memset_d16_async memset_d32_async
+pagelocked_empty pagelocked_zeros pagelocked_empty_like pagelocked_zeros_like
+register_host_memory RegisteredHostMemory PointerHolderBase In Out InOut DeviceAllocation
+Function Module module_from_buffer module_from_file synchronize
+Error LogicError LaunchError MemoryError RuntimeError CompileError
+device_attribute function_attribute func_cache shared_config limit ctx_flags event_flags
+host_alloc_flags mem_host_register_flags compute_mode
+""".split()
+
+DEVICE_METHODS = ("count get_attribute get_attributes name compute_capability total_memory "
+                  "pci_bus_id make_context retain_primary_context").split()
+CONTEXT_METHODS = ("get_current get_device synchronize push pop detach get_limit set_limit "
+                   "get_cache_config set_cache_config get_shared_config set_shared_config "
+                   "get_api_version").split()
+FUNCTION_NAMES = ("prepare prepared_call prepared_async_call prepared_timed_call get_attribute "
+                  "set_attribute set_cache_config num_regs shared_size_bytes local_size_bytes "
+                  "const_size_bytes max_threads_per_block attributes").split()
+TOOLS_NAMES = ("DeviceMemoryPool PageLockedMemoryPool PageLockedAllocator make_default_context "
+               "clear_context_caches dtype_to_ctype get_default_device DeviceData "
+               "OccupancyRecord context_dependent_memoize bitlog2 mark_cuda_test").split()
+
+
+def test_every_name_of_the_surface_exists():
+    missing = [n for n in DRIVER_NAMES if not hasattr(drv, n)]
+    missing += [f"Device.{n}" for n in DEVICE_METHODS if not hasattr(drv.Device, n)]
+    missing += [f"Context.{n}" for n in CONTEXT_METHODS if not hasattr(drv.Context, n)]
+    missing += [f"Function.{n}" for n in FUNCTION_NAMES if not hasattr(drv.Function, n)]
+    missing += [f"Module.{n}" for n in ("get_function", "get_global", "get_texref",
+                                        "get_surfref") if not hasattr(drv.Module, n)]
+    missing += [f"Event.{n}" for n in ("record", "synchronize", "query", "time_since",
+                                       "time_till") if not hasattr(drv.Event, n)]
+    missing += [f"Stream.{n}" for n in ("synchronize", "is_done", "wait_for_event")
+                if not hasattr(drv.Stream, n)]
+    missing += [f"compiler.{n}" for n in ("SourceModule", "DynamicSourceModule", "compile")
+                if not hasattr(kiln.compiler, n)]
+    missing += [f"tools.{n}" for n in TOOLS_NAMES if not hasattr(kiln.tools, n)]
+    assert not missing, missing
+    assert kiln.compiler.SourceModule is kiln.SourceModule
+
+
+def test_the_error_classes_map_onto_kilns():
+    assert drv.Error is kiln.Error
+    assert drv.CompileError is kiln.CompileError
+    assert drv.LaunchError is kiln.LaunchError
+    assert drv.LogicError is kiln.LogicError and issubclass(drv.LogicError, kiln.CudaError)
+    assert drv.MemoryError is kiln.OutOfMemoryError
+    assert issubclass(drv.MemoryError, MemoryError) and issubclass(drv.MemoryError, kiln.Error)
+    assert drv.RuntimeError is kiln.CudaError
+    for cls in (drv.LogicError, drv.LaunchError, drv.MemoryError, drv.CompileError):
+        assert issubclass(cls, drv.Error)
+
+
+def test_the_autoinit_of_a_machine_without_a_gpu_fails_as_pycudas_does():
+    done = run_python("""
+        import kiln
+        try:
+            import kiln.autoinit
+        except kiln.NoDeviceError as e:
+            print("NoDeviceError:", e)
+        else:
+            print("device", kiln.autoinit.device.name(), kiln.autoinit.context)
+        import kiln.driver as drv
+        print("still", drv.get_version())
+    """)
+    assert done.returncode == 0, done.stderr
+    if HAVE_GPU:
+        assert "device " in done.stdout and "kiln.Context" in done.stdout
+    else:
+        assert "NoDeviceError: " in done.stdout
+    assert "still (" in done.stdout
+
+
+@pytest.mark.skipif(not CUDA_H.exists(), reason=f"no {CUDA_H} to compare with")
+def test_the_enumerations_are_cuda_hs():
+    text = CUDA_H.read_text()
+    prefixes = {drv.device_attribute: "CU_DEVICE_ATTRIBUTE_",
+                drv.function_attribute: "CU_FUNC_ATTRIBUTE_", drv.func_cache: "CU_FUNC_CACHE_",
+                drv.shared_config: "CU_SHARED_MEM_CONFIG_", drv.limit: "CU_LIMIT_",
+                drv.ctx_flags: "CU_CTX_", drv.event_flags: "CU_EVENT_",
+                drv.compute_mode: "CU_COMPUTEMODE_", drv.host_alloc_flags: "CU_MEMHOSTALLOC_",
+                drv.mem_host_register_flags: "CU_MEMHOSTREGISTER_"}
+    for enum, prefix in prefixes.items():
+        for name, member in enum.__members__.items():
+            m = re.search(r"\b%s%s\s*=\s*(0x[0-9a-fA-F]+|\d+)" % (prefix, name), text) or \
+                re.search(r"#define\s+%s%s\s+(0x[0-9a-fA-F]+|\d+)" % (prefix, name), text)
+            if m:
+                assert int(m.group(1), 0) == member, f"{enum.__name__}.{name}"
+            else:  # a member counted from the one before it in the enum
+                assert re.search(r"\b%s%s\s*[,}]" % (prefix, name), text), \
+                    f"{prefix}{name} is not in {CUDA_H}"
+    assert drv.device_attribute.MAX_THREADS_PER_BLOCK == 1
+    assert drv.function_attribute.NUM_REGS == 4 and drv.limit.MALLOC_HEAP_SIZE == 2
+    assert str(drv.device_attribute.WARP_SIZE) == "WARP_SIZE"
+    assert f"{drv.func_cache.PREFER_L1}: {drv.func_cache.PREFER_L1:d}" == "PREFER_L1: 2"
+
+
+# ---- Arguments checked before the GPU ------------------------------------------------------------
+
+SOURCE = r"""
+struct pair { int a; float b; };
+__constant__ float coeffs[16];
+__device__ int counter;
+__global__ void k(float *out, const float *in, int n, float s) {
+  int i = threadIdx.x; if (i < n) out[i] = in[i] * s + coeffs[i % 16];
+}
+__global__ void v(float4 q, pair p, double *out) { out[0] = q.x + q.w + p.a + p.b; }
+extern "C" __global__ void c_style(int *p, unsigned n, long long w) { p[0] = n + (int)w; }
+"""
+
+
+@pytest.fixture(scope="module")
+def module():
+    return kiln.SourceModule(SOURCE, arch=ARCH)
+
+
+@pytest.mark.parametrize("types", ["PPif", " P P i f ", "@PPif", "2Pif", ["P", "P", "i", "f"],
+                                   [np.intp, np.uintp, np.int32, np.float32],
+                                   ("PP", np.dtype(np.int32), "f")])
+def test_prepare_takes_pycudas_spellings(module, types):
+    f = module.get_function("k")
+    assert f.prepare(types) is f
+    assert f.arg_format == (types if isinstance(types, str) else repr(types))
+
+
+def test_prepare_takes_structs_and_vectors_as_one_type(module):
+    f = module.get_function("v")
+    pair = np.dtype([("a", np.int32), ("b", np.float32)])
+    assert f.prepare("16s8sP") is f
+    assert f.prepare([np.dtype((np.float32, 4)), pair, np.intp]) is f
+    g = module.get_function("c_style")
+    assert g.prepare("PIq") is g and g.prepare("PiQ") is g
+
+
+@pytest.mark.parametrize("types, error, phrase", [
+    ("PPiP", ValueError, r"parameter 3 of kernel _Z1kPfPKfif is f32, 4 bytes, but the types "
+                         r"give it 'P', 8 bytes \(its parameters: ptr, ptr, i32, f32\)"),
+    ("PPi", ValueError, r"takes 4 parameters \(ptr, ptr, i32, f32\) and the types name 3"),
+    ("PPiff", ValueError, "and the types name 5"),
+    ("PPiz", ValueError, "'z' is not a struct format character"),
+    (">PPif", ValueError, "big-endian"),
+    ("PPis", ValueError, "needs its size in bytes before it, as '16s'"),
+    ("PPi4", ValueError, "end in a count without a character"),
+    (["P", "P", "i", object()], TypeError, "argument type 3 is object"),
+    (3, TypeError, "struct format string"),
+])
+def test_prepare_refuses_what_does_not_fit_the_kernel(module, types, error, phrase):
+    with pytest.raises(error, match=phrase):
+        module.get_function("k").prepare(types)
+
+
+def test_prepare_refuses_texture_references(module):
+    with pytest.raises(NotImplementedError, match="texture references were removed in CUDA 12"):
+        module.get_function("k").prepare("PPif", texrefs=[object()])
+    assert module.get_function("k").prepare("PPif", texrefs=[]).arg_format == "PPif"
+
+
+def test_prepared_calls_check_their_arguments_first(module):
+    f = module.get_function("k").prepare("PPif")
+    with pytest.raises(TypeError, match=r"prepared_call\(grid, block, \*args\): _Z1kPfPKfif "
+                                        r"takes 4 arguments \(3 given\)"):
+        f.prepared_call((1, 1), (32, 1, 1), 0, 0, 1)
+    with pytest.raises(TypeError, match=r"prepared_async_call\(grid, block, stream, \*args\)"):
+        f.prepared_async_call((1, 1), (32, 1, 1), None, 0, 0, 1)
+    with pytest.raises(ValueError, match="block must be an int or a tuple of 1 to 3 ints"):
+        f.prepared_call((1, 1), "x", 0, 0, 1, 2.0)
+    with pytest.raises(TypeError, match="unexpected keyword argument 'shared'; it takes "
+                                        "shared_size"):
+        f.prepared_call((1, 1), (32, 1, 1), 0, 0, 1, 2.0, shared=4)
+    with pytest.raises(ValueError, match="shared_size must be a number of bytes"):
+        f.prepared_call((1, 1), (32, 1, 1), 0, 0, 1, 2.0, shared_size=-1)
+    with pytest.raises(TypeError, match=r"argument 2 of _Z1kPfPKfif \(a i32 parameter\): "
+                                        r"expected an int, got float"):
+        f.prepared_call((1, 1), (32, 1, 1), 0, 0, 1.5, 2.0)
+    with pytest.raises(TypeError, match="stream must be None"):
+        f.prepared_async_call((1, 1), (32, 1, 1), "s", 0, 0, 1, 2.0)
+
+
+def test_a_pointer_holder_passes_as_a_pointer(module):
+    class Holder(drv.PointerHolderBase):
+        def get_pointer(self):
+            return 0x1000
+
+    f = module.get_function("k")
+    assert int(Holder()) == 0x1000
+    with pytest.raises(NotImplementedError, match="must define get_pointer"):
+        int(drv.PointerHolderBase())
+    if HAVE_GPU:
+        return  # what a launch with this address does is no test of packing
+    # Packed without complaint: the failure is the missing device, after packing.
+    with pytest.raises(kiln.NoDeviceError):
+        f.prepared_call((1, 1), (32, 1, 1), Holder(), Holder(), 4, np.float32(2))
+    with pytest.raises(kiln.NoDeviceError):
+        f(Holder(), Holder(), 4, 2.0, block=(32, 1, 1))
+
+
+def test_texture_and_surface_references_say_cuda_12_removed_them(module):
+    for call in (module.get_texref, module.get_surfref):
+        with pytest.raises(NotImplementedError, match=r"removed in CUDA 12, which kiln needs; "
+                                                      r"create a texture or surface object"):
+            call("tex")
+
+
+def test_get_global_finds_the_name_before_the_gpu(module):
+    assert module.globals == ("coeffs", "counter")
+    with pytest.raises(AttributeError, match="no variable 'coefs' in the module; it has "
+                                             "coeffs, counter"):
+        module.get_global("coefs")
+    with pytest.raises(TypeError, match="get_global.. takes a str"):
+        module.get_global(3)
+
+
+@pytest.mark.parametrize("call, error, phrase", [
+    (lambda: drv.memset_d32(0x1002, 0, 4), ValueError, "aligned to 4 bytes"),
+    (lambda: drv.memset_d16(0x1000, 1 << 16, 4), ValueError, "does not fit 16 bits"),
+    (lambda: drv.memset_d8(0x1000, 1.5, 4), TypeError, "data must be an int"),
+    (lambda: drv.memset_d8(0x1000, 0, -1), ValueError, "count must not be negative"),
+    (lambda: drv.memset_d32_async(0x1000, 0, 4, stream="x"), TypeError, "stream must be None"),
+    (lambda: drv.memcpy_htod(0x1000, [1, 2]), TypeError, "must be a numpy array or another "
+                                                         "contiguous buffer"),
+    (lambda: drv.memcpy_htod("x", np.zeros(4)), TypeError, "must be a kiln.DeviceAllocation, "
+                                                           "an int address"),
+    (lambda: drv.memcpy_dtoh(b"abcd", 0x1000), ValueError, "the destination is read-only"),
+    (lambda: drv.memcpy_dtoh(np.zeros((4, 4))[:, ::2], 0x1000), ValueError, "not contiguous"),
+    (lambda: drv.memcpy_htod(0x1000, np.zeros(4), stream=None), TypeError,
+     "unexpected keyword argument 'stream'"),
+    (lambda: drv.memcpy_dtod(0x1000, 0x2000, -4), ValueError, "size must not be negative"),
+    (lambda: drv.mem_alloc_pitch(64, 8, 3), ValueError, "4, 8 or 16 bytes, not 3"),
+    (lambda: drv.mem_alloc_pitch(0, 8, 4), ValueError, "positive width and height"),
+    (lambda: drv.register_host_memory([1]), TypeError, "takes a numpy array"),
+    (lambda: drv.register_host_memory(np.zeros(0)), ValueError, "at least one byte"),
+    (lambda: drv.register_host_memory(np.zeros(8), flags=4), ValueError, "0x4 has others"),
+    (lambda: drv.pagelocked_empty(4, np.float32, order="X"), ValueError, "order must be 'C' "
+                                                                         "or 'F'"),
+    (lambda: drv.pagelocked_empty(4, np.float32, mem_flags=8), ValueError, "0x8 has others"),
+    (lambda: drv.Event(flags="x"), ValueError, "flags must be a sum of kiln.driver.event_flags"),
+    (lambda: drv.Event(flags=drv.event_flags.INTERPROCESS), ValueError, "cannot time"),
+    (lambda: drv.init(flags=1), ValueError, "flags=0, the only value cuInit knows"),
+    (lambda: drv.Device(-3), ValueError, "device -3 does not exist"),
+    (lambda: drv.Device(1.5), TypeError, "an ordinal .int. or a PCI bus id .str."),
+    (lambda: drv.Context(3), TypeError, "takes a kiln.Device"),
+    (lambda: drv.Context.get_limit(99), ValueError, "limit 99 is not a CUlimit"),
+    (lambda: drv.Context.set_cache_config(9), ValueError, "not a CUfunc_cache"),
+    (lambda: drv.Context.pop(), ValueError, "no context is pushed on this thread"),
+])
+def test_driver_calls_refuse_bad_arguments_before_the_gpu(call, error, phrase):
+    with pytest.raises(error, match=phrase):
+        call()
+
+
+def test_the_driver_calls_that_need_no_device():
+    major, minor, patch = drv.get_version()
+    assert major >= 12 and patch == 0
+    if HAVE_GPU:
+        assert drv.get_driver_version() >= 12000
+        drv.init()
+    else:
+        with pytest.raises(kiln.NoDeviceError):
+            drv.init()
+        assert drv.Context.get_current() is None
+
+
+# ---- Compiling: SourceModule's keywords, compile(), the headers -------------------------------
+
+TINY = "__global__ void tiny(int *p) { p[threadIdx.x] = N; }\n"
+
+
+def unique(text):
+    """text no earlier compile has seen (the in-process table and the cache would answer)."""
+    unique.n = getattr(unique, "n", 0) + 1
+    return f"{text}// {os.getpid()} {unique.n} {id(text)}\n"
+
+
+def cache_entries(folder):
+    return [p for p in Path(folder).rglob("*")
+            if p.is_file() and len(p.name) == 62 and p.parent.name != folder]
+
+
+def test_pycudas_positional_order(tmp_path):
+    m = kiln.SourceModule(unique(TINY), "nvcc", ["-DN=1"], False, True, "sm_80", None,
+                          str(tmp_path), [str(tmp_path)])
+    assert m.arch == "sm_80" and len(cache_entries(tmp_path)) == 1
+
+
+def test_nvcc_is_accepted_and_another_compiler_is_named():
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        kiln.SourceModule(unique(TINY), nvcc="nvcc", options=["-DN=1"], arch=ARCH)
+        kiln.SourceModule(unique(TINY), nvcc="/usr/local/cuda/bin/nvcc", options=["-DN=1"],
+                          arch=ARCH)
+    with pytest.warns(UserWarning, match="nvcc='/opt/llvm/bin/clang' is not used: kiln "
+                                         "compiles with NVRTC"):
+        kiln.SourceModule(unique(TINY), nvcc="/opt/llvm/bin/clang", options=["-DN=1"], arch=ARCH)
+
+
+def test_options_spelled_for_nvcc(tmp_path):
+    (tmp_path / "scale.h").write_text("#define SCALE 3\n")
+    src = unique('#include "scale.h"\nconstexpr int twice(int x) { return 2 * x; }\n'
+                 "__global__ void k(int *p) { p[threadIdx.x] = twice(N) * SCALE; }\n")
+    m = kiln.SourceModule(src, options=["-O3", "-D", "N=4", "-I", str(tmp_path), "-Xptxas", "-v",
+                                        "--expt-relaxed-constexpr", "-lineinfo",
+                                        "-use_fast_math", "-arch", "sm_80", "-m64", "-g",
+                                        "-Xcompiler", "-fPIC", "--keep", "-std=c++17"])
+    assert m.arch == "sm_80" and "Used" in m.log  # ptxas -v speaks in the log
+    with pytest.raises(ValueError, match="the arch is given twice, as 'sm_90' and 'sm_80'"):
+        kiln.SourceModule(unique(TINY), options=["-DN=1", "-arch=sm_80"], arch="sm_90")
+    with pytest.raises(kiln.CompileError, match="--no-such-option"):
+        kiln.SourceModule(unique(TINY), options=["--no-such-option"], arch=ARCH)
+
+
+def test_arch_and_code():
+    assert kiln.SourceModule(unique(TINY), options=["-DN=1"], code="sm_86").arch == "sm_86"
+    assert kiln.SourceModule(unique(TINY), options=["-DN=1"], arch="compute_80",
+                             code="sm_90").arch == "sm_90"
+    with pytest.raises(ValueError, match="code 'sm_80' is older than arch 'compute_90'"):
+        kiln.SourceModule(unique(TINY), options=["-DN=1"], arch="compute_90", code="sm_80")
+    with pytest.raises(ValueError, match="names several targets; kiln compiles one"):
+        kiln.SourceModule(unique(TINY), options=["-DN=1"], code="sm_80,sm_90")
+    with pytest.raises(ValueError, match="arch 'sm_12' is not one NVRTC"):
+        kiln.SourceModule(unique(TINY), options=["-DN=1"], code="sm_12")
+
+
+def test_cache_dir_gets_the_entry_and_false_keeps_none(tmp_path):
+    own = tmp_path / "own"
+    kiln.SourceModule(unique(TINY), options=["-DN=1"], arch=ARCH, cache_dir=own)
+    assert len(cache_entries(own)) == 1
+    usual = Path(os.environ["KILN_CACHE_DIR"])
+    before_usual = len(cache_entries(usual))
+    stats = kiln.cache_stats()
+    kiln.SourceModule(unique(TINY), options=["-DN=2"], arch=ARCH, cache_dir=False)
+    after = kiln.cache_stats()
+    assert after["compiles"] == stats["compiles"] + 1 and after["stores"] == stats["stores"]
+    assert len(cache_entries(usual)) == before_usual and len(cache_entries(own)) == 1
+
+
+def test_keep_writes_the_files_and_names_the_folder(capsys):
+    src = unique(TINY)
+    kiln.SourceModule(src, options=["-DN=1"], arch=ARCH, keep=True)
+    out = capsys.readouterr().out
+    m = re.search(r"^\*\*\* compiler output in (\S+)$", out, re.M)
+    assert m, out
+    folder = Path(m.group(1))
+    assert (folder / "kernel.cu").read_text() == src
+    assert ".entry" in (folder / "kernel.ptx").read_text()
+    assert (folder / "kernel.cubin").read_bytes()[:4] == b"\x7fELF"
+    assert (folder / "kernel.log").exists()
+    # A compile that fails keeps what there is: the source and NVRTC's log.
+    with pytest.raises(kiln.CompileError):
+        kiln.SourceModule(unique("__global__ void k() { nope; }\n"), arch=ARCH, keep=True)
+    folder = Path(re.search(r"compiler output in (\S+)", capsys.readouterr().out).group(1))
+    assert "nope" in (folder / "kernel.log").read_text()
+
+
+def test_compile_returns_the_cubin():
+    cubin = kiln.compiler.compile(unique(TINY), options=["-DN=1"], arch=ARCH)
+    assert cubin[:4] == b"\x7fELF"
+    assert b".entry" in kiln.compiler.compile(unique(TINY), options=["-DN=1"], arch=ARCH,
+                                              target="ptx")
+    with pytest.raises(ValueError, match="target is 'cubin' or 'ptx'"):
+        kiln.compiler.compile(TINY, options=["-DN=1"], arch=ARCH, target="fatbin")
+
+
+HEADERS = ["stdio.h", "stdlib.h", "math.h", "stdint.h", "assert.h", "limits.h", "float.h",
+           "stddef.h", "string.h", "cstdio", "cstdlib", "cmath", "cstdint", "cassert", "climits",
+           "cfloat", "cstddef", "cstring"]
+
+
+def test_the_headers_pycuda_kernels_include_compile():
+    src = "".join(f"#include <{h}>\n" for h in HEADERS) + r"""
+    __constant__ float inf = INFINITY;
+    __global__ void k(float *p, double *d, int *q) {
+      int32_t a = INT32_MAX; std::uint64_t b = UINT64_MAX;
+      p[0] = std::sin(p[1]) + sinf(p[2]) + (float)M_PI + FLT_MAX + NAN + HUGE_VALF + inf;
+      d[0] = std::pow(d[1], 2.0) + HUGE_VAL + DBL_EPSILON + fabs(d[2]);
+      q[0] = std::isnan(p[0]) + INT_MAX + CHAR_BIT + (int)a + (int)b + std::abs(q[1]);
+      assert(q[0] > 0); printf("%d\n", q[0]);
+      int *m = (int *)malloc(16); free(m); memcpy(q, q + 1, 4);
+      q[2] = (int)offsetof(float2, y) + EXIT_SUCCESS;
+    }
+    """
+    for std in (None, "-std=c++11", "-std=c++17"):
+        m = kiln.SourceModule(src, arch=ARCH, options=[std] if std else None)
+        assert m.log == "", m.log
+        assert "__assertfail" in m.ptx and "vprintf" in m.ptx
+    # The toolkit's own headers compile beside them as they did, without a warning.
+    m = kiln.SourceModule("#include <stdint.h>\n#include <cuda/std/cstdint>\n#include <cuda_fp16.h>"
+                          "\n#include <cooperative_groups.h>\n#include <math.h>\n"
+                          "__global__ void k(uint32_t *p, __half h) { p[0] = __half2float(h); }\n",
+                          arch=ARCH)
+    assert m.log == "", m.log
+
+
+def test_dynamic_source_module_links_the_device_runtime():
+    src = ("__global__ void child(int *p) { p[threadIdx.x] = threadIdx.x; }\n"
+           "__global__ void parent(int *p) { child<<<1, 32>>>(p); }\n")
+    m = kiln.compiler.DynamicSourceModule(src, arch=ARCH)
+    assert isinstance(m, kiln.SourceModule) and m.cubin[16] == 2  # ET_EXEC: linked
+    assert m.get_function("parent").signature == ("ptr",)
+    with pytest.raises(kiln.CompileError, match="device-side kernel launch"):
+        kiln.SourceModule(src, arch=ARCH)
+    with pytest.raises(ValueError, match="neither libcudadevrt.a nor a folder holding it"):
+        kiln.compiler.DynamicSourceModule(unique(src), arch=ARCH, cuda_libdir="/nonexistent")
+
+
+def test_dynamic_source_module_without_nvjitlink_needs_the_driver():
+    done = run_python("""
+        import kiln, kiln.compiler
+        try:
+            kiln.compiler.DynamicSourceModule(
+                "__global__ void c(int *p) {}\\n__global__ void p(int *q) { c<<<1, 1>>>(q); }\\n",
+                arch="sm_90")
+        except kiln.NoDeviceError as e:
+            print("NoDeviceError:", e)
+    """, env={"KILN_NVJITLINK_PATH": "/nonexistent/libnvJitLink.so",
+              "KILN_CUDA_PATH": "/nonexistent/libcuda.so.1", "KILN_CACHE": "0"})
+    assert done.returncode == 0, done.stderr
+    assert "NoDeviceError: no CUDA driver could be loaded" in done.stdout
+    assert ("linking relocatable device code needs nvJitLink or the CUDA driver, and nvJitLink "
+            "could not be opened (tried KILN_NVJITLINK_PATH=/nonexistent/libnvJitLink.so)"
+            in done.stdout)
+
+
+# ---- kiln.tools ----------------------------------------------------------------------------------
+
+
+def test_bitlog2_and_the_default_device(monkeypatch):
+    assert [kiln.tools.bitlog2(v) for v in (1, 2, 3, 1024, 1025)] == [0, 1, 1, 10, 10]
+    with pytest.raises(ValueError, match="positive int"):
+        kiln.tools.bitlog2(0)
+    monkeypatch.setenv("CUDA_DEVICE", "first")
+    with pytest.raises(ValueError, match="CUDA_DEVICE must hold a device number, not 'first'"):
+        kiln.tools.get_default_device()
+    with pytest.raises(ValueError, match="CUDA_DEVICE must hold a device number"):
+        kiln.tools.make_default_context() if HAVE_GPU else kiln.tools._chosen_ordinal()
+
+
+def test_context_dependent_memoize_caches_per_context():
+    calls = []
+
+    @kiln.tools.context_dependent_memoize
+    def build(n, scale=1):
+        calls.append(n)
+        return n * scale
+
+    assert build(3) == 3 and build(3) == 3 and build(3, scale=2) == 6
+    assert calls == [3, 3]
+    kiln.tools.clear_context_caches()
+    assert build(3) == 3 and calls == [3, 3, 3]
+
+
+def test_mark_cuda_test_marks_and_wraps():
+    def check_something():
+        """doc"""
+        return 42
+
+    marked = kiln.tools.mark_cuda_test(check_something)
+    assert marked.__doc__ == "doc" and marked.__name__ == "check_something"
+    assert any(m.name == "cuda" for m in getattr(marked, "pytestmark", []))
+
+
+class FakeDeviceData:
+    """An H100's numbers (sm_90), without one."""
+    max_threads, warp_size, warps_per_mp, thread_blocks_per_mp = 1024, 32, 64, 32
+    registers_per_mp, shared_memory_per_mp, smem_alloc_granularity = 65536, 233472, 128
+
+
+@pytest.mark.parametrize("threads, shared, regs, tb, limited_by, occupancy", [
+    (256, 0, 0, 8, "warps", 1.0),
+    (32, 0, 0, 32, "device", 0.5),
+    (256, 0, 64, 4, "regs", 0.5),
+    (128, 100 * 1024, 0, 2, "smem", 0.125),
+    (1024, 0, 255, 0, "regs", 0.0),
+])
+def test_occupancy_records(threads, shared, regs, tb, limited_by, occupancy):
+    r = kiln.tools.OccupancyRecord(FakeDeviceData(), threads, shared, regs)
+    assert (r.tb_per_mp, r.limited_by, r.occupancy) == (tb, limited_by, occupancy)
+    with pytest.raises(ValueError, match="threads must be 1 to 1024"):
+        kiln.tools.OccupancyRecord(FakeDeviceData(), 2048)
+
+
+def test_the_page_locked_pool_reuses_blocks():
+    made = []
+
+    def allocator(nbytes):  # plain host memory stands in for page-locked memory
+        made.append(nbytes)
+        return np.zeros(nbytes, np.uint8)
+
+    pool = kiln.tools.PageLockedMemoryPool(allocator)
+    a = pool.allocate((100, 3), np.float32, order="F")
+    assert a.shape == (100, 3) and a.dtype == np.float32 and a.flags.f_contiguous
+    assert isinstance(a.base, kiln.tools.PooledHostAllocation) and len(a.base) == 1200
+    a[:] = 7
+    assert pool.active_blocks == 1 and pool.held_blocks == 0
+    del a
+    assert pool.active_blocks == 0 and pool.held_blocks == 1
+    b = pool.allocate(290, np.float32)  # 1160 bytes: the same bin, the same block
+    assert made == [1280] and b.shape == (290,) and pool.held_blocks == 0
+    c = pool.allocate(10, np.dtype([("x", np.int32), ("y", np.float64)]))
+    assert c.dtype.names == ("x", "y") and len(made) == 2
+    del b, c
+    pool.stop_holding()
+    assert pool.held_blocks == 0
+    d = pool.allocate(4, np.int8)
+    del d
+    assert pool.held_blocks == 0 and pool.active_blocks == 0
+    with pytest.raises(ValueError, match="order must be 'C' or 'F'"):
+        pool.allocate(4, np.int8, order="K")
+
+
+# ---- On the GPU ----------------------------------------------------------------------------------
+
+
+@pytest.mark.gpu
+def test_device_attributes_and_the_context():
+    dev = drv.Device(0)
+    attrs = dev.get_attributes()
+    assert attrs[drv.device_attribute.MAX_THREADS_PER_BLOCK] == dev.max_threads_per_block == \
+        dev.get_attribute(drv.device_attribute.MAX_THREADS_PER_BLOCK) == 1024
+    assert dev.warp_size == 32 and dev.compute_capability() == (
+        dev.compute_capability_major, dev.compute_capability_minor)
+    assert drv.Device(dev.pci_bus_id()) == dev and hash(drv.Device(0)) == hash(dev)
+    with pytest.raises(AttributeError, match="no_such_attribute"):
+        dev.no_such_attribute
+    ctx = dev.make_context()
+    try:
+        assert drv.Context.get_current() == ctx and ctx.get_device() == dev
+        drv.Context.set_limit(drv.limit.PRINTF_FIFO_SIZE, 8 << 20)
+        assert drv.Context.get_limit(drv.limit.PRINTF_FIFO_SIZE) >= 8 << 20
+        drv.Context.set_cache_config(drv.func_cache.PREFER_SHARED)
+        assert drv.Context.get_cache_config() == drv.func_cache.PREFER_SHARED
+        drv.Context.set_cache_config(drv.func_cache.PREFER_NONE)
+        assert ctx.get_api_version() >= 3020
+        drv.Context.synchronize()
+    finally:
+        ctx.pop()
+    with pytest.raises(ValueError, match="no context is pushed"):
+        drv.Context.pop()
+
+
+@pytest.mark.gpu
+def test_function_attributes(module):
+    f = module.get_function("k")
+    assert 0 < f.num_regs <= 255 and f.max_threads_per_block <= 1024
+    assert f.shared_size_bytes == 0 and f.local_size_bytes >= 0 and f.const_size_bytes >= 0
+    assert f.get_attribute(drv.function_attribute.NUM_REGS) == f.num_regs
+    assert f.attributes["num_regs"] == f.num_regs and len(f.attributes) == 10
+    assert f.binary_version >= 75 and f.ptx_version >= 75
+    f.set_attribute(drv.function_attribute.MAX_DYNAMIC_SHARED_SIZE_BYTES, 64 << 10)
+    assert f.max_dynamic_shared_size_bytes == 64 << 10
+    f.set_cache_config(drv.func_cache.PREFER_L1)
+    with pytest.raises(ValueError, match="function attribute 4 is read-only"):
+        f.set_attribute(drv.function_attribute.NUM_REGS, 8)
+
+
+@pytest.mark.gpu
+def test_memory_calls_on_the_gpu():
+    a = drv.mem_alloc(64)
+    drv.memset_d8(a, 0x5A, 64)
+    drv.memset_d16(a, 0x1234, 8)
+    drv.memset_d32_async(int(a) + 16, 0xDEADBEEF, 4)
+    drv.memset_d16_async(int(a) + 32, -1, 2, stream=drv.Stream())
+    b = drv.mem_alloc_like(np.zeros(16, np.float32))
+    drv.memcpy_dtod(b, a, 64)
+    got = drv.from_device(b, (64,), np.uint8)
+    assert got[:2].view(np.uint16)[0] == 0x1234
+    assert got[16:20].view(np.uint32)[0] == 0xDEADBEEF
+    assert got[32:36].view(np.uint16).tolist() == [0xFFFF, 0xFFFF] and got[36] == 0x5A
+    like = drv.from_device_like(b, np.zeros((4, 4), np.float32, order="F"))
+    assert like.flags.f_contiguous and like.shape == (4, 4)
+    with pytest.raises(ValueError, match="runs past its allocation"):
+        drv.memset_d32(int(a) + 60, 0, 2)
+    alloc, pitch = drv.mem_alloc_pitch(100, 8, 4)
+    assert pitch >= 100 and alloc.size == pitch * 8
+    free, total = drv.mem_get_info()
+    assert 0 < free <= total
+    # Page-locked arrays, registered memory, asynchronous copies on a stream.
+    h = drv.pagelocked_zeros((4, 16), np.float32, order="F", mem_flags=drv.host_alloc_flags.DEVICEMAP)
+    assert h.flags.f_contiguous and not h.any()
+    buf = np.empty(4096 + 4096, np.uint8)  # registered memory page-aligned, as PyCUDA asks
+    offset = -buf.ctypes.data % 4096
+    src = buf[offset:offset + 4096].view(np.float32)
+    src[:] = np.arange(1024, dtype=np.float32)
+    registered = drv.register_host_memory(src)
+    assert registered.base.base is src and np.shares_memory(registered, src)
+    d = drv.to_device(registered)
+    s = drv.Stream()
+    back = drv.pagelocked_empty_like(src)
+    drv.memcpy_dtoh_async(back, d, s)
+    s.synchronize()
+    assert s.is_done() and np.array_equal(back, src)
+    registered.base.unregister()
+    del registered
+    with pytest.raises(MemoryError, match="CUDA_ERROR_OUT_OF_MEMORY"):
+        drv.mem_alloc(1 << 45)
