@@ -67,7 +67,12 @@ typedef struct kpy_state {
   kiln_event order_event[KPY_ORDER_DEVICES];
 } kpy_state;
 
+/* The module's definition (_kiln.c): how a subclass of a kiln type finds kiln's state. */
+extern PyModuleDef kpy_module_def;
+
 kpy_state *kpy_state_of_module(PyObject *module);
+/* The state of the module that made tp, or of the kiln type a Python subclass tp derives from.
+ * NULL with TypeError when there is none. */
 kpy_state *kpy_state_of_type(PyTypeObject *tp);
 
 /* Fills st->str; -1 with an exception set on failure. */
