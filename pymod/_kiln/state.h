@@ -56,6 +56,9 @@ typedef struct kpy_state {
     PyTypeObject *DeviceArray_type;
     PyObject *Error, *CompileError, *CudaError, *LaunchError, *OutOfMemoryError, *NoDeviceError;
     PyObject *CacheWarning;
+    /* The array object's: its flags' type; kiln._ops, imported on first use (hooks.c). */
+    PyTypeObject *ArrayFlags_type;
+    PyObject *ops_module;
   } ref;
   /* Interned strings: never in a reference cycle, so cleared but not visited. */
   struct kpy_strings {
