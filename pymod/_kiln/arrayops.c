@@ -92,30 +92,36 @@ static PyObject *kpy_ops_module(kpy_state *st) {
   return st->ref.ops_module;
 }
 
-/* The plan for key, made by kiln._ops.<maker>(*args) the first time. Borrowed; NULL with an
- * exception set. */
-static PyObject *kpy_plan(kpy_state *st, unsigned long long key, const char *maker,
-                          PyObject *args) {
-  if (!st->ref.op_plans && !(st->ref.op_plans = PyDict_New())) return NULL;
+/* The plan for key, or NULL with no exception when there is none yet. Borrowed. */
+static PyObject *kpy_plan_find(kpy_state *st, unsigned long long key) {
+  if (!st->ref.op_plans) return NULL;
   PyObject *k = PyLong_FromUnsignedLongLong(key);
   if (!k) return NULL;
   PyObject *plan = PyDict_GetItemWithError(st->ref.op_plans, k);
-  if (!plan && !PyErr_Occurred()) {
-    PyObject *ops = kpy_ops_module(st), *fn = ops ? PyObject_GetAttrString(ops, maker) : NULL;
-    PyObject *made = fn ? PyObject_Call(fn, args, NULL) : NULL;
-    Py_XDECREF(fn);
-    if (made && (!PyTuple_Check(made) || PyTuple_GET_SIZE(made) < 2 ||
-                 !PyObject_TypeCheck(PyTuple_GET_ITEM(made, 0), st->ref.ElementwiseBase_type) ||
-                 !PyArray_DescrCheck(PyTuple_GET_ITEM(made, 1)))) {
-      PyErr_Format(PyExc_RuntimeError, "kiln._ops.%s gave %R, not (kernel, dtype, ...)", maker,
-                   made);
-      Py_CLEAR(made);
-    }
-    if (made && PyDict_SetItem(st->ref.op_plans, k, made) == 0) plan = made;
-    Py_XDECREF(made); /* the table holds it */
-  }
   Py_DECREF(k);
   return plan;
+}
+
+/* Makes the plan for key with kiln._ops.<maker>(*args) and keeps it. Borrowed; NULL with an
+ * exception set. */
+static PyObject *kpy_plan_make(kpy_state *st, unsigned long long key, const char *maker,
+                               PyObject *args) {
+  if (!args) return NULL;
+  if (!st->ref.op_plans && !(st->ref.op_plans = PyDict_New())) return NULL;
+  PyObject *ops = kpy_ops_module(st), *fn = ops ? PyObject_GetAttrString(ops, maker) : NULL;
+  PyObject *made = fn ? PyObject_Call(fn, args, NULL) : NULL;
+  Py_XDECREF(fn);
+  if (made && (!PyTuple_Check(made) || PyTuple_GET_SIZE(made) < 2 ||
+               !PyObject_TypeCheck(PyTuple_GET_ITEM(made, 0), st->ref.ElementwiseBase_type) ||
+               !PyArray_DescrCheck(PyTuple_GET_ITEM(made, 1)))) {
+    PyErr_Format(PyExc_RuntimeError, "kiln._ops.%s gave %R, not (kernel, dtype, ...)", maker, made);
+    Py_CLEAR(made);
+  }
+  PyObject *k = made ? PyLong_FromUnsignedLongLong(key) : NULL;
+  int stored = k && PyDict_SetItem(st->ref.op_plans, k, made) == 0;
+  Py_XDECREF(k);
+  Py_XDECREF(made); /* the table holds it */
+  return stored ? made : NULL;
 }
 
 static int kpy_plain(kpy_state *st, PyObject *v) {
@@ -153,10 +159,14 @@ static PyObject *kpy_binary(int op, PyObject *x, PyObject *y, int inplace) {
   }
   unsigned long long key = (unsigned long long)op | (unsigned long long)kx << 8 |
                            (unsigned long long)ky << 20 | (unsigned long long)inplace << 40;
-  PyObject *args = Py_BuildValue("(sOOO)", kpy_op_names[op], x, y, inplace ? Py_True : Py_False);
-  PyObject *plan = args ? kpy_plan(st, key, "binary_plan", args) : NULL;
-  Py_XDECREF(args);
-  if (!plan) return NULL;
+  PyObject *plan = kpy_plan_find(st, key);
+  if (!plan) {
+    if (PyErr_Occurred()) return NULL;
+    PyObject *args = Py_BuildValue("(sOOO)", kpy_op_names[op], x, y, inplace ? Py_True : Py_False);
+    plan = kpy_plan_make(st, key, "binary_plan", args);
+    Py_XDECREF(args);
+    if (!plan) return NULL;
+  }
   kpy_ewise *kernel = (kpy_ewise *)PyTuple_GET_ITEM(plan, 0);
   PyArray_Descr *out_dtype = (PyArray_Descr *)PyTuple_GET_ITEM(plan, 1);
   PyObject *converter = PyTuple_GET_SIZE(plan) > 2 ? PyTuple_GET_ITEM(plan, 2) : Py_None;
@@ -198,10 +208,14 @@ static PyObject *kpy_unary(int op, PyObject *x) {
   if (!st) return NULL;
   int kx = kpy_kind(st, x);
   unsigned long long key = (unsigned long long)op | (unsigned long long)kx << 8 | 1ull << 41;
-  PyObject *args = Py_BuildValue("(sO)", kpy_op_names[op], x);
-  PyObject *plan = args ? kpy_plan(st, key, "unary_plan", args) : NULL;
-  Py_XDECREF(args);
-  if (!plan) return NULL;
+  PyObject *plan = kpy_plan_find(st, key);
+  if (!plan) {
+    if (PyErr_Occurred()) return NULL;
+    PyObject *args = Py_BuildValue("(sO)", kpy_op_names[op], x);
+    plan = kpy_plan_make(st, key, "unary_plan", args);
+    Py_XDECREF(args);
+    if (!plan) return NULL;
+  }
   if (kpy_plain(st, x)) {
     kpy_array *a = (kpy_array *)x;
     PyObject *out = (PyObject *)kpy_array_new(st, (PyArray_Descr *)PyTuple_GET_ITEM(plan, 1),

@@ -35,6 +35,7 @@ static int kpy_ewise_overlap(const kiln_deviceptr *lo, const kiln_deviceptr *hi,
 
 int kpy_ewise_launch(kpy_ewise *k, PyObject *const *objs, kiln_stream stream) {
   kpy_state *st = k->st;
+  if (!k->fn) return 0; /* not bound: _call_general takes every call */
   kiln_deviceptr lo[KPY_EWISE_MAX_ARGS], hi[KPY_EWISE_MAX_ARGS];
   int spans = 0, device = kiln_device_current();
   Py_ssize_t n = 0;
