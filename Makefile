@@ -66,7 +66,7 @@ test-c: $(BUILD)/test_engine
 	$(BUILD)/test_engine
 
 test-py: ext lib
-	$(PYENV) $(PYTHON) -m pytest -q tests
+	$(PYENV) $(PYTHON) -m pytest -q -rs tests
 
 # The comparison with PyCUDA, CuPy, cuda.core and raw C (PyCUDA built from vendor/ first:
 # python3 bench/peers.py fetch fills it where a registry is reachable), then the large

@@ -7,10 +7,12 @@
 #include "cache.h"
 #include "device.h"
 #include "errors.h"
+#include "ewise.h"
 #include "function.h"
 #include "hostmem.h"
 #include "interop.h"
 #include "memory.h"
+#include "reduce.h"
 #include "sourcemodule.h"
 #include "stream.h"
 #include "transfer.h"
@@ -25,7 +27,8 @@ static int kpy_exec(PyObject *module) {
       kpy_sourcemodule_init(module, st) < 0 || kpy_function_init(module, st) < 0 ||
       kpy_stream_init(module, st) < 0 || kpy_array_init(module, st) < 0 ||
       kpy_interop_init(module, st) < 0 || kpy_hostmem_init(module, st) < 0 ||
-      kpy_cache_init(module, st) < 0)
+      kpy_cache_init(module, st) < 0 || kpy_ewise_init(module, st) < 0 ||
+      kpy_reduce_init(module, st) < 0)
     return -1;
   char version[32];
   PyOS_snprintf(version, sizeof version, "%d.%d.%d", KILN_VERSION_MAJOR, KILN_VERSION_MINOR,
@@ -44,6 +47,7 @@ static int kpy_clear(PyObject *module) {
 
 static void kpy_free(void *module) {
   kpy_clear((PyObject *)module);
+  kpy_reduce_free(kpy_state_of_module((PyObject *)module));
   kpy_stream_free(kpy_state_of_module((PyObject *)module));
 }
 

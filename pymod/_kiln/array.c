@@ -6,6 +6,7 @@
 
 #include "arraycopy.h"
 #include "arrayobj.h"
+#include "arrayops.h"
 #include "errors.h"
 #include "interop.h"
 #include "shape.h"
@@ -491,6 +492,22 @@ static PyMethodDef kpy_array_functions[] = {
 };
 
 int kpy_array_init(PyObject *module, kpy_state *st) {
+  /* The type's own slots, then arithmetic's (arrayops.c). */
+  static PyType_Slot slots[sizeof kpy_array_slots / sizeof kpy_array_slots[0] + KPY_ARRAYOPS_SLOTS];
+  size_t n = 0;
+  for (PyType_Slot *p = kpy_array_slots; p->slot; p++) slots[n++] = *p;
+  for (PyType_Slot *p = kpy_arrayops_slots; p->slot; p++) slots[n++] = *p;
+  /* Its own methods, then those that run kernels (arrayops.c). */
+  static PyMethodDef
+      methods[sizeof kpy_array_methods / sizeof kpy_array_methods[0] + KPY_ARRAYOPS_METHODS];
+  size_t m = 0;
+  for (PyMethodDef *p = kpy_array_methods; p->ml_name; p++) methods[m++] = *p;
+  for (PyMethodDef *p = kpy_arrayops_methods; p->ml_name; p++) methods[m++] = *p;
+  methods[m] = (PyMethodDef){NULL, NULL, 0, NULL};
+  for (size_t i = 0; i < n; i++)
+    if (slots[i].slot == Py_tp_methods) slots[i].pfunc = methods;
+  slots[n] = (PyType_Slot){0, NULL};
+  kpy_array_spec.slots = slots;
   if (!(st->ref.ArrayFlags_type = kpy_add_type(module, &kpy_flags_spec, NULL)) ||
       !(st->ref.DeviceArray_type = kpy_add_type(module, &kpy_array_spec, NULL)))
     return -1;

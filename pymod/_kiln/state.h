@@ -16,6 +16,16 @@
 
 #include "kiln.h"
 
+/* Members a type exposes as attributes (structmember.h's names before Python 3.12). */
+#ifdef Py_T_PYSSIZET
+#define KPY_T_PYSSIZET Py_T_PYSSIZET
+#define KPY_READONLY Py_READONLY
+#else
+#include <structmember.h>
+#define KPY_T_PYSSIZET T_PYSSIZET
+#define KPY_READONLY READONLY
+#endif
+
 /* A printf-like helper: the compiler checks its callers' formats and arguments. */
 #define KPY_PRINTF(format_index, first_arg) __attribute__((format(printf, format_index, first_arg)))
 
@@ -36,11 +46,16 @@
   X(data, "data")                                     \
   X(shape, "shape")                                   \
   X(typestr, "typestr")                               \
-  X(strides, "strides")
+  X(strides, "strides")                               \
+  X(call_general, "_call_general")                    \
+  X(out, "out")
 
 /* Events kept for ordering one stream after another (kpy_stream_order), one per device up to
  * this ordinal; a device past it makes one per use. */
 #define KPY_ORDER_DEVICES 64
+
+/* (device, stream) pairs whose reduction scratch buffer is kept. */
+#define KPY_SCRATCH_SLOTS 32
 
 typedef struct kpy_state {
   /* Strong references to the types and exceptions. traverse and clear walk this struct by its
@@ -56,9 +71,11 @@ typedef struct kpy_state {
     PyTypeObject *DeviceArray_type;
     PyObject *Error, *CompileError, *CudaError, *LaunchError, *OutOfMemoryError, *NoDeviceError;
     PyObject *CacheWarning;
-    /* The array object's: its flags' type; kiln._ops, imported on first use (hooks.c). */
+    PyTypeObject *ElementwiseBase_type, *ReductionBase_type;
+    PyObject *ops_module; /* kiln._ops, once arithmetic or the array object has needed it */
+    PyObject *op_plans;   /* arrayops.c's table: an int key -> (kernel, dtype, converter) */
+    /* The array object's: its flags' type. */
     PyTypeObject *ArrayFlags_type;
-    PyObject *ops_module;
   } ref;
   /* Interned strings: never in a reference cycle, so cleared but not visited. */
   struct kpy_strings {
@@ -68,6 +85,17 @@ typedef struct kpy_state {
   } str;
   /* stream.c's, made on first use in each device's context, destroyed with the module. */
   kiln_event order_event[KPY_ORDER_DEVICES];
+  /* reduce.c's: each device's multiprocessors (0 until read), and the zeroed scratch buffer of
+   * each (device, stream, thread) that reduced, the thread only for the per-thread default
+   * stream (2), whose name means another stream on every thread. */
+  int sm_count[KPY_ORDER_DEVICES];
+  struct kpy_scratch {
+    int device;
+    kiln_stream stream;
+    unsigned long thread;
+    kiln_deviceptr ptr;
+  } scratch[KPY_SCRATCH_SLOTS];
+  int n_scratch;
 } kpy_state;
 
 /* The module's definition (_kiln.c): how a subclass of a kiln type finds kiln's state. */
@@ -77,6 +105,8 @@ kpy_state *kpy_state_of_module(PyObject *module);
 /* The state of the module that made tp, or of the kiln type a Python subclass tp derives from.
  * NULL with TypeError when there is none. */
 kpy_state *kpy_state_of_type(PyTypeObject *tp);
+/* The same (kpy_state_of_type finds a subclass's kiln base too); kept for its callers. */
+kpy_state *kpy_state_of_subtype(PyTypeObject *tp);
 
 /* Fills st->str; -1 with an exception set on failure. */
 int kpy_state_intern(kpy_state *st);

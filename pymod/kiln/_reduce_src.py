@@ -18,13 +18,11 @@ from . import _cgen
 
 BLOCK = 512
 UNROLL = 4
-# Bytes of scratch a launch needs: the partial values of up to MAX_BLOCKS blocks, then the
-# counter (kept 16-byte aligned after them).
-MAX_BLOCKS = 1024
-
-
-def scratch_bytes(dtype_out):
-    return MAX_BLOCKS * max(16, np.dtype(dtype_out).itemsize) + 16
+# Blocks a launch uses: this many per multiprocessor (a sweep on an H200 found 2 best for a
+# float32 sum of 10^7), and at most as many as the scratch buffer has room for
+# (kiln._kiln.REDUCE_MAX_BLOCKS). The buffer holds the counter in its first 16 bytes, then
+# one partial value of up to 16 bytes per block.
+BLOCKS_PER_SM = 2
 
 
 def _shuffles(dtype):
@@ -33,7 +31,13 @@ def _shuffles(dtype):
     return dtype.kind in "iuf" and dtype.itemsize in (4, 8) or dtype == np.float16
 
 
-def source(dtype_out, neutral, reduce_expr, map_expr, arguments, name, preamble=""):
+def source(dtype_out, neutral, reduce_expr, map_expr, arguments, name, preamble="",
+           use_range=False):
+    """The kernel (out, scratch, arguments..., n), or with use_range
+    (out, scratch, arguments..., start, step, n) folding map_expr at i = start + k * step for
+    k from 0 to n - 1."""
+    if np.dtype(dtype_out).itemsize > 16:
+        raise ValueError(f"a reduction's result is at most 16 bytes, not {dtype_out}")
     out_t = _cgen.dtype_to_ctype(dtype_out)
     vectors = [a for a in arguments if isinstance(a, _cgen.VectorArg)]
     dtypes = [dtype_out] + [a.dtype for a in arguments]
@@ -45,8 +49,10 @@ def source(dtype_out, neutral, reduce_expr, map_expr, arguments, name, preamble=
             params.append(f"{_cgen.dtype_to_ctype(a.dtype)} *__restrict__ {a.name}")
         else:
             params.append(a.declarator())
+    index = ["long start", "long step"] if use_range else []
     params = ", ".join([f"{out_t} *__restrict__ _out", "unsigned char *_scratch"] + params
-                       + ["unsigned long n"])
+                       + index + ["unsigned long n"])
+    at = "start + (long)_k2 * step" if use_range else "_k2"
     warp_fold = ""
     if _shuffles(dtype_out):
         warp_fold = f"""
@@ -95,8 +101,11 @@ extern "C" __global__ void {name}({params})
        _base += gridDim.x * _tile) {{
 #pragma unroll
     for (unsigned _k = 0; _k < {UNROLL}; _k++) {{
-      unsigned long long i = _base + _k * blockDim.x;
-      if (i < n) _acc[_k] = REDUCE(_acc[_k], READ_AND_MAP(i));
+      unsigned long long _k2 = _base + _k * blockDim.x;
+      if (_k2 < n) {{
+        const {"long" if use_range else "unsigned long long"} i = {at};
+        _acc[_k] = REDUCE(_acc[_k], READ_AND_MAP(i));
+      }}
     }}
   }}
   {out_t} v = REDUCE(REDUCE(_acc[0], _acc[1]), REDUCE(_acc[2], _acc[3]));
@@ -105,8 +114,8 @@ extern "C" __global__ void {name}({params})
     if (threadIdx.x == 0) *_out = v;
     return;
   }}
-  {out_t} *_partial = reinterpret_cast<{out_t} *>(_scratch);
-  unsigned *_count = reinterpret_cast<unsigned *>(_scratch + {MAX_BLOCKS} * sizeof({out_t}));
+  unsigned *_count = reinterpret_cast<unsigned *>(_scratch);
+  {out_t} *_partial = reinterpret_cast<{out_t} *>(_scratch + 16);
   __shared__ bool _last;
   if (threadIdx.x == 0) {{
     _partial[blockIdx.x] = v;

@@ -1,0 +1,363 @@
+/* Arithmetic and comparisons of DeviceArray. `x * y` finds the kernel for (operation, kind of
+ * x, kind of y) in a table of the module state; the first time, kiln._ops makes the plan (a
+ * generated kernel with NumPy's promotion, the result's dtype) and the table keeps it. The
+ * common case (arrays of one shape laid out in C order, or an array and a scalar) is then
+ * launched from here through the kernel's own launcher, with the result allocated from the
+ * pool; broadcasting, strided views, overlapping operands and the rest go to kiln._ops.binary
+ * and kiln._ops.unary. */
+#include "arrayops.h"
+
+#include "arrayobj.h"
+#include "errors.h"
+#include "ewise.h"
+
+#include <string.h>
+
+/* The operations, by code; their names are kiln._ops's. */
+enum {
+  KPY_OP_ADD,
+  KPY_OP_SUB,
+  KPY_OP_MUL,
+  KPY_OP_TRUEDIV,
+  KPY_OP_FLOORDIV,
+  KPY_OP_MOD,
+  KPY_OP_POW,
+  KPY_OP_AND,
+  KPY_OP_OR,
+  KPY_OP_XOR,
+  KPY_OP_LSHIFT,
+  KPY_OP_RSHIFT,
+  KPY_OP_LT,
+  KPY_OP_LE,
+  KPY_OP_EQ,
+  KPY_OP_NE,
+  KPY_OP_GT,
+  KPY_OP_GE,
+  KPY_OP_NEG,
+  KPY_OP_POS,
+  KPY_OP_ABS,
+  KPY_OP_INVERT,
+  KPY_OP_COUNT
+};
+
+static const char *const kpy_op_names[KPY_OP_COUNT] = {
+    "add",      "subtract",    "multiply",   "true_divide", "floor_divide", "remainder",
+    "power",    "bitwise_and", "bitwise_or", "bitwise_xor", "left_shift",   "right_shift",
+    "less",     "less_equal",  "equal",      "not_equal",   "greater",      "greater_equal",
+    "negative", "positive",    "absolute",   "invert",
+};
+
+/* What promotion sees of an operand, as a number for the table's key: an array's dtype
+ * (1 + its type number), a NumPy scalar's (0x400 + its type number), or a Python scalar's
+ * type. 0: not an operand kiln computes with. */
+enum { KPY_KIND_PYBOOL = 0x201, KPY_KIND_PYINT, KPY_KIND_PYFLOAT, KPY_KIND_PYCOMPLEX };
+
+static int kpy_type_num(PyArray_Descr *d) {
+  int t = d->type_num;
+  /* The same types under two numbers on LP64: one plan for both. */
+  if (t == NPY_LONGLONG && PyDataType_ELSIZE(d) == 8) return NPY_LONG;
+  if (t == NPY_ULONGLONG && PyDataType_ELSIZE(d) == 8) return NPY_ULONG;
+  return t;
+}
+
+static int kpy_kind(kpy_state *st, PyObject *v) {
+  if (PyObject_TypeCheck(v, st->ref.DeviceArray_type))
+    return 1 + kpy_type_num(((kpy_array *)v)->dtype);
+  if (PyBool_Check(v)) return KPY_KIND_PYBOOL;
+  if (PyLong_CheckExact(v)) return KPY_KIND_PYINT;
+  if (PyFloat_CheckExact(v)) return KPY_KIND_PYFLOAT;
+  if (PyComplex_CheckExact(v)) return KPY_KIND_PYCOMPLEX;
+  if (PyArray_IsScalar(v, Generic)) {
+    PyArray_Descr *d = PyArray_DescrFromScalar(v);
+    int k = d ? 0x400 + kpy_type_num(d) : 0;
+    Py_XDECREF(d);
+    if (!d) PyErr_Clear();
+    return k;
+  }
+  return 0;
+}
+
+static PyObject *kpy_richcompare(PyObject *x, PyObject *y, int cmp);
+
+/* The state of whichever operand is a DeviceArray (or a subclass's instance): the one whose
+ * type has these slots, which is how Python came to call them. */
+static kpy_state *kpy_ops_state(PyObject *x, PyObject *y) {
+  int x_is = PyType_GetSlot(Py_TYPE(x), Py_tp_richcompare) == (void *)kpy_richcompare;
+  return kpy_state_of_subtype(Py_TYPE(x_is || !y ? x : y));
+}
+
+/* kiln._ops, imported on first use. Borrowed. */
+static PyObject *kpy_ops_module(kpy_state *st) {
+  if (!st->ref.ops_module) st->ref.ops_module = PyImport_ImportModule("kiln._ops");
+  return st->ref.ops_module;
+}
+
+/* The plan for key, or NULL with no exception when there is none yet. Borrowed. */
+static PyObject *kpy_plan_find(kpy_state *st, unsigned long long key) {
+  if (!st->ref.op_plans) return NULL;
+  PyObject *k = PyLong_FromUnsignedLongLong(key);
+  if (!k) return NULL;
+  PyObject *plan = PyDict_GetItemWithError(st->ref.op_plans, k);
+  Py_DECREF(k);
+  return plan;
+}
+
+/* Makes the plan for key with kiln._ops.<maker>(*args) and keeps it. Borrowed; NULL with an
+ * exception set. */
+static PyObject *kpy_plan_make(kpy_state *st, unsigned long long key, const char *maker,
+                               PyObject *args) {
+  if (!args) return NULL;
+  if (!st->ref.op_plans && !(st->ref.op_plans = PyDict_New())) return NULL;
+  PyObject *ops = kpy_ops_module(st), *fn = ops ? PyObject_GetAttrString(ops, maker) : NULL;
+  PyObject *made = fn ? PyObject_Call(fn, args, NULL) : NULL;
+  Py_XDECREF(fn);
+  if (made && (!PyTuple_Check(made) || PyTuple_GET_SIZE(made) < 2 ||
+               !PyObject_TypeCheck(PyTuple_GET_ITEM(made, 0), st->ref.ElementwiseBase_type) ||
+               !PyArray_DescrCheck(PyTuple_GET_ITEM(made, 1)))) {
+    PyErr_Format(PyExc_RuntimeError, "kiln._ops.%s gave %R, not (kernel, dtype, ...)", maker, made);
+    Py_CLEAR(made);
+  }
+  PyObject *k = made ? PyLong_FromUnsignedLongLong(key) : NULL;
+  int stored = k && PyDict_SetItem(st->ref.op_plans, k, made) == 0;
+  Py_XDECREF(k);
+  Py_XDECREF(made); /* the table holds it */
+  return stored ? made : NULL;
+}
+
+static int kpy_plain(kpy_state *st, PyObject *v) {
+  (void)st;
+  (void)v;
+  return 1; /* every DeviceArray is C-contiguous today */
+}
+
+static int kpy_same_shape(kpy_array *a, kpy_array *b) {
+  return a->ndim == b->ndim && memcmp(a->shape, b->shape, sizeof a->shape[0] * a->ndim) == 0;
+}
+
+/* kiln._ops.binary(name, x, y, out=x when in place). */
+static PyObject *kpy_binary_general(kpy_state *st, int op, PyObject *x, PyObject *y, int inplace) {
+  PyObject *ops = kpy_ops_module(st);
+  if (!ops) return NULL;
+  return inplace ? PyObject_CallMethod(ops, "binary", "sOOO", kpy_op_names[op], x, y, x)
+                 : PyObject_CallMethod(ops, "binary", "sOO", kpy_op_names[op], x, y);
+}
+
+static PyObject *kpy_binary(int op, PyObject *x, PyObject *y, int inplace) {
+  kpy_state *st = kpy_ops_state(x, y);
+  if (!st) return NULL;
+  int kx = kpy_kind(st, x), ky = kpy_kind(st, y);
+  if (!kx || !ky) {
+    /* A host array refuses here, naming the fix; anything else is Python's to refuse. */
+    PyObject *other = kx ? y : x;
+    if (PyArray_Check(other) && PyArray_NDIM((PyArrayObject *)other) > 0) {
+      PyErr_SetString(PyExc_TypeError, "a numpy array lives in host memory; copy it to the "
+                                       "device first (gpuarray.to_gpu) to combine it with a "
+                                       "device array");
+      return NULL;
+    }
+    Py_RETURN_NOTIMPLEMENTED;
+  }
+  unsigned long long key = (unsigned long long)op | (unsigned long long)kx << 8 |
+                           (unsigned long long)ky << 20 | (unsigned long long)inplace << 40;
+  PyObject *plan = kpy_plan_find(st, key);
+  if (!plan) {
+    if (PyErr_Occurred()) return NULL;
+    PyObject *args = Py_BuildValue("(sOOO)", kpy_op_names[op], x, y, inplace ? Py_True : Py_False);
+    plan = kpy_plan_make(st, key, "binary_plan", args);
+    Py_XDECREF(args);
+    if (!plan) return NULL;
+  }
+  kpy_ewise *kernel = (kpy_ewise *)PyTuple_GET_ITEM(plan, 0);
+  PyArray_Descr *out_dtype = (PyArray_Descr *)PyTuple_GET_ITEM(plan, 1);
+  PyObject *converter = PyTuple_GET_SIZE(plan) > 2 ? PyTuple_GET_ITEM(plan, 2) : Py_None;
+
+  /* The fast path: one shape in C order, or an array and a scalar. */
+  int ax = kx < 0x200, ay = ky < 0x200;
+  kpy_array *shape_of = (kpy_array *)(ax ? x : y);
+  if ((ax && !kpy_plain(st, x)) || (ay && !kpy_plain(st, y)) ||
+      (ax && ay && !kpy_same_shape((kpy_array *)x, (kpy_array *)y)) || (inplace && !ax))
+    return kpy_binary_general(st, op, x, y, inplace);
+  PyObject *sx = Py_NewRef(x), *sy = Py_NewRef(y);
+  if (converter != Py_None) {
+    PyObject **scalar = ax ? &sy : &sx;
+    Py_SETREF(*scalar, PyObject_CallOneArg(converter, *scalar));
+    if (!*scalar) {
+      Py_XDECREF(sx);
+      Py_XDECREF(sy);
+      return NULL;
+    }
+  }
+  PyObject *out = inplace ? Py_NewRef(x)
+                          : (PyObject *)kpy_array_new(st, out_dtype, shape_of->ndim,
+                                                      shape_of->shape, NULL, NULL);
+  int r = -1;
+  if (out) {
+    PyObject *objs[3] = {out, sx, sy};
+    r = kpy_ewise_launch(kernel, objs, NULL);
+  }
+  Py_DECREF(sx);
+  Py_DECREF(sy);
+  if (r > 0) return out;
+  Py_XDECREF(out);
+  if (r < 0) return NULL;
+  return kpy_binary_general(st, op, x, y, inplace);
+}
+
+static PyObject *kpy_unary(int op, PyObject *x) {
+  kpy_state *st = kpy_ops_state(x, NULL);
+  if (!st) return NULL;
+  int kx = kpy_kind(st, x);
+  unsigned long long key = (unsigned long long)op | (unsigned long long)kx << 8 | 1ull << 41;
+  PyObject *plan = kpy_plan_find(st, key);
+  if (!plan) {
+    if (PyErr_Occurred()) return NULL;
+    PyObject *args = Py_BuildValue("(sO)", kpy_op_names[op], x);
+    plan = kpy_plan_make(st, key, "unary_plan", args);
+    Py_XDECREF(args);
+    if (!plan) return NULL;
+  }
+  if (kpy_plain(st, x)) {
+    kpy_array *a = (kpy_array *)x;
+    PyObject *out = (PyObject *)kpy_array_new(st, (PyArray_Descr *)PyTuple_GET_ITEM(plan, 1),
+                                              a->ndim, a->shape, NULL, NULL);
+    if (!out) return NULL;
+    PyObject *objs[2] = {out, x};
+    int r = kpy_ewise_launch((kpy_ewise *)PyTuple_GET_ITEM(plan, 0), objs, NULL);
+    if (r > 0) return out;
+    Py_DECREF(out);
+    if (r < 0) return NULL;
+  }
+  PyObject *ops = kpy_ops_module(st);
+  return ops ? PyObject_CallMethod(ops, "unary", "sO", kpy_op_names[op], x) : NULL;
+}
+
+#define KPY_BINARY_SLOTS(name, op)                                                             \
+  static PyObject *kpy_nb_##name(PyObject *x, PyObject *y) { return kpy_binary(op, x, y, 0); } \
+  static PyObject *kpy_nb_inplace_##name(PyObject *x, PyObject *y) {                           \
+    return kpy_binary(op, x, y, 1);                                                            \
+  }
+
+KPY_BINARY_SLOTS(add, KPY_OP_ADD)
+KPY_BINARY_SLOTS(subtract, KPY_OP_SUB)
+KPY_BINARY_SLOTS(multiply, KPY_OP_MUL)
+KPY_BINARY_SLOTS(true_divide, KPY_OP_TRUEDIV)
+KPY_BINARY_SLOTS(floor_divide, KPY_OP_FLOORDIV)
+KPY_BINARY_SLOTS(remainder, KPY_OP_MOD)
+KPY_BINARY_SLOTS(and, KPY_OP_AND)
+KPY_BINARY_SLOTS(or, KPY_OP_OR)
+KPY_BINARY_SLOTS(xor, KPY_OP_XOR)
+KPY_BINARY_SLOTS(lshift, KPY_OP_LSHIFT)
+KPY_BINARY_SLOTS(rshift, KPY_OP_RSHIFT)
+
+static PyObject *kpy_nb_power(PyObject *x, PyObject *y, PyObject *mod) {
+  if (mod != Py_None) Py_RETURN_NOTIMPLEMENTED; /* pow(x, y, m) has no array form */
+  return kpy_binary(KPY_OP_POW, x, y, 0);
+}
+
+static PyObject *kpy_nb_inplace_power(PyObject *x, PyObject *y, PyObject *mod) {
+  if (mod != Py_None) Py_RETURN_NOTIMPLEMENTED;
+  return kpy_binary(KPY_OP_POW, x, y, 1);
+}
+
+static PyObject *kpy_nb_negative(PyObject *x) { return kpy_unary(KPY_OP_NEG, x); }
+static PyObject *kpy_nb_positive(PyObject *x) { return kpy_unary(KPY_OP_POS, x); }
+static PyObject *kpy_nb_absolute(PyObject *x) { return kpy_unary(KPY_OP_ABS, x); }
+static PyObject *kpy_nb_invert(PyObject *x) { return kpy_unary(KPY_OP_INVERT, x); }
+
+static PyObject *kpy_richcompare(PyObject *x, PyObject *y, int cmp) {
+  static const int ops[] = {KPY_OP_LT, KPY_OP_LE, KPY_OP_EQ, KPY_OP_NE, KPY_OP_GT, KPY_OP_GE};
+  return kpy_binary(ops[cmp], x, y, 0);
+}
+
+/* ---- Methods that run kernels: each is kiln._ops.method_<name>(self, ...) ------------------ */
+
+static PyObject *kpy_forward(PyObject *self, const char *name, PyObject *const *args,
+                             Py_ssize_t nargs, PyObject *kwnames) {
+  kpy_state *st = kpy_state_of_subtype(Py_TYPE(self));
+  PyObject *ops = st ? kpy_ops_module(st) : NULL;
+  PyObject *fn = ops ? PyObject_GetAttrString(ops, name) : NULL;
+  if (!fn) return NULL;
+  Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
+  PyObject *small[12], **stack = small;
+  if (1 + nargs + nkw > (Py_ssize_t)(sizeof small / sizeof small[0]) &&
+      !(stack = PyMem_Malloc(sizeof *stack * (size_t)(1 + nargs + nkw)))) {
+    Py_DECREF(fn);
+    return PyErr_NoMemory();
+  }
+  stack[0] = self;
+  memcpy(stack + 1, args, sizeof *stack * (size_t)(nargs + nkw));
+  PyObject *r = PyObject_Vectorcall(fn, stack, (size_t)(1 + nargs), kwnames);
+  if (stack != small) PyMem_Free(stack);
+  Py_DECREF(fn);
+  return r;
+}
+
+#define KPY_FORWARD(name)                                                                 \
+  static PyObject *kpy_method_##name(PyObject *self, PyObject *const *args, Py_ssize_t n, \
+                                     PyObject *kwnames) {                                 \
+    return kpy_forward(self, "method_" #name, args, n, kwnames);                          \
+  }
+
+KPY_FORWARD(fill)
+KPY_FORWARD(astype)
+KPY_FORWARD(conj)
+KPY_FORWARD(mul_add)
+KPY_FORWARD(reverse)
+KPY_FORWARD(sum)
+KPY_FORWARD(max)
+KPY_FORWARD(min)
+KPY_FORWARD(any)
+KPY_FORWARD(all)
+
+#define KPY_METHOD(name, doc) \
+  {#name, (PyCFunction)(void (*)(void))kpy_method_##name, METH_FASTCALL | METH_KEYWORDS, doc}
+
+PyMethodDef kpy_arrayops_methods[KPY_ARRAYOPS_METHODS] = {
+    KPY_METHOD(fill, "fill(value, stream=None): every element set to value; returns the array."),
+    KPY_METHOD(astype, "astype(dtype, stream=None): a new array of the values as dtype."),
+    KPY_METHOD(conj, "conj(): the complex conjugate (the array itself when it is real)."),
+    {"conjugate", (PyCFunction)(void (*)(void))kpy_method_conj, METH_FASTCALL | METH_KEYWORDS,
+     "conjugate(): the same as conj()."},
+    KPY_METHOD(mul_add, "mul_add(selffac, other, otherfac, add_timer=None, stream=None): "
+                        "selffac * self + otherfac * other in one kernel."),
+    KPY_METHOD(reverse, "reverse(stream=None): a new 1-d array of the elements in reverse order."),
+    KPY_METHOD(sum, "sum(dtype=None, stream=None): the sum as a 0-d array."),
+    KPY_METHOD(max, "max(stream=None): the largest element as a 0-d array."),
+    KPY_METHOD(min, "min(stream=None): the smallest element as a 0-d array."),
+    KPY_METHOD(any, "any(stream=None): whether any element is nonzero, as a 0-d array."),
+    KPY_METHOD(all, "all(stream=None): whether every element is nonzero, as a 0-d array."),
+    {NULL, NULL, 0, NULL},
+};
+
+PyType_Slot kpy_arrayops_slots[KPY_ARRAYOPS_SLOTS] = {
+    {Py_nb_add, kpy_nb_add},
+    {Py_nb_subtract, kpy_nb_subtract},
+    {Py_nb_multiply, kpy_nb_multiply},
+    {Py_nb_true_divide, kpy_nb_true_divide},
+    {Py_nb_floor_divide, kpy_nb_floor_divide},
+    {Py_nb_remainder, kpy_nb_remainder},
+    {Py_nb_power, kpy_nb_power},
+    {Py_nb_and, kpy_nb_and},
+    {Py_nb_or, kpy_nb_or},
+    {Py_nb_xor, kpy_nb_xor},
+    {Py_nb_lshift, kpy_nb_lshift},
+    {Py_nb_rshift, kpy_nb_rshift},
+    {Py_nb_inplace_add, kpy_nb_inplace_add},
+    {Py_nb_inplace_subtract, kpy_nb_inplace_subtract},
+    {Py_nb_inplace_multiply, kpy_nb_inplace_multiply},
+    {Py_nb_inplace_true_divide, kpy_nb_inplace_true_divide},
+    {Py_nb_inplace_floor_divide, kpy_nb_inplace_floor_divide},
+    {Py_nb_inplace_remainder, kpy_nb_inplace_remainder},
+    {Py_nb_inplace_power, kpy_nb_inplace_power},
+    {Py_nb_inplace_and, kpy_nb_inplace_and},
+    {Py_nb_inplace_or, kpy_nb_inplace_or},
+    {Py_nb_inplace_xor, kpy_nb_inplace_xor},
+    {Py_nb_inplace_lshift, kpy_nb_inplace_lshift},
+    {Py_nb_inplace_rshift, kpy_nb_inplace_rshift},
+    {Py_nb_negative, kpy_nb_negative},
+    {Py_nb_positive, kpy_nb_positive},
+    {Py_nb_absolute, kpy_nb_absolute},
+    {Py_nb_invert, kpy_nb_invert},
+    {Py_tp_richcompare, kpy_richcompare},
+    {0, NULL},
+};

@@ -1,0 +1,440 @@
+"""Arrays that compute on the GPU: PyCUDA's `pycuda.gpuarray`.
+
+    import kiln.gpuarray as gpuarray
+    a = gpuarray.to_gpu(np.random.randn(4, 4).astype(np.float32))
+    b = (2 * a + 1).get()
+    total = gpuarray.sum(a).get()
+
+`GPUArray` is kiln's one array type, `kiln.DeviceArray`: what `kiln.to_device`, `kiln.empty`
+and `kiln.asarray` give is a GPUArray, and a GPUArray passes to any kiln kernel as its pointer.
+Arithmetic, comparisons, reductions and the functions here run kernels kiln generates,
+compiles through its cache and launches through its own call path (`kiln._ops`,
+`kiln.elementwise`, `kiln.reduction`), with NumPy's type promotion.
+"""
+import builtins
+
+import numpy as np
+
+from . import _cgen, _ops
+from ._kiln import DeviceArray
+from .elementwise import ElementwiseKernel
+from .reduction import ReductionKernel
+
+GPUArray = DeviceArray
+vec = _cgen.vec
+
+__all__ = ["GPUArray", "vec", "splay", "to_gpu", "to_gpu_async", "empty", "zeros", "ones",
+           "empty_like", "zeros_like", "ones_like", "arange", "take", "multi_take",
+           "multi_put", "multi_take_put", "concatenate", "stack", "reshape", "transpose",
+           "if_positive", "where", "maximum", "minimum", "sum", "subset_sum", "dot",
+           "subset_dot", "vdot", "max", "min", "subset_max", "subset_min", "logical_and",
+           "logical_or", "logical_not", "any", "all", "real", "imag", "conj"]
+
+
+def splay(n, dev=None):
+    """PyCUDA's launch shape for n elements: ((blocks, 1), (threads, 1, 1))."""
+    block = 256
+    blocks = builtins.max(1, builtins.min(-(-int(n) // block), 2**31 - 1))
+    return (blocks, 1), (block, 1, 1)
+
+
+# ---- Making arrays ---------------------------------------------------------------------------
+
+def to_gpu(ary, allocator=None):
+    """A GPUArray holding a copy of the NumPy array `ary`."""
+    ary = np.asarray(ary)
+    if not (ary.flags.c_contiguous or ary.flags.f_contiguous):
+        ary = np.ascontiguousarray(ary)
+    order = "F" if ary.flags.f_contiguous and not ary.flags.c_contiguous else "C"
+    result = DeviceArray(ary.shape, ary.dtype, allocator=allocator, order=order)
+    result.set(ary)
+    return result
+
+
+def to_gpu_async(ary, allocator=None, stream=None):
+    """The same, with the copy queued on `stream` (page-locked `ary` copies without
+    blocking)."""
+    ary = np.asarray(ary)
+    if not (ary.flags.c_contiguous or ary.flags.f_contiguous):
+        ary = np.ascontiguousarray(ary)
+    order = "F" if ary.flags.f_contiguous and not ary.flags.c_contiguous else "C"
+    result = DeviceArray(ary.shape, ary.dtype, allocator=allocator, order=order)
+    result.set(ary, async_=True, stream=stream)
+    return result
+
+
+def empty(shape, dtype=np.float64, allocator=None, order="C"):
+    """An uninitialized GPUArray (PyCUDA: a synonym for the GPUArray constructor)."""
+    return DeviceArray(shape, dtype, allocator=allocator, order=order)
+
+
+def zeros(shape, dtype=np.float64, allocator=None, order="C"):
+    """A GPUArray of zeros."""
+    a = empty(shape, dtype, allocator, order)
+    _ops.fill(a, 0)
+    return a
+
+
+def ones(shape, dtype=np.float64, allocator=None, order="C"):
+    """A GPUArray of ones."""
+    a = empty(shape, dtype, allocator, order)
+    _ops.fill(a, 1)
+    return a
+
+
+def _like_order(other, order):
+    if order == "K":
+        return "F" if other.flags.f_contiguous and not other.flags.c_contiguous else "C"
+    return order
+
+
+def empty_like(other_ary, dtype=None, order="K"):
+    """An uninitialized GPUArray of other_ary's shape (and dtype, unless given)."""
+    return DeviceArray(other_ary.shape, other_ary.dtype if dtype is None else dtype,
+                       order=_like_order(other_ary, order))
+
+
+def zeros_like(other_ary, dtype=None, order="K"):
+    a = empty_like(other_ary, dtype, order)
+    _ops.fill(a, 0)
+    return a
+
+
+def ones_like(other_ary, dtype=None, order="K"):
+    a = empty_like(other_ary, dtype, order)
+    _ops.fill(a, 1)
+    return a
+
+
+_ARANGE = {}
+
+
+def arange(*args, dtype=None, stream=None, **kwargs):
+    """arange([start,] stop[, step], dtype=None, stream=None): NumPy's arange on the GPU
+    (its length, dtype and values)."""
+    names = ("start", "stop", "step")
+    values = dict(zip(names[-len(args):] if len(args) == 1 else names, args))
+    for k in list(kwargs):
+        if k not in names:
+            raise TypeError(f"arange() got an unexpected keyword argument {k!r}")
+        values[k] = kwargs.pop(k)
+    start, stop, step = values.get("start", 0), values.get("stop"), values.get("step", 1)
+    if stop is None:
+        raise TypeError("arange() needs a stop")
+    if step == 0:
+        raise ValueError("arange() step must not be zero")
+    host = np.arange(start, stop, step, dtype=dtype)  # NumPy's length and dtype, for free
+    result = DeviceArray(host.shape, host.dtype)
+    n = host.size
+    if n == 0:
+        return result
+    dt = host.dtype
+    k = _ARANGE.get(dt)
+    if k is None:
+        ct = _ops.compute_ctype(dt)
+        wire = "double" if dt.kind in "fc" else "long"
+        k = _ARANGE[dt] = ElementwiseKernel(
+            f"{_cgen.dtype_to_ctype(dt)} *z, {wire} start, {wire} step",
+            f"z[z_i] = {_ops.store(f'({ct})(start + ({wire})i * step)', dt, dt)}",
+            "kiln_arange", preamble=_ops._preamble([dt]))
+    if dt.kind in "fc":
+        k(result, float(np.real(start)), float(np.real(step)), stream=stream)
+    else:
+        k(result, int(start), int(step), stream=stream)
+    return result
+
+
+# ---- Indexing --------------------------------------------------------------------------------
+
+_TAKE = {}
+
+
+def take(a, indices, out=None, stream=None, mode="raise"):
+    """`out[i] = a.flat[indices[i]]`: elements of a (read in C order) at the given indices.
+    Out-of-range indices raise IndexError (mode="raise", checked on the device before
+    anything is read), wrap around (mode="wrap") or are clipped (mode="clip"), as in NumPy."""
+    if not isinstance(indices, DeviceArray):
+        indices = to_gpu(np.asarray(indices))
+    if indices.dtype.kind not in "iu":
+        raise TypeError(f"indices must be integers, not {indices.dtype}")
+    if mode not in ("raise", "wrap", "clip"):
+        raise ValueError("mode is 'raise', 'wrap' or 'clip'")
+    a = _ops.ascontiguous(a, stream=stream)
+    if out is None:
+        out = DeviceArray(indices.shape, a.dtype)
+    elif out.shape != indices.shape or out.dtype != a.dtype:
+        raise ValueError(f"out must have shape {indices.shape} and dtype {a.dtype}")
+    if out.size == 0:
+        return out
+    if a.size == 0:
+        raise IndexError("cannot take from an empty array")
+    key = (a.dtype, indices.dtype, out.dtype, mode)
+    k = _TAKE.get(key)
+    if k is None:
+        it = _cgen.dtype_to_ctype(indices.dtype)
+        fix = {"raise": "if (j < 0) j += n_a; if (j < 0 || j >= n_a) { *bad = 1; return; }",
+               "wrap": "j %= n_a; if (j < 0) j += n_a;",
+               "clip": "j = j < 0 ? 0 : j >= n_a ? n_a - 1 : j;"}[mode]
+        k = _TAKE[key] = ElementwiseKernel(
+            f"{_cgen.dtype_to_ctype(out.dtype)} *z, {_cgen.dtype_to_ctype(a.dtype)} *a, "
+            f"{it} *idx, long n_a, int *bad",
+            f"long long j = (long long)idx[idx_i]; {fix} z[z_i] = a[j]", "kiln_take",
+            preamble=_ops._preamble([a.dtype]))
+    bad = DeviceArray((1,), np.int32)
+    _ops.fill(bad, 0, stream=stream)
+    k(out, a, indices, a.size, bad, stream=stream)
+    if mode == "raise" and int(bad.get(stream=stream)[0]):
+        raise IndexError(f"an index is out of bounds for an array of size {a.size}")
+    return out
+
+
+def multi_take(arrays, indices, out=None, stream=None):
+    """[take(a, indices) for a in arrays] (PyCUDA's)."""
+    outs = out if out is not None else [None] * len(arrays)
+    return [take(a, indices, out=o, stream=stream) for a, o in zip(arrays, outs)]
+
+
+def multi_put(arrays, dest_indices, dest_shape=None, out=None, stream=None):
+    """out[k][dest_indices[i]] = arrays[k][i] (PyCUDA's)."""
+    if not isinstance(dest_indices, DeviceArray):
+        dest_indices = to_gpu(np.asarray(dest_indices))
+    if out is None:
+        out = [DeviceArray(dest_shape, a.dtype) for a in arrays]
+    for a, o in zip(arrays, out):
+        _put(o, dest_indices, a, stream)
+    return out
+
+
+def multi_take_put(arrays, dest_indices, src_indices, dest_shape=None, out=None,
+                   src_offsets=None, stream=None):
+    """out[k][dest_indices[i]] = arrays[k][src_indices[i] + src_offsets[k]] (PyCUDA's)."""
+    taken = []
+    for k, a in enumerate(arrays):
+        idx = src_indices
+        if src_offsets is not None and src_offsets[k]:
+            idx = _ops.binary("add", src_indices if isinstance(src_indices, DeviceArray)
+                              else to_gpu(np.asarray(src_indices)), int(src_offsets[k]))
+        taken.append(take(a, idx, stream=stream))
+    return multi_put(taken, dest_indices, dest_shape, out, stream)
+
+
+_PUT = {}
+
+
+def _put(dst, indices, values, stream):
+    dst_flat = _ops.ascontiguous(dst, stream=stream)
+    key = (dst.dtype, indices.dtype, values.dtype)
+    k = _PUT.get(key)
+    if k is None:
+        k = _PUT[key] = ElementwiseKernel(
+            f"{_cgen.dtype_to_ctype(dst.dtype)} *z, {_cgen.dtype_to_ctype(indices.dtype)} *idx, "
+            f"{_cgen.dtype_to_ctype(values.dtype)} *v, long n_z, int *bad",
+            "long long j = (long long)idx[idx_i]; if (j < 0) j += n_z; "
+            "if (j < 0 || j >= n_z) { *bad = 1; return; } "
+            f"z[j] = {_ops.store(_ops.load('v', 'v_i', values.dtype, values.dtype), values.dtype, dst.dtype)}",
+            "kiln_put", preamble=_ops._preamble([dst.dtype, values.dtype]))
+    bad = DeviceArray((1,), np.int32)
+    _ops.fill(bad, 0, stream=stream)
+    k(dst_flat, indices, values, dst.size, bad, stream=stream)
+    if int(bad.get(stream=stream)[0]):
+        raise IndexError(f"an index is out of bounds for an array of size {dst.size}")
+    if dst_flat is not dst:
+        _ops.copy(dst, dst_flat, stream=stream)
+
+
+# ---- Joining and reshaping -------------------------------------------------------------------
+
+def concatenate(arrays, axis=0, allocator=None):
+    """NumPy's concatenate of GPUArrays along an existing axis."""
+    arrays = list(arrays)
+    if not arrays:
+        raise ValueError("need at least one array to concatenate")
+    nd = arrays[0].ndim
+    if nd == 0:
+        raise ValueError("zero-dimensional arrays cannot be concatenated")
+    axis = axis + nd if axis < 0 else axis
+    if not 0 <= axis < nd:
+        raise np.exceptions.AxisError(axis, nd) if hasattr(np, "exceptions") else \
+            ValueError(f"axis {axis} is out of bounds for {nd} dimensions")
+    for a in arrays[1:]:
+        if a.ndim != nd or any(a.shape[d] != arrays[0].shape[d] for d in range(nd) if d != axis):
+            raise ValueError(f"all the input array dimensions except for the concatenation "
+                             f"axis must match exactly: {arrays[0].shape} and {a.shape}")
+    dtype = np.result_type(*[a.dtype for a in arrays])
+    shape = list(arrays[0].shape)
+    shape[axis] = builtins.sum(a.shape[axis] for a in arrays)
+    out = DeviceArray(tuple(shape), dtype, allocator=allocator)
+    at = 0
+    for a in arrays:
+        n = a.shape[axis]
+        if n:
+            index = (slice(None),) * axis + (slice(at, at + n),)
+            _ops.copy(out[index], a)
+        at += n
+    return out
+
+
+def stack(arrays, axis=0, allocator=None):
+    """NumPy's stack of GPUArrays of one shape along a new axis."""
+    arrays = list(arrays)
+    if not arrays:
+        raise ValueError("need at least one array to stack")
+    shape = arrays[0].shape
+    if any(a.shape != shape for a in arrays):
+        raise ValueError("all input arrays must have the same shape")
+    nd = len(shape) + 1
+    axis = axis + nd if axis < 0 else axis
+    if not 0 <= axis < nd:
+        raise ValueError(f"axis {axis} is out of bounds for {nd} dimensions")
+    expanded = [a[(slice(None),) * axis + (None,)] for a in arrays]
+    return concatenate(expanded, axis=axis, allocator=allocator)
+
+
+def reshape(a, shape, order="C"):
+    """a.reshape(shape)."""
+    return a.reshape(shape, order=order)
+
+
+def transpose(a, axes=None):
+    """a.transpose(axes)."""
+    return a.transpose(axes) if axes is not None else a.transpose()
+
+
+# ---- Choosing --------------------------------------------------------------------------------
+
+_WHERE = {}
+
+
+def where(criterion, x, y, out=None, stream=None):
+    """NumPy's where: x where criterion is true (nonzero), else y; arrays broadcast, x and y may
+    be scalars."""
+    ops = [v for v in (criterion, x, y) if isinstance(v, DeviceArray)]
+    if not isinstance(criterion, DeviceArray):
+        raise TypeError("where() takes the criterion as a device array")
+    # NumPy's result type: arrays' and NumPy scalars' dtypes, Python scalars weak.
+    dtype = np.result_type(*(v.dtype if isinstance(v, DeviceArray) else v for v in (x, y)))
+    shape = np.broadcast_shapes(*[v.shape for v in ops])
+    if out is None:
+        out = DeviceArray(shape, dtype)
+    if out.size == 0:
+        return out
+    args, decl, vals = [out], [f"{_cgen.dtype_to_ctype(out.dtype)} *z"], []
+    for name, v in (("c", criterion), ("x", x), ("y", y)):
+        if isinstance(v, DeviceArray):
+            args.append(_ops.broadcast_to(v, shape))
+            decl.append(f"{_cgen.dtype_to_ctype(v.dtype)} *{name}")
+            vals.append(_ops.load(name, f"{name}_i", v.dtype, dtype if name != "c"
+                                  else np.bool_))
+        else:
+            args.append(np.asarray(v, dtype)[()])
+            decl.append(f"{_cgen.dtype_to_ctype(dtype)} {name}")
+            vals.append(name if dtype != np.float16 else f"__half2float({name})")
+    key = tuple(d for d in decl) + (str(dtype),)
+    k = _WHERE.get(key)
+    if k is None:
+        k = _WHERE[key] = ElementwiseKernel(
+            ", ".join(decl),
+            f"z[z_i] = {_ops.store(f'({vals[0]}) ? {vals[1]} : {vals[2]}', dtype, out.dtype)}",
+            "kiln_where", preamble=_ops._preamble([dtype] + [v.dtype for v in ops]))
+    k(*args, stream=stream)
+    return out
+
+
+def if_positive(criterion, then_, else_, out=None, stream=None):
+    """PyCUDA's if_positive: then_[i] where criterion[i] > 0, else else_[i]."""
+    positive = _ops.binary("greater", criterion, 0, stream=stream)
+    return where(positive, then_, else_, out=out, stream=stream)
+
+
+def maximum(a, b, out=None, stream=None):
+    """The elementwise maximum (NaN when either is NaN, as NumPy's)."""
+    return _ops.binary("maximum", a, b, out=out, stream=stream)
+
+
+def minimum(a, b, out=None, stream=None):
+    """The elementwise minimum (NaN when either is NaN, as NumPy's)."""
+    return _ops.binary("minimum", a, b, out=out, stream=stream)
+
+
+def logical_and(a, b, out=None, stream=None):
+    return _ops.binary("logical_and", a, b, out=out, stream=stream)
+
+
+def logical_or(a, b, out=None, stream=None):
+    return _ops.binary("logical_or", a, b, out=out, stream=stream)
+
+
+def logical_not(a, out=None, stream=None):
+    return _ops.unary("logical_not", a, out=out, stream=stream)
+
+
+def real(a):
+    return a.real
+
+
+def imag(a):
+    return a.imag
+
+
+def conj(a, stream=None):
+    return _ops.unary("conjugate", a, stream=stream)
+
+
+# ---- Reductions ------------------------------------------------------------------------------
+
+def sum(a, dtype=None, stream=None, allocator=None):  # noqa: A001
+    """The sum of a's elements as a 0-d GPUArray, of NumPy's sum dtype unless given."""
+    if dtype is None and allocator is None:
+        k = _ops.SUM_KERNELS.get(a.dtype)  # the kernel itself, after the first sum of a dtype
+        if k is not None:
+            return k(a) if stream is None else k(a, stream=stream)
+    return _ops.reduce("sum", a, dtype=dtype, stream=stream, allocator=allocator)
+
+
+def subset_sum(subset, a, dtype=None, stream=None, allocator=None):
+    """The sum of a[subset[i]] over i."""
+    return _ops.reduce("sum", a, dtype=dtype, stream=stream, allocator=allocator,
+                       subset=subset)
+
+
+def max(a, stream=None):  # noqa: A001
+    """The largest element as a 0-d GPUArray (NaN when there is one, as NumPy's)."""
+    return _ops.reduce("max", a, stream=stream)
+
+
+def min(a, stream=None):  # noqa: A001
+    """The smallest element as a 0-d GPUArray (NaN when there is one, as NumPy's)."""
+    return _ops.reduce("min", a, stream=stream)
+
+
+def subset_max(subset, a, stream=None):
+    return _ops.reduce("max", a, stream=stream, subset=subset)
+
+
+def subset_min(subset, a, stream=None):
+    return _ops.reduce("min", a, stream=stream, subset=subset)
+
+
+def dot(a, b, dtype=None, stream=None, allocator=None):
+    """sum(a * b) over all elements, as a 0-d GPUArray (PyCUDA's dot of flat arrays)."""
+    return _ops.dot(a, b, dtype=dtype, stream=stream, allocator=allocator)
+
+
+def vdot(a, b, dtype=None, stream=None, allocator=None):
+    """sum(conj(a) * b) over all elements."""
+    return _ops.dot(a, b, dtype=dtype, stream=stream, allocator=allocator, conjugate=True)
+
+
+def subset_dot(subset, a, b, dtype=None, stream=None, allocator=None):
+    """sum(a[subset[i]] * b[subset[i]]) over i."""
+    return _ops.dot(a, b, dtype=dtype, stream=stream, allocator=allocator, subset=subset)
+
+
+def any(a, stream=None):  # noqa: A001
+    """True (a 0-d bool GPUArray) when some element is nonzero."""
+    return _ops.reduce("any", a, stream=stream)
+
+
+def all(a, stream=None):  # noqa: A001
+    """True (a 0-d bool GPUArray) when every element is nonzero."""
+    return _ops.reduce("all", a, stream=stream)

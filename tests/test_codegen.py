@@ -1,0 +1,236 @@
+"""Generated kernels without a GPU: argument lists, the C types of dtypes, and every kernel
+kiln generates for array arithmetic, elementwise kernels, reductions and scans compiles
+(NVRTC needs no device). What they compute is tested on the GPU (test_gpuarray.py)."""
+import numpy as np
+import pytest
+
+from kiln import _cgen, _elwise_src, _ops, _reduce_src, _scan_src
+from kiln import SourceModule
+from kiln.elementwise import ElementwiseKernel
+from kiln.reduction import ReductionKernel
+
+from helpers import ARCH
+
+DTYPES = [np.bool_, np.int8, np.uint8, np.int16, np.uint16, np.int32, np.uint32, np.int64,
+          np.uint64, np.float16, np.float32, np.float64, np.complex64, np.complex128]
+
+
+def compile_(src):
+    return SourceModule(src, arch=ARCH or "sm_90", headers=_cgen.headers_for(src))
+
+
+# ---- argument lists --------------------------------------------------------------------------
+
+@pytest.mark.parametrize("text, kind, dtype, name", [
+    ("float *x", _cgen.VectorArg, np.float32, "x"),
+    ("const float *__restrict__ x", _cgen.VectorArg, np.float32, "x"),
+    ("unsigned int n", _cgen.ScalarArg, np.uint32, "n"),
+    ("unsigned long long n", _cgen.ScalarArg, np.uint64, "n"),
+    ("long *idx", _cgen.VectorArg, np.int64, "idx"),
+    ("signed char c", _cgen.ScalarArg, np.int8, "c"),
+    ("pycuda::complex<float> *z", _cgen.VectorArg, np.complex64, "z"),
+    ("pycuda::complex< double > z", _cgen.ScalarArg, np.complex128, "z"),
+    ("__half *h", _cgen.VectorArg, np.float16, "h"),
+    ("double a[]", _cgen.VectorArg, np.float64, "a"),
+    ("bool flag", _cgen.ScalarArg, np.bool_, "flag"),
+    ("float4 v", _cgen.ScalarArg, _cgen.vec.float4, "v"),
+])
+def test_parse_c_arg(text, kind, dtype, name):
+    arg = _cgen.parse_c_arg(text)
+    assert type(arg) is kind
+    assert arg.dtype == np.dtype(dtype)
+    assert arg.name == name
+
+
+@pytest.mark.parametrize("text, phrase", [
+    ("float", "cannot read the C declarator"),
+    ("quaternion *q", "unknown C type 'quaternion'"),
+    ("float **x", "pointers to pointers"),
+])
+def test_parse_c_arg_refuses(text, phrase):
+    with pytest.raises(ValueError, match=phrase):
+        _cgen.parse_c_arg(text)
+
+
+def test_argument_lists_split_outside_templates_and_refuse_repeats():
+    args = _cgen.parse_arguments("pycuda::complex<float> *z, float a, int n")
+    assert [a.name for a in args] == ["z", "a", "n"]
+    assert [a.struct_char for a in args] == ["P", "f", "i"]
+    with pytest.raises(ValueError, match="repeat: x"):
+        _cgen.parse_arguments("float *x, int x")
+    with pytest.raises(TypeError, match="C declarator"):
+        _cgen.parse_arguments([3])
+
+
+def test_dtype_to_ctype_speaks_pycudas_names():
+    assert _cgen.dtype_to_ctype(np.float32) == "float"
+    assert _cgen.dtype_to_ctype(np.int64) == "long"
+    assert _cgen.dtype_to_ctype(np.complex64) == "pycuda::complex<float>"
+    assert _cgen.dtype_to_ctype(_cgen.vec.float3) == "float3"
+    with pytest.raises(ValueError, match="no C type"):
+        _cgen.dtype_to_ctype(np.dtype("U4"))
+    with pytest.raises(ValueError, match="big-endian"):
+        _cgen.dtype_to_ctype(np.dtype(">f4"))
+
+
+def test_vec_types_and_makers():
+    v = _cgen.vec.make_float3(1, 2, 3)
+    assert v.dtype == _cgen.vec.float3 and tuple(v.tolist()) == (1.0, 2.0, 3.0)
+    with pytest.raises(TypeError, match="takes 3 values"):
+        _cgen.vec.make_float3(1, 2)
+
+
+# ---- elementwise sources ---------------------------------------------------------------------
+
+@pytest.mark.parametrize("variant", ["contig", "alias", "range", "strided"])
+def test_every_elementwise_variant_compiles(variant):
+    args = _cgen.parse_arguments("float a, float *x, pycuda::complex<float> *y, __half *h")
+    src = _elwise_src.source(args, "y[y_i] = a * x[x_i] + __half2float(h[h_i])", "lin",
+                             variant=variant, ndim=3)
+    assert compile_(src).get_function("lin")
+
+
+def test_bare_i_is_told_from_array_indices():
+    assert _elwise_src.uses_bare_i("z[i] = x[i]")
+    assert not _elwise_src.uses_bare_i("z[z_i] = x[x_i] + a.i")
+
+
+@pytest.mark.parametrize("shape, strides, want", [
+    ((4, 5, 6), [(30, 6, 1), (30, 6, 1)], ((120,), [(1,), (1,)])),
+    ((4, 5, 6), [(60, 12, 2)], ((120,), [(2,)])),
+    ((4, 1, 6), [(6, 6, 1)], ((24,), [(1,)])),
+    ((4, 6), [(1, 4)], ((4, 6), [(1, 4)])),
+    ((1, 1), [(0, 0)], ((1,), [(0,)])),
+])
+def test_collapse_merges_dimensions_walked_alike(shape, strides, want):
+    assert _elwise_src.collapse(shape, strides) == want
+
+
+def test_elementwise_kernel_checks_its_declaration():
+    k = ElementwiseKernel("float a, float *x, float *z", "z[i] = a * x[i]", "scale")
+    assert k.name == "scale" and [a.name for a in k.arguments] == ["a", "x", "z"]
+    with pytest.raises(TypeError, match="takes 3 arguments"):
+        k(1.0, 2)
+    with pytest.raises(ValueError, match="at least one vector argument"):
+        ElementwiseKernel("float a", "a = 1")
+    with pytest.raises(TypeError, match="unexpected keyword"):
+        ElementwiseKernel("float *x", "x[i] = 0", wrong=1)
+
+
+def test_elementwise_kernel_compile_errors_show_at_construction():
+    import kiln
+    with pytest.raises(kiln.CompileError, match="undefined"):
+        ElementwiseKernel("float *x", "x[i] = nothing_called_this", "broken")
+
+
+# ---- reductions and scans --------------------------------------------------------------------
+
+@pytest.mark.parametrize("dtype_out, neutral, reduce_expr, map_expr, arguments", [
+    (np.float32, "0", "a+b", "x[i]", "const float *x"),
+    (np.float64, "0", "a+b", "x[i]*y[i]", "float *x, double *y"),
+    (np.complex64, "0", "a+b", "x[i]*conj(y[i])",
+     "pycuda::complex<float> *x, pycuda::complex<float> *y"),
+    (np.int64, "0", "a+b", "x[i]", "signed char *x"),
+    (np.float16, "0", "a+b", "x[i]", "__half *x"),
+    (np.uint32, "0", "a|b", "x[i] ? 1u << (i % 32) : 0u", "bool *x"),
+])
+def test_reductions_compile_with_and_without_range(dtype_out, neutral, reduce_expr, map_expr,
+                                                   arguments):
+    args = _cgen.parse_arguments(arguments)
+    for use_range in (False, True):
+        src = _reduce_src.source(dtype_out, neutral, reduce_expr, map_expr, args, "r",
+                                 use_range=use_range)
+        f = compile_(src).get_function("r")
+        assert len(f.signature) == len(args) + (5 if use_range else 3)
+
+
+def test_reduction_kernel_checks_its_declaration():
+    k = ReductionKernel(np.float32, "0", "a+b", "x[i]*y[i]", "float *x, float *y", name="dot")
+    assert k.dtype_out == np.float32 and k.name == "dot"
+    with pytest.raises(ValueError, match="needs arguments"):
+        ReductionKernel(np.float32, "0", "a+b")
+    with pytest.raises(ValueError, match="at most 16 bytes"):
+        ReductionKernel(np.dtype((np.float64, 4)), "0", "a+b", "x[i]", "double *x")
+
+
+@pytest.mark.parametrize("dtype, expr, neutral", [
+    (np.float32, "a+b", "0"), (np.int64, "a+b", None), (np.complex128, "a*b", "1"),
+    (np.float64, "(a > b) ? a : b", None),
+])
+def test_scans_compile(dtype, expr, neutral):
+    m = compile_(_scan_src.source(dtype, expr, neutral, "scan"))
+    assert set(m.kernels) == {"scan_tiles", "scan_inclusive", "scan_exclusive"}
+
+
+# ---- array arithmetic ------------------------------------------------------------------------
+
+class HostStandIn(np.ndarray):
+    """Plans depend on dtypes alone; an ndarray subclass stands in for a device array."""
+
+
+@pytest.fixture
+def plans_on_host(monkeypatch):
+    real = _ops._desc
+
+    def desc(obj):
+        if isinstance(obj, HostStandIn):
+            return obj.dtype, True
+        return real(obj)
+
+    monkeypatch.setattr(_ops, "_desc", desc)
+    monkeypatch.setattr(_ops, "_plans", {})
+
+
+def array(dtype):
+    return np.zeros(2, dtype).view(HostStandIn)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_every_binary_operation_compiles_with_numpys_dtype_or_refuses(plans_on_host, dtype):
+    for op, ufunc in _ops._BINARY.items():
+        for other in (array(dtype), 3, 2.5, 1j, np.float64(2)):
+            host = np.zeros(2, dtype) if isinstance(other, HostStandIn) else other
+            try:
+                with np.errstate(all="ignore"):
+                    want = ufunc(np.zeros(2, dtype), host).dtype
+            except TypeError:
+                with pytest.raises(TypeError):
+                    _ops.binary_plan(op, array(dtype), other)
+                continue
+            kernel, out, converter = _ops.binary_plan(op, array(dtype), other)
+            assert isinstance(kernel, ElementwiseKernel)
+            assert out == want, (op, np.dtype(dtype), other)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_every_unary_operation_compiles_or_refuses(plans_on_host, dtype):
+    for op in _ops._UNARY:
+        try:
+            kernel, out = _ops.unary_plan(op, array(dtype))
+        except TypeError:
+            continue
+        assert out == _ops._UNARY[op].resolve_dtypes((np.dtype(dtype), None))[1]
+
+
+def test_promotion_is_numpys(plans_on_host):
+    cases = [("add", np.float32, 2.5, np.float32), ("add", np.int32, 2.5, np.float64),
+             ("multiply", np.int8, 3, np.int8), ("true_divide", np.int16, 2, np.float64),
+             ("add", np.float32, np.float64(1), np.float64), ("less", np.float32, 1, np.bool_),
+             ("add", np.uint64, np.int64(1), np.float64)]
+    for op, dtype, other, want in cases:
+        assert _ops.binary_plan(op, array(dtype), other)[1] == np.dtype(want), (op, dtype, other)
+
+
+def test_in_place_casting_follows_same_kind(plans_on_host):
+    assert _ops.binary_plan("add", array(np.float32), 2.5, inplace=True)[1] == np.float32
+    with pytest.raises(TypeError, match="same_kind"):
+        _ops.binary_plan("add", array(np.int32), 2.5, inplace=True)
+
+
+def test_refusals_match_numpy(plans_on_host):
+    with pytest.raises(TypeError, match="boolean subtract"):
+        _ops.binary_plan("subtract", array(np.bool_), array(np.bool_))
+    with pytest.raises(TypeError):
+        _ops.binary_plan("bitwise_and", array(np.float32), 1)
+    with pytest.raises(TypeError):
+        _ops.binary_plan("add", array(np.float32), "text")

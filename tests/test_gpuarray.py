@@ -1,0 +1,439 @@
+"""Arrays that compute, against NumPy: every operator for every dtype kiln supports, scalars on
+either side, views that are not contiguous, empty arrays, sizes around block and vector-width
+boundaries, NaN and infinity; reductions; gpuarray's functions; ElementwiseKernel and
+ReductionKernel as PyCUDA's documentation uses them."""
+import concurrent.futures
+import operator
+
+import numpy as np
+import pytest
+
+import kiln
+import kiln.gpuarray as gpuarray
+from kiln import _ops
+from kiln.elementwise import ElementwiseKernel
+from kiln.reduction import ReductionKernel
+
+from helpers import HAVE_GPU
+
+pytestmark = pytest.mark.gpu
+
+INTS = [np.int8, np.uint8, np.int16, np.uint16, np.int32, np.uint32, np.int64, np.uint64]
+FLOATS = [np.float16, np.float32, np.float64]
+COMPLEX = [np.complex64, np.complex128]
+DTYPES = [np.bool_] + INTS + FLOATS + COMPLEX
+SIZES = [0, 1, 3, 255, 256, 257, 1023, 1024, 1025, 2**20 + 1]
+
+BINARY = {"add": operator.add, "subtract": operator.sub, "multiply": operator.mul,
+          "true_divide": operator.truediv, "floor_divide": operator.floordiv,
+          "remainder": operator.mod, "power": operator.pow, "bitwise_and": operator.and_,
+          "bitwise_or": operator.or_, "bitwise_xor": operator.xor,
+          "left_shift": operator.lshift, "right_shift": operator.rshift,
+          "less": operator.lt, "less_equal": operator.le, "equal": operator.eq,
+          "not_equal": operator.ne, "greater": operator.gt, "greater_equal": operator.ge}
+UNARY = {"negative": operator.neg, "positive": operator.pos, "absolute": abs,
+         "invert": operator.invert}
+SCALARS = [3, -2, 2.5, 1 + 2j, True, np.float32(1.5), np.int8(3), np.float64(-0.5)]
+
+
+def values(dtype, n, rng, op=None, second=False):
+    """Random values of dtype that exercise op without undefined behaviour: small integers
+    (products and powers stay in range), positive bases for float powers, shift counts from 0
+    to a few past the width, zeros among divisors (NumPy's division by zero is defined)."""
+    dtype = np.dtype(dtype)
+    if dtype == np.bool_:
+        return rng.random(n) < 0.5
+    if dtype.kind in "iu":
+        if op in ("left_shift", "right_shift") and second:
+            return rng.integers(0, dtype.itemsize * 8 + 3, n).astype(dtype)
+        if op == "power" and second:
+            return rng.integers(0, 5, n).astype(dtype)
+        lo = 0 if dtype.kind == "u" else -9
+        return rng.integers(lo, 10, n).astype(dtype)
+    if dtype.kind == "f":
+        v = rng.standard_normal(n) * 4
+        if op == "power" and not second:
+            v = np.abs(v) + 0.1
+        v = v.astype(dtype)
+        if n > 8:  # NaN and infinity where floats are involved
+            v[1], v[5] = np.nan, np.inf
+            v[7] = -np.inf
+        return v
+    v = (rng.standard_normal(n) + 1j * rng.standard_normal(n)).astype(dtype)
+    if op == "power" and not second:
+        v += 2
+    return v
+
+
+def close(got, want, dtype=None):
+    """got (from kiln) equals NumPy's want: exactly for integers and booleans, within the
+    result's precision for floats, NaN matching NaN."""
+    got, want = np.asarray(got), np.asarray(want)
+    assert got.shape == want.shape, (got.shape, want.shape)
+    assert got.dtype == want.dtype, (got.dtype, want.dtype)
+    if want.dtype.kind in "fc":
+        tol = {2: 2e-3, 4: 2e-6, 8: 1e-13, 16: 1e-13}[want.dtype.itemsize
+                                                       if want.dtype.kind == "f"
+                                                       else want.dtype.itemsize // 2]
+        np.testing.assert_allclose(got, want, rtol=tol, atol=tol, equal_nan=True)
+    else:
+        np.testing.assert_array_equal(got, want)
+
+
+def numpy_or_none(fn, *args):
+    try:
+        with np.errstate(all="ignore"):
+            return fn(*args)
+    except (TypeError, OverflowError, ValueError):
+        return None
+
+
+@pytest.fixture(scope="module")
+def rng():
+    return np.random.default_rng(7)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def compiled_in_parallel():
+    """The plans these tests use, compiled on every core first (NVRTC runs without the GIL):
+    a fresh cache would otherwise spend minutes compiling them one by one."""
+    if not HAVE_GPU:
+        return
+    jobs = []
+    for dt in DTYPES:
+        a = kiln.zeros(4, dt)
+        for op in BINARY:
+            for other in [a] + SCALARS:
+                jobs.append((_ops.binary_plan, op, a, other))
+        for op in UNARY:
+            jobs.append((_ops.unary_plan, op, a))
+    with concurrent.futures.ThreadPoolExecutor(16) as pool:
+        for f in [pool.submit(*j) for j in jobs]:
+            try:
+                f.result()
+            except TypeError:
+                pass
+
+
+# ---- operators -------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("op", list(BINARY))
+def test_binary_operators_on_arrays_match_numpy(rng, dtype, op):
+    fn = BINARY[op]
+    x, y = values(dtype, 300, rng, op), values(dtype, 300, rng, op, second=True)
+    want = numpy_or_none(fn, x, y)
+    a, b = kiln.to_device(x), kiln.to_device(y)
+    if want is None:
+        with pytest.raises(TypeError):
+            fn(a, b)
+        return
+    close(fn(a, b).get(), want)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("op", ["add", "subtract", "multiply", "true_divide", "floor_divide",
+                                "remainder", "power", "less", "equal", "bitwise_and",
+                                "left_shift"])
+def test_binary_operators_with_scalars_on_either_side_match_numpy(rng, dtype, op):
+    fn = BINARY[op]
+    x = values(dtype, 257, rng, op)
+    a = kiln.to_device(x)
+    for s in SCALARS:
+        for left in (False, True):
+            if op in ("power", "left_shift") and (left or not isinstance(s, (int, np.integer))):
+                continue  # negative or huge integer powers and shifts differ by design
+            args = (s, x) if left else (x, s)
+            want = numpy_or_none(fn, *args)
+            if want is None:
+                with pytest.raises((TypeError, ValueError, OverflowError)):
+                    fn(*((s, a) if left else (a, s)))
+                continue
+            got = fn(*((s, a) if left else (a, s))).get()
+            close(got, want)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("op", list(UNARY))
+def test_unary_operators_match_numpy(rng, dtype, op):
+    fn = UNARY[op]
+    x = values(dtype, 300, rng)
+    want = numpy_or_none(fn, x)
+    if want is None:
+        with pytest.raises(TypeError):
+            fn(kiln.to_device(x))
+        return
+    close(fn(kiln.to_device(x)).get(), want)
+
+
+@pytest.mark.parametrize("n", SIZES)
+def test_sizes_around_block_and_vector_boundaries(rng, n):
+    x = rng.standard_normal(n).astype(np.float32)
+    y = rng.standard_normal(n).astype(np.float32)
+    a, b = kiln.to_device(x), kiln.to_device(y)
+    close((a * b + 1).get(), x * y + 1)
+    close((2.0 - a).get(), 2.0 - x)
+    c = a.copy()
+    c += b
+    close(c.get(), x + y)
+
+
+def test_mixed_dtypes_promote_as_numpy_does(rng):
+    pairs = [(np.int8, np.uint8), (np.int32, np.float32), (np.uint64, np.int64),
+             (np.float16, np.float32), (np.complex64, np.float64), (np.bool_, np.int16)]
+    for dx, dy in pairs:
+        x, y = values(dx, 100, rng), values(dy, 100, rng)
+        for fn in (operator.add, operator.mul, operator.lt):
+            close(fn(kiln.to_device(x), kiln.to_device(y)).get(), fn(x, y))
+
+
+def test_non_contiguous_views_compute_the_right_elements(rng):
+    x = rng.standard_normal((64, 33)).astype(np.float32)
+    y = rng.standard_normal((64, 33)).astype(np.float32)
+    a, b = kiln.to_device(x), kiln.to_device(y)
+    for key in [(slice(None), 1), (slice(None, None, 2),), (slice(3, None, 3), slice(None, None, -2)),
+                (Ellipsis, 5)]:
+        close((a[key] * b[key] - 1).get(), x[key] * y[key] - 1)
+        close(abs(a[key]).get(), abs(x[key]))
+    close((a.T + 1).get(), x.T + 1)
+    close((a[:, ::2] + b[:, 1::2]).get(), x[:, ::2] + y[:, 1::2])
+
+
+def test_broadcasting_matches_numpy(rng):
+    x = rng.standard_normal((5, 1, 7)).astype(np.float64)
+    y = rng.standard_normal((4, 1)).astype(np.float64)
+    close((kiln.to_device(x) * kiln.to_device(y)).get(), x * y)
+
+
+def test_in_place_operators_write_in_place_and_refuse_unsafe_casts(rng):
+    x = values(np.float32, 1000, rng)
+    a = kiln.to_device(x)
+    ptr = a.ptr
+    a *= 2
+    a -= kiln.to_device(x)
+    assert a.ptr == ptr
+    close(a.get(), x * 2 - x)
+    ints = kiln.to_device(np.arange(10, dtype=np.int32))
+    with pytest.raises(TypeError, match="same_kind"):
+        ints += 1.5
+    view = kiln.to_device(np.arange(20, dtype=np.float64))
+    host = np.arange(20, dtype=np.float64)
+    view[::2] += 100
+    host[::2] += 100
+    close(view.get(), host)
+
+
+def test_overlapping_operands_read_before_they_are_written():
+    x = np.arange(10, dtype=np.int64)
+    a = kiln.to_device(x)
+    a[1:] += a[:-1]
+    x[1:] += x[:-1].copy()
+    close(a.get(), x)
+
+
+def test_host_arrays_and_strangers_are_refused():
+    a = kiln.to_device(np.arange(4, dtype=np.float32))
+    with pytest.raises(TypeError, match="host memory"):
+        a + np.arange(4, dtype=np.float32)
+    with pytest.raises(TypeError, match="host memory"):
+        np.arange(4, dtype=np.float32) + a
+    with pytest.raises(TypeError):
+        a + "text"
+    assert (a == None) is False  # noqa: E711  (identity, as for any object)
+
+
+def test_empty_arrays(rng):
+    a = kiln.empty((0, 3), np.float32)
+    assert (a + 1).shape == (0, 3)
+    assert float(gpuarray.sum(a).get()) == 0.0
+    with pytest.raises(ValueError, match="zero-size"):
+        gpuarray.max(a)
+
+
+# ---- reductions ------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("n", [1, 3, 1000, 2**20 + 1])
+def test_reductions_match_numpy(rng, dtype, n):
+    x = values(dtype, n, rng)
+    if np.dtype(dtype).kind == "f":
+        x[np.isnan(x) | np.isinf(x)] = 1  # the NaN rules are tested below
+    a = kiln.to_device(x)
+    want = x.sum()
+    got = gpuarray.sum(a).get()
+    if want.dtype.kind in "fc":
+        scale = np.abs(x.astype(np.complex128 if want.dtype.kind == "c" else np.float64)).sum()
+        eps = {2: 1e-2, 4: 1e-5, 8: 1e-12}[want.dtype.itemsize if want.dtype.kind == "f"
+                                            else want.dtype.itemsize // 2]
+        assert got.dtype == want.dtype
+        assert abs(complex(got) - complex(want)) <= eps * max(scale, 1)
+    else:
+        close(got, want)
+    close(gpuarray.max(a).get(), x.max())
+    close(gpuarray.min(a).get(), x.min())
+    assert bool(gpuarray.any(a).get()) == bool(x.any())
+    assert bool(gpuarray.all(a).get()) == bool(x.all())
+
+
+def test_max_and_min_propagate_nan():
+    x = np.array([1, np.nan, 3], np.float32)
+    assert np.isnan(float(gpuarray.max(kiln.to_device(x)).get()))
+    assert np.isnan(float(gpuarray.min(kiln.to_device(x)).get()))
+
+
+def test_sum_of_a_hundred_million_floats_against_float64():
+    rng = np.random.default_rng(3)
+    x = rng.random(10**8, dtype=np.float32)
+    got = float(gpuarray.sum(kiln.to_device(x)).get())
+    want = float(x.astype(np.float64).sum())
+    assert abs(got - want) / want < 1e-5, (got, want)  # float32 accumulation, stated tolerance
+
+
+def test_dot_vdot_and_subsets(rng):
+    x = values(np.complex64, 5000, rng)
+    y = values(np.complex64, 5000, rng)
+    a, b = kiln.to_device(x), kiln.to_device(y)
+    np.testing.assert_allclose(complex(gpuarray.dot(a, b).get()), np.sum(x * y), rtol=1e-4)
+    np.testing.assert_allclose(complex(gpuarray.vdot(a, b).get()), np.vdot(x, y), rtol=1e-4)
+    idx = rng.integers(0, 5000, 300).astype(np.int32)
+    s = kiln.to_device(idx)
+    xr = values(np.float64, 5000, rng)
+    xr[~np.isfinite(xr)] = 0
+    ar = kiln.to_device(xr)
+    np.testing.assert_allclose(float(gpuarray.subset_sum(s, ar).get()), xr[idx].sum(), rtol=1e-12)
+    assert float(gpuarray.subset_max(s, ar).get()) == xr[idx].max()
+    assert float(gpuarray.subset_min(s, ar).get()) == xr[idx].min()
+    np.testing.assert_allclose(float(gpuarray.subset_dot(s, ar, ar).get()),
+                               (xr[idx] ** 2).sum(), rtol=1e-12)
+
+
+def test_reductions_on_streams_and_of_views(rng):
+    x = values(np.float64, 100000, rng)
+    x[~np.isfinite(x)] = 0
+    a = kiln.to_device(x.reshape(1000, 100))
+    s1, s2 = kiln.Stream(), kiln.Stream()
+    r1 = gpuarray.sum(a[:, ::3], stream=s1)
+    r2 = gpuarray.sum(a[::2], stream=s2)
+    s1.synchronize()
+    s2.synchronize()
+    np.testing.assert_allclose(float(r1.get()), x.reshape(1000, 100)[:, ::3].sum(), rtol=1e-12)
+    np.testing.assert_allclose(float(r2.get()), x.reshape(1000, 100)[::2].sum(), rtol=1e-12)
+
+
+# ---- gpuarray's functions --------------------------------------------------------------------
+
+def test_making_arrays():
+    close(gpuarray.zeros((3, 4), np.float32).get(), np.zeros((3, 4), np.float32))
+    close(gpuarray.ones(5, np.int16).get(), np.ones(5, np.int16))
+    for args in [(10,), (2, 12, 3), (0.5, 3.0, 0.25), (5, 0, -1)]:
+        close(gpuarray.arange(*args).get(), np.arange(*args))
+    close(gpuarray.arange(0, 10, 2, dtype=np.float32).get(), np.arange(0, 10, 2, dtype=np.float32))
+    a = gpuarray.to_gpu(np.arange(12.0).reshape(3, 4))
+    close(gpuarray.zeros_like(a).get(), np.zeros((3, 4)))
+    close(gpuarray.ones_like(a, dtype=np.int32).get(), np.ones((3, 4), np.int32))
+    assert gpuarray.empty_like(a).shape == (3, 4)
+
+
+def test_take_concatenate_stack_where(rng):
+    x = values(np.float32, 100, rng)
+    a = gpuarray.to_gpu(x)
+    idx = np.array([0, 5, 99, -1, 42], np.int64)
+    close(gpuarray.take(a, gpuarray.to_gpu(idx)).get(), np.take(x, idx))
+    with pytest.raises(IndexError, match="out of bounds"):
+        gpuarray.take(a, gpuarray.to_gpu(np.array([100], np.int32)))
+    p, q = values(np.float64, (12), rng).reshape(3, 4), values(np.float64, 8, rng).reshape(2, 4)
+    close(gpuarray.concatenate([gpuarray.to_gpu(p), gpuarray.to_gpu(q)]).get(),
+          np.concatenate([p, q]))
+    close(gpuarray.stack([gpuarray.to_gpu(p), gpuarray.to_gpu(p)], axis=1).get(),
+          np.stack([p, p], axis=1))
+    c = x > 0
+    close(gpuarray.where(gpuarray.to_gpu(c), a, 0.0).get(), np.where(c, x, 0.0))
+    close(gpuarray.if_positive(a, a, -a).get(), np.where(x > 0, x, -x))
+    close(gpuarray.maximum(a, 0).get(), np.maximum(x, 0))
+    close(gpuarray.minimum(a, a[::-1]).get(), np.minimum(x, x[::-1]))
+
+
+def test_array_methods_that_run_kernels(rng):
+    x = values(np.float32, 1000, rng)
+    a = gpuarray.to_gpu(x)
+    close(a.astype(np.float64).get(), x.astype(np.float64))
+    b = gpuarray.empty(1000, np.float32)
+    assert b.fill(3.5) is b
+    close(b.get(), np.full(1000, 3.5, np.float32))
+    close(a.mul_add(2, b, -1).get(), 2 * x - np.full(1000, 3.5, np.float32))
+    close(a.reverse().get(), x[::-1])
+    z = values(np.complex64, 10, rng)
+    close(gpuarray.to_gpu(z).conj().get(), np.conj(z))
+    assert np.isnan(float(a.sum().get()))  # x holds NaN
+    finite = np.where(np.isfinite(x), x, 0).astype(np.float32)
+    assert abs(float(gpuarray.to_gpu(finite).sum().get()) - finite.sum(dtype=np.float64)) < 1e-3
+    assert float(gpuarray.to_gpu(finite).max().get()) == finite.max()
+
+
+# ---- ElementwiseKernel and ReductionKernel as PyCUDA documents them --------------------------
+
+def test_elementwise_kernel_linear_combination():
+    lin_comb = ElementwiseKernel("float a, float *x, float b, float *y, float *z",
+                                 "z[i] = a*x[i] + b*y[i]", "linear_combination")
+    rng = np.random.default_rng(1)
+    x, y = rng.random(50000, np.float32), rng.random(50000, np.float32)
+    a_gpu, b_gpu = gpuarray.to_gpu(x), gpuarray.to_gpu(y)
+    c_gpu = gpuarray.empty_like(a_gpu)
+    lin_comb(5, a_gpu, 6, b_gpu, c_gpu)
+    close(c_gpu.get(), 5 * x + 6 * y)
+
+
+def test_elementwise_kernel_range_slice_stream_and_aliasing():
+    k = ElementwiseKernel("float *x, float *z", "z[i] = x[i] * 2", "twice")
+    x = np.arange(100, dtype=np.float32)
+    a = gpuarray.to_gpu(x)
+    z = gpuarray.zeros(100, np.float32)
+    k(a, z, range=slice(10, 50, 3))
+    want = np.zeros(100, np.float32)
+    want[10:50:3] = x[10:50:3] * 2
+    close(z.get(), want)
+    z.fill(0)
+    k(a, z, slice=slice(-10, None))
+    want[:] = 0
+    want[-10:] = x[-10:] * 2
+    close(z.get(), want)
+    s = kiln.Stream()
+    k(a, a, stream=s)  # the same array in and out: the variant without __restrict__
+    s.synchronize()
+    close(a.get(), x * 2)
+
+
+def test_elementwise_kernel_on_strided_views_with_x_i():
+    k = ElementwiseKernel("float *x, float *z", "z[z_i] = x[x_i] + 1", "plus_one")
+    x = np.arange(60, dtype=np.float32).reshape(6, 10)
+    a = gpuarray.to_gpu(x)
+    out = gpuarray.zeros((6, 5), np.float32)
+    k(a[:, ::2], out)
+    close(out.get(), x[:, ::2] + 1)
+    bare = ElementwiseKernel("float *x, float *z", "z[i] = x[i] + 1", "plus_one_i")
+    with pytest.raises(ValueError, match="not contiguous"):
+        bare(a[:, ::2], out)
+
+
+def test_reduction_kernel_dot_product():
+    dot = ReductionKernel(np.float32, neutral="0", reduce_expr="a+b", map_expr="x[i]*y[i]",
+                          arguments="float *x, float *y")
+    rng = np.random.default_rng(2)
+    x, y = rng.random(2**20 + 1, np.float32), rng.random(2**20 + 1, np.float32)
+    got = dot(gpuarray.to_gpu(x), gpuarray.to_gpu(y)).get()
+    np.testing.assert_allclose(float(got), float(np.dot(x.astype(np.float64), y)), rtol=1e-5)
+    out = gpuarray.empty((), np.float32)
+    assert dot(gpuarray.to_gpu(x), gpuarray.to_gpu(y), out=out) is out
+    part = dot(gpuarray.to_gpu(x), gpuarray.to_gpu(y), range=slice(100, 1000, 7)).get()
+    np.testing.assert_allclose(float(part), float(np.dot(x[100:1000:7], y[100:1000:7])),
+                               rtol=1e-5)
+
+
+def test_reduction_kernel_maximum_and_complex():
+    mx = ReductionKernel(np.float64, neutral="-1e300", reduce_expr="a > b ? a : b",
+                         map_expr="fabs(x[i])", arguments="double *x")
+    x = np.random.default_rng(4).standard_normal(12345)
+    assert float(mx(gpuarray.to_gpu(x)).get()) == np.abs(x).max()
+    cs = ReductionKernel(np.complex64, "0", "a+b", "x[i]*x[i]", "pycuda::complex<float> *x")
+    z = (np.arange(1000) * (1 + 1j) / 1000).astype(np.complex64)
+    np.testing.assert_allclose(complex(cs(gpuarray.to_gpu(z)).get()), np.sum(z * z), rtol=1e-4)
