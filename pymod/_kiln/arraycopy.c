@@ -137,8 +137,9 @@ static PyObject *kpy_get_into(kpy_state *st, kpy_array *a, PyObject *ary, int pa
 
 /* The host array host into a. Its elements are taken in C order when its shape differs; a
  * host array in another layout is made contiguous on the host first. */
-static int kpy_set_from(kpy_state *st, kpy_array *a, PyObject *host, const kpy_on *on) {
-  if (kpy_check_host(a, host, 0, "ary") < 0) return -1;
+static int kpy_set_from(kpy_state *st, kpy_array *a, PyObject *host, const kpy_on *on,
+                        const char *what) {
+  if (kpy_check_host(a, host, 0, what) < 0) return -1;
   if (!a->nbytes) return 0;
   PyArrayObject *h = (PyArrayObject *)Py_NewRef(host);
   if (!kpy_same_shape(a, h)) {
@@ -241,7 +242,8 @@ static PyObject *kpy_array_set_impl(PyObject *op, PyObject *args, PyObject *kwar
       (async_first
            ? PyArg_ParseTupleAndKeywords(args, kwargs, fmt, kwlist_async, &ary, &stream_obj)
            : PyArg_ParseTupleAndKeywords(args, kwargs, fmt, kwlist, &ary, &async_, &stream_obj));
-  if (!ok || kpy_on_parse(st, stream_obj, &on) < 0 || kpy_set_from(st, (kpy_array *)op, ary, &on))
+  if (!ok || kpy_on_parse(st, stream_obj, &on) < 0 ||
+      kpy_set_from(st, (kpy_array *)op, ary, &on, "ary"))
     return NULL;
   Py_RETURN_NONE;
 }
@@ -382,7 +384,7 @@ PyObject *kpy_array_copy_from(PyObject *op, PyObject *args, PyObject *kwargs) {
       kpy_on_parse(st, stream_obj, &on) < 0)
     return NULL;
   if (!kpy_array_check(st, src)) {
-    if (kpy_set_from(st, a, src, &on) < 0) return NULL;
+    if (kpy_set_from(st, a, src, &on, "the source") < 0) return NULL;
     Py_RETURN_NONE;
   }
   kpy_array *b = (kpy_array *)src;

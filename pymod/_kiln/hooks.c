@@ -5,9 +5,8 @@
 #include "errors.h"
 #include "stream.h"
 
-/* kiln._ops, borrowed from the state; imported the first time. Importing may run other
- * threads, so a module another thread stored meanwhile wins. */
-static PyObject *kpy_ops_module(kpy_state *st) {
+/* Importing may run other threads: a module another thread stored meanwhile wins. */
+PyObject *kpy_ops_module(kpy_state *st) {
   if (st->ref.ops_module) return st->ref.ops_module;
   PyObject *m = PyImport_ImportModule("kiln._ops");
   if (!m) return NULL;

@@ -6,6 +6,10 @@
 
 #include "arrayobj.h"
 
+/* kiln._ops, imported the first time and kept in st->ref.ops_module; borrowed. NULL with the
+ * ImportError while it is not there. */
+PyObject *kpy_ops_module(kpy_state *st);
+
 /* kiln._ops.copy(dst, src, stream): src's elements into dst's, converted to dst's dtype; both
  * DeviceArrays of one shape, any strides. stream is what the caller's stream= was (None, a
  * kiln.Stream, an int handle, another library's stream). -1 with the error raised (an
