@@ -313,6 +313,7 @@ def test_a_zero_step_and_a_0d_array():
     d, _ = fake(4)
     with pytest.raises(ValueError, match="slice step cannot be zero"):
         d[::0]
+    assert d[1::2**62].shape == (1,) and d[1::2**62].ptr == d.ptr + 4  # no overflow
     z = kiln.DeviceArray((), np.float32, gpudata=FAKE)
     assert z[()].shape == () and z[...].shape == () and z[None].shape == (1,)
     with pytest.raises(IndexError, match="array is 0-dimensional, but 1 were indexed"):

@@ -122,7 +122,9 @@ PyObject *kpy_array_subscript(PyObject *op, PyObject *key) {
       Py_ssize_t start, stop, step;
       if (PySlice_Unpack(item, &start, &stop, &step) < 0) return NULL;
       shape[ndim] = PySlice_AdjustIndices(a->shape[axis], &start, &stop, step);
-      strides[ndim++] = step * a->strides[axis];
+      /* A step past the axis (a[::2**62]) leaves one element at most: any stride will do. */
+      if (__builtin_mul_overflow(step, a->strides[axis], &strides[ndim])) strides[ndim] = 0;
+      ndim++;
       offset += start * a->strides[axis++];
     } else { /* Ellipsis: as many whole axes as the other items leave */
       for (int i = 0; i < add; i++, axis++, ndim++) {
