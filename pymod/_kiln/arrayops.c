@@ -10,6 +10,7 @@
 #include "arrayobj.h"
 #include "errors.h"
 #include "ewise.h"
+#include "hooks.h"
 
 #include <string.h>
 
@@ -83,13 +84,7 @@ static PyObject *kpy_richcompare(PyObject *x, PyObject *y, int cmp);
  * type has these slots, which is how Python came to call them. */
 static kpy_state *kpy_ops_state(PyObject *x, PyObject *y) {
   int x_is = PyType_GetSlot(Py_TYPE(x), Py_tp_richcompare) == (void *)kpy_richcompare;
-  return kpy_state_of_subtype(Py_TYPE(x_is || !y ? x : y));
-}
-
-/* kiln._ops, imported on first use. Borrowed. */
-static PyObject *kpy_ops_module(kpy_state *st) {
-  if (!st->ref.ops_module) st->ref.ops_module = PyImport_ImportModule("kiln._ops");
-  return st->ref.ops_module;
+  return kpy_state_of_type(Py_TYPE(x_is || !y ? x : y));
 }
 
 /* The plan for key, or NULL with no exception when there is none yet. Borrowed. */
@@ -124,11 +119,8 @@ static PyObject *kpy_plan_make(kpy_state *st, unsigned long long key, const char
   return stored ? made : NULL;
 }
 
-static int kpy_plain(kpy_state *st, PyObject *v) {
-  (void)st;
-  (void)v;
-  return 1; /* every DeviceArray is C-contiguous today */
-}
+/* Arrays the kernels' flat index walks in order: C-contiguous ones. */
+static int kpy_plain(PyObject *v) { return kpy_array_is_c_contiguous(v); }
 
 static int kpy_same_shape(kpy_array *a, kpy_array *b) {
   return a->ndim == b->ndim && memcmp(a->shape, b->shape, sizeof a->shape[0] * a->ndim) == 0;
@@ -174,7 +166,7 @@ static PyObject *kpy_binary(int op, PyObject *x, PyObject *y, int inplace) {
   /* The fast path: one shape in C order, or an array and a scalar. */
   int ax = kx < 0x200, ay = ky < 0x200;
   kpy_array *shape_of = (kpy_array *)(ax ? x : y);
-  if ((ax && !kpy_plain(st, x)) || (ay && !kpy_plain(st, y)) ||
+  if ((ax && !kpy_plain(x)) || (ay && !kpy_plain(y)) ||
       (ax && ay && !kpy_same_shape((kpy_array *)x, (kpy_array *)y)) || (inplace && !ax))
     return kpy_binary_general(st, op, x, y, inplace);
   PyObject *sx = Py_NewRef(x), *sy = Py_NewRef(y);
@@ -216,7 +208,7 @@ static PyObject *kpy_unary(int op, PyObject *x) {
     Py_XDECREF(args);
     if (!plan) return NULL;
   }
-  if (kpy_plain(st, x)) {
+  if (kpy_plain(x)) {
     kpy_array *a = (kpy_array *)x;
     PyObject *out = (PyObject *)kpy_array_new(st, (PyArray_Descr *)PyTuple_GET_ITEM(plan, 1),
                                               a->ndim, a->shape, NULL, NULL);
@@ -273,7 +265,7 @@ static PyObject *kpy_richcompare(PyObject *x, PyObject *y, int cmp) {
 
 static PyObject *kpy_forward(PyObject *self, const char *name, PyObject *const *args,
                              Py_ssize_t nargs, PyObject *kwnames) {
-  kpy_state *st = kpy_state_of_subtype(Py_TYPE(self));
+  kpy_state *st = kpy_state_of_type(Py_TYPE(self));
   PyObject *ops = st ? kpy_ops_module(st) : NULL;
   PyObject *fn = ops ? PyObject_GetAttrString(ops, name) : NULL;
   if (!fn) return NULL;

@@ -20,8 +20,6 @@ kpy_state *kpy_state_of_type(PyTypeObject *tp) {
   return module ? PyModule_GetState(module) : NULL;
 }
 
-kpy_state *kpy_state_of_subtype(PyTypeObject *tp) { return kpy_state_of_type(tp); }
-
 int kpy_state_intern(kpy_state *st) {
 #define KPY__INTERN(field, text) \
   if (!(st->str.field = PyUnicode_InternFromString(text))) return -1;

@@ -105,8 +105,6 @@ kpy_state *kpy_state_of_module(PyObject *module);
 /* The state of the module that made tp, or of the kiln type a Python subclass tp derives from.
  * NULL with TypeError when there is none. */
 kpy_state *kpy_state_of_type(PyTypeObject *tp);
-/* The same (kpy_state_of_type finds a subclass's kiln base too); kept for its callers. */
-kpy_state *kpy_state_of_subtype(PyTypeObject *tp);
 
 /* Fills st->str; -1 with an exception set on failure. */
 int kpy_state_intern(kpy_state *st);
