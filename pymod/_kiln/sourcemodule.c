@@ -164,7 +164,7 @@ static int kpy_keep(kiln_module *m, const char *src) {
  * code=None, cache_dir=None, include_dirs=None, *, name_expressions=None, headers=None): PyCUDA's
  * arguments in PyCUDA's order, and kiln's own after them. */
 static PyObject *kpy_sourcemodule_new(PyTypeObject *tp, PyObject *args, PyObject *kwargs) {
-  kpy_state *st = kpy_state_of_subtype(tp); /* kiln.compiler.DynamicSourceModule subclasses it */
+  kpy_state *st = kpy_state_of_type(tp); /* kiln.compiler.DynamicSourceModule subclasses it */
   if (!st) return NULL;
   static char *kwlist[] = {(char *)"source",       (char *)"nvcc",
                            (char *)"options",      (char *)"keep",
@@ -278,7 +278,7 @@ static void kpy_module_dealloc(PyObject *op) {
 
 static PyObject *kpy_module_get_function(PyObject *op, PyObject *name) {
   kpy_module *self = (kpy_module *)op;
-  kpy_state *st = kpy_state_of_subtype(Py_TYPE(op));
+  kpy_state *st = kpy_state_of_type(Py_TYPE(op));
   if (!st) return NULL;
   if (!PyUnicode_Check(name)) {
     PyErr_Format(PyExc_TypeError, "get_function() takes a str, not %.100s", Py_TYPE(name)->tp_name);
@@ -318,7 +318,7 @@ static PyObject *kpy_module_get_global(PyObject *op, PyObject *name) {
   kiln_deviceptr ptr = 0;
   size_t size = 0;
   kiln_status s = kiln_module_get_global(self->module, cname, &ptr, &size);
-  if (s) return kpy_raise(kpy_state_of_subtype(Py_TYPE(op)), s);
+  if (s) return kpy_raise(kpy_state_of_type(Py_TYPE(op)), s);
   return Py_BuildValue("(Kn)", (unsigned long long)ptr, (Py_ssize_t)size);
 }
 

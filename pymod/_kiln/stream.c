@@ -239,7 +239,7 @@ static PyType_Spec kpy_stream_spec = {
 /* Event(timing=True, *, flags=None): flags are the driver's (kiln.driver.event_flags), which
  * PyCUDA's Event(flags) takes; they decide timing when given. */
 static PyObject *kpy_event_new(PyTypeObject *tp, PyObject *args, PyObject *kwargs) {
-  kpy_state *st = kpy_state_of_subtype(tp); /* kiln.driver.Event is a Python subclass */
+  kpy_state *st = kpy_state_of_type(tp); /* kiln.driver.Event is a Python subclass */
   if (!st) return NULL;
   static char *kwlist[] = {(char *)"timing", (char *)"flags", NULL};
   int timing = 1;
@@ -284,7 +284,7 @@ static PyObject *kpy_event_record(PyObject *op, PyObject *args, PyObject *kwargs
   static char *kwlist[] = {(char *)"stream", NULL};
   PyObject *stream = Py_None;
   if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|O:record", kwlist, &stream)) return NULL;
-  kpy_state *st = kpy_state_of_subtype(Py_TYPE(op));
+  kpy_state *st = kpy_state_of_type(Py_TYPE(op));
   kiln_stream handle = NULL;
   if (kpy_stream_parse(st, stream, &handle) < 0) return NULL;
   kiln_status s = kiln_event_record(((kpy_event *)op)->handle, handle);
@@ -298,7 +298,7 @@ static PyObject *kpy_event_synchronize(PyObject *op, PyObject *unused) {
   Py_BEGIN_ALLOW_THREADS
     s = kiln_event_synchronize(((kpy_event *)op)->handle);
   Py_END_ALLOW_THREADS
-  if (s) return kpy_raise(kpy_state_of_subtype(Py_TYPE(op)), s);
+  if (s) return kpy_raise(kpy_state_of_type(Py_TYPE(op)), s);
   return Py_NewRef(op);
 }
 
@@ -306,13 +306,13 @@ static PyObject *kpy_event_query(PyObject *op, PyObject *unused) {
   (void)unused;
   int done = 0;
   kiln_status s = kiln_event_query(((kpy_event *)op)->handle, &done);
-  if (s) return kpy_raise(kpy_state_of_subtype(Py_TYPE(op)), s);
+  if (s) return kpy_raise(kpy_state_of_type(Py_TYPE(op)), s);
   return PyBool_FromLong(done);
 }
 
 /* Milliseconds from start to end. */
 static PyObject *kpy_event_between(PyObject *start, PyObject *end) {
-  kpy_state *st = kpy_state_of_subtype(Py_TYPE(start));
+  kpy_state *st = kpy_state_of_type(Py_TYPE(start));
   if (!PyObject_TypeCheck(end, st->ref.Event_type)) {
     PyErr_Format(PyExc_TypeError, "expected a kiln.Event, not %.100s", Py_TYPE(end)->tp_name);
     return NULL;
