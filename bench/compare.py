@@ -12,6 +12,11 @@ reason. Figures:
 
   launch overhead     async launches of a kernel taking one int pointer and 0, 3, 15 or 63
                       ints (1, 4, 16, 64 arguments), then one synchronize; µs per launch
+  prepared_call       args4 (a pointer and 3 ints) by kiln's and PyCUDA's prepared_call, then
+                      one synchronize, beside kiln's own call taking turns with them (kept as
+                      kiln_call in the results); C is its launch of args4; µs per launch
+  constant memory     get_global of a __constant__ float and a 4-byte memcpy_htod into it; C
+                      is cuModuleGetGlobal + cuMemcpyHtoD (bench/c/compare.c); µs per pair
   round trip          the seed: In a, In b, Out dest of 400 float32, the launch; µs
   cold compile        a source no one has seen (a comment made unique), to a loaded function;
                       C is NVRTC called directly (bench/c/compile.c); ms
@@ -27,7 +32,8 @@ reason. Figures:
 
 Every way is checked to compute the right result before it is timed; ways measured in this
 process take turns within each repeat; each figure is the median of its repeats and is also
-given as a ratio to the raw-C figure of the same run. PyCUDA works in the primary context, as
+given as a ratio to the raw-C figure of the same run. The targets kiln is held to (TARGETS)
+are printed last, worked out from the same figures. PyCUDA works in the primary context, as
 every other system here does (pushed, not pycuda.autoinit's own context), except in its
 first-call figure, which uses pycuda.autoinit as its users do.
 
@@ -57,7 +63,8 @@ from common import (BUILD, ROOT, MiB, PyCuda, Ways, build_c_parts, build_compile
                     cpu_model, driver_version, gpu_slug, median, package_version,
                     round_trip_ways, run_baseline, run_compile, save_results, source_commit,
                     stamp)
-from kernels import ARG_COUNTS, SEED_KERNEL, import_cuda_core
+from kernels import (ARG_COUNTS, GLOBAL_NAME, GLOBAL_SOURCE, SEED_KERNEL,
+                     import_cuda_core)
 from kernels import COMPARE_SOURCE as SOURCE
 
 CUDA = Path(os.environ.get("CUDA_HOME", "/usr/local/cuda"))
@@ -74,9 +81,9 @@ SYSTEMS = {
     "pycuda_inout": "PyCUDA In/Out",
 }
 FULL = {"launches": 10000, "round_trips": 2000, "repeats": 7, "cold": 7, "hits": 200,
-        "processes": 7, "bandwidth_repeats": 5}
+        "processes": 7, "bandwidth_repeats": 5, "globals": 10000}
 QUICK = {"launches": 1000, "round_trips": 200, "repeats": 3, "cold": 3, "hits": 20,
-         "processes": 3, "bandwidth_repeats": 2}
+         "processes": 3, "bandwidth_repeats": 2, "globals": 1000}
 
 # Why a system has no figure in a row, when that is its nature rather than a failure.
 NOT_APPLICABLE = {
@@ -89,6 +96,26 @@ NOT_APPLICABLE = {
     ("pycuda_inout", "launch_us"): "In/Out is the round trip row",
     ("pycuda_call", "round_trip_us"): "see PyCUDA In/Out",
     ("pycuda_prepared", "round_trip_us"): "see PyCUDA In/Out",
+    ("floor", "prepared_us"): "no prepared call",
+    ("cupy", "prepared_us"): "no prepared call",
+    ("cuda_core", "prepared_us"): "no prepared call",
+    ("pycuda_call", "prepared_us"): "see PyCUDA prepared_call",
+    ("pycuda_inout", "prepared_us"): "see PyCUDA prepared_call",
+    ("floor", "global_us"): "launches only",
+    ("cupy", "global_us"): "measured beside C and PyCUDA only",
+    ("cuda_core", "global_us"): "measured beside C and PyCUDA only",
+    ("pycuda_prepared", "global_us"): "see PyCUDA __call__",
+    ("pycuda_inout", "global_us"): "see PyCUDA __call__",
+}
+
+# What kiln is asked to meet (issue 12): each figure's check, from the figures of one run.
+TARGETS = {
+    "prepared_call over kiln's own call, 4 arguments (at most 1.05)":
+        lambda f: _ratio(f, "prepared_us", "kiln", "kiln_call"),
+    "prepared_call over PyCUDA's prepared_call, 4 arguments (below 1)":
+        lambda f: _ratio(f, "prepared_us", "kiln", "pycuda_prepared"),
+    "get_global + 4-byte memcpy_htod less C's, µs (at most 1)":
+        lambda f: _difference(f, "global_us", "kiln", "c"),
 }
 
 
@@ -227,6 +254,110 @@ def round_trips(module, pycuda, problems):
         return loop
 
     ways.add("pycuda_inout", pycuda_inout)
+    return ways
+
+
+# ---- PyCUDA's surface: prepared calls, constant memory ------------------------------------------
+
+def prepared_ways(module, pycuda, problems):
+    """args4 launched by kiln's call (kiln_call), kiln's prepared_call (kiln) and PyCUDA's
+    prepared_call, taking turns in one run so the ratio of kiln's two is of the same moment;
+    each checked to write the sum of its ints."""
+    ints, want = (1, 2, 3), 6
+    dest = kiln.mem_alloc(32 * 4)
+    p = int(dest)
+    block, grid = (32, 1, 1), (1, 1)
+    zeros = np.zeros(32, np.int32)
+
+    def checked(loop, what, read=None):
+        kiln.memcpy_htod(dest, zeros)
+        loop(1)
+        got = np.empty(32, np.int32)
+        kiln.memcpy_dtoh(got, dest)
+        if not np.all(got == want):
+            raise AssertionError(f"{what} wrote {got[0]}, not {want}")
+        return loop
+
+    def kiln_call():
+        f, args, sync = module.get_function("args4"), (p, *ints), kiln.synchronize
+
+        def loop(count):
+            for _ in range(count):
+                f(*args, block=block, grid=grid)
+            sync()
+        return checked(loop, "kiln's call")
+
+    def kiln_prepared():
+        f = module.get_function("args4").prepare("Piii")
+        call, args, sync = f.prepared_call, (p, *ints), kiln.synchronize
+
+        def loop(count):
+            for _ in range(count):
+                call(grid, block, *args)
+            sync()
+        return checked(loop, "kiln's prepared_call")
+
+    def pycuda_prepared():
+        if pycuda.reason:
+            raise RuntimeError(pycuda.reason)
+        f = pycuda.module(SOURCE).get_function("args4")
+        f.prepare("Piii")
+        call, args, sync = f.prepared_call, (p, *ints), pycuda.drv.Context.synchronize
+
+        def loop(count):
+            for _ in range(count):
+                call(grid, block, *args)
+            sync()
+        return checked(loop, "PyCUDA's prepared_call")
+
+    ways = Ways(problems)
+    ways.buffers.append(dest)
+    for key, setup in (("kiln_call", kiln_call), ("kiln", kiln_prepared),
+                       ("pycuda_prepared", pycuda_prepared)):
+        ways.add(key, setup)
+    return ways
+
+
+def global_ways(pycuda, problems):
+    """get_global of a __constant__ float and a 4-byte memcpy_htod into it, by kiln and by
+    PyCUDA (in PyCUDA's __call__ column, which holds its figures that are not launches), each
+    checked to leave in the variable the last value it copied. A copy is synchronous, so a loop
+    needs no synchronize."""
+    values = [np.array([v], np.float32) for v in (1.0, 2.0, 3.0, 4.0)]
+
+    def checked(loop, get_global, copy_back, what):
+        loop(3)
+        got = np.empty(1, np.float32)
+        ptr, size = get_global(GLOBAL_NAME)
+        copy_back(got, ptr)
+        if size != 4 or got[0] != values[2][0]:
+            raise AssertionError(f"{what} left {got[0]} in a variable of {size} bytes, not "
+                                 f"{values[2][0]} in 4")
+        return loop
+
+    def kiln_way():
+        get_global, copy = kiln.SourceModule(GLOBAL_SOURCE).get_global, kiln.memcpy_htod
+
+        def loop(count):
+            for i in range(count):
+                ptr, _ = get_global(GLOBAL_NAME)
+                copy(ptr, values[i & 3])
+        return checked(loop, get_global, kiln.memcpy_dtoh, "kiln")
+
+    def pycuda_way():
+        if pycuda.reason:
+            raise RuntimeError(pycuda.reason)
+        get_global, copy = pycuda.module(GLOBAL_SOURCE).get_global, pycuda.drv.memcpy_htod
+
+        def loop(count):
+            for i in range(count):
+                ptr, _ = get_global(GLOBAL_NAME)
+                copy(ptr, values[i & 3])
+        return checked(loop, get_global, pycuda.drv.memcpy_dtoh, "PyCUDA")
+
+    ways = Ways(problems)
+    ways.add("kiln", kiln_way)
+    ways.add("pycuda_call", pycuda_way)
     return ways
 
 
@@ -414,6 +545,8 @@ def bandwidth(sizes, module, pycuda, transfer, problems):
 ROWS = [  # (figure, size key or None, label, unit, lower is better)
     *[("launch_us", k, f"launch, {k} argument{'s' if k > 1 else ''}", "µs", True)
       for k in ARG_COUNTS],
+    ("prepared_us", None, "prepared_call, 4 arguments", "µs", True),
+    ("global_us", None, "get_global + 4-byte memcpy_htod", "µs", True),
     ("round_trip_us", None, "round trip (In, In, Out of 400 float32)", "µs", True),
     ("cold_compile_ms", None, "cold compile", "ms", True),
     ("in_process_hit_ms", None, "in-process hit", "ms", True),
@@ -479,10 +612,12 @@ def markdown(result):
 
 
 def kiln_vs_peers(result):
-    """kiln's figure over each peer's for launch, round trip and disk hit (below 1: kiln is
-    faster)."""
+    """kiln's figure over each peer's for launch, prepared_call, constant memory, round trip and
+    disk hit (below 1: kiln is faster); kiln_call is kiln's own call beside its prepared_call."""
     out = {}
     peers_by_figure = {"launch_us": ["cupy", "cuda_core", "pycuda_call", "pycuda_prepared"],
+                       "prepared_us": ["kiln_call", "pycuda_prepared"],
+                       "global_us": ["c", "pycuda_call"],
                        "round_trip_us": ["cupy", "pycuda_inout"],
                        "disk_hit_ms": ["cupy", "cuda_core", "pycuda_call"]}
     for figure, peer_list in peers_by_figure.items():
@@ -496,6 +631,26 @@ def kiln_vs_peers(result):
                     label = f"{figure}[{key}]" if key else figure
                     out[f"{label} kiln/{peer}"] = median(values["kiln"]) / median(values[peer])
     return out
+
+
+def _figure(figures, figure, system):
+    values = figures.get(figure, {}).get(system)
+    return median(values) if values else None
+
+
+def _ratio(figures, figure, system, other):
+    a, b = _figure(figures, figure, system), _figure(figures, figure, other)
+    return a / b if a is not None and b else None
+
+
+def _difference(figures, figure, system, other):
+    a, b = _figure(figures, figure, system), _figure(figures, figure, other)
+    return a - b if a is not None and b is not None else None
+
+
+def targets(result):
+    """{target: the run's figure for it, or None where it was not measured}."""
+    return {name: check(result["figures"]) for name, check in TARGETS.items()}
 
 
 def plots(result, folder):
@@ -599,6 +754,9 @@ def short_table(result):
     print("kiln over each peer (below 1: kiln is faster)")
     for k, v in result["kiln_vs_peers"].items():
         print(f"  {k:<40} {v:6.3f}")
+    print("targets")
+    for k, v in result.get("targets", {}).items():
+        print(f"  {k:<66} {'not measured' if v is None else f'{v:6.3f}'}")
     for k, v in result["problems"].items():
         print(f"  not measured: {k}: {v.splitlines()[0][:150]}")
 
@@ -648,6 +806,21 @@ def main():
         figures["launch_us"][str(n)] = {"c": c_launch[str(n)], **measured}
         problems.update({f"{k}:launch_us": v for k, v in local.items()})
 
+    # PyCUDA's surface: prepared_call beside kiln's call and PyCUDA's, with C's launch of args4;
+    # get_global and a 4-byte copy into the variable beside C's cuModuleGetGlobal + cuMemcpyHtoD
+    local = {}
+    measured = prepared_ways(module, pycuda, local).measure(sizes["launches"], sizes["repeats"])
+    figures["prepared_us"] = {"c": c_launch["4"], **measured}
+    problems.update({f"{k}:prepared_us": v for k, v in local.items()})
+    local = {}
+    global_cubin = BUILD / "global.cubin"
+    global_cubin.write_bytes(kiln.SourceModule(GLOBAL_SOURCE).cubin)
+    c_global = json.loads(checked_run([str(compare), "global", str(global_cubin), GLOBAL_NAME,
+                                       str(sizes["globals"]), str(sizes["repeats"])]))
+    measured = global_ways(pycuda, local).measure(sizes["globals"], sizes["repeats"])
+    figures["global_us"] = {"c": c_global["global_us"], **measured}
+    problems.update({f"{k}:global_us": v for k, v in local.items()})
+
     # the round trip: C from baseline.c (buffers kept), the rest here
     local = {}
     c_run = {"launches": 1000, "round_trips": sizes["round_trips"],
@@ -680,6 +853,7 @@ def main():
         "not_applicable": {f"{s}:{f}": why for (s, f), why in NOT_APPLICABLE.items()},
     }
     result["kiln_vs_peers"] = kiln_vs_peers(result)
+    result["targets"] = targets(result)
     result["seconds"] = round(time.perf_counter() - started, 1)
     table = markdown(result)
     result["markdown"] = table

@@ -40,6 +40,15 @@ extern "C" __global__ void copy_bytes(unsigned char *dst, const unsigned char *s
 }
 """.lstrip("\n")
 
+# compare.py's constant-memory row: a __constant__ float the host sets (get_global, then a
+# 4-byte memcpy_htod), and a kernel that reads it. A variable at namespace scope keeps its plain
+# name in C++ as in C.
+GLOBAL_NAME = "scale"
+GLOBAL_SOURCE = r"""
+__constant__ float scale;
+extern "C" __global__ void scaled(float *x) { x[threadIdx.x] *= scale; }
+"""
+
 # cache.py: the seed's multiply_them and a templated kernel: a small module, but one with C++
 # in it. The text must not name #include's keyword, so that its cache key does not depend on
 # the working folder.

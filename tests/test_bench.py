@@ -6,6 +6,7 @@ and the in-process ways of launch.py and compare.py, are left to `make bench` on
 machine."""
 import contextlib
 import importlib
+import importlib.util
 import io
 import json
 import os
@@ -14,6 +15,7 @@ import re
 import subprocess
 import sys
 import sysconfig
+import types
 
 import pytest
 
@@ -196,6 +198,50 @@ def test_compare_child_runs_every_step_on_stand_ins(system, mode, tmp_path):
     assert done.returncode == 0, done.stderr
     out = json.loads(done.stdout.strip().splitlines()[-1])
     assert out["ms"] > 0 and out["hit"] is (True if system == "kiln" else None), out
+
+
+def load_stand_in(name, path):
+    """A stand-in of tests/bench_fakes/ under a name of its own, beside the real module."""
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_compare_pycuda_surface_ways_on_stand_ins(bench, monkeypatch):
+    """compare.py's prepared_call and constant-memory ways, every step (set-up, the check of
+    what each wrote, the timed loops), on the stand-ins of kiln and PyCUDA; then the targets
+    worked out from figures."""
+    compare = bench["compare"]
+    fakes = pathlib.Path(__file__).resolve().parent / "bench_fakes"
+    monkeypatch.setattr(sys, "path", [*sys.path, str(fakes)])  # fakedevice, after the real ones
+    fake_kiln = load_stand_in("fake_kiln", fakes / "kiln" / "__init__.py")
+    drv = load_stand_in("fake_pycuda_driver", fakes / "pycuda" / "driver.py")
+    compiler = load_stand_in("fake_pycuda_compiler", fakes / "pycuda" / "compiler.py")
+    monkeypatch.setattr(compare, "kiln", fake_kiln)
+    pycuda = types.SimpleNamespace(
+        reason=None, drv=drv,
+        module=lambda source: compiler.SourceModule(source, no_extern_c=True, cache_dir="unused"))
+    problems = {}
+    module = fake_kiln.SourceModule(compare.SOURCE)
+    measured = compare.prepared_ways(module, pycuda, problems).measure(20, 2)
+    assert problems == {} and set(measured) == {"kiln_call", "kiln", "pycuda_prepared"}
+    assert all(len(t) == 2 and min(t) > 0 for t in measured.values())
+    measured = compare.global_ways(pycuda, problems).measure(20, 2)
+    assert problems == {} and set(measured) == {"kiln", "pycuda_call"}
+    # A peer that cannot run says why, and the row goes on without it.
+    broken = types.SimpleNamespace(reason="PyCUDA is not built")
+    measured = compare.global_ways(broken, problems).measure(20, 2)
+    assert set(measured) == {"kiln"} and problems == {"pycuda_call": "RuntimeError: PyCUDA is "
+                                                                      "not built"}
+    figures = {"prepared_us": {"kiln": [3.0, 3.2], "kiln_call": [3.0], "pycuda_prepared": [5.0]},
+               "global_us": {"kiln": [2.5], "c": [2.0]}}
+    assert list(compare.targets({"figures": figures}).values()) == [
+        pytest.approx(3.1 / 3.0), pytest.approx(3.1 / 5.0), pytest.approx(0.5)]
+    assert set(compare.targets({"figures": {}}).values()) == {None}
+    short = printed(compare.short_table, {**newest_results(""), "targets": compare.targets(
+        {"figures": figures})})
+    assert "prepared_call over kiln's own call, 4 arguments (at most 1.05)" in short
 
 
 # ---- the reports, made again from the recorded results -------------------------------------------

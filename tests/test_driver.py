@@ -4,8 +4,6 @@ check (raised before the GPU is touched), the compile keywords and the headers. 
 is at the end of this file, and PyCUDA's documented programs are in test_pycuda_ports.py."""
 import os
 import re
-import subprocess
-import sys
 import warnings
 from pathlib import Path
 
@@ -601,7 +599,8 @@ def test_memory_calls_on_the_gpu():
     free, total = drv.mem_get_info()
     assert 0 < free <= total
     # Page-locked arrays, registered memory, asynchronous copies on a stream.
-    h = drv.pagelocked_zeros((4, 16), np.float32, order="F", mem_flags=drv.host_alloc_flags.DEVICEMAP)
+    h = drv.pagelocked_zeros((4, 16), np.float32, order="F",
+                             mem_flags=drv.host_alloc_flags.DEVICEMAP)
     assert h.flags.f_contiguous and not h.any()
     buf = np.empty(4096 + 4096, np.uint8)  # registered memory page-aligned, as PyCUDA asks
     offset = -buf.ctypes.data % 4096

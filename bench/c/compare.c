@@ -11,6 +11,9 @@
  *   compare first CUBIN                     ms from the start of main to the first finished
  *                                           kernel: cuInit, the primary context, the file, the
  *                                           load, a launch of args4 and cuCtxSynchronize
+ *   compare global CUBIN NAME COUNT REPEATS µs per cuModuleGetGlobal of the 4-byte variable
+ *                                           NAME and cuMemcpyHtoD of a float into it: what
+ *                                           kiln's get_global + memcpy_htod do
  *
  * Prints one JSON object. Every kernel writes the sum of its ints into dest[threadIdx.x], which
  * is checked before anything is timed. Device 0's primary context, as the Python systems use.
@@ -161,12 +164,48 @@ static int mode_first(const char *cubin_path) {
   return 0;
 }
 
+static int mode_global(const char *cubin_path, const char *name, long count, long repeats) {
+  static const float values[4] = {1.0f, 2.0f, 3.0f, 4.0f};
+  bench_context();
+  size_t size;
+  char *image = read_file(cubin_path, &size);
+  CUmodule m;
+  CHECK(cuModuleLoadData(&m, image));
+  double *us = calloc((size_t)repeats, sizeof *us);
+  if (!us) return 1;
+  CUdeviceptr p = 0;
+  size_t bytes = 0;
+  for (long r = -1; r < repeats; r++) { /* r = -1: untimed warm-up */
+    double t = now_ms();
+    for (long i = 0; i < count; i++) {
+      CHECK(cuModuleGetGlobal(&p, &bytes, m, name));
+      CHECK(cuMemcpyHtoD(p, &values[i & 3], sizeof values[0]));
+    }
+    if (r >= 0) us[r] = (now_ms() - t) * 1e3 / (double)count;
+  }
+  float got = 0;
+  CHECK(cuMemcpyDtoH(&got, p, sizeof got));
+  if (bytes != sizeof got || got != values[(count - 1) & 3]) {
+    fprintf(stderr, "compare: %s holds %g in %zu bytes, not %g in 4\n", name, got, bytes,
+            values[(count - 1) & 3]);
+    return 1;
+  }
+  printf("{\n");
+  bench_series("global_us", us, repeats, 1);
+  printf("}\n");
+  return 0;
+}
+
 int main(int argc, char **argv) {
   if (argc == 5 && !strcmp(argv[1], "launch"))
     return mode_launch(argv[2], bench_count(argv[3]), bench_count(argv[4]));
   if (argc == 4 && !strcmp(argv[1], "load")) return mode_load(argv[2], bench_count(argv[3]));
   if (argc == 3 && !strcmp(argv[1], "first")) return mode_first(argv[2]);
-  fprintf(stderr, "usage: %s launch CUBIN LAUNCHES REPEATS | load CUBIN REPEATS | first CUBIN\n",
+  if (argc == 6 && !strcmp(argv[1], "global"))
+    return mode_global(argv[2], argv[3], bench_count(argv[4]), bench_count(argv[5]));
+  fprintf(stderr,
+          "usage: %s launch CUBIN LAUNCHES REPEATS | load CUBIN REPEATS | first CUBIN | global "
+          "CUBIN NAME COUNT REPEATS\n",
           argv[0]);
   return 2;
 }

@@ -2,9 +2,7 @@ import types
 
 import fakedevice
 
-
-class Allocation(int):
-    pass
+Allocation = fakedevice.Allocation
 
 
 def init():
@@ -38,5 +36,9 @@ def memset_d32(dest, value, count):
     fakedevice.memory[dest][:count] = value
 
 
+def memcpy_htod(dest, src):
+    fakedevice.copy_in(dest, src)
+
+
 def memcpy_dtoh(out, src):
-    out[...] = fakedevice.memory[src][:out.size]
+    fakedevice.copy_out(out, src)
