@@ -7,8 +7,6 @@
  * kiln does not translate is passed on, and NVRTC's refusal names it. */
 #include "options.h"
 
-#include "dup.h"
-
 #include <stdlib.h>
 #include <string.h>
 
