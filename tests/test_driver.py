@@ -4,6 +4,7 @@ check (raised before the GPU is touched), the compile keywords and the headers. 
 is at the end of this file, and PyCUDA's documented programs are in test_pycuda_ports.py."""
 import os
 import re
+import threading
 import warnings
 from pathlib import Path
 
@@ -266,11 +267,30 @@ def test_get_global_finds_the_name_before_the_gpu(module):
     (lambda: drv.Context(3), TypeError, "takes a kiln.Device"),
     (lambda: drv.Context.get_limit(99), ValueError, "limit 99 is not a CUlimit"),
     (lambda: drv.Context.set_cache_config(9), ValueError, "not a CUfunc_cache"),
-    (lambda: drv.Context.pop(), ValueError, "no context is pushed on this thread"),
+    (lambda: in_new_thread(drv.Context.pop), ValueError, "no context is pushed on this thread"),
 ])
 def test_driver_calls_refuse_bad_arguments_before_the_gpu(call, error, phrase):
     with pytest.raises(error, match=phrase):
         call()
+
+
+def in_new_thread(fn):
+    """fn() on a thread of its own, whose context stack is empty whatever this one pushed
+    (kiln.autoinit, imported by an earlier test, pushes one); its result, or its exception
+    raised here."""
+    out = {}
+
+    def run():
+        try:
+            out["result"] = fn()
+        except Exception as e:  # handed to the caller
+            out["error"] = e
+    t = threading.Thread(target=run)
+    t.start()
+    t.join()
+    if "error" in out:
+        raise out["error"]
+    return out.get("result")
 
 
 def test_the_driver_calls_that_need_no_device():
@@ -559,7 +579,9 @@ def test_device_attributes_and_the_context():
     finally:
         ctx.pop()
     with pytest.raises(ValueError, match="no context is pushed"):
-        drv.Context.pop()
+        in_new_thread(drv.Context.pop)
+    # Pushes nest per thread: one pushed on a thread of its own is popped there.
+    assert in_new_thread(lambda: (dev.make_context(), drv.Context.pop())) == (ctx, None)
 
 
 @pytest.mark.gpu
