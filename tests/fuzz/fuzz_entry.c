@@ -2,7 +2,8 @@
  *
  * Every input goes to both decoders: kiln__entry_decode sees it as a whole entry (key NULL,
  * so only the checksum stands between a mutation and the body), kiln__entry_decode_body sees
- * it as a body, which is how mutations reach the field parsers without forging a SHA-256.
+ * it as a body, which is how mutations reach the field parsers without forging a SHA-256. The
+ * PTX of a decoded entry goes on to the reader of module variables.
  * ASan and UBSan catch a crash, an over-read or a leak; the checks below catch a decoder that
  * returns success with fields that contradict each other, or that changes what it was given
  * (a decoded entry, encoded again, must give back the very bytes it came from). */
@@ -104,6 +105,20 @@ static void check_round_trip(const kiln__cached *c, const unsigned char key[KILN
   free(again);
 }
 
+/* The PTX of an entry is what get_global reads the module's variables from (ptx.c): every name
+ * it gives is a name, and none is a string literal's. */
+static void check_globals(const kiln__code *code) {
+  char **names = NULL;
+  int n = -1;
+  if (kiln__ptx_globals(code->ptx, code->ptx_size, &names, &n) != KILN_OK) return;
+  CHECK(n >= 0 && (n == 0 || names != NULL));
+  for (int i = 0; i < n; i++) {
+    CHECK(names[i] && names[i][0] && names[i][0] != '$' && names[i][0] != '.');
+    CHECK(strlen(names[i]) < code->ptx_size);
+  }
+  kiln__ptx_free_names(names, n);
+}
+
 /* A failed decode leaves *out empty, as entry.h promises. */
 static void check_empty(const kiln__cached *c) {
   static const kiln__cached zero;
@@ -124,6 +139,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     check_code(&c.code);
     check_kernels(c.kernels, c.n_kernels);
     check_headers(&c.headers);
+    check_globals(&c.code);
     check_round_trip(&c, data + 24, data, size, 0); /* the key sits at offset 24 */
     kiln__entry_free_cached(&c);
     check_empty(&c);
@@ -138,6 +154,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     check_code(&c.code);
     check_kernels(c.kernels, c.n_kernels);
     check_headers(&c.headers);
+    check_globals(&c.code);
     static const unsigned char no_key[KILN__KEY_SIZE];
     check_round_trip(&c, no_key, data, size, 1);
     kiln__entry_free_cached(&c);
