@@ -74,6 +74,7 @@ test-py: ext lib
 bench: ext lib
 	$(PYENV) $(PYTHON) bench/compare.py $(BENCH_ARGS)
 	$(PYENV) $(PYTHON) bench/transfer.py $(BENCH_ARGS)
+	$(PYENV) $(PYTHON) bench/arrays.py $(BENCH_ARGS)
 
 bench-detail: ext lib
 	$(PYENV) $(PYTHON) bench/launch.py $(BENCH_ARGS)

@@ -5,6 +5,7 @@ first finished kernel).
 
     python3 bench/children.py compare SYSTEM disk|first PYCUDA_SITE PYCUDA_CACHE PYMOD
     python3 bench/children.py cache KIND
+    python3 bench/children.py arrays first_operator
 
 compare.py runs the first form for each of kiln, cupy, cuda_core and pycuda_call; cache.py the
 second, for kiln, kiln-launch, cupy-launch and cupy-fill. Each prints one line of JSON with
@@ -258,6 +259,27 @@ def cache_cupy(fill):
     return {"ms": elapsed * 1e3, "cupy": cp.__version__}
 
 
+# ---- arrays.py: the first operator in a new process ------------------------------------------
+
+def arrays_first_operator():
+    """kiln's first `x * y`, from just before it to its finished result, with kiln.gpuarray
+    imported and the arrays on the device: the plan, its kernel from the disk cache, the launch."""
+    import kiln
+    import kiln.gpuarray as gpuarray
+    a, b = inputs()
+    x, y = gpuarray.to_gpu(a), gpuarray.to_gpu(b)
+    kiln.synchronize()
+    t0 = time.perf_counter()
+    z = x * y
+    kiln.synchronize()
+    elapsed = time.perf_counter() - t0
+    if not np.array_equal(z.get(), a * b):
+        sys.exit("kiln's x * y computed a wrong result")
+    return {"ms": elapsed * 1e3}
+
+
+ARRAYS_KINDS = {"first_operator": arrays_first_operator}
+
 CACHE_KINDS = {"kiln": lambda: cache_kiln(False), "kiln-launch": lambda: cache_kiln(True),
                "cupy-launch": lambda: cache_cupy(False), "cupy-fill": lambda: cache_cupy(True)}
 
@@ -268,10 +290,13 @@ def main(argv):
         compare_child(*argv[1:])
     elif len(argv) == 2 and argv[0] == "cache" and argv[1] in CACHE_KINDS:
         print(json.dumps(CACHE_KINDS[argv[1]]()))
+    elif len(argv) == 2 and argv[0] == "arrays" and argv[1] in ARRAYS_KINDS:
+        print(json.dumps(ARRAYS_KINDS[argv[1]]()))
     else:
         sys.exit("usage: children.py compare {" + ",".join(COMPARE_SYSTEMS) + "} {disk,first} "
                  "PYCUDA_SITE PYCUDA_CACHE PYMOD\n       children.py cache {"
-                 + ",".join(CACHE_KINDS) + "}")
+                 + ",".join(CACHE_KINDS) + "}\n       children.py arrays {"
+                 + ",".join(ARRAYS_KINDS) + "}")
 
 
 if __name__ == "__main__":

@@ -9,6 +9,7 @@ the check of the seed's result are in kernels.py, the programs run in fresh proc
 children.py.
 """
 
+import atexit
 import ctypes
 import datetime
 import gc
@@ -237,6 +238,39 @@ def round_trip_ways(f, problems):
     ways.add("kiln_in_out", kiln_in_out)
     ways.add("cupy_asarray_get", cupy_asarray_get)
     return ways
+
+
+# ---- PyCUDA ------------------------------------------------------------------------------------
+
+class PyCuda:
+    """PyCUDA, built from vendor/ and working in the primary context; or the reason it is not."""
+
+    def __init__(self, scratch):
+        self.reason = None
+        self.cache_dir = scratch / "pycuda-cache"
+        self.cache_dir.mkdir()
+        try:
+            import peers
+            self.site = peers.build()
+        except SystemExit as e:
+            self.reason = str(e.code)
+            return
+        sys.path.insert(0, str(self.site))
+        try:
+            import pycuda.driver as drv
+            from pycuda.compiler import SourceModule
+            drv.init()
+            self.context = drv.Device(0).retain_primary_context()
+            self.context.push()
+            atexit.register(self.context.pop)
+        except Exception as e:  # built but not usable here: the rows say why
+            self.reason = f"PyCUDA does not start: {type(e).__name__}: {e}"
+            return
+        self.drv, self.SourceModule = drv, SourceModule
+        self.version = sys.modules["pycuda"].VERSION_TEXT
+
+    def module(self, source):
+        return self.SourceModule(source, no_extern_c=True, cache_dir=str(self.cache_dir))
 
 
 # ---- Describing the run ------------------------------------------------------------------------

@@ -53,8 +53,7 @@ import numpy as np
 
 import children
 import kiln
-import peers
-from common import (BUILD, ROOT, MiB, Ways, build_c_parts, build_compile, build_driver_program,
+from common import (BUILD, ROOT, MiB, PyCuda, Ways, build_c_parts, build_compile, build_driver_program,
                     cpu_model, driver_version, gpu_slug, median, package_version,
                     round_trip_ways, run_baseline, run_compile, save_results, source_commit,
                     stamp)
@@ -91,38 +90,6 @@ NOT_APPLICABLE = {
     ("pycuda_call", "round_trip_us"): "see PyCUDA In/Out",
     ("pycuda_prepared", "round_trip_us"): "see PyCUDA In/Out",
 }
-
-
-# ---- PyCUDA ------------------------------------------------------------------------------------
-
-class PyCuda:
-    """PyCUDA, built from vendor/ and working in the primary context; or the reason it is not."""
-
-    def __init__(self, scratch):
-        self.reason = None
-        self.cache_dir = scratch / "pycuda-cache"
-        self.cache_dir.mkdir()
-        try:
-            self.site = peers.build()
-        except SystemExit as e:
-            self.reason = str(e.code)
-            return
-        sys.path.insert(0, str(self.site))
-        try:
-            import pycuda.driver as drv
-            from pycuda.compiler import SourceModule
-            drv.init()
-            self.context = drv.Device(0).retain_primary_context()
-            self.context.push()
-            atexit.register(self.context.pop)
-        except Exception as e:  # built but not usable here: the rows say why
-            self.reason = f"PyCUDA does not start: {type(e).__name__}: {e}"
-            return
-        self.drv, self.SourceModule = drv, SourceModule
-        self.version = sys.modules["pycuda"].VERSION_TEXT
-
-    def module(self, source):
-        return self.SourceModule(source, no_extern_c=True, cache_dir=str(self.cache_dir))
 
 
 # ---- Launch overhead and the round trip ----------------------------------------------------------

@@ -33,11 +33,6 @@ def sample(dtype, shape):
 
 # ---- no GPU needed ---------------------------------------------------------------------------
 
-def test_a_non_contiguous_source_is_refused_before_the_gpu():
-    with pytest.raises(ValueError, match="not C-contiguous"):
-        kiln.to_device(np.ones((4, 4))[:, ::2])
-
-
 def test_to_device_takes_numpy_arrays_only():
     with pytest.raises(TypeError, match="numpy array"):
         kiln.to_device([1, 2, 3])
@@ -56,9 +51,11 @@ def test_asarray_explains_what_it_wraps():
         kiln.asarray(np.ones(3))  # numpy offers DLPack, on the CPU
 
 
-def test_device_array_cannot_be_made_directly():
-    with pytest.raises(TypeError):
+def test_device_array_needs_a_shape_and_a_dtype():
+    with pytest.raises(TypeError, match="'shape'"):
         kiln.DeviceArray()
+    with pytest.raises(TypeError, match="'dtype'"):
+        kiln.DeviceArray(3)
 
 
 # ---- round trips -------------------------------------------------------------------------------
@@ -101,12 +98,9 @@ def test_views_along_the_first_axis():
     assert a[2].shape == (4,) and a[2].ptr == a.ptr + 2 * 16
     assert a[5:2].shape == (0, 4)
     assert len(a) == 6
-    with pytest.raises(ValueError, match="step 1"):
-        a[::2]
-    with pytest.raises(IndexError):
+    with pytest.raises(IndexError, match="out of bounds"):
         a[6]
-    with pytest.raises(TypeError):
-        a[1, 2]
+    assert a[1, 2].shape == () and a[1, 2].ptr == a.ptr + 16 + 8
     # A view keeps its parent's memory alive.
     v = kiln.to_device(host)[3:5]
     import gc
@@ -198,8 +192,10 @@ def test_torch_both_ways_without_copies(mod):
     scale(w, np.float32(2), np.int32(8), block=(8, 1, 1), stream=stream)
     torch.cuda.synchronize()
     assert torch.equal(x.cpu(), torch.arange(8, dtype=torch.float32) * 2)
-    with pytest.raises(ValueError, match="not C-contiguous"):
-        kiln.asarray(torch.zeros(4, 4, device="cuda").t())
+    t = torch.arange(16, dtype=torch.float32, device="cuda").reshape(4, 4).t()
+    v = kiln.asarray(t)  # a strided view, no copy
+    assert v.ptr == t.data_ptr() and v.strides == (4, 16) and not v.flags.c_contiguous
+    assert v.flags.f_contiguous
 
 
 @pytest.mark.gpu

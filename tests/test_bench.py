@@ -22,7 +22,7 @@ from helpers import HAVE_GPU
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 BENCH = ROOT / "bench"
 RESULTS = BENCH / "results"
-SCRIPTS = ["launch", "cache", "compare", "memory", "transfer"]
+SCRIPTS = ["launch", "cache", "compare", "memory", "transfer", "arrays", "kernel_shapes"]
 MODULES = ["common", "kernels", "children", "peers", *SCRIPTS]
 
 
@@ -78,6 +78,8 @@ def test_every_bench_module_imports(bench):
     ("compare", ["--quick", "--out"]),
     ("memory", ["--quick", "--out"]),
     ("transfer", ["--quick", "--out", "--sweep"]),
+    ("arrays", ["--quick", "--out"]),
+    ("kernel_shapes", ["--quick", "--out"]),
 ])
 def test_every_script_parses_its_options(script, options):
     done = run([BENCH / f"{script}.py", "--help"], timeout=60)
@@ -156,6 +158,29 @@ def test_compare_kiln_child_runs_to_the_device(tmp_path):
         done = run(args, timeout=120, **env)
         out = json.loads(done.stdout.strip().splitlines()[-1])
         assert out["hit"] is True and out["ms"] > 0, out
+
+
+def test_arrays_first_operator_child_runs_to_the_device(tmp_path):
+    """children.py's first x * y: measured where there is a GPU (the second process finds the
+    kernel on disk); without one, it stops at the first device use, saying so."""
+    env = {"KILN_CACHE_DIR": str(tmp_path / "cache")}
+    args = [BENCH / "children.py", "arrays", "first_operator"]
+    done = run(args, timeout=120, **env)
+    if not HAVE_GPU:
+        assert done.returncode != 0
+        assert re.search(r"^kiln\.\w*Error: ", done.stderr, re.M), done.stderr
+        return
+    assert done.returncode == 0, done.stderr
+    out = json.loads(run(args, timeout=120, **env).stdout.strip().splitlines()[-1])
+    assert out["ms"] > 0, out
+
+
+def test_arrays_report_from_a_results_file(bench):
+    result = {"figures": {"elementwise_us": {"1000": {"kiln": {"median": 4.0},
+                                                      "torch": {"median": 8.0}}}},
+              "gpu": "G", "date": "D"}
+    table = bench["arrays"].markdown(result)
+    assert "| z = x*y into z, n = 10^3, µs | 4 | 8 (2.00×) |" in table
 
 
 @pytest.mark.parametrize("mode", ["disk", "first"])

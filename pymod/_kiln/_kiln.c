@@ -56,7 +56,7 @@ static PyModuleDef_Slot kpy_slots[] = {
     {0, NULL},
 };
 
-static struct PyModuleDef kpy_def = {
+PyModuleDef kpy_module_def = {
     PyModuleDef_HEAD_INIT,
     .m_name = "kiln._kiln",
     .m_doc = "kiln's extension module: compile CUDA C++ with NVRTC and launch it.",
@@ -68,4 +68,4 @@ static struct PyModuleDef kpy_def = {
 };
 
 PyMODINIT_FUNC PyInit__kiln(void);
-PyMODINIT_FUNC PyInit__kiln(void) { return PyModuleDef_Init(&kpy_def); }
+PyMODINIT_FUNC PyInit__kiln(void) { return PyModuleDef_Init(&kpy_module_def); }

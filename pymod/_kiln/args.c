@@ -145,6 +145,24 @@ static int kpy_pack_transfer(const kiln_function *f, int index, kpy_transfer *t,
   return 0;
 }
 
+/* A DeviceArray as the address of its element [0, ..., 0]: a kernel indexes it as contiguous
+ * memory, so a strided view is refused; its ptr passes that address on purpose. */
+static int kpy_pack_array(const kiln_function *f, int index, PyObject *obj, void *slot) {
+  if (kpy_array_device(obj) != kiln_device_current())
+    return kpy_arg_error(PyExc_ValueError, f, index,
+                         "the array is on device %d; the launch "
+                         "is on device %d",
+                         kpy_array_device(obj), kiln_device_current());
+  if (!kpy_array_is_contiguous(obj))
+    return kpy_arg_error(PyExc_ValueError, f, index,
+                         "the array is not contiguous (a strided view); pass a.copy() for a "
+                         "contiguous copy, or a.ptr (or a.gpudata) to pass its address on "
+                         "purpose");
+  kiln_deviceptr p = kpy_array_ptr(obj);
+  memcpy(slot, &p, sizeof p);
+  return 0;
+}
+
 /* The error the CUDA array interface reader raised, again, naming the argument. */
 static int kpy_arg_reraise(const kiln_function *f, int index) {
   if (!PyErr_ExceptionMatches(PyExc_TypeError) && !PyErr_ExceptionMatches(PyExc_ValueError))
@@ -218,14 +236,7 @@ int kpy_pack_arg(kpy_state *st, const kiln_function *f, int index, PyObject *obj
   }
   if (tp == st->ref.DeviceArray_type) {
     if (!kpy_is_pointer_class(cls)) goto wrong;
-    if (kpy_array_device(obj) != kiln_device_current())
-      return kpy_arg_error(PyExc_ValueError, f, index,
-                           "the array is on device %d; the launch "
-                           "is on device %d",
-                           kpy_array_device(obj), kiln_device_current());
-    kiln_deviceptr p = kpy_array_ptr(obj);
-    memcpy(slot, &p, sizeof p);
-    return 0;
+    return kpy_pack_array(f, index, obj, slot);
   }
   if (PyArray_Check(obj)) {
     if (cls == KILN_PARAM_AGGREGATE) return kpy_pack_bytes(f, index, obj, slot);
@@ -249,6 +260,7 @@ int kpy_pack_arg(kpy_state *st, const kiln_function *f, int index, PyObject *obj
   }
   /* A device array first: torch tensors also have __index__, for one-element tensors. */
   if (kpy_is_pointer_class(cls) && !PyLong_Check(obj) && !PyArray_IsScalar(obj, Integer)) {
+    if (kpy_array_check(st, obj)) return kpy_pack_array(f, index, obj, slot); /* a subclass */
     int handled = 0;
     if (kpy_pack_cai(st, f, index, obj, slot, packed, &handled) < 0) return -1;
     if (handled) return 0;

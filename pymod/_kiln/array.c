@@ -1,46 +1,43 @@
-/* kiln.DeviceArray, the type: its methods and attributes, assembled from the core (arrayobj.c)
- * and the exchange with other libraries (interop.c); and its makers kiln.to_device, empty and
- * zeros. A DeviceArray is C-contiguous. */
+/* kiln.DeviceArray (PyCUDA's GPUArray), the type: its attributes, its conversions to Python
+ * values and text, and the methods and slots assembled from the core (arrayobj.c), the views
+ * (views.c), the copies (arraycopy.c) and the exchange with other libraries (interop.c); its
+ * flags' type; and the makers kiln.empty and zeros. */
 #include "array.h"
 
+#include "arraycopy.h"
 #include "arrayobj.h"
 #include "arrayops.h"
 #include "errors.h"
 #include "interop.h"
 #include "shape.h"
 #include "stream.h"
+#include "views.h"
 
 #include <string.h>
 
 /* ---- Making arrays ------------------------------------------------------------------------ */
 
-/* stream= of an array call, read once. */
-typedef struct kpy_on {
-  PyObject *arg;      /* borrowed: None, a kiln.Stream, an int handle or another library's */
-  kiln_stream handle; /* what kpy_stream_parse read from it */
-} kpy_on;
-
-static int kpy_on_parse(kpy_state *st, PyObject *arg, kpy_on *on) {
-  on->arg = arg;
-  return kpy_stream_parse(st, arg, &on->handle);
-}
-
 static PyObject *kpy_empty_or_zeros(PyObject *module, PyObject *args, PyObject *kwargs, int zero,
                                     const char *fmt) {
-  static char *kwlist[] = {(char *)"shape", (char *)"dtype", (char *)"stream", NULL};
+  static char *kwlist[] = {(char *)"shape", (char *)"dtype", (char *)"stream", (char *)"order",
+                           NULL};
   kpy_state *st = kpy_state_of_module(module);
   PyObject *shape_obj, *stream_obj = Py_None;
   PyArray_Descr *dtype = NULL;
+  const char *order = "C";
   kpy_on on;
   if (!PyArg_ParseTupleAndKeywords(args, kwargs, fmt, kwlist, &shape_obj, PyArray_DescrConverter,
-                                   &dtype, &stream_obj))
+                                   &dtype, &stream_obj, &order))
     return NULL;
   Py_ssize_t shape[KPY_MAX_DIMS];
   int ndim = 0;
   kpy_array *a = NULL;
   if (!dtype) dtype = PyArray_DescrFromType(NPY_DOUBLE);
-  if (kpy_shape_parse(shape_obj, &ndim, shape) == 0 && kpy_on_parse(st, stream_obj, &on) == 0)
-    a = kpy_array_new(st, dtype, ndim, shape, on.handle, kpy_stream_owner(stream_obj));
+  if (strcmp(order, "C") && strcmp(order, "F"))
+    PyErr_Format(PyExc_ValueError, "order must be 'C' or 'F', not '%.20s'", order);
+  else if (kpy_shape_parse(shape_obj, &ndim, shape) == 0 && kpy_on_parse(st, stream_obj, &on) == 0)
+    a = kpy_array_new_order(st, dtype, ndim, shape, order[0] == 'F', on.handle,
+                            kpy_stream_owner(stream_obj));
   Py_DECREF(dtype);
   if (a && zero && a->nbytes) {
     kiln_status s = kiln_memset_async(a->ptr, 0, (size_t)a->nbytes, on.handle);
@@ -53,315 +50,375 @@ static PyObject *kpy_empty_or_zeros(PyObject *module, PyObject *args, PyObject *
 }
 
 static PyObject *kpy_empty(PyObject *module, PyObject *args, PyObject *kwargs) {
-  return kpy_empty_or_zeros(module, args, kwargs, 0, "O|O&O:empty");
+  return kpy_empty_or_zeros(module, args, kwargs, 0, "O|O&Os:empty");
 }
 
 static PyObject *kpy_zeros(PyObject *module, PyObject *args, PyObject *kwargs) {
-  return kpy_empty_or_zeros(module, args, kwargs, 1, "O|O&O:zeros");
+  return kpy_empty_or_zeros(module, args, kwargs, 1, "O|O&Os:zeros");
 }
 
-/* ---- Copies between host and device ------------------------------------------------------- */
+/* ---- Flags -------------------------------------------------------------------------------- */
 
-/* A host array an array can copy to or from: an ndarray, C-contiguous, of its dtype and shape
- * (and writable, to receive). */
-static int kpy_check_host(kpy_array *a, PyObject *host, int receive, const char *what) {
-  if (!PyArray_Check(host)) {
-    PyErr_Format(PyExc_TypeError, "%s must be a numpy array, not %.100s", what,
-                 Py_TYPE(host)->tp_name);
-    return -1;
-  }
-  PyArrayObject *h = (PyArrayObject *)host;
-  if (!PyArray_IS_C_CONTIGUOUS(h)) {
-    PyErr_Format(PyExc_ValueError,
-                 "%s is not C-contiguous; copy it with "
-                 "numpy.ascontiguousarray first",
-                 what);
-    return -1;
-  }
-  if (receive && !PyArray_ISWRITEABLE(h)) {
-    PyErr_Format(PyExc_ValueError, "%s is read-only", what);
-    return -1;
-  }
-  if (!PyArray_EquivTypes(PyArray_DESCR(h), a->dtype)) {
-    PyErr_Format(PyExc_ValueError, "%s has dtype %R; the DeviceArray has %R", what,
-                 (PyObject *)PyArray_DESCR(h), (PyObject *)a->dtype);
-    return -1;
-  }
-  int same = PyArray_NDIM(h) == a->ndim;
-  for (int i = 0; same && i < a->ndim; i++) same = PyArray_DIM(h, i) == a->shape[i];
-  if (!same) {
-    PyObject *hs = PyObject_GetAttrString(host, "shape");
-    PyErr_Format(PyExc_ValueError,
-                 "%s has shape %R; the DeviceArray has %d dimension%s of "
-                 "%zd elements in all",
-                 what, hs, a->ndim, a->ndim == 1 ? "" : "s", a->size);
-    Py_XDECREF(hs);
-    return -1;
-  }
-  return 0;
+/* a.flags: what NumPy's and PyCUDA's flags say of the layout, fixed when read (an array's
+ * layout never changes). */
+typedef struct kpy_flags {
+  PyObject_HEAD
+  int flags;
+} kpy_flags;
+
+static PyObject *kpy_flags_get(PyObject *op, void *closure) {
+  int want = (int)(intptr_t)closure, flags = ((kpy_flags *)op)->flags;
+  return PyBool_FromLong(want ? (flags & want) != 0 : flags != 0); /* 0: forc */
 }
 
-/* Copies between a's memory and host. With stream= None the copy blocks. On a kiln.Stream it
- * is queued and the stream keeps host alive until it is seen to be done. On any other stream
- * (an int handle, another library's stream object) it is queued and then waited for: nothing
- * kiln holds past the call could keep host alive, as that stream knows nothing of it (the
- * same rule as In/Out in a launch); kiln.Stream.from_handle gives a queued copy there. */
-static int kpy_copy(kpy_state *st, kpy_array *a, PyObject *host, int to_host, const kpy_on *on) {
-  void *data = PyArray_DATA((PyArrayObject *)host);
-  size_t n = (size_t)a->nbytes;
-  kiln_deviceptr p = a->ptr;
-  kiln_stream h = on->handle;
-  kiln_status s;
-  if (!n) return 0;
-  if (on->arg == Py_None) {
-    Py_BEGIN_ALLOW_THREADS
-      s = to_host ? kiln_memcpy_dtoh(data, p, n) : kiln_memcpy_htod(p, data, n);
-    Py_END_ALLOW_THREADS
-  } else {
-    int queued = kpy_stream_is_kiln(st, on->arg);
-    /* A large pageable copy is staged by host threads before the call returns. */
-    Py_BEGIN_ALLOW_THREADS
-      s = to_host ? kiln_memcpy_dtoh_async(data, p, n, h) : kiln_memcpy_htod_async(p, data, n, h);
-      if (!s && !queued) s = kiln_stream_synchronize(h);
-    Py_END_ALLOW_THREADS
-    if (!s && queued && kpy_stream_keep(on->arg, host) < 0) return -1;
-  }
-  if (s) {
-    kpy_raise(st, s);
-    return -1;
-  }
-  return 0;
-}
-
-static PyObject *kpy_to_device(PyObject *module, PyObject *args, PyObject *kwargs) {
-  static char *kwlist[] = {(char *)"array", (char *)"stream", NULL};
-  kpy_state *st = kpy_state_of_module(module);
-  PyObject *host, *stream_obj = Py_None;
-  kpy_on on;
-  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|O:to_device", kwlist, &host, &stream_obj) ||
-      kpy_on_parse(st, stream_obj, &on) < 0)
-    return NULL;
-  if (PyArray_IsScalar(host, Generic)) /* np.float32(3) goes as a 0-d array */
-    host = PyArray_FromScalar(host, NULL);
-  else Py_INCREF(host);
-  if (!host) return NULL;
-  kpy_array *a = NULL;
-  if (!PyArray_Check(host)) {
-    PyErr_Format(PyExc_TypeError,
-                 "to_device() takes a numpy array, not %.100s "
-                 "(kiln.asarray wraps arrays already on the GPU)",
-                 Py_TYPE(host)->tp_name);
-  } else if (!PyArray_IS_C_CONTIGUOUS((PyArrayObject *)host)) { /* before the GPU is touched */
-    PyErr_SetString(PyExc_ValueError, "the array is not C-contiguous; copy it with "
-                                      "numpy.ascontiguousarray first");
-  } else {
-    PyArrayObject *h = (PyArrayObject *)host;
-    Py_ssize_t shape[KPY_MAX_DIMS];
-    for (int i = 0; i < PyArray_NDIM(h) && i < KPY_MAX_DIMS; i++) shape[i] = PyArray_DIM(h, i);
-    a = kpy_array_new(st, PyArray_DESCR(h), PyArray_NDIM(h), shape, on.handle,
-                      kpy_stream_owner(stream_obj));
-    if (a && (kpy_check_host(a, host, 0, "the array") < 0 || kpy_copy(st, a, host, 0, &on) < 0))
-      Py_CLEAR(a);
-  }
-  Py_DECREF(host);
-  return (PyObject *)a;
-}
-
-/* Copies a into out (None: a new numpy array) on stream; gives back out, a new reference. */
-static PyObject *kpy_array_into(kpy_state *st, kpy_array *a, PyObject *out, const kpy_on *on) {
-  if (out == Py_None) {
-    npy_intp dims[KPY_MAX_DIMS];
-    for (int i = 0; i < a->ndim; i++) dims[i] = a->shape[i];
-    Py_INCREF(a->dtype); /* NewFromDescr steals it */
-    out = PyArray_NewFromDescr(&PyArray_Type, a->dtype, a->ndim, dims, NULL, NULL, 0, NULL);
-    if (!out) return NULL;
-  } else {
-    if (kpy_check_host(a, out, 1, "out") < 0) return NULL;
-    Py_INCREF(out);
-  }
-  if (kpy_copy(st, a, out, 1, on) < 0) Py_CLEAR(out);
-  return out;
-}
-
-static PyObject *kpy_array_get(PyObject *op, PyObject *args, PyObject *kwargs) {
-  static char *kwlist[] = {(char *)"out", (char *)"stream", NULL};
-  kpy_state *st = kpy_state_of_type(Py_TYPE(op));
-  PyObject *out = Py_None, *stream_obj = Py_None;
-  kpy_on on;
-  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|OO:get", kwlist, &out, &stream_obj) ||
-      kpy_on_parse(st, stream_obj, &on) < 0)
-    return NULL;
-  return kpy_array_into(st, (kpy_array *)op, out, &on);
-}
-
-static PyObject *kpy_array_copy_to(PyObject *op, PyObject *args, PyObject *kwargs) {
-  static char *kwlist[] = {(char *)"host", (char *)"stream", NULL};
-  kpy_state *st = kpy_state_of_type(Py_TYPE(op));
-  PyObject *host, *stream_obj = Py_None;
-  kpy_on on;
-  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|O:copy_to", kwlist, &host, &stream_obj) ||
-      kpy_on_parse(st, stream_obj, &on) < 0)
-    return NULL;
-  PyObject *r = kpy_array_into(st, (kpy_array *)op, host, &on);
-  if (!r) return NULL;
-  Py_DECREF(r);
-  Py_RETURN_NONE;
-}
-
-static PyObject *kpy_array_copy_from(PyObject *op, PyObject *args, PyObject *kwargs) {
-  static char *kwlist[] = {(char *)"source", (char *)"stream", NULL};
-  kpy_array *a = (kpy_array *)op;
-  kpy_state *st = kpy_state_of_type(Py_TYPE(op));
-  PyObject *src, *stream_obj = Py_None;
-  kpy_on on;
-  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|O:copy_from", kwlist, &src, &stream_obj) ||
-      kpy_on_parse(st, stream_obj, &on) < 0)
-    return NULL;
-  if (PyObject_TypeCheck(src, st->ref.DeviceArray_type)) { /* device to device */
-    kpy_array *b = (kpy_array *)src;
-    if (b->nbytes != a->nbytes || !PyArray_EquivTypes(b->dtype, a->dtype)) {
-      PyErr_Format(PyExc_ValueError, "the source holds %zd elements of %R; this array %zd of %R",
-                   b->size, (PyObject *)b->dtype, a->size, (PyObject *)a->dtype);
-      return NULL;
-    }
-    kiln_status s = kiln_memcpy_dtod_async(a->ptr, b->ptr, (size_t)a->nbytes, on.handle);
-    if (s) return kpy_raise(st, s);
-    Py_RETURN_NONE;
-  }
-  if (kpy_check_host(a, src, 0, "the source") < 0 || kpy_copy(st, a, src, 0, &on) < 0) return NULL;
-  Py_RETURN_NONE;
-}
-
-/* ---- Views -------------------------------------------------------------------------------- */
-
-static PyObject *kpy_array_view(kpy_array *a, Py_ssize_t start, int ndim, const Py_ssize_t *shape) {
-  kpy_state *st = kpy_state_of_type(Py_TYPE(a));
-  kpy_array *v = kpy_array_blank(st, a->dtype, ndim, shape);
-  if (!v) return NULL;
-  Py_ssize_t row = a->ndim ? a->nbytes / (a->shape[0] ? a->shape[0] : 1) : 0;
-  v->ptr = v->nbytes ? a->ptr + (kiln_deviceptr)(start * row) : 0;
-  v->device = a->device;
-  v->stream = a->stream; /* where the memory is ordered: the consumers of its interface wait */
-  v->base = Py_NewRef((PyObject *)a);
-  return (PyObject *)v;
-}
-
-static PyObject *kpy_array_subscript(PyObject *op, PyObject *key) {
-  kpy_array *a = (kpy_array *)op;
-  if (a->ndim == 0) {
-    PyErr_SetString(PyExc_IndexError, "a 0-d DeviceArray cannot be indexed; get() it");
-    return NULL;
-  }
-  Py_ssize_t n = a->shape[0], shape[KPY_MAX_DIMS];
-  memcpy(shape, a->shape, (size_t)a->ndim * sizeof *shape);
-  if (PyIndex_Check(key)) {
-    Py_ssize_t i = PyNumber_AsSsize_t(key, PyExc_IndexError);
-    if (i == -1 && PyErr_Occurred()) return NULL;
-    if (i < 0) i += n;
-    if (i < 0 || i >= n) {
-      PyErr_Format(PyExc_IndexError, "index %zd is out of range for an axis of %zd", i, n);
-      return NULL;
-    }
-    return kpy_array_view(a, i, a->ndim - 1, shape + 1);
-  }
-  if (PySlice_Check(key)) {
-    Py_ssize_t start, stop, step;
-    if (PySlice_Unpack(key, &start, &stop, &step) < 0) return NULL;
-    Py_ssize_t len = PySlice_AdjustIndices(n, &start, &stop, step);
-    if (step != 1) {
-      PyErr_SetString(PyExc_ValueError, "a DeviceArray view must be contiguous: slices of the "
-                                        "first axis with step 1 only");
-      return NULL;
-    }
-    shape[0] = len;
-    return kpy_array_view(a, len ? start : 0, a->ndim, shape);
-  }
-  PyErr_Format(PyExc_TypeError,
-               "a DeviceArray is indexed by an int or a slice of its first "
-               "axis, not %.100s",
-               Py_TYPE(key)->tp_name);
+static PyObject *kpy_flags_item(PyObject *op, PyObject *key) {
+  static const struct {
+    const char *name;
+    int want;
+  } keys[] = {{"C_CONTIGUOUS", KPY_C_CONTIGUOUS},
+              {"C", KPY_C_CONTIGUOUS},
+              {"F_CONTIGUOUS", KPY_F_CONTIGUOUS},
+              {"F", KPY_F_CONTIGUOUS},
+              {"FORC", 0}};
+  const char *k = PyUnicode_Check(key) ? PyUnicode_AsUTF8(key) : NULL;
+  for (size_t i = 0; k && i < sizeof keys / sizeof keys[0]; i++)
+    if (!strcmp(k, keys[i].name)) return kpy_flags_get(op, (void *)(intptr_t)keys[i].want);
+  PyErr_Clear();
+  PyErr_Format(PyExc_KeyError, "%R: a DeviceArray's flags are C_CONTIGUOUS, F_CONTIGUOUS, FORC",
+               key);
   return NULL;
 }
 
-static Py_ssize_t kpy_array_length(PyObject *op) {
-  kpy_array *a = (kpy_array *)op;
-  if (a->ndim == 0) {
-    PyErr_SetString(PyExc_TypeError, "len() of a 0-d DeviceArray");
-    return -1;
-  }
-  return a->shape[0];
+static PyObject *kpy_flags_repr(PyObject *op) {
+  int flags = ((kpy_flags *)op)->flags;
+  return PyUnicode_FromFormat("  C_CONTIGUOUS : %s\n  F_CONTIGUOUS : %s",
+                              flags & KPY_C_CONTIGUOUS ? "True" : "False",
+                              flags & KPY_F_CONTIGUOUS ? "True" : "False");
 }
+
+static void kpy_flags_dealloc(PyObject *op) {
+  PyTypeObject *tp = Py_TYPE(op);
+  tp->tp_free(op);
+  Py_DECREF(tp);
+}
+
+static PyGetSetDef kpy_flags_getset[] = {
+    {"c_contiguous", kpy_flags_get, NULL, "C-contiguous.", (void *)(intptr_t)KPY_C_CONTIGUOUS},
+    {"f_contiguous", kpy_flags_get, NULL, "Fortran-contiguous.",
+     (void *)(intptr_t)KPY_F_CONTIGUOUS},
+    {"forc", kpy_flags_get, NULL, "C- or Fortran-contiguous.", (void *)(intptr_t)0},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+static PyType_Slot kpy_flags_slots[] = {
+    {Py_tp_dealloc, kpy_flags_dealloc},
+    {Py_tp_getset, kpy_flags_getset},
+    {Py_tp_repr, kpy_flags_repr},
+    {Py_mp_subscript, kpy_flags_item},
+    {Py_tp_doc, (void *)"A DeviceArray's layout: c_contiguous, f_contiguous, forc."},
+    {0, NULL},
+};
+
+static PyType_Spec kpy_flags_spec = {"kiln.ArrayFlags", sizeof(kpy_flags), 0,
+                                     Py_TPFLAGS_DEFAULT | Py_TPFLAGS_IMMUTABLETYPE |
+                                         Py_TPFLAGS_DISALLOW_INSTANTIATION,
+                                     kpy_flags_slots};
 
 /* ---- Attributes --------------------------------------------------------------------------- */
 
+#define KPY_ARRAY(op) ((kpy_array *)(op))
+
 static PyObject *kpy_array_get_shape(PyObject *op, void *c) {
   (void)c;
-  return kpy_shape_tuple(((kpy_array *)op)->shape, ((kpy_array *)op)->ndim);
+  return kpy_shape_tuple(KPY_ARRAY(op)->shape, KPY_ARRAY(op)->ndim);
 }
 
 static PyObject *kpy_array_get_strides(PyObject *op, void *c) {
   (void)c;
-  kpy_array *a = (kpy_array *)op;
-  Py_ssize_t strides[KPY_MAX_DIMS], s = PyDataType_ELSIZE(a->dtype);
-  for (int i = a->ndim - 1; i >= 0; i--) {
-    strides[i] = s;
-    s *= a->shape[i];
-  }
-  return kpy_shape_tuple(strides, a->ndim);
+  return kpy_shape_tuple(KPY_ARRAY(op)->strides, KPY_ARRAY(op)->ndim);
+}
+
+static PyObject *kpy_array_get_flags(PyObject *op, void *c) {
+  (void)c;
+  kpy_state *st = kpy_state_of_type(Py_TYPE(op));
+  if (!st) return NULL;
+  kpy_flags *f = (kpy_flags *)st->ref.ArrayFlags_type->tp_alloc(st->ref.ArrayFlags_type, 0);
+  if (f) f->flags = KPY_ARRAY(op)->flags;
+  return (PyObject *)f;
 }
 
 static PyObject *kpy_array_get_dtype(PyObject *op, void *c) {
   (void)c;
-  return Py_NewRef((PyObject *)((kpy_array *)op)->dtype);
+  return Py_NewRef((PyObject *)KPY_ARRAY(op)->dtype);
 }
 
 static PyObject *kpy_array_get_size(PyObject *op, void *c) {
   (void)c;
-  return PyLong_FromSsize_t(((kpy_array *)op)->size);
+  return PyLong_FromSsize_t(KPY_ARRAY(op)->size);
+}
+
+static PyObject *kpy_array_get_itemsize(PyObject *op, void *c) {
+  (void)c;
+  return PyLong_FromSsize_t(KPY_ARRAY(op)->itemsize);
 }
 
 static PyObject *kpy_array_get_nbytes(PyObject *op, void *c) {
   (void)c;
-  return PyLong_FromSsize_t(((kpy_array *)op)->nbytes);
+  return PyLong_FromSsize_t(KPY_ARRAY(op)->nbytes);
 }
 
 static PyObject *kpy_array_get_ndim(PyObject *op, void *c) {
   (void)c;
-  return PyLong_FromLong(((kpy_array *)op)->ndim);
+  return PyLong_FromLong(KPY_ARRAY(op)->ndim);
 }
 
 static PyObject *kpy_array_get_ptr(PyObject *op, void *c) {
   (void)c;
-  return PyLong_FromUnsignedLongLong(((kpy_array *)op)->ptr);
+  return PyLong_FromUnsignedLongLong(KPY_ARRAY(op)->ptr);
 }
 
 static PyObject *kpy_array_get_device(PyObject *op, void *c) {
   (void)c;
-  return PyLong_FromLong(((kpy_array *)op)->device);
+  return PyLong_FromLong(KPY_ARRAY(op)->device);
 }
 
-/* ---- The type ----------------------------------------------------------------------------- */
+static PyObject *kpy_array_get_base(PyObject *op, void *c) {
+  (void)c;
+  PyObject *base = KPY_ARRAY(op)->base;
+  return Py_NewRef(base ? base : Py_None);
+}
 
-static PyObject *kpy_array_repr(PyObject *op) {
-  kpy_array *a = (kpy_array *)op;
-  PyObject *shape = kpy_shape_tuple(a->shape, a->ndim);
-  if (!shape) return NULL;
-  PyObject *r = PyUnicode_FromFormat("<kiln.DeviceArray shape=%R dtype=%R on device %d>", shape,
-                                     (PyObject *)a->dtype, a->device);
-  Py_DECREF(shape);
+static PyObject *kpy_array_get_allocator(PyObject *op, void *c) {
+  (void)c;
+  PyObject *allocator = KPY_ARRAY(op)->allocator;
+  return Py_NewRef(allocator ? allocator : Py_None);
+}
+
+/* What owns the memory, PyCUDA's way: the allocation object of an array that has one, and of
+ * a view that starts where it does; the address, an int, for a view that starts elsewhere (or
+ * an array wrapped from another library); None for an empty array with no memory. */
+static PyObject *kpy_array_get_gpudata(PyObject *op, void *c) {
+  (void)c;
+  kpy_array *a = KPY_ARRAY(op);
+  if (a->gpudata) return Py_NewRef(a->gpudata);
+  kpy_state *st = kpy_state_of_type(Py_TYPE(op));
+  if (!st) return NULL;
+  if (a->base && kpy_array_check(st, a->base)) {
+    kpy_array *owner = KPY_ARRAY(a->base);
+    if (owner->gpudata && owner->ptr == a->ptr) return Py_NewRef(owner->gpudata);
+  }
+  if (!a->ptr && !a->size) Py_RETURN_NONE;
+  return PyLong_FromUnsignedLongLong(a->ptr);
+}
+
+/* ---- Conversions -------------------------------------------------------------------------- */
+
+/* The host copy of a one-element array, for NumPy to convert as it converts its own; NULL with
+ * NumPy's TypeError for any other size, before anything is copied. */
+static PyObject *kpy_array_single(PyObject *op) {
+  kpy_array *a = KPY_ARRAY(op);
+  if (a->size != 1) {
+    PyErr_SetString(PyExc_TypeError, "only 0-dimensional arrays can be converted to Python "
+                                     "scalars");
+    return NULL;
+  }
+  kpy_state *st = kpy_state_of_type(Py_TYPE(op));
+  return st ? kpy_array_to_host(st, a) : NULL;
+}
+
+static int kpy_array_bool(PyObject *op) {
+  kpy_array *a = KPY_ARRAY(op);
+  if (a->size != 1) {
+    PyErr_SetString(PyExc_ValueError,
+                    a->size ? "The truth value of an array with more than one element is "
+                              "ambiguous. Use a.any() or a.all()"
+                            : "The truth value of an empty array is ambiguous. Use `array.size "
+                              "> 0` to check that an array is not empty.");
+    return -1;
+  }
+  PyObject *h = kpy_array_single(op);
+  int r = h ? PyObject_IsTrue(h) : -1;
+  Py_XDECREF(h);
   return r;
 }
 
+static PyObject *kpy_array_int(PyObject *op) {
+  PyObject *h = kpy_array_single(op), *r = h ? PyNumber_Long(h) : NULL;
+  Py_XDECREF(h);
+  return r;
+}
+
+static PyObject *kpy_array_float(PyObject *op) {
+  PyObject *h = kpy_array_single(op), *r = h ? PyNumber_Float(h) : NULL;
+  Py_XDECREF(h);
+  return r;
+}
+
+static PyObject *kpy_array_complex(PyObject *op, PyObject *unused) {
+  (void)unused;
+  PyObject *h = kpy_array_single(op);
+  PyObject *r = h ? PyObject_CallOneArg((PyObject *)&PyComplex_Type, h) : NULL;
+  Py_XDECREF(h);
+  return r;
+}
+
+static PyObject *kpy_array_index(PyObject *op) {
+  kpy_array *a = KPY_ARRAY(op);
+  if (a->ndim || !PyTypeNum_ISINTEGER(a->dtype->type_num)) {
+    PyErr_SetString(PyExc_TypeError, "only integer scalar arrays can be converted to a scalar "
+                                     "index");
+    return NULL;
+  }
+  PyObject *h = kpy_array_single(op), *r = h ? PyNumber_Index(h) : NULL;
+  Py_XDECREF(h);
+  return r;
+}
+
+static PyObject *kpy_array_tolist(PyObject *op, PyObject *unused) {
+  (void)unused;
+  kpy_state *st = kpy_state_of_type(Py_TYPE(op));
+  PyObject *h = st ? kpy_array_to_host(st, KPY_ARRAY(op)) : NULL;
+  PyObject *r = h ? PyObject_CallMethod(h, "tolist", NULL) : NULL;
+  Py_XDECREF(h);
+  return r;
+}
+
+/* NumPy must not copy a DeviceArray to the host behind the caller's back (np.asarray(a), a host
+ * array built from a list of them): it asks for __array__, which says what to call. */
+static PyObject *kpy_array_array(PyObject *op, PyObject *args, PyObject *kwargs) {
+  (void)op, (void)args, (void)kwargs;
+  PyErr_SetString(PyExc_TypeError, "a DeviceArray is in device memory and NumPy does not copy it "
+                                   "implicitly; a.get() gives a numpy array of its values");
+  return NULL;
+}
+
+/* Iteration over the first axis, by index. */
+static PyObject *kpy_array_item(PyObject *op, Py_ssize_t i) {
+  kpy_array *a = KPY_ARRAY(op);
+  if (a->ndim == 0 || i < 0 || i >= a->shape[0]) {
+    PyErr_SetString(a->ndim ? PyExc_IndexError : PyExc_TypeError,
+                    a->ndim ? "index out of range" : "a 0-d array has no items");
+    return NULL;
+  }
+  PyObject *k = PyLong_FromSsize_t(i), *r = k ? kpy_array_subscript(op, k) : NULL;
+  Py_XDECREF(k);
+  return r;
+}
+
+static PyObject *kpy_array_iter(PyObject *op) {
+  if (KPY_ARRAY(op)->ndim == 0) {
+    PyErr_SetString(PyExc_TypeError, "iteration over a 0-d array");
+    return NULL;
+  }
+  return PySeqIter_New(op);
+}
+
+/* NumPy's repr r, "array(...)", as name(...), its continuation lines indented to match. */
+static PyObject *kpy_renamed(PyObject *r, PyObject *name) {
+  PyObject *prefix = PyUnicode_FromString("array("), *old = PyUnicode_FromString("\n      ");
+  PyObject *space = PyUnicode_FromString(" "), *rest = NULL, *pad = NULL, *indent = NULL,
+           *body = NULL, *out = NULL;
+  Py_ssize_t match = prefix ? PyUnicode_Tailmatch(r, prefix, 0, 6, -1) : -1;
+  if (match == 0) out = Py_NewRef(r);
+  else if (match > 0 && old && space && (rest = PyUnicode_Substring(r, 6, PY_SSIZE_T_MAX)) &&
+           (pad = PySequence_Repeat(space, PyUnicode_GET_LENGTH(name) + 1)) &&
+           (indent = PyUnicode_FromFormat("\n%U", pad)) &&
+           (body = PyUnicode_Replace(rest, old, indent, -1)))
+    out = PyUnicode_FromFormat("%U(%U", name, body);
+  Py_XDECREF(prefix);
+  Py_XDECREF(old);
+  Py_XDECREF(space);
+  Py_XDECREF(rest);
+  Py_XDECREF(pad);
+  Py_XDECREF(indent);
+  Py_XDECREF(body);
+  return out;
+}
+
+/* Text: NumPy's, of the values copied to the host, under the class's name. An array whose
+ * values cannot be read (no device, or kiln._ops missing for a strided one) still has a
+ * repr, which says why. */
+static PyObject *kpy_array_text(PyObject *op, int repr) {
+  kpy_array *a = KPY_ARRAY(op);
+  kpy_state *st = kpy_state_of_type(Py_TYPE(op));
+  PyObject *name = PyObject_GetAttrString((PyObject *)Py_TYPE(op), "__name__");
+  PyObject *h = st && name ? kpy_array_to_host(st, a) : NULL, *r = NULL;
+  if (!h) {
+    if (!name || !PyErr_ExceptionMatches(PyExc_Exception)) goto done;
+    PyObject *shape = kpy_shape_tuple(a->shape, a->ndim), *why = NULL;
+#if PY_VERSION_HEX >= 0x030C0000
+    PyObject *exc = PyErr_GetRaisedException();
+#else
+    PyObject *exc_type, *exc, *tb;
+    PyErr_Fetch(&exc_type, &exc, &tb);
+    PyErr_NormalizeException(&exc_type, &exc, &tb);
+    Py_XDECREF(exc_type);
+    Py_XDECREF(tb);
+#endif
+    why = exc ? PyObject_Str(exc) : NULL;
+    if (shape && why)
+      r = PyUnicode_FromFormat("<%U shape=%R dtype=%S on device %d; its values could not be read: "
+                               "%s: %U>",
+                               name, shape, (PyObject *)a->dtype, a->device, Py_TYPE(exc)->tp_name,
+                               why);
+    Py_XDECREF(exc);
+    Py_XDECREF(why);
+    Py_XDECREF(shape);
+    goto done;
+  }
+  r = repr ? PyObject_Repr(h) : PyObject_Str(h);
+  if (repr && r) Py_SETREF(r, kpy_renamed(r, name));
+done:
+  Py_XDECREF(h);
+  Py_XDECREF(name);
+  return r;
+}
+
+static PyObject *kpy_array_repr(PyObject *op) { return kpy_array_text(op, 1); }
+static PyObject *kpy_array_str(PyObject *op) { return kpy_array_text(op, 0); }
+
+/* ---- The type ----------------------------------------------------------------------------- */
+
+#define KPY_KW(f) ((PyCFunction)(void (*)(void))(f)), METH_VARARGS | METH_KEYWORDS
+
 static PyMethodDef kpy_array_methods[] = {
-    {"get", (PyCFunction)(void (*)(void))kpy_array_get, METH_VARARGS | METH_KEYWORDS,
-     "get(out=None, stream=None): the contents as a numpy array (into out when given). With a "
-     "stream the copy is queued; the array holds the data once the stream is synchronized."},
-    {"copy_to", (PyCFunction)(void (*)(void))kpy_array_copy_to, METH_VARARGS | METH_KEYWORDS,
-     "copy_to(host, stream=None): into a numpy array of the same dtype and shape."},
-    {"copy_from", (PyCFunction)(void (*)(void))kpy_array_copy_from, METH_VARARGS | METH_KEYWORDS,
+    /* Copies (arraycopy.c) */
+    {"get", KPY_KW(kpy_array_get),
+     "get(ary=None, pagelocked=False, async_=False, stream=None, *, out=None): the values as a "
+     "numpy array: a new one (page-locked when asked), or into ary (out is another name for "
+     "it), which has the array's dtype and size. On a kiln.Stream the copy is queued."},
+    {"get_async", KPY_KW(kpy_array_get_async),
+     "get_async(stream=None, ary=None): get() on a "
+     "stream."},
+    {"set", KPY_KW(kpy_array_set),
+     "set(ary, async_=False, stream=None): the values of the numpy array ary (the array's dtype "
+     "and size) copied in."},
+    {"set_async", KPY_KW(kpy_array_set_async), "set_async(ary, stream=None): set() on a stream."},
+    {"copy", KPY_KW(kpy_array_copy), "copy(stream=None): a new contiguous array of the values."},
+    {"copy_to", KPY_KW(kpy_array_copy_to),
+     "copy_to(host, stream=None): into a numpy array of the same dtype and size."},
+    {"copy_from", KPY_KW(kpy_array_copy_from),
      "copy_from(source, stream=None): from a numpy array or a DeviceArray of the same dtype and "
-     "shape."},
-    {"__dlpack__", (PyCFunction)(void (*)(void))kpy_array_dlpack, METH_VARARGS | METH_KEYWORDS,
+     "size."},
+    /* Views (views.c) */
+    {"reshape", KPY_KW(kpy_array_reshape),
+     "reshape(*shape, order='C'): the same elements in another shape (one entry may be -1); a "
+     "view when the layout allows, else a contiguous copy."},
+    {"ravel", KPY_KW(kpy_array_ravel), "ravel(order='C'): reshape(size)."},
+    {"view", KPY_KW(kpy_array_view_as),
+     "view(dtype=None): the same bytes as another dtype (the last axis takes a change of size)."},
+    {"squeeze", KPY_KW(kpy_array_squeeze),
+     "squeeze(axis=None): a view without the axes of length 1 (or those named)."},
+    {"transpose", kpy_array_transpose, METH_VARARGS,
+     "transpose(*axes): a view with the axes permuted (reversed by default)."},
+    {"swapaxes", kpy_array_swapaxes, METH_VARARGS,
+     "swapaxes(axis1, axis2): a view with two axes exchanged."},
+    /* Conversions */
+    {"__complex__", kpy_array_complex, METH_NOARGS, "complex() of a one-element array."},
+    {"tolist", kpy_array_tolist, METH_NOARGS, "The values as nested Python lists (via get())."},
+    {"__array__", KPY_KW(kpy_array_array), "Refused: a.get() copies the values to the host."},
+    /* Exchange (interop.c) */
+    {"__dlpack__", KPY_KW(kpy_array_dlpack),
      "The DLPack protocol: a capsule over the array's memory, no copy."},
     {"__dlpack_device__", kpy_array_dlpack_device, METH_NOARGS, "(kDLCUDA, device)."},
     {NULL, NULL, 0, NULL},
@@ -370,43 +427,67 @@ static PyMethodDef kpy_array_methods[] = {
 static PyGetSetDef kpy_array_getset[] = {
     {"shape", kpy_array_get_shape, NULL, "Its shape.", NULL},
     {"dtype", kpy_array_get_dtype, NULL, "Its numpy dtype.", NULL},
-    {"strides", kpy_array_get_strides, NULL, "Its strides in bytes (always C-contiguous).", NULL},
+    {"strides", kpy_array_get_strides, NULL, "The bytes from one element to the next, per axis.",
+     NULL},
+    {"flags", kpy_array_get_flags, NULL, "c_contiguous, f_contiguous, forc.", NULL},
     {"size", kpy_array_get_size, NULL, "Its number of elements.", NULL},
-    {"nbytes", kpy_array_get_nbytes, NULL, "Its size in bytes.", NULL},
+    {"mem_size", kpy_array_get_size, NULL, "Its number of elements (PyCUDA's name).", NULL},
+    {"itemsize", kpy_array_get_itemsize, NULL, "The bytes of one element.", NULL},
+    {"nbytes", kpy_array_get_nbytes, NULL, "size * itemsize.", NULL},
     {"ndim", kpy_array_get_ndim, NULL, "Its number of dimensions.", NULL},
-    {"ptr", kpy_array_get_ptr, NULL, "The device address of its first element.", NULL},
+    {"ptr", kpy_array_get_ptr, NULL, "The device address of its element [0, ..., 0].", NULL},
     {"device", kpy_array_get_device, NULL, "The ordinal of its device.", NULL},
+    {"base", kpy_array_get_base, NULL, "What a view keeps alive: the array it views.", NULL},
+    {"gpudata", kpy_array_get_gpudata, NULL,
+     "What owns its memory (a DeviceAllocation, or what the allocator gave); the address (an "
+     "int) of a view that starts elsewhere.",
+     NULL},
+    {"allocator", kpy_array_get_allocator, NULL, "The allocator it was made with, or None.", NULL},
+    {"T", kpy_array_get_T, NULL, "transpose().", NULL},
+    {"real", kpy_array_get_real, NULL, "The real parts: a view (the array itself if real).", NULL},
+    {"imag", kpy_array_get_imag, NULL, "The imaginary parts: a view (zeros if real).", NULL},
     {"__cuda_array_interface__", kpy_array_cai, NULL, "The CUDA array interface, v3.", NULL},
     {NULL, NULL, NULL, NULL, NULL},
 };
 
 static PyType_Slot kpy_array_slots[] = {
+    {Py_tp_new, kpy_array_tp_new},
+    {Py_tp_init, kpy_array_tp_init},
     {Py_tp_dealloc, kpy_array_dealloc},
     {Py_tp_traverse, kpy_array_traverse},
     {Py_tp_clear, kpy_array_clear},
     {Py_tp_repr, kpy_array_repr},
+    {Py_tp_str, kpy_array_str},
+    {Py_tp_hash, PyObject_HashNotImplemented},
+    {Py_tp_iter, kpy_array_iter},
     {Py_tp_methods, kpy_array_methods},
     {Py_tp_getset, kpy_array_getset},
     {Py_mp_subscript, kpy_array_subscript},
+    {Py_mp_ass_subscript, kpy_array_ass_subscript},
     {Py_mp_length, kpy_array_length},
-    {Py_tp_doc, (void *)"An array in device memory; passed to a kernel as its pointer. Made by "
-                        "kiln.to_device, kiln.empty, kiln.zeros, kiln.asarray."},
+    {Py_sq_length, kpy_array_length},
+    {Py_sq_item, kpy_array_item},
+    {Py_nb_bool, kpy_array_bool},
+    {Py_nb_int, kpy_array_int},
+    {Py_nb_float, kpy_array_float},
+    {Py_nb_index, kpy_array_index},
+    {Py_tp_doc,
+     (void *)"DeviceArray(shape, dtype, allocator=None, base=None, gpudata=None, strides=None, "
+             "order='C'): an array in device memory, PyCUDA's GPUArray; passed to a kernel as "
+             "its pointer. Made also by kiln.to_device, empty, zeros, asarray."},
     {0, NULL},
 };
 
 static PyType_Spec kpy_array_spec = {"kiln.DeviceArray", sizeof(kpy_array), 0,
                                      Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC |
-                                         Py_TPFLAGS_IMMUTABLETYPE |
-                                         Py_TPFLAGS_DISALLOW_INSTANTIATION,
+                                         Py_TPFLAGS_IMMUTABLETYPE | Py_TPFLAGS_BASETYPE,
                                      kpy_array_slots};
 
 static PyMethodDef kpy_array_functions[] = {
     {"empty", (PyCFunction)(void (*)(void))kpy_empty, METH_VARARGS | METH_KEYWORDS,
-     "empty(shape, dtype=float64, stream=None): an uninitialized DeviceArray."},
+     "empty(shape, dtype=float64, stream=None, order='C'): an uninitialized DeviceArray."},
     {"zeros", (PyCFunction)(void (*)(void))kpy_zeros, METH_VARARGS | METH_KEYWORDS,
-     "zeros(shape, dtype=float64, stream=None): a DeviceArray of zeros."},
-    {"to_device", (PyCFunction)(void (*)(void))kpy_to_device, METH_VARARGS | METH_KEYWORDS,
-     "to_device(array, stream=None): a DeviceArray holding a copy of a numpy array."},
+     "zeros(shape, dtype=float64, stream=None, order='C'): a DeviceArray of zeros."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -427,7 +508,18 @@ int kpy_array_init(PyObject *module, kpy_state *st) {
     if (slots[i].slot == Py_tp_methods) slots[i].pfunc = methods;
   slots[n] = (PyType_Slot){0, NULL};
   kpy_array_spec.slots = slots;
-  st->ref.DeviceArray_type = kpy_add_type(module, &kpy_array_spec, NULL);
-  if (!st->ref.DeviceArray_type) return -1;
+  if (!(st->ref.ArrayFlags_type = kpy_add_type(module, &kpy_flags_spec, NULL)) ||
+      !(st->ref.DeviceArray_type = kpy_add_type(module, &kpy_array_spec, NULL)))
+    return -1;
+  /* NumPy defers to the array in mixed operations: no ufunc takes it, and its reflected
+   * operators run instead of NumPy's. Class attributes, set before anyone sees the type. */
+  PyObject *dict = st->ref.DeviceArray_type->tp_dict, *priority = PyFloat_FromDouble(100.0);
+  int rc = priority && PyDict_SetItemString(dict, "__array_ufunc__", Py_None) == 0 &&
+                   PyDict_SetItemString(dict, "__array_priority__", priority) == 0
+               ? 0
+               : -1;
+  Py_XDECREF(priority);
+  PyType_Modified(st->ref.DeviceArray_type);
+  if (rc < 0 || kpy_arraycopy_init(module, st) < 0) return -1;
   return PyModule_AddFunctions(module, kpy_array_functions);
 }

@@ -1,17 +1,77 @@
-/* The DeviceArray object's core: making one, and its lifetime. */
+/* The DeviceArray object's core: its layout, making one (the makers', the views', PyCUDA's
+ * constructor), and its lifetime. */
 #include "arrayobj.h"
 
 #include "errors.h"
+#include "memory.h"
 
 #include <string.h>
 
-kpy_array *kpy_array_blank(kpy_state *st, PyArray_Descr *dtype, int ndim, const Py_ssize_t *shape) {
+/* ---- Layout ------------------------------------------------------------------------------- */
+
+void kpy_strides_contiguous(int ndim, const Py_ssize_t *shape, Py_ssize_t itemsize, int fortran,
+                            Py_ssize_t *strides) {
+  Py_ssize_t s = itemsize;
+  for (int k = 0; k < ndim; k++) {
+    int i = fortran ? k : ndim - 1 - k;
+    strides[i] = s;
+    if (shape[i]) s *= shape[i];
+  }
+}
+
+void kpy_array_update_flags(kpy_array *a) {
+  int c = 1, f = 1;
+  Py_ssize_t sc = a->itemsize, sf = a->itemsize;
+  for (int k = 0; k < a->ndim; k++) {
+    int i = a->ndim - 1 - k, j = k;
+    if (a->shape[i] == 0) { /* empty: both, whatever the strides */
+      a->flags = KPY_C_CONTIGUOUS | KPY_F_CONTIGUOUS;
+      return;
+    }
+    if (a->shape[i] != 1) {
+      c = c && a->strides[i] == sc;
+      sc *= a->shape[i];
+    }
+    if (a->shape[j] != 1) {
+      f = f && a->strides[j] == sf;
+      sf *= a->shape[j];
+    }
+  }
+  a->flags = (c ? KPY_C_CONTIGUOUS : 0) | (f ? KPY_F_CONTIGUOUS : 0);
+}
+
+int kpy_layout_extent(int ndim, const Py_ssize_t *shape, const Py_ssize_t *strides,
+                      Py_ssize_t itemsize, Py_ssize_t *lo, Py_ssize_t *hi) {
+  *lo = *hi = 0;
+  for (int i = 0; i < ndim; i++)
+    if (shape[i] == 0) return 0;
+  Py_ssize_t l = 0, h = itemsize;
+  for (int i = 0; i < ndim; i++) {
+    Py_ssize_t reach;
+    if (__builtin_mul_overflow(shape[i] - 1, strides[i], &reach) ||
+        (reach < 0 ? __builtin_add_overflow(l, reach, &l) : __builtin_add_overflow(h, reach, &h))) {
+      PyErr_SetString(PyExc_ValueError, "the strides reach further than any address can");
+      return -1;
+    }
+  }
+  *lo = l;
+  *hi = h;
+  return 0;
+}
+
+/* ---- Making one --------------------------------------------------------------------------- */
+
+/* An instance of tp (DeviceArray or a subclass): dtype and shape checked, C-contiguous
+ * strides, on the current device, no memory. */
+static kpy_array *kpy_array_alloc(PyTypeObject *tp, PyArray_Descr *dtype, int ndim,
+                                  const Py_ssize_t *shape) {
   if (ndim > KPY_MAX_DIMS) {
     PyErr_Format(PyExc_ValueError, "a DeviceArray has at most %d dimensions, not %d", KPY_MAX_DIMS,
                  ndim);
     return NULL;
   }
-  if (PyDataType_REFCHK(dtype) || PyDataType_ELSIZE(dtype) == 0) {
+  Py_ssize_t itemsize = PyDataType_ELSIZE(dtype);
+  if (PyDataType_REFCHK(dtype) || itemsize == 0) {
     PyErr_Format(PyExc_TypeError,
                  "dtype %R cannot live on the GPU: it holds Python objects "
                  "or has no size",
@@ -24,49 +84,279 @@ kpy_array *kpy_array_blank(kpy_state *st, PyArray_Descr *dtype, int ndim, const 
       PyErr_Format(PyExc_ValueError, "negative dimension %zd in the shape", shape[i]);
       return NULL;
     }
-    if (shape[i] && size > PY_SSIZE_T_MAX / shape[i] / PyDataType_ELSIZE(dtype)) {
+    if (shape[i] && size > PY_SSIZE_T_MAX / shape[i] / itemsize) {
       PyErr_SetString(PyExc_ValueError, "the array is too large");
       return NULL;
     }
     size *= shape[i];
   }
-  kpy_array *a = (kpy_array *)st->ref.DeviceArray_type->tp_alloc(st->ref.DeviceArray_type, 0);
+  kpy_array *a = (kpy_array *)tp->tp_alloc(tp, 0);
   if (!a) return NULL;
   a->dtype = (PyArray_Descr *)Py_NewRef(dtype);
   a->ndim = ndim;
   memcpy(a->shape, shape, (size_t)ndim * sizeof *shape);
+  a->itemsize = itemsize;
+  kpy_strides_contiguous(ndim, shape, itemsize, 0, a->strides);
+  kpy_array_update_flags(a);
   a->size = size;
-  a->nbytes = size * PyDataType_ELSIZE(dtype);
+  a->nbytes = size * itemsize;
   a->device = kiln_device_current();
+  return a;
+}
+
+kpy_array *kpy_array_blank(kpy_state *st, PyArray_Descr *dtype, int ndim, const Py_ssize_t *shape) {
+  return kpy_array_alloc(st->ref.DeviceArray_type, dtype, ndim, shape);
+}
+
+kpy_array *kpy_array_new_order(kpy_state *st, PyArray_Descr *dtype, int ndim,
+                               const Py_ssize_t *shape, int fortran, kiln_stream stream,
+                               PyObject *owner) {
+  kpy_array *a = kpy_array_blank(st, dtype, ndim, shape);
+  if (!a) return NULL;
+  if (fortran) {
+    kpy_strides_contiguous(ndim, shape, a->itemsize, 1, a->strides);
+    kpy_array_update_flags(a);
+  }
+  if (!a->nbytes) return a;
+  a->gpudata = kpy_allocation_pooled(st, (size_t)a->nbytes, stream, owner);
+  if (!a->gpudata) {
+    Py_DECREF(a);
+    return NULL;
+  }
+  a->ptr = ((kpy_allocation *)a->gpudata)->ptr;
+  a->stream = stream;
   return a;
 }
 
 kpy_array *kpy_array_new(kpy_state *st, PyArray_Descr *dtype, int ndim, const Py_ssize_t *shape,
                          kiln_stream stream, PyObject *owner) {
-  kpy_array *a = kpy_array_blank(st, dtype, ndim, shape);
-  if (!a || !a->nbytes) return a;
-  kiln_status s = kiln_mem_alloc_async((size_t)a->nbytes, stream, &a->alloc);
-  if (s) {
-    Py_DECREF(a);
-    return (kpy_array *)kpy_raise(st, s);
-  }
-  a->ptr = a->alloc;
-  a->stream = stream;
-  a->stream_owner = Py_XNewRef(owner);
-  return a;
+  return kpy_array_new_order(st, dtype, ndim, shape, 0, stream, owner);
 }
+
+kpy_array *kpy_array_view(kpy_array *a, PyArray_Descr *dtype, int ndim, const Py_ssize_t *shape,
+                          const Py_ssize_t *strides, kiln_deviceptr ptr) {
+  kpy_state *st = kpy_state_of_type(Py_TYPE(a));
+  if (!st) return NULL;
+  kpy_array *v = kpy_array_blank(st, dtype ? dtype : a->dtype, ndim, shape);
+  if (!v) return NULL;
+  memcpy(v->strides, strides, (size_t)ndim * sizeof *strides);
+  kpy_array_update_flags(v);
+  v->ptr = ptr;
+  v->device = a->device;
+  v->stream = a->stream; /* where the memory is ordered: the consumers of its interface wait */
+  /* A view of a view leans on the array that owns the memory, not on the chain between. */
+  PyObject *owner = (PyObject *)a;
+  if (!a->gpudata && !a->dlpack && a->base && kpy_array_check(st, a->base)) owner = a->base;
+  v->base = Py_NewRef(owner);
+  v->allocator = Py_XNewRef(a->allocator);
+  return v;
+}
+
+int kpy_array_check_device(kpy_array *a) {
+  int current = kiln_device_current();
+  if (a->device == current) return 0;
+  PyErr_Format(PyExc_ValueError,
+               "the array is on device %d; the current device is %d (make it current with "
+               "kiln.Device(%d) as a context manager first)",
+               a->device, current, a->device);
+  return -1;
+}
+
+/* ---- PyCUDA's constructor ----------------------------------------------------------------- */
+
+/* The device address obj stands for: an int, a kiln.DeviceAllocation, or any object int()
+ * turns into one (what a PyCUDA allocator returns). Arrays and numbers that are not integers
+ * are refused: int() of a one-element array is its value, not an address. */
+static int kpy_address_of(kpy_state *st, PyObject *obj, const char *what, kiln_deviceptr *out) {
+  if (Py_IS_TYPE(obj, st->ref.DeviceAllocation_type)) {
+    *out = ((kpy_allocation *)obj)->ptr;
+    if (!*out) {
+      PyErr_Format(PyExc_ValueError, "%s is a DeviceAllocation that was freed", what);
+      return -1;
+    }
+    return 0;
+  }
+  PyNumberMethods *nb = Py_TYPE(obj)->tp_as_number;
+  PyObject *v = NULL;
+  int number = !PyBool_Check(obj) && !PyFloat_Check(obj) && !PyComplex_Check(obj) &&
+               !PyArray_Check(obj) && !PyArray_IsScalar(obj, Inexact) && !kpy_array_check(st, obj);
+  if (number && PyIndex_Check(obj)) v = PyNumber_Index(obj);
+  else if (number && nb && nb->nb_int) v = PyNumber_Long(obj);
+  else {
+    PyErr_Format(PyExc_TypeError,
+                 "%s must be a device address: an int, or an object int() turns into one (a "
+                 "kiln.DeviceAllocation, what an allocator returns), not %.100s",
+                 what, Py_TYPE(obj)->tp_name);
+    return -1;
+  }
+  if (!v) return -1;
+  unsigned long long p = PyLong_AsUnsignedLongLong(v);
+  if (p == (unsigned long long)-1 && PyErr_Occurred()) {
+    if (PyErr_ExceptionMatches(PyExc_OverflowError)) {
+      PyErr_Clear();
+      PyErr_Format(PyExc_ValueError, "%s is %R, which is no address (0 to 2**64-1)", what, v);
+    }
+    Py_DECREF(v);
+    return -1;
+  }
+  Py_DECREF(v);
+  *out = (kiln_deviceptr)p;
+  return 0;
+}
+
+/* What the constructor read from its arguments. */
+typedef struct kpy_array_spec {
+  PyArray_Descr *dtype; /* borrowed */
+  int ndim, fortran, has_strides;
+  Py_ssize_t shape[KPY_MAX_DIMS], strides[KPY_MAX_DIMS];
+  PyObject *allocator, *base, *gpudata; /* borrowed; None when not given */
+} kpy_array_spec;
+
+/* The memory of a constructed array: checks that its layout is sane and, where it can, that
+ * it stays inside the memory; then takes gpudata or allocates. */
+static int kpy_array_take_memory(kpy_state *st, kpy_array *a, const kpy_array_spec *sp) {
+  Py_ssize_t lo, hi;
+  if (kpy_layout_extent(a->ndim, a->shape, a->strides, a->itemsize, &lo, &hi) < 0) return -1;
+  if (sp->gpudata != Py_None) {
+    /* Memory of the caller's: only a kiln.DeviceAllocation says how large it is. */
+    kiln_deviceptr p;
+    if (kpy_address_of(st, sp->gpudata, "gpudata", &p) < 0) return -1;
+    if (a->size && !p) {
+      PyErr_Format(PyExc_ValueError, "gpudata is address 0, but the array has %zd elements",
+                   a->size);
+      return -1;
+    }
+    if (Py_IS_TYPE(sp->gpudata, st->ref.DeviceAllocation_type) && a->size &&
+        (lo < 0 || (size_t)hi > ((kpy_allocation *)sp->gpudata)->size)) {
+      PyErr_Format(PyExc_ValueError,
+                   "the array reaches from byte %zd to byte %zd of gpudata, outside the %zu "
+                   "bytes of the allocation",
+                   lo, hi, ((kpy_allocation *)sp->gpudata)->size);
+      return -1;
+    }
+    if (a->size && ((kiln_deviceptr)-lo > p || (kiln_deviceptr)hi - 1 > UINT64_MAX - p)) {
+      PyErr_SetString(PyExc_ValueError, "the strides reach past the ends of the address space "
+                                        "from gpudata");
+      return -1;
+    }
+    a->ptr = p;
+    a->gpudata = Py_NewRef(sp->gpudata);
+    return 0;
+  }
+  if (!a->nbytes) return 0; /* PyCUDA's rule: no memory, no allocator call, gpudata None */
+  if (lo < 0 || hi > a->nbytes) {
+    PyErr_Format(PyExc_ValueError,
+                 "the strides reach from byte %zd to byte %zd, outside the %zd bytes of a new "
+                 "array of this shape; pass gpudata= for memory of your own",
+                 lo, hi, a->nbytes);
+    return -1;
+  }
+  if (sp->allocator == Py_None) {
+    a->gpudata = kpy_allocation_pooled(st, (size_t)a->nbytes, NULL, NULL);
+    if (!a->gpudata) return -1;
+    a->ptr = ((kpy_allocation *)a->gpudata)->ptr;
+    return 0;
+  }
+  PyObject *mem = PyObject_CallFunction(sp->allocator, "n", a->nbytes);
+  if (!mem) return -1;
+  a->gpudata = mem; /* held first, so a refused address is still freed by its owner */
+  return kpy_address_of(st, mem, "what allocator returned", &a->ptr);
+}
+
+static PyObject *kpy_array_construct(kpy_state *st, PyTypeObject *tp, const kpy_array_spec *sp) {
+  kpy_array *a = kpy_array_alloc(tp, sp->dtype, sp->ndim, sp->shape);
+  if (!a) return NULL;
+  if (sp->has_strides || sp->fortran) {
+    if (sp->has_strides) memcpy(a->strides, sp->strides, (size_t)a->ndim * sizeof *a->strides);
+    else kpy_strides_contiguous(a->ndim, a->shape, a->itemsize, 1, a->strides);
+    kpy_array_update_flags(a);
+  }
+  if (kpy_array_take_memory(st, a, sp) < 0) {
+    Py_DECREF(a);
+    return NULL;
+  }
+  a->base = sp->base == Py_None ? NULL : Py_NewRef(sp->base);
+  a->allocator = sp->allocator == Py_None ? NULL : Py_NewRef(sp->allocator);
+  return (PyObject *)a;
+}
+
+PyObject *kpy_array_tp_new(PyTypeObject *tp, PyObject *args, PyObject *kwargs) {
+  static char *kwlist[] = {
+      (char *)"shape",   (char *)"dtype",   (char *)"allocator", (char *)"base",
+      (char *)"gpudata", (char *)"strides", (char *)"order",     NULL};
+  kpy_state *st = kpy_state_of_type(tp);
+  if (!st) return NULL;
+  kpy_array_spec sp = {.allocator = Py_None, .base = Py_None, .gpudata = Py_None};
+  PyObject *shape_obj, *strides_obj = Py_None, *order = NULL;
+  PyArray_Descr *dtype = NULL;
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OO&|OOOOO:DeviceArray", kwlist, &shape_obj,
+                                   PyArray_DescrConverter, &dtype, &sp.allocator, &sp.base,
+                                   &sp.gpudata, &strides_obj, &order))
+    return NULL;
+  PyObject *r = NULL;
+  sp.dtype = dtype;
+  if (kpy_shape_parse(shape_obj, &sp.ndim, sp.shape) < 0) goto done;
+  if (order) {
+    const char *o = PyUnicode_Check(order) ? PyUnicode_AsUTF8(order) : NULL;
+    if (!o || (strcmp(o, "C") && strcmp(o, "F"))) {
+      PyErr_Clear();
+      PyErr_Format(PyExc_ValueError, "order must be 'C' or 'F', not %R", order);
+      goto done;
+    }
+    sp.fortran = o[0] == 'F';
+  }
+  if (sp.allocator != Py_None && !PyCallable_Check(sp.allocator)) {
+    PyErr_Format(PyExc_TypeError,
+                 "allocator must be callable (allocator(nbytes) gives the memory), not %.100s",
+                 Py_TYPE(sp.allocator)->tp_name);
+    goto done;
+  }
+  if (strides_obj != Py_None) {
+    int n = -1;
+    if (kpy_shape_parse(strides_obj, &n, sp.strides) < 0) goto done;
+    if (n != sp.ndim) {
+      PyErr_Format(PyExc_ValueError, "strides has %d entries; the shape has %d", n, sp.ndim);
+      goto done;
+    }
+    Py_ssize_t itemsize = PyDataType_ELSIZE(dtype);
+    for (int i = 0; i < n; i++) {
+      if (itemsize && sp.strides[i] % itemsize) {
+        PyErr_Format(PyExc_ValueError,
+                     "strides are in bytes and must be multiples of the itemsize, %zd; "
+                     "%R is not",
+                     itemsize, strides_obj);
+        goto done;
+      }
+    }
+    sp.has_strides = 1;
+  }
+  r = kpy_array_construct(st, tp, &sp);
+done:
+  Py_DECREF(dtype);
+  return r;
+}
+
+int kpy_array_tp_init(PyObject *op, PyObject *args, PyObject *kwargs) {
+  (void)op, (void)args, (void)kwargs; /* tp_new did the work */
+  return 0;
+}
+
+/* ---- Lifetime ----------------------------------------------------------------------------- */
 
 int kpy_array_traverse(PyObject *op, visitproc visit, void *arg) {
   kpy_array *a = (kpy_array *)op;
   Py_VISIT(Py_TYPE(op));
-  Py_VISIT(a->stream_owner);
+  Py_VISIT(a->gpudata);
   Py_VISIT(a->base);
+  Py_VISIT(a->allocator);
   return 0;
 }
 
 int kpy_array_clear(PyObject *op) {
   kpy_array *a = (kpy_array *)op;
+  Py_CLEAR(a->gpudata);
   Py_CLEAR(a->base);
+  Py_CLEAR(a->allocator);
   return 0;
 }
 
@@ -74,16 +364,8 @@ void kpy_array_dealloc(PyObject *op) {
   kpy_array *a = (kpy_array *)op;
   PyTypeObject *tp = Py_TYPE(op);
   PyObject_GC_UnTrack(op);
-  if (a->alloc) {
-    /* Freed where it was made: the block cache and the pool are per device. */
-    int current = kiln_device_current();
-    if (current != a->device) kiln_device_set_current(a->device);
-    kiln_mem_free_async(a->alloc, (size_t)a->nbytes, a->stream);
-    if (current != a->device) kiln_device_set_current(current);
-  }
   if (a->dlpack && a->dlpack->deleter) a->dlpack->deleter(a->dlpack);
-  Py_CLEAR(a->stream_owner);
-  kpy_array_clear(op);
+  kpy_array_clear(op); /* the allocation frees the memory where it was made */
   Py_XDECREF(a->dtype);
   tp->tp_free(op);
   Py_DECREF(tp);

@@ -1,5 +1,6 @@
-/* The DeviceArray object's core: its struct, the constructors every maker and wrapper uses, and
- * its lifetime. The type's methods and attributes are assembled in array.c, above interop.c. */
+/* The DeviceArray object's core: its struct, its layout (strides and contiguity flags), the
+ * constructors every maker, view and wrapper uses, PyCUDA's constructor (tp_new), and its
+ * lifetime. The type's methods and attributes are assembled in array.c. */
 #ifndef KPY_ARRAYOBJ_H
 #define KPY_ARRAYOBJ_H
 
@@ -7,34 +8,87 @@
 #include "shape.h"
 #include "state.h"
 
+/* The contiguity flags, NumPy's rules: axes of length 1 do not count, an empty array is both. */
+enum { KPY_C_CONTIGUOUS = 1, KPY_F_CONTIGUOUS = 2 };
+
 typedef struct kpy_array {
   PyObject_HEAD
-  kiln_deviceptr ptr;   /* the first element; 0 for an empty array */
+  kiln_deviceptr ptr;   /* element [0, ..., 0]; 0 for an empty array with no memory */
   PyArray_Descr *dtype; /* strong */
   int ndim;
+  int flags; /* KPY_C_CONTIGUOUS | KPY_F_CONTIGUOUS, as shape and strides say */
+  Py_ssize_t itemsize, size, nbytes;
   Py_ssize_t shape[KPY_MAX_DIMS];
-  Py_ssize_t size, nbytes;
+  Py_ssize_t strides[KPY_MAX_DIMS]; /* bytes, any value: 0 broadcasts, negative reverses */
   int device;
-  kiln_deviceptr alloc;    /* memory it owns and frees; 0 for a view or a foreign array */
-  kiln_stream stream;      /* the stream its memory is ordered on (NULL: legacy default) */
-  PyObject *stream_owner;  /* strong: what keeps that stream alive (a kiln.Stream or another
-                              library's stream object), or NULL */
-  PyObject *base;          /* what a view keeps alive: the array it views, or the owner */
+  kiln_stream stream; /* the stream its memory is ordered on (NULL: legacy default) */
+  /* Strong, or NULL. gpudata owns the memory of an array that has it: a kiln.DeviceAllocation
+   * (pool memory, freed in stream order when the last holder lets go), what allocator=
+   * returned, or the gpudata= given. base is what a view or a wrapper keeps alive: the array
+   * that owns the memory it views, or the foreign object it wraps. allocator is the one the
+   * array was made with, handed on to its views. */
+  PyObject *gpudata, *base, *allocator;
   DLManagedTensor *dlpack; /* an imported DLPack tensor, released with the array */
 } kpy_array;
 
-/* A DeviceArray of dtype and shape on the current device, with no memory: the caller sets ptr
- * and what keeps it valid (alloc, base or dlpack). Checks the dtype and the shape. */
-kpy_array *kpy_array_blank(kpy_state *st, PyArray_Descr *dtype, int ndim, const Py_ssize_t *shape);
+static inline int kpy_array_check(kpy_state *st, PyObject *obj) {
+  return PyObject_TypeCheck(obj, st->ref.DeviceArray_type);
+}
 
-/* A DeviceArray with memory of its own, allocated in stream order on stream, where it is also
- * freed; the array keeps owner (kpy_stream_owner of stream=, or NULL) so the stream outlives
- * the memory. */
-kpy_array *kpy_array_new(kpy_state *st, PyArray_Descr *dtype, int ndim, const Py_ssize_t *shape,
-                         kiln_stream stream, PyObject *owner);
-
+/* For any file: a DeviceArray's address, device and layout without a call. */
 static inline kiln_deviceptr kpy_array_ptr(PyObject *array) { return ((kpy_array *)array)->ptr; }
 static inline int kpy_array_device(PyObject *array) { return ((kpy_array *)array)->device; }
+static inline int kpy_array_is_c_contiguous(PyObject *array) {
+  return ((kpy_array *)array)->flags & KPY_C_CONTIGUOUS;
+}
+static inline int kpy_array_is_contiguous(PyObject *array) { /* C or F */
+  return ((kpy_array *)array)->flags != 0;
+}
+
+/* The contiguous strides of shape in bytes, C order or Fortran order (fortran nonzero); an
+ * axis of length 0 counts as 1, as in NumPy. */
+void kpy_strides_contiguous(int ndim, const Py_ssize_t *shape, Py_ssize_t itemsize, int fortran,
+                            Py_ssize_t *strides);
+
+/* Sets a->flags from a->shape and a->strides; whoever changes those calls it. */
+void kpy_array_update_flags(kpy_array *a);
+
+/* The lowest and highest byte offsets, from element [0, ..., 0], that a layout touches: *lo <= 0
+ * and *hi >= itemsize (the end of the last byte), both 0 for an empty array. -1 with
+ * ValueError when they do not fit a Py_ssize_t. */
+int kpy_layout_extent(int ndim, const Py_ssize_t *shape, const Py_ssize_t *strides,
+                      Py_ssize_t itemsize, Py_ssize_t *lo, Py_ssize_t *hi);
+
+/* A C-contiguous DeviceArray of dtype and shape on the current device, with no memory: the
+ * caller sets ptr and what keeps it valid (gpudata, base or dlpack). Checks the dtype and the
+ * shape. */
+kpy_array *kpy_array_blank(kpy_state *st, PyArray_Descr *dtype, int ndim, const Py_ssize_t *shape);
+
+/* A C-contiguous DeviceArray with memory of its own from the pool, allocated in stream order on
+ * stream, where it is also freed; its allocation keeps owner (kpy_stream_owner of stream=, or
+ * NULL) so the stream outlives the memory. */
+kpy_array *kpy_array_new(kpy_state *st, PyArray_Descr *dtype, int ndim, const Py_ssize_t *shape,
+                         kiln_stream stream, PyObject *owner);
+/* The same in Fortran order when fortran is nonzero. */
+kpy_array *kpy_array_new_order(kpy_state *st, PyArray_Descr *dtype, int ndim,
+                               const Py_ssize_t *shape, int fortran, kiln_stream stream,
+                               PyObject *owner);
+
+/* A view of a's memory: dtype (NULL: a's), shape, strides (bytes) and the address of its
+ * element [0, ..., 0]; on a's device and stream, keeping alive what owns the memory (a, or the
+ * array a views: views of views lean on the owner, as in NumPy). The caller has checked that
+ * the layout stays inside a's. Always a kiln.DeviceArray, whatever a's class. */
+kpy_array *kpy_array_view(kpy_array *a, PyArray_Descr *dtype, int ndim, const Py_ssize_t *shape,
+                          const Py_ssize_t *strides, kiln_deviceptr ptr);
+
+/* 0 when a is on the current device, where its new arrays and kernels go; else -1 with a
+ * ValueError saying how to make its device current. */
+int kpy_array_check_device(kpy_array *a);
+
+/* PyCUDA's constructor, DeviceArray(shape, dtype, allocator=None, base=None, gpudata=None,
+ * strides=None, order="C"), and a no-op __init__ so that subclasses may call it. */
+PyObject *kpy_array_tp_new(PyTypeObject *tp, PyObject *args, PyObject *kwargs);
+int kpy_array_tp_init(PyObject *op, PyObject *args, PyObject *kwargs);
 
 /* The type's lifetime slots. */
 int kpy_array_traverse(PyObject *op, visitproc visit, void *arg);

@@ -10,6 +10,7 @@
 #include "arrayobj.h"
 #include "errors.h"
 #include "ewise.h"
+#include "hooks.h"
 
 #include <string.h>
 
@@ -83,46 +84,43 @@ static PyObject *kpy_richcompare(PyObject *x, PyObject *y, int cmp);
  * type has these slots, which is how Python came to call them. */
 static kpy_state *kpy_ops_state(PyObject *x, PyObject *y) {
   int x_is = PyType_GetSlot(Py_TYPE(x), Py_tp_richcompare) == (void *)kpy_richcompare;
-  return kpy_state_of_subtype(Py_TYPE(x_is || !y ? x : y));
+  return kpy_state_of_type(Py_TYPE(x_is || !y ? x : y));
 }
 
-/* kiln._ops, imported on first use. Borrowed. */
-static PyObject *kpy_ops_module(kpy_state *st) {
-  if (!st->ref.ops_module) st->ref.ops_module = PyImport_ImportModule("kiln._ops");
-  return st->ref.ops_module;
-}
-
-/* The plan for key, made by kiln._ops.<maker>(*args) the first time. Borrowed; NULL with an
- * exception set. */
-static PyObject *kpy_plan(kpy_state *st, unsigned long long key, const char *maker,
-                          PyObject *args) {
-  if (!st->ref.op_plans && !(st->ref.op_plans = PyDict_New())) return NULL;
+/* The plan for key, or NULL with no exception when there is none yet. Borrowed. */
+static PyObject *kpy_plan_find(kpy_state *st, unsigned long long key) {
+  if (!st->ref.op_plans) return NULL;
   PyObject *k = PyLong_FromUnsignedLongLong(key);
   if (!k) return NULL;
   PyObject *plan = PyDict_GetItemWithError(st->ref.op_plans, k);
-  if (!plan && !PyErr_Occurred()) {
-    PyObject *ops = kpy_ops_module(st), *fn = ops ? PyObject_GetAttrString(ops, maker) : NULL;
-    PyObject *made = fn ? PyObject_Call(fn, args, NULL) : NULL;
-    Py_XDECREF(fn);
-    if (made && (!PyTuple_Check(made) || PyTuple_GET_SIZE(made) < 2 ||
-                 !PyObject_TypeCheck(PyTuple_GET_ITEM(made, 0), st->ref.ElementwiseBase_type) ||
-                 !PyArray_DescrCheck(PyTuple_GET_ITEM(made, 1)))) {
-      PyErr_Format(PyExc_RuntimeError, "kiln._ops.%s gave %R, not (kernel, dtype, ...)", maker,
-                   made);
-      Py_CLEAR(made);
-    }
-    if (made && PyDict_SetItem(st->ref.op_plans, k, made) == 0) plan = made;
-    Py_XDECREF(made); /* the table holds it */
-  }
   Py_DECREF(k);
   return plan;
 }
 
-static int kpy_plain(kpy_state *st, PyObject *v) {
-  (void)st;
-  (void)v;
-  return 1; /* every DeviceArray is C-contiguous today */
+/* Makes the plan for key with kiln._ops.<maker>(*args) and keeps it. Borrowed; NULL with an
+ * exception set. */
+static PyObject *kpy_plan_make(kpy_state *st, unsigned long long key, const char *maker,
+                               PyObject *args) {
+  if (!args) return NULL;
+  if (!st->ref.op_plans && !(st->ref.op_plans = PyDict_New())) return NULL;
+  PyObject *ops = kpy_ops_module(st), *fn = ops ? PyObject_GetAttrString(ops, maker) : NULL;
+  PyObject *made = fn ? PyObject_Call(fn, args, NULL) : NULL;
+  Py_XDECREF(fn);
+  if (made && (!PyTuple_Check(made) || PyTuple_GET_SIZE(made) < 2 ||
+               !PyObject_TypeCheck(PyTuple_GET_ITEM(made, 0), st->ref.ElementwiseBase_type) ||
+               !PyArray_DescrCheck(PyTuple_GET_ITEM(made, 1)))) {
+    PyErr_Format(PyExc_RuntimeError, "kiln._ops.%s gave %R, not (kernel, dtype, ...)", maker, made);
+    Py_CLEAR(made);
+  }
+  PyObject *k = made ? PyLong_FromUnsignedLongLong(key) : NULL;
+  int stored = k && PyDict_SetItem(st->ref.op_plans, k, made) == 0;
+  Py_XDECREF(k);
+  Py_XDECREF(made); /* the table holds it */
+  return stored ? made : NULL;
 }
+
+/* Arrays the kernels' flat index walks in order: C-contiguous ones. */
+static int kpy_plain(PyObject *v) { return kpy_array_is_c_contiguous(v); }
 
 static int kpy_same_shape(kpy_array *a, kpy_array *b) {
   return a->ndim == b->ndim && memcmp(a->shape, b->shape, sizeof a->shape[0] * a->ndim) == 0;
@@ -153,10 +151,14 @@ static PyObject *kpy_binary(int op, PyObject *x, PyObject *y, int inplace) {
   }
   unsigned long long key = (unsigned long long)op | (unsigned long long)kx << 8 |
                            (unsigned long long)ky << 20 | (unsigned long long)inplace << 40;
-  PyObject *args = Py_BuildValue("(sOOO)", kpy_op_names[op], x, y, inplace ? Py_True : Py_False);
-  PyObject *plan = args ? kpy_plan(st, key, "binary_plan", args) : NULL;
-  Py_XDECREF(args);
-  if (!plan) return NULL;
+  PyObject *plan = kpy_plan_find(st, key);
+  if (!plan) {
+    if (PyErr_Occurred()) return NULL;
+    PyObject *args = Py_BuildValue("(sOOO)", kpy_op_names[op], x, y, inplace ? Py_True : Py_False);
+    plan = kpy_plan_make(st, key, "binary_plan", args);
+    Py_XDECREF(args);
+    if (!plan) return NULL;
+  }
   kpy_ewise *kernel = (kpy_ewise *)PyTuple_GET_ITEM(plan, 0);
   PyArray_Descr *out_dtype = (PyArray_Descr *)PyTuple_GET_ITEM(plan, 1);
   PyObject *converter = PyTuple_GET_SIZE(plan) > 2 ? PyTuple_GET_ITEM(plan, 2) : Py_None;
@@ -164,7 +166,7 @@ static PyObject *kpy_binary(int op, PyObject *x, PyObject *y, int inplace) {
   /* The fast path: one shape in C order, or an array and a scalar. */
   int ax = kx < 0x200, ay = ky < 0x200;
   kpy_array *shape_of = (kpy_array *)(ax ? x : y);
-  if ((ax && !kpy_plain(st, x)) || (ay && !kpy_plain(st, y)) ||
+  if ((ax && !kpy_plain(x)) || (ay && !kpy_plain(y)) ||
       (ax && ay && !kpy_same_shape((kpy_array *)x, (kpy_array *)y)) || (inplace && !ax))
     return kpy_binary_general(st, op, x, y, inplace);
   PyObject *sx = Py_NewRef(x), *sy = Py_NewRef(y);
@@ -198,11 +200,15 @@ static PyObject *kpy_unary(int op, PyObject *x) {
   if (!st) return NULL;
   int kx = kpy_kind(st, x);
   unsigned long long key = (unsigned long long)op | (unsigned long long)kx << 8 | 1ull << 41;
-  PyObject *args = Py_BuildValue("(sO)", kpy_op_names[op], x);
-  PyObject *plan = args ? kpy_plan(st, key, "unary_plan", args) : NULL;
-  Py_XDECREF(args);
-  if (!plan) return NULL;
-  if (kpy_plain(st, x)) {
+  PyObject *plan = kpy_plan_find(st, key);
+  if (!plan) {
+    if (PyErr_Occurred()) return NULL;
+    PyObject *args = Py_BuildValue("(sO)", kpy_op_names[op], x);
+    plan = kpy_plan_make(st, key, "unary_plan", args);
+    Py_XDECREF(args);
+    if (!plan) return NULL;
+  }
+  if (kpy_plain(x)) {
     kpy_array *a = (kpy_array *)x;
     PyObject *out = (PyObject *)kpy_array_new(st, (PyArray_Descr *)PyTuple_GET_ITEM(plan, 1),
                                               a->ndim, a->shape, NULL, NULL);
@@ -259,7 +265,7 @@ static PyObject *kpy_richcompare(PyObject *x, PyObject *y, int cmp) {
 
 static PyObject *kpy_forward(PyObject *self, const char *name, PyObject *const *args,
                              Py_ssize_t nargs, PyObject *kwnames) {
-  kpy_state *st = kpy_state_of_subtype(Py_TYPE(self));
+  kpy_state *st = kpy_state_of_type(Py_TYPE(self));
   PyObject *ops = st ? kpy_ops_module(st) : NULL;
   PyObject *fn = ops ? PyObject_GetAttrString(ops, name) : NULL;
   if (!fn) return NULL;

@@ -16,12 +16,8 @@
 /* Parameters of up to this many bytes in all are packed on the stack; more take the heap. */
 #define KPY_EWISE_STACK 512
 
-/* Arrays whose elements the kernel's flat index walks in order. Every DeviceArray is
- * C-contiguous today. */
-static int kpy_ewise_plain(kpy_array *a) {
-  (void)a;
-  return 1;
-}
+/* Arrays whose elements the kernel's flat index walks in order: C-contiguous ones. */
+static int kpy_ewise_plain(kpy_array *a) { return kpy_array_is_c_contiguous((PyObject *)a); }
 
 /* 1 when two of the n spans [lo, hi) overlap (unless they are the same span and same_ok). */
 static int kpy_ewise_overlap(const kiln_deviceptr *lo, const kiln_deviceptr *hi, int n,
@@ -35,6 +31,7 @@ static int kpy_ewise_overlap(const kiln_deviceptr *lo, const kiln_deviceptr *hi,
 
 int kpy_ewise_launch(kpy_ewise *k, PyObject *const *objs, kiln_stream stream) {
   kpy_state *st = k->st;
+  if (!k->fn) return 0; /* not bound: _call_general takes every call */
   kiln_deviceptr lo[KPY_EWISE_MAX_ARGS], hi[KPY_EWISE_MAX_ARGS];
   int spans = 0, device = kiln_device_current();
   Py_ssize_t n = 0;
@@ -201,7 +198,7 @@ static PyObject *kpy_ewise_bind_alias(PyObject *op, PyObject *fn) {
 
 static PyObject *kpy_ewise_new(PyTypeObject *tp, PyObject *args, PyObject *kwargs) {
   (void)args, (void)kwargs; /* the subclass's __init__ takes them */
-  kpy_state *st = kpy_state_of_subtype(tp);
+  kpy_state *st = kpy_state_of_type(tp);
   if (!st) return NULL;
   kpy_ewise *k = (kpy_ewise *)tp->tp_alloc(tp, 0);
   if (!k) return NULL;

@@ -10,6 +10,39 @@ static void kpy_pagelocked_free(PyObject *capsule) {
   kiln_host_free(PyCapsule_GetPointer(capsule, "kiln.pagelocked"));
 }
 
+PyObject *kpy_pagelocked_array(kpy_state *st, PyArray_Descr *dtype, int ndim, const npy_intp *dims,
+                               int fortran, int zero) {
+  Py_ssize_t nbytes = PyDataType_ELSIZE(dtype);
+  for (int i = 0; i < ndim; i++) {
+    if (dims[i] < 0 || (dims[i] && nbytes > PY_SSIZE_T_MAX / dims[i])) {
+      PyErr_SetString(PyExc_ValueError, "negative or too large a shape");
+      return NULL;
+    }
+    nbytes *= dims[i];
+  }
+  void *p = NULL;
+  kiln_status s;
+  Py_BEGIN_ALLOW_THREADS
+    s = kiln_host_alloc((size_t)nbytes, &p);
+  Py_END_ALLOW_THREADS
+  if (s) return kpy_raise(st, s);
+  if (zero) memset(p, 0, (size_t)nbytes);
+  PyObject *owner = PyCapsule_New(p, "kiln.pagelocked", kpy_pagelocked_free);
+  if (!owner) {
+    kiln_host_free(p);
+    return NULL;
+  }
+  Py_INCREF(dtype); /* NewFromDescr steals it */
+  PyObject *arr = PyArray_NewFromDescr(&PyArray_Type, dtype, ndim, (npy_intp *)dims, NULL, p,
+                                       (fortran ? NPY_ARRAY_FARRAY : NPY_ARRAY_CARRAY), NULL);
+  if (!arr || PyArray_SetBaseObject((PyArrayObject *)arr, owner) < 0) { /* steals owner */
+    Py_XDECREF(arr);
+    if (!arr) Py_DECREF(owner);
+    return NULL;
+  }
+  return arr;
+}
+
 static PyObject *kpy_pagelocked(PyObject *module, PyObject *args, PyObject *kwargs, int zero,
                                 const char *fmt) {
   static char *kwlist[] = {(char *)"shape", (char *)"dtype", NULL};
@@ -23,43 +56,12 @@ static PyObject *kpy_pagelocked(PyObject *module, PyObject *args, PyObject *kwar
   Py_ssize_t shape[KPY_MAX_DIMS];
   npy_intp dims[KPY_MAX_DIMS];
   int ndim = 0;
-  Py_ssize_t nbytes = PyDataType_ELSIZE(dtype);
-  if (kpy_shape_parse(shape_obj, &ndim, shape) < 0) {
-    Py_DECREF(dtype);
-    return NULL;
+  PyObject *arr = NULL;
+  if (kpy_shape_parse(shape_obj, &ndim, shape) == 0) {
+    for (int i = 0; i < ndim; i++) dims[i] = shape[i];
+    arr = kpy_pagelocked_array(st, dtype, ndim, dims, 0, zero);
   }
-  for (int i = 0; i < ndim; i++) {
-    dims[i] = shape[i];
-    if (shape[i] < 0 || (shape[i] && nbytes > PY_SSIZE_T_MAX / shape[i])) {
-      Py_DECREF(dtype);
-      PyErr_SetString(PyExc_ValueError, "negative or too large a shape");
-      return NULL;
-    }
-    nbytes *= shape[i];
-  }
-  void *p = NULL;
-  kiln_status s;
-  Py_BEGIN_ALLOW_THREADS
-    s = kiln_host_alloc((size_t)nbytes, &p);
-  Py_END_ALLOW_THREADS
-  if (s) {
-    Py_DECREF(dtype);
-    return kpy_raise(st, s);
-  }
-  if (zero) memset(p, 0, (size_t)nbytes);
-  PyObject *owner = PyCapsule_New(p, "kiln.pagelocked", kpy_pagelocked_free);
-  if (!owner) {
-    kiln_host_free(p);
-    Py_DECREF(dtype);
-    return NULL;
-  }
-  PyObject *arr = PyArray_NewFromDescr(&PyArray_Type, dtype, ndim, dims, NULL, p, NPY_ARRAY_CARRAY,
-                                       NULL);                           /* steals dtype */
-  if (!arr || PyArray_SetBaseObject((PyArrayObject *)arr, owner) < 0) { /* steals owner */
-    Py_XDECREF(arr);
-    if (!arr) Py_DECREF(owner);
-    return NULL;
-  }
+  Py_DECREF(dtype);
   return arr;
 }
 

@@ -150,7 +150,9 @@ int kpy_cai_read(kpy_state *st, PyObject *obj, int what, kpy_cai *out) {
 
 void kpy_cai_release(kpy_cai *cai) { Py_CLEAR(cai->dtype); }
 
-/* Version 3: with "stream", the stream a consumer must wait for; 1 is the legacy default. */
+/* Version 3: with "stream", the stream a consumer must wait for; 1 is the legacy default.
+ * "strides" is None for a C-contiguous array, as the interface asks; "data" 0 for an empty
+ * one. */
 PyObject *kpy_array_cai(PyObject *op, void *closure) {
   (void)closure;
   kpy_array *a = (kpy_array *)op;
@@ -158,14 +160,17 @@ PyObject *kpy_array_cai(PyObject *op, void *closure) {
       a->stream ? PyLong_FromUnsignedLongLong((uintptr_t)a->stream) : PyLong_FromLong(1);
   PyObject *typestr = PyObject_GetAttrString((PyObject *)a->dtype, "str");
   PyObject *shape = kpy_shape_tuple(a->shape, a->ndim);
+  PyObject *strides =
+      a->flags & KPY_C_CONTIGUOUS ? Py_NewRef(Py_None) : kpy_shape_tuple(a->strides, a->ndim);
   PyObject *d = NULL;
-  if (stream && typestr && shape)
+  if (stream && typestr && shape && strides)
     d = Py_BuildValue("{sOsOs(KO)sisOsO}", "shape", shape, "typestr", typestr, "data",
-                      (unsigned long long)a->ptr, Py_False, "version", 3, "strides", Py_None,
-                      "stream", stream);
+                      (unsigned long long)(a->size ? a->ptr : 0), Py_False, "version", 3, "strides",
+                      strides, "stream", stream);
   Py_XDECREF(stream);
   Py_XDECREF(typestr);
   Py_XDECREF(shape);
+  Py_XDECREF(strides);
   return d;
 }
 
@@ -218,6 +223,15 @@ PyObject *kpy_array_dlpack(PyObject *op, PyObject *args, PyObject *kwargs) {
   }
   DLDataType dt;
   if (kpy_dl_dtype(a->dtype, &dt) < 0) return NULL;
+  for (int i = 0; i < a->ndim; i++) { /* DLPack counts strides in elements */
+    if (a->strides[i] % a->itemsize) {
+      PyErr_Format(PyExc_BufferError,
+                   "DLPack counts strides in elements; stride %zd of axis %d is no multiple of "
+                   "the itemsize, %zd (a copy() has none such)",
+                   a->strides[i], i, a->itemsize);
+      return NULL;
+    }
+  }
   /* The consumer will use the data on `stream`: it waits for this array's stream first. By
    * the protocol -1 asks for no synchronization. */
   int overflow = 0;
@@ -233,11 +247,9 @@ PyObject *kpy_array_dlpack(PyObject *op, PyObject *args, PyObject *kwargs) {
   DLManagedTensor *t = PyMem_RawCalloc(1, sizeof *t + extra);
   if (!t) return PyErr_NoMemory();
   int64_t *shape = (int64_t *)(t + 1), *strides = shape + (a->ndim ? a->ndim : 1);
-  int64_t step = 1;
-  for (int i = a->ndim - 1; i >= 0; i--) {
+  for (int i = 0; i < a->ndim; i++) {
     shape[i] = a->shape[i];
-    strides[i] = step; /* in elements */
-    step *= a->shape[i];
+    strides[i] = a->strides[i] / a->itemsize;
   }
   t->dl_tensor.data = (void *)(uintptr_t)a->ptr;
   t->dl_tensor.device.device_type = kDLCUDA;
@@ -263,23 +275,28 @@ PyObject *kpy_array_dlpack_device(PyObject *op, PyObject *unused) {
 
 /* ---- Wrapping other libraries' arrays ----------------------------------------------------- */
 
-/* A DeviceArray over the memory the interface describes; it keeps obj alive. asarray has no
- * stream to order after the producer's, so it waits for that stream's work to finish. */
-static PyObject *kpy_asarray_cai(kpy_state *st, PyObject *obj, const kpy_cai *cai) {
-  /* Strides are accepted when they are the C-contiguous ones. */
-  if (cai->has_strides) {
-    Py_ssize_t want = PyDataType_ELSIZE(cai->dtype);
-    int ok = 1;
-    for (int i = cai->ndim - 1; ok && i >= 0; i--) {
-      ok = cai->shape[i] <= 1 || cai->strides[i] == want;
-      want *= cai->shape[i];
+/* Gives a (made by kpy_array_blank from a wrapped array) the strides the other library
+ * gave, in bytes; they must be multiples of the itemsize, as a DeviceArray's are. -1 with
+ * ValueError naming the library's own way to a contiguous copy. */
+static int kpy_asarray_strides(kpy_array *a, const Py_ssize_t *strides) {
+  for (int i = 0; i < a->ndim; i++) {
+    if (strides[i] % a->itemsize) {
+      PyErr_Format(PyExc_ValueError,
+                   "stride %zd of axis %d is no multiple of the itemsize, %zd; make the array "
+                   "contiguous (.contiguous() in PyTorch, cupy.ascontiguousarray) first",
+                   strides[i], i, a->itemsize);
+      return -1;
     }
-    if (!ok) {
-      PyErr_SetString(PyExc_ValueError, "the array is not C-contiguous; make it contiguous "
-                                        "(.contiguous() in PyTorch, cupy.ascontiguousarray) first");
-      return NULL;
-    }
+    a->strides[i] = strides[i];
   }
+  kpy_array_update_flags(a);
+  return 0;
+}
+
+/* A DeviceArray over the memory the interface describes, strided or not; it keeps obj alive.
+ * asarray has no stream to order after the producer's, so it waits for that stream's work to
+ * finish. */
+static PyObject *kpy_asarray_cai(kpy_state *st, PyObject *obj, const kpy_cai *cai) {
   if (cai->has_stream) {
     kiln_stream producer = cai->stream;
     kiln_status s;
@@ -290,6 +307,10 @@ static PyObject *kpy_asarray_cai(kpy_state *st, PyObject *obj, const kpy_cai *ca
   }
   kpy_array *a = kpy_array_blank(st, cai->dtype, cai->ndim, cai->shape);
   if (!a) return NULL;
+  if (cai->has_strides && kpy_asarray_strides(a, cai->strides) < 0) {
+    Py_DECREF(a);
+    return NULL;
+  }
   a->ptr = cai->ptr;
   a->base = Py_NewRef(obj);
   return (PyObject *)a;
@@ -318,10 +339,11 @@ static PyObject *kpy_asarray_dlpack(kpy_state *st, PyObject *obj) {
                                               : 0;
     if (!kind || d->dtype.bits % 8) problem = "its dtype has no numpy equivalent";
     PyOS_snprintf(typestr, sizeof typestr, "<%c%d", kind, d->dtype.bits / 8);
-    int64_t step = 1;
-    for (int i = d->ndim - 1; !problem && d->strides && i >= 0; i--) {
-      if (d->shape[i] > 1 && d->strides[i] != step) problem = "it is not C-contiguous";
-      step *= d->shape[i];
+    for (int i = 0; !problem && i < d->ndim; i++) {
+      if (d->shape[i] < 0) problem = "it has a negative dimension";
+      else if (d->strides &&
+               (d->strides[i] > PY_SSIZE_T_MAX / 64 || d->strides[i] < -PY_SSIZE_T_MAX / 64))
+        problem = "a stride is too large";
     }
   }
   if (problem) {
@@ -333,10 +355,14 @@ static PyObject *kpy_asarray_dlpack(kpy_state *st, PyObject *obj) {
   PyArray_Descr *dtype = NULL;
   int ok = dt && PyArray_DescrConverter(dt, &dtype);
   Py_XDECREF(dt);
-  Py_ssize_t dims[KPY_MAX_DIMS];
+  Py_ssize_t dims[KPY_MAX_DIMS], strides[KPY_MAX_DIMS];
   for (int i = 0; i < d->ndim; i++) dims[i] = (Py_ssize_t)d->shape[i];
   kpy_array *a = ok ? kpy_array_blank(st, dtype, d->ndim, dims) : NULL;
   Py_XDECREF(dtype);
+  if (a && d->strides) { /* in elements; NULL means C-contiguous */
+    for (int i = 0; i < d->ndim; i++) strides[i] = (Py_ssize_t)d->strides[i] * a->itemsize;
+    if (kpy_asarray_strides(a, strides) < 0) Py_CLEAR(a);
+  }
   if (a) {
     a->ptr = (kiln_deviceptr)(uintptr_t)d->data + d->byte_offset;
     a->device = d->device.device_id;

@@ -28,22 +28,53 @@ static PyObject *kpy_mem_alloc(PyObject *module, PyObject *arg) {
   return (PyObject *)self;
 }
 
+PyObject *kpy_allocation_pooled(kpy_state *st, size_t nbytes, kiln_stream stream,
+                                PyObject *stream_owner) {
+  PyTypeObject *tp = st->ref.DeviceAllocation_type;
+  kpy_allocation *self = (kpy_allocation *)tp->tp_alloc(tp, 0);
+  if (!self) return NULL;
+  kiln_status s = kiln_mem_alloc_async(nbytes, stream, &self->ptr);
+  if (s) {
+    Py_DECREF(self);
+    return kpy_raise(st, s);
+  }
+  self->size = nbytes;
+  self->pooled = 1;
+  self->device = kiln_device_current();
+  self->stream = stream;
+  self->stream_owner = Py_XNewRef(stream_owner);
+  return (PyObject *)self;
+}
+
+/* Frees the memory: pool memory where it was made, whichever device is current. */
+static kiln_status kpy_allocation_release(kpy_allocation *self) {
+  if (!self->ptr) return KILN_OK;
+  kiln_status s;
+  if (self->pooled) {
+    int current = kiln_device_current();
+    if (current != self->device) kiln_device_set_current(self->device);
+    s = kiln_mem_free_async(self->ptr, self->size, self->stream);
+    if (current != self->device) kiln_device_set_current(current);
+  } else {
+    s = kiln_mem_free(self->ptr);
+  }
+  if (!s) self->ptr = 0;
+  return s;
+}
+
 static void kpy_allocation_dealloc(PyObject *op) {
   kpy_allocation *self = (kpy_allocation *)op;
   PyTypeObject *tp = Py_TYPE(op);
-  if (self->ptr) kiln_mem_free(self->ptr); /* a failure here has no one to tell */
+  kpy_allocation_release(self); /* a failure here has no one to tell */
+  Py_CLEAR(self->stream_owner);
   tp->tp_free(op);
   Py_DECREF(tp);
 }
 
 static PyObject *kpy_allocation_free(PyObject *op, PyObject *unused) {
   (void)unused;
-  kpy_allocation *self = (kpy_allocation *)op;
-  if (self->ptr) {
-    kiln_status s = kiln_mem_free(self->ptr);
-    if (s) return kpy_raise(kpy_state_of_type(Py_TYPE(op)), s);
-    self->ptr = 0;
-  }
+  kiln_status s = kpy_allocation_release((kpy_allocation *)op);
+  if (s) return kpy_raise(kpy_state_of_type(Py_TYPE(op)), s);
   Py_RETURN_NONE;
 }
 

@@ -19,12 +19,8 @@
 #define KPY_REDUCE_SCRATCH (16 + KPY_REDUCE_MAX_BLOCKS * 16)
 #define KPY_REDUCE_STACK 512
 
-/* Arrays whose elements the kernel's flat index walks in order. Every DeviceArray is
- * C-contiguous today. */
-static int kpy_reduce_plain(kpy_array *a) {
-  (void)a;
-  return 1;
-}
+/* Arrays whose elements the kernel's flat index walks in order: C-contiguous ones. */
+static int kpy_reduce_plain(kpy_array *a) { return kpy_array_is_c_contiguous((PyObject *)a); }
 
 /* The zeroed scratch buffer of (device, stream), made on first use. Evicting one (past
  * KPY_SCRATCH_SLOTS streams) waits for the device first: a launch may still use it. */
@@ -295,7 +291,7 @@ static PyObject *kpy_reduce_get_max_grid(PyObject *op, PyObject *unused) {
 
 static PyObject *kpy_reduce_new(PyTypeObject *tp, PyObject *args, PyObject *kwargs) {
   (void)args, (void)kwargs;
-  kpy_state *st = kpy_state_of_subtype(tp);
+  kpy_state *st = kpy_state_of_type(tp);
   if (!st) return NULL;
   kpy_reduce *r = (kpy_reduce *)tp->tp_alloc(tp, 0);
   if (!r) return NULL;

@@ -4,19 +4,20 @@
 kpy_state *kpy_state_of_module(PyObject *module) { return PyModule_GetState(module); }
 
 kpy_state *kpy_state_of_type(PyTypeObject *tp) {
-  PyObject *module = PyType_GetModule(tp);
-  return module ? PyModule_GetState(module) : NULL;
-}
-
-kpy_state *kpy_state_of_subtype(PyTypeObject *tp) {
-  for (PyTypeObject *t = tp; t; t = t->tp_base) {
-    if (!PyType_HasFeature(t, Py_TPFLAGS_HEAPTYPE)) continue;
-    PyObject *module = PyType_GetModule(t);
-    if (module) return PyModule_GetState(module);
-    PyErr_Clear(); /* a Python class between tp and kiln's type */
+  /* Found along the MRO, so a Python subclass of DeviceArray (which has no module) finds the
+   * state of its kiln base; the first entry is kiln's own type in every other case. */
+#if PY_VERSION_HEX >= 0x030B0000
+  PyObject *module = PyType_GetModuleByDef(tp, &kpy_module_def);
+#else
+  PyObject *module = NULL, *mro = tp->tp_mro;
+  for (Py_ssize_t i = 0; !module && mro && i < PyTuple_GET_SIZE(mro); i++) {
+    PyTypeObject *t = (PyTypeObject *)PyTuple_GET_ITEM(mro, i);
+    PyObject *m = (t->tp_flags & Py_TPFLAGS_HEAPTYPE) ? ((PyHeapTypeObject *)t)->ht_module : NULL;
+    if (m && PyModule_GetDef(m) == &kpy_module_def) module = m;
   }
-  PyErr_Format(PyExc_TypeError, "%.100s is not a kiln type", tp->tp_name);
-  return NULL;
+  if (!module) PyErr_Format(PyExc_TypeError, "%.100s is no kiln type", tp->tp_name);
+#endif
+  return module ? PyModule_GetState(module) : NULL;
 }
 
 int kpy_state_intern(kpy_state *st) {

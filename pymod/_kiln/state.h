@@ -72,8 +72,10 @@ typedef struct kpy_state {
     PyObject *Error, *CompileError, *CudaError, *LaunchError, *OutOfMemoryError, *NoDeviceError;
     PyObject *CacheWarning;
     PyTypeObject *ElementwiseBase_type, *ReductionBase_type;
-    PyObject *ops_module; /* kiln._ops, once arithmetic has needed it */
+    PyObject *ops_module; /* kiln._ops, once arithmetic or the array object has needed it */
     PyObject *op_plans;   /* arrayops.c's table: an int key -> (kernel, dtype, converter) */
+    /* The array object's: its flags' type. */
+    PyTypeObject *ArrayFlags_type;
   } ref;
   /* Interned strings: never in a reference cycle, so cleared but not visited. */
   struct kpy_strings {
@@ -96,11 +98,13 @@ typedef struct kpy_state {
   int n_scratch;
 } kpy_state;
 
+/* The module's definition (_kiln.c): how a subclass of a kiln type finds kiln's state. */
+extern PyModuleDef kpy_module_def;
+
 kpy_state *kpy_state_of_module(PyObject *module);
+/* The state of the module that made tp, or of the kiln type a Python subclass tp derives from.
+ * NULL with TypeError when there is none. */
 kpy_state *kpy_state_of_type(PyTypeObject *tp);
-/* The same for tp or the nearest of its bases made by this module: what a Python subclass of a
- * kiln type needs. NULL with TypeError when none is. */
-kpy_state *kpy_state_of_subtype(PyTypeObject *tp);
 
 /* Fills st->str; -1 with an exception set on failure. */
 int kpy_state_intern(kpy_state *st);

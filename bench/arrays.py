@@ -1,0 +1,339 @@
+#!/usr/bin/env python3
+"""Arrays that compute: kiln beside PyTorch, CuPy and PyCUDA in one run, float32, arrays
+already on the GPU.
+
+    PYTHONPATH=pymod python3 bench/arrays.py [--quick] [--out DIR]     (make bench runs it)
+
+Figures (µs per operation, median of repeats; the ways take turns within each repeat):
+
+  elementwise      z = x*y into an existing z through each system's elementwise kernel
+                   (PyTorch: mul(out=)), n = 10^3 and 10^7; back-to-back calls, one
+                   synchronize at the end
+  multiply         x * y allocating the result, n = 10^3
+  sum              the sum of x as a host float, n = 10^3 and 10^7; every call waits for it
+  first operator   a new process with the kernel already in kiln's disk cache (CuPy's and
+                   PyCUDA's in theirs): from just before `x * y` to its finished result, ms
+
+Every way is checked against NumPy before it is timed. PyCUDA is built from vendor/ by
+bench/peers.py (the GPU machine reaches no registry) and works in the primary context.
+
+Writes bench/results/<date>-<gpu>-arrays.json and the section of docs/performance.md between
+its `arrays` markers (a --quick run writes under build/bench/ and leaves docs/ alone).
+"""
+import argparse
+import atexit
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+import children
+import kiln
+import kiln.gpuarray as gpuarray
+from common import (ROOT, PyCuda, Ways, cpu_model, driver_version, gpu_slug, package_version,
+                    save_results, source_commit, stamp, summarize)
+from kiln.elementwise import ElementwiseKernel
+
+FULL = {"calls": 2000, "big_calls": 100, "repeats": 7, "processes": 7}
+QUICK = {"calls": 200, "big_calls": 10, "repeats": 3, "processes": 2}
+SMALL, BIG = 10**3, 10**7
+
+SYSTEMS = {"kiln": "kiln", "torch": "PyTorch", "cupy": "CuPy", "pycuda": "PyCUDA"}
+FIGURES = [("elementwise_us", str(SMALL), "z = x*y into z, n = 10^3, µs"),
+           ("elementwise_us", str(BIG), "z = x*y into z, n = 10^7, µs"),
+           ("multiply_us", str(SMALL), "x * y allocating, n = 10^3, µs"),
+           ("sum_us", str(SMALL), "sum to a host float, n = 10^3, µs"),
+           ("sum_us", str(BIG), "sum to a host float, n = 10^7, µs"),
+           ("first_operator_ms", "", "first x * y in a new process, disk cache warm, ms")]
+
+
+def inputs(n):
+    rng = np.random.default_rng(n)
+    return rng.random(n, dtype=np.float32), rng.random(n, dtype=np.float32)
+
+
+def expect(got, want, what, rtol=0):
+    if rtol:
+        ok = np.allclose(np.asarray(got, np.float64), want, rtol=rtol)
+    else:
+        ok = np.array_equal(np.asarray(got), want)
+    if not ok:
+        raise AssertionError(f"{what} computed a wrong result")
+
+
+# ---- the ways --------------------------------------------------------------------------------
+
+def elementwise_ways(n, pycuda, problems):
+    x, y = inputs(n)
+    want = x * y
+    ways = Ways(problems)
+
+    def kiln_way():
+        k = ElementwiseKernel("float *x, float *y, float *z", "z[i] = x[i] * y[i]", "mul")
+        a, b, c = kiln.to_device(x), kiln.to_device(y), kiln.empty(n, np.float32)
+        k(a, b, c)
+        expect(c.get(), want, "kiln ElementwiseKernel")
+
+        def loop(count):
+            for _ in range(count):
+                k(a, b, c)
+            kiln.synchronize()
+        return loop
+
+    def torch_way():
+        import torch
+        a, b = torch.from_numpy(x).cuda(), torch.from_numpy(y).cuda()
+        c = torch.empty_like(a)
+        torch.mul(a, b, out=c)
+        expect(c.cpu().numpy(), want, "torch mul(out=)")
+        mul, sync = torch.mul, torch.cuda.synchronize
+
+        def loop(count):
+            for _ in range(count):
+                mul(a, b, out=c)
+            sync()
+        return loop
+
+    def cupy_way():
+        import cupy as cp
+        k = cp.ElementwiseKernel("float32 x, float32 y", "float32 z", "z = x * y", "mul")
+        a, b, c = cp.asarray(x), cp.asarray(y), cp.empty(n, cp.float32)
+        k(a, b, c)
+        expect(c.get(), want, "CuPy ElementwiseKernel")
+        sync = cp.cuda.runtime.deviceSynchronize
+
+        def loop(count):
+            for _ in range(count):
+                k(a, b, c)
+            sync()
+        return loop
+
+    def pycuda_way():
+        if pycuda.reason:
+            raise RuntimeError(pycuda.reason)
+        from pycuda import gpuarray as pg
+        from pycuda.elementwise import ElementwiseKernel as PE
+        k = PE("float *x, float *y, float *z", "z[i] = x[i] * y[i]", "mul")
+        a, b, c = pg.to_gpu(x), pg.to_gpu(y), pg.empty(n, np.float32)
+        k(a, b, c)
+        expect(c.get(), want, "PyCUDA ElementwiseKernel")
+        sync = pycuda.drv.Context.synchronize
+
+        def loop(count):
+            for _ in range(count):
+                k(a, b, c)
+            sync()
+        return loop
+
+    for name, setup in (("kiln", kiln_way), ("torch", torch_way), ("cupy", cupy_way),
+                        ("pycuda", pycuda_way)):
+        ways.add(name, setup)
+    return ways
+
+
+def multiply_ways(n, pycuda, problems):
+    x, y = inputs(n)
+    want = x * y
+    ways = Ways(problems)
+
+    def make(to_device, get, sync, what):
+        def setup():
+            a, b = to_device(x), to_device(y)
+            expect(get(a * b), want, what)
+
+            def loop(count):
+                for _ in range(count):
+                    a * b
+                sync()
+            return loop
+        return setup
+
+    def torch_way():
+        import torch
+        return make(lambda v: torch.from_numpy(v).cuda(), lambda t: t.cpu().numpy(),
+                    torch.cuda.synchronize, "torch x * y")()
+
+    def cupy_way():
+        import cupy as cp
+        return make(cp.asarray, cp.asnumpy, cp.cuda.runtime.deviceSynchronize, "CuPy x * y")()
+
+    def pycuda_way():
+        if pycuda.reason:
+            raise RuntimeError(pycuda.reason)
+        from pycuda import gpuarray as pg
+        return make(pg.to_gpu, lambda a: a.get(), pycuda.drv.Context.synchronize,
+                    "PyCUDA x * y")()
+
+    ways.add("kiln", make(gpuarray.to_gpu, lambda a: a.get(), kiln.synchronize, "kiln x * y"))
+    ways.add("torch", torch_way)
+    ways.add("cupy", cupy_way)
+    ways.add("pycuda", pycuda_way)
+    return ways
+
+
+def sum_ways(n, pycuda, problems):
+    x, _ = inputs(n)
+    want = float(x.astype(np.float64).sum())
+    ways = Ways(problems)
+
+    def make(once, what):
+        def setup():
+            expect(once(), want, what, rtol=1e-5)
+
+            def loop(count):
+                for _ in range(count):
+                    once()
+            return loop
+        return setup
+
+    def kiln_way():
+        a = gpuarray.to_gpu(x)
+        return make(lambda: float(gpuarray.sum(a).get()), "kiln gpuarray.sum")()
+
+    def torch_way():
+        import torch
+        a = torch.from_numpy(x).cuda()
+        return make(lambda: torch.sum(a).item(), "torch sum().item()")()
+
+    def cupy_way():
+        import cupy as cp
+        a = cp.asarray(x)
+        return make(lambda: float(a.sum()), "CuPy sum()")()
+
+    def pycuda_way():
+        if pycuda.reason:
+            raise RuntimeError(pycuda.reason)
+        from pycuda import gpuarray as pg
+        a = pg.to_gpu(x)
+        return make(lambda: float(pg.sum(a).get()), "PyCUDA gpuarray.sum")()
+
+    for name, setup in (("kiln", kiln_way), ("torch", torch_way), ("cupy", cupy_way),
+                        ("pycuda", pycuda_way)):
+        ways.add(name, setup)
+    return ways
+
+
+def first_operator(sizes, env, problems):
+    """kiln's first x * y in fresh processes, its kernel already on disk: ms, per process."""
+    runs = []
+    cache = Path(tempfile.mkdtemp(prefix="kiln-arrays-cache-"))
+    atexit.register(shutil.rmtree, cache, True)
+    child_env = {**env, "KILN_CACHE_DIR": str(cache)}
+    for i in range(sizes["processes"] + 1):
+        done = subprocess.run(children.command("arrays", "first_operator"), env=child_env,
+                              capture_output=True, text=True)
+        if done.returncode != 0:
+            problems["kiln:first_operator_ms"] = done.stderr.strip()[-400:]
+            return []
+        if i:  # the first process fills the cache
+            runs.append(json.loads(done.stdout)["ms"])
+    return runs
+
+
+# ---- report ----------------------------------------------------------------------------------
+
+def markdown(result):
+    head = "| figure | " + " | ".join(SYSTEMS.values()) + " |"
+    lines = [head, "| --- |" + " --- |" * len(SYSTEMS)]
+    for figure, key, label in FIGURES:
+        row = result["figures"].get(figure, {})
+        row = row.get(key, {}) if key else row
+        kiln_median = row.get("kiln", {}).get("median")
+        cells = []
+        for s in SYSTEMS:
+            m = row.get(s, {}).get("median")
+            if m is None:
+                cells.append("—")
+            elif s == "kiln" or not kiln_median:
+                cells.append(f"{m:.3g}")
+            else:
+                cells.append(f"{m:.3g} ({m / kiln_median:.2f}×)")
+        lines.append(f"| {label} | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n\n(×: the peer's figure over kiln's in the same row.)"
+
+
+PAGE_BEGIN, PAGE_END = "<!-- arrays:begin -->", "<!-- arrays:end -->"
+
+
+def update_performance_page(result, table):
+    page = ROOT / "docs" / "performance.md"
+    text = page.read_text()
+    env = result["environment"]
+    block = (f"{PAGE_BEGIN}\n_Written by `bench/arrays.py` on {result['gpu']}, "
+             f"{result['date']}, kiln {env['kiln_commit']}, PyTorch {env['torch']}, CuPy "
+             f"{env['cupy']}, PyCUDA {env['pycuda'] or 'not built'}; medians; results in "
+             f"`bench/results/{result['date']}-{result['slug']}-arrays.json`._\n\n{table}\n"
+             f"{PAGE_END}")
+    if PAGE_BEGIN in text:
+        text = re.sub(re.escape(PAGE_BEGIN) + ".*?" + re.escape(PAGE_END), lambda _: block,
+                      text, flags=re.S)
+    else:
+        text += "\n## Arrays that compute\n\n" + block + "\n"
+    page.write_text(text)
+    print(f"wrote {page}")
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="fewer repeats; build/bench/ only")
+    parser.add_argument("--out", type=Path, help="also copy the results here")
+    args = parser.parse_args()
+    if kiln.Device.count() == 0:
+        sys.exit("arrays.py: needs a CUDA device")
+    started = time.perf_counter()
+    sizes = QUICK if args.quick else FULL
+    os.environ["PATH"] = f"{os.environ.get('CUDA_HOME', '/usr/local/cuda')}/bin:" \
+                         f"{os.environ.get('PATH', '')}"  # PyCUDA runs nvcc
+    scratch = Path(tempfile.mkdtemp(prefix="kiln-arrays-"))
+    atexit.register(shutil.rmtree, scratch, True)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("KILN_CACHE", "CUPY_CACHE"))}
+    env["PYTHONPATH"] = os.pathsep.join(
+        p for p in (str(Path(kiln.__file__).resolve().parent.parent),
+                    os.environ.get("PYTHONPATH")) if p)
+    problems = {}
+    pycuda = PyCuda(scratch)
+    figures = {"elementwise_us": {}, "multiply_us": {}, "sum_us": {}}
+    for n in (SMALL, BIG):
+        calls = sizes["calls"] if n == SMALL else sizes["big_calls"]
+        figures["elementwise_us"][str(n)] = summarize(
+            elementwise_ways(n, pycuda, problems).measure(calls, sizes["repeats"]))
+        figures["sum_us"][str(n)] = summarize(
+            sum_ways(n, pycuda, problems).measure(calls // 4, sizes["repeats"]))
+    figures["multiply_us"][str(SMALL)] = summarize(
+        multiply_ways(SMALL, pycuda, problems).measure(sizes["calls"], sizes["repeats"]))
+    figures["first_operator_ms"] = summarize({"kiln": first_operator(sizes, env, problems)})
+
+    gpu = kiln.Device(0).name()
+    result = {
+        **stamp(), "gpu": gpu, "slug": gpu_slug(gpu), "quick": args.quick,
+        "environment": {"python": sys.version.split()[0], "numpy": np.__version__,
+                        "driver": driver_version(), "kiln_commit": source_commit(),
+                        "torch": package_version("torch", "torch"),
+                        "cupy": package_version("cupy", "cupy"),
+                        "pycuda": None if pycuda.reason else pycuda.version,
+                        "cpu": cpu_model(), "cpus": len(os.sched_getaffinity(0))},
+        "parameters": sizes, "systems": SYSTEMS, "figures": figures, "problems": problems,
+    }
+    result["seconds"] = round(time.perf_counter() - started, 1)
+    table = markdown(result)
+    result["markdown"] = table
+    save_results(result, "-arrays", smoke=args.quick, out=args.out)
+    if not args.quick:
+        update_performance_page(result, table)
+        if args.out:
+            shutil.copy(ROOT / "docs" / "performance.md", args.out / "performance.md")
+    print(f"\n{gpu}, {result['date']}: medians, µs (ms for the first operator)\n{table}")
+    for k, v in problems.items():
+        print(f"problem: {k}: {v}")
+    print(f"arrays.py: {result['seconds']} s")
+
+
+if __name__ == "__main__":
+    main()

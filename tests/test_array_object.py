@@ -1,0 +1,862 @@
+"""kiln.DeviceArray as PyCUDA's GPUArray: the constructor, strides and flags, views, copies,
+assignment, conversions and ownership.
+
+Views need no device memory: a DeviceArray made by the constructor over gpudata=<an int> is a
+layout and nothing else, so the CPU tests hold every view kiln makes against the view NumPy makes
+of a host array of the same shape and dtype (shape, strides, flags, offset of element 0). Those
+arrays point at an address no test reads or writes, so the CPU tests never copy or launch: they
+run unchanged on the GPU machine. The tests marked gpu check values, against NumPy's."""
+import gc
+import itertools
+import operator
+import weakref
+
+import numpy as np
+import pytest
+
+import kiln
+from helpers import ARCH
+
+# An address no test reads or writes: arrays over it are layouts only.
+FAKE = 1 << 40
+
+
+def fake(shape, dtype=np.float32, order="C"):
+    """A DeviceArray over FAKE and a host array of the same layout."""
+    return (kiln.DeviceArray(shape, dtype, gpudata=FAKE, order=order),
+            np.empty(shape, dtype, order=order))
+
+
+def offset(h, h0):
+    return h.__array_interface__["data"][0] - h0.__array_interface__["data"][0]
+
+
+def assert_layout(d, h, d0, h0):
+    """d, a view of d0, is laid out as h, the same view of h0."""
+    assert d.shape == h.shape and d.dtype == h.dtype and d.ndim == h.ndim
+    assert d.size == h.size and d.nbytes == h.nbytes and d.itemsize == h.itemsize
+    assert d.mem_size == h.size
+    assert d.flags.c_contiguous == h.flags.c_contiguous, (d.strides, h.strides)
+    assert d.flags.f_contiguous == h.flags.f_contiguous, (d.strides, h.strides)
+    assert d.flags.forc == (h.flags.c_contiguous or h.flags.f_contiguous)
+    if h.size:  # NumPy's strides and offsets of an empty array are its own business
+        assert d.strides == h.strides
+        assert d.ptr - d0.ptr == offset(h, h0)
+
+
+def outcome(f, *args):
+    """f(*args), or the type and message of what it raised."""
+    try:
+        return f(*args)
+    except Exception as e:
+        return type(e), str(e)
+
+
+# ---- the constructor -----------------------------------------------------------------------
+
+@pytest.mark.parametrize("shape", [(), 0, 5, (0, 3), (3, 4), (2, 1, 3), (2, 3, 4, 5), np.int64(7)])
+@pytest.mark.parametrize("order", ["C", "F"])
+@pytest.mark.parametrize("dtype", [np.int8, np.float32, np.complex128, "<f2", ">i4"])
+def test_constructed_layout_is_numpys(shape, order, dtype):
+    d, h = fake(shape, dtype, order)
+    assert d.shape == h.shape and d.dtype == h.dtype
+    assert d.flags.c_contiguous == h.flags.c_contiguous
+    assert d.flags.f_contiguous == h.flags.f_contiguous
+    if h.size:
+        assert d.strides == h.strides
+    assert d.ptr == FAKE and isinstance(d.device, int)
+    assert d.base is None and d.allocator is None
+
+
+def test_every_argument_after_dtype_is_a_keyword():
+    base = object()
+    d = kiln.DeviceArray(shape=(2, 3), dtype=np.int16, allocator=None, base=base, gpudata=FAKE,
+                         strides=(2, 4), order="C")
+    assert d.strides == (2, 4) and d.flags.f_contiguous and d.base is base
+    e = kiln.DeviceArray((2, 3), np.int16, None, base, FAKE, (2, 4), "F")  # PyCUDA's order
+    assert e.strides == (2, 4) and e.base is base
+
+
+def test_strides_describe_any_layout_over_gpudata():
+    d = kiln.DeviceArray((3, 4), np.float64, gpudata=FAKE + 1024, strides=(-64, 0))
+    assert d.strides == (-64, 0) and not d.flags.forc and d.ptr == FAKE + 1024
+    h = np.lib.stride_tricks.as_strided(np.empty(1024), (3, 4), (-64, 0))
+    assert d.flags.c_contiguous == h.flags.c_contiguous
+
+
+@pytest.mark.parametrize("kwargs, error, phrase", [
+    (dict(shape=(2, 3), dtype=np.float32, order="A"), ValueError, "order must be 'C' or 'F'"),
+    (dict(shape=(2, 3), dtype=np.float32, order=1), ValueError, "order must be 'C' or 'F'"),
+    (dict(shape=(2, 3), dtype=np.float32, gpudata=FAKE, strides=(4,)), ValueError,
+     "strides has 1 entries; the shape has 2"),
+    (dict(shape=(2, 3), dtype=np.float32, gpudata=FAKE, strides=(12, 6)), ValueError,
+     "multiples of the itemsize, 4"),
+    (dict(shape=(2, -3), dtype=np.float32, gpudata=FAKE), ValueError, "negative dimension -3"),
+    (dict(shape=(2, 3), dtype=object, gpudata=FAKE), TypeError, "Python objects"),
+    (dict(shape=(1,) * 33, dtype=np.float32, gpudata=FAKE), ValueError, "at most 32"),
+    (dict(shape="2", dtype=np.float32, gpudata=FAKE), TypeError, "cannot be interpreted as an"),
+    (dict(shape=(3, 4), dtype=np.float32, strides=(32, 4)), ValueError,
+     r"from byte 0 to byte 80, outside the 48 bytes of a new array"),
+    (dict(shape=(3,), dtype=np.float32, strides=(-4,)), ValueError,
+     "outside the 12 bytes of a new array"),
+    (dict(shape=(3,), dtype=np.float32, allocator=5), TypeError, "allocator must be callable"),
+    (dict(shape=(3,), dtype=np.float32, gpudata="0x10"), TypeError,
+     "gpudata must be a device address.*not str"),
+    (dict(shape=(3,), dtype=np.float32, gpudata=1.5), TypeError, "not float"),
+    (dict(shape=(3,), dtype=np.float32, gpudata=True), TypeError, "not bool"),
+    (dict(shape=(3,), dtype=np.float32, gpudata=np.array([FAKE])), TypeError,
+     "not numpy.ndarray"),
+    (dict(shape=(3,), dtype=np.float32, gpudata=-8), ValueError, "is -8, which is no address"),
+    (dict(shape=(3,), dtype=np.float32, gpudata=2**64), ValueError, "which is no address"),
+    (dict(shape=(3,), dtype=np.float32, gpudata=0), ValueError, "address 0, but the array has 3"),
+    (dict(shape=(3,), dtype=np.float32, gpudata=16, strides=(-32,)), ValueError,
+     "past the ends of the address space"),
+    (dict(shape=(3,), dtype=np.float32, gpudata=2**64 - 8), ValueError,
+     "past the ends of the address space"),
+    (dict(shape=(2**40, 2**40), dtype=np.float32, gpudata=FAKE), ValueError, "too large"),
+])
+def test_bad_constructor_arguments_say_what_was_wrong(kwargs, error, phrase):
+    with pytest.raises(error, match=phrase):
+        kiln.DeviceArray(**kwargs)
+
+
+def test_a_device_array_is_no_gpudata():
+    d, _ = fake(4)
+    with pytest.raises(TypeError, match="not kiln.DeviceArray"):
+        kiln.DeviceArray(4, np.float32, gpudata=d)
+
+
+def test_an_empty_array_needs_no_memory():
+    calls = []
+    d = kiln.DeviceArray((0, 3), np.float32, allocator=calls.append)
+    assert calls == [] and d.gpudata is None and d.ptr == 0 and d.size == 0
+    assert kiln.DeviceArray(0, np.int8, gpudata=0).ptr == 0
+
+
+class Memory:
+    """What a PyCUDA allocator returns: an object int() turns into the address."""
+
+    def __init__(self, nbytes):
+        self.nbytes = nbytes
+
+    def __int__(self):
+        return FAKE
+
+
+def test_an_allocator_gives_the_memory_and_the_gpudata():
+    asked = []
+
+    def allocator(nbytes):
+        asked.append(nbytes)
+        return Memory(nbytes)
+
+    d = kiln.DeviceArray((3, 4), np.float32, allocator=allocator)
+    assert asked == [48] and isinstance(d.gpudata, Memory) and d.ptr == FAKE
+    assert d.allocator is allocator and d[1:].allocator is allocator
+    # The array holds what the allocator gave while it or a view of it lives.
+    mem = weakref.ref(d.gpudata)
+    v = d[1:, ::2]
+    del d
+    gc.collect()
+    assert mem() is not None
+    del v
+    gc.collect()
+    assert mem() is None
+
+
+def test_what_an_allocator_returns_must_be_an_address():
+    with pytest.raises(TypeError, match="what allocator returned must be a device address"):
+        kiln.DeviceArray(3, np.float32, allocator=lambda n: "memory")
+
+    def failing(nbytes):
+        raise MemoryError(f"no {nbytes} bytes")
+
+    with pytest.raises(MemoryError, match="no 12 bytes"):
+        kiln.DeviceArray(3, np.float32, allocator=failing)
+
+
+def test_base_is_kept_alive_and_a_cycle_through_it_is_collected():
+    class Holder:
+        pass
+
+    holder = Holder()
+    d = kiln.DeviceArray(3, np.float32, gpudata=FAKE, base=holder)
+    assert d.base is holder
+    holder.array = d  # a cycle: holder -> d -> holder
+    gone = weakref.ref(holder)
+    del holder, d
+    gc.collect()
+    assert gone() is None
+
+
+class Mine(kiln.DeviceArray):
+    """A subclass, PyCUDA-style: __init__ takes the constructor's arguments."""
+
+    def __init__(self, *args, tag=None, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.tag = tag
+
+    def __new__(cls, *args, tag=None, **kwargs):
+        return super().__new__(cls, *args, **kwargs)
+
+
+def test_the_type_can_be_subclassed():
+    m = Mine((2, 3), np.float32, gpudata=FAKE, tag="t")
+    assert isinstance(m, kiln.DeviceArray) and type(m) is Mine and m.tag == "t"
+    assert m.shape == (2, 3) and m.strides == (12, 4)
+    v = m[1]  # views are plain DeviceArrays, as PyCUDA's are GPUArrays
+    assert type(v) is kiln.DeviceArray and v.base is m and v.ptr == FAKE + 12
+    assert type(m.T) is kiln.DeviceArray and m.T.strides == (4, 12)
+    gone = weakref.ref(m)
+    del m, v
+    gc.collect()
+    assert gone() is None
+
+
+# ---- attributes and flags ------------------------------------------------------------------
+
+def test_flags_read_as_numpys_and_pycudas():
+    d, h = fake((3, 4))
+    f = d.flags
+    assert f.c_contiguous and not f.f_contiguous and f.forc
+    assert f["C_CONTIGUOUS"] and f["C"] and not f["F_CONTIGUOUS"] and f["FORC"]
+    assert "C_CONTIGUOUS : True" in repr(f) and "F_CONTIGUOUS : False" in repr(f)
+    with pytest.raises(KeyError, match="WRITEABLE"):
+        f["WRITEABLE"]
+    assert not d[:, ::2].flags.forc and d.T.flags.f_contiguous
+
+
+def test_arrays_are_not_hashable_and_numpy_defers_to_them():
+    d, h = fake(3)
+    with pytest.raises(TypeError, match="unhashable"):
+        hash(d)
+    assert kiln.DeviceArray.__array_ufunc__ is None
+    assert kiln.DeviceArray.__array_priority__ > 0
+    with pytest.raises(TypeError):
+        np.add(h, d)
+    with pytest.raises(TypeError, match=r"\.get\(\)"):
+        np.asarray(d)  # no silent copy to the host
+
+
+def test_gpudata_is_pycudas():
+    d, _ = fake((4, 5))
+    assert d.gpudata == FAKE
+    assert d[1].gpudata == FAKE + 20 and type(d[1].gpudata) is int  # a view with an offset
+    assert d.T.gpudata is d.gpudata and d[0].gpudata is d.gpudata  # one that starts there
+    assert d.reshape(20).gpudata is d.gpudata
+
+
+# ---- views ---------------------------------------------------------------------------------
+
+KEYS = [
+    0, -1, 3, np.int64(2), np.array(1), slice(None), slice(1, 3), slice(None, None, 2),
+    slice(None, None, -1), slice(-2, None, -3), slice(5, 1, -2), slice(2, 2), slice(10, 20),
+    (0, 0), (1, -1, 2), (slice(None), 1), (Ellipsis, 1), (1, Ellipsis), (None,),
+    (None, Ellipsis, None), (slice(1, None, 2), None, slice(None, None, -2), 0), Ellipsis, (),
+    (np.int64(2), np.int8(-1)), (0, slice(None), None, 1), (Ellipsis, None),
+    (slice(None, None, -1), slice(None, None, -1), slice(None, None, -1)),
+    (slice(None), slice(1, 1)), (-4, -5, -6), (3, 4, 5),
+]
+
+
+@pytest.mark.parametrize("key", KEYS, ids=repr)
+@pytest.mark.parametrize("dtype", [np.uint8, np.float32, np.complex128])
+def test_indexing_lays_out_views_as_numpy(key, dtype):
+    d, h = fake((4, 5, 6), dtype)
+    v = d[key]
+    hv = h[int(key)] if isinstance(key, np.ndarray) else h[key]  # NumPy copies for 0-d arrays
+    assert isinstance(v, kiln.DeviceArray)  # a 0-d view where NumPy gives a scalar
+    hv = np.asarray(hv) if np.isscalar(hv) or isinstance(hv, np.generic) else hv
+    if hv.ndim == 0:  # NumPy's scalar has no offset to compare: work it out
+        assert v.shape == () and v.ptr - d.ptr == sum(
+            (k % n) * s for k, n, s in zip(key, h.shape, h.strides))
+        return
+    assert_layout(v, hv, d, h)
+    assert v.base is d
+
+
+def test_views_of_views_keep_numpys_layout_and_lean_on_the_owner():
+    d, h = fake((6, 7, 8), np.float64, "F")
+    steps = [lambda a: a[::2], lambda a: a[:, ::-1], lambda a: a.T, lambda a: a[1:],
+             lambda a: a[..., None], lambda a: a.swapaxes(0, -1), lambda a: a[:, 1]]
+    v, hv = d, h
+    for step in steps:
+        v, hv = step(v), step(hv)
+        assert_layout(v, hv, d, h)
+        assert v.base is d
+
+
+@pytest.mark.parametrize("key, phrase", [
+    ((0, 0, 0, 0), "too many indices for array: array is 3-dimensional, but 4 were indexed"),
+    (4, "index 4 is out of bounds for axis 0 with size 4"),
+    ((0, -6), "index -6 is out of bounds for axis 1 with size 5"),
+    ((Ellipsis, 0, Ellipsis), r"only have a single ellipsis"),
+    ([0, 1], "gpuarray.take"),
+    (np.array([0, 1]), "gpuarray.take"),
+    (np.array([True, False, True, True]), "boolean-mask"),
+    (True, "boolean-mask"),
+    (np.bool_(False), "boolean-mask"),
+    ((0, [1]), "gpuarray.take"),
+    (1.5, "not float"),
+    ("x", "not str"),
+    (2**70, "cannot fit"),
+])
+def test_bad_indices_say_what_was_wrong(key, phrase):
+    d, _ = fake((4, 5, 6))
+    with pytest.raises(IndexError, match=phrase):
+        d[key]
+    with pytest.raises(IndexError, match="gpuarray.take"):
+        d[d]
+
+
+def test_a_zero_step_and_a_0d_array():
+    d, _ = fake(4)
+    with pytest.raises(ValueError, match="slice step cannot be zero"):
+        d[::0]
+    assert d[1::2**62].shape == (1,) and d[1::2**62].ptr == d.ptr + 4  # no overflow
+    z = kiln.DeviceArray((), np.float32, gpudata=FAKE)
+    assert z[()].shape == () and z[...].shape == () and z[None].shape == (1,)
+    with pytest.raises(IndexError, match="array is 0-dimensional, but 1 were indexed"):
+        z[0]
+    with pytest.raises(TypeError, match="unsized"):
+        len(z)
+    with pytest.raises(TypeError, match="0-d"):
+        iter(z)
+
+
+def test_len_and_iteration_go_over_the_first_axis():
+    d, h = fake((3, 4), np.int16)
+    assert len(d) == 3
+    rows = list(d)
+    assert [r.ptr - d.ptr for r in rows] == [0, 8, 16] and all(r.shape == (4,) for r in rows)
+    assert [r.ptr - d.ptr for r in d[::-1]] == [16, 8, 0]
+
+
+def shapes_of(size, ndims=(1, 2, 3)):
+    """Every shape of size with up to three axes, and some with axes of length 1 and -1."""
+    out = {(size,), (-1,), (1, size), (size, 1, 1)}
+    for n in ndims:
+        for dims in itertools.product([d for d in range(1, size + 1) if size % d == 0], repeat=n):
+            if np.prod(dims) == size:
+                out.add(dims)
+                out.add(dims[:-1] + (-1,))
+    return sorted(out, key=lambda s: (len(s), s))
+
+
+VIEWS = [(), (slice(None, None, 2),), (slice(None), slice(None, None, 2)),
+         (slice(None, None, -1),), (Ellipsis, slice(1, 3)), (1,), (slice(None), 0),
+         (slice(None), None, slice(None, None, -2)), (slice(1, 3), slice(0, 4, 3))]
+
+
+@pytest.mark.parametrize("view", VIEWS, ids=repr)
+@pytest.mark.parametrize("base_order", ["C", "F"])
+def test_reshape_without_a_copy_is_numpys(view, base_order):
+    d, h = fake((4, 6, 4), np.float32, base_order)
+    for order in "CF":
+        for transposed in (False, True):
+            v, hv = (d[view].T, h[view].T) if transposed else (d[view], h[view])
+            for shape in shapes_of(hv.size):
+                r = hv.reshape(shape, order=order)
+                if not np.shares_memory(r, h):
+                    continue  # NumPy copies: a kernel's work, checked on the GPU
+                assert_layout(v.reshape(shape, order=order), r, d, h)
+                assert_layout(v.reshape(*shape, order=order), r, d, h)
+            r = hv.ravel(order)
+            if np.shares_memory(r, h):
+                assert_layout(v.ravel(order), r, d, h)
+
+
+def test_reshape_of_an_empty_array_and_errors():
+    d, h = fake((4, 0, 3))
+    for shape in [(0,), (3, 0), (0, 12, 5), (2, 0, 7)]:
+        assert_layout(d.reshape(shape), h.reshape(shape), d, h)
+    d, h = fake((2, 3))
+    for shape in [(4,), (4, -1), (0, -1), (7, 0)]:
+        with pytest.raises(ValueError, match=r"cannot reshape array of size 6 into shape"):
+            h.reshape(shape)
+        with pytest.raises(ValueError, match=r"cannot reshape array of size 6 into shape"):
+            d.reshape(shape)
+    assert outcome(d.reshape, (-1, -1)) == outcome(h.reshape, (-1, -1))
+    assert d.reshape(-2, 3).shape == h.reshape(-2, 3).shape  # NumPy takes any negative
+    with pytest.raises(ValueError, match="order must be 'C' or 'F', not 'K'"):
+        d.reshape(6, order="K")
+    with pytest.raises(TypeError, match="takes the new shape"):
+        d.reshape()
+    with pytest.raises(TypeError):
+        d.reshape(6, shape=6)
+    assert d.reshape((3, 2)).base is d and d.reshape(2, 3).base is d
+
+
+@pytest.mark.parametrize("to", [np.uint8, np.int16, np.float32, np.float64, np.complex128,
+                                "V3", None])
+@pytest.mark.parametrize("view", VIEWS + [(0, 0)], ids=repr)
+def test_view_as_another_dtype_is_numpys(to, view):
+    d, h = fake((4, 6, 4), np.float32)
+    for v, hv in ((d[view], h[view]), (d[view].T, h[view].T)):
+        got = outcome(v.view, to)
+        want = outcome(hv.view, to) if to is not None else hv.view()  # PyCUDA's None: the same
+        if isinstance(want, tuple):
+            assert got == want
+        else:
+            assert_layout(got, want, d, h)
+
+
+@pytest.mark.parametrize("axis", [None, 0, -1, (0, 3), 2, 5, (0, 0)], ids=repr)
+def test_squeeze_is_numpys(axis):
+    d, h = fake((1, 3, 1, 1, 2))
+    got, want = outcome(d.squeeze, axis), outcome(h.squeeze, axis)
+    if isinstance(want, tuple):
+        assert got[0] is want[0] or issubclass(got[0], want[0]), (got, want)
+        assert got[1] == want[1]
+    else:
+        assert_layout(got, want, d, h)
+        assert_layout(d.squeeze(axis=axis), want, d, h)
+
+
+@pytest.mark.parametrize("axes", [(), (None,), ((2, 0, 1),), (2, 0, 1), ([-1, 0, 1],),
+                                  (1, 0, 2), (0, 0, 1), ((0, 1),), (0, 1, 3), (0.5, 1, 2)],
+                         ids=repr)
+def test_transpose_is_numpys(axes):
+    d, h = fake((2, 3, 4), np.float64)
+    got, want = outcome(d.transpose, *axes), outcome(h.transpose, *axes)
+    if isinstance(want, tuple):
+        assert got[0] is want[0] or issubclass(got[0], want[0]), (got, want)
+        if got[0] is not TypeError:
+            assert got[1] == want[1]
+    else:
+        assert_layout(got, want, d, h)
+
+
+def test_T_and_swapaxes():
+    d, h = fake((2, 3, 4), np.int32, "F")
+    assert_layout(d.T, h.T, d, h)
+    for a, b in [(0, 2), (-1, 0), (1, 1)]:
+        assert_layout(d.swapaxes(a, b), h.swapaxes(a, b), d, h)
+    with pytest.raises(np.exceptions.AxisError, match="axis 3 is out of bounds"):
+        d.swapaxes(0, 3)
+    z = kiln.DeviceArray((), np.float32, gpudata=FAKE)
+    assert z.T.shape == ()
+
+
+@pytest.mark.parametrize("dtype", [np.complex64, np.complex128, ">c8", ">c16"])
+def test_real_and_imag_of_complex_arrays_are_views(dtype):
+    d, h = fake((3, 4), dtype)
+    for v, hv in [(d, h), (d[:, ::-2], h[:, ::-2]), (d.T, h.T)]:
+        assert_layout(v.real, hv.real, d, h)
+        assert_layout(v.imag, hv.imag, d, h)
+        assert v.imag.base is d
+
+
+def test_real_of_a_real_array_is_itself():
+    d, _ = fake(3, np.float64)
+    assert d.real is d
+
+
+# ---- conversions that fail before anything is copied ---------------------------------------
+
+def test_conversions_need_one_element():
+    d, _ = fake((2, 2))
+    with pytest.raises(ValueError, match="more than one element is ambiguous"):
+        bool(d)
+    with pytest.raises(ValueError, match="empty array is ambiguous"):
+        bool(kiln.DeviceArray(0, np.float32, gpudata=0))
+    for convert in (float, int, complex):
+        with pytest.raises(TypeError, match="only 0-dimensional arrays can be converted"):
+            convert(d)
+    for bad in (kiln.DeviceArray((), np.float32, gpudata=FAKE),
+                kiln.DeviceArray((1,), np.int32, gpudata=FAKE),
+                kiln.DeviceArray((), np.bool_, gpudata=FAKE)):
+        with pytest.raises(TypeError, match="only integer scalar arrays"):
+            operator.index(bad)
+
+
+# ---- copies and assignment: what is refused before the device is touched -------------------
+
+def test_get_and_set_refuse_host_arrays_that_do_not_fit():
+    d, _ = fake((2, 3))
+    with pytest.raises(ValueError, match="ary has dtype dtype\\('float64'\\)"):
+        d.get(np.empty(6))
+    with pytest.raises(ValueError, match=r"shape \(5,\), 5 elements; the DeviceArray has shape "
+                                         r"\(2, 3\), 6 elements"):
+        d.get(np.empty(5, np.float32))
+    with pytest.raises(ValueError, match="out is not C-contiguous"):
+        d.get(out=np.empty(12, np.float32)[::2])
+    with pytest.raises(ValueError, match="with the array's shape"):
+        d.get(np.empty((3, 2), np.float32, order="F"))
+    ro = np.empty(6, np.float32)
+    ro.flags.writeable = False
+    with pytest.raises(ValueError, match="ary is read-only"):
+        d.get(ro)
+    with pytest.raises(TypeError, match="ary must be a numpy array, not list"):
+        d.get([0] * 6)
+    with pytest.raises(TypeError, match="not both"):
+        d.get(np.empty(6, np.float32), out=np.empty(6, np.float32))
+    with pytest.raises(TypeError, match="stream must be None"):
+        d.get(stream="5")
+    with pytest.raises(TypeError, match="ary must be a numpy array, not list"):
+        d.set([1, 2, 3, 4, 5, 6])
+    with pytest.raises(ValueError, match="ary has dtype"):
+        d.set(np.zeros(6, np.int32))
+    with pytest.raises(ValueError, match="5 elements"):
+        d.set_async(np.zeros(5, np.float32))
+    with pytest.raises(TypeError, match="copy_to\\(\\) needs"):
+        d.copy_to(None)
+    with pytest.raises(ValueError, match="the source holds 4 elements"):
+        d.copy_from(fake(4)[0])
+
+
+def test_assignment_refuses_before_the_device():
+    d, _ = fake((2, 4))
+    with pytest.raises(ValueError, match="cannot delete array elements"):
+        del d[0]
+    with pytest.raises(ValueError, match=r"could not broadcast input array from shape \(3,\) "
+                                         r"into shape \(2, 4\)"):
+        d[...] = np.zeros(3)
+    with pytest.raises(ValueError, match=r"from shape \(2, 3\) into shape \(4,\)"):
+        d[1] = fake((2, 3))[0]
+    with pytest.raises(IndexError, match="gpuarray.take"):
+        d[[0, 1]] = 1
+    with pytest.raises(ValueError, match="could not convert string"):
+        d[0] = "abc"
+    d[1:1] = 5  # nothing to fill
+    d[:, 4:] = fake((2, 0))[0]
+
+
+# ---- kernels and other libraries -----------------------------------------------------------
+
+SRC = r"""
+extern "C" __global__ void scale(float *x, float s, int n)
+{ int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) x[i] *= s; }
+"""
+
+
+@pytest.fixture(scope="module")
+def scale():
+    return kiln.SourceModule(SRC, arch=ARCH).get_function("scale")
+
+
+def test_a_strided_array_is_refused_as_a_kernel_argument(scale):
+    d, _ = fake((4, 6))
+    with pytest.raises(ValueError, match=r"argument 0 of scale .*not contiguous.*a\.ptr"):
+        scale(d[:, ::2], 2.0, 12, block=(12, 1, 1), grid=(0, 1))
+    # C- and Fortran-contiguous arrays pass (grid 0 stops the launch before the device).
+    for ok in (d, d.T, d[1:3], Mine(4, np.float32, gpudata=FAKE)):
+        with pytest.raises(ValueError, match="grid.x is 0"):
+            scale(ok, 2.0, 4, block=(4, 1, 1), grid=(0, 1))
+    with pytest.raises(ValueError, match="not contiguous"):
+        scale(Mine((4, 6), np.float32, gpudata=FAKE)[:, ::2], 2.0, 4, block=4, grid=0)
+    with pytest.raises(ValueError, match="grid.x is 0"):  # the address on purpose
+        scale(d[:, ::2].ptr, 2.0, 4, block=4, grid=0)
+
+
+def test_the_cuda_array_interface_has_strides_when_not_c_contiguous():
+    d, _ = fake((3, 4), np.int16)
+    cai = d.__cuda_array_interface__
+    assert cai["strides"] is None and cai["data"] == (FAKE, False) and cai["shape"] == (3, 4)
+    t = d[:, ::-2].__cuda_array_interface__
+    assert t["strides"] == (8, -4) and t["data"] == (FAKE + 6, False)
+    assert d[1:1].__cuda_array_interface__["data"] == (0, False)
+
+
+class Producer:
+    def __init__(self, cai):
+        self.__cuda_array_interface__ = cai
+
+
+def test_asarray_wraps_a_strided_interface_as_a_view():
+    cai = {"shape": (4, 3), "typestr": "<f4", "data": (FAKE, False), "strides": (4, 16),
+           "version": 3}
+    w = kiln.asarray(Producer(cai))  # no "stream": nothing to wait for
+    assert w.strides == (4, 16) and w.flags.f_contiguous and not w.flags.c_contiguous
+    assert w.ptr == FAKE and w.base.__cuda_array_interface__ is cai
+    again = dict(w[::-1].__cuda_array_interface__)
+    del again["stream"]
+    back = kiln.asarray(Producer(again))
+    assert back.strides == (-4, 16) and back.ptr == FAKE + 12
+
+
+class OnlyDLPack:
+    def __init__(self, a):
+        self.a = a
+
+    def __dlpack__(self, stream=None):
+        return self.a.__dlpack__(stream=stream)
+
+    def __dlpack_device__(self):
+        return self.a.__dlpack_device__()
+
+
+def test_dlpack_carries_strides_both_ways():
+    d, _ = fake((4, 6), np.float64)
+    for v in (d, d[:, ::2], d.T, d[::-1, 1::3], d[:, None]):
+        w = kiln.asarray(OnlyDLPack(v))
+        assert w.strides == v.strides and w.shape == v.shape and w.ptr == v.ptr
+        assert w.flags.c_contiguous == v.flags.c_contiguous
+    odd = kiln.DeviceArray((3, 3), np.float32, gpudata=FAKE)[:, :2].view(np.float64)
+    assert odd.strides == (12, 8)
+    with pytest.raises(BufferError, match="stride 12 of axis 0 is no multiple"):
+        odd.__dlpack__()
+
+
+# ---- values: on the GPU --------------------------------------------------------------------
+
+def sample(shape, dtype=np.float32):
+    x = np.arange(int(np.prod(shape)), dtype=np.float64).reshape(shape) * 3 - 7
+    if np.dtype(dtype).kind == "c":
+        x = x + 1j * (x + 0.5)
+    return x.astype(dtype)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("key", KEYS, ids=repr)
+def test_get_of_every_view_is_numpys(key):
+    host = sample((4, 5, 6))
+    a = kiln.to_device(host)
+    for v, hv in [(a, host), (a.T, host.T), (a[::-1, ::2], host[::-1, ::2])]:
+        try:
+            want = np.asarray(hv[key])
+        except IndexError:
+            with pytest.raises(IndexError):
+                v[key]
+            continue
+        got = v[key].get()
+        assert got.shape == want.shape and got.dtype == want.dtype
+        np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.gpu
+def test_fortran_arrays_copy_as_they_are():
+    host = np.asfortranarray(sample((3, 5), np.float64))
+    a = kiln.to_device(host)
+    assert a.flags.f_contiguous and not a.flags.c_contiguous and a.strides == host.strides
+    got = a.get()
+    assert got.flags.f_contiguous
+    np.testing.assert_array_equal(got, host)
+    c = np.empty((3, 5))  # into C order: through a contiguous temporary
+    a.get(c)
+    np.testing.assert_array_equal(c, host)
+    e = kiln.empty((3, 5), np.float64, order="F")
+    assert e.strides == np.empty((3, 5), order="F").strides
+    e.set(np.ascontiguousarray(host))
+    np.testing.assert_array_equal(e.get(), host)
+    z = kiln.zeros((2, 3), np.int8, order="F")
+    np.testing.assert_array_equal(z.get(), np.zeros((2, 3), np.int8))
+
+
+@pytest.mark.gpu
+def test_get_into_an_array_of_another_shape_and_pagelocked():
+    host = sample((4, 6))
+    a = kiln.to_device(host)
+    flat = np.empty(24, np.float32)
+    assert a.get(flat) is flat
+    np.testing.assert_array_equal(flat, host.ravel())
+    other = np.empty((2, 12), np.float32)
+    a[:, ::-1].get(ary=other)  # a strided view: C order, through a temporary
+    np.testing.assert_array_equal(other, host[:, ::-1].reshape(2, 12))
+    p = a.get(pagelocked=True)
+    np.testing.assert_array_equal(p, host)
+    s = kiln.Stream()
+    q = kiln.pagelocked_empty((4, 6), np.float32)
+    assert a.get_async(s, q) is q
+    r = a.T.get(pagelocked=True, async_=True, stream=s)
+    s.synchronize()
+    np.testing.assert_array_equal(q, host)
+    np.testing.assert_array_equal(r, host.T)
+
+
+@pytest.mark.gpu
+def test_set_from_any_host_layout_into_any_view():
+    host = sample((4, 6))
+    a = kiln.zeros((4, 6), np.float32)
+    a.set(host)
+    np.testing.assert_array_equal(a.get(), host)
+    a.set(host[::-1].copy()[::-1] + 1)  # reversed: made contiguous on the host
+    np.testing.assert_array_equal(a.get(), host + 1)
+    a.set(np.asfortranarray(host * 2))  # made C-contiguous on the host
+    np.testing.assert_array_equal(a.get(), host * 2)
+    a.set((host * 3).ravel())  # another shape: C order
+    np.testing.assert_array_equal(a.get(), host * 3)
+    want = host * 3
+    a[:, ::2].set(np.full((4, 3), 9, np.float32))  # a strided view: through a temporary
+    want[:, ::2] = 9
+    np.testing.assert_array_equal(a.get(), want)
+    s = kiln.Stream()
+    a.T.set_async(np.ascontiguousarray(host.T), stream=s)
+    s.synchronize()
+    np.testing.assert_array_equal(a.get(), host)
+
+
+@pytest.mark.gpu
+def test_copy_is_contiguous_and_its_own():
+    host = sample((5, 4), np.complex64)
+    a = kiln.to_device(host)
+    for v, hv in [(a, host), (a[::2, ::-1], host[::2, ::-1]), (a.T, host.T)]:
+        c = v.copy()
+        assert c.flags.forc and c.gpudata is not a.gpudata and c.ptr != a.ptr
+        np.testing.assert_array_equal(c.get(), hv)
+    c = a.copy()
+    a[...] = 0
+    np.testing.assert_array_equal(c.get(), host)
+
+
+@pytest.mark.gpu
+def test_assignment_matches_numpy():
+    host = sample((4, 6))
+    a = kiln.to_device(host)
+    want = host.copy()
+    cases = [
+        ((slice(None), 1), 5.0),                        # a scalar: kiln._ops.fill
+        ((1,), np.float32(-2)),
+        ((slice(None, None, 2), slice(None, None, 3)), 7),
+        ((slice(1, 3),), np.arange(6, dtype=np.float32)),    # broadcast from the host
+        ((Ellipsis, 0), [1, 2, 3, 4]),                  # a list
+        ((2, slice(None, None, -1)), np.arange(6, dtype=np.int64)),  # converted
+        ((3,), kiln.to_device(np.full(6, 8, np.float32))),  # contiguous: one device copy
+        ((slice(None), slice(0, 1)), kiln.to_device(np.array([[4.5]], np.float32))),
+        ((slice(None),), kiln.to_device(np.arange(6, dtype=np.float64))),  # converted
+    ]
+    for key, value in cases:
+        a[key] = value
+        want[key] = value.get() if isinstance(value, kiln.DeviceArray) else value
+        np.testing.assert_array_equal(a.get(), want)
+    # Overlapping source and destination read the source as it was, as NumPy does.
+    a[1:] = a[:-1]
+    want[1:] = want[:-1].copy()
+    np.testing.assert_array_equal(a.get(), want)
+    a[:, ::-1] = a
+    want[:, ::-1] = want.copy()
+    np.testing.assert_array_equal(a.get(), want)
+    a[...] = a  # the same elements: nothing to do
+    np.testing.assert_array_equal(a.get(), want)
+
+
+@pytest.mark.gpu
+def test_reshape_that_needs_a_copy_gives_numpys_values():
+    host = sample((4, 6, 2))
+    a = kiln.to_device(host)
+    for v, hv in [(a.T, host.T), (a[:, ::2], host[:, ::2]), (a[::-1, 1:], host[::-1, 1:])]:
+        for shape in [(-1,), (2, -1), (hv.size // 2, 2)]:
+            for order in "CF":
+                r = v.reshape(shape, order=order)
+                np.testing.assert_array_equal(r.get(), hv.reshape(shape, order=order))
+        np.testing.assert_array_equal(v.ravel().get(), hv.ravel())
+
+
+@pytest.mark.gpu
+def test_real_and_imag_values():
+    host = sample((3, 4), np.complex128)
+    a = kiln.to_device(host)
+    np.testing.assert_array_equal(a.real.get(), host.real)
+    np.testing.assert_array_equal(a[:, ::-1].imag.get(), host[:, ::-1].imag)
+    a.imag[...] = 0  # writes through the view
+    np.testing.assert_array_equal(a.get(), host.real + 0j)
+    r = kiln.to_device(sample((2, 3)))
+    z = r.imag
+    assert z.dtype == np.float32 and z.shape == (2, 3)
+    np.testing.assert_array_equal(z.get(), np.zeros((2, 3), np.float32))
+
+
+@pytest.mark.gpu
+def test_view_as_another_dtype_reads_the_same_bytes():
+    host = sample((3, 4))
+    a = kiln.to_device(host)
+    np.testing.assert_array_equal(a.view(np.uint8).get(), host.view(np.uint8))
+    np.testing.assert_array_equal(a.view(np.complex64).get(), host.view(np.complex64))
+    np.testing.assert_array_equal(a[::2].view(np.int32).get(), host[::2].view(np.int32))
+
+
+@pytest.mark.gpu
+def test_repr_and_str_are_numpys_under_the_class_name():
+    a = kiln.to_device(np.array([1.0, 2.0], np.float32))
+    assert repr(a) == "DeviceArray([1., 2.], dtype=float32)"
+    assert str(a) == "[1. 2.]"
+    host = sample((3, 4))
+    m = kiln.to_device(host)
+    assert repr(m) == repr(host).replace("array(", "DeviceArray(").replace(
+        "\n      ", "\n" + " " * len("DeviceArray("))
+    assert str(m[:, ::2]) == str(host[:, ::2])
+    big = kiln.zeros(10**6, np.float64)
+    assert "..." in repr(big) and len(repr(big)) < 200  # NumPy's summary
+    assert repr(Mine(2, np.float32)).startswith("Mine(")
+
+
+@pytest.mark.gpu
+def test_conversions_of_one_element_as_numpy():
+    assert float(kiln.to_device(np.float64(2.5))) == 2.5
+    assert int(kiln.to_device(np.int32(-7))) == -7
+    assert complex(kiln.to_device(np.complex64(1 + 2j))) == 1 + 2j
+    assert bool(kiln.to_device(np.array(0.0))) is False
+    assert bool(kiln.to_device(np.array([3], np.int8))) is True
+    assert operator.index(kiln.to_device(np.uint16(3))) == 3
+    assert [10, 20, 30][kiln.to_device(np.int64(1))] == 20
+    one = np.array([4.0])
+    assert outcome(float, kiln.to_device(one)) == outcome(float, one)  # as this NumPy does
+    host = sample((3, 2))
+    a = kiln.to_device(host)
+    assert [r.get().tolist() for r in a] == host.tolist() == a.tolist()
+
+
+@pytest.mark.gpu
+def test_ownership_goes_through_the_allocation():
+    host = sample((4, 4))
+    a = kiln.to_device(host)
+    mem = a.gpudata
+    assert isinstance(mem, kiln.DeviceAllocation) and int(mem) == a.ptr and mem.size == 64
+    assert a[1].gpudata == a.ptr + 16 and a.reshape(16).gpudata is mem
+    view = a[2:]
+    del a
+    gc.collect()
+    np.testing.assert_array_equal(view.get(), host[2:])  # the view keeps the memory
+    back = np.empty(16, np.float32)
+    kiln.memcpy_dtoh(back, mem)  # and so does the allocation
+    np.testing.assert_array_equal(back, host.ravel())
+    # PyCUDA's constructor: pool memory, kiln.mem_alloc, or memory of the caller's.
+    b = kiln.DeviceArray((2, 3), np.int32)
+    b.set(np.arange(6, dtype=np.int32).reshape(2, 3))
+    np.testing.assert_array_equal(b.get(), np.arange(6).reshape(2, 3))
+    c = kiln.DeviceArray(6, np.int32, allocator=kiln.mem_alloc)
+    assert isinstance(c.gpudata, kiln.DeviceAllocation) and c.gpudata.size == 24
+    c.set(np.arange(6, dtype=np.int32))
+    w = kiln.DeviceArray((3,), np.int32, gpudata=c.gpudata, strides=(8,))
+    np.testing.assert_array_equal(w.get(), [0, 2, 4])
+    with pytest.raises(ValueError, match="outside the 24 bytes of the allocation"):
+        kiln.DeviceArray((4,), np.int32, gpudata=c.gpudata, strides=(8,))
+    r = kiln.DeviceArray((3,), np.int32, gpudata=int(c.gpudata) + 20, strides=(-8,), base=c)
+    np.testing.assert_array_equal(r.get(), [5, 3, 1])
+
+
+@pytest.mark.gpu
+def test_to_device_of_a_strided_host_array():
+    host = sample((6, 8))[::2, ::-3]
+    a = kiln.to_device(host)
+    assert a.flags.c_contiguous
+    np.testing.assert_array_equal(a.get(), host)
+
+
+@pytest.mark.gpu
+def test_a_fortran_array_and_a_subclass_go_to_a_kernel(scale):
+    a = kiln.to_device(np.asfortranarray(sample((4, 8))))
+    scale(a, 2.0, 32, block=(32, 1, 1))
+    np.testing.assert_array_equal(a.get(), sample((4, 8)) * 2)
+    m = Mine(8, np.float32)
+    m.set(np.ones(8, np.float32))
+    scale(m, 3.0, 8, block=(8, 1, 1))
+    np.testing.assert_array_equal(m.get(), np.full(8, 3, np.float32))
+
+
+@pytest.mark.gpu
+def test_strided_views_with_torch_and_cupy():
+    host = sample((4, 6))
+    a = kiln.to_device(host)
+    torch = pytest.importorskip("torch")
+    t = torch.from_dlpack(a[:, ::2])
+    assert t.stride() == (6, 2) and t.data_ptr() == a.ptr
+    assert np.array_equal(t.cpu().numpy(), host[:, ::2])
+    x = torch.arange(24, dtype=torch.float32, device="cuda").reshape(4, 6)[::2, 1::2]
+    w = kiln.asarray(x)
+    assert w.strides == (48, 8) and w.ptr == x.data_ptr()
+    np.testing.assert_array_equal(w.get(), x.cpu().numpy())
+    cp = pytest.importorskip("cupy")
+    c = cp.asarray(a.T)  # through the interface's strides
+    assert c.strides == (4, 24) and c.data.ptr == a.ptr
+    np.testing.assert_array_equal(c.get(), host.T)
