@@ -1,6 +1,6 @@
 """CUDA source of the math functions `kiln.cumath` generates itself: the complex functions
 kiln's complex header does not have (or has without NumPy's treatment of a zero imaginary
-part), and the C operations of frexp, modf, ldexp, real and imag.
+part), and the C operations of frexp, modf and ldexp.
 
 The complex inverse functions follow Kahan ("Branch cuts for complex elementary functions",
 1987): they are built from sqrt(1 - z) and sqrt(1 + z), never from z * z, so they neither
@@ -225,16 +225,3 @@ def ldexp(sig, exp, loop, out, exp_is_array):
                  f"(long long)({e}) < -{_EXP_LIMIT}ll ? -{_EXP_LIMIT}ll : (long long)({e}))")
     value = f"ldexp({_ops.load('s', 's_i', sig, loop)}, {clamp})"
     return f"z[z_i] = {_ops.store(value, loop, out)}"
-
-
-def part(src, out, which):
-    """C of the real or imaginary part of array x (src) into z (out): a real array's real part
-    is itself and its imaginary part zero."""
-    src = np.dtype(src)
-    if src.kind == "c":
-        real = np.dtype(np.float32 if src == np.complex64 else np.float64)
-        value = f"({_ops.load('x', 'x_i', src, src)}).{'re' if which == 'real' else 'im'}"
-        return f"z[z_i] = {_ops.store(value, real, out)}"
-    if which == "real":
-        return f"z[z_i] = {_ops.store(_ops.load('x', 'x_i', src, src), src, out)}"
-    return f"z[z_i] = {_ops.store('0', src, out)}"

@@ -10,11 +10,12 @@ copysign take two operands) and gives what NumPy's function of the same name giv
 dtype (`sqrt` of an int32 array is float64, of a float16 array float16), its values to the
 rounding of CUDA's math library, and NaN and infinity where NumPy gives them (`log(0)` is
 -inf, `sqrt(-1)` NaN). Arrays of any strides are read in place; the result is a new
-C-contiguous array, or `out`.
+C-contiguous array, or `out` (real and imag give the array's own `.real` and `.imag`, views as
+NumPy's, unless out is given).
 
 The real functions run the kernels of kiln's array operators (`kiln._ops`); the complex
-functions NumPy has and those operators lack, and frexp, modf, ldexp, real and imag, run
-kernels generated here (`_cumath_src`). Each kernel is generated and compiled the first time a
+functions NumPy has and those operators lack, and frexp, modf and ldexp, run kernels
+generated here (`_cumath_src`). Each kernel is generated and compiled the first time a
 (function, dtypes) pair is called, through kiln's cache.
 
 Where kiln differs from PyCUDA: results have NumPy's dtypes (PyCUDA keeps the input's, and
@@ -177,32 +178,20 @@ conjugate = _unary("conjugate")
 conj = _unary("conjugate", "conj")
 
 
-def part_kernel(which, dtype, out_dtype=None):
-    """The kernel (z, x) of the real or imaginary part of an array of dtype."""
-    src = np.dtype(dtype)
-    out_dtype = np.zeros(0, src).real.dtype if out_dtype is None else np.dtype(out_dtype)
-    return _kernel((which, src, out_dtype),
-                   f"{_cgen.dtype_to_ctype(out_dtype)} *z, {_cgen.dtype_to_ctype(src)} *x",
-                   _cumath_src.part(src, out_dtype, which), [src, out_dtype])
-
-
 def _part(which):
     def f(array, stream=None, out=None):
         _require_array(array, which)
-        result = np.zeros(0, array.dtype).real.dtype
-        _check_out(out, array.shape, result, which)
+        view = getattr(array, which)
         if out is None:
-            out = _empty(array.shape, result, stream)
-        if out.size:
-            part_kernel(which, array.dtype, out.dtype)(out, _ops._operand(array, out, stream),
-                                                       stream=stream)
-        return out
+            return view
+        _check_out(out, array.shape, view.dtype, which)
+        return _ops.copy(out, view, stream=stream)
 
     f.__name__ = f.__qualname__ = which
-    f.__doc__ = (f"{which}(array, stream=None, out=None): the {which} part of each element "
-                 "as a new array (of the float dtype of a complex one); "
-                 + ("a copy of a real array." if which == "real" else
-                    "zeros for a real array."))
+    f.__doc__ = (f"{which}(array, stream=None, out=None): NumPy's {which}: the array's "
+                 f".{which} (of a complex array, a strided view of its {which} parts; "
+                 + ("of a real array, the array itself" if which == "real" else
+                    "of a real array, new zeros") + "), or a copy of it into out.")
     return f
 
 
