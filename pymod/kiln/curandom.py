@@ -120,19 +120,6 @@ def _kernel_name(dist, kind, params):
     return f"{dist}_{kind}"
 
 
-def _contiguous(a):
-    """True when a is C-contiguous (from its flags, or its strides where it has none)."""
-    flags = getattr(a, "flags", None)
-    if flags is not None:
-        return bool(flags.c_contiguous)
-    expected = a.dtype.itemsize
-    for n, s in zip(reversed(a.shape), reversed(a.strides)):
-        if n != 1 and s != expected:
-            return False
-        expected *= n
-    return True
-
-
 def _real(value, name):
     try:
         return float(value)
@@ -156,7 +143,7 @@ class _Generator:
         if data.size == 0:
             return data
         name = _kernel_name(dist, kind, params)
-        if _contiguous(data):
+        if data.flags.c_contiguous:
             self._run(name, data, data.size, params, stream)
         else:
             tmp = empty(data.shape, data.dtype, stream=stream)
@@ -193,7 +180,7 @@ class _Generator:
             if lambda_value.dtype.kind not in "biuf":
                 raise TypeError(f"lambda_value is real, not {lambda_value.dtype}")
             lam = lambda_value
-            if lam.dtype != np.float64 or not _contiguous(lam):
+            if lam.dtype != np.float64 or not lam.flags.c_contiguous:
                 lam = _ops.astype(lam, np.float64, stream=stream)
         else:
             lam = _real(lambda_value, "lambda_value")
@@ -299,7 +286,7 @@ class _StatefulGenerator(_Generator):
                     and seeds.size == count):
                 raise TypeError(f"seed_getter({count}) must give a device array of {count} "
                                 f"int32 seeds, not {_describe(seeds)}")
-            if not _contiguous(seeds):
+            if not seeds.flags.c_contiguous:
                 seeds = _ops.ascontiguous(seeds)
         self.offset = _count(offset, "offset")
         self.module = _module(self._kind)
@@ -324,7 +311,7 @@ class _StatefulGenerator(_Generator):
                 and counts.size == count):
             raise TypeError(f"{name} takes a device array of {count} uint64 counts, one per "
                             f"generator, not {_describe(counts)}")
-        if not _contiguous(counts):
+        if not counts.flags.c_contiguous:
             counts = _ops.ascontiguous(counts, stream=stream)
         self._launch(name, 0, counts, stream=stream)
 

@@ -27,18 +27,6 @@ __all__ = ["InclusiveScanKernel", "ExclusiveScanKernel"]
 _MAX_GRID = 2**31 - 1
 
 
-def _c_contiguous(a):
-    flags = getattr(a, "flags", None)
-    if flags is not None:
-        return bool(flags.c_contiguous)
-    expected = a.dtype.itemsize
-    for n, s in zip(reversed(a.shape), reversed(a.strides)):
-        if n != 1 and s != expected:
-            return False
-        expected *= n
-    return True
-
-
 class _ScanKernel:
     """What the inclusive and exclusive scans share: the module, the tile-sum pass and its
     recursive inclusive scan."""
@@ -98,7 +86,7 @@ class _ScanKernel:
         if n == 0:
             return output_ary
         src = input_ary
-        if not _c_contiguous(src):
+        if not src.flags.c_contiguous:
             src = _ops.ascontiguous(src, stream=stream)
         elif output_ary is not input_ary and _ops._shares_memory(src, output_ary) and \
                 not _ops._same_layout(src, output_ary):
@@ -106,7 +94,7 @@ class _ScanKernel:
             # overlaps the input otherwise than exactly would be read after being written.
             src = _ops.ascontiguous(src, stream=stream, force=True)
         dst = output_ary
-        if not _c_contiguous(dst):
+        if not dst.flags.c_contiguous:
             dst = src if src is not input_ary else _new(src.shape, self.dtype, None, stream)
         self._scan(src, dst, n, self._exclusive, stream)
         if dst is not output_ary:
