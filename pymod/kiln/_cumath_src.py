@@ -213,7 +213,6 @@ def ldexp(sig, exp, loop, out, exp_is_array):
     """C of ldexp(s, e) into z: s an array of sig, e an array (or scalar) of exp, the
     result computed as the float dtype loop and stored as out. Float exponents are
     truncated toward zero first (PyCUDA passes its exponents as floats)."""
-    t = _ops.compute_ctype(loop)
     e = _ops.load("e", "e_i", exp, exp) if exp_is_array else "e"
     exp = np.dtype(exp)
     if exp.kind == "f":

@@ -52,7 +52,9 @@ _UNIFORM = {np.dtype(np.float16): "f16", np.dtype(np.float32): "f32",
 _FLOATS = {np.dtype(np.float32): "f32", np.dtype(np.float64): "f64"}
 _POISSON = {np.dtype(np.uint32): "u32"}
 
-_MAX_GRID = 65535 * 32
+# Philox launches: one thread per counter block up to this many blocks of threads, then each
+# thread takes several (a grid-stride loop); the numbers do not depend on it.
+_PHILOX_MAX_GRID = 1 << 20
 
 
 # ---- Module-level functions --------------------------------------------------------------------
@@ -136,7 +138,6 @@ class _Generator:
         if f is None:
             f = self._functions[name] = self.module.get_function(f"kiln_rng_{name}")
         return f
-
 
     def _fill(self, method, table, data, dist, params, stream):
         kind = _check_data(data, table, method)
@@ -248,7 +249,7 @@ class PhiloxRandomNumberGenerator(_Generator):
     def _run(self, name, data, n, params, stream):
         per = _curand_src.PHILOX_PER_BLOCK.get(name)
         used = n if per is None else -(-n // per)  # Poisson: one subsequence an element
-        grid = max(1, min(-(-used // _curand_src.BLOCK), _MAX_GRID))
+        grid = max(1, min(-(-used // _curand_src.BLOCK), _PHILOX_MAX_GRID))
         self._function(name)(data, n, self.seed, self.offset, *params,
                              block=(_curand_src.BLOCK, 1, 1), grid=(grid, 1), stream=stream)
         self.offset = (self.offset + used) % 2**64

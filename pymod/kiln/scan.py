@@ -31,7 +31,7 @@ class _ScanKernel:
     """What the inclusive and exclusive scans share: the module, the tile-sum pass and its
     recursive inclusive scan."""
 
-    _exclusive = False
+    exclusive = False
 
     def __init__(self, dtype, scan_expr, neutral=None, name_prefix="scan", options=None,
                  preamble="", devices=None):
@@ -51,8 +51,8 @@ class _ScanKernel:
         self.devices = devices
         src = _scan_src.source(self.dtype, scan_expr, self.neutral, name_prefix, preamble)
         self.module = compile_source(src, self.options)
-        self._tiles = self.module.get_function(f"{name_prefix}_tiles")
-        self._inclusive = self.module.get_function(f"{name_prefix}_inclusive")
+        self._tiles_fn = self.module.get_function(f"{name_prefix}_tiles")
+        self._inclusive_fn = self.module.get_function(f"{name_prefix}_inclusive")
         self._exclusive_fn = self.module.get_function(f"{name_prefix}_exclusive")
 
     def __call__(self, input_ary, output_ary=None, allocator=None, stream=None, queue=None):
@@ -96,7 +96,7 @@ class _ScanKernel:
         dst = output_ary
         if not dst.flags.c_contiguous:
             dst = src if src is not input_ary else _new(src.shape, self.dtype, None, stream)
-        self._scan(src, dst, n, self._exclusive, stream)
+        self._scan(src, dst, n, self.exclusive, stream)
         if dst is not output_ary:
             _ops.copy(output_ary, dst, stream=stream)
         return output_ary
@@ -109,12 +109,12 @@ class _ScanKernel:
         carry = 0
         if tiles > 1:
             sums = _new((tiles,), self.dtype, None, stream)
-            self._tiles(src, sums, n, block=(_scan_src.BLOCK, 1, 1), grid=(tiles, 1),
+            self._tiles_fn(src, sums, n, block=(_scan_src.BLOCK, 1, 1), grid=(tiles, 1),
                         stream=stream)
             # The tile sums scanned inclusively: tile b starts from sums[b - 1].
             self._scan(sums, sums, tiles, False, stream)
             carry = sums
-        f = self._exclusive_fn if exclusive else self._inclusive
+        f = self._exclusive_fn if exclusive else self._inclusive_fn
         f(src, dst, carry, n, block=(_scan_src.BLOCK, 1, 1), grid=(tiles, 1), stream=stream)
 
 
@@ -125,7 +125,7 @@ class InclusiveScanKernel(_ScanKernel):
     out[i] = in[0] op in[1] op ... op in[i], where `a op b` is scan_expr. Called as
     knl(input_ary, output_ary=None, allocator=None, stream=None)."""
 
-    _exclusive = False
+    exclusive = False
 
 
 class ExclusiveScanKernel(_ScanKernel):
@@ -135,7 +135,7 @@ class ExclusiveScanKernel(_ScanKernel):
     out[0] = neutral, out[i] = in[0] op ... op in[i - 1]. Called as knl(input_ary,
     output_ary=None, allocator=None, stream=None)."""
 
-    _exclusive = True
+    exclusive = True
 
     def __init__(self, dtype, scan_expr, neutral, name_prefix="scan", options=None,
                  preamble="", devices=None):
