@@ -167,54 +167,64 @@ __device__ __forceinline__ double2 kiln_bm_f64(uint4 x) {
   return make_double2(r * cs, r * sn);
 }
 
-/* Writes the values of one counter block to d[start], ..., at most up to d[n - 1]. */
-struct kiln_ph_f16 { typedef __half T; enum { PER = 4 };
-  __device__ void operator()(T *d, kiln_u64 i, kiln_u64 n, uint4 x) const {
-    d[i] = kiln_f16(x.x);
-    if (i + 1 < n) d[i + 1] = kiln_f16(x.y);
-    if (i + 2 < n) d[i + 2] = kiln_f16(x.z);
-    if (i + 3 < n) d[i + 3] = kiln_f16(x.w);
+/* The values of one counter block, as raw bits, to d[i], ..., at most up to d[n - 1]: one
+ * vector store where the block is whole and aligned (always, in an array of its own), else
+ * one store each. */
+__device__ __forceinline__ void kiln_put(unsigned short *d, kiln_u64 i, kiln_u64 n, ushort4 v) {
+  if (i + 4 <= n && ((size_t)(d + i) & 7) == 0) { *reinterpret_cast<ushort4 *>(d + i) = v; return; }
+  d[i] = v.x;
+  if (i + 1 < n) d[i + 1] = v.y;
+  if (i + 2 < n) d[i + 2] = v.z;
+  if (i + 3 < n) d[i + 3] = v.w;
+}
+__device__ __forceinline__ void kiln_put(unsigned *d, kiln_u64 i, kiln_u64 n, uint4 v) {
+  if (i + 4 <= n && ((size_t)(d + i) & 15) == 0) { *reinterpret_cast<uint4 *>(d + i) = v; return; }
+  d[i] = v.x;
+  if (i + 1 < n) d[i + 1] = v.y;
+  if (i + 2 < n) d[i + 2] = v.z;
+  if (i + 3 < n) d[i + 3] = v.w;
+}
+__device__ __forceinline__ void kiln_put(kiln_u64 *d, kiln_u64 i, kiln_u64 n, ulonglong2 v) {
+  if (i + 2 <= n && ((size_t)(d + i) & 15) == 0) { *reinterpret_cast<ulonglong2 *>(d + i) = v; return; }
+  d[i] = v.x;
+  if (i + 1 < n) d[i + 1] = v.y;
+}
+__device__ __forceinline__ unsigned short kiln_f16_bits(unsigned a) { return __half_as_ushort(kiln_f16(a)); }
+__device__ __forceinline__ unsigned kiln_f32_bits(float f) { return __float_as_uint(f); }
+__device__ __forceinline__ kiln_u64 kiln_f64_bits(double f) { return (kiln_u64)__double_as_longlong(f); }
+
+/* What one counter block x makes: PER values of type T, as the bits W the store takes. */
+struct kiln_ph_f16 { typedef __half T; typedef unsigned short W; enum { PER = 4 };
+  __device__ ushort4 operator()(uint4 x) const {
+    return make_ushort4(kiln_f16_bits(x.x), kiln_f16_bits(x.y), kiln_f16_bits(x.z), kiln_f16_bits(x.w));
   } };
-struct kiln_ph_f32 { typedef float T; enum { PER = 4 };
-  __device__ void operator()(T *d, kiln_u64 i, kiln_u64 n, uint4 x) const {
-    d[i] = kiln_f32(x.x);
-    if (i + 1 < n) d[i + 1] = kiln_f32(x.y);
-    if (i + 2 < n) d[i + 2] = kiln_f32(x.z);
-    if (i + 3 < n) d[i + 3] = kiln_f32(x.w);
+struct kiln_ph_f32 { typedef float T; typedef unsigned W; enum { PER = 4 };
+  __device__ uint4 operator()(uint4 x) const {
+    return make_uint4(kiln_f32_bits(kiln_f32(x.x)), kiln_f32_bits(kiln_f32(x.y)),
+                      kiln_f32_bits(kiln_f32(x.z)), kiln_f32_bits(kiln_f32(x.w)));
   } };
-struct kiln_ph_u32 { typedef unsigned T; enum { PER = 4 };
-  __device__ void operator()(T *d, kiln_u64 i, kiln_u64 n, uint4 x) const {
-    d[i] = x.x;
-    if (i + 1 < n) d[i + 1] = x.y;
-    if (i + 2 < n) d[i + 2] = x.z;
-    if (i + 3 < n) d[i + 3] = x.w;
+struct kiln_ph_u32 { typedef unsigned T; typedef unsigned W; enum { PER = 4 };
+  __device__ uint4 operator()(uint4 x) const { return x; } };
+struct kiln_ph_f64 { typedef double T; typedef kiln_u64 W; enum { PER = 2 };
+  __device__ ulonglong2 operator()(uint4 x) const {
+    return make_ulonglong2(kiln_f64_bits(kiln_f64(x.x, x.y)), kiln_f64_bits(kiln_f64(x.z, x.w)));
   } };
-struct kiln_ph_f64 { typedef double T; enum { PER = 2 };
-  __device__ void operator()(T *d, kiln_u64 i, kiln_u64 n, uint4 x) const {
-    d[i] = kiln_f64(x.x, x.y);
-    if (i + 1 < n) d[i + 1] = kiln_f64(x.z, x.w);
-  } };
-struct kiln_ph_u64 { typedef kiln_u64 T; enum { PER = 2 };
-  __device__ void operator()(T *d, kiln_u64 i, kiln_u64 n, uint4 x) const {
-    d[i] = kiln_bits64(x.x, x.y);
-    if (i + 1 < n) d[i + 1] = kiln_bits64(x.z, x.w);
+struct kiln_ph_u64 { typedef kiln_u64 T; typedef kiln_u64 W; enum { PER = 2 };
+  __device__ ulonglong2 operator()(uint4 x) const {
+    return make_ulonglong2(kiln_bits64(x.x, x.y), kiln_bits64(x.z, x.w));
   } };
 /* Normals, and log-normals exp(mean + stddev * normal) when log is set. */
-struct kiln_ph_normal_f32 { typedef float T; enum { PER = 4 }; bool log; float mean, stddev;
-  __device__ float f(float z) const { return log ? expf(mean + stddev * z) : z; }
-  __device__ void operator()(T *d, kiln_u64 i, kiln_u64 n, uint4 x) const {
+struct kiln_ph_normal_f32 { typedef float T; typedef unsigned W; enum { PER = 4 }; bool log; float mean, stddev;
+  __device__ unsigned f(float z) const { return kiln_f32_bits(log ? expf(mean + stddev * z) : z); }
+  __device__ uint4 operator()(uint4 x) const {
     float2 p = kiln_bm_f32(x.x, x.y), q = kiln_bm_f32(x.z, x.w);
-    d[i] = f(p.x);
-    if (i + 1 < n) d[i + 1] = f(p.y);
-    if (i + 2 < n) d[i + 2] = f(q.x);
-    if (i + 3 < n) d[i + 3] = f(q.y);
+    return make_uint4(f(p.x), f(p.y), f(q.x), f(q.y));
   } };
-struct kiln_ph_normal_f64 { typedef double T; enum { PER = 2 }; bool log; double mean, stddev;
-  __device__ double f(double z) const { return log ? exp(mean + stddev * z) : z; }
-  __device__ void operator()(T *d, kiln_u64 i, kiln_u64 n, uint4 x) const {
+struct kiln_ph_normal_f64 { typedef double T; typedef kiln_u64 W; enum { PER = 2 }; bool log; double mean, stddev;
+  __device__ kiln_u64 f(double z) const { return kiln_f64_bits(log ? exp(mean + stddev * z) : z); }
+  __device__ ulonglong2 operator()(uint4 x) const {
     double2 p = kiln_bm_f64(x);
-    d[i] = f(p.x);
-    if (i + 1 < n) d[i + 1] = f(p.y);
+    return make_ulonglong2(f(p.x), f(p.y));
   } };
 
 /* Counter block base + j gives elements j * PER, ..., whichever thread computes it. */
@@ -223,7 +233,7 @@ __device__ __forceinline__ void kiln_philox_fill(typename Op::T *d, kiln_u64 n, 
   kiln_u64 blocks = (n + Op::PER - 1) / Op::PER;
   for (kiln_u64 j = blockIdx.x * (kiln_u64)blockDim.x + threadIdx.x; j < blocks;
        j += (kiln_u64)gridDim.x * blockDim.x)
-    op(d, j * Op::PER, n, kiln_philox(seed, base + j));
+    kiln_put(reinterpret_cast<typename Op::W *>(d), j * Op::PER, n, op(kiln_philox(seed, base + j)));
 }
 
 #define KILN_PHILOX(name, op, type) \
