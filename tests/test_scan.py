@@ -53,8 +53,9 @@ def test_kernels_compile_for_every_dtype(dtype):
         if np.dtype(dtype).kind == "c" and ">" in expr:
             continue
         inc = InclusiveScanKernel(dtype, expr, neutral, name_prefix="kiln_test")
-        assert set(inc.module.kernels) == {"kiln_test_tiles", "kiln_test_inclusive",
-                                           "kiln_test_exclusive"}
+        assert len(inc.module.kernels) == 3
+        for name in ("kiln_test_tiles", "kiln_test_inclusive", "kiln_test_exclusive"):
+            assert inc.module.get_function(name).name in inc.module.kernels
     exc = ExclusiveScanKernel(dtype, "a+b", "0")
     assert exc.dtype == np.dtype(dtype) and exc.neutral == "0"
 
