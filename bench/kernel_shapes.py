@@ -66,6 +66,54 @@ extern "C" __global__ void k(float *__restrict__ z, const float *__restrict__ x,
     if (i < n) z[i] = x[i] * y[i];
   }
 }""", 256, lambda n, b: (n + 4 * b - 1) // (4 * b)),
+    "two-restrict/256": ("""
+extern "C" __global__ void k(float *__restrict__ z, const float *__restrict__ x,
+                             const float *__restrict__ y, unsigned n) {
+  unsigned base = blockIdx.x * blockDim.x * 2 + threadIdx.x;
+#pragma unroll
+  for (int k = 0; k < 2; k++) {
+    unsigned i = base + k * blockDim.x;
+    if (i < n) z[i] = x[i] * y[i];
+  }
+}""", 256, lambda n, b: (n + 2 * b - 1) // (2 * b)),
+    "eight-restrict/256": ("""
+extern "C" __global__ void k(float *__restrict__ z, const float *__restrict__ x,
+                             const float *__restrict__ y, unsigned n) {
+  unsigned base = blockIdx.x * blockDim.x * 8 + threadIdx.x;
+#pragma unroll
+  for (int k = 0; k < 8; k++) {
+    unsigned i = base + k * blockDim.x;
+    if (i < n) z[i] = x[i] * y[i];
+  }
+}""", 256, lambda n, b: (n + 8 * b - 1) // (8 * b)),
+    "eight-restrict/128": (None, 128, lambda n, b: (n + 8 * b - 1) // (8 * b)),
+    "eight-restrict/512": (None, 512, lambda n, b: (n + 8 * b - 1) // (8 * b)),
+    "four-restrict64/256": ("""
+extern "C" __global__ void k(float *__restrict__ z, const float *__restrict__ x,
+                             const float *__restrict__ y, unsigned long long n) {
+  const unsigned long long tile = 4ull * blockDim.x;
+  for (unsigned long long base = blockIdx.x * tile + threadIdx.x; base < n;
+       base += gridDim.x * tile) {
+#pragma unroll
+    for (unsigned k = 0; k < 4; k++) {
+      unsigned long long i = base + k * blockDim.x;
+      if (i < n) z[i] = x[i] * y[i];
+    }
+  }
+}""", 256, lambda n, b: (n + 4 * b - 1) // (4 * b)),
+    "float4x2/256": ("""
+extern "C" __global__ void k(float *z, const float *x, const float *y, unsigned n) {
+  unsigned j = (blockIdx.x * blockDim.x * 2 + threadIdx.x) * 4;
+#pragma unroll
+  for (int k = 0; k < 2; k++, j += blockDim.x * 4) {
+    if (j + 3 < n) {
+      float4 a = *(const float4 *)(x + j), b = *(const float4 *)(y + j);
+      *(float4 *)(z + j) = make_float4(a.x * b.x, a.y * b.y, a.z * b.z, a.w * b.w);
+    } else {
+      for (unsigned i = j; i < n; i++) z[i] = x[i] * y[i];
+    }
+  }
+}""", 256, lambda n, b: (n + 8 * b - 1) // (8 * b)),
     "float4/256": ("""
 extern "C" __global__ void k(float *z, const float *x, const float *y, unsigned n) {
   unsigned i = (blockIdx.x * blockDim.x + threadIdx.x) * 4;
@@ -256,6 +304,37 @@ def sum_rows(sizes, calls, repeats, peers):
     return rows
 
 
+LATENCY_SOURCE = r"""
+extern "C" __global__ void one(float *out, float v) { if (threadIdx.x == 0) *out = v; }
+"""
+
+
+def latency_rows(calls, repeats):
+    """What a result on the host costs: a launch and a synchronize; a launch and get() of one
+    float (pageable, and into page-locked memory); microseconds each."""
+    one = kiln.SourceModule(LATENCY_SOURCE).get_function("one")
+    out = kiln.empty((), np.float32)
+    pinned = kiln.pagelocked_empty((), np.float32)
+
+    def sync_only():
+        one(out, 2.0, block=(32, 1, 1), grid=(1, 1))
+        kiln.synchronize()
+
+    def get_pageable():
+        one(out, 2.0, block=(32, 1, 1), grid=(1, 1))
+        return float(out.get())
+
+    def get_pinned():
+        one(out, 2.0, block=(32, 1, 1), grid=(1, 1))
+        out.get(pinned)
+        return float(pinned)
+
+    assert get_pageable() == 2.0 and get_pinned() == 2.0
+    return {name: each_call_us(fn, calls, repeats) for name, fn in
+             (("launch+synchronize", sync_only), ("launch+get", get_pageable),
+              ("launch+get(pinned)", get_pinned))}
+
+
 def torch_peers():
     try:
         import torch
@@ -309,13 +388,15 @@ def main(argv=None):
     c_el, c_sum = cupy_peers()
     el = elementwise_rows((1000, 10**7), calls, repeats, {**t_el, **c_el})
     su = sum_rows((1000, 10**5, 10**7), calls // 4, repeats, {**t_sum, **c_sum})
+    lat = {"1": latency_rows(calls // 4, repeats)}
     result = {"gpu": kiln.Device(0).name(), "sm_count": SM_COUNT, "elementwise_us": el,
-              "sum_to_host_us": su}
+              "sum_to_host_us": su, "latency_us": lat}
     if args.out:
         with open(args.out, "w") as f:
             json.dump(result, f, indent=1)
     for title, rows in (("z = x * y, float32, µs per call", el),
-                        ("sum to a host float, float32, µs per call", su)):
+                        ("sum to a host float, float32, µs per call", su),
+                        ("a value on the host, µs per call", lat)):
         print(f"\n{title}")
         for n, row in rows.items():
             best = min((v for v in row.values() if isinstance(v, float)), default=None)

@@ -159,7 +159,9 @@ def test_reduction_kernel_checks_its_declaration():
 ])
 def test_scans_compile(dtype, expr, neutral):
     m = compile_(_scan_src.source(dtype, expr, neutral, "scan"))
-    assert set(m.kernels) == {"scan_tiles", "scan_inclusive", "scan_exclusive"}
+    assert len(m.kernels) == 3
+    for name in ("scan_tiles", "scan_inclusive", "scan_exclusive"):
+        assert m.get_function(name).name in m.kernels
 
 
 # ---- array arithmetic ------------------------------------------------------------------------
@@ -197,7 +199,7 @@ def test_every_binary_operation_compiles_with_numpys_dtype_or_refuses(plans_on_h
                 with pytest.raises(TypeError):
                     _ops.binary_plan(op, array(dtype), other)
                 continue
-            kernel, out, converter = _ops.binary_plan(op, array(dtype), other)
+            kernel, out, converter, fits = _ops.binary_plan(op, array(dtype), other)
             assert isinstance(kernel, ElementwiseKernel)
             assert out == want, (op, np.dtype(dtype), other)
 

@@ -134,6 +134,33 @@ static PyObject *kpy_binary_general(kpy_state *st, int op, PyObject *x, PyObject
                  : PyObject_CallMethod(ops, "binary", "sOO", kpy_op_names[op], x, y);
 }
 
+/* 1 when the Python int v fits an integer dtype (kind 'i' or 'u', or bool as 0 and 1). */
+static int kpy_int_fits(PyObject *v, PyArray_Descr *d) {
+  int overflow = 0;
+  long long x = PyLong_AsLongLongAndOverflow(v, &overflow);
+  if (x == -1 && PyErr_Occurred()) {
+    PyErr_Clear();
+    return 0;
+  }
+  int bits = (int)PyDataType_ELSIZE(d) * 8;
+  if (d->kind == 'u') {
+    if (overflow < 0 || (!overflow && x < 0)) return 0;
+    if (bits == 64) {
+      unsigned long long u = PyLong_AsUnsignedLongLong(v);
+      if (u == (unsigned long long)-1 && PyErr_Occurred()) {
+        PyErr_Clear();
+        return 0;
+      }
+      return 1;
+    }
+    return !overflow && (unsigned long long)x <= (1ull << bits) - 1;
+  }
+  if (overflow) return 0;
+  if (bits == 64) return 1;
+  long long hi = (1ll << (bits - 1)) - 1;
+  return x >= -hi - 1 && x <= hi;
+}
+
 static PyObject *kpy_binary(int op, PyObject *x, PyObject *y, int inplace) {
   kpy_state *st = kpy_ops_state(x, y);
   if (!st) return NULL;
@@ -162,12 +189,18 @@ static PyObject *kpy_binary(int op, PyObject *x, PyObject *y, int inplace) {
   kpy_ewise *kernel = (kpy_ewise *)PyTuple_GET_ITEM(plan, 0);
   PyArray_Descr *out_dtype = (PyArray_Descr *)PyTuple_GET_ITEM(plan, 1);
   PyObject *converter = PyTuple_GET_SIZE(plan) > 2 ? PyTuple_GET_ITEM(plan, 2) : Py_None;
+  PyObject *fits = PyTuple_GET_SIZE(plan) > 3 ? PyTuple_GET_ITEM(plan, 3) : Py_None;
 
   /* The fast path: one shape in C order, or an array and a scalar. */
   int ax = kx < 0x200, ay = ky < 0x200;
   kpy_array *shape_of = (kpy_array *)(ax ? x : y);
   if ((ax && !kpy_plain(x)) || (ay && !kpy_plain(y)) ||
       (ax && ay && !kpy_same_shape((kpy_array *)x, (kpy_array *)y)) || (inplace && !ax))
+    return kpy_binary_general(st, op, x, y, inplace);
+  /* A Python int the operation's integer dtype cannot hold: NumPy's answer is kiln._ops's. */
+  if (fits != Py_None && PyArray_DescrCheck(fits) &&
+      ((ky == KPY_KIND_PYINT && !kpy_int_fits(y, (PyArray_Descr *)fits)) ||
+       (kx == KPY_KIND_PYINT && !kpy_int_fits(x, (PyArray_Descr *)fits))))
     return kpy_binary_general(st, op, x, y, inplace);
   PyObject *sx = Py_NewRef(x), *sy = Py_NewRef(y);
   if (converter != Py_None) {

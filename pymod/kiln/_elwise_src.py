@@ -61,7 +61,7 @@ def source(arguments, operation, name, preamble="", loop_prep="", after_loop="",
         defines = "".join(f"#define {v.name}_i i\n" for v in vectors)
         params = ", ".join(_declarators(arguments, variant == "contig") + ["unsigned long n"])
         return f"""{head}{defines}
-extern "C" __global__ void {name}({params})
+__global__ void {name}({params})
 {{
 {common}  unsigned long long i;
   {loop_prep};
@@ -82,7 +82,7 @@ extern "C" __global__ void {name}({params})
         params = ", ".join(_declarators(arguments, False) + ["long start", "long stop",
                                                              "long step"])
         return f"""{head}{defines}
-extern "C" __global__ void {name}({params})
+__global__ void {name}({params})
 {{
 {common}  long i;
   {loop_prep};
@@ -108,7 +108,7 @@ extern "C" __global__ void {name}({params})
         steps = "".join(f"      {v.name}_i += _c * _layout.stride[{k}][_d];\n"
                         for k, v in enumerate(vectors))
         return f"""{head}{layout}
-extern "C" __global__ void {name}({params})
+__global__ void {name}({params})
 {{
 {common}  unsigned long long i;
   {loop_prep};

@@ -345,8 +345,9 @@ _plans = {}
 
 
 def binary_plan(op, x, y, inplace=False):
-    """(kernel, out dtype, scalar converter or None) for `x op y`, each an array or a scalar.
-    The kernel's arguments are (z, x, y): z the output array, x and y arrays or scalars."""
+    """(kernel, out dtype, scalar converter or None, the integer dtype a Python int operand
+    must fit or None) for `x op y`, each an array or a scalar. The kernel's arguments are
+    (z, x, y): z the output array, x and y arrays or scalars."""
     (dx, x_arr), (dy, y_arr) = _desc(x), _desc(y)
     key = (op, dx, x_arr, dy, y_arr, inplace and x_arr and x.dtype)
     plan = _plans.get(key)
@@ -368,7 +369,7 @@ def _make_binary_plan(op, dx, x_arr, dy, y_arr, inplace_dtype):
                             f"{np.dtype(inplace_dtype)!r} with casting rule 'same_kind'")
         out = np.dtype(inplace_dtype)
     args, xs = [f"{_cgen.dtype_to_ctype(out)} *z"], []
-    converter = None
+    converter = fits = None
     for name, d, is_arr, loop in (("x", dx, x_arr, lx), ("y", dy, y_arr, ly)):
         if is_arr:
             args.append(f"{_cgen.dtype_to_ctype(d)} *{name}")
@@ -379,13 +380,31 @@ def _make_binary_plan(op, dx, x_arr, dy, y_arr, inplace_dtype):
             xs.append(_scalar_operand(name, loop))
             if wire.kind == "c" or (isinstance(d, np.dtype) and d != wire):
                 converter = wire.type
+            if d is int and wire.kind in "iu":
+                fits = wire
     expr = _values(_binary_expr(op, (lx, ly, lz)))
     operation = (f"{compute_ctype(lx)} _x = {xs[0]}; {compute_ctype(ly)} _y = {xs[1]}; "
                  f"z[z_i] = {store(expr, lz, out)}")
     dtypes = [out, lx, ly] + [d for d in (dx, dy) if isinstance(d, np.dtype)]
     kernel = ElementwiseKernel(", ".join(args), operation, f"kiln_{op}",
                                preamble=_preamble(dtypes))
-    return kernel, np.dtype(out), converter
+    return kernel, np.dtype(out), converter, fits
+
+
+_COMPARISONS = {"less", "less_equal", "equal", "not_equal", "greater", "greater_equal"}
+
+
+def _out_of_range(op, value, dtype, shape, out, stream):
+    """`array op value` for a Python int that dtype cannot hold: NumPy 2 compares it as the
+    number it is (every element on one side of it) and refuses any other operation."""
+    if op not in _COMPARISONS:
+        raise OverflowError(f"Python integer {value} out of bounds for {dtype}")
+    above = value > np.iinfo(dtype).max  # the int is above every element (else below)
+    truth = {"less": above, "less_equal": above, "greater": not above,
+             "greater_equal": not above, "equal": False, "not_equal": True}[op]
+    if out is None:
+        out = _empty(shape, np.bool_, stream)
+    return fill(out, truth, stream=stream)
 
 
 def unary_plan(op, x, out_dtype=None):
@@ -498,9 +517,18 @@ def binary(op, x, y, out=None, stream=None):
             raise TypeError("a numpy array lives in host memory; copy it to the device first "
                             "(gpuarray.to_gpu) to combine it with a device array")
     inplace = out is not None and out is x
-    kernel, out_dtype, converter = binary_plan(op, x, y, inplace=inplace)
+    kernel, out_dtype, converter, fits = binary_plan(op, x, y, inplace=inplace)
     shapes = [v.shape for v in (x, y) if isinstance(v, DeviceArray)]
     shape = np.broadcast_shapes(*shapes)
+    if fits is not None:
+        info = np.iinfo(fits)
+        for side, v in (("left", x), ("right", y)):
+            if type(v) is int and not info.min <= v <= info.max:
+                flipped = {"less": "greater", "less_equal": "greater_equal",
+                           "greater": "less", "greater_equal": "less_equal"}
+                # `v op array` reads as `array flipped(op) v`
+                name = flipped.get(op, op) if side == "left" else op
+                return _out_of_range(name, v, fits, shape, out, stream)
     if out is None:
         out = _empty(shape, out_dtype, stream)
     elif tuple(out.shape) != tuple(shape):

@@ -90,7 +90,7 @@ __device__ __forceinline__ {out_t} _kiln_block_fold({out_t} v) {{
   return sm[0];
 }}
 
-extern "C" __global__ void {name}({params})
+__global__ void {name}({params})
 {{
   const {out_t} _neutral = ({out_t})({neutral});
   {out_t} _acc[{UNROLL}];

@@ -67,7 +67,7 @@ __device__ __forceinline__ {t} _kiln_block_scan({t} v, {t} *sm) {{
   return sm[threadIdx.x];
 }}
 
-extern "C" __global__ void {prefix}_tiles(const {t} *in, {t} *sums, unsigned long n) {{
+__global__ void {prefix}_tiles(const {t} *in, {t} *sums, unsigned long n) {{
   _KILN_SHARED({t}, tile, {TILE});
   _KILN_SHARED({t}, sm, {BLOCK});
   unsigned valid = _kiln_load(tile, in, n);
@@ -115,12 +115,12 @@ __device__ __forceinline__ void _kiln_scan_tile(const {t} *in, {t} *out, const {
   for (unsigned j = threadIdx.x; j < valid; j += blockDim.x) out[start + j] = tile[j];
 }}
 
-extern "C" __global__ void {prefix}_inclusive(const {t} *in, {t} *out, const {t} *carry,
+__global__ void {prefix}_inclusive(const {t} *in, {t} *out, const {t} *carry,
                                               unsigned long n) {{
   _kiln_scan_tile<false>(in, out, carry, n);
 }}
 
-extern "C" __global__ void {prefix}_exclusive(const {t} *in, {t} *out, const {t} *carry,
+__global__ void {prefix}_exclusive(const {t} *in, {t} *out, const {t} *carry,
                                               unsigned long n) {{
   _kiln_scan_tile<true>(in, out, carry, n);
 }}

@@ -1,0 +1,351 @@
+"""kiln.curandom: PyCUDA's curandom over cuRAND's device API. Without a GPU: the functions and
+classes exist with PyCUDA's signatures, each generator's module compiles with every kernel it
+needs, bad input is refused before anything is launched (device arrays that are never
+launched stand in, from a CUDA array interface). On the GPU: at 10**6 samples, means and
+variances within five standard errors for uniform, normal, log-normal and Poisson values, a
+chi-square test of 100 buckets (64 for float16) for uniform ones; the same seed giving the same numbers (in
+another process too), other seeds other numbers; the counter and skip-ahead semantics."""
+import inspect
+
+import numpy as np
+import pytest
+
+import kiln
+import kiln.curandom as curandom
+from kiln import SourceModule, _curand_src
+
+from helpers import ARCH, run_python
+
+GENERATORS = [curandom.PhiloxRandomNumberGenerator, curandom.XORWOWRandomNumberGenerator,
+              curandom.MRG32k3aRandomNumberGenerator]
+N = 10**6
+G = _curand_src.GENERATORS
+
+
+def stand_in(shape, dtype):
+    """A DeviceArray over memory that is never touched: enough for the checks made before a
+    launch."""
+    class Interface:
+        __cuda_array_interface__ = {"shape": tuple(shape), "typestr": np.dtype(dtype).str,
+                                    "data": (0x10000, False), "version": 3, "strides": None,
+                                    "stream": None}
+    return kiln.asarray(Interface())
+
+
+def make(cls, seed):
+    return cls(seed=seed)
+
+
+# ---- without a GPU ---------------------------------------------------------------------------
+
+def params(f):
+    return list(inspect.signature(f).parameters)
+
+
+def test_module_functions_take_pycudas_arguments():
+    assert params(curandom.rand) == ["shape", "dtype", "stream"]
+    assert inspect.signature(curandom.rand).parameters["dtype"].default is np.float32
+    assert params(curandom.seed_getter_uniform) == ["N"]
+    assert params(curandom.seed_getter_unique) == ["N"]
+    version = curandom.get_curand_version()
+    assert isinstance(version, tuple) and len(version) == 3
+    assert all(isinstance(v, int) for v in version) and version >= (3, 2, 0)
+
+
+@pytest.mark.parametrize("cls", GENERATORS)
+def test_generator_methods_take_pycudas_arguments(cls):
+    expect = {"fill_uniform": ["data", "stream"], "gen_uniform": ["shape", "dtype", "stream"],
+              "fill_normal": ["data", "stream"], "gen_normal": ["shape", "dtype", "stream"],
+              "fill_log_normal": ["data", "mean", "stddev", "stream"],
+              "gen_log_normal": ["shape", "dtype", "mean", "stddev", "stream"],
+              "fill_poisson": ["data", "lambda_value", "stream"],
+              "gen_poisson": ["shape", "dtype", "lambda_value", "stream"],
+              "call_skip_ahead": ["i", "stream"]}
+    if cls is not curandom.PhiloxRandomNumberGenerator:
+        expect.update({"call_skip_ahead_array": ["i", "stream"],
+                       "call_skip_ahead_sequence": ["i", "stream"],
+                       "call_skip_ahead_sequence_array": ["i", "stream"]})
+        assert params(cls)[:2] == ["seed_getter", "offset"]
+    else:
+        assert params(cls) == ["seed", "offset"]
+    if cls is curandom.MRG32k3aRandomNumberGenerator:
+        expect.update({"call_skip_ahead_subsequence": ["i", "stream"],
+                       "call_skip_ahead_subsequence_array": ["i", "stream"]})
+    for name, want in expect.items():
+        assert params(getattr(cls, name))[1:] == want, name
+
+
+@pytest.mark.parametrize("kind", ["philox", "xorwow", "mrg32k3a"])
+def test_each_generator_type_is_one_module_with_all_its_kernels(kind):
+    m = SourceModule(_curand_src.source(kind), arch=ARCH or "sm_90")
+    fills = {f"kiln_rng_{k}" for k in ("f16", "f32", "f64", "u32", "u64", "normal_f32",
+                                      "normal_f64", "lognormal_f32", "lognormal_f64",
+                                      "poisson", "poisson_array")}
+    assert fills <= set(m.kernels)
+    if kind != "philox":
+        assert {"kiln_rng_init", "kiln_rng_skip", "kiln_rng_skip_sequence"} <= set(m.kernels)
+        assert curandom._state_size(m) >= 40  # cuRAND's 48 bytes today
+    if kind == "mrg32k3a":
+        assert "kiln_rng_skip_subsequence" in m.kernels
+
+
+def test_philox_needs_no_gpu_to_start_and_counts_its_blocks():
+    g = curandom.PhiloxRandomNumberGenerator(seed=5, offset=7)
+    assert (g.seed, g.offset) == (5, 7)
+    g.call_skip_ahead(10)
+    assert g.offset == 17
+    assert curandom.PhiloxRandomNumberGenerator(seed=-1).seed == 2**64 - 1
+    seeds = {curandom.PhiloxRandomNumberGenerator().seed for _ in range(4)}
+    assert len(seeds) == 4  # drawn from the operating system
+
+
+def test_bad_input_is_refused_before_a_launch():
+    g = curandom.PhiloxRandomNumberGenerator(seed=1)
+    with pytest.raises(TypeError, match="fills a device array"):
+        g.fill_uniform(np.zeros(4, np.float32))
+    with pytest.raises(TypeError, match="fill_uniform fills arrays of .* not int8"):
+        g.fill_uniform(stand_in((4,), np.int8))
+    with pytest.raises(TypeError, match="fill_normal fills arrays of float32, float64, not "
+                                        "int32"):
+        g.fill_normal(stand_in((4,), np.int32))
+    with pytest.raises(TypeError, match="fill_log_normal fills arrays of"):
+        g.fill_log_normal(stand_in((4,), np.complex64), 0.0, 1.0)
+    with pytest.raises(ValueError, match="stddev must be >= 0"):
+        g.fill_log_normal(stand_in((4,), np.float32), 0.0, -1.0)
+    with pytest.raises(TypeError, match="mean is a real number"):
+        g.fill_log_normal(stand_in((4,), np.float32), "zero", 1.0)
+    with pytest.raises(TypeError, match="fill_poisson fills arrays of uint32, not float32"):
+        g.fill_poisson(stand_in((4,), np.float32), 2.0)
+    with pytest.raises(TypeError, match="needs lambda_value"):
+        g.fill_poisson(stand_in((4,), np.uint32))
+    with pytest.raises(ValueError, match="lambda_value must be > 0"):
+        g.fill_poisson(stand_in((4,), np.uint32), 0.0)
+    with pytest.raises(ValueError, match=r"lambda_value has shape \(3,\); data has \(4,\)"):
+        g.fill_poisson(stand_in((4,), np.uint32), stand_in((3,), np.float64))
+    with pytest.raises(TypeError, match="gen_normal makes arrays of float32, float64, not "
+                                        "int32"):
+        g.gen_normal((3,), np.int32)
+    with pytest.raises(TypeError, match="gen_poisson makes arrays of uint32"):
+        g.gen_poisson((3,), np.float32, 1.0)
+    with pytest.raises(TypeError, match="seed is an int"):
+        curandom.PhiloxRandomNumberGenerator(seed="x")
+    with pytest.raises(ValueError, match="offset is an int >= 0"):
+        curandom.PhiloxRandomNumberGenerator(offset=-1)
+    with pytest.raises(ValueError, match="i is an int >= 0"):
+        g.call_skip_ahead(-3)
+    empty = stand_in((0,), np.float32)
+    assert g.fill_uniform(empty) is None and g.offset == 0  # nothing launched, nothing used
+
+
+@pytest.mark.parametrize("cls", GENERATORS[1:])
+def test_seed_getters_that_give_the_wrong_seeds_are_refused(cls):
+    with pytest.raises(TypeError, match=f"device array of {G} int32 seeds, not an array of "
+                                        f"{G} int64"):
+        cls(lambda n: stand_in((n,), np.int64))
+    with pytest.raises(TypeError, match=f"{G} int32 seeds, not an array of 10 int32"):
+        cls(lambda n: stand_in((10,), np.int32))
+    with pytest.raises(TypeError, match="not both"):
+        cls(curandom.seed_getter_unique, seed=3)
+    with pytest.raises(TypeError, match="seed is an int"):
+        cls(seed=1.5)
+
+
+# ---- on the GPU ------------------------------------------------------------------------------
+
+def chi2_limit(dof, z=3.719):
+    """The chi-square value exceeded with probability 1e-4 (z: the normal quantile of 1e-4),
+    by Wilson and Hilferty's approximation."""
+    k = 2 / (9 * dof)
+    return dof * (1 - k + z * np.sqrt(k)) ** 3
+
+
+def within(value, expected, stderr, what):
+    assert abs(value - expected) <= 5 * stderr, (what, value, expected, stderr)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64])
+@pytest.mark.parametrize("cls", GENERATORS)
+def test_uniform_values(cls, dtype):
+    x = make(cls, 1234).gen_uniform(N, dtype).get().astype(np.float64)
+    assert x.min() >= 0 and x.max() < 1
+    within(x.mean(), 0.5, np.sqrt(1 / 12 / N), "mean")
+    within(x.var(), 1 / 12, np.sqrt((1 / 80 - 1 / 144) / N), "variance")
+    buckets = 64 if dtype == np.float16 else 100  # float16 has 2048 values: 32 a bucket
+    counts = np.bincount((x * buckets).astype(int), minlength=buckets)
+    expected = N / buckets
+    assert ((counts - expected) ** 2 / expected).sum() < chi2_limit(buckets - 1)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", [np.uint32, np.int32, np.uint64, np.int64])
+@pytest.mark.parametrize("cls", GENERATORS)
+def test_uniform_bits(cls, dtype):
+    x = make(cls, 99).gen_uniform(N, dtype).get().view(np.uint32 if np.dtype(dtype).itemsize
+                                                       == 4 else np.uint64)
+    bits = np.dtype(dtype).itemsize * 8
+    ones = [((x >> np.array(b, x.dtype)) & 1).mean() for b in range(bits)]
+    for b, share in enumerate(ones):
+        within(share, 0.5, 0.5 / np.sqrt(N), f"bit {b}")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("cls", GENERATORS)
+def test_normal_and_log_normal_values(cls, dtype):
+    g = make(cls, 77)
+    z = g.gen_normal(N, dtype).get().astype(np.float64)
+    within(z.mean(), 0, 1 / np.sqrt(N), "mean")
+    within(z.var(), 1, np.sqrt(2 / N), "variance")
+    within((z > 1.96).mean(), 0.025, np.sqrt(0.025 * 0.975 / N), "upper tail")
+    mu, sigma = 0.5, 0.3
+    x = g.gen_log_normal(N, dtype, mu, sigma).get().astype(np.float64)
+    assert x.min() > 0
+    log = np.log(x)
+    within(log.mean(), mu, sigma / np.sqrt(N), "mean of the log")
+    within(log.var(), sigma**2, sigma**2 * np.sqrt(2 / N), "variance of the log")
+    var = (np.exp(sigma**2) - 1) * np.exp(2 * mu + sigma**2)
+    within(x.mean(), np.exp(mu + sigma**2 / 2), np.sqrt(var / N), "mean")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("lam", [3.5, 100.0, 5000.0])
+@pytest.mark.parametrize("cls", GENERATORS)
+def test_poisson_values(cls, lam):
+    x = make(cls, 5).gen_poisson(N, np.uint32, lam)
+    assert x.dtype == np.uint32
+    x = x.get().astype(np.float64)
+    within(x.mean(), lam, np.sqrt(lam / N), "mean")
+    within(x.var(), lam, np.sqrt((lam + 2 * lam**2) / N), "variance")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("cls", GENERATORS)
+def test_poisson_with_a_mean_per_element(cls):
+    lam = np.where(np.arange(N) % 2 == 0, 2.0, 50.0).astype(np.float32)
+    x = kiln.empty(N, np.uint32)
+    make(cls, 6).fill_poisson(x, kiln.to_device(lam))
+    x = x.get().astype(np.float64)
+    within(x[0::2].mean(), 2.0, np.sqrt(2.0 / (N / 2)), "mean of the first half")
+    within(x[1::2].mean(), 50.0, np.sqrt(50.0 / (N / 2)), "mean of the second half")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("cls", GENERATORS)
+def test_the_same_seed_gives_the_same_numbers_and_others_do_not(cls):
+    def draw(seed):
+        g = make(cls, seed)
+        return [g.gen_uniform(1001, np.float32).get(), g.gen_normal(257, np.float64).get(),
+                g.gen_poisson(100, np.uint32, 4.0).get(), g.gen_uniform(3, np.uint64).get()]
+    a, b, c = draw(42), draw(42), draw(43)
+    for x, y, z in zip(a, b, c):
+        np.testing.assert_array_equal(x, y)
+        assert not np.array_equal(x, z)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("cls", ["PhiloxRandomNumberGenerator", "XORWOWRandomNumberGenerator",
+                                 "MRG32k3aRandomNumberGenerator"])
+def test_the_same_seed_gives_the_same_numbers_in_another_process(cls):
+    here = make(getattr(curandom, cls), 2024).gen_normal(4099, np.float32).get()
+    proc = run_python(f"""
+        import sys, numpy as np, kiln.curandom as c
+        x = c.{cls}(seed=2024).gen_normal(4099, np.float32).get()
+        sys.stdout.write(x.tobytes().hex())
+    """)
+    assert proc.returncode == 0, proc.stderr
+    np.testing.assert_array_equal(np.frombuffer(bytes.fromhex(proc.stdout), np.float32), here)
+
+
+@pytest.mark.gpu
+def test_philox_numbers_depend_on_the_counter_alone():
+    g = curandom.PhiloxRandomNumberGenerator(seed=8)
+    whole = g.gen_uniform(16, np.float32).get()
+    assert g.offset == 4  # four blocks of four values
+    h = curandom.PhiloxRandomNumberGenerator(seed=8)
+    np.testing.assert_array_equal(np.concatenate([h.gen_uniform(8, np.float32).get(),
+                                                  h.gen_uniform(8, np.float32).get()]), whole)
+    k = curandom.PhiloxRandomNumberGenerator(seed=8)
+    k.call_skip_ahead(2)
+    np.testing.assert_array_equal(k.gen_uniform(8, np.float32).get(), whole[8:])
+    five = curandom.PhiloxRandomNumberGenerator(seed=8).gen_uniform(5, np.float32).get()
+    np.testing.assert_array_equal(five, whole[:5])
+    big = curandom.PhiloxRandomNumberGenerator(seed=8).gen_uniform(2**20 + 1, np.float32).get()
+    np.testing.assert_array_equal(big[:16], whole)
+    d = curandom.PhiloxRandomNumberGenerator(seed=8, offset=1).gen_uniform(2, np.float64).get()
+    np.testing.assert_array_equal(
+        d, curandom.PhiloxRandomNumberGenerator(seed=8).gen_uniform(4, np.float64).get()[2:])
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("cls", GENERATORS[1:])
+def test_stateful_generators_draw_element_i_from_generator_i_mod_65536(cls):
+    whole = make(cls, 3).gen_uniform(2 * G, np.uint32).get()
+    np.testing.assert_array_equal(make(cls, 3).gen_uniform(5, np.uint32).get(), whole[:5])
+    g = make(cls, 3)
+    g.call_skip_ahead(1)
+    np.testing.assert_array_equal(g.gen_uniform(G, np.uint32).get(), whole[G:])
+    h = make(cls, 3)
+    h.call_skip_ahead_array(kiln.to_device(np.ones(G, np.uint64)))
+    np.testing.assert_array_equal(h.gen_uniform(G, np.uint32).get(), whole[G:])
+    s = make(cls, 3)
+    s.call_skip_ahead_sequence(1)
+    t = make(cls, 3)
+    t.call_skip_ahead_sequence_array(np.ones(G, np.uint64))
+    after = s.gen_uniform(G, np.uint32).get()
+    np.testing.assert_array_equal(t.gen_uniform(G, np.uint32).get(), after)
+    assert not np.array_equal(after, whole[:G])
+    o = cls(seed=3, offset=1)
+    np.testing.assert_array_equal(o.gen_uniform(G, np.uint32).get(), whole[G:])
+
+
+@pytest.mark.gpu
+def test_mrg32k3a_subsequence_skips():
+    a = curandom.MRG32k3aRandomNumberGenerator(seed=4)
+    b = curandom.MRG32k3aRandomNumberGenerator(seed=4)
+    a.call_skip_ahead_subsequence(1)
+    b.call_skip_ahead_subsequence_array(kiln.to_device(np.ones(G, np.uint64)))
+    x = a.gen_uniform(1000, np.uint32).get()
+    np.testing.assert_array_equal(b.gen_uniform(1000, np.uint32).get(), x)
+    c = curandom.MRG32k3aRandomNumberGenerator(seed=4)
+    assert not np.array_equal(c.gen_uniform(1000, np.uint32).get(), x)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("cls", GENERATORS)
+def test_sizes_views_and_streams(cls):
+    g = make(cls, 11)
+    for n in (0, 1, 3, 255, 256, 257, 2**20 + 1):
+        x = g.gen_uniform(n, np.float32).get()
+        assert x.shape == (n,) and (n < 2 or np.unique(x).size > n // 2)
+        assert n == 0 or (x.min() >= 0 and x.max() < 1)
+    a = kiln.zeros((100, 40), np.float64)
+    g.fill_normal(a[:, ::2])
+    host = a.get()
+    assert np.all(host[:, 1::2] == 0) and np.all(host[:, ::2] != 0)
+    s = kiln.Stream()
+    y = g.gen_log_normal((10, 10), np.float32, 0.0, 1.0, stream=s)
+    s.synchronize()
+    assert y.shape == (10, 10) and y.get().min() > 0
+
+
+@pytest.mark.gpu
+def test_rand_and_the_seed_getters():
+    x = curandom.rand((300, 7))
+    assert x.shape == (300, 7) and x.dtype == np.float32
+    h = x.get()
+    assert h.min() >= 0 and h.max() < 1
+    assert curandom.rand(10, np.float64).dtype == np.float64
+    assert curandom.rand(10, np.uint32).dtype == np.uint32
+    np.random.seed(17)
+    a = curandom.rand(1000).get()
+    np.random.seed(17)
+    np.testing.assert_array_equal(curandom.rand(1000).get(), a)
+    u = curandom.seed_getter_uniform(G).get()
+    assert u.dtype == np.int32 and u.size == G and np.all(u == u[0])
+    q = curandom.seed_getter_unique(G).get()
+    assert q.dtype == np.int32 and np.unique(q).size > G * 0.99
+    xw = curandom.XORWOWRandomNumberGenerator(curandom.seed_getter_uniform)
+    assert xw.gen_uniform(10, np.float32).get().max() < 1
+    xu = curandom.XORWOWRandomNumberGenerator()
+    assert xu.state.nbytes == G * curandom._state_size(xu.module)
