@@ -236,7 +236,10 @@ class PooledDeviceAllocation(PointerHolderBase):
             self._pool._give_back(allocation)
 
     def __del__(self):
-        self.free()
+        try:
+            self.free()
+        except Exception:  # collected at exit, with the driver or the pool already gone
+            pass
 
 
 class DeviceMemoryPool:
@@ -331,7 +334,10 @@ class PooledHostAllocation:
             self._pool._give_back(block)
 
     def __del__(self):
-        self.free()
+        try:
+            self.free()
+        except Exception:  # collected at exit, with the pool already gone
+            pass
 
 
 class PageLockedMemoryPool:
