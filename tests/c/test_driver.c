@@ -139,10 +139,10 @@ TEST(gpu_driver_device_and_context) {
   ASSERT_STATUS(kiln_device_from_pci_bus_id("ffff:ff:1f.7", &found), KILN_ERROR_INVALID);
   ASSERT_OK(kiln_context_push(0));
   ASSERT_EQ(kiln_context_depth(), 1);
-  size_t fifo = 0;
-  ASSERT_OK(kiln_context_set_limit(1 /* PRINTF_FIFO_SIZE */, 4 << 20));
-  ASSERT_OK(kiln_context_get_limit(1, &fifo));
-  ASSERT(fifo >= 4 << 20);
+  size_t stack = 0;
+  ASSERT_OK(kiln_context_set_limit(0 /* STACK_SIZE */, 4096));
+  ASSERT_OK(kiln_context_get_limit(0, &stack));
+  ASSERT(stack >= 4096);
   int config = -1;
   ASSERT_OK(kiln_context_set_cache_config(1 /* PREFER_SHARED */));
   ASSERT_OK(kiln_context_get_cache_config(&config));
