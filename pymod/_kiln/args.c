@@ -268,7 +268,9 @@ int kpy_pack_arg(kpy_state *st, const kiln_function *f, int index, PyObject *obj
   /* Integer and pointer classes: ints of any kind (bool, numpy integers, __index__). */
   if (PyLong_Check(obj) || PyArray_IsScalar(obj, Integer) || PyArray_IsScalar(obj, Bool) ||
       (!PyFloat_Check(obj) && !PyArray_IsScalar(obj, Inexact) && PyIndex_Check(obj))) {
-    PyObject *i = PyNumber_Index(obj);
+    /* NumPy's bool has no __index__: it counts as 0 or 1, as Python's does. */
+    PyObject *i =
+        PyArray_IsScalar(obj, Bool) ? PyLong_FromLong(PyObject_IsTrue(obj)) : PyNumber_Index(obj);
     if (!i) return -1;
     int rc = kpy_pack_int(f, index, i, slot);
     Py_DECREF(i);

@@ -161,6 +161,21 @@ static int kpy_int_fits(PyObject *v, PyArray_Descr *d) {
   return x >= -hi - 1 && x <= hi;
 }
 
+/* 1 when v is a negative integer (a Python int or a NumPy signed integer). */
+static int kpy_negative_int(PyObject *v) {
+  if (!PyLong_Check(v) && !PyArray_IsScalar(v, SignedInteger)) return 0;
+  PyObject *i = PyNumber_Index(v);
+  if (!i) {
+    PyErr_Clear();
+    return 0;
+  }
+  int overflow = 0;
+  long long x = PyLong_AsLongLongAndOverflow(i, &overflow);
+  Py_DECREF(i);
+  if (x == -1 && PyErr_Occurred()) PyErr_Clear();
+  return overflow < 0 || (!overflow && x < 0);
+}
+
 static PyObject *kpy_binary(int op, PyObject *x, PyObject *y, int inplace) {
   kpy_state *st = kpy_ops_state(x, y);
   if (!st) return NULL;
@@ -196,6 +211,9 @@ static PyObject *kpy_binary(int op, PyObject *x, PyObject *y, int inplace) {
   kpy_array *shape_of = (kpy_array *)(ax ? x : y);
   if ((ax && !kpy_plain(x)) || (ay && !kpy_plain(y)) ||
       (ax && ay && !kpy_same_shape((kpy_array *)x, (kpy_array *)y)) || (inplace && !ax))
+    return kpy_binary_general(st, op, x, y, inplace);
+  /* A negative integer power, NumPy's error, is kiln._ops's to raise. */
+  if (op == KPY_OP_POW && !ay && kpy_negative_int(y))
     return kpy_binary_general(st, op, x, y, inplace);
   /* A Python int the operation's integer dtype cannot hold: NumPy's answer is kiln._ops's. */
   if (fits != Py_None && PyArray_DescrCheck(fits) &&

@@ -349,7 +349,15 @@ static PyObject *kpy_get_version(PyObject *module, PyObject *unused) {
   return Py_BuildValue("(iii)", v / 1000, v % 1000 / 10, 0);
 }
 
+static PyObject *kpy_current_device(PyObject *module, PyObject *unused) {
+  (void)module, (void)unused;
+  return PyLong_FromLong(kiln_device_current());
+}
+
 static PyMethodDef kpy_device_functions[] = {
+    {"current_device", kpy_current_device, METH_NOARGS,
+     "The ordinal of this thread's current device (kiln.Device(i).make_current() or `with "
+     "kiln.Device(i):` change it); needs no driver."},
     {"synchronize", kpy_synchronize, METH_NOARGS,
      "Waits for all work on the current device; raises the error of any that failed."},
     {"init", (PyCFunction)(void (*)(void))kpy_init, METH_VARARGS | METH_KEYWORDS,

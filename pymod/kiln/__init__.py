@@ -51,6 +51,7 @@ from ._kiln import (
     memcpy_dtoh,
     memcpy_htod,
     synchronize,
+    current_device,
 )
 
 
@@ -128,4 +129,5 @@ __all__ = [
     "memcpy_dtoh",
     "memcpy_htod",
     "synchronize",
+    "current_device",
 ]

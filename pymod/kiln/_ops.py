@@ -195,6 +195,13 @@ def _binary_expr(op, loop):
         return "_kiln_shl(x, y)"
     if op == "right_shift":
         return "_kiln_shr(x, y)"
+    kx, ky = np.dtype(loop[0]).kind, np.dtype(loop[1]).kind
+    if op in _COMPARISONS and kx != ky and kx in "iu" and ky in "iu":
+        # NumPy's own loops for a signed and an unsigned 64-bit integer compare the values,
+        # not the bits: so does a 128-bit integer.
+        sym = {"less": "<", "less_equal": "<=", "greater": ">", "greater_equal": ">=",
+               "equal": "==", "not_equal": "!="}[op]
+        return f"((__int128)(x) {sym} (__int128)(y))"
     if op in ("equal", "not_equal"):
         return "(x == y)" if op == "equal" else "(x != y)"
     if op in ("less", "less_equal", "greater", "greater_equal"):
@@ -520,6 +527,9 @@ def binary(op, x, y, out=None, stream=None):
     kernel, out_dtype, converter, fits = binary_plan(op, x, y, inplace=inplace)
     shapes = [v.shape for v in (x, y) if isinstance(v, DeviceArray)]
     shape = np.broadcast_shapes(*shapes)
+    if op == "power" and out_dtype.kind in "iub" and isinstance(y, (int, np.integer)) and \
+            not isinstance(y, (bool, np.bool_)) and y < 0:
+        raise ValueError("Integers to negative integer powers are not allowed.")
     if fits is not None:
         info = np.iinfo(fits)
         for side, v in (("left", x), ("right", y)):

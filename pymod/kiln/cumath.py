@@ -76,8 +76,13 @@ def _kernel(key, arguments, operation, dtypes):
     """The ElementwiseKernel generated for key (the first item names the function)."""
     k = _KERNELS.get(key)
     if k is None:
+        # The complex formulas cancel near their branch cuts: contracting their products into
+        # fused multiply-adds (NVRTC's default) moves results there by thousands of units in
+        # the last place; without it they round as the same formulas do on the host.
+        complex_ = any(np.dtype(d).kind == "c" for d in dtypes)
         k = _KERNELS[key] = ElementwiseKernel(arguments, operation, f"kiln_{key[0]}",
-                                              preamble=_cumath_src.preamble(dtypes))
+                                              preamble=_cumath_src.preamble(dtypes),
+                                              options=["--fmad=false"] if complex_ else None)
     return k
 
 

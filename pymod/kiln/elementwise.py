@@ -18,7 +18,7 @@ and are refused, saying so, when it uses `i`; `range=`/`slice=` take negative st
 import numpy as np
 
 from . import _cgen, _elwise_src
-from ._kiln import DeviceArray, ElementwiseBase, SourceModule
+from ._kiln import DeviceArray, ElementwiseBase, SourceModule, current_device
 
 __all__ = ["ElementwiseKernel", "get_elwise_kernel", "get_elwise_module",
            "get_elwise_range_module", "get_elwise_kernel_and_types", "VectorArg",
@@ -157,6 +157,15 @@ class ElementwiseKernel(ElementwiseBase):
         shape, strides = layout
         f = self._function("strided", len(shape))
         grid = max(1, min((n + BLOCK - 1) // BLOCK, _MAX_GRID))
+        # A strided array goes as its address: the layout struct tells the kernel its strides
+        # (a kernel call refuses a strided array passed as a plain pointer).
+        current = current_device()
+        for k in self._vector_index:
+            a = args[k]
+            if _is_array(a) and a.device != current:
+                raise ValueError(f"{self.name}: argument {self.arguments[k].name!r} is on "
+                                 f"device {a.device}; the launch is on device {current}")
+        args = [a.ptr if _is_array(a) else a for a in args]
         f(*args, n, _layout_bytes(shape, strides), block=(BLOCK, 1, 1), grid=(grid, 1),
           stream=stream)
         return None

@@ -113,7 +113,9 @@ def arange(*args, dtype=None, stream=None, **kwargs):
     """arange([start,] stop[, step], dtype=None, stream=None): NumPy's arange on the GPU
     (its length, dtype and values)."""
     names = ("start", "stop", "step")
-    values = dict(zip(names[-len(args):] if len(args) == 1 else names, args))
+    if len(args) > 3:
+        raise TypeError(f"arange() takes at most 3 positional arguments ({len(args)} given)")
+    values = {"stop": args[0]} if len(args) == 1 else dict(zip(names, args))
     for k in list(kwargs):
         if k not in names:
             raise TypeError(f"arange() got an unexpected keyword argument {k!r}")
@@ -257,7 +259,8 @@ def concatenate(arrays, axis=0, allocator=None):
         raise np.exceptions.AxisError(axis, nd) if hasattr(np, "exceptions") else \
             ValueError(f"axis {axis} is out of bounds for {nd} dimensions")
     for a in arrays[1:]:
-        if a.ndim != nd or any(a.shape[d] != arrays[0].shape[d] for d in range(nd) if d != axis):
+        if a.ndim != nd or builtins.any(a.shape[d] != arrays[0].shape[d]
+                                        for d in range(nd) if d != axis):
             raise ValueError(f"all the input array dimensions except for the concatenation "
                              f"axis must match exactly: {arrays[0].shape} and {a.shape}")
     dtype = np.result_type(*[a.dtype for a in arrays])
@@ -280,7 +283,7 @@ def stack(arrays, axis=0, allocator=None):
     if not arrays:
         raise ValueError("need at least one array to stack")
     shape = arrays[0].shape
-    if any(a.shape != shape for a in arrays):
+    if builtins.any(a.shape != shape for a in arrays):
         raise ValueError("all input arrays must have the same shape")
     nd = len(shape) + 1
     axis = axis + nd if axis < 0 else axis
