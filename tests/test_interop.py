@@ -140,6 +140,26 @@ def test_copies_on_a_foreign_stream_are_done_when_the_call_returns():
 
 
 @pytest.mark.gpu
+def test_an_array_made_on_a_kiln_streams_handle_keeps_that_stream():
+    """Memory ordered on a kiln.Stream named by its handle (an int, or another object naming
+    it) is freed on that stream: the array keeps the kiln.Stream, so dropping the Stream first
+    cannot leave a free queued on a destroyed stream (a crash in the driver)."""
+    for name in (lambda s: s.handle, lambda s: Named("cuda_stream", s.handle),
+                 lambda s: Protocol(s.handle)):
+        s = kiln.Stream(flags=kiln.STREAM_NON_BLOCKING)
+        alive = weakref.ref(s)
+        a = kiln.to_device(np.arange(1000, dtype=np.float32), stream=name(s))
+        b = kiln.empty(10, np.int8, stream=name(s))
+        del s
+        gc.collect()
+        assert alive() is not None
+        np.testing.assert_array_equal(a.get(), np.arange(1000, dtype=np.float32))
+        del a, b
+        gc.collect()
+        assert alive() is None
+
+
+@pytest.mark.gpu
 def test_an_array_keeps_the_stream_object_it_was_made_on():
     s = kiln.Stream()
     named = Named("handle", s.handle)

@@ -37,7 +37,7 @@ static PyObject *kpy_empty_or_zeros(PyObject *module, PyObject *args, PyObject *
     PyErr_Format(PyExc_ValueError, "order must be 'C' or 'F', not '%.20s'", order);
   else if (kpy_shape_parse(shape_obj, &ndim, shape) == 0 && kpy_on_parse(st, stream_obj, &on) == 0)
     a = kpy_array_new_order(st, dtype, ndim, shape, order[0] == 'F', on.handle,
-                            kpy_stream_owner(stream_obj));
+                            kpy_stream_owner(st, stream_obj, on.handle));
   Py_DECREF(dtype);
   if (a && zero && a->nbytes) {
     kiln_status s = kiln_memset_async(a->ptr, 0, (size_t)a->nbytes, on.handle);

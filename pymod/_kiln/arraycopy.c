@@ -158,10 +158,10 @@ static int kpy_set_from(kpy_state *st, kpy_array *a, PyObject *host, const kpy_o
   if (kpy_in_order(a, fortran)) {
     rc = kpy_copy(st, a->ptr, (PyObject *)h, (size_t)a->nbytes, 0, on);
   } else { /* through a C-contiguous temporary, on the stream the copies are on */
-    kpy_array *t =
-        kpy_array_check_device(a) < 0
-            ? NULL
-            : kpy_array_new(st, a->dtype, a->ndim, a->shape, on->handle, kpy_stream_owner(on->arg));
+    kpy_array *t = kpy_array_check_device(a) < 0
+                       ? NULL
+                       : kpy_array_new(st, a->dtype, a->ndim, a->shape, on->handle,
+                                       kpy_stream_owner(st, on->arg, on->handle));
     rc = t && kpy_copy(st, t->ptr, (PyObject *)h, (size_t)a->nbytes, 0, on) == 0 &&
                  kpy_ops_copy(st, (PyObject *)a, (PyObject *)t, on->arg) == 0
              ? 0
@@ -336,7 +336,8 @@ static int kpy_assign(kpy_state *st, kpy_array *dst, PyObject *value, const kpy_
     else if (kpy_same_shape(dst, h) && (dst->flags & KPY_C_CONTIGUOUS))
       rc = kpy_copy(st, dst->ptr, (PyObject *)h, (size_t)dst->nbytes, 0, on);
     else if (kpy_array_check_device(dst) == 0) {
-      kpy_array *t = kpy_array_new(st, dst->dtype, n, shape, on->handle, kpy_stream_owner(on->arg));
+      kpy_array *t = kpy_array_new(st, dst->dtype, n, shape, on->handle,
+                                   kpy_stream_owner(st, on->arg, on->handle));
       rc = t && kpy_copy(st, t->ptr, (PyObject *)h, (size_t)t->nbytes, 0, on) == 0
                ? kpy_assign_array(st, dst, t, on)
                : -1;
@@ -440,7 +441,7 @@ static PyObject *kpy_to_device(PyObject *module, PyObject *args, PyObject *kwarg
   Py_ssize_t shape[KPY_MAX_DIMS];
   for (int i = 0; i < PyArray_NDIM(h) && i < KPY_MAX_DIMS; i++) shape[i] = PyArray_DIM(h, i);
   a = kpy_array_new_order(st, PyArray_DESCR(h), PyArray_NDIM(h), shape, fortran, on.handle,
-                          kpy_stream_owner(stream_obj));
+                          kpy_stream_owner(st, stream_obj, on.handle));
   if (a && kpy_copy(st, a->ptr, host, (size_t)a->nbytes, 0, &on) < 0) Py_CLEAR(a);
 done:
   Py_DECREF(host);

@@ -42,7 +42,7 @@ kpy_array *kpy_array_copy_order(kpy_state *st, kpy_array *a, int fortran, PyObje
                                 kiln_stream stream) {
   if (kpy_array_check_device(a) < 0) return NULL;
   kpy_array *c = kpy_array_new_order(st, a->dtype, a->ndim, a->shape, fortran, stream,
-                                     kpy_stream_owner(stream_obj));
+                                     kpy_stream_owner(st, stream_obj, stream));
   if (!c || !c->nbytes) return c;
   if (a->flags & (fortran ? KPY_F_CONTIGUOUS : KPY_C_CONTIGUOUS)) {
     kiln_status s = kiln_memcpy_dtod_async(c->ptr, a->ptr, (size_t)a->nbytes, stream);

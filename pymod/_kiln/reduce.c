@@ -211,7 +211,7 @@ static PyObject *kpy_reduce_call(PyObject *op, PyObject *const *args, size_t nar
     PyObject *key = PyTuple_GET_ITEM(kwnames, i), *value = args[nargs + i];
     if (key == st->str.stream || PyUnicode_Compare(key, st->str.stream) == 0) {
       if (kpy_stream_parse(st, value, &stream) < 0) return NULL;
-      stream_owner = kpy_stream_owner(value);
+      stream_owner = kpy_stream_owner(st, value, stream);
     } else if (key == st->str.out || PyUnicode_Compare(key, st->str.out) == 0) {
       out = value;
     } else {

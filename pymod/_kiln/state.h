@@ -101,6 +101,12 @@ typedef struct kpy_state {
     kiln_deviceptr ptr;
   } scratch[KPY_SCRATCH_SLOTS];
   int n_scratch;
+  /* stream.c's: the kiln.Streams alive, by handle (borrowed: each removes itself). */
+  struct kpy_own_stream {
+    kiln_stream handle;
+    PyObject *stream;
+  } *streams;
+  int n_streams, cap_streams;
 } kpy_state;
 
 /* The module's definition (_kiln.c): how a subclass of a kiln type finds kiln's state. */

@@ -71,6 +71,9 @@ void kpy_stream_free(kpy_state *st) {
     kiln_event_destroy(st->order_event[i]);
     st->order_event[i] = NULL;
   }
+  PyMem_Free(st->streams);
+  st->streams = NULL;
+  st->n_streams = st->cap_streams = 0;
 }
 
 int kpy_stream_keep(PyObject *stream, PyObject *obj) {
@@ -92,6 +95,40 @@ static int kpy_stream_sync(kpy_stream *self) {
   return 0;
 }
 
+/* ---- The streams kiln made, by handle ------------------------------------------------------ */
+
+static int kpy_streams_add(kpy_state *st, PyObject *stream, kiln_stream handle) {
+  if (st->n_streams == st->cap_streams) {
+    int cap = st->cap_streams ? 2 * st->cap_streams : 16;
+    void *p = PyMem_Realloc(st->streams, (size_t)cap * sizeof *st->streams);
+    if (!p) {
+      PyErr_NoMemory();
+      return -1;
+    }
+    st->streams = p;
+    st->cap_streams = cap;
+  }
+  st->streams[st->n_streams].handle = handle;
+  st->streams[st->n_streams++].stream = stream;
+  return 0;
+}
+
+static void kpy_streams_remove(kpy_state *st, PyObject *stream) {
+  for (int i = 0; i < st->n_streams; i++)
+    if (st->streams[i].stream == stream) {
+      st->streams[i] = st->streams[--st->n_streams];
+      return;
+    }
+}
+
+PyObject *kpy_stream_owner(kpy_state *st, PyObject *obj, kiln_stream handle) {
+  if (obj == Py_None) return NULL;
+  if (kpy_stream_is_kiln(st, obj)) return obj;
+  for (int i = 0; handle && i < st->n_streams; i++)
+    if (st->streams[i].handle == handle) return st->streams[i].stream;
+  return PyLong_Check(obj) ? NULL : obj;
+}
+
 static PyObject *kpy_stream_new(PyTypeObject *tp, PyObject *args, PyObject *kwargs) {
   static char *kwlist[] = {(char *)"flags", (char *)"priority", NULL};
   unsigned flags = 0;
@@ -108,6 +145,11 @@ static PyObject *kpy_stream_new(PyTypeObject *tp, PyObject *args, PyObject *kwar
   }
   self->handle = handle;
   self->owned = 1;
+  kpy_state *st = kpy_state_of_type(tp);
+  if (!st || kpy_streams_add(st, (PyObject *)self, handle) < 0) {
+    Py_DECREF(self);
+    return NULL;
+  }
   return (PyObject *)self;
 }
 
@@ -142,7 +184,11 @@ static void kpy_stream_dealloc(PyObject *op) {
     Py_END_ALLOW_THREADS
   }
   kpy_stream_clear(op);
-  if (self->owned) kiln_stream_destroy(self->handle);
+  if (self->owned) {
+    kpy_state *st = kpy_state_of_type(tp);
+    if (st) kpy_streams_remove(st, op);
+    kiln_stream_destroy(self->handle);
+  }
   tp->tp_free(op);
   Py_DECREF(tp);
 }

@@ -34,12 +34,11 @@ static inline int kpy_stream_is_kiln(kpy_state *st, PyObject *obj) {
   return Py_IS_TYPE(obj, st->ref.Stream_type);
 }
 
-/* What keeps the stream a parsed stream= names alive: the argument when it is a stream object
- * (kiln's or another library's), NULL for None or an int handle, whose stream the caller
- * vouches for. Borrowed. */
-static inline PyObject *kpy_stream_owner(PyObject *obj) {
-  return obj == Py_None || PyLong_Check(obj) ? NULL : obj;
-}
+/* What keeps the stream a parsed stream= (obj, whose handle is handle) names alive: a
+ * kiln.Stream given, or the kiln.Stream whose handle an int or another library's object names
+ * (so memory ordered on it never outlives it), else the stream object given; NULL for None or
+ * the int handle of a stream kiln did not make, which the caller vouches for. Borrowed. */
+PyObject *kpy_stream_owner(kpy_state *st, PyObject *obj, kiln_stream handle);
 
 /* The handle of a kiln.Stream. */
 static inline kiln_stream kpy_stream_handle(PyObject *stream) {

@@ -137,8 +137,16 @@ template <typename T> __device__ kiln_c<T> kiln_cacosh(kiln_c<T> z) {
   return kiln_c<T>(::asinh(a.re * b.re + a.im * b.im), T(2) * ::atan2(a.im, b.re));
 }
 /* atanh z = log1p(4x / ((1-x)^2 + y^2)) / 4 + i atan2(2y, (1-x)(1+x) - y^2) / 2. */
+template <typename T> __device__ kiln_c<T> kiln_catanh_right(T x, T y);
+/* atanh is odd: it is computed where Re z >= 0, so that 4x / ((1-x)^2 + y^2) >= 0 and log1p
+ * loses nothing to cancellation (near z = -1 it would), then negated. */
 template <typename T> __device__ kiln_c<T> kiln_catanh(kiln_c<T> z) {
-  T x = z.re, y = z.im, u = T(1) - x;
+  if (!::signbit(z.re)) return kiln_catanh_right(z.re, z.im);
+  kiln_c<T> w = kiln_catanh_right(-z.re, -z.im);
+  return kiln_c<T>(-w.re, -w.im);
+}
+template <typename T> __device__ kiln_c<T> kiln_catanh_right(T x, T y) {
+  T u = T(1) - x;
   const T half_pi = T(1.57079632679489661923132169163975144);
   if (::isinf(x) || ::isinf(y)) return kiln_c<T>(::copysign(T(0), x), ::isnan(y) ? y : ::copysign(half_pi, y));
   if (x == T(0) && ::isnan(y)) return kiln_c<T>(x, y); /* C99: +-0 + i NaN */

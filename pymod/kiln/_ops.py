@@ -134,6 +134,11 @@ template <typename T> __device__ __forceinline__ T _kiln_shr(T a, T b) {
 template <typename T> __device__ __forceinline__ T _kiln_max(T a, T b) { return (a != a || a >= b) ? a : b; }
 template <typename T> __device__ __forceinline__ T _kiln_min(T a, T b) { return (a != a || a <= b) ? a : b; }
 template <typename T> __device__ __forceinline__ T _kiln_sign(T a) { return a > T(0) ? T(1) : a < T(0) ? T(-1) : a; }
+/* a < b for one signed and one unsigned integer, as numbers. */
+template <typename A, typename B> __device__ __forceinline__ bool _kiln_mlt(A a, B b) {
+  if constexpr (A(-1) < A(0)) return a < A(0) || (unsigned long long)a < (unsigned long long)b;
+  else return b >= B(0) && (unsigned long long)a < (unsigned long long)b;
+}
 """
 
 # Only kernels over complex numbers include these (and the complex header they need).
@@ -198,10 +203,11 @@ def _binary_expr(op, loop):
     kx, ky = np.dtype(loop[0]).kind, np.dtype(loop[1]).kind
     if op in _COMPARISONS and kx != ky and kx in "iu" and ky in "iu":
         # NumPy's own loops for a signed and an unsigned 64-bit integer compare the values,
-        # not the bits: so does a 128-bit integer.
-        sym = {"less": "<", "less_equal": "<=", "greater": ">", "greater_equal": ">=",
-               "equal": "==", "not_equal": "!="}[op]
-        return f"((__int128)(x) {sym} (__int128)(y))"
+        # not the bits.
+        return {"less": "_kiln_mlt(x, y)", "less_equal": "!_kiln_mlt(y, x)",
+                "greater": "_kiln_mlt(y, x)", "greater_equal": "!_kiln_mlt(x, y)",
+                "equal": "(!_kiln_mlt(x, y) && !_kiln_mlt(y, x))",
+                "not_equal": "(_kiln_mlt(x, y) || _kiln_mlt(y, x))"}[op]
     if op in ("equal", "not_equal"):
         return "(x == y)" if op == "equal" else "(x != y)"
     if op in ("less", "less_equal", "greater", "greater_equal"):
