@@ -1,6 +1,9 @@
 """Generated kernels without a GPU: argument lists, the C types of dtypes, and every kernel
 kiln generates for array arithmetic, elementwise kernels, reductions and scans compiles
 (NVRTC needs no device). What they compute is tested on the GPU (test_gpuarray.py)."""
+import concurrent.futures
+import os
+
 import numpy as np
 import pytest
 
@@ -185,6 +188,30 @@ def plans_on_host(monkeypatch):
 
 def array(dtype):
     return np.zeros(2, dtype).view(HostStandIn)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def compiled_in_parallel():
+    """Every plan these tests make, compiled first on every core (NVRTC runs without the GIL),
+    so the tests find them in the disk cache: serially they take minutes."""
+    real_desc, real_plans = _ops._desc, _ops._plans
+    _ops._desc = lambda obj: (obj.dtype, True) if isinstance(obj, HostStandIn) else \
+        real_desc(obj)
+    _ops._plans = {}
+    jobs = [(_ops.binary_plan, op, array(dt), other) for dt in DTYPES for op in _ops._BINARY
+            for other in (array(dt), 3, 2.5, 1j, np.float64(2))]
+    jobs += [(_ops.unary_plan, op, array(dt)) for dt in DTYPES for op in _ops._UNARY]
+
+    def run(job):
+        try:
+            job[0](*job[1:])
+        except TypeError:
+            pass
+    try:
+        with concurrent.futures.ThreadPoolExecutor(os.cpu_count() or 1) as pool:
+            list(pool.map(run, jobs))
+    finally:
+        _ops._desc, _ops._plans = real_desc, real_plans
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
