@@ -183,6 +183,7 @@ static void kpy_stream_dealloc(PyObject *op) {
       kiln_stream_synchronize(self->handle);
     Py_END_ALLOW_THREADS
   }
+  if (self->weakrefs) PyObject_ClearWeakRefs(op);
   kpy_stream_clear(op);
   if (self->owned) {
     kpy_state *st = kpy_state_of_type(tp);
@@ -258,6 +259,11 @@ static PyMethodDef kpy_stream_methods[] = {
     {NULL, NULL, 0, NULL},
 };
 
+static PyMemberDef kpy_stream_members[] = {
+    {"__weaklistoffset__", KPY_T_PYSSIZET, offsetof(kpy_stream, weakrefs), KPY_READONLY, NULL},
+    {NULL, 0, 0, 0, NULL},
+};
+
 static PyGetSetDef kpy_stream_getset[] = {
     {"handle", kpy_stream_get_handle, NULL, "The CUstream, as an int.", NULL},
     {NULL, NULL, NULL, NULL, NULL},
@@ -271,6 +277,7 @@ static PyType_Slot kpy_stream_slots[] = {
     {Py_tp_repr, kpy_stream_repr},
     {Py_tp_methods, kpy_stream_methods},
     {Py_tp_getset, kpy_stream_getset},
+    {Py_tp_members, kpy_stream_members},
     {Py_tp_doc, (void *)"Stream(flags=0, priority=0): a CUDA stream of the current device. "
                         "flags=kiln.STREAM_NON_BLOCKING does not wait for the default stream."},
     {0, NULL},

@@ -7,6 +7,7 @@
 
 typedef struct kpy_stream {
   PyObject_HEAD
+  PyObject *weakrefs; /* so arrays' owners can be watched (weakref.ref(stream)) */
   kiln_stream handle; /* NULL is the legacy default stream */
   int owned;          /* made by kiln: destroyed with the object */
   PyObject *keep;     /* list: what queued copies read or write, released once it is done */
