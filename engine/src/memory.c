@@ -272,7 +272,10 @@ kiln_status kiln_memcpy_dtoh(void *dst, kiln_deviceptr src, size_t nbytes) {
   kiln_status s = kiln__device_enter(&d);
   if (s || nbytes == 0) return s;
   if ((s = kiln__check_range(src, nbytes, "source"))) return s;
-  if (nbytes <= KILN__SMALL_DTOH && kiln__dtoh_bounced(d, dst, (CUdeviceptr)src, nbytes, &s)) {
+  kiln_staging_info staging;
+  kiln_staging_get_info(&staging); /* the stager takes what is at least its minimum */
+  if (nbytes <= KILN__SMALL_DTOH && nbytes < staging.min_bytes &&
+      kiln__dtoh_bounced(d, dst, (CUdeviceptr)src, nbytes, &s)) {
     if (s) return s;
   } else if ((s = kiln__stage_dtoh(d, dst, (CUdeviceptr)src, nbytes, NULL, 1))) {
     return s;
