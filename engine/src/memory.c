@@ -241,45 +241,12 @@ kiln_status kiln_memcpy_htod(kiln_deviceptr dst, const void *src, size_t nbytes)
   return KILN_OK;
 }
 
-/* A copy this small into pageable memory goes through the bounce buffer: the driver's own
- * pageable path costs about 2 µs more than a copy into page-locked memory and a memcpy
- * (an H200, a 4-byte result: bench/kernel_shapes.py), which is most of reading one value. */
-#define KILN__SMALL_DTOH ((size_t)16 << 10)
-
-/* 1 when the copy went through d's bounce buffer; 0 when that buffer is busy (another thread's
- * In/Out) and the caller copies the usual way. */
-static int kiln__dtoh_bounced(const kiln__device *d, void *dst, CUdeviceptr src, size_t nbytes,
-                              kiln_status *s) {
-  kiln__bounce *b = NULL;
-  if (kiln__memory_bounce(d, &b) || pthread_mutex_trylock(&b->lock) != 0) {
-    kiln__clear_error();
-    return 0;
-  }
-  *s = kiln__memory_bounce_reserve(b, nbytes);
-  if (!*s) {
-    const char *call = "cuMemcpyDtoHAsync";
-    CUresult rc = kiln__driver.MemcpyDtoHAsync(b->host, src, nbytes, NULL);
-    if (!rc) rc = kiln__driver.StreamSynchronize(NULL), call = "cuStreamSynchronize";
-    if (rc) *s = kiln__cuda_fail(call, (int)rc);
-    else memcpy(dst, b->host, nbytes);
-  }
-  pthread_mutex_unlock(&b->lock);
-  return 1;
-}
-
 kiln_status kiln_memcpy_dtoh(void *dst, kiln_deviceptr src, size_t nbytes) {
   kiln__device *d;
   kiln_status s = kiln__device_enter(&d);
   if (s || nbytes == 0) return s;
   if ((s = kiln__check_range(src, nbytes, "source"))) return s;
-  kiln_staging_info staging;
-  kiln_staging_get_info(&staging); /* the stager takes what is at least its minimum */
-  if (nbytes <= KILN__SMALL_DTOH && nbytes < staging.min_bytes &&
-      kiln__dtoh_bounced(d, dst, (CUdeviceptr)src, nbytes, &s)) {
-    if (s) return s;
-  } else if ((s = kiln__stage_dtoh(d, dst, (CUdeviceptr)src, nbytes, NULL, 1))) {
-    return s;
-  }
+  if ((s = kiln__stage_dtoh(d, dst, (CUdeviceptr)src, nbytes, NULL, 1))) return s;
   kiln__clear_error();
   return KILN_OK;
 }
