@@ -176,6 +176,9 @@ static int kpy_negative_int(PyObject *v) {
   return overflow < 0 || (!overflow && x < 0);
 }
 
+static PyObject *kpy_binary_planned(kpy_state *st, int op, PyObject *x, PyObject *y, int inplace,
+                                    int kx, int ky, PyObject *plan);
+
 static PyObject *kpy_binary(int op, PyObject *x, PyObject *y, int inplace) {
   kpy_state *st = kpy_ops_state(x, y);
   if (!st) return NULL;
@@ -201,6 +204,15 @@ static PyObject *kpy_binary(int op, PyObject *x, PyObject *y, int inplace) {
     Py_XDECREF(args);
     if (!plan) return NULL;
   }
+  Py_INCREF(plan); /* owned across the Python code below (a scalar's converter, __index__) */
+  PyObject *r = kpy_binary_planned(st, op, x, y, inplace, kx, ky, plan);
+  Py_DECREF(plan);
+  return r;
+}
+
+/* The rest of kpy_binary, given the operation's plan (owned by the caller). */
+static PyObject *kpy_binary_planned(kpy_state *st, int op, PyObject *x, PyObject *y, int inplace,
+                                    int kx, int ky, PyObject *plan) {
   kpy_ewise *kernel = (kpy_ewise *)PyTuple_GET_ITEM(plan, 0);
   PyArray_Descr *out_dtype = (PyArray_Descr *)PyTuple_GET_ITEM(plan, 1);
   PyObject *converter = PyTuple_GET_SIZE(plan) > 2 ? PyTuple_GET_ITEM(plan, 2) : Py_None;
@@ -261,13 +273,17 @@ static PyObject *kpy_unary(int op, PyObject *x) {
   }
   if (kpy_plain(x)) {
     kpy_array *a = (kpy_array *)x;
+    Py_INCREF(plan);
     PyObject *out = (PyObject *)kpy_array_new(st, (PyArray_Descr *)PyTuple_GET_ITEM(plan, 1),
                                               a->ndim, a->shape, NULL, NULL);
-    if (!out) return NULL;
-    PyObject *objs[2] = {out, x};
-    int r = kpy_ewise_launch((kpy_ewise *)PyTuple_GET_ITEM(plan, 0), objs, NULL);
+    int r = -1;
+    if (out) {
+      PyObject *objs[2] = {out, x};
+      r = kpy_ewise_launch((kpy_ewise *)PyTuple_GET_ITEM(plan, 0), objs, NULL);
+    }
+    Py_DECREF(plan);
     if (r > 0) return out;
-    Py_DECREF(out);
+    Py_XDECREF(out);
     if (r < 0) return NULL;
   }
   PyObject *ops = kpy_ops_module(st);

@@ -53,10 +53,14 @@ int kpy_ewise_launch(kpy_ewise *k, PyObject *const *objs, kiln_stream stream) {
     f = k->fn_alias;
   }
 
+  /* Owned for the call: packing a scalar can run Python code (__index__), which could rebind
+   * the kernel's variants. */
+  Py_INCREF(f);
   _Alignas(16) unsigned char stack_storage[KPY_EWISE_STACK];
   void *params[KPY_EWISE_MAX_ARGS + 1];
   unsigned char *storage = stack_storage;
   if (f->storage_size > sizeof stack_storage && !(storage = PyMem_Malloc(f->storage_size))) {
+    Py_DECREF(f);
     PyErr_NoMemory();
     return -1;
   }
@@ -95,6 +99,7 @@ int kpy_ewise_launch(kpy_ewise *k, PyObject *const *objs, kiln_stream stream) {
   rc = 1;
 done:
   if (storage != stack_storage) PyMem_Free(storage);
+  Py_DECREF(f);
   return rc;
 }
 

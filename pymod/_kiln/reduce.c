@@ -136,12 +136,14 @@ static PyObject *kpy_reduce_launch(kpy_reduce *r, PyObject *const *objs, PyObjec
   kpy_array *out = kpy_reduce_out(r, out_obj, stream, stream_owner);
   if (!out) return NULL;
 
-  kpy_function *f = r->fn;
+  /* Owned for the call: packing a scalar can run Python code, which could rebind it. */
+  kpy_function *f = (kpy_function *)Py_NewRef(r->fn);
   _Alignas(16) unsigned char stack_storage[KPY_REDUCE_STACK];
   void *params[KPY_REDUCE_MAX_ARGS + 3];
   unsigned char *storage = stack_storage;
   if (f->storage_size > sizeof stack_storage && !(storage = PyMem_Malloc(f->storage_size))) {
     Py_DECREF(out);
+    Py_DECREF(f);
     return PyErr_NoMemory();
   }
   kpy_packed packed;
@@ -180,6 +182,7 @@ static PyObject *kpy_reduce_launch(kpy_reduce *r, PyObject *const *objs, PyObjec
 done:
   if (storage != stack_storage) PyMem_Free(storage);
   Py_XDECREF(out);
+  Py_DECREF(f);
   return result;
 }
 
