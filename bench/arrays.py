@@ -24,7 +24,6 @@ import argparse
 import atexit
 import json
 import os
-import re
 import shutil
 import subprocess
 import sys
@@ -37,8 +36,9 @@ import numpy as np
 import children
 import kiln
 import kiln.gpuarray as gpuarray
-from common import (ROOT, PyCuda, Ways, cpu_model, driver_version, gpu_slug, package_version,
-                    save_results, source_commit, stamp, summarize)
+from common import (ROOT, PyCuda, Ways, child_environment, cpu_model, driver_version, gpu_slug,
+                    package_version, save_results, source_commit, stamp, summarize,
+                    update_performance_page)
 from kiln.elementwise import ElementwiseKernel
 
 FULL = {"calls": 2000, "big_calls": 100, "repeats": 7, "processes": 7}
@@ -262,22 +262,14 @@ def markdown(result):
 PAGE_BEGIN, PAGE_END = "<!-- arrays:begin -->", "<!-- arrays:end -->"
 
 
-def update_performance_page(result, table):
-    page = ROOT / "docs" / "performance.md"
-    text = page.read_text()
+def performance_block(result, table):
+    """The section of docs/performance.md between the arrays markers, markers included."""
     env = result["environment"]
-    block = (f"{PAGE_BEGIN}\n_Written by `bench/arrays.py` on {result['gpu']}, "
-             f"{result['date']}, kiln {env['kiln_commit']}, PyTorch {env['torch']}, CuPy "
-             f"{env['cupy']}, PyCUDA {env['pycuda'] or 'not built'}; medians; results in "
-             f"`bench/results/{result['date']}-{result['slug']}-arrays.json`._\n\n{table}\n"
-             f"{PAGE_END}")
-    if PAGE_BEGIN in text:
-        text = re.sub(re.escape(PAGE_BEGIN) + ".*?" + re.escape(PAGE_END), lambda _: block,
-                      text, flags=re.S)
-    else:
-        text += "\n## Arrays that compute\n\n" + block + "\n"
-    page.write_text(text)
-    print(f"wrote {page}")
+    return (f"{PAGE_BEGIN}\n_Written by `bench/arrays.py` on {result['gpu']}, "
+            f"{result['date']}, kiln {env['kiln_commit']}, PyTorch {env['torch']}, CuPy "
+            f"{env['cupy']}, PyCUDA {env['pycuda'] or 'not built'}; medians; results in "
+            f"`bench/results/{result['date']}-{result['slug']}-arrays.json`._\n\n{table}\n"
+            f"{PAGE_END}")
 
 
 def main():
@@ -293,10 +285,7 @@ def main():
                          f"{os.environ.get('PATH', '')}"  # PyCUDA runs nvcc
     scratch = Path(tempfile.mkdtemp(prefix="kiln-arrays-"))
     atexit.register(shutil.rmtree, scratch, True)
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("KILN_CACHE", "CUPY_CACHE"))}
-    env["PYTHONPATH"] = os.pathsep.join(
-        p for p in (str(Path(kiln.__file__).resolve().parent.parent),
-                    os.environ.get("PYTHONPATH")) if p)
+    env = child_environment()
     problems = {}
     pycuda = PyCuda(scratch)
     figures = {"elementwise_us": {}, "multiply_us": {}, "sum_us": {}}
@@ -326,7 +315,8 @@ def main():
     result["markdown"] = table
     save_results(result, "-arrays", smoke=args.quick, out=args.out)
     if not args.quick:
-        update_performance_page(result, table)
+        update_performance_page(PAGE_BEGIN, PAGE_END, performance_block(result, table),
+                                "## Arrays that compute\n\n")
         if args.out:
             shutil.copy(ROOT / "docs" / "performance.md", args.out / "performance.md")
     print(f"\n{gpu}, {result['date']}: medians, µs (ms for the first operator)\n{table}")

@@ -340,6 +340,32 @@ def gpu_slug(gpu):
     return re.sub(r"[^a-z0-9]+", "-", (gpu or "no gpu").lower()).strip("-")
 
 
+def child_environment():
+    """This process's environment for the programs a benchmark starts: no cache settings of
+    kiln's or CuPy's (each run names its own folders), and the kiln being measured first on
+    PYTHONPATH."""
+    import kiln
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("KILN_CACHE", "CUPY_CACHE"))}
+    env["PYTHONPATH"] = os.pathsep.join(
+        p for p in (str(Path(kiln.__file__).resolve().parent.parent),
+                    os.environ.get("PYTHONPATH")) if p)
+    return env
+
+
+def update_performance_page(begin, end, block, heading=""):
+    """Replaces the section of docs/performance.md from marker begin to marker end (markers
+    included, both in block) with block; a page without it gets it at its end, after heading."""
+    page = ROOT / "docs" / "performance.md"
+    text = page.read_text()
+    if begin in text:
+        text = re.sub(re.escape(begin) + ".*?" + re.escape(end), lambda _: block, text,
+                      flags=re.S)
+    else:
+        text += "\n" + heading + block + "\n"
+    page.write_text(text)
+    print(f"wrote {page}")
+
+
 def save_results(result, suffix, smoke, out):
     """Writes result to bench/results/<date>-<gpu><suffix>.json (a smoke run's to
     build/bench/results/, away from the real ones), and a copy into out when given."""

@@ -47,7 +47,6 @@ import atexit
 import gc
 import json
 import os
-import re
 import shutil
 import subprocess
 import sys
@@ -60,9 +59,9 @@ import numpy as np
 import children
 import kiln
 from common import (BUILD, ROOT, MiB, PyCuda, Ways, build_c_parts, build_compile, build_driver_program,
-                    cpu_model, driver_version, gpu_slug, median, package_version,
-                    round_trip_ways, run_baseline, run_compile, save_results, source_commit,
-                    stamp)
+                    child_environment, cpu_model, driver_version, gpu_slug, median,
+                    package_version, round_trip_ways, run_baseline, run_compile, save_results,
+                    source_commit, stamp, update_performance_page)
 from kernels import (ARG_COUNTS, GLOBAL_NAME, GLOBAL_SOURCE, SEED_KERNEL,
                      import_cuda_core)
 from kernels import COMPARE_SOURCE as SOURCE
@@ -724,19 +723,6 @@ def performance_block(result, table):
             f"![In/Out bandwidth against size](compare-bandwidth.png)\n{PAGE_END}")
 
 
-def update_performance_page(result, table):
-    page = ROOT / "docs" / "performance.md"
-    text = page.read_text()
-    block = performance_block(result, table)
-    if PAGE_BEGIN in text:
-        text = re.sub(re.escape(PAGE_BEGIN) + ".*?" + re.escape(PAGE_END), lambda _: block, text,
-                      flags=re.S)
-    else:
-        text += "\n" + block + "\n"
-    page.write_text(text)
-    print(f"wrote {page}")
-
-
 def short_table(result):
     print(f"\n{result['gpu']}, {result['date']}: medians, and over raw C")
     cols = [s for s in SYSTEMS]
@@ -775,11 +761,7 @@ def main():
     os.environ["PATH"] = f"{CUDA / 'bin'}:{os.environ.get('PATH', '')}"  # PyCUDA runs nvcc
     scratch = Path(tempfile.mkdtemp(prefix="kiln-compare-"))
     atexit.register(shutil.rmtree, scratch, True)
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("KILN_CACHE", "CUPY_CACHE"))}
-    env["PYTHONPATH"] = os.pathsep.join(
-        p for p in (str(Path(kiln.__file__).resolve().parent.parent),
-                    os.environ.get("PYTHONPATH")) if p)
+    env = child_environment()
 
     problems = {}
     pycuda = PyCuda(scratch)
@@ -862,7 +844,7 @@ def main():
     drawn = plots(result, folder)
     save_results(result, "", smoke=args.quick, out=args.out)
     if not args.quick:
-        update_performance_page(result, table)
+        update_performance_page(PAGE_BEGIN, PAGE_END, performance_block(result, table))
     if args.out:
         for p in drawn + ([] if args.quick else [ROOT / "docs" / "performance.md"]):
             shutil.copy(p, args.out / p.name)

@@ -103,39 +103,25 @@ done:
   return rc;
 }
 
-/* Hands the call to the subclass's _call_general, arguments and keywords as they came. */
-static PyObject *kpy_ewise_general(PyObject *self, PyObject *const *args, Py_ssize_t nargs,
-                                   PyObject *kwnames) {
-  Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0, total = 1 + nargs + nkw;
-  PyObject *small[16], **stack = small;
-  if (total > (Py_ssize_t)(sizeof small / sizeof small[0]) &&
-      !(stack = PyMem_Malloc((size_t)total * sizeof *stack)))
-    return PyErr_NoMemory();
-  stack[0] = self;
-  memcpy(stack + 1, args, (size_t)(nargs + nkw) * sizeof *stack);
-  PyObject *r = PyObject_VectorcallMethod(((kpy_ewise *)self)->st->str.call_general, stack,
-                                          (size_t)(1 + nargs), kwnames);
-  if (stack != small) PyMem_Free(stack);
-  return r;
-}
-
 static PyObject *kpy_ewise_call(PyObject *op, PyObject *const *args, size_t nargsf,
                                 PyObject *kwnames) {
   kpy_ewise *k = (kpy_ewise *)op;
+  kpy_state *st = k->st;
   Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
-  if (!k->fn || nargs != k->nargs) return kpy_ewise_general(op, args, nargs, kwnames);
+  if (!k->fn || nargs != k->nargs) goto general;
   kiln_stream stream = NULL;
   Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
   for (Py_ssize_t i = 0; i < nkw; i++) {
     PyObject *key = PyTuple_GET_ITEM(kwnames, i);
-    if (key != k->st->str.stream && PyUnicode_Compare(key, k->st->str.stream) != 0)
-      return kpy_ewise_general(op, args, nargs, kwnames); /* range=, slice=, or a mistake */
-    if (kpy_stream_parse(k->st, args[nargs + i], &stream) < 0) return NULL;
+    if (key != st->str.stream && PyUnicode_Compare(key, st->str.stream) != 0)
+      goto general; /* range=, slice=, or a mistake */
+    if (kpy_stream_parse(st, args[nargs + i], &stream) < 0) return NULL;
   }
   int r = kpy_ewise_launch(k, args, stream);
   if (r < 0) return NULL;
   if (r > 0) Py_RETURN_NONE;
-  return kpy_ewise_general(op, args, nargs, kwnames);
+general: /* arguments and keywords as they came */
+  return kpy_call_method(op, st->str.call_general, args, nargs, kwnames);
 }
 
 static int kpy_ewise_function(kpy_state *st, PyObject *obj, kpy_function **out) {

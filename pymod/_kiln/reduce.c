@@ -186,27 +186,12 @@ done:
   return result;
 }
 
-static PyObject *kpy_reduce_general(PyObject *self, PyObject *const *args, Py_ssize_t nargs,
-                                    PyObject *kwnames) {
-  Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0, total = 1 + nargs + nkw;
-  PyObject *small[16], **stack = small;
-  if (total > (Py_ssize_t)(sizeof small / sizeof small[0]) &&
-      !(stack = PyMem_Malloc((size_t)total * sizeof *stack)))
-    return PyErr_NoMemory();
-  stack[0] = self;
-  memcpy(stack + 1, args, (size_t)(nargs + nkw) * sizeof *stack);
-  PyObject *r = PyObject_VectorcallMethod(((kpy_reduce *)self)->st->str.call_general, stack,
-                                          (size_t)(1 + nargs), kwnames);
-  if (stack != small) PyMem_Free(stack);
-  return r;
-}
-
 static PyObject *kpy_reduce_call(PyObject *op, PyObject *const *args, size_t nargsf,
                                  PyObject *kwnames) {
   kpy_reduce *r = (kpy_reduce *)op;
   kpy_state *st = r->st;
   Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
-  if (!r->fn || nargs != r->nargs) return kpy_reduce_general(op, args, nargs, kwnames);
+  if (!r->fn || nargs != r->nargs) goto general;
   kiln_stream stream = NULL;
   PyObject *stream_owner = NULL, *out = NULL;
   Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
@@ -218,12 +203,13 @@ static PyObject *kpy_reduce_call(PyObject *op, PyObject *const *args, size_t nar
     } else if (key == st->str.out || PyUnicode_Compare(key, st->str.out) == 0) {
       out = value;
     } else {
-      return kpy_reduce_general(op, args, nargs, kwnames); /* allocator=, range=, ... */
+      goto general; /* allocator=, range=, ... */
     }
   }
   PyObject *result = kpy_reduce_launch(r, args, out, stream, stream_owner);
   if (result || PyErr_Occurred()) return result;
-  return kpy_reduce_general(op, args, nargs, kwnames);
+general: /* arguments and keywords as they came */
+  return kpy_call_method(op, st->str.call_general, args, nargs, kwnames);
 }
 
 /* _bind(function, dtype, vector_mask, block, per_thread, blocks_per_sm). */

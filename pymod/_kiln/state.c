@@ -63,3 +63,12 @@ int kpy_get_optional_attr(PyObject *obj, PyObject *name, PyObject **out) {
   return 0;
 #endif
 }
+
+PyObject *kpy_call_method(PyObject *self, PyObject *name, PyObject *const *args, Py_ssize_t nargs,
+                          PyObject *kwnames) {
+  PyObject *method = PyObject_GetAttr(self, name);
+  if (!method) return NULL;
+  PyObject *r = PyObject_Vectorcall(method, args, (size_t)nargs, kwnames);
+  Py_DECREF(method);
+  return r;
+}

@@ -131,4 +131,9 @@ PyTypeObject *kpy_add_type(PyObject *module, PyType_Spec *spec, PyTypeObject *ba
  * (PyObject_GetOptionalAttr from Python 3.13, for older Pythons too). */
 int kpy_get_optional_attr(PyObject *obj, PyObject *name, PyObject **out);
 
+/* self.name(*args, **kwargs) from a vectorcall's own arguments (the keyword values after args):
+ * how a C fast path hands a call it does not take to the Python method that takes every call. */
+PyObject *kpy_call_method(PyObject *self, PyObject *name, PyObject *const *args, Py_ssize_t nargs,
+                          PyObject *kwnames);
+
 #endif
