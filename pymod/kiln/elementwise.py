@@ -10,6 +10,10 @@ array argument; `x_i` is element i's index in array `x` (the same as `i` for con
 arrays). The kernel is generated once, compiled through kiln's cache (so a new process finds
 it on disk) and launched by kiln's own call path, which works out the launch shape.
 
+CuPy's spelling is taken too: `ElementwiseKernel("float32 x, float32 y", "float32 z",
+"z = x * y", "mul")`, called `mul(x, y)` (allocating z) or `mul(x, y, z)`; see
+kiln._elwise_cupy for its meaning and where it differs from CuPy.
+
 Where kiln differs from PyCUDA: arguments are checked against the declaration (an int where
 a float goes is converted, a float where an int goes is refused, before anything is
 launched); arrays that are not contiguous work when the operation indexes them with `x_i`,
@@ -17,7 +21,7 @@ and are refused, saying so, when it uses `i`; `range=`/`slice=` take negative st
 """
 import numpy as np
 
-from . import _cgen, _elwise_src
+from . import _cgen, _elwise_cupy, _elwise_src
 from ._kiln import DeviceArray, ElementwiseBase, SourceModule, current_device
 
 __all__ = ["ElementwiseKernel", "get_elwise_kernel", "get_elwise_module",
@@ -63,6 +67,13 @@ class ElementwiseKernel(ElementwiseBase):
     arguments in order, and optionally `range=slice(start, stop, step)` or `slice=slice(...)`
     (which counts from the end of the first array for negative values) and `stream=`.
     """
+
+    def __new__(cls, *args, **kwargs):
+        # CuPy's spelling, ElementwiseKernel(in_params, out_params, operation, name), makes
+        # its own kind of kernel (kiln._elwise_cupy); Python then skips this __init__.
+        if cls is ElementwiseKernel and _elwise_cupy.is_cupy_spelling(args, kwargs):
+            return _elwise_cupy.CupyElementwiseKernel(*args, **kwargs)
+        return super().__new__(cls)
 
     def __init__(self, arguments, operation, name="kernel", keep=False, options=None,
                  preamble="", loop_prep="", after_loop="", **kwargs):
