@@ -18,6 +18,7 @@
 #define KPY_REDUCE_MAX_BLOCKS 1024
 #define KPY_REDUCE_SCRATCH (16 + KPY_REDUCE_MAX_BLOCKS * 16)
 #define KPY_REDUCE_STACK 512
+#define KPY_REDUCE_MIN_BLOCK 256
 
 /* Arrays whose elements the kernel's flat index walks in order: C-contiguous ones. */
 static int kpy_reduce_plain(kpy_array *a) { return kpy_array_is_c_contiguous((PyObject *)a); }
@@ -93,6 +94,16 @@ static int kpy_reduce_max_grid(kpy_reduce *r, int device, unsigned *out) {
   return 0;
 }
 
+/* The block a launch over n elements uses: the kernel's own, halved (down to
+ * KPY_REDUCE_MIN_BLOCK) while one block of half the threads still covers the input, since a
+ * smaller block folds sooner (on an H200 a float32 sum of 10^3 to the host: 13.3 µs with 256
+ * threads, 14.2 with 512). _reduce_src.launch_block is the same rule for the general path. */
+static unsigned kpy_reduce_block(unsigned block, unsigned per_thread, unsigned long long n) {
+  while (block / 2 >= KPY_REDUCE_MIN_BLOCK && n <= (unsigned long long)(block / 2) * per_thread)
+    block /= 2;
+  return block;
+}
+
 /* The result: `out` when given (a DeviceArray of the result's dtype with room for one value),
  * else a new 0-d array on stream. NULL with an exception set, or with none when the call must
  * take the general path. */
@@ -128,7 +139,8 @@ static PyObject *kpy_reduce_launch(kpy_reduce *r, PyObject *const *objs, PyObjec
   }
   unsigned max_grid;
   if (kpy_reduce_max_grid(r, device, &max_grid) < 0) return NULL;
-  unsigned long long per_block = (unsigned long long)r->block * r->per_thread;
+  unsigned block = kpy_reduce_block(r->block, r->per_thread, (unsigned long long)n);
+  unsigned long long per_block = (unsigned long long)block * r->per_thread;
   unsigned long long want = ((unsigned long long)n + per_block - 1) / per_block;
   unsigned grid = want < 1 ? 1 : want > max_grid ? max_grid : (unsigned)want;
   kiln_deviceptr scratch = 0;
@@ -171,7 +183,7 @@ static PyObject *kpy_reduce_launch(kpy_reduce *r, PyObject *const *objs, PyObjec
   }
   unsigned long long count = (unsigned long long)n;
   memcpy(params[r->nargs + 2], &count, sizeof count);
-  kiln_launch_config cfg = {{grid, 1, 1}, {r->block, 1, 1}, 0, stream};
+  kiln_launch_config cfg = {{grid, 1, 1}, {block, 1, 1}, 0, stream};
   kiln_status s = kiln_function_launch(f->fn, &cfg, params);
   if (s) {
     kpy_raise(st, s);

@@ -23,6 +23,18 @@ UNROLL = 4
 # (kiln._kiln.REDUCE_MAX_BLOCKS). The buffer holds the counter in its first 16 bytes, then
 # one partial value of up to 16 bytes per block.
 BLOCKS_PER_SM = 2
+# The smallest block a launch is cut down to when the input is small (reduce.c's
+# KPY_REDUCE_MIN_BLOCK; see launch_block).
+MIN_BLOCK = 256
+
+
+def launch_block(count):
+    """The block for a launch over count elements: BLOCK, halved down to MIN_BLOCK while one
+    block of half the threads still covers the input (a smaller block folds sooner)."""
+    block = BLOCK
+    while block // 2 >= MIN_BLOCK and count <= (block // 2) * UNROLL:
+        block //= 2
+    return block
 
 
 def _shuffles(dtype):
@@ -53,25 +65,34 @@ def source(dtype_out, neutral, reduce_expr, map_expr, arguments, name, preamble=
     params = ", ".join([f"{out_t} *__restrict__ _out", "unsigned char *_scratch"] + params
                        + index + ["unsigned long n"])
     at = "start + (long)_k2 * step" if use_range else "_k2"
-    warp_fold = ""
+    fold = f"""  __syncthreads(); /* the caller may fold twice */
+  sm[threadIdx.x] = v;
+  __syncthreads();
+  for (unsigned s = blockDim.x / 2; s > 0; s >>= 1) {{
+    if (threadIdx.x < s) sm[threadIdx.x] = REDUCE(sm[threadIdx.x], sm[threadIdx.x + s]);
+    __syncthreads();
+  }}
+  return sm[0];"""
     if _shuffles(dtype_out):
-        warp_fold = f"""
-  if (blockDim.x >= 64) {{
-    for (unsigned s = blockDim.x / 2; s >= 32; s >>= 1) {{
-      if (threadIdx.x < s) sm[threadIdx.x] = REDUCE(sm[threadIdx.x], sm[threadIdx.x + s]);
-      __syncthreads();
-    }}
+        # Each warp folds its 32 values by shuffles, then warp 0 folds the warps' values:
+        # three barriers for the block, where a tree through shared memory takes one a level.
+        fold = f"""  if (blockDim.x % 32 == 0) {{
+    for (int o = 16; o > 0; o >>= 1) v = REDUCE(v, __shfl_down_sync(0xffffffffu, v, o));
+    const unsigned warps = blockDim.x / 32;
+    __syncthreads(); /* the caller may fold twice */
+    if (threadIdx.x % 32 == 0) sm[threadIdx.x / 32] = v;
+    __syncthreads();
     if (threadIdx.x < 32) {{
-      {out_t} v = sm[threadIdx.x];
-      for (int o = 16; o > 0; o >>= 1) {{
-        {out_t} w = __shfl_down_sync(0xffffffffu, v, o);
-        v = REDUCE(v, w);
-      }}
+      v = sm[threadIdx.x < warps ? threadIdx.x : 0];
+      /* warps is a power of two: lane 0 folds lanes 0 .. warps - 1 alone. */
+      for (unsigned o = warps / 2; o > 0; o >>= 1)
+        v = REDUCE(v, __shfl_down_sync(0xffffffffu, v, o));
       if (threadIdx.x == 0) sm[0] = v;
     }}
     __syncthreads();
     return sm[0];
-  }}"""
+  }}
+{fold}"""
     return f"""{head}{preamble}
 {defines}#define REDUCE(a, b) ({reduce_expr})
 #define READ_AND_MAP(i) ({map_expr})
@@ -80,14 +101,7 @@ def source(dtype_out, neutral, reduce_expr, map_expr, arguments, name, preamble=
 __device__ __forceinline__ {out_t} _kiln_block_fold({out_t} v) {{
   __shared__ __align__(16) unsigned char _raw[{BLOCK} * sizeof({out_t})];
   {out_t} *sm = reinterpret_cast<{out_t} *>(_raw);
-  __syncthreads(); /* the caller may fold twice */
-  sm[threadIdx.x] = v;
-  __syncthreads();{warp_fold}
-  for (unsigned s = blockDim.x / 2; s > 0; s >>= 1) {{
-    if (threadIdx.x < s) sm[threadIdx.x] = REDUCE(sm[threadIdx.x], sm[threadIdx.x + s]);
-    __syncthreads();
-  }}
-  return sm[0];
+{fold}
 }}
 
 __global__ void {name}({params})

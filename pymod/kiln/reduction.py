@@ -105,12 +105,11 @@ class ReductionKernel(ReductionBase):
             alloc = allocator or self.allocator
             out = (DeviceArray((), self.dtype_out, allocator=alloc) if alloc is not None
                    else _empty_result(self.dtype_out, stream))
-        per_block = _reduce_src.BLOCK * _reduce_src.UNROLL
-        grid = max(1, min(-(-count // per_block), self._max_grid()))
+        block = _reduce_src.launch_block(count)
+        grid = max(1, min(-(-count // (block * _reduce_src.UNROLL)), self._max_grid()))
         scratch = self._scratch(stream) if grid > 1 else 0
         f = self._function(range is not None)
-        f(out, scratch, *args, *extra, block=(_reduce_src.BLOCK, 1, 1), grid=(grid, 1),
-          stream=stream)
+        f(out, scratch, *args, *extra, block=(block, 1, 1), grid=(grid, 1), stream=stream)
         return out
 
 
