@@ -14,6 +14,11 @@ Figures (µs per operation, median of repeats; the ways take turns within each r
   first operator   a new process with the kernel already in kiln's disk cache (CuPy's and
                    PyCUDA's in theirs): from just before `x * y` to its finished result, ms
 
+The floor column is what the hardware and driver allow, through bench/floor/floor.c (the
+cheapest Python call into the driver): for z = x*y at 10^3, a one-block kernel launched
+with cuLaunchKernel; at 10^7, cuMemcpyDtoDAsync moving the same 120 MB (the GPU's own copy);
+for a sum of 10^3, a one-block sum kernel launched and its float read by cuMemcpyDtoH.
+
 Every way is checked against NumPy before it is timed. PyCUDA is built from vendor/ by
 bench/peers.py (the GPU machine reaches no registry) and works in the primary context.
 
@@ -36,16 +41,51 @@ import numpy as np
 import children
 import kiln
 import kiln.gpuarray as gpuarray
-from common import (ROOT, PyCuda, Ways, child_environment, cpu_model, driver_version, gpu_slug,
-                    package_version, save_results, source_commit, stamp, summarize,
-                    update_performance_page)
+from common import (ROOT, PyCuda, Ways, build_floor, child_environment, cpu_model,
+                    driver_version, gpu_slug, package_version, save_results, source_commit,
+                    stamp, summarize, update_performance_page)
 from kiln.elementwise import ElementwiseKernel
 
 FULL = {"calls": 2000, "big_calls": 100, "repeats": 7, "processes": 7}
 QUICK = {"calls": 200, "big_calls": 10, "repeats": 3, "processes": 2}
 SMALL, BIG = 10**3, 10**7
 
-SYSTEMS = {"kiln": "kiln", "torch": "PyTorch", "cupy": "CuPy", "pycuda": "PyCUDA"}
+SYSTEMS = {"kiln": "kiln", "torch": "PyTorch", "cupy": "CuPy", "pycuda": "PyCUDA",
+           "floor": "floor"}
+FLOOR_SOURCE = r"""
+extern "C" __global__ void mul(float *z, const float *x, const float *y, int n) {
+  for (int i = threadIdx.x; i < n; i += blockDim.x) z[i] = x[i] * y[i];
+}
+extern "C" __global__ void sum(float *out, const float *x, const float *unused, int n) {
+  __shared__ float warps[32];
+  float v = 0;
+  for (int i = threadIdx.x; i < n; i += blockDim.x) v += x[i];
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_down_sync(0xffffffffu, v, o);
+  if (threadIdx.x % 32 == 0) warps[threadIdx.x / 32] = v;
+  __syncthreads();
+  if (threadIdx.x < 32) {
+    v = threadIdx.x < blockDim.x / 32 ? warps[threadIdx.x] : 0;
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_down_sync(0xffffffffu, v, o);
+    if (threadIdx.x == 0) *out = v;
+  }
+}
+"""
+
+
+class Floor:
+    """bench/floor/floor.c's kiln_floor with FLOOR_SOURCE's kernels loaded, or the reason
+    it is not there."""
+
+    def __init__(self):
+        self.reason = None
+        try:
+            sys.path.insert(0, str(build_floor().parent))
+            import kiln_floor
+            cubin = kiln.SourceModule(FLOOR_SOURCE).cubin
+            self.api = kiln_floor
+            self.kernels = {name: kiln_floor.load(cubin, name) for name in ("mul", "sum")}
+        except Exception as e:  # the floor missing is a finding, not the end of the run
+            self.reason = f"{type(e).__name__}: {e}"
 FIGURES = [("elementwise_us", str(SMALL), "z = x*y into z, n = 10^3, µs"),
            ("elementwise_us", str(BIG), "z = x*y into z, n = 10^7, µs"),
            ("multiply_us", str(SMALL), "x * y allocating, n = 10^3, µs"),
@@ -70,10 +110,43 @@ def expect(got, want, what, rtol=0):
 
 # ---- the ways --------------------------------------------------------------------------------
 
-def elementwise_ways(n, pycuda, problems):
+def elementwise_ways(n, pycuda, floor, problems):
     x, y = inputs(n)
     want = x * y
     ways = Ways(problems)
+
+    def floor_way():
+        if floor.reason:
+            raise RuntimeError(floor.reason)
+        api = floor.api
+        if n > 10**4:  # the GPU's own copy moving the same bytes: 2 arrays read, 1 written
+            src = kiln.to_device(np.concatenate([x, y[: n // 2]]))
+            dst = kiln.empty(src.size, np.float32)
+            api.copy(int(dst.ptr), int(src.ptr), dst.nbytes)
+            expect(dst.get(), src.get(), "floor cuMemcpyDtoDAsync")
+            ways.buffers += [src, dst]
+            copy, sync, args = api.copy, api.synchronize, (int(dst.ptr), int(src.ptr), dst.nbytes)
+
+            def loop(count):
+                for _ in range(count):
+                    copy(*args)
+                sync()
+            return loop
+        a, b, c = kiln.to_device(x), kiln.to_device(y), kiln.empty(n, np.float32)
+        ways.buffers += [a, b, c]
+        api.select(floor.kernels["mul"])
+        args = (int(c.ptr), int(a.ptr), int(b.ptr), n)
+        api.launch(*args)
+        expect(c.get(), want, "floor mul")
+        launch, sync, select = api.launch, api.synchronize, api.select
+        kernel = floor.kernels["mul"]
+
+        def loop(count):
+            select(kernel)
+            for _ in range(count):
+                launch(*args)
+            sync()
+        return loop
 
     def kiln_way():
         k = ElementwiseKernel("float *x, float *y, float *z", "z[i] = x[i] * y[i]", "mul")
@@ -133,7 +206,7 @@ def elementwise_ways(n, pycuda, problems):
         return loop
 
     for name, setup in (("kiln", kiln_way), ("torch", torch_way), ("cupy", cupy_way),
-                        ("pycuda", pycuda_way)):
+                        ("pycuda", pycuda_way), ("floor", floor_way)):
         ways.add(name, setup)
     return ways
 
@@ -178,10 +251,32 @@ def multiply_ways(n, pycuda, problems):
     return ways
 
 
-def sum_ways(n, pycuda, problems):
+def sum_ways(n, pycuda, floor, problems):
     x, _ = inputs(n)
     want = float(x.astype(np.float64).sum())
     ways = Ways(problems)
+
+    def floor_way():  # one block of 256 threads: the floor only for a small sum
+        if floor.reason:
+            raise RuntimeError(floor.reason)
+        api, kernel = floor.api, floor.kernels["sum"]
+        a, out = kiln.to_device(x), kiln.empty((), np.float32)
+        ways.buffers += [a, out]
+        launch, read, select = api.launch, api.read_float, api.select
+        args, at = (int(out.ptr), int(a.ptr), 0, n), int(out.ptr)
+
+        def once():
+            launch(*args)
+            return read(at)
+
+        select(kernel)
+        expect(once(), want, "floor sum", rtol=1e-5)
+
+        def loop(count):
+            select(kernel)
+            for _ in range(count):
+                once()
+        return loop
 
     def make(once, what):
         def setup():
@@ -214,8 +309,9 @@ def sum_ways(n, pycuda, problems):
         a = pg.to_gpu(x)
         return make(lambda: float(pg.sum(a).get()), "PyCUDA gpuarray.sum")()
 
-    for name, setup in (("kiln", kiln_way), ("torch", torch_way), ("cupy", cupy_way),
-                        ("pycuda", pycuda_way)):
+    ways_of = (("kiln", kiln_way), ("torch", torch_way), ("cupy", cupy_way),
+               ("pycuda", pycuda_way)) + ((("floor", floor_way),) if n <= 10**4 else ())
+    for name, setup in ways_of:
         ways.add(name, setup)
     return ways
 
@@ -253,10 +349,13 @@ def markdown(result):
                 cells.append("—")
             elif s == "kiln" or not kiln_median:
                 cells.append(f"{m:.3g}")
+            elif s == "floor":
+                cells.append(f"{m:.3g} (kiln {kiln_median / m:.2f}×)")
             else:
                 cells.append(f"{m:.3g} ({m / kiln_median:.2f}×)")
         lines.append(f"| {label} | " + " | ".join(cells) + " |")
-    return "\n".join(lines) + "\n\n(×: the peer's figure over kiln's in the same row.)"
+    return "\n".join(lines) + ("\n\n(×: the peer's figure over kiln's in the same row; in the "
+                               "floor column, kiln's over the floor's.)")
 
 
 PAGE_BEGIN, PAGE_END = "<!-- arrays:begin -->", "<!-- arrays:end -->"
@@ -288,13 +387,14 @@ def main():
     env = child_environment()
     problems = {}
     pycuda = PyCuda(scratch)
+    floor = Floor()
     figures = {"elementwise_us": {}, "multiply_us": {}, "sum_us": {}}
     for n in (SMALL, BIG):
         calls = sizes["calls"] if n == SMALL else sizes["big_calls"]
         figures["elementwise_us"][str(n)] = summarize(
-            elementwise_ways(n, pycuda, problems).measure(calls, sizes["repeats"]))
+            elementwise_ways(n, pycuda, floor, problems).measure(calls, sizes["repeats"]))
         figures["sum_us"][str(n)] = summarize(
-            sum_ways(n, pycuda, problems).measure(calls // 4, sizes["repeats"]))
+            sum_ways(n, pycuda, floor, problems).measure(calls // 4, sizes["repeats"]))
     figures["multiply_us"][str(SMALL)] = summarize(
         multiply_ways(SMALL, pycuda, problems).measure(sizes["calls"], sizes["repeats"]))
     figures["first_operator_ms"] = summarize({"kiln": first_operator(sizes, env, problems)})

@@ -183,6 +183,9 @@ def test_arrays_report_from_a_results_file(bench):
               "gpu": "G", "date": "D"}
     table = bench["arrays"].markdown(result)
     assert "| z = x*y into z, n = 10^3, µs | 4 | 8 (2.00×) |" in table
+    result["figures"]["elementwise_us"]["1000"]["floor"] = {"median": 2.0}
+    table = bench["arrays"].markdown(result)
+    assert "| 2 (kiln 2.00×) |" in table
 
 
 @pytest.mark.parametrize("mode", ["disk", "first"])

@@ -1,13 +1,19 @@
 /* kiln_floor: the cheapest Python call that launches a kernel, the floor kiln's own launch is
  * measured against (bench/launch.py).
  *
- *   load(cubin: bytes, name: str)   loads the module in device 0's primary context, keeps name
+ *   load(cubin: bytes, name: str)   loads the module in device 0's primary context, picks the
+ *                                   kernel name and returns it as an int for select()
+ *   select(kernel)                  picks a kernel load() returned
  *   launch(c, a, b, n)              cuLaunchKernel(grid 1, block 256) of that kernel with
  *                                   three device pointers and an int, all Python ints
  *   launch_ints(p, i1, ..., ik)     cuLaunchKernel(grid 1, block 32) of that kernel with one
  *                                   device pointer and k ints (k < 64): bench/compare.py's
  *                                   argument-count kernels
  *   synchronize()                   cuCtxSynchronize
+ *   read_float(p)                   cuMemcpyDtoH of the float at device address p, returned:
+ *                                   the cheapest way a result reaches Python (bench/arrays.py)
+ *   copy(dst, src, nbytes)          cuMemcpyDtoDAsync on the legacy stream: the GPU's own copy,
+ *                                   the rate an elementwise kernel is measured against
  *
  * launch does nothing a real binding could skip: it unpacks four ints and launches. No
  * argument types are inferred, no shapes checked, no objects made. bench/launch.py builds it:
@@ -21,7 +27,6 @@
 #include <cuda.h>
 #include <limits.h>
 
-static CUmodule floor_module;
 static CUfunction floor_function;
 
 static PyObject *floor_cuda_error(const char *call, CUresult rc) {
@@ -53,8 +58,15 @@ static PyObject *floor_load(PyObject *self, PyObject *args) {
     cuModuleUnload(module);
     return floor_cuda_error("cuModuleGetFunction", rc);
   }
-  if (floor_module) cuModuleUnload(floor_module);
-  floor_module = module;
+  /* Earlier modules stay loaded: select() may go back to their kernels. */
+  floor_function = function;
+  return PyLong_FromVoidPtr(function);
+}
+
+static PyObject *floor_select(PyObject *self, PyObject *arg) {
+  (void)self;
+  void *function = PyLong_AsVoidPtr(arg);
+  if (!function && PyErr_Occurred()) return NULL;
   floor_function = function;
   Py_RETURN_NONE;
 }
@@ -125,6 +137,32 @@ static PyObject *floor_synchronize(PyObject *self, PyObject *unused) {
   Py_RETURN_NONE;
 }
 
+static PyObject *floor_read_float(PyObject *self, PyObject *arg) {
+  (void)self;
+  CUdeviceptr p = PyLong_AsUnsignedLongLong(arg);
+  if (p == (CUdeviceptr)-1 && PyErr_Occurred()) return NULL;
+  float value;
+  CUresult rc = cuMemcpyDtoH(&value, p, sizeof value);
+  if (rc != CUDA_SUCCESS) return floor_cuda_error("cuMemcpyDtoH", rc);
+  return PyFloat_FromDouble(value);
+}
+
+static PyObject *floor_copy(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+  (void)self;
+  if (nargs != 3) {
+    PyErr_Format(PyExc_TypeError, "copy(dst, src, nbytes) takes 3 ints, not %zd", nargs);
+    return NULL;
+  }
+  unsigned long long v[3];
+  for (int i = 0; i < 3; i++) {
+    v[i] = PyLong_AsUnsignedLongLong(args[i]);
+    if (v[i] == (unsigned long long)-1 && PyErr_Occurred()) return NULL;
+  }
+  CUresult rc = cuMemcpyDtoDAsync((CUdeviceptr)v[0], (CUdeviceptr)v[1], (size_t)v[2], NULL);
+  if (rc != CUDA_SUCCESS) return floor_cuda_error("cuMemcpyDtoDAsync", rc);
+  Py_RETURN_NONE;
+}
+
 static PyMethodDef floor_methods[] = {
     {"load", floor_load, METH_VARARGS,
      "load(cubin, name): load the CUBIN in device 0's primary context and pick the kernel."},
@@ -133,6 +171,10 @@ static PyMethodDef floor_methods[] = {
     {"launch_ints", (PyCFunction)(void (*)(void))floor_launch_ints, METH_FASTCALL,
      "launch_ints(p, *ints): cuLaunchKernel of the loaded kernel, grid 1, block 32."},
     {"synchronize", floor_synchronize, METH_NOARGS, "cuCtxSynchronize()."},
+    {"select", floor_select, METH_O, "select(kernel): launch the kernel load() returned."},
+    {"read_float", floor_read_float, METH_O, "read_float(p): cuMemcpyDtoH of one float."},
+    {"copy", (PyCFunction)(void (*)(void))floor_copy, METH_FASTCALL,
+     "copy(dst, src, nbytes): cuMemcpyDtoDAsync on the legacy stream."},
     {NULL, NULL, 0, NULL},
 };
 

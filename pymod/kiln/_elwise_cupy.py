@@ -133,10 +133,11 @@ class CupyElementwiseKernel:
             if a is None or isinstance(a, DeviceArray):
                 continue
             if p.raw or p.out or not isinstance(a, _SCALARS):
+                what = "" if p.raw or p.out else " or a scalar"
                 raise TypeError(f"{self.name}: argument {p.name!r} must be a kiln array "
-                                f"(DeviceArray / GPUArray){'' if p.raw or p.out else ' or a scalar'}"
-                                f", not {type(a).__name__}; kiln.to_device copies a host array, "
-                                "kiln.asarray wraps another library's device array")
+                                f"(DeviceArray / GPUArray){what}, not {type(a).__name__}; "
+                                "kiln.to_device copies a host array, kiln.asarray wraps "
+                                "another library's device array")
         types = self._resolve_types(ins, outs)
         shape = self._shape(ins, outs, size)
         current = current_device()
