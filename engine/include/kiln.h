@@ -161,6 +161,16 @@ kiln_status kiln_module_from_source(const char *src, const kiln_compile_opts *op
                                     kiln_module **out);
 void kiln_module_free(kiln_module *m); /* NULL is a no-op */
 
+/* The in-process table behind kiln_module_from_source keeps each module it compiled, so a
+ * repeated compile is free. Modules no one else holds are kept up to a bound, by default 256
+ * modules in all: past it the least recently used of them are freed (their code, and their
+ * library on the device when it was loaded). A module someone holds is never freed, and goes
+ * once let go while the table is over its bound. Setting the bound frees at once what is over
+ * it and gives the bound before; 0 keeps only modules that are held. */
+size_t kiln_module_table_set_limit(size_t limit);
+size_t kiln_module_table_limit(void);
+size_t kiln_module_table_count(void); /* modules in the table now, held or not */
+
 const char *kiln_module_arch(const kiln_module *m); /* "sm_90" */
 const char *kiln_module_log(const kiln_module *m);  /* NVRTC log; "" when empty */
 const char *kiln_module_ptx(const kiln_module *m, size_t *size);
