@@ -8,6 +8,7 @@
 #include "hostmem.h"
 #include "stream.h"
 #include "views.h"
+#include "wait.h"
 
 #include <string.h>
 
@@ -30,6 +31,9 @@ static int kpy_copy(kpy_state *st, kiln_deviceptr p, PyObject *host, size_t n, i
   kiln_stream h = on->handle;
   kiln_status s;
   if (!n) return 0;
+  /* A copy that blocks waits behind its stream's work first, where Ctrl-C can end the wait:
+   * once queued, it may not be left behind with host given back. */
+  if (!kpy_stream_is_kiln(st, on->arg) && kpy_wait_stream(st, h, -1) < 0) return -1;
   if (on->arg == Py_None) {
     Py_BEGIN_ALLOW_THREADS
       s = to_host ? kiln_memcpy_dtoh(data, p, n) : kiln_memcpy_htod(p, data, n);

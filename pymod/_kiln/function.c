@@ -9,6 +9,7 @@
 #include "argtypes.h"
 #include "errors.h"
 #include "stream.h"
+#include "wait.h"
 
 #ifdef Py_T_PYSSIZET
 #define KPY_T_PYSSIZET Py_T_PYSSIZET
@@ -334,12 +335,9 @@ static PyObject *kpy_timer_seconds(PyObject *pair, PyObject *unused) {
   kpy_event *start = (kpy_event *)PyTuple_GET_ITEM(pair, 0);
   kpy_event *end = (kpy_event *)PyTuple_GET_ITEM(pair, 1);
   kpy_state *st = kpy_state_of_type(Py_TYPE(start));
-  kiln_status s;
   float ms = 0;
-  Py_BEGIN_ALLOW_THREADS
-    s = kiln_event_synchronize(end->handle);
-    if (!s) s = kiln_event_elapsed_ms(start->handle, end->handle, &ms);
-  Py_END_ALLOW_THREADS
+  if (kpy_wait_event(st, end->handle, -1) < 0) return NULL;
+  kiln_status s = kiln_event_elapsed_ms(start->handle, end->handle, &ms);
   if (s) return kpy_raise(st, s);
   return PyFloat_FromDouble(ms / 1e3);
 }

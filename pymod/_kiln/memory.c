@@ -4,6 +4,7 @@
 
 #include "errors.h"
 #include "stream.h"
+#include "wait.h"
 
 #include <inttypes.h>
 
@@ -248,6 +249,13 @@ static PyObject *kpy_memcpy(PyObject *module, PyObject *const *args, Py_ssize_t 
     return NULL;
   }
   void *data = view.buf;
+  /* A copy that blocks waits behind the stream's work first, where Ctrl-C can end the wait:
+   * once queued, the copy may not be left behind with the buffer given back. */
+  if ((!async || !kpy_stream_is_kiln(st, on.obj)) &&
+      kpy_wait_stream(st, async ? on.handle : NULL, -1) < 0) {
+    PyBuffer_Release(&view);
+    return NULL;
+  }
   kiln_status s;
   Py_BEGIN_ALLOW_THREADS
     if (async)
