@@ -393,3 +393,91 @@ def test_the_handle_of_a_collected_stream_is_refused_not_crashed_on():
         assert e is not None and f"{hex(out['handle'])} is the handle of a kiln.Stream that " \
             "has been collected" in e, out["errors"]
     assert out["reused"] and out["works_again"]
+
+
+# ---- Pool memory used on another stream ------------------------------------------------------
+
+# Fills p[0:n] with value after about `cycles` clock cycles: a kernel still writing an array
+# well after the array has been dropped.
+LATE_FILL = """
+extern "C" __global__ void late_fill(int *p, int value, long long cycles, int n)
+{
+    long long t = clock64();
+    while (clock64() - t < cycles) {}
+    for (int i = threadIdx.x; i < n; i += blockDim.x) p[i] = value;
+}
+"""
+LATE = 600_000_000  # about 0.3 s of a GPU's clock
+
+
+@pytest.fixture(scope="module")
+def late_fill():
+    return kiln.SourceModule(LATE_FILL, arch=ARCH).get_function("late_fill")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("n", [1024, 4 << 20], ids=["kept-by-kiln", "driver-pool"])
+def test_a_block_freed_while_another_stream_writes_it_is_not_reused_under_it(late_fill, n):
+    s = kiln.Stream(flags=kiln.STREAM_NON_BLOCKING)   # does not wait for the default stream
+    a = kiln.zeros(n, np.int32)                        # ordered on the default stream
+    late_fill(a, np.int32(7), np.int64(LATE), np.int32(n), block=(256, 1, 1), stream=s)
+    ptr = a.ptr
+    del a                                              # freed while s still writes to it
+    b = kiln.zeros(n, np.int32)                        # the default stream again
+    if n == 1024:
+        assert b.ptr == ptr                            # the same block, kept by kiln
+    s.synchronize()
+    got = b.get()
+    assert (got == 0).all(), f"{int((got == 7).sum())} elements written by the other stream"
+
+
+@pytest.mark.gpu
+def test_a_block_used_on_two_other_streams_waits_for_both(late_fill):
+    n = 1024
+    s1 = kiln.Stream(flags=kiln.STREAM_NON_BLOCKING)
+    s2 = kiln.Stream(flags=kiln.STREAM_NON_BLOCKING)
+    a = kiln.zeros(n, np.int32)
+    late_fill(a, np.int32(7), np.int64(LATE), np.int32(n), block=(256, 1, 1), stream=s1)
+    late_fill(a, np.int32(8), np.int64(1000), np.int32(n), block=(256, 1, 1), stream=s2)
+    del a
+    b = kiln.zeros(n, np.int32)
+    s1.synchronize()
+    s2.synchronize()
+    got = b.get()
+    assert (got == 0).all(), f"{int((got != 0).sum())} elements written by the other streams"
+
+
+@pytest.mark.gpu
+def test_a_block_used_by_a_queued_copy_on_another_stream_waits_for_it():
+    n = 1 << 18
+    s = kiln.Stream(flags=kiln.STREAM_NON_BLOCKING)
+    spin = kiln.SourceModule(SPIN_KERNEL, arch=ARCH).get_function("spin_for")
+    spin(np.int64(LATE), block=(1, 1, 1), stream=s)    # holds s for about 0.3 s
+    a = kiln.zeros(n, np.int32)
+    h = kiln.pagelocked_empty(n, np.int32)
+    h[:] = 5
+    a.set_async(h, stream=s)                           # queued behind the spin
+    del a
+    b = kiln.zeros(n, np.int32)
+    s.synchronize()
+    assert (b.get() == 0).all()
+
+
+SPIN_KERNEL = """
+extern "C" __global__ void spin_for(long long cycles)
+{ long long t = clock64(); while (clock64() - t < cycles) {} }
+"""
+
+
+@pytest.mark.gpu
+def test_pool_memory_on_its_own_stream_needs_no_event(late_fill):
+    # The common case: made, used and freed on one stream; reused at once, no event made.
+    s = kiln.Stream()
+    a = kiln.zeros(1024, np.int32, stream=s)
+    late_fill(a, np.int32(3), np.int64(1000), np.int32(1024), block=(256, 1, 1), stream=s)
+    ptr = a.ptr
+    del a
+    b = kiln.zeros(1024, np.int32, stream=s)
+    assert b.ptr == ptr
+    s.synchronize()
+    assert (b.get() == 0).all()

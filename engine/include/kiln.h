@@ -322,6 +322,9 @@ kiln_status kiln_memcpy_dtoh(void *dst, kiln_deviceptr src, size_t nbytes);
 
 /* Stream-ordered memory from the device's pool, which keeps freed memory for reuse; freed
  * blocks of up to 1 MiB are kept by kiln itself for the next allocation on the same stream.
+ * The free is ordered on its stream only, as cuMemFreeAsync's: work on another stream that
+ * uses the block must be ordered before it (an event recorded there and waited for on the
+ * free's stream), else the block may be reused under it. kiln's Python arrays do so.
  * Free with the size that was asked for. Out of memory is retried once after handing unused
  * memory back to the driver; the error says how much was asked and how much is free. */
 kiln_status kiln_mem_alloc_async(size_t nbytes, kiln_stream stream, kiln_deviceptr *out);

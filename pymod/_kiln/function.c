@@ -7,6 +7,7 @@
 
 #include "args.h"
 #include "argtypes.h"
+#include "arrayobj.h"
 #include "errors.h"
 #include "stream.h"
 #include "wait.h"
@@ -124,6 +125,9 @@ static PyObject *kpy_function_run(kpy_function *self, PyObject *const *args,
     kpy_raise(st, s);
     goto done;
   }
+  /* Pool memory used on another stream than its own is freed only once this launch is over. */
+  for (int i = 0; i < self->n_params; i++)
+    if (kpy_array_check(st, args[i]) && kpy_array_used_on(st, args[i], cfg.stream) < 0) goto done;
   result = time_kernel ? PyFloat_FromDouble(elapsed) : Py_NewRef(Py_None);
 done:
   if (storage != stack_storage) {
