@@ -481,3 +481,47 @@ def test_pool_memory_on_its_own_stream_needs_no_event(late_fill):
     assert b.ptr == ptr
     s.synchronize()
     assert (b.get() == 0).all()
+
+
+# ---- What a short wait costs -------------------------------------------------------------------
+
+SHORT_WAIT_CHILD = """
+    import ctypes, json, statistics, time
+    import numpy as np
+    import kiln
+    k = kiln.SourceModule('extern "C" __global__ void tick(long long cycles)'
+                          '{ long long t = clock64(); while (clock64() - t < cycles) {} }'
+                          ).get_function("tick")
+    cuda = ctypes.CDLL("libcuda.so.1")
+    cuda.cuStreamSynchronize.argtypes = [ctypes.c_void_p]
+    cuda.cuCtxSynchronize.argtypes = []
+    s = kiln.Stream()
+    cycles = np.int64(20_000)       # about 10 us of GPU clock
+    waits = {
+        "driver_stream": lambda: cuda.cuStreamSynchronize(ctypes.c_void_p(s.handle)),
+        "stream": s.synchronize,
+        "driver_device": lambda: cuda.cuCtxSynchronize(),
+        "device": kiln.synchronize,
+    }
+    out = {}
+    for name, wait in waits.items():
+        times = []
+        for i in range(3000):
+            k(cycles, block=(1, 1, 1), stream=s)
+            t = time.perf_counter()
+            wait()
+            if i >= 500:
+                times.append(time.perf_counter() - t)
+        out[name] = statistics.median(times) * 1e6
+    print(json.dumps(out))
+"""
+
+
+@pytest.mark.gpu
+def test_a_short_wait_costs_what_the_drivers_does():
+    # The median wait for a kernel of about 10 us, in microseconds: kiln's polling against the
+    # driver's own synchronize called through ctypes (whose call costs about a microsecond).
+    out = run_child(SHORT_WAIT_CHILD, timeout=300)
+    assert out["stream"] < out["driver_stream"] + 3, out
+    # A whole device's wait hands the driver's call to a thread: a thread's start is the cost.
+    assert out["device"] < out["driver_device"] + 60, out
