@@ -174,6 +174,8 @@ static int kpy_streams_add(kpy_state *st, PyObject *stream, kiln_stream handle) 
 /* Keeps the stream of a collected kiln.Stream for the next one (kpy_state's parked); 0, or
  * -1 when there is no memory for it. */
 static int kpy_streams_park(kpy_state *st, const kpy_stream *s) {
+  /* Checked once as another library's, at an address since reused: refused from now on. */
+  if ((uintptr_t)s->handle == st->foreign_checked) st->foreign_checked = 0;
   if (st->n_parked == st->cap_parked) {
     int cap = st->cap_parked ? 2 * st->cap_parked : 16;
     void *p = PyMem_Realloc(st->parked, (size_t)cap * sizeof *st->parked);
