@@ -57,7 +57,7 @@ TABLE_CHILD = """
 
 def test_the_module_table_keeps_at_most_its_limit_of_unheld_modules():
     out = run_child(TABLE_CHILD)
-    assert out["default"] == [0, 256]
+    assert out["default"][1] == 256
     assert out["after"] == [4, 4]
     assert out["held_again"] and out["held_hit"] == 1
     assert out["last_hit"] == 2
