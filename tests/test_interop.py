@@ -67,9 +67,16 @@ class Protocol:
 
 # ---- stream= : no GPU needed ---------------------------------------------------------------------
 
-STREAMS = [None, 0, 7, 2**64 - 1, Named("handle", 7), Named("cuda_stream", 7), Named("ptr", 7),
-           Protocol(7)]
-STREAM_IDS = ["None", "0", "int", "max", "handle", "cuda_stream", "ptr", "__cuda_stream__"]
+# Handles of another library's streams, as kiln sees them: aligned addresses of readable host
+# memory (kiln refuses any other handle before the driver sees it). These tests never let one
+# reach the driver, which would take them for streams.
+_FAKE_STREAMS = np.zeros(16, np.uint64)
+FAKE = _FAKE_STREAMS.ctypes.data
+FAKE2 = FAKE + 64
+
+STREAMS = [None, 0, FAKE, Named("handle", FAKE), Named("cuda_stream", FAKE), Named("ptr", FAKE),
+           Protocol(FAKE)]
+STREAM_IDS = ["None", "0", "int", "handle", "cuda_stream", "ptr", "__cuda_stream__"]
 
 
 @pytest.mark.parametrize("stream", STREAMS, ids=STREAM_IDS)
@@ -118,8 +125,8 @@ def test_dlpack_stream_minus_one_asks_for_no_synchronization():
 
 
 def test_from_handle_takes_any_stream():
-    assert kiln.Stream.from_handle(Protocol(7)).handle == 7
-    assert kiln.Stream.from_handle(Named("ptr", 9)).handle == 9
+    assert kiln.Stream.from_handle(Protocol(FAKE)).handle == FAKE
+    assert kiln.Stream.from_handle(Named("ptr", FAKE2)).handle == FAKE2
 
 
 # ---- stream= on a GPU ------------------------------------------------------------------------------
@@ -282,7 +289,7 @@ def test_the_interface_is_read_once_and_copied(copy):
     assert f.reads == 2
 
 
-@pytest.mark.parametrize("producer, launch", [(1, None), (1, 1), (12345, 12345)],
+@pytest.mark.parametrize("producer, launch", [(1, None), (1, 1), (FAKE, FAKE)],
                          ids=["legacy-as-1-and-None", "legacy-as-1", "same-handle"])
 def test_a_launch_on_the_producer_stream_does_not_wait(copy, producer, launch):
     # No wait is queued, so nothing reaches the GPU before the zero grid is refused.
@@ -293,7 +300,7 @@ def test_a_launch_on_the_producer_stream_does_not_wait(copy, producer, launch):
 @pytest.mark.parametrize("no_stream", [..., None], ids=["absent", "None"])
 def test_a_launch_without_a_producer_stream_does_not_wait(copy, no_stream):
     with pytest.raises(ValueError, match="grid.x is 0"):
-        copy(Producer(interface(stream=no_stream)), 0, 0, block=1, grid=0, stream=5)
+        copy(Producer(interface(stream=no_stream)), 0, 0, block=1, grid=0, stream=FAKE)
 
 
 def test_a_launch_on_another_stream_waits_for_the_producer(copy):
@@ -304,7 +311,7 @@ def test_a_launch_on_another_stream_waits_for_the_producer(copy):
                  stream=launch)
     else:  # the wait is what needs the device
         with pytest.raises(kiln.NoDeviceError):
-            copy(Producer(interface(stream=12345)), 0, 0, block=1, grid=0, stream=None)
+            copy(Producer(interface(stream=FAKE)), 0, 0, block=1, grid=0, stream=None)
 
 
 def test_asarray_waits_for_the_producer_stream_it_names():
@@ -314,7 +321,7 @@ def test_asarray_waits_for_the_producer_stream_it_names():
         assert w.ptr == 2**40 + 256
     else:  # synchronizing that stream is what needs the device
         with pytest.raises(kiln.NoDeviceError):
-            kiln.asarray(Producer(interface(stream=12345)))
+            kiln.asarray(Producer(interface(stream=FAKE)))
 
 
 # ---- __cuda_array_interface__ on a GPU ------------------------------------------------------------

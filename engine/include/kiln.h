@@ -161,6 +161,16 @@ kiln_status kiln_module_from_source(const char *src, const kiln_compile_opts *op
                                     kiln_module **out);
 void kiln_module_free(kiln_module *m); /* NULL is a no-op */
 
+/* The in-process table behind kiln_module_from_source keeps each module it compiled, so a
+ * repeated compile is free. Modules no one else holds are kept up to a bound, by default 256
+ * modules in all: past it the least recently used of them are freed (their code, and their
+ * library on the device when it was loaded). A module someone holds is never freed, and goes
+ * once let go while the table is over its bound. Setting the bound frees at once what is over
+ * it and gives the bound before; 0 keeps only modules that are held. */
+size_t kiln_module_table_set_limit(size_t limit);
+size_t kiln_module_table_limit(void);
+size_t kiln_module_table_count(void); /* modules in the table now, held or not */
+
 const char *kiln_module_arch(const kiln_module *m); /* "sm_90" */
 const char *kiln_module_log(const kiln_module *m);  /* NVRTC log; "" when empty */
 const char *kiln_module_ptx(const kiln_module *m, size_t *size);
@@ -312,6 +322,9 @@ kiln_status kiln_memcpy_dtoh(void *dst, kiln_deviceptr src, size_t nbytes);
 
 /* Stream-ordered memory from the device's pool, which keeps freed memory for reuse; freed
  * blocks of up to 1 MiB are kept by kiln itself for the next allocation on the same stream.
+ * The free is ordered on its stream only, as cuMemFreeAsync's: work on another stream that
+ * uses the block must be ordered before it (an event recorded there and waited for on the
+ * free's stream), else the block may be reused under it. kiln's Python arrays do so.
  * Free with the size that was asked for. Out of memory is retried once after handing unused
  * memory back to the driver; the error says how much was asked and how much is free. */
 kiln_status kiln_mem_alloc_async(size_t nbytes, kiln_stream stream, kiln_deviceptr *out);

@@ -20,7 +20,8 @@ _Static_assert(KILN_HOST_PORTABLE == CU_MEMHOSTALLOC_PORTABLE &&
 
 /* Freed blocks of up to 1 MiB kept per device for reuse on the stream they were freed on:
  * taking one back costs a lock, not a driver call. Reuse on the same stream is safe by stream
- * order; a block is never handed to another stream. */
+ * order (the caller orders a free after any use on another stream, kiln_mem_free_async's
+ * contract); a block is never handed to another stream. */
 #define KILN__SMALL_CLASSES 13 /* powers of two, 256 B to 1 MiB */
 #define KILN__SMALL_SLOTS 32   /* per class: at most about 64 MiB kept in all */
 

@@ -11,10 +11,18 @@
 
 /* ---- The in-process table: the same inputs give the same module without NVRTC ---------- */
 
+/* The table answers a repeated compile; it also keeps modules no one else holds, so that
+ * compiling the same source again costs nothing. Past a bound those are unloaded, least
+ * recently used first: a notebook makes a new module with every edit, and each kept one holds
+ * its code, and its library on the device once launched. Modules someone holds stay. */
 #define KILN__TABLE_BUCKETS 1024
+#define KILN__TABLE_LIMIT 256
 
 static pthread_mutex_t kiln__table_lock = PTHREAD_MUTEX_INITIALIZER;
 static kiln_module *kiln__table[KILN__TABLE_BUCKETS];
+static size_t kiln__table_count;                     /* written under the lock, atomically */
+static size_t kiln__table_limit = KILN__TABLE_LIMIT; /* atomic */
+static unsigned long long kiln__table_tick;          /* guarded by the lock */
 
 static unsigned kiln__bucket(const unsigned char *key) {
   return ((unsigned)key[0] | (unsigned)key[1] << 8) % KILN__TABLE_BUCKETS;
@@ -22,8 +30,68 @@ static unsigned kiln__bucket(const unsigned char *key) {
 
 static kiln_module *kiln__table_find(const unsigned char *key) {
   for (kiln_module *m = kiln__table[kiln__bucket(key)]; m; m = m->next)
-    if (memcmp(m->key, key, KILN__KEY_SIZE) == 0) return m;
+    if (memcmp(m->key, key, KILN__KEY_SIZE) == 0) {
+      m->used = ++kiln__table_tick;
+      return m;
+    }
   return NULL;
+}
+
+/* Takes out of the table, least recently used first, modules only the table holds until it
+ * is within its bound; gives them back chained by next, for the caller to free without the
+ * lock. Call with the lock held. A reference is only ever taken under this lock or from one
+ * already held, so a module seen with one reference cannot gain another meanwhile. */
+static kiln_module *kiln__table_trim_locked(void) {
+  kiln_module *out = NULL;
+  size_t limit = __atomic_load_n(&kiln__table_limit, __ATOMIC_RELAXED);
+  while (kiln__table_count > limit) {
+    kiln_module **oldest = NULL;
+    for (unsigned b = 0; b < KILN__TABLE_BUCKETS; b++)
+      for (kiln_module **link = &kiln__table[b]; *link; link = &(*link)->next)
+        if (__atomic_load_n(&(*link)->refs, __ATOMIC_ACQUIRE) == 1 &&
+            (!oldest || (*link)->used < (*oldest)->used))
+          oldest = link;
+    if (!oldest) break; /* every module left is held: they go when let go */
+    kiln_module *m = *oldest;
+    *oldest = m->next;
+    __atomic_store_n(&m->in_table, 0, __ATOMIC_RELAXED);
+    m->next = out;
+    out = m;
+    __atomic_sub_fetch(&kiln__table_count, 1, __ATOMIC_RELAXED);
+  }
+  return out;
+}
+
+static void kiln__table_free_chain(kiln_module *m) {
+  while (m) {
+    kiln_module *next = m->next;
+    kiln_module_free(m); /* the table's reference, the last */
+    m = next;
+  }
+}
+
+static void kiln__table_trim(void) {
+  pthread_mutex_lock(&kiln__table_lock);
+  kiln_module *out = kiln__table_trim_locked();
+  pthread_mutex_unlock(&kiln__table_lock);
+  kiln__table_free_chain(out);
+}
+
+size_t kiln_module_table_set_limit(size_t limit) {
+  size_t before = __atomic_exchange_n(&kiln__table_limit, limit, __ATOMIC_RELAXED);
+  kiln__table_trim();
+  return before;
+}
+
+size_t kiln_module_table_limit(void) {
+  return __atomic_load_n(&kiln__table_limit, __ATOMIC_RELAXED);
+}
+
+size_t kiln_module_table_count(void) {
+  pthread_mutex_lock(&kiln__table_lock);
+  size_t n = kiln__table_count;
+  pthread_mutex_unlock(&kiln__table_lock);
+  return n;
 }
 
 /* ---- Modules ------------------------------------------------------------------------------ */
@@ -46,7 +114,15 @@ static void kiln__module_destroy(kiln_module *m) {
 }
 
 void kiln_module_free(kiln_module *m) {
-  if (m && __atomic_sub_fetch(&m->refs, 1, __ATOMIC_ACQ_REL) == 0) kiln__module_destroy(m);
+  if (!m) return;
+  int left = __atomic_sub_fetch(&m->refs, 1, __ATOMIC_ACQ_REL);
+  if (left == 0) {
+    kiln__module_destroy(m);
+  } else if (left == 1 && __atomic_load_n(&m->in_table, __ATOMIC_RELAXED) &&
+             __atomic_load_n(&kiln__table_count, __ATOMIC_RELAXED) >
+                 __atomic_load_n(&kiln__table_limit, __ATOMIC_RELAXED)) {
+    kiln__table_trim(); /* the last holder let go of a module over the bound: it may go now */
+  }
 }
 
 static kiln_module *kiln__module_new(void) {
@@ -108,12 +184,19 @@ static kiln_module *kiln__table_insert(kiln_module *m) {
     if (*link) { /* compiled against a header that has changed since */
       stale = *link;
       *link = stale->next;
+      __atomic_store_n(&stale->in_table, 0, __ATOMIC_RELAXED);
+      __atomic_sub_fetch(&kiln__table_count, 1, __ATOMIC_RELAXED);
     }
     m->next = kiln__table[b];
     kiln__table[b] = m;
     m->refs++; /* the table's */
+    __atomic_store_n(&m->in_table, 1, __ATOMIC_RELAXED);
+    m->used = ++kiln__table_tick;
+    __atomic_add_fetch(&kiln__table_count, 1, __ATOMIC_RELAXED);
   }
+  kiln_module *trimmed = kiln__table_trim_locked();
   pthread_mutex_unlock(&kiln__table_lock);
+  kiln__table_free_chain(trimmed);
   kiln_module_free(stale);
   if (!raced) return m;
   kiln_module_free(m);

@@ -42,6 +42,8 @@ struct kiln_module {
   int n_globals;
   int globals_read;         /* guarded by load_lock */
   struct kiln_module *next; /* the table's chain */
+  int in_table;             /* guarded by the table's lock; read without it as a hint */
+  unsigned long long used;  /* the table's clock at its last use; guarded by its lock */
 };
 
 /* A module around what c holds (from the cache, or prebuilt code from image.c); takes it all,

@@ -8,6 +8,7 @@
 #include "hostmem.h"
 #include "stream.h"
 #include "views.h"
+#include "wait.h"
 
 #include <string.h>
 
@@ -18,18 +19,22 @@ int kpy_on_parse(kpy_state *st, PyObject *arg, kpy_on *on) {
 
 /* ---- Between host and device -------------------------------------------------------------- */
 
-/* Copies n bytes between device address p and the data of the contiguous numpy array host.
- * With stream= None the copy blocks. On a kiln.Stream it is queued and the stream keeps host
- * alive until it is seen to be done. On any other stream (an int handle, another library's
- * stream object) it is queued and then waited for: nothing kiln holds past the call could keep
- * host alive, as that stream knows nothing of it (the same rule as In/Out in a launch);
- * kiln.Stream.from_handle gives a queued copy there. */
-static int kpy_copy(kpy_state *st, kiln_deviceptr p, PyObject *host, size_t n, int to_host,
+/* Copies n bytes between dev's memory and the data of the contiguous numpy array host. With
+ * stream= None the copy blocks. On a kiln.Stream it is queued and the stream keeps host alive
+ * until it is seen to be done (and dev's memory, when the stream is not its own). On any other
+ * stream (an int handle, another library's stream object) it is queued and then waited for: nothing
+ * kiln holds past the call could keep host alive, as that stream knows nothing of it (the same rule
+ * as In/Out in a launch); kiln.Stream.from_handle gives a queued copy there. */
+static int kpy_copy(kpy_state *st, kpy_array *dev, PyObject *host, size_t n, int to_host,
                     const kpy_on *on) {
+  kiln_deviceptr p = dev->ptr;
   void *data = PyArray_DATA((PyArrayObject *)host);
   kiln_stream h = on->handle;
   kiln_status s;
   if (!n) return 0;
+  /* A copy that blocks waits behind its stream's work first, where Ctrl-C can end the wait:
+   * once queued, it may not be left behind with host given back. */
+  if (!kpy_stream_is_kiln(st, on->arg) && kpy_wait_stream(st, h, -1) < 0) return -1;
   if (on->arg == Py_None) {
     Py_BEGIN_ALLOW_THREADS
       s = to_host ? kiln_memcpy_dtoh(data, p, n) : kiln_memcpy_htod(p, data, n);
@@ -41,7 +46,9 @@ static int kpy_copy(kpy_state *st, kiln_deviceptr p, PyObject *host, size_t n, i
       s = to_host ? kiln_memcpy_dtoh_async(data, p, n, h) : kiln_memcpy_htod_async(p, data, n, h);
       if (!s && !queued) s = kiln_stream_synchronize(h);
     Py_END_ALLOW_THREADS
-    if (!s && queued && kpy_stream_keep(on->arg, host) < 0) return -1;
+    if (!s && queued &&
+        (kpy_stream_keep(on->arg, host) < 0 || kpy_array_used_on(st, (PyObject *)dev, h) < 0))
+      return -1;
   }
   if (s) {
     kpy_raise(st, s);
@@ -130,7 +137,7 @@ static PyObject *kpy_get_into(kpy_state *st, kpy_array *a, PyObject *ary, int pa
   kpy_array *src = kpy_in_order(a, fortran)
                        ? (kpy_array *)Py_NewRef((PyObject *)a)
                        : kpy_array_copy_order(st, a, fortran, on->arg, on->handle);
-  if (!src || kpy_copy(st, src->ptr, ary, (size_t)a->nbytes, 1, on) < 0) Py_CLEAR(ary);
+  if (!src || kpy_copy(st, src, ary, (size_t)a->nbytes, 1, on) < 0) Py_CLEAR(ary);
   Py_XDECREF(src);
   return ary;
 }
@@ -156,13 +163,13 @@ static int kpy_set_from(kpy_state *st, kpy_array *a, PyObject *host, const kpy_o
   }
   int rc;
   if (kpy_in_order(a, fortran)) {
-    rc = kpy_copy(st, a->ptr, (PyObject *)h, (size_t)a->nbytes, 0, on);
+    rc = kpy_copy(st, a, (PyObject *)h, (size_t)a->nbytes, 0, on);
   } else { /* through a C-contiguous temporary, on the stream the copies are on */
     kpy_array *t = kpy_array_check_device(a) < 0
                        ? NULL
                        : kpy_array_new(st, a->dtype, a->ndim, a->shape, on->handle,
                                        kpy_stream_owner(st, on->arg, on->handle));
-    rc = t && kpy_copy(st, t->ptr, (PyObject *)h, (size_t)a->nbytes, 0, on) == 0 &&
+    rc = t && kpy_copy(st, t, (PyObject *)h, (size_t)a->nbytes, 0, on) == 0 &&
                  kpy_ops_copy(st, (PyObject *)a, (PyObject *)t, on->arg) == 0
              ? 0
              : -1;
@@ -334,11 +341,11 @@ static int kpy_assign(kpy_state *st, kpy_array *dst, PyObject *value, const kpy_
   } else if (kpy_broadcast_strides(n, shape, NULL, dst->ndim, dst->shape, strides) == 0) {
     if (!dst->size) rc = 0;
     else if (kpy_same_shape(dst, h) && (dst->flags & KPY_C_CONTIGUOUS))
-      rc = kpy_copy(st, dst->ptr, (PyObject *)h, (size_t)dst->nbytes, 0, on);
+      rc = kpy_copy(st, dst, (PyObject *)h, (size_t)dst->nbytes, 0, on);
     else if (kpy_array_check_device(dst) == 0) {
       kpy_array *t = kpy_array_new(st, dst->dtype, n, shape, on->handle,
                                    kpy_stream_owner(st, on->arg, on->handle));
-      rc = t && kpy_copy(st, t->ptr, (PyObject *)h, (size_t)t->nbytes, 0, on) == 0
+      rc = t && kpy_copy(st, t, (PyObject *)h, (size_t)t->nbytes, 0, on) == 0
                ? kpy_assign_array(st, dst, t, on)
                : -1;
       Py_XDECREF(t);
@@ -442,7 +449,7 @@ static PyObject *kpy_to_device(PyObject *module, PyObject *args, PyObject *kwarg
   for (int i = 0; i < PyArray_NDIM(h) && i < KPY_MAX_DIMS; i++) shape[i] = PyArray_DIM(h, i);
   a = kpy_array_new_order(st, PyArray_DESCR(h), PyArray_NDIM(h), shape, fortran, on.handle,
                           kpy_stream_owner(st, stream_obj, on.handle));
-  if (a && kpy_copy(st, a->ptr, host, (size_t)a->nbytes, 0, &on) < 0) Py_CLEAR(a);
+  if (a && kpy_copy(st, a, host, (size_t)a->nbytes, 0, &on) < 0) Py_CLEAR(a);
 done:
   Py_DECREF(host);
   return (PyObject *)a;

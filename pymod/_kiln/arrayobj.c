@@ -19,6 +19,14 @@ void kpy_strides_contiguous(int ndim, const Py_ssize_t *shape, Py_ssize_t itemsi
   }
 }
 
+int kpy_array_used_on_other(kpy_state *st, kpy_array *a, kiln_stream stream) {
+  /* The memory's owner: the array's allocation, or that of the array a view leans on. */
+  PyObject *owner = a->gpudata;
+  if (!owner && a->base && kpy_array_check(st, a->base)) owner = ((kpy_array *)a->base)->gpudata;
+  if (!kpy_allocation_is_pooled(st, owner)) return 0; /* not kiln's pool: the owner's to order */
+  return kpy_allocation_used_on(st, owner, stream);
+}
+
 void kpy_array_update_flags(kpy_array *a) {
   int c = 1, f = 1;
   Py_ssize_t sc = a->itemsize, sf = a->itemsize;

@@ -45,6 +45,16 @@ static inline int kpy_array_is_contiguous(PyObject *array) { /* C or F */
   return ((kpy_array *)array)->flags != 0;
 }
 
+/* Notes that work just queued on stream uses a's memory, so that pool memory goes back to the
+ * pool only once that work is over (kpy_allocation_used_on); nothing to do, and no call, when
+ * stream is a's own. Every launch and copy on a stream calls it for each array it uses. -1
+ * with the error raised. */
+int kpy_array_used_on_other(kpy_state *st, kpy_array *a, kiln_stream stream);
+static inline int kpy_array_used_on(kpy_state *st, PyObject *array, kiln_stream stream) {
+  kpy_array *a = (kpy_array *)array;
+  return a->stream == stream || !a->ptr ? 0 : kpy_array_used_on_other(st, a, stream);
+}
+
 /* The contiguous strides of shape in bytes, C order or Fortran order (fortran nonzero); an
  * axis of length 0 counts as 1, as in NumPy. */
 void kpy_strides_contiguous(int ndim, const Py_ssize_t *shape, Py_ssize_t itemsize, int fortran,

@@ -130,7 +130,33 @@ static PyObject *kpy_cache_clear(PyObject *module, PyObject *unused) {
   return PyLong_FromUnsignedLongLong(removed);
 }
 
+/* module_table(limit=None): the in-process table's (modules, limit), setting the limit first
+ * when one is given. */
+static PyObject *kpy_module_table(PyObject *module, PyObject *args, PyObject *kwargs) {
+  (void)module;
+  static char *kwlist[] = {(char *)"limit", NULL};
+  PyObject *limit = Py_None;
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|O:module_table", kwlist, &limit)) return NULL;
+  if (limit != Py_None) {
+    Py_ssize_t n = PyLong_Check(limit) ? PyLong_AsSsize_t(limit) : -1;
+    if (n < 0) {
+      if (PyErr_Occurred() && !PyErr_ExceptionMatches(PyExc_OverflowError)) return NULL;
+      PyErr_Clear();
+      PyErr_Format(PyExc_ValueError,
+                   "limit must be a number of modules, an int of 0 or more, not %R", limit);
+      return NULL;
+    }
+    kiln_module_table_set_limit((size_t)n);
+  }
+  return Py_BuildValue("(nn)", (Py_ssize_t)kiln_module_table_count(),
+                       (Py_ssize_t)kiln_module_table_limit());
+}
+
 static PyMethodDef kpy_cache_functions[] = {
+    {"module_table", (PyCFunction)(void (*)(void))kpy_module_table, METH_VARARGS | METH_KEYWORDS,
+     "module_table(limit=None): (modules, limit) of the in-process table of compiled modules, "
+     "setting its limit first when given. Modules no one holds are kept up to the limit "
+     "(256 by default), least recently used freed first."},
     {"cache_stats", kpy_cache_stats, METH_NOARGS,
      "This process's cache counts: memory_hits, disk_hits, misses, compiles, stores, "
      "evictions, corrupt."},

@@ -8,6 +8,7 @@
 
 #include "device.h"
 #include "errors.h"
+#include "wait.h"
 
 typedef struct kpy_context {
   PyObject_HEAD
@@ -98,13 +99,14 @@ static PyObject *kpy_context_get_device(PyObject *cls, PyObject *unused) {
   return kpy_device_of(st, ordinal);
 }
 
-static PyObject *kpy_context_synchronize(PyObject *cls, PyObject *unused) {
-  (void)unused;
-  kiln_status s;
-  Py_BEGIN_ALLOW_THREADS
-    s = kiln_synchronize();
-  Py_END_ALLOW_THREADS
-  if (s) return kpy_raise(kpy_context_state(cls), s);
+static PyObject *kpy_context_synchronize(PyObject *cls, PyObject *args, PyObject *kwargs) {
+  static char *kwlist[] = {(char *)"timeout", NULL};
+  PyObject *timeout_obj = Py_None;
+  double timeout;
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|O:synchronize", kwlist, &timeout_obj) ||
+      kpy_wait_timeout(timeout_obj, &timeout) < 0 ||
+      kpy_wait_device(kpy_context_state(cls), timeout) < 0)
+    return NULL;
   Py_RETURN_NONE;
 }
 
@@ -212,8 +214,10 @@ static PyMethodDef kpy_context_methods[] = {
     {"get_current", kpy_context_get_current, METH_NOARGS | METH_CLASS,
      "The current device's context, or None when there is no CUDA device."},
     {"get_device", kpy_context_get_device, METH_NOARGS | METH_CLASS, "The current device."},
-    {"synchronize", kpy_context_synchronize, METH_NOARGS | METH_CLASS,
-     "Waits for all work on the current device."},
+    {"synchronize", (PyCFunction)(void (*)(void))kpy_context_synchronize,
+     METH_VARARGS | METH_KEYWORDS | METH_CLASS,
+     "synchronize(timeout=None): waits for all work on the current device; Ctrl-C and the "
+     "timeout end the wait as Stream.synchronize's do."},
     {"get_limit", kpy_context_get_limit, METH_O | METH_CLASS,
      "get_limit(limit): a kiln.driver.limit of the current context."},
     {"set_limit", (PyCFunction)(void (*)(void))kpy_context_set_limit, METH_FASTCALL | METH_CLASS,

@@ -4,6 +4,7 @@
 #include "device.h"
 
 #include "errors.h"
+#include "wait.h"
 
 #include <ctype.h>
 
@@ -311,13 +312,14 @@ static PyType_Spec kpy_device_spec = {"kiln.Device", sizeof(kpy_device), 0,
                                       Py_TPFLAGS_DEFAULT | Py_TPFLAGS_IMMUTABLETYPE,
                                       kpy_device_slots};
 
-static PyObject *kpy_synchronize(PyObject *module, PyObject *unused) {
-  (void)unused;
-  kiln_status s;
-  Py_BEGIN_ALLOW_THREADS
-    s = kiln_synchronize();
-  Py_END_ALLOW_THREADS
-  if (s) return kpy_raise(kpy_state_of_module(module), s);
+static PyObject *kpy_synchronize(PyObject *module, PyObject *args, PyObject *kwargs) {
+  static char *kwlist[] = {(char *)"timeout", NULL};
+  PyObject *timeout_obj = Py_None;
+  double timeout;
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|O:synchronize", kwlist, &timeout_obj) ||
+      kpy_wait_timeout(timeout_obj, &timeout) < 0 ||
+      kpy_wait_device(kpy_state_of_module(module), timeout) < 0)
+    return NULL;
   Py_RETURN_NONE;
 }
 
@@ -358,8 +360,10 @@ static PyMethodDef kpy_device_functions[] = {
     {"current_device", kpy_current_device, METH_NOARGS,
      "The ordinal of this thread's current device (kiln.Device(i).make_current() or `with "
      "kiln.Device(i):` change it); needs no driver."},
-    {"synchronize", kpy_synchronize, METH_NOARGS,
-     "Waits for all work on the current device; raises the error of any that failed."},
+    {"synchronize", (PyCFunction)(void (*)(void))kpy_synchronize, METH_VARARGS | METH_KEYWORDS,
+     "synchronize(timeout=None): waits for all work on the current device; raises the error "
+     "of any that failed. Ctrl-C ends the wait (KeyboardInterrupt) and so does the timeout in "
+     "seconds (TimeoutError); the work goes on on the GPU."},
     {"init", (PyCFunction)(void (*)(void))kpy_init, METH_VARARGS | METH_KEYWORDS,
      "init(flags=0): opens the driver and runs cuInit now (kiln does it at the first GPU use); "
      "NoDeviceError says why it cannot."},

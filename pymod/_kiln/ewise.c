@@ -96,6 +96,8 @@ int kpy_ewise_launch(kpy_ewise *k, PyObject *const *objs, kiln_stream stream) {
     kpy_raise(st, s);
     goto done;
   }
+  for (int i = 0; i < k->nargs; i++)
+    if (k->vector[i] && kpy_array_used_on(st, objs[i], stream) < 0) goto done;
   rc = 1;
 done:
   if (storage != stack_storage) PyMem_Free(storage);

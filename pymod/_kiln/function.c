@@ -7,8 +7,10 @@
 
 #include "args.h"
 #include "argtypes.h"
+#include "arrayobj.h"
 #include "errors.h"
 #include "stream.h"
+#include "wait.h"
 
 #ifdef Py_T_PYSSIZET
 #define KPY_T_PYSSIZET Py_T_PYSSIZET
@@ -123,6 +125,9 @@ static PyObject *kpy_function_run(kpy_function *self, PyObject *const *args,
     kpy_raise(st, s);
     goto done;
   }
+  /* Pool memory used on another stream than its own is freed only once this launch is over. */
+  for (int i = 0; i < self->n_params; i++)
+    if (kpy_array_check(st, args[i]) && kpy_array_used_on(st, args[i], cfg.stream) < 0) goto done;
   result = time_kernel ? PyFloat_FromDouble(elapsed) : Py_NewRef(Py_None);
 done:
   if (storage != stack_storage) {
@@ -334,12 +339,9 @@ static PyObject *kpy_timer_seconds(PyObject *pair, PyObject *unused) {
   kpy_event *start = (kpy_event *)PyTuple_GET_ITEM(pair, 0);
   kpy_event *end = (kpy_event *)PyTuple_GET_ITEM(pair, 1);
   kpy_state *st = kpy_state_of_type(Py_TYPE(start));
-  kiln_status s;
   float ms = 0;
-  Py_BEGIN_ALLOW_THREADS
-    s = kiln_event_synchronize(end->handle);
-    if (!s) s = kiln_event_elapsed_ms(start->handle, end->handle, &ms);
-  Py_END_ALLOW_THREADS
+  if (kpy_wait_event(st, end->handle, -1) < 0) return NULL;
+  kiln_status s = kiln_event_elapsed_ms(start->handle, end->handle, &ms);
   if (s) return kpy_raise(st, s);
   return PyFloat_FromDouble(ms / 1e3);
 }

@@ -7,6 +7,7 @@
 #include "errors.h"
 #include "shape.h"
 #include "stream.h"
+#include "wait.h"
 
 /* ---- The CUDA array interface ------------------------------------------------------------- */
 
@@ -75,6 +76,9 @@ static int kpy_cai_parse(kpy_state *st, PyObject *obj, PyObject *cai, int what, 
                    of, stream);
       goto done;
     }
+    if (kpy_stream_check(st, (kiln_stream)(uintptr_t)v,
+                         "the 'stream' of its __cuda_array_interface__") < 0)
+      goto done;
     out->has_stream = 1;
     out->stream = (kiln_stream)(uintptr_t)v;
   }
@@ -298,12 +302,7 @@ static int kpy_asarray_strides(kpy_array *a, const Py_ssize_t *strides) {
  * finish. */
 static PyObject *kpy_asarray_cai(kpy_state *st, PyObject *obj, const kpy_cai *cai) {
   if (cai->has_stream) {
-    kiln_stream producer = cai->stream;
-    kiln_status s;
-    Py_BEGIN_ALLOW_THREADS
-      s = kiln_stream_synchronize(producer);
-    Py_END_ALLOW_THREADS
-    if (s) return kpy_raise(st, s);
+    if (kpy_wait_stream(st, cai->stream, -1) < 0) return NULL;
   }
   kpy_array *a = kpy_array_blank(st, cai->dtype, cai->ndim, cai->shape);
   if (!a) return NULL;

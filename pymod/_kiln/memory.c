@@ -4,6 +4,7 @@
 
 #include "errors.h"
 #include "stream.h"
+#include "wait.h"
 
 #include <inttypes.h>
 
@@ -47,14 +48,49 @@ PyObject *kpy_allocation_pooled(kpy_state *st, size_t nbytes, kiln_stream stream
   return (PyObject *)self;
 }
 
-/* Frees the memory: pool memory where it was made, whichever device is current. */
+int kpy_allocation_is_pooled(kpy_state *st, PyObject *obj) {
+  return obj && Py_IS_TYPE(obj, st->ref.DeviceAllocation_type) && ((kpy_allocation *)obj)->pooled;
+}
+
+/* 1 and NULL both name the legacy default stream. */
+static int kpy_same_stream(kiln_stream a, kiln_stream b) {
+  uintptr_t x = (uintptr_t)a, y = (uintptr_t)b;
+  return (x == 1 ? 0 : x) == (y == 1 ? 0 : y);
+}
+
+int kpy_allocation_used_on(kpy_state *st, PyObject *alloc, kiln_stream stream) {
+  kpy_allocation *a = (kpy_allocation *)alloc;
+  if (!a->ptr || kpy_same_stream(stream, a->stream)) return 0;
+  kiln_status s = KILN_OK;
+  if (!a->used) {
+    s = kiln_event_create(0, &a->used);
+  } else if (!kpy_same_stream(stream, a->used_on)) {
+    /* One event, two streams: the memory's own stream waits for the use so far first. */
+    s = kiln_stream_wait_event(a->stream, a->used);
+  }
+  if (!s) s = kiln_event_record(a->used, stream);
+  if (s) {
+    kpy_raise(st, s);
+    return -1;
+  }
+  a->used_on = stream;
+  return 0;
+}
+
+/* Frees the memory: pool memory where it was made, whichever device is current, once its
+ * last use on another stream is over. */
 static kiln_status kpy_allocation_release(kpy_allocation *self) {
   if (!self->ptr) return KILN_OK;
   kiln_status s;
   if (self->pooled) {
     int current = kiln_device_current();
     if (current != self->device) kiln_device_set_current(self->device);
-    s = kiln_mem_free_async(self->ptr, self->size, self->stream);
+    s = self->used ? kiln_stream_wait_event(self->stream, self->used) : KILN_OK;
+    if (!s) s = kiln_mem_free_async(self->ptr, self->size, self->stream);
+    if (!s && self->used) {
+      kiln_event_destroy(self->used); /* the wait queued holds what it needs */
+      self->used = NULL;
+    }
     if (current != self->device) kiln_device_set_current(current);
   } else {
     s = kiln_mem_free(self->ptr);
@@ -67,6 +103,7 @@ static void kpy_allocation_dealloc(PyObject *op) {
   kpy_allocation *self = (kpy_allocation *)op;
   PyTypeObject *tp = Py_TYPE(op);
   kpy_allocation_release(self); /* a failure here has no one to tell */
+  if (self->used) kiln_event_destroy(self->used);
   Py_CLEAR(self->stream_owner);
   tp->tp_free(op);
   Py_DECREF(tp);
@@ -248,6 +285,13 @@ static PyObject *kpy_memcpy(PyObject *module, PyObject *const *args, Py_ssize_t 
     return NULL;
   }
   void *data = view.buf;
+  /* A copy that blocks waits behind the stream's work first, where Ctrl-C can end the wait:
+   * once queued, the copy may not be left behind with the buffer given back. */
+  if ((!async || !kpy_stream_is_kiln(st, on.obj)) &&
+      kpy_wait_stream(st, async ? on.handle : NULL, -1) < 0) {
+    PyBuffer_Release(&view);
+    return NULL;
+  }
   kiln_status s;
   Py_BEGIN_ALLOW_THREADS
     if (async)

@@ -14,9 +14,23 @@ typedef struct kpy_allocation {
   int pooled, device;
   kiln_stream stream;
   PyObject *stream_owner; /* strong: what keeps that stream alive, or NULL */
+  /* Pool memory used on another stream than its own: an event recorded there after the use
+   * (owned, or NULL), which the free waits for, so that the block goes back to the pool only
+   * once that use is over. used_on is the stream it was last recorded on, only compared. */
+  kiln_event used;
+  kiln_stream used_on;
 } kpy_allocation;
 
 int kpy_memory_init(PyObject *module, kpy_state *st);
+
+/* Whether obj is a DeviceAllocation of pool memory. */
+int kpy_allocation_is_pooled(kpy_state *st, PyObject *obj);
+
+/* Notes that work queued on stream (just now, after everything else queued there) uses the
+ * pool memory of alloc: when stream is not the memory's own, an event is recorded on it, and
+ * the free is ordered after that event. A use on a third stream first orders the memory's own
+ * stream after the event so far, so no use is forgotten. -1 with the error raised. */
+int kpy_allocation_used_on(kpy_state *st, PyObject *alloc, kiln_stream stream);
 
 /* A device pointer from obj: a DeviceAllocation (whose size must hold nbytes), an int, or an
  * object with __index__ (a PointerHolderBase). -1 with TypeError or ValueError naming `what`. */

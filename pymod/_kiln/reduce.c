@@ -189,6 +189,9 @@ static PyObject *kpy_reduce_launch(kpy_reduce *r, PyObject *const *objs, PyObjec
     kpy_raise(st, s);
     goto done;
   }
+  if (kpy_array_used_on(st, (PyObject *)out, stream) < 0) goto done;
+  for (int i = 0; i < r->nargs; i++)
+    if (r->vector[i] && kpy_array_used_on(st, objs[i], stream) < 0) goto done;
   result = (PyObject *)out;
   out = NULL;
 done:

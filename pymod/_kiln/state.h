@@ -107,6 +107,18 @@ typedef struct kpy_state {
     PyObject *stream;
   } *streams;
   int n_streams, cap_streams;
+  /* stream.c's: the streams of collected kiln.Streams, kept rather than destroyed (a stale
+   * handle of one is refused, never given to the driver dangling), and handed to the next
+   * kiln.Stream of their device, flags and priority, oldest first; destroyed with the
+   * module. */
+  struct kpy_parked_stream {
+    kiln_stream handle;
+    int device, priority;
+    unsigned flags;
+  } *parked;
+  int n_parked, cap_parked;
+  /* stream.c's: the last handle of another library's stream found readable (0 for none). */
+  uintptr_t foreign_checked;
 } kpy_state;
 
 /* The module's definition (_kiln.c): how a subclass of a kiln type finds kiln's state. */

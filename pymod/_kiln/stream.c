@@ -4,6 +4,61 @@
 #include "stream.h"
 
 #include "errors.h"
+#include "wait.h"
+
+#include <errno.h>
+#include <sys/mman.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+/* ---- Handles from outside kiln ------------------------------------------------------------ */
+
+/* Whether the n (up to 16) bytes at addr are readable host memory: the kernel copies them,
+ * and a bad address is EFAULT rather than a fault. Where process_vm_readv is not allowed
+ * (seccomp), whether the pages are mapped at all. */
+static int kpy_readable(uintptr_t addr, size_t n) {
+  unsigned char buf[16];
+  struct iovec local = {buf, n}, remote = {(void *)addr, n};
+  ssize_t got = process_vm_readv(getpid(), &local, 1, &remote, 1, 0);
+  if (got >= 0 || errno == EFAULT) return got == (ssize_t)n;
+  uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+  uintptr_t start = addr & ~(page - 1);
+  unsigned char pages[2];
+  return mincore((void *)start, addr + n - start, pages) == 0;
+}
+
+int kpy_stream_check(kpy_state *st, kiln_stream handle, const char *what) {
+  uintptr_t v = (uintptr_t)handle;
+  if (v <= 2 || v == st->foreign_checked) return 0;
+  for (int i = 0; i < st->n_streams; i++)
+    if (st->streams[i].handle == handle) return 0;
+  char hex[32]; /* PyErr_Format has no %llx */
+  PyOS_snprintf(hex, sizeof hex, "0x%llx", (unsigned long long)v);
+  for (int i = 0; i < st->n_parked; i++)
+    if (st->parked[i].handle == handle) {
+      PyErr_Format(PyExc_ValueError,
+                   "%s %s is the handle of a kiln.Stream that has been collected; keep the "
+                   "kiln.Stream alive while its handle is in use",
+                   what, hex);
+      return -1;
+    }
+  /* A CUstream the driver made is a pointer into this process's heap: aligned, below the
+   * top of user space, readable. Anything else would be dereferenced by the driver. */
+  const char *why = (v & 7)                ? "it is not an aligned address"
+                    : ((uint64_t)v >> 47)  ? "it is above this process's address space"
+                    : !kpy_readable(v, 16) ? "no readable memory is mapped there"
+                                           : NULL;
+  if (why) {
+    PyErr_Format(PyExc_ValueError,
+                 "%s %s is not a CUstream handle: %s. A stream is 0 or 1 (the legacy "
+                 "default stream), 2 (the per-thread one), a kiln.Stream, or the handle of a "
+                 "live stream another library made",
+                 what, hex, why);
+    return -1;
+  }
+  st->foreign_checked = v;
+  return 0;
+}
 
 int kpy_stream_parse(kpy_state *st, PyObject *obj, kiln_stream *out) {
   *out = NULL;
@@ -41,6 +96,7 @@ int kpy_stream_parse(kpy_state *st, PyObject *obj, kiln_stream *out) {
   unsigned long long v = PyLong_AsUnsignedLongLong(handle);
   Py_DECREF(handle);
   if (v == (unsigned long long)-1 && PyErr_Occurred()) return -1;
+  if (kpy_stream_check(st, (kiln_stream)(uintptr_t)v, "stream") < 0) return -1;
   *out = (kiln_stream)(uintptr_t)v;
   return 0;
 }
@@ -74,6 +130,15 @@ void kpy_stream_free(kpy_state *st) {
   PyMem_Free(st->streams);
   st->streams = NULL;
   st->n_streams = st->cap_streams = 0;
+  int current = kiln_device_current();
+  for (int i = 0; i < st->n_parked; i++) {
+    kiln_device_set_current(st->parked[i].device);
+    kiln_stream_destroy(st->parked[i].handle);
+  }
+  if (st->n_parked) kiln_device_set_current(current);
+  PyMem_Free(st->parked);
+  st->parked = NULL;
+  st->n_parked = st->cap_parked = 0;
 }
 
 int kpy_stream_keep(PyObject *stream, PyObject *obj) {
@@ -82,15 +147,8 @@ int kpy_stream_keep(PyObject *stream, PyObject *obj) {
   return PyList_Append(s->keep, obj);
 }
 
-static int kpy_stream_sync(kpy_stream *self) {
-  kiln_status s;
-  Py_BEGIN_ALLOW_THREADS
-    s = kiln_stream_synchronize(self->handle);
-  Py_END_ALLOW_THREADS
-  if (s) {
-    kpy_raise(kpy_state_of_type(Py_TYPE(self)), s);
-    return -1;
-  }
+static int kpy_stream_sync(kpy_stream *self, double timeout) {
+  if (kpy_wait_stream(kpy_state_of_type(Py_TYPE(self)), self->handle, timeout) < 0) return -1;
   Py_CLEAR(self->keep);
   return 0;
 }
@@ -111,6 +169,40 @@ static int kpy_streams_add(kpy_state *st, PyObject *stream, kiln_stream handle) 
   st->streams[st->n_streams].handle = handle;
   st->streams[st->n_streams++].stream = stream;
   return 0;
+}
+
+/* Keeps the stream of a collected kiln.Stream for the next one (kpy_state's parked); 0, or
+ * -1 when there is no memory for it. */
+static int kpy_streams_park(kpy_state *st, const kpy_stream *s) {
+  /* Checked once as another library's, at an address since reused: refused from now on. */
+  if ((uintptr_t)s->handle == st->foreign_checked) st->foreign_checked = 0;
+  if (st->n_parked == st->cap_parked) {
+    int cap = st->cap_parked ? 2 * st->cap_parked : 16;
+    void *p = PyMem_Realloc(st->parked, (size_t)cap * sizeof *st->parked);
+    if (!p) return -1;
+    st->parked = p;
+    st->cap_parked = cap;
+  }
+  st->parked[st->n_parked++] =
+      (struct kpy_parked_stream){s->handle, s->device, s->priority, s->flags};
+  return 0;
+}
+
+/* The oldest parked stream of the current device with these flags and priority, taken out
+ * of the list; NULL when there is none. The oldest, so that a stale handle keeps being
+ * refused as long as it can. */
+static kiln_stream kpy_streams_unpark(kpy_state *st, unsigned flags, int priority) {
+  int device = kiln_device_current();
+  for (int i = 0; i < st->n_parked; i++)
+    if (st->parked[i].device == device && st->parked[i].flags == flags &&
+        st->parked[i].priority == priority) {
+      kiln_stream h = st->parked[i].handle;
+      memmove(&st->parked[i], &st->parked[i + 1],
+              (size_t)(st->n_parked - i - 1) * sizeof *st->parked);
+      st->n_parked--;
+      return h;
+    }
+  return NULL;
 }
 
 static void kpy_streams_remove(kpy_state *st, PyObject *stream) {
@@ -135,28 +227,39 @@ static PyObject *kpy_stream_new(PyTypeObject *tp, PyObject *args, PyObject *kwar
   int priority = 0;
   if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|Ii:Stream", kwlist, &flags, &priority))
     return NULL;
-  kiln_stream handle = NULL;
-  kiln_status s = kiln_stream_create(flags, priority, &handle);
-  if (s) return kpy_raise(kpy_state_of_type(tp), s);
+  kpy_state *st = kpy_state_of_type(tp);
+  if (!st) return NULL;
+  kiln_stream handle = kpy_streams_unpark(st, flags, priority);
+  if (!handle) {
+    kiln_status s = kiln_stream_create(flags, priority, &handle);
+    if (s) return kpy_raise(st, s);
+  }
   kpy_stream *self = (kpy_stream *)tp->tp_alloc(tp, 0);
   if (!self) {
     kiln_stream_destroy(handle);
     return NULL;
   }
   self->handle = handle;
-  self->owned = 1;
-  kpy_state *st = kpy_state_of_type(tp);
-  if (!st || kpy_streams_add(st, (PyObject *)self, handle) < 0) {
-    Py_DECREF(self);
+  self->device = kiln_device_current();
+  self->flags = flags;
+  self->priority = priority;
+  if (kpy_streams_add(st, (PyObject *)self, handle) < 0) {
+    Py_DECREF(self); /* not owned yet: the stream is destroyed here, not parked */
+    kiln_stream_destroy(handle);
     return NULL;
   }
+  self->owned = 1;
   return (PyObject *)self;
 }
 
 static PyObject *kpy_stream_from_handle(PyObject *cls, PyObject *arg) {
   PyTypeObject *tp = (PyTypeObject *)cls;
+  kpy_state *st = kpy_state_of_type(tp);
   kiln_stream handle = NULL;
-  if (kpy_stream_parse(kpy_state_of_type(tp), arg, &handle) < 0) return NULL;
+  if (!st || kpy_stream_parse(st, arg, &handle) < 0) return NULL;
+  /* A kiln.Stream's handle gives that Stream: a second object over it would not keep it. */
+  for (int i = 0; handle && i < st->n_streams; i++)
+    if (st->streams[i].handle == handle) return Py_NewRef(st->streams[i].stream);
   kpy_stream *self = (kpy_stream *)tp->tp_alloc(tp, 0);
   if (self) self->handle = handle; /* another library's: it destroys it */
   return (PyObject *)self;
@@ -188,15 +291,21 @@ static void kpy_stream_dealloc(PyObject *op) {
   if (self->owned) {
     kpy_state *st = kpy_state_of_type(tp);
     if (st) kpy_streams_remove(st, op);
-    kiln_stream_destroy(self->handle);
+    /* Kept, not destroyed: a handle of it still held somewhere is refused, never given to
+     * the driver dangling. */
+    if (!st || kpy_streams_park(st, self) < 0) kiln_stream_destroy(self->handle);
   }
   tp->tp_free(op);
   Py_DECREF(tp);
 }
 
-static PyObject *kpy_stream_synchronize(PyObject *op, PyObject *unused) {
-  (void)unused;
-  if (kpy_stream_sync((kpy_stream *)op) < 0) return NULL;
+static PyObject *kpy_stream_synchronize(PyObject *op, PyObject *args, PyObject *kwargs) {
+  static char *kwlist[] = {(char *)"timeout", NULL};
+  PyObject *timeout_obj = Py_None;
+  double timeout;
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|O:synchronize", kwlist, &timeout_obj) ||
+      kpy_wait_timeout(timeout_obj, &timeout) < 0 || kpy_stream_sync((kpy_stream *)op, timeout) < 0)
+    return NULL;
   Py_RETURN_NONE;
 }
 
@@ -245,7 +354,11 @@ static PyObject *kpy_stream_repr(PyObject *op) {
 }
 
 static PyMethodDef kpy_stream_methods[] = {
-    {"synchronize", kpy_stream_synchronize, METH_NOARGS, "Waits for all work queued on it."},
+    {"synchronize", (PyCFunction)(void (*)(void))kpy_stream_synchronize,
+     METH_VARARGS | METH_KEYWORDS,
+     "synchronize(timeout=None): waits for all work queued on it; Ctrl-C ends the wait "
+     "(KeyboardInterrupt) and so does the timeout in seconds (TimeoutError), the work going on "
+     "on the GPU."},
     {"query", kpy_stream_query, METH_NOARGS, "True when all work queued on it has finished."},
     {"wait", kpy_stream_wait, METH_O, "wait(event): later work on it waits for the event."},
     {"is_done", kpy_stream_query, METH_NOARGS, "PyCUDA's spelling of query()."},
@@ -345,13 +458,15 @@ static PyObject *kpy_event_record(PyObject *op, PyObject *args, PyObject *kwargs
   return Py_NewRef(op);
 }
 
-static PyObject *kpy_event_synchronize(PyObject *op, PyObject *unused) {
-  (void)unused;
-  kiln_status s;
-  Py_BEGIN_ALLOW_THREADS
-    s = kiln_event_synchronize(((kpy_event *)op)->handle);
-  Py_END_ALLOW_THREADS
-  if (s) return kpy_raise(kpy_state_of_type(Py_TYPE(op)), s);
+static PyObject *kpy_event_synchronize(PyObject *op, PyObject *args, PyObject *kwargs) {
+  static char *kwlist[] = {(char *)"timeout", NULL};
+  PyObject *timeout_obj = Py_None;
+  double timeout;
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|O:synchronize", kwlist, &timeout_obj) ||
+      kpy_wait_timeout(timeout_obj, &timeout) < 0)
+    return NULL;
+  kpy_state *st = kpy_state_of_type(Py_TYPE(op));
+  if (!st || kpy_wait_event(st, ((kpy_event *)op)->handle, timeout) < 0) return NULL;
   return Py_NewRef(op);
 }
 
@@ -390,7 +505,10 @@ static PyObject *kpy_event_time_till(PyObject *op, PyObject *end) {
 static PyMethodDef kpy_event_methods[] = {
     {"record", (PyCFunction)(void (*)(void))kpy_event_record, METH_VARARGS | METH_KEYWORDS,
      "record(stream=None): marks this point of the stream; returns the event."},
-    {"synchronize", kpy_event_synchronize, METH_NOARGS, "Waits until the event has happened."},
+    {"synchronize", (PyCFunction)(void (*)(void))kpy_event_synchronize,
+     METH_VARARGS | METH_KEYWORDS,
+     "synchronize(timeout=None): waits until the event has happened; Ctrl-C and the timeout "
+     "end the wait as Stream.synchronize's do. Returns the event."},
     {"query", kpy_event_query, METH_NOARGS, "True when the event has happened."},
     {"elapsed", kpy_event_elapsed, METH_O, "start.elapsed(end): milliseconds from start to end."},
     {"time_since", kpy_event_time_since, METH_O,

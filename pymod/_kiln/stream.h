@@ -9,8 +9,10 @@ typedef struct kpy_stream {
   PyObject_HEAD
   PyObject *weakrefs; /* so arrays' owners can be watched (weakref.ref(stream)) */
   kiln_stream handle; /* NULL is the legacy default stream */
-  int owned;          /* made by kiln: destroyed with the object */
-  PyObject *keep;     /* list: what queued copies read or write, released once it is done */
+  int owned;          /* made by kiln: parked when the object goes (kpy_state's parked) */
+  int device, priority;
+  unsigned flags;
+  PyObject *keep; /* list: what queued copies read or write, released once it is done */
 } kpy_stream;
 
 typedef struct kpy_event {
@@ -28,6 +30,15 @@ int kpy_stream_init(PyObject *module, kpy_state *st);
  * no allocation and no attribute lookup. -1 with TypeError for anything else (OverflowError
  * for an int no handle can be). */
 int kpy_stream_parse(kpy_state *st, PyObject *obj, kiln_stream *out);
+
+/* Whether the driver may be given handle, an int CUstream from outside kiln (a stream=, an
+ * interface's "stream"): 0, 1 and 2 (the default streams) and the handles of kiln.Streams
+ * alive are; a kiln.Stream's that has been collected is refused; any other is another
+ * library's, and must be a pointer to readable host memory, which is checked without reading
+ * it through a pointer (a garbage handle is refused, never crashes the driver). A stream
+ * another library destroyed, whose memory is still mapped, cannot be told from a live one.
+ * what names the argument in the message. 0, or -1 with ValueError. */
+int kpy_stream_check(kpy_state *st, kiln_stream handle, const char *what);
 
 /* Whether a parsed stream= is a kiln.Stream, which can keep host arrays alive for queued
  * copies (kpy_stream_keep). */

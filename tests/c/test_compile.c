@@ -100,6 +100,50 @@ TEST(compile_table_returns_the_same_module) {
   kiln_module_free(m4);
 }
 
+/* Compiles multiply_src with -DSCALE=i and frees it, or keeps it when held is not NULL;
+ * whether the in-process table answered. */
+static int compile_numbered(int i, kiln_module **held) {
+  char opt[32];
+  snprintf(opt, sizeof opt, "-DSCALE=%d", i);
+  const char *o[] = {opt};
+  kiln_compile_opts opts = {.arch = "sm_90", .options = o, .n_options = 1};
+  kiln_cache_stats before, after;
+  kiln_cache_get_stats(&before);
+  kiln_module *m = compile_ok(multiply_src, &opts);
+  kiln_cache_get_stats(&after);
+  if (held) *held = m;
+  else kiln_module_free(m);
+  return after.memory_hits == before.memory_hits + 1;
+}
+
+TEST(compile_table_keeps_a_bounded_number_of_unheld_modules) {
+  ASSERT_EQ(kiln_module_table_set_limit(3), (size_t)256);
+  kiln_module *held = NULL;
+  ASSERT_EQ(compile_numbered(100, &held), 0);
+  for (int i = 101; i < 106; i++) ASSERT_EQ(compile_numbered(i, NULL), 0);
+  /* Held or not, at most the bound: the held one and the two used last. */
+  ASSERT_EQ(kiln_module_table_count(), (size_t)3);
+  ASSERT_EQ(compile_numbered(105, NULL), 1);
+  ASSERT_EQ(compile_numbered(104, NULL), 1);
+  ASSERT_EQ(compile_numbered(101, NULL), 0); /* freed: compiled again (from the disk cache) */
+  kiln_module *again = NULL;
+  ASSERT_EQ(compile_numbered(100, &again), 1); /* held: never freed, though the oldest */
+  ASSERT(again == held);
+  kiln_module_free(again);
+  ASSERT_EQ(kiln_module_table_set_limit(1), (size_t)3);
+  ASSERT_EQ(kiln_module_table_count(), (size_t)1); /* the held 100 alone */
+  ASSERT_EQ(compile_numbered(101, NULL), 0);
+  ASSERT_EQ(kiln_module_table_count(), (size_t)1); /* 101 went as soon as it was let go */
+  /* Let go while the table is over its bound: it goes at once. */
+  ASSERT_EQ(kiln_module_table_set_limit(0), (size_t)1);
+  ASSERT_EQ(kiln_module_table_count(), (size_t)1);
+  kiln_module_free(held);
+  ASSERT_EQ(kiln_module_table_count(), (size_t)0);
+  ASSERT_EQ(compile_numbered(100, NULL), 0);
+  ASSERT_EQ(kiln_module_table_count(), (size_t)0);
+  kiln_module_table_set_limit(256);
+}
+
 TEST(lookup_plain_mangled_and_extern_c) {
   kiln_compile_opts opts = {.arch = "sm_90"};
   kiln_module *m = compile_ok("extern \"C\" __global__ void plain(int *p) { *p = 1; }\n"

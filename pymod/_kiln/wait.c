@@ -1,0 +1,214 @@
+/* Waits for the GPU that Ctrl-C and a timeout can end. The driver's synchronize calls block
+ * in the driver until the work is done, where no signal handler can run: a kernel that never
+ * ends would hold the interpreter for ever. Here the work is polled instead, and the GIL taken
+ * back often enough to run Python's signal handlers. */
+#include "wait.h"
+
+#include "errors.h"
+
+#include <errno.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <time.h>
+
+/* Spinning at first keeps a short wait as quick as the driver's spinning synchronize; after
+ * that a nap between queries costs at most its length in latency and almost no CPU. */
+#define KPY_WAIT_SPIN_S 2e-3
+#define KPY_WAIT_NAP_NS 100000L
+/* How long a stretch without the GIL lasts: Ctrl-C is seen within about this. */
+#define KPY_WAIT_SLICE_S 10e-3
+
+static double kpy_wait_now(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+int kpy_wait(kpy_state *st, kpy_poll poll, void *what, double timeout, const char *what_name) {
+  int done = 0;
+  kiln_status s = poll(what, &done);
+  if (s) {
+    kpy_raise(st, s);
+    return -1;
+  }
+  double start = kpy_wait_now(), now = start;
+  double deadline = timeout < 0 ? INFINITY : start + timeout;
+  while (!done) {
+    if (now >= deadline) {
+      char seconds[32];
+      PyOS_snprintf(seconds, sizeof seconds, "%g", timeout);
+      PyErr_Format(PyExc_TimeoutError,
+                   "%s did not finish within %s s; the work queued on the GPU goes on running",
+                   what_name, seconds);
+      return -1;
+    }
+    Py_BEGIN_ALLOW_THREADS
+      double slice_end = fmin(now + KPY_WAIT_SLICE_S, deadline);
+      do {
+        if (now - start >= KPY_WAIT_SPIN_S) {
+          struct timespec nap = {0, KPY_WAIT_NAP_NS};
+          nanosleep(&nap, NULL); /* a signal cuts it short, which is what is wanted */
+        }
+        s = poll(what, &done);
+        now = kpy_wait_now();
+      } while (!s && !done && now < slice_end);
+    Py_END_ALLOW_THREADS
+    if (s) {
+      kpy_raise(st, s);
+      return -1;
+    }
+    if (!done && PyErr_CheckSignals() < 0) {
+      if (PyErr_ExceptionMatches(PyExc_KeyboardInterrupt)) {
+        PyErr_Clear();
+        PyErr_Format(PyExc_KeyboardInterrupt,
+                     "interrupted while waiting for %s; the work queued on the GPU goes on "
+                     "running (a kernel that never ends holds the GPU until the process exits)",
+                     what_name);
+      }
+      return -1;
+    }
+  }
+  return 0;
+}
+
+static kiln_status kpy_poll_stream(void *what, int *done) {
+  return kiln_stream_query((kiln_stream)what, done);
+}
+
+static kiln_status kpy_poll_event(void *what, int *done) {
+  return kiln_event_query((kiln_event)what, done);
+}
+
+int kpy_wait_stream(kpy_state *st, kiln_stream stream, double timeout) {
+  return kpy_wait(st, kpy_poll_stream, stream, timeout, "the stream");
+}
+
+int kpy_wait_event(kpy_state *st, kiln_event event, double timeout) {
+  return kpy_wait(st, kpy_poll_event, event, timeout, "the event");
+}
+
+/* ---- All the work of a device ------------------------------------------------------------- */
+
+/* The driver cannot be asked whether a whole context is idle: a thread of its own makes the
+ * blocking call, and the wait polls its flag. When the wait is interrupted the thread goes on
+ * waiting, and frees the record when the GPU is done; whichever of the two lets go last frees
+ * it. */
+typedef struct kpy_device_wait {
+  int device;
+  int done;      /* atomic */
+  int refs;      /* atomic: the waiter's and the thread's */
+  kiln_status s; /* the thread's, read once done */
+} kpy_device_wait;
+
+static void kpy_device_wait_release(kpy_device_wait *w) {
+  if (__atomic_sub_fetch(&w->refs, 1, __ATOMIC_ACQ_REL) == 0) free(w);
+}
+
+static void *kpy_device_wait_thread(void *arg) {
+  kpy_device_wait *w = arg;
+  kiln_status s = kiln_device_set_current(w->device);
+  if (!s) s = kiln_synchronize();
+  w->s = s;
+  __atomic_store_n(&w->done, 1, __ATOMIC_RELEASE);
+  kpy_device_wait_release(w);
+  return NULL;
+}
+
+static kiln_status kpy_poll_device(void *what, int *done) {
+  *done = __atomic_load_n(&((kpy_device_wait *)what)->done, __ATOMIC_ACQUIRE);
+  return KILN_OK;
+}
+
+int kpy_wait_device(kpy_state *st, double timeout) {
+  kpy_device_wait *w = calloc(1, sizeof *w);
+  if (!w) {
+    PyErr_NoMemory();
+    return -1;
+  }
+  w->device = kiln_device_current();
+  w->refs = 2;
+  pthread_t thread;
+  pthread_attr_t attr;
+  int rc = pthread_attr_init(&attr);
+  if (!rc) {
+    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    rc = pthread_create(&thread, &attr, kpy_device_wait_thread, w);
+    pthread_attr_destroy(&attr);
+  }
+  if (rc) {
+    free(w);
+    errno = rc;
+    PyErr_SetFromErrno(PyExc_OSError);
+    return -1;
+  }
+  int r = kpy_wait(st, kpy_poll_device, w, timeout, "the device");
+  kiln_status s = r == 0 ? w->s : KILN_OK;
+  kpy_device_wait_release(w);
+  if (r < 0) return -1;
+  if (s) {
+    /* The failure's message is the other thread's: asked again here, a fault the context
+     * keeps is reported on this thread with its sentence. */
+    Py_BEGIN_ALLOW_THREADS
+      s = kiln_synchronize();
+    Py_END_ALLOW_THREADS
+    if (s) {
+      kpy_raise(st, s);
+      return -1;
+    }
+  }
+  return 0;
+}
+
+int kpy_wait_timeout(PyObject *obj, double *out) {
+  *out = -1;
+  if (obj == Py_None) return 0;
+  if (!PyLong_Check(obj) && !PyFloat_Check(obj)) {
+    PyErr_Format(PyExc_TypeError, "timeout must be None or a number of seconds, not %.100s",
+                 Py_TYPE(obj)->tp_name);
+    return -1;
+  }
+  double t = PyFloat_AsDouble(obj);
+  if (t == -1 && PyErr_Occurred()) return -1;
+  if (!(t >= 0)) { /* NaN too */
+    PyErr_Format(PyExc_ValueError, "timeout must be None or 0 seconds or more, not %R", obj);
+    return -1;
+  }
+  *out = t;
+  return 0;
+}
+
+/* ---- What tests the loop without a GPU ---------------------------------------------------- */
+
+static kiln_status kpy_poll_clock(void *what, int *done) {
+  *done = kpy_wait_now() >= *(double *)what;
+  return KILN_OK;
+}
+
+/* _wait_until(seconds, timeout=None): waits as a synchronize does for work that ends after
+ * seconds; the loop's timing, signals and timeout, testable anywhere. */
+static PyObject *kpy_wait_until(PyObject *module, PyObject *args, PyObject *kwargs) {
+  static char *kwlist[] = {(char *)"seconds", (char *)"timeout", NULL};
+  double seconds = 0;
+  PyObject *timeout_obj = Py_None;
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "d|O:_wait_until", kwlist, &seconds, &timeout_obj))
+    return NULL;
+  double timeout;
+  if (kpy_wait_timeout(timeout_obj, &timeout) < 0) return NULL;
+  double until = kpy_wait_now() + seconds;
+  if (kpy_wait(kpy_state_of_module(module), kpy_poll_clock, &until, timeout, "the clock") < 0)
+    return NULL;
+  Py_RETURN_NONE;
+}
+
+static PyMethodDef kpy_wait_functions[] = {
+    {"_wait_until", (PyCFunction)(void (*)(void))kpy_wait_until, METH_VARARGS | METH_KEYWORDS,
+     "_wait_until(seconds, timeout=None): the wait of a synchronize, for work that ends after "
+     "seconds (for tests)."},
+    {NULL, NULL, 0, NULL},
+};
+
+int kpy_wait_init(PyObject *module, kpy_state *st) {
+  (void)st;
+  return PyModule_AddFunctions(module, kpy_wait_functions);
+}
