@@ -90,6 +90,8 @@ typedef struct kpy_state {
   } str;
   /* stream.c's, made on first use in each device's context, destroyed with the module. */
   kiln_event order_event[KPY_ORDER_DEVICES];
+  /* wait.c's: the event a device-wide wait records on the legacy stream and polls. */
+  kiln_event device_wait_event[KPY_ORDER_DEVICES];
   /* reduce.c's: each device's multiprocessors (0 until read), and the zeroed scratch buffer of
    * each (device, stream, thread) that reduced, the thread only for the per-thread default
    * stream (2), whose name means another stream on every thread. */

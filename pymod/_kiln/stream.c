@@ -126,6 +126,8 @@ void kpy_stream_free(kpy_state *st) {
   for (int i = 0; i < KPY_ORDER_DEVICES; i++) {
     kiln_event_destroy(st->order_event[i]);
     st->order_event[i] = NULL;
+    kiln_event_destroy(st->device_wait_event[i]);
+    st->device_wait_event[i] = NULL;
   }
   PyMem_Free(st->streams);
   st->streams = NULL;

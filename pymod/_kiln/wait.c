@@ -6,10 +6,7 @@
 
 #include "errors.h"
 
-#include <errno.h>
 #include <math.h>
-#include <pthread.h>
-#include <stdlib.h>
 #include <time.h>
 
 /* Spinning at first keeps a short wait as quick as the driver's spinning synchronize; after
@@ -90,72 +87,37 @@ int kpy_wait_event(kpy_state *st, kiln_event event, double timeout) {
 
 /* ---- All the work of a device ------------------------------------------------------------- */
 
-/* The driver cannot be asked whether a whole context is idle: a thread of its own makes the
- * blocking call, and the wait polls its flag. When the wait is interrupted the thread goes on
- * waiting, and frees the record when the GPU is done; whichever of the two lets go last frees
- * it. */
-typedef struct kpy_device_wait {
-  int device;
-  int done;      /* atomic */
-  int refs;      /* atomic: the waiter's and the thread's */
-  kiln_status s; /* the thread's, read once done */
-} kpy_device_wait;
-
-static void kpy_device_wait_release(kpy_device_wait *w) {
-  if (__atomic_sub_fetch(&w->refs, 1, __ATOMIC_ACQ_REL) == 0) free(w);
-}
-
-static void *kpy_device_wait_thread(void *arg) {
-  kpy_device_wait *w = arg;
-  kiln_status s = kiln_device_set_current(w->device);
-  if (!s) s = kiln_synchronize();
-  w->s = s;
-  __atomic_store_n(&w->done, 1, __ATOMIC_RELEASE);
-  kpy_device_wait_release(w);
-  return NULL;
-}
-
-static kiln_status kpy_poll_device(void *what, int *done) {
-  *done = __atomic_load_n(&((kpy_device_wait *)what)->done, __ATOMIC_ACQUIRE);
-  return KILN_OK;
-}
-
+/* The driver cannot be asked whether a whole context is idle, and its synchronize blocks where
+ * no signal handler runs. An event recorded on the legacy default stream completes after all
+ * the work queued before it on every blocking stream (the legacy stream waits for them): the
+ * default stream, the per-thread one and kiln.Streams made without STREAM_NON_BLOCKING, which
+ * is where a kernel that never ends is met. That event is polled, so Ctrl-C and the timeout end
+ * the wait; then cuCtxSynchronize waits for what non-blocking streams still hold, which is
+ * quick unless another library's work there never ends. One event per device, made on first
+ * use: no thread and no allocation per call, so a short wait costs about what the driver's own
+ * synchronize does. Recorded again by another thread while this one polls, it only ends the
+ * wait later than needed. */
 int kpy_wait_device(kpy_state *st, double timeout) {
-  kpy_device_wait *w = calloc(1, sizeof *w);
-  if (!w) {
-    PyErr_NoMemory();
-    return -1;
-  }
-  w->device = kiln_device_current();
-  w->refs = 2;
-  pthread_t thread;
-  pthread_attr_t attr;
-  int rc = pthread_attr_init(&attr);
-  if (!rc) {
-    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-    rc = pthread_create(&thread, &attr, kpy_device_wait_thread, w);
-    pthread_attr_destroy(&attr);
-  }
-  if (rc) {
-    free(w);
-    errno = rc;
-    PyErr_SetFromErrno(PyExc_OSError);
-    return -1;
-  }
-  int r = kpy_wait(st, kpy_poll_device, w, timeout, "the device");
-  kiln_status s = r == 0 ? w->s : KILN_OK;
-  kpy_device_wait_release(w);
-  if (r < 0) return -1;
+  int device = kiln_device_current();
+  kiln_event own = NULL;
+  kiln_event *event =
+      device >= 0 && device < KPY_ORDER_DEVICES ? &st->device_wait_event[device] : &own;
+  kiln_status s = *event ? KILN_OK : kiln_event_create(0, event);
+  if (!s) s = kiln_event_record(*event, NULL);
   if (s) {
-    /* The failure's message is the other thread's: asked again here, a fault the context
-     * keeps is reported on this thread with its sentence. */
-    Py_BEGIN_ALLOW_THREADS
-      s = kiln_synchronize();
-    Py_END_ALLOW_THREADS
-    if (s) {
-      kpy_raise(st, s);
-      return -1;
-    }
+    kpy_raise(st, s);
+    kiln_event_destroy(own);
+    return -1;
+  }
+  int r = kpy_wait(st, kpy_poll_event, *event, timeout, "the device");
+  kiln_event_destroy(own);
+  if (r < 0) return -1;
+  Py_BEGIN_ALLOW_THREADS
+    s = kiln_synchronize();
+  Py_END_ALLOW_THREADS
+  if (s) {
+    kpy_raise(st, s);
+    return -1;
   }
   return 0;
 }
