@@ -248,3 +248,27 @@ def test_a_layer_under_a_folder_others_can_write_is_not_used(cache, tmp_path):
     r = child(env={"KILN_CACHE_PATH": str(layer)})
     assert r["stats"]["disk_hits"] == 0
     assert any("is not used" in w and "parent" in w for w in r["warnings"]), r["warnings"]
+
+
+@pytest.mark.parametrize("plant", ["fifo", "dev_zero"])
+def test_a_cuda_device_file_that_is_no_file_is_refused_unread(tmp_path, plant):
+    home = tmp_path / "home"
+    home.mkdir()
+    if plant == "fifo":
+        os.mkfifo(home / ".cuda-device")
+    else:
+        (home / ".cuda-device").symlink_to("/dev/zero")
+    code = ("import kiln.tools\ntry:\n  kiln.tools._chosen_ordinal()\nexcept ValueError as e:\n"
+            "  print(e)\n")
+    env = dict(os.environ, PYTHONPATH=str(PYMOD), HOME=str(home))
+    env.pop("CUDA_DEVICE", None)
+    r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                       timeout=TIMEOUT)
+    assert r.returncode == 0, r.stderr
+    assert "must be a file that holds a device number" in r.stdout
+    (home / ".cuda-device").unlink()
+    (home / ".cuda-device").write_text("1\n")
+    r = subprocess.run([sys.executable, "-c", "import kiln.tools; print(kiln.tools."
+                        "_chosen_ordinal())"], env=env, capture_output=True, text=True,
+                       timeout=TIMEOUT)
+    assert r.stdout.strip() == "1", r.stderr

@@ -49,6 +49,7 @@ char *kiln__file_read(const char *path, size_t max, struct stat *st, size_t *siz
 int kiln__file_write(const char *path, const void *data, size_t n) {
   /* Non-blocking: opening a FIFO for writing would wait for a reader. */
   int fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC | O_NONBLOCK | O_NOCTTY | O_NOFOLLOW, 0644);
+  if (fd < 0 && errno == ENXIO) errno = EINVAL; /* a FIFO with no reader */
   if (fd < 0) return -1;
   struct stat st;
   int rc = -1;
