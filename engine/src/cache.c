@@ -117,20 +117,61 @@ static void kiln__make_shards(const char *dir) {
     if (snprintf(path, sizeof path, "%s/%02x", dir, i) < (int)sizeof path) mkdir(path, 0700);
 }
 
+/* NULL when st, the folder at path, may hold code this process loads: a folder of this
+ * process's user (or, with allow_root, root's) that no one else can write. Else why not. */
+static const char *kiln__unsafe_folder(const char *path, const struct stat *st, int allow_root,
+                                       char *why, size_t cap) {
+  if (!S_ISDIR(st->st_mode)) snprintf(why, cap, "%.360s is not a folder", path);
+  else if (st->st_uid != geteuid() && !(allow_root && st->st_uid == 0))
+    snprintf(why, cap, "%.360s belongs to user %u, not to this process's user %u", path,
+             (unsigned)st->st_uid, (unsigned)geteuid());
+  else if (st->st_mode & (S_IWGRP | S_IWOTH))
+    snprintf(why, cap,
+             "others can write to %.360s (mode %04o), and code loaded from it runs on "
+             "the GPU inside this process",
+             path, (unsigned)(st->st_mode & 07777));
+  else return NULL;
+  return why;
+}
+
+/* NULL when the folders above real (a real path) let no one else swap a folder below them:
+ * each belongs to this user or root, and one that others can write has the sticky bit, which
+ * keeps them from renaming what is not theirs (/tmp). */
+static const char *kiln__unsafe_parents(const char *real, char *why, size_t cap) {
+  char p[PATH_MAX];
+  snprintf(p, sizeof p, "%s", real);
+  for (char *slash = strrchr(p, '/'); slash; slash = strrchr(p, '/')) {
+    if (slash == p) slash[1] = '\0';
+    else *slash = '\0';
+    struct stat st;
+    if (stat(p, &st) != 0) {
+      snprintf(why, cap, "its parent %.360s cannot be read (%s)", p, strerror(errno));
+      return why;
+    }
+    int others_write = (st.st_mode & S_IWOTH) || ((st.st_mode & S_IWGRP) && st.st_gid != getegid());
+    if (st.st_uid != geteuid() && st.st_uid != 0) {
+      snprintf(why, cap, "its parent %.360s belongs to user %u, who could replace it", p,
+               (unsigned)st.st_uid);
+      return why;
+    }
+    if (others_write && !(st.st_mode & S_ISVTX)) {
+      snprintf(why, cap, "others can write to its parent %.360s (mode %04o) and could replace it",
+               p, (unsigned)(st.st_mode & 07777));
+      return why;
+    }
+    if (slash == p) break;
+  }
+  return NULL;
+}
+
 /* NULL when code may be loaded from dir; else why not, written into why. */
 static const char *kiln__unsafe_dir(const char *dir, int allow_root, char *why, size_t cap) {
   struct stat st;
+  char real[PATH_MAX];
   if (stat(dir, &st) != 0) snprintf(why, cap, "it cannot be read (%s)", strerror(errno));
-  else if (!S_ISDIR(st.st_mode)) snprintf(why, cap, "it is not a folder");
-  else if (st.st_uid != geteuid() && !(allow_root && st.st_uid == 0))
-    snprintf(why, cap, "it belongs to user %u, not to this process's user %u", (unsigned)st.st_uid,
-             (unsigned)geteuid());
-  else if (st.st_mode & (S_IWGRP | S_IWOTH))
-    snprintf(why, cap,
-             "others can write to it (mode %04o), and code loaded from it runs on "
-             "the GPU inside this process",
-             (unsigned)(st.st_mode & 07777));
-  else return NULL;
+  else if (kiln__unsafe_folder("it", &st, allow_root, why, cap)) return why;
+  else if (!realpath(dir, real)) snprintf(why, cap, "it cannot be resolved (%s)", strerror(errno));
+  else return kiln__unsafe_parents(real, why, cap);
   return why;
 }
 
@@ -259,7 +300,12 @@ static const char *kiln__folder(const kiln__config *c, int i) {
 
 /* ---- Keys and paths ----------------------------------------------------------------------- */
 
-static int kiln__mentions_include(const char *s) { return s && strstr(s, "include") != NULL; }
+/* Whether text could name a header: it spells include or embed, or splices a line, which can
+ * cut the word in two ("#inc\\" ending one line, "lude" starting the next). */
+static int kiln__mentions_include(const char *s) {
+  return s && (strstr(s, "include") || strstr(s, "embed") || strstr(s, "\\\n") ||
+               strstr(s, "\\\r\n") || strstr(s, "?\?/"));
+}
 
 /* Which NVRTC compiles here, from the note in the cache folder when it can (nvrtc.c). */
 static kiln_status kiln__cache_nvrtc(kiln__nvrtc_id *id) {
@@ -351,8 +397,15 @@ static void kiln__stats_file(const char *dir, uint64_t add[3], uint64_t out[3]) 
   if (out) out[0] = out[1] = out[2] = 0;
   if (snprintf(path, sizeof path, "%s/stats", dir) >= (int)sizeof path) return;
   int write = add != NULL;
-  int fd = open(path, write ? O_RDWR | O_CREAT | O_CLOEXEC : O_RDONLY | O_CLOEXEC, 0600);
+  /* Never through a symlink, never waiting on a FIFO, only into a regular file. */
+  int flags = O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY;
+  int fd = open(path, write ? O_RDWR | O_CREAT | flags : O_RDONLY | flags, 0600);
   if (fd < 0) return;
+  struct stat st;
+  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    close(fd);
+    return;
+  }
   while (flock(fd, write ? LOCK_EX : LOCK_SH) != 0 && errno == EINTR) {}
   char buf[256] = {0};
   ssize_t n = pread(fd, buf, sizeof buf - 1, 0);
@@ -390,22 +443,62 @@ static int kiln__read_all(int fd, unsigned char *buf, size_t n) {
   return 0;
 }
 
+/* Opens the entry at path for reading: never through a symlink, never waiting on a FIFO, and
+ * only from a shard folder that is as safe as the cache folder itself (in a shared layer, a
+ * shard that others can write would let them plant anything). -1 with *why NULL when there
+ * is none; -1 with *why set when one may not be read. */
+static int kiln__entry_open(const char *path, int allow_root, const char **why) {
+  char shard[PATH_MAX], reason[512];
+  const char *slash = strrchr(path, '/');
+  if (!slash || (size_t)(slash - path) >= sizeof shard) return -1;
+  memcpy(shard, path, (size_t)(slash - path));
+  shard[slash - path] = '\0';
+  int dfd = open(shard, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (dfd < 0) {
+    if (errno == ENOENT) return -1;
+    *why = errno == ENOTDIR || errno == ELOOP ? "its shard folder is not a folder"
+                                              : "its shard folder cannot be opened";
+    return -1;
+  }
+  struct stat st;
+  int fd = -1;
+  if (fstat(dfd, &st) != 0) *why = "its shard folder cannot be read";
+  else if (kiln__unsafe_folder("it", &st, allow_root, reason, sizeof reason))
+    *why = st.st_uid != geteuid() && !(allow_root && st.st_uid == 0)
+               ? "its shard folder belongs to another user"
+               : "others can write to its shard folder";
+  else if ((fd = openat(dfd, slash + 1,
+                        O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY)) < 0 &&
+           errno != ENOENT && errno != ENOTDIR)
+    *why = errno == ELOOP ? "it is a symbolic link" : "it cannot be opened";
+  close(dfd);
+  return fd;
+}
+
 /* Reads and decodes the entry at path. 1: a good entry in *out; 0: none there; -1: a bad one,
  * with why. The file is read under a shared lock so eviction leaves it be. */
 static int kiln__entry_load(const char *path, const unsigned char *key, int allow_root,
                             kiln__cached *out, struct stat *st, const char **why, int *fd_out) {
   *why = NULL;
-  int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-  if (fd < 0) return errno == ENOENT || errno == ENOTDIR ? 0 : (*why = "it cannot be opened", -1);
+  int fd = kiln__entry_open(path, allow_root, why);
+  if (fd < 0) return *why ? -1 : 0;
   while (flock(fd, LOCK_SH) != 0 && errno == EINTR) {}
-  unsigned char *buf = NULL;
+  unsigned char *buf = NULL, head[KILN__ENTRY_HEADER_SIZE];
   if (fstat(fd, st) != 0 || !S_ISREG(st->st_mode)) *why = "it is not a regular file";
   else if (st->st_uid != geteuid() && !(allow_root && st->st_uid == 0))
     *why = "it belongs to another user";
   else if (st->st_mode & (S_IWGRP | S_IWOTH)) *why = "others can write to it";
   else if ((uint64_t)st->st_size > KILN__MAX_ENTRY_BYTES) *why = "it is larger than any entry";
-  else if (!(buf = malloc((size_t)st->st_size + 1))) *why = "out of memory reading it";
-  else if (kiln__read_all(fd, buf, (size_t)st->st_size) != 0) *why = "it could not be read";
+  /* The header alone first: a large file that is no entry costs one small read, not its
+   * whole size in memory. */
+  else if ((uint64_t)st->st_size < sizeof head)
+    *why = st->st_size ? "it is shorter than an entry's header (truncated)" : "it is empty";
+  else if (kiln__read_all(fd, head, sizeof head) != 0) *why = "it could not be read";
+  else if ((*why = kiln__entry_check_header(head, (uint64_t)st->st_size, key)) != NULL) {
+  } else if (!(buf = malloc((size_t)st->st_size + 1))) *why = "out of memory reading it";
+  else if (memcpy(buf, head, sizeof head),
+           kiln__read_all(fd, buf + sizeof head, (size_t)st->st_size - sizeof head) != 0)
+    *why = "it could not be read";
   else *why = kiln__entry_decode(buf, (size_t)st->st_size, key, out);
   free(buf);
   if (fd_out && !*why) *fd_out = fd;
@@ -471,8 +564,13 @@ static int kiln__lock_take(const char *dir, const unsigned char key[KILN__KEY_SI
                            int nonblocking) {
   char path[PATH_MAX];
   if (snprintf(path, sizeof path, "%s/locks", dir) >= (int)sizeof path) return -1;
-  int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+  int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY, 0600);
   if (fd < 0) return -1;
+  struct stat st;
+  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    close(fd);
+    return -1;
+  }
   struct flock fl = {
       .l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = kiln__lock_offset(key), .l_len = 1};
   int rc;

@@ -338,3 +338,18 @@ void kiln__entry_free_cached(kiln__cached *c) {
   kiln__headers_free(&c->headers);
   memset(c, 0, sizeof *c);
 }
+
+const char *kiln__entry_check_header(const unsigned char head[KILN__ENTRY_HEADER_SIZE],
+                                     uint64_t file_size, const unsigned char key[KILN__KEY_SIZE]) {
+  if (memcmp(head, kiln__magic, sizeof kiln__magic) != 0) return "it is not a kiln cache entry";
+  kiln__reader r = {head + sizeof kiln__magic, KILN__ENTRY_HEADER_SIZE - sizeof kiln__magic, NULL};
+  uint32_t version = kiln__get_u32(&r), header_size = kiln__get_u32(&r);
+  uint64_t body = kiln__get_u64(&r);
+  if (version != KILN__ENTRY_VERSION) return "it has another format version";
+  if (header_size != KILN__ENTRY_HEADER_SIZE) return "its header size is wrong";
+  if (file_size < KILN__ENTRY_HEADER_SIZE || body > file_size - KILN__ENTRY_HEADER_SIZE)
+    return "it is shorter than its header says (truncated)";
+  if (body < file_size - KILN__ENTRY_HEADER_SIZE) return "it is longer than its header says";
+  if (key && memcmp(head + 24, key, KILN__KEY_SIZE) != 0) return "it holds another key's code";
+  return NULL;
+}

@@ -36,6 +36,12 @@ const char *kiln__entry_decode(const void *data, size_t size,
 /* The body alone, which the fuzz target reaches without forging a checksum. */
 const char *kiln__entry_decode_body(const void *body, size_t size, kiln__cached *out);
 
+/* The header alone, against the size of the file it came from and key (NULL accepts any):
+ * NULL when the rest is worth reading, else why not. A file that is no entry is refused
+ * before its body is read. */
+const char *kiln__entry_check_header(const unsigned char head[KILN__ENTRY_HEADER_SIZE],
+                                     uint64_t file_size, const unsigned char key[KILN__KEY_SIZE]);
+
 /* Frees what c holds and leaves it empty. */
 void kiln__entry_free_cached(kiln__cached *c);
 

@@ -29,6 +29,13 @@
 
 /* ---- The scanner -------------------------------------------------------------------------- */
 
+/* Where the scan is unsure how NVRTC's preprocessor reads a text, it reads it every way and
+ * takes the union: trigraphs replaced or not (NVRTC replaces them only under an older -std),
+ * and string literals honoured or not (a literal misread could hide or invent a comment
+ * around an #include). A directive is looked for after every # or %: outside comments, not
+ * only at the start of a line: NVRTC takes one after a comment that spans lines, and one in a
+ * #define body costs only a recompile. */
+
 static const char *kiln__skip_blanks(const char *p, const char *end) {
   while (p < end && (*p == ' ' || *p == '\t' || *p == '\f' || *p == '\v' || *p == '\r')) p++;
   return p;
@@ -38,55 +45,195 @@ static int kiln__is_ident(char c) {
   return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_';
 }
 
-/* Reads "name" or <name> at p (on one line). Returns 1 and calls fn when it is one, 0 when
- * something else is there (a macro). */
-static int kiln__header_name(const char *p, const char *end, kiln__include_fn *fn, void *ctx) {
-  if (p >= end || (*p != '"' && *p != '<')) return 0;
+/* Translation phases 1 and 2 into out (of at least n bytes): trigraphs replaced when asked,
+ * and a backslash that ends a line (before \n or \r\n) joined to the next. A backslash before
+ * blanks is no splice to NVRTC. Returns the length written. */
+static size_t kiln__splice(const char *p, size_t n, int trigraphs, char *out) {
+  static const char from[] = "=/'()!<>-", to[] = "#\\^[]|{}~";
+  size_t o = 0;
+  for (size_t i = 0; i < n;) {
+    char c = p[i];
+    size_t len = 1;
+    if (trigraphs && c == '?' && n - i > 2 && p[i + 1] == '?') {
+      const char *t = memchr(from, p[i + 2], sizeof from - 1);
+      if (t) c = to[t - from], len = 3;
+    }
+    if (c == '\\') {
+      size_t j = i + len;
+      if (j < n && p[j] == '\n') {
+        i = j + 1;
+        continue;
+      }
+      if (n - j > 1 && p[j] == '\r' && p[j + 1] == '\n') {
+        i = j + 2;
+        continue;
+      }
+    }
+    out[o++] = c;
+    i += len;
+  }
+  return o;
+}
+
+typedef struct kiln__lexer {
+  const char *end;
+  int literals; /* 1: string and character literals are honoured */
+  int computed; /* includes whose header a macro names */
+  kiln__include_fn *fn;
+  void *ctx;
+} kiln__lexer;
+
+/* Past the comment at p, or p when none starts there. A line comment stops before its \n. */
+static const char *kiln__skip_comment(const char *p, const char *end) {
+  if (end - p < 2 || p[0] != '/') return p;
+  if (p[1] == '/') {
+    const char *nl = memchr(p, '\n', (size_t)(end - p));
+    return nl ? nl : end;
+  }
+  if (p[1] != '*') return p;
+  for (const char *q = p + 2; q + 1 < end; q++)
+    if (q[0] == '*' && q[1] == '/') return q + 2;
+  return end;
+}
+
+/* Blanks and comments; a comment over several lines is one blank, as in translation phase 3. */
+static const char *kiln__skip_space(const char *p, const char *end) {
+  for (;;) {
+    p = kiln__skip_blanks(p, end);
+    const char *q = kiln__skip_comment(p, end);
+    if (q == p) return p;
+    p = q;
+  }
+}
+
+/* Reads "name" or <name> at p, as written (a header name has no comments or escapes), on one
+ * line. Calls fn and returns the end of the name when there is one, NULL when something else
+ * is there (a macro). Lexing goes on after the name, where a comment opener inside it starts
+ * nothing. */
+static const char *kiln__header_name(const char *p, const char *end, kiln__include_fn *fn,
+                                     void *ctx) {
+  if (p >= end || (*p != '"' && *p != '<')) return NULL;
   char close = *p == '"' ? '"' : '>';
   const char *name = ++p;
   while (p < end && *p != close && *p != '\n') p++;
-  if (p >= end || *p != close || p == name) return 0;
+  if (p >= end || *p != close || p == name) return NULL;
   fn(ctx, name, (size_t)(p - name), close == '>');
-  return 1;
+  return p + 1;
 }
 
-static int kiln__word_at(const char *p, const char *end, const char *word) {
-  size_t n = strlen(word);
-  return (size_t)(end - p) >= n && memcmp(p, word, n) == 0 &&
-         (p + n == end || !kiln__is_ident(p[n]));
+static const char *kiln__ident_end(const char *p, const char *end) {
+  while (p < end && kiln__is_ident(*p)) p++;
+  return p;
+}
+
+static int kiln__word_is(const char *p, const char *q, const char *word) {
+  return (size_t)(q - p) == strlen(word) && memcmp(p, word, (size_t)(q - p)) == 0;
+}
+
+static void kiln__computed(kiln__lexer *lx) {
+  if (lx->computed < INT_MAX) lx->computed++;
+}
+
+/* After a # or %:: the header of an #include, #include_next, #import or #embed. */
+static const char *kiln__directive(kiln__lexer *lx, const char *p) {
+  static const char *const words[] = {"include", "include_next", "import", "embed"};
+  const char *end = lx->end, *w = kiln__skip_space(p, end), *q = kiln__ident_end(w, end);
+  for (size_t i = 0; i < KILN__COUNT(words); i++)
+    if (kiln__word_is(w, q, words[i])) {
+      const char *after = kiln__header_name(kiln__skip_space(q, end), end, lx->fn, lx->ctx);
+      if (!after) kiln__computed(lx);
+      return after ? after : q;
+    }
+  return w;
+}
+
+/* After __has_include, __has_include_next or __has_embed: ( header ). */
+static const char *kiln__has_include(kiln__lexer *lx, const char *p) {
+  const char *end = lx->end, *a = kiln__skip_space(p, end), *after = NULL;
+  if (a < end && *a == '(')
+    after = kiln__header_name(kiln__skip_space(a + 1, end), end, lx->fn, lx->ctx);
+  if (!after) kiln__computed(lx);
+  return after ? after : p;
+}
+
+/* Past the literal whose quote is at p; prefix is the identifier just before it. */
+static const char *kiln__skip_literal(const char *p, const char *end, const char *prefix,
+                                      size_t prefix_len) {
+  char quote = *p;
+  if (quote == '"' && prefix_len && prefix[prefix_len - 1] == 'R') { /* R"delim( ... )delim" */
+    const char *d = p + 1, *open = d;
+    while (open < end && open - d < 16 && !strchr(" ()\\\t\v\f\n\"", *open)) open++;
+    if (open < end && *open == '(') {
+      size_t dlen = (size_t)(open - d);
+      for (const char *q = open + 1; q < end; q++)
+        if (*q == ')' && (size_t)(end - q) > dlen + 1 && memcmp(q + 1, d, dlen) == 0 &&
+            q[1 + dlen] == '"')
+          return q + dlen + 2;
+      return end;
+    }
+  }
+  for (p++; p < end && *p != quote && *p != '\n'; p++)
+    if (*p == '\\' && p + 1 < end && p[1] != '\n') p++;
+  return p < end && *p == quote ? p + 1 : p;
+}
+
+static int kiln__literal_prefix(const char *p, size_t n) {
+  static const char *const prefixes[] = {"L", "u", "U", "u8", "R", "LR", "uR", "UR", "u8R"};
+  for (size_t i = 0; i < KILN__COUNT(prefixes); i++)
+    if (strlen(prefixes[i]) == n && memcmp(prefixes[i], p, n) == 0) return 1;
+  return 0;
+}
+
+/* One reading of spliced text. */
+static void kiln__lex(kiln__lexer *lx, const char *p) {
+  const char *end = lx->end;
+  while (p < end) {
+    char c = *p;
+    const char *q;
+    if (c == '/' && (q = kiln__skip_comment(p, end)) != p) {
+      p = q;
+    } else if (c == '#' || (c == '%' && p + 1 < end && p[1] == ':')) {
+      p = kiln__directive(lx, p + (c == '#' ? 1 : 2));
+    } else if ((c >= '0' && c <= '9') || (c == '.' && p + 1 < end && p[1] >= '0' && p[1] <= '9')) {
+      /* a pp-number, whose digit separators are no character literals */
+      for (p++; p < end; p++) {
+        if (*p == '\'' && p + 1 < end && kiln__is_ident(p[1])) p++;
+        else if ((*p == '+' || *p == '-') && memchr("eEpP", p[-1], 4)) continue;
+        else if (!kiln__is_ident(*p) && *p != '.') break;
+      }
+    } else if (kiln__is_ident(c)) {
+      q = kiln__ident_end(p, end);
+      if (lx->literals && q < end && (*q == '"' || *q == '\'') &&
+          kiln__literal_prefix(p, (size_t)(q - p)))
+        p = kiln__skip_literal(q, end, p, (size_t)(q - p));
+      else if (kiln__word_is(p, q, "__has_include") || kiln__word_is(p, q, "__has_include_next") ||
+               kiln__word_is(p, q, "__has_embed"))
+        p = kiln__has_include(lx, q);
+      else p = q;
+    } else if (lx->literals && (c == '"' || c == '\'')) {
+      p = kiln__skip_literal(p, end, NULL, 0);
+    } else {
+      p++;
+    }
+  }
 }
 
 int kiln__headers_find_includes(const char *text, size_t n, kiln__include_fn *fn, void *ctx) {
-  const char *p = text, *end = text + n;
+  char *buf = malloc(n ? n : 1);
+  if (!buf) return 1; /* unsure, so uncacheable */
   int computed = 0;
-  while (p < end) {
-    const char *eol = memchr(p, '\n', (size_t)(end - p));
-    if (!eol) eol = end;
-    const char *q = kiln__skip_blanks(p, eol);
-    if (q < eol && *q == '#') {
-      q = kiln__skip_blanks(q + 1, eol);
-      const char *words[] = {"include_next", "include", "import"};
-      for (size_t w = 0; w < KILN__COUNT(words); w++) {
-        if (!kiln__word_at(q, eol, words[w])) continue;
-        q = kiln__skip_blanks(q + strlen(words[w]), eol);
-        if (!kiln__header_name(q, eol, fn, ctx)) computed++;
-        break;
-      }
+  int has_trigraph = n > 2 && memmem(text, n, "??", 2) != NULL;
+  for (int trigraphs = 0; trigraphs <= has_trigraph; trigraphs++) {
+    size_t m = kiln__splice(text, n, trigraphs, buf);
+    for (int literals = 1; literals >= 0; literals--) {
+      kiln__lexer lx = {buf + m, literals, 0, fn, ctx};
+      kiln__lex(&lx, buf);
+      /* Only the readings that honour literals count a macro include: the other sees
+       * "#include" inside string literals. */
+      if (literals && lx.computed > computed) computed = lx.computed;
     }
-    /* __has_include may sit anywhere in a line of #if. */
-    for (const char *h = p; (h = memchr(h, '_', (size_t)(eol - h))) != NULL; h++) {
-      size_t len;
-      if (h > p && kiln__is_ident(h[-1])) continue;
-      if (kiln__word_at(h, eol, "__has_include")) len = 13;
-      else if (kiln__word_at(h, eol, "__has_include_next")) len = 18;
-      else continue;
-      const char *a = kiln__skip_blanks(h + len, eol);
-      if (a < eol && *a == '(' && kiln__header_name(kiln__skip_blanks(a + 1, eol), eol, fn, ctx))
-        h = a;
-      else computed++;
-    }
-    p = eol + 1;
   }
+  free(buf);
   return computed;
 }
 
@@ -152,6 +299,7 @@ typedef struct kiln__scan {
   int n_visited, cap_visited;
   kiln__headers *out;
   int depth;
+  int opts_pass; /* which options kiln__option_scan uses: the folders, then the headers */
   kiln_status status;
 } kiln__scan;
 
@@ -201,6 +349,8 @@ static void kiln__probe(kiln__scan *sc, const char *path) {
   if (!data) {
     if (errno == ENOMEM)
       kiln__scan_fail(sc, kiln__fail(KILN_ERROR_NO_MEMORY, "out of memory reading %s", path));
+    else if (errno == EINVAL) /* what NVRTC would read from a FIFO or device is unknowable */
+      sc->out->uncacheable = "a header it can reach is not a regular file";
     else kiln__scan_fail(sc, kiln__headers_add(sc->out, &rec)); /* nothing there */
     return;
   }
@@ -267,7 +417,7 @@ static void kiln__scan_text(kiln__scan *sc, const char *text, size_t n, const ch
     kiln__frame fr = {sc, dir};
     if (kiln__headers_find_includes(text, n, kiln__on_include, &fr))
       sc->out->uncacheable = "it has an #include of a macro, whose header only the "
-                             "preprocessor knows";
+                             "preprocessor knows, or one the scan could not read";
   }
   sc->depth--;
 }
@@ -284,18 +434,66 @@ static kiln_status kiln__add_dir(kiln__scan *sc, const char *dir) {
   return KILN_OK;
 }
 
-/* The value of option i when it is spelled "<shrt> x", "<lng> x", "<lng>=x" or, with
- * attached, "<shrt>x" ("-Ix"); NULL when option i is another one. */
-static const char *kiln__option_value(const kiln_compile_opts *o, int *i, const char *shrt,
-                                      const char *lng, int attached) {
+/* Which options name a folder to search or a header to include first. */
+typedef enum kiln__opt_kind { KILN__OPT_DIR, KILN__OPT_HEADER } kiln__opt_kind;
+
+static void kiln__option_use(kiln__scan *sc, kiln__opt_kind kind, const char *v, size_t len) {
+  char val[PATH_MAX];
+  if (len >= sizeof val) return; /* NVRTC cannot open it either */
+  memcpy(val, v, len);
+  val[len] = '\0';
+  if (kind == KILN__OPT_DIR) {
+    kiln_status s = kiln__add_dir(sc, val);
+    if (s) kiln__scan_fail(sc, s);
+  } else if (len) {
+    kiln__frame fr = {sc, sc->cwd};
+    kiln__on_include(&fr, val, len, 0); /* as if the source included it */
+  }
+}
+
+/* A value as NVRTC might read it: as written, without the blanks around it, without an '='
+ * it starts with ("-I=inc" is "-Iinc" to NVRTC), or both. Each is used; a reading NVRTC does
+ * not make adds a place looked at, never a wrong answer. */
+static void kiln__option_values(kiln__scan *sc, kiln__opt_kind kind, const char *v) {
+  if ((int)kind != sc->opts_pass) return;
+  const char *l = v + strspn(v, " \t");
+  const char *bases[4] = {v, l, NULL, NULL};
+  if (*l == '=') bases[2] = l + 1, bases[3] = l + 1 + strspn(l + 1, " \t");
+  for (int b = 0; b < 4 && !sc->status; b++) {
+    if (!bases[b] || (b > 0 && bases[b] == bases[b - 1])) continue;
+    size_t len = strlen(bases[b]), trimmed = len;
+    while (trimmed && (bases[b][trimmed - 1] == ' ' || bases[b][trimmed - 1] == '\t')) trimmed--;
+    kiln__option_use(sc, kind, bases[b], len);
+    if (trimmed != len) kiln__option_use(sc, kind, bases[b], trimmed);
+  }
+}
+
+/* Option i when it adds a folder (-I, --include-path) or a header (-include, --pre-include),
+ * in any spelling NVRTC takes: the value as the next option, attached, after '=', or after
+ * blanks in the same string. */
+static void kiln__option_scan(kiln__scan *sc, const kiln_compile_opts *o, int *i) {
+  static const struct {
+    const char *name;
+    kiln__opt_kind kind;
+  } names[] = {{"--include-path", KILN__OPT_DIR},
+               {"-I", KILN__OPT_DIR},
+               {"--pre-include", KILN__OPT_HEADER},
+               {"-include", KILN__OPT_HEADER}};
   const char *a = o->options[*i];
-  size_t ns = strlen(shrt), nl = strlen(lng);
-  if (!a) return NULL;
-  if (strcmp(a, shrt) == 0 || strcmp(a, lng) == 0)
-    return *i + 1 < o->n_options ? o->options[++*i] : NULL;
-  if (strncmp(a, lng, nl) == 0 && a[nl] == '=') return a + nl + 1;
-  if (attached && strncmp(a, shrt, ns) == 0) return a + ns;
-  return NULL;
+  if (!a) return;
+  a += strspn(a, " \t");
+  for (size_t k = 0; k < KILN__COUNT(names); k++) {
+    size_t len = strlen(names[k].name);
+    if (strncmp(a, names[k].name, len) != 0) continue;
+    const char *rest = a + len;
+    if (rest[strspn(rest, " \t")] == '\0') { /* the value is the next option */
+      if (*i + 1 < o->n_options && o->options[*i + 1])
+        kiln__option_values(sc, names[k].kind, o->options[++*i]);
+    } else {
+      kiln__option_values(sc, names[k].kind, rest);
+    }
+    return;
+  }
 }
 
 kiln_status kiln__headers_scan(const char *src, const kiln_compile_opts *opts, const char *cwd,
@@ -311,18 +509,18 @@ kiln_status kiln__headers_scan(const char *src, const kiln_compile_opts *opts, c
     s = kiln__fail(KILN_ERROR_NO_MEMORY, "out of memory scanning headers");
   for (int i = 0; !s && opts && i < opts->n_include_dirs; i++)
     if (opts->include_dirs[i]) s = kiln__add_dir(&sc, opts->include_dirs[i]);
+  /* Folders first, since a header given by an option is looked for in them too. */
+  sc.opts_pass = KILN__OPT_DIR;
   for (int i = 0; !s && opts && i < opts->n_options; i++) {
-    const char *d = kiln__option_value(opts, &i, "-I", "--include-path", 1);
-    if (d) s = kiln__add_dir(&sc, d);
+    kiln__option_scan(&sc, opts, &i);
+    s = sc.status;
   }
   if (!s) {
     kiln__scan_text(&sc, src, strlen(src), cwd);
     /* Headers forced in with -include / --pre-include count as included by the source. */
-    kiln__frame fr = {&sc, cwd};
-    for (int i = 0; opts && i < opts->n_options && !sc.status; i++) {
-      const char *h = kiln__option_value(opts, &i, "-include", "--pre-include", 0);
-      if (h) kiln__on_include(&fr, h, strlen(h), 0);
-    }
+    sc.opts_pass = KILN__OPT_HEADER;
+    for (int i = 0; opts && i < opts->n_options && !sc.status; i++)
+      kiln__option_scan(&sc, opts, &i);
     s = sc.status;
   }
   for (int i = 0; i < sc.n_dirs; i++) free(sc.dirs[i]);

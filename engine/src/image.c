@@ -205,6 +205,8 @@ kiln_status kiln_module_from_file(const char *path, kiln_module **out) {
   char *buf = kiln__file_read(path, (size_t)1 << 30, &st, &n);
   if (!buf) {
     if (errno == ENOMEM) return kiln__fail(KILN_ERROR_NO_MEMORY, "out of memory reading %s", path);
+    if (errno == EINVAL || errno == EISDIR)
+      return kiln__fail(KILN_ERROR_INVALID, "%s cannot be read: it is not a regular file", path);
     return kiln__fail(KILN_ERROR_INVALID, "%s cannot be read: %s", path, strerror(errno));
   }
   kiln_status s = kiln_module_from_image(buf, n, out);
@@ -217,13 +219,9 @@ static kiln_status kiln__save_one(const char *dir, const char *name, const void 
   char path[PATH_MAX];
   if (!kiln__file_join(path, sizeof path, dir, name))
     return kiln__fail(KILN_ERROR_INVALID, "the folder's path is too long: %s", dir);
-  FILE *f = fopen(path, "wb");
-  if (!f) return kiln__fail(KILN_ERROR_INVALID, "%s cannot be written: %s", path, strerror(errno));
-  size_t wrote = n ? fwrite(data, 1, n, f) : 0;
-  int closed = fclose(f);
-  if (wrote != n || closed != 0)
-    return kiln__fail(KILN_ERROR_INVALID, "%s could not be written whole: %s", path,
-                      strerror(errno));
+  if (kiln__file_write(path, data, n) != 0)
+    return kiln__fail(KILN_ERROR_INVALID, "%s cannot be written: %s", path,
+                      errno == EINVAL ? "it is not a regular file" : strerror(errno));
   return KILN_OK;
 }
 

@@ -4,6 +4,7 @@
 #include "hash.h"
 
 #include <dlfcn.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -223,10 +224,13 @@ static void kiln__file_stamp(const char *path, long long stamp[3]) {
 
 static int kiln__note_read(const char *note, kiln__nvrtc_id *id) {
   char text[2048], lib[PATH_MAX];
-  FILE *f = fopen(note, "r");
-  if (!f) return 0;
-  size_t n = fread(text, 1, sizeof text - 1, f);
-  fclose(f);
+  /* Not through a symlink, not waiting on a FIFO planted there, and no more than a note. */
+  int fd = open(note, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY);
+  if (fd < 0) return 0;
+  struct stat st;
+  ssize_t n = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) ? pread(fd, text, sizeof text - 1, 0) : -1;
+  close(fd);
+  if (n < 0) return 0;
   text[n] = '\0';
   long long lib_stamp[3], cache_stamp[3], now[3];
   unsigned long long bytes;
@@ -264,8 +268,13 @@ static void kiln__note_write(const char *note) {
   kiln__file_stamp("/etc/ld.so.cache", cache);
   char tmp[PATH_MAX + 32];
   if (snprintf(tmp, sizeof tmp, "%s.%ld.tmp", note, (long)getpid()) >= (int)sizeof tmp) return;
-  FILE *f = fopen(tmp, "w");
-  if (!f) return;
+  /* A fresh file of its own: a symlink or FIFO planted at the name is not written through. */
+  int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
+  FILE *f = fd < 0 ? NULL : fdopen(fd, "w");
+  if (!f) {
+    if (fd >= 0) close(fd), unlink(tmp);
+    return;
+  }
   fprintf(f, "kiln nvrtc note 1\n%s\n%lld %lld %lld %lld %lld %lld %d %d %llu %d",
           kiln__nvrtc.lib_path, lib[0], lib[1], lib[2], cache[0], cache[1], cache[2],
           kiln__nvrtc.major, kiln__nvrtc.minor, (unsigned long long)kiln__nvrtc.lib_bytes,

@@ -98,12 +98,21 @@ static PyObject *kpy_cache_prune(PyObject *module, PyObject *args, PyObject *kwa
   if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|O:cache_prune", kwlist, &max)) return NULL;
   unsigned long long max_bytes = 0;
   if (max != Py_None) {
-    max_bytes = PyLong_AsUnsignedLongLong(max);
-    if (PyErr_Occurred()) return NULL;
-    if (!max_bytes) {
+    int overflow = 0;
+    long long v = PyLong_AsLongLongAndOverflow(max, &overflow);
+    if (v == -1 && PyErr_Occurred()) return NULL;
+    if (overflow < 0 || (!overflow && v < 1)) {
       PyErr_SetString(PyExc_ValueError, "max_bytes must be at least 1; cache_clear() empties "
                                         "the cache");
       return NULL;
+    }
+    max_bytes = (unsigned long long)v;
+    if (overflow) { /* a bound past 2**64 bytes keeps everything, as 2**64 - 1 does */
+      max_bytes = PyLong_AsUnsignedLongLong(max);
+      if (max_bytes == (unsigned long long)-1 && PyErr_Occurred()) {
+        if (!PyErr_ExceptionMatches(PyExc_OverflowError)) return NULL;
+        PyErr_Clear();
+      }
     }
   }
   kpy_state *st = kpy_state_of_module(module);

@@ -79,8 +79,28 @@ def pagelocked_zeros_like(a):
 
 def module_from_file(path):
     """A Module from a CUBIN, fatbin or PTX file (PyCUDA's driver.module_from_file)."""
-    with open(path, "rb") as f:
-        return module_from_buffer(f.read())
+    import os
+    import stat
+
+    # Opened without waiting, so a FIFO or a device fails the check instead of blocking; read
+    # no further than the largest image kiln loads.
+    flags = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0) | getattr(os, "O_CLOEXEC", 0)
+    fd = os.open(path, flags)
+    with os.fdopen(fd, "rb") as f:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise ValueError(f"{os.fsdecode(path)} is not a regular file, so it is not read as a "
+                             f"CUBIN, fatbin or PTX")
+        if st.st_size > _MAX_IMAGE_BYTES:
+            raise ValueError(f"{os.fsdecode(path)} is {st.st_size} bytes, larger than any CUBIN, "
+                             f"fatbin or PTX kiln loads ({_MAX_IMAGE_BYTES})")
+        data = f.read(_MAX_IMAGE_BYTES + 1)
+    if len(data) > _MAX_IMAGE_BYTES:
+        raise ValueError(f"{os.fsdecode(path)} grew past {_MAX_IMAGE_BYTES} bytes while read")
+    return module_from_buffer(data)
+
+
+_MAX_IMAGE_BYTES = 1 << 30  # as kiln_module_from_file in the engine
 
 
 __all__ = [

@@ -6,8 +6,17 @@
     python -m kiln cache info | list | prune [--max-bytes N] | clear
 """
 import argparse
+import os
+import stat
 import sys
 import time
+
+# A source larger than this is no kernel; reading it would only fill memory.
+MAX_SOURCE_BYTES = 64 << 20
+
+
+class CommandError(Exception):
+    """What the user asked for cannot be done; printed as one line, exit status 1."""
 
 
 def _size(n):
@@ -28,13 +37,52 @@ def _bytes(text):
     return int(digits) * scale
 
 
+def read_source(path):
+    """The text of the source file at path, or CommandError saying why there is none: opened
+    without waiting (a FIFO or a device is refused, not read), at most MAX_SOURCE_BYTES, UTF-8."""
+    flags = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0) | getattr(os, "O_CLOEXEC", 0)
+    try:
+        fd = os.open(path, flags)
+    except OSError as e:
+        raise CommandError(f"cannot open {path}: {e.strerror}") from None
+    try:
+        st = os.fstat(fd)
+        if stat.S_ISDIR(st.st_mode):
+            raise CommandError(f"{path} is a folder, not a CUDA source file")
+        if not stat.S_ISREG(st.st_mode):
+            raise CommandError(f"{path} is not a regular file, so it is not read")
+        if st.st_size > MAX_SOURCE_BYTES:
+            raise CommandError(f"{path} is {_size(st.st_size)}, larger than any source "
+                               f"({_size(MAX_SOURCE_BYTES)} at most)")
+        chunks, left = [], MAX_SOURCE_BYTES + 1
+        while left > 0:
+            chunk = os.read(fd, min(left, 1 << 20))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            left -= len(chunk)
+    except OSError as e:
+        raise CommandError(f"cannot read {path}: {e.strerror}") from None
+    finally:
+        os.close(fd)
+    data = b"".join(chunks)
+    if len(data) > MAX_SOURCE_BYTES:  # it grew while read
+        raise CommandError(f"{path} is larger than any source ({_size(MAX_SOURCE_BYTES)} at most)")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise CommandError(f"{path} is not UTF-8 text (byte {e.start} is 0x{data[e.start]:02x})") \
+            from None
+
+
 def compile_command(args):
     import kiln
 
-    with open(args.file, encoding="utf-8") as f:
-        source = f.read()
+    source = read_source(args.file)
     options = [f"-D{d}" for d in args.define] + list(args.option)
     archs = [a.strip() for a in args.arch.split(",") if a.strip()] if args.arch else [None]
+    if not archs:
+        raise CommandError(f"--arch {args.arch!r} names no arch; write e.g. --arch sm_80,sm_90")
     if args.output and len(archs) != 1:
         print("kiln: -o writes one file, so it takes one --arch; without -o, compile fills "
               "the cache for every arch", file=sys.stderr)
@@ -50,8 +98,11 @@ def compile_command(args):
         if args.output:
             text = args.output.endswith(".ptx")
             data = module.ptx.encode() if text else module.cubin
-            with open(args.output, "wb") as f:
-                f.write(data)
+            try:
+                with open(args.output, "wb") as f:
+                    f.write(data)
+            except OSError as e:
+                raise CommandError(f"cannot write {args.output}: {e.strerror}") from None
             print(f"{module.arch}: {kernels}; wrote {'PTX' if text else 'CUBIN'} to "
                   f"{args.output}")
         else:
@@ -103,7 +154,7 @@ def main(argv=None):
     comp.add_argument("-D", dest="define", action="append", default=[], metavar="NAME[=VALUE]")
     comp.add_argument("-I", dest="include_dir", action="append", default=[], metavar="DIR")
     comp.add_argument("--option", action="append", default=[], metavar="=OPT",
-                      help="an NVRTC option, written --option=-lineinfo")
+                      help="an NVRTC option, e.g. --option=-lineinfo or --option -lineinfo")
     comp.add_argument("--name-expression", action="append", metavar="EXPR",
                       help="a template instance to compile, e.g. 'axpy<float>'")
     comp.add_argument("-o", dest="output", help="write the code here instead (.ptx: PTX, "
@@ -118,15 +169,46 @@ def main(argv=None):
                        "default $KILN_CACHE_MAX_BYTES or 1G)")
     actions.add_parser("clear", help="remove every entry")
 
-    args = parser.parse_args(argv)
+    args = parser.parse_args(_join_option_values(sys.argv[1:] if argv is None else argv))
     if args.command == "demo":
         from . import demo
         return demo.main()
-    if args.command == "compile":
-        return compile_command(args)
-    if args.command == "cache":
-        return cache_command(args)
+    try:
+        if args.command == "compile":
+            return compile_command(args)
+        if args.command == "cache":
+            return cache_command(args)
+    except CommandError as e:
+        return _fail(e)
+    except (OSError, ValueError, TypeError, OverflowError) as e:
+        return _fail(e)
+    except Exception as e:  # kiln.Error and its kinds: the engine's one-line message
+        import kiln
+        if isinstance(e, kiln.Error):
+            return _fail(e)
+        raise
     return 2
+
+
+def _fail(e):
+    # A compile error's message is the whole log, which the user needs; every other is one line.
+    text = str(e) if type(e).__name__ == "CompileError" else " ".join(str(e).split())
+    print(f"python -m kiln: error: {text}", file=sys.stderr)
+    return 1
+
+
+def _join_option_values(argv):
+    """`--option -lineinfo` as `--option=-lineinfo`: argparse takes a value that starts with a
+    dash for an option of its own, and NVRTC's options all start with one."""
+    out, i = [], 0
+    while i < len(argv):
+        if argv[i] in ("--option", "--name-expression") and i + 1 < len(argv):
+            out.append(f"{argv[i]}={argv[i + 1]}")
+            i += 2
+        else:
+            out.append(argv[i])
+            i += 1
+    return out
 
 
 if __name__ == "__main__":

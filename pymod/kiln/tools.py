@@ -7,6 +7,7 @@ take them back when the allocation is collected.
 """
 import functools
 import os
+import stat
 
 import numpy as _np
 
@@ -23,11 +24,16 @@ def _chosen_ordinal():
     where = "CUDA_DEVICE"
     if value is None:
         path = os.path.join(os.path.expanduser("~"), ".cuda-device")
+        # Opened without waiting and read no further than a number could go: a FIFO or
+        # /dev/zero planted there must not hang or fill the process.
         try:
-            with open(path) as f:
-                value, where = f.read().strip(), path
+            fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
         except OSError:
             return None
+        with os.fdopen(fd, "rb") as f:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                raise ValueError(f"{path} must be a file that holds a device number")
+            value, where = f.read(64).decode("utf-8", "replace").strip(), path
     try:
         return int(value)
     except ValueError:

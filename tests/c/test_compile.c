@@ -1,6 +1,10 @@
 /* Compiling and kernel lookup: NVRTC needs no GPU, so these run everywhere. */
 #include "runner.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 static const char *multiply_src =
     "__global__ void multiply_them(float *dest, const float *a, const float *b, int n)\n"
     "{ int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) dest[i] = a[i] * b[i]; }\n";
@@ -238,5 +242,45 @@ TEST(launch_shape_checked_before_the_device) {
   ASSERT_CONTAINS(kiln_last_error(), "1024");
   kiln_launch_config fine = {.grid = {1, 1, 1}, .block = {32, 1, 1}};
   ASSERT_STATUS(kiln_function_launch(f, &fine, params), KILN_ERROR_NO_DRIVER);
+  kiln_module_free(m);
+}
+
+/* What nvcc's -keep leaves is written only into fresh or regular files: a FIFO planted at one
+ * of the names is refused at once (opening it to write would wait for a reader), a symlink is
+ * not written through. */
+TEST(module_save_never_waits_on_a_fifo_nor_follows_a_symlink) {
+  kiln_compile_opts opts = {.arch = "sm_90"};
+  kiln_module *m = compile_ok(multiply_src, &opts);
+  char dir[] = "/tmp/kiln-keep-XXXXXX", path[256], target[256];
+  ASSERT(mkdtemp(dir));
+  snprintf(path, sizeof path, "%s/kernel.ptx", dir);
+  ASSERT_EQ(mkfifo(path, 0600), 0);
+  ASSERT_STATUS(kiln_module_save(m, multiply_src, dir), KILN_ERROR_INVALID);
+  ASSERT_CONTAINS(kiln_last_error(), "not a regular file");
+  unlink(path);
+  snprintf(target, sizeof target, "%s/elsewhere", dir);
+  FILE *f = fopen(target, "w");
+  ASSERT(f != NULL);
+  fputs("keep me", f);
+  fclose(f);
+  ASSERT_EQ(symlink(target, path), 0);
+  ASSERT_STATUS(kiln_module_save(m, multiply_src, dir), KILN_ERROR_INVALID);
+  char buf[16] = {0};
+  f = fopen(target, "r");
+  ASSERT(f != NULL);
+  ASSERT(fread(buf, 1, sizeof buf - 1, f) == 7);
+  fclose(f);
+  ASSERT_STR_EQ(buf, "keep me");
+  unlink(path);
+  ASSERT_OK(kiln_module_save(m, multiply_src, dir)); /* and a plain folder takes them all */
+  struct stat st;
+  ASSERT_EQ(stat(path, &st), 0);
+  ASSERT(S_ISREG(st.st_mode) && st.st_size > 100);
+  const char *names[] = {"kernel.cu", "kernel.ptx", "kernel.cubin", "kernel.log", "elsewhere"};
+  for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
+    snprintf(path, sizeof path, "%s/%s", dir, names[i]);
+    unlink(path);
+  }
+  rmdir(dir);
   kiln_module_free(m);
 }
