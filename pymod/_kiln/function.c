@@ -37,11 +37,18 @@ static int kpy_parse_dims(PyObject *obj, const char *what, unsigned dims[3]) {
     dims[0] = (unsigned)v;
     return 0;
   }
-  if (!PyTuple_Check(obj) && !PyList_Check(obj)) goto bad;
-  Py_ssize_t n = PySequence_Fast_GET_SIZE(obj);
+  if (PyList_Check(obj)) { /* a copy: a NumPy integer's __index__ may change the list */
+    PyObject *t = PyList_AsTuple(obj);
+    if (!t) return -1;
+    int rc = kpy_parse_dims(t, what, dims);
+    Py_DECREF(t);
+    return rc;
+  }
+  if (!PyTuple_Check(obj)) goto bad;
+  Py_ssize_t n = PyTuple_GET_SIZE(obj);
   if (n < 1 || n > 3) goto bad;
   for (Py_ssize_t i = 0; i < n; i++) {
-    PyObject *item = PySequence_Fast_GET_ITEM(obj, i);
+    PyObject *item = PyTuple_GET_ITEM(obj, i);
     if (!PyLong_Check(item) && !PyArray_IsScalar(item, Integer)) goto bad;
     long long v = PyLong_AsLongLong(item);
     if (v == -1 && PyErr_Occurred()) PyErr_Clear();
