@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 
 import kiln
+import kiln.driver as drv
 from helpers import ARCH
 
 SRC = """
@@ -186,3 +187,33 @@ def test_launch_shape_lists_are_copied_before_reading(untyped):
     block[0].owner = block
     with pytest.raises(ValueError, match="grid.x is 0"):
         untyped(1, 0, block=block, grid=(0, 1))
+
+
+@pytest.mark.gpu
+def test_an_allocation_freed_by_another_argument_is_not_launched_on(untyped):
+    alloc = kiln.mem_alloc(64)
+
+    class Freeing:
+        """An int argument whose __index__ frees the allocation passed after it."""
+
+        def __index__(self):
+            alloc.free()
+            return 1
+
+    with pytest.raises(ValueError, match=r"argument 1 of untyped .*the allocation was freed"):
+        untyped(Freeing(), alloc, block=1, grid=1)
+
+
+@pytest.mark.gpu
+def test_a_copy_whose_source_frees_its_destination_is_refused():
+    dest, src = kiln.mem_alloc(64), kiln.mem_alloc(64)
+
+    class FreeingAddress:
+        """The source's address, whose __index__ frees the destination first."""
+
+        def __index__(self):
+            dest.free()
+            return int(src)
+
+    with pytest.raises(ValueError, match="the destination allocation was freed"):
+        drv.memcpy_dtod(dest, FreeingAddress(), 64)

@@ -248,6 +248,13 @@ static int kpy_refuse_array(kpy_state *st, const kiln_function *f, int index, Py
                        Py_TYPE(obj)->tp_name);
 }
 
+int kpy_arg_runs_code(kpy_state *st, PyObject *obj) {
+  PyTypeObject *tp = Py_TYPE(obj);
+  return !(tp == &PyLong_Type || tp == &PyFloat_Type || tp == st->ref.In_type ||
+           tp == st->ref.Out_type || tp == st->ref.InOut_type ||
+           tp == st->ref.DeviceAllocation_type || tp == st->ref.DeviceArray_type);
+}
+
 int kpy_pack_arg(kpy_state *st, const kiln_function *f, int index, PyObject *obj, void *slot,
                  kpy_packed *packed) {
   kiln_param_class cls = kiln_function_params(f)[index].cls;

@@ -101,9 +101,14 @@ static PyObject *kpy_function_run(kpy_function *self, PyObject *const *args,
   packed.stream = cfg.stream;
   packed.n_transfers = packed.waited = 0;
   PyObject *result = NULL;
-  for (int i = 0; i < self->n_params; i++) {
-    params[i] = storage + self->offsets[i];
-    if (kpy_pack_arg(st, self->fn, i, args[i], params[i], &packed) < 0) goto done;
+  /* Arguments whose conversion may run Python code (an __index__, an interface) first, then the
+   * rest: an allocation's address is read after any code that could free it has run. */
+  for (int pass = 0; pass < 2; pass++) {
+    for (int i = 0; i < self->n_params; i++) {
+      if (kpy_arg_runs_code(st, args[i]) != !pass) continue;
+      params[i] = storage + self->offsets[i];
+      if (kpy_pack_arg(st, self->fn, i, args[i], params[i], &packed) < 0) goto done;
+    }
   }
   kiln_status s;
   double elapsed = 0;
