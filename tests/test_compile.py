@@ -281,6 +281,7 @@ def test_headers_replaced_by_another_thread_during_compiles():
     ("sm_90", None, ["--gpu-architecture=sm_75"], "given twice, as 'sm_90' and 'sm_75'"),
     ("sm_90", None, ["--gpu-architecture", "sm_75"], "given twice, as 'sm_90' and 'sm_75'"),
     ("sm_90", None, ["-arch=compute_75"], "given twice, as 'sm_90' and 'compute_75'"),
+    ("sm_90", None, ["-arch=sm_90a"], "given twice, as 'sm_90' and 'sm_90a'"),
     ("sm_90", None, ["-gencode", "arch=compute_75,code=sm_75"], "given twice"),
     ("sm_90", None, ["--generate-code=arch=compute_75,code=sm_75"], "given twice"),
     ("sm_90", None, ["-code=sm_75"], "code 'sm_75' is older than arch 'sm_90'"),
@@ -290,17 +291,22 @@ def test_headers_replaced_by_another_thread_during_compiles():
     (None, None, ["-arch=sm_90", "-arch=sm_75"], "given twice, as 'sm_90' and 'sm_75'"),
     (None, None, ["-arch=sm_90,sm_75"], "names several targets"),
 ], ids=["-arch=", "-arch-value", "--gpu-architecture=", "--gpu-architecture-value",
-        "compute", "-gencode", "--generate-code", "-code", "--gpu-code", "code=", "code-arch",
+        "compute", "sm_90a", "-gencode", "--generate-code", "-code", "--gpu-code", "code=", "code-arch",
         "twice-in-options", "several"])
 def test_contradictory_targets_are_refused(arch, code, options, phrase):
     with pytest.raises(ValueError, match=phrase):
         kiln.SourceModule(TWO, arch=arch, code=code, options=options, cache_dir=False)
 
 
-@pytest.mark.parametrize("arch, options", [
-    ("sm_90", ["-arch=sm_90"]), ("sm_90", ["--gpu-architecture", "sm_90"]),
-    (None, ["-arch=sm_75"]), (None, ["-gencode", "arch=compute_75,code=sm_75"]),
+@pytest.mark.parametrize("arch, options, built", [
+    ("sm_90", ["-arch=sm_90"], "sm_90"),
+    ("sm_90", ["--gpu-architecture", "sm_90"], "sm_90"),
+    ("sm_90", ["-arch=compute_90"], "sm_90"),
+    ("compute_90", ["--gpu-architecture=sm_90"], "sm_90"),
+    ("sm_90", ["-gencode", "arch=compute_90,code=sm_90"], "sm_90"),
+    (None, ["-arch=sm_75"], "sm_75"),
+    (None, ["-gencode", "arch=compute_75,code=sm_75"], "sm_75"),
 ])
-def test_agreeing_targets_compile_for_the_one_they_name(arch, options):
+def test_agreeing_targets_compile_for_the_one_they_name(arch, options, built):
     mod = kiln.SourceModule(TWO, arch=arch, options=options, cache_dir=False)
-    assert mod.arch == (arch or "sm_75")
+    assert mod.arch == built
