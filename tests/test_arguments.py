@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 
 import kiln
+import kiln.driver as drv
 from helpers import ARCH
 
 SRC = """
@@ -137,3 +138,82 @@ def test_argument_count(many):
 def test_launch_shape_errors(many, kw, error, phrase):
     with pytest.raises(error, match=phrase):
         many(*good_args(), **kw)
+
+
+# ---- Strings and sequences read while Python code runs --------------------------------------------
+
+@pytest.mark.parametrize("types, phrase", [
+    ("ii\0P", "the argument types holds a NUL character"),
+    (b"ii\0P", "the argument types hold a NUL byte"),
+    (["i", "i\0P"], "an argument type holds a NUL character"),
+])
+def test_prepare_refuses_a_nul_in_the_types(untyped, types, phrase):
+    with pytest.raises(ValueError, match=phrase):
+        untyped.prepare(types)
+
+
+def test_prepare_reads_a_copy_of_the_types_list(untyped):
+    types = []
+
+    class DtypeLike:
+        """NumPy asks for .dtype, and this one empties the caller's list meanwhile."""
+
+        @property
+        def dtype(self):
+            types.clear()
+            types.extend(object() for _ in range(4))
+            return np.dtype(np.int32)
+
+    types += [DtypeLike(), "P"]
+    assert untyped.prepare(types) is untyped
+    with pytest.raises(ValueError, match="grid.x is 0"):
+        untyped.prepared_call((0, 1), (1, 1, 1), 1, 0)
+
+
+class ShrinkingInt(np.int64):
+    """A NumPy integer whose __index__ empties the launch-shape list it sits in."""
+
+    def __index__(self):
+        self.owner.clear()
+        return int(self)
+
+
+def test_launch_shape_lists_are_copied_before_reading(untyped):
+    grid = [ShrinkingInt(0), 1, 1]
+    grid[0].owner = grid
+    with pytest.raises(ValueError, match="grid.x is 0"):
+        untyped(1, 0, block=(1, 1, 1), grid=grid)
+    block = [ShrinkingInt(2), 3]
+    block[0].owner = block
+    with pytest.raises(ValueError, match="grid.x is 0"):
+        untyped(1, 0, block=block, grid=(0, 1))
+
+
+@pytest.mark.gpu
+def test_an_allocation_freed_by_another_argument_is_not_launched_on(untyped):
+    alloc = kiln.mem_alloc(64)
+
+    class Freeing:
+        """An int argument whose __index__ frees the allocation passed after it."""
+
+        def __index__(self):
+            alloc.free()
+            return 1
+
+    with pytest.raises(ValueError, match=r"argument 1 of untyped .*the allocation was freed"):
+        untyped(Freeing(), alloc, block=1, grid=1)
+
+
+@pytest.mark.gpu
+def test_a_copy_whose_source_frees_its_destination_is_refused():
+    dest, src = kiln.mem_alloc(64), kiln.mem_alloc(64)
+
+    class FreeingAddress:
+        """The source's address, whose __index__ frees the destination first."""
+
+        def __index__(self):
+            dest.free()
+            return int(src)
+
+    with pytest.raises(ValueError, match="the destination allocation was freed"):
+        drv.memcpy_dtod(dest, FreeingAddress(), 64)

@@ -140,3 +140,173 @@ def test_bad_compile_arguments(kwargs, error, phrase):
 def test_source_must_be_str():
     with pytest.raises(TypeError):
         kiln.SourceModule(b"__global__ void k() {}")
+
+
+# ---- NUL characters: C would end the string there, so every string argument refuses them ------
+
+NUL = "the value \0 and what follows"
+TWO = ('extern "C" __global__ void first(int *p) {}\n'
+       'extern "C" __global__ void second(int *p) {}\n')
+
+
+@pytest.mark.parametrize("kwargs, what", [
+    ({"source": TWO.replace("\n", "\0", 1)}, "the source"),
+    ({"options": ["-DX=1", "-DY=2\0-DZ=3"]}, r"options\[1\]"),
+    ({"include_dirs": ["/tmp\0/etc"]}, r"include_dirs\[0\]"),
+    ({"name_expressions": ["first\0"]}, r"name_expressions\[0\]"),
+    ({"headers": {"a.h\0b.h": "int x;"}}, "a header's name"),
+    ({"headers": {"a.h": "int x;\0int y"}}, "the text of header 'a.h'"),
+    ({"arch": "sm_90\0sm_75"}, "arch"),
+    ({"code": "sm_90\0"}, "code"),
+    ({"cache_dir": "/tmp\0/x"}, "cache_dir"),
+    ({"nvcc": "nvcc\0-other"}, "nvcc"),
+], ids=["source", "options", "include_dirs", "name_expressions", "header-name", "header-text",
+        "arch", "code", "cache_dir", "nvcc"])
+def test_a_nul_in_any_compile_string_is_refused(kwargs, what):
+    kwargs = dict(kwargs)
+    source = kwargs.pop("source", TWO)
+    kwargs.setdefault("arch", ARCH)
+    with pytest.raises(ValueError, match=what + r" holds a NUL character"):
+        kiln.SourceModule(source, cache_dir=False, **kwargs) if "cache_dir" not in kwargs \
+            else kiln.SourceModule(source, **kwargs)
+
+
+def test_a_nul_in_a_path_object_is_refused(tmp_path):
+    class Path:
+        def __fspath__(self):
+            return str(tmp_path) + "\0/etc"
+
+    with pytest.raises(ValueError, match=r"include_dirs\[1\] holds a NUL character"):
+        kiln.SourceModule(TWO, include_dirs=[tmp_path, Path()], arch=ARCH, cache_dir=False)
+    with pytest.raises(ValueError, match=r"cache_dir holds a NUL character"):
+        kiln.SourceModule(TWO, cache_dir=Path(), arch=ARCH)
+
+
+def test_a_nul_in_a_lookup_is_refused_not_cut():
+    mod = kiln.SourceModule(TWO + "__device__ int counter;\n", arch=ARCH)
+    assert mod.kernels == ("first", "second")
+    with pytest.raises(ValueError, match="the kernel's name holds a NUL character"):
+        mod.get_function("first\0second")
+    with pytest.raises(ValueError, match="the variable's name holds a NUL character"):
+        mod.get_global("counter\0")
+    assert mod.get_function("first").name == "first"  # the refusal cached nothing
+    with pytest.raises(ValueError, match="the PTX holds a NUL character"):
+        kiln.module_from_buffer(mod.ptx + "\0.entry junk")
+
+
+# ---- Objects the compile reads stay owned while Python code or other threads run ----------------
+
+def test_include_dirs_emptied_by_fspath_are_all_still_read(tmp_path):
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    (tmp_path / "a" / "a.h").write_text("#define A 1\n")
+    (tmp_path / "b" / "b.h").write_text("#define B 2\n")
+    dirs = []
+
+    class Emptying:
+        def __fspath__(self):
+            dirs.clear()  # the list the caller gave, emptied while it is read
+            dirs.extend(object() for _ in range(8))
+            return str(tmp_path / "a")
+
+    dirs += [Emptying(), str(tmp_path / "b")]
+    mod = kiln.SourceModule('#include "a.h"\n#include "b.h"\n'
+                            'extern "C" __global__ void k(int *p) { p[0] = A + B; }\n',
+                            include_dirs=dirs, arch=ARCH, cache_dir=False)
+    assert mod.kernels == ("k",)
+
+
+def test_fspath_returning_fresh_objects_is_kept(tmp_path):
+    (tmp_path / "c.h").write_text("#define C 3\n")
+
+    class Fresh:
+        def __fspath__(self):
+            return "".join([str(tmp_path)])  # a new str, held by nothing else
+
+    mod = kiln.SourceModule('#include "c.h"\nextern "C" __global__ void k(int *p) { p[0] = C; }\n',
+                            include_dirs=[Fresh(), Fresh()], cache_dir=Fresh(), arch=ARCH)
+    assert mod.kernels == ("k",)
+
+
+def test_options_replaced_during_fspath_are_the_ones_read(tmp_path):
+    options = ["-DNAME=first"]
+
+    class Replacing:
+        def __fspath__(self):
+            options[0] = "-DNAME=" + "".join(["sec", "ond"])
+            return str(tmp_path)
+
+    # options are read before include_dirs: the compile sees the list as it was then.
+    mod = kiln.SourceModule('extern "C" __global__ void NAME(int *p) {}\n', options=options,
+                            include_dirs=[Replacing()], arch=ARCH, cache_dir=False)
+    assert mod.kernels == ("first",)
+
+
+def test_headers_replaced_by_another_thread_during_compiles():
+    import threading
+
+    pad = "// " + "." * 3000 + "\n"  # past the small-object allocator: freed memory is reused
+    headers = {"name.h": pad + "#define NAME first\n"}
+    stop = threading.Event()
+
+    def replace():
+        n = 0
+        while not stop.is_set():
+            # Fresh strings, held only by the dict: the one replaced is freed at once, and
+            # strings of its size that would not compile are made to land where it was.
+            name = ("first", "second")[n % 2]
+            headers["name.h"] = "".join([pad, "#define NAME ", name, "\n"])
+            junk = ["".join([pad, "#error read after free %d\n" % k]) for k in range(4)]
+            del junk
+            n += 1
+
+    thread = threading.Thread(target=replace)
+    thread.start()
+    try:
+        for _ in range(16):
+            mod = kiln.SourceModule('#include "name.h"\n'
+                                    'extern "C" __global__ void NAME(int *p) {}\n',
+                                    headers=headers, arch=ARCH, cache_dir=False)
+            assert mod.kernels in (("first",), ("second",))
+    finally:
+        stop.set()
+        thread.join()
+
+
+# ---- The target: arch= and every spelling of one in options must agree -------------------------
+
+@pytest.mark.parametrize("arch, code, options, phrase", [
+    ("sm_90", None, ["-arch=sm_75"], "the arch is given twice, as 'sm_90' and 'sm_75'"),
+    ("sm_90", None, ["-arch", "sm_75"], "the arch is given twice, as 'sm_90' and 'sm_75'"),
+    ("sm_90", None, ["--gpu-architecture=sm_75"], "given twice, as 'sm_90' and 'sm_75'"),
+    ("sm_90", None, ["--gpu-architecture", "sm_75"], "given twice, as 'sm_90' and 'sm_75'"),
+    ("sm_90", None, ["-arch=compute_75"], "given twice, as 'sm_90' and 'compute_75'"),
+    ("sm_90", None, ["-arch=sm_90a"], "given twice, as 'sm_90' and 'sm_90a'"),
+    ("sm_90", None, ["-gencode", "arch=compute_75,code=sm_75"], "given twice"),
+    ("sm_90", None, ["--generate-code=arch=compute_75,code=sm_75"], "given twice"),
+    ("sm_90", None, ["-code=sm_75"], "code 'sm_75' is older than arch 'sm_90'"),
+    ("sm_90", None, ["--gpu-code", "sm_75"], "code 'sm_75' is older than arch 'sm_90'"),
+    ("sm_90", "sm_75", [], "code 'sm_75' is older than arch 'sm_90'"),
+    (None, "sm_75", ["-arch=sm_90"], "code 'sm_75' is older than arch 'sm_90'"),
+    (None, None, ["-arch=sm_90", "-arch=sm_75"], "given twice, as 'sm_90' and 'sm_75'"),
+    (None, None, ["-arch=sm_90,sm_75"], "names several targets"),
+], ids=["-arch=", "-arch-value", "--gpu-architecture=", "--gpu-architecture-value",
+        "compute", "sm_90a", "-gencode", "--generate-code", "-code", "--gpu-code", "code=", "code-arch",
+        "twice-in-options", "several"])
+def test_contradictory_targets_are_refused(arch, code, options, phrase):
+    with pytest.raises(ValueError, match=phrase):
+        kiln.SourceModule(TWO, arch=arch, code=code, options=options, cache_dir=False)
+
+
+@pytest.mark.parametrize("arch, options, built", [
+    ("sm_90", ["-arch=sm_90"], "sm_90"),
+    ("sm_90", ["--gpu-architecture", "sm_90"], "sm_90"),
+    ("sm_90", ["-arch=compute_90"], "sm_90"),
+    ("compute_90", ["--gpu-architecture=sm_90"], "sm_90"),
+    ("sm_90", ["-gencode", "arch=compute_90,code=sm_90"], "sm_90"),
+    (None, ["-arch=sm_75"], "sm_75"),
+    (None, ["-gencode", "arch=compute_75,code=sm_75"], "sm_75"),
+])
+def test_agreeing_targets_compile_for_the_one_they_name(arch, options, built):
+    mod = kiln.SourceModule(TWO, arch=arch, options=options, cache_dir=False)
+    assert mod.arch == built

@@ -324,6 +324,112 @@ def test_asarray_waits_for_the_producer_stream_it_names():
             kiln.asarray(Producer(interface(stream=FAKE)))
 
 
+# ---- What a kernel argument must be: contiguous, and in device memory -----------------------------
+
+@pytest.mark.parametrize("shape, strides", [
+    ((4, 4), (4, 16)),   # a transpose
+    ((4, 4), (32, 4)),   # every other row
+    ((8,), (8,)),        # every other element
+    ((2, 1, 3), (4, 100, 8)),
+], ids=["transposed", "rows", "elements", "with-a-unit-axis"])
+def test_a_strided_interface_in_a_launch_is_refused(copy, shape, strides):
+    with pytest.raises(ValueError, match=r"argument 0 of copy \(a b64 parameter\): the Producer "
+                                         r"is not contiguous .*x\.contiguous\(\).*"
+                                         r"x\.data_ptr\(\)"):
+        copy(Producer(interface(shape=shape, strides=strides)), 0, 0, block=1, grid=0)
+
+
+@pytest.mark.parametrize("shape, strides", [
+    ((4, 4), None), ((4, 4), (16, 4)), ((4, 1), (4, 999)), ((1, 4), (0, 4)), ((0, 4), (4, 64)),
+    ((), ()),
+], ids=["None", "C-order", "unit-axis", "unit-axis-zero", "empty", "scalar"])
+def test_a_contiguous_interface_with_strides_is_taken(copy, shape, strides):
+    with pytest.raises(ValueError, match="grid.x is 0"):
+        copy(Producer(interface(shape=shape, strides=strides)), 0, 0, block=1, grid=0)
+
+
+class Clearing:
+    """An int of the interface's shape whose __index__ empties, then refills, the interface dict
+    with objects nothing else holds."""
+
+    def __init__(self, value, cai):
+        self.value, self.cai = value, cai
+
+    def __index__(self):
+        self.cai.clear()
+        self.cai.update(interface(data=(int("7") << 40, False), shape=(1,), strides=(4,)))
+        return self.value
+
+
+@pytest.mark.parametrize("strides, contiguous", [((16, 4), True), ((4, 16), False)])
+def test_an_interface_changed_while_it_is_read(copy, strides, contiguous):
+    cai = interface(strides=strides)
+    cai["shape"] = (Clearing(4, cai), 4)
+    producer = Producer(cai)
+    if contiguous:
+        with pytest.raises(ValueError, match="grid.x is 0"):
+            copy(producer, 0, 0, block=1, grid=0)
+    else:
+        with pytest.raises(ValueError, match="is not contiguous"):
+            copy(producer, 0, 0, block=1, grid=0)
+    assert cai["data"][0] == 7 << 40  # it was changed, and read before that
+
+
+class OneElementHostTensor:
+    """A one-element CPU tensor as PyTorch makes one: __index__ gives its value, and it offers
+    NumPy's and DLPack's protocols, which say it is in host memory."""
+
+    def __index__(self):
+        return 4096
+
+    def __array__(self, dtype=None, copy=None):
+        return np.array([4096])
+
+    def __dlpack__(self, stream=None):
+        raise BufferError("not needed")
+
+    def __dlpack_device__(self):
+        return (1, 0)  # kDLCPU
+
+
+class DLPackOnDevice(OneElementHostTensor):
+    def __dlpack_device__(self):
+        return (2, 0)  # kDLCUDA
+
+
+class ArrayInterfaceOnly:
+    __array_interface__ = {"shape": (1,), "typestr": "<i8", "data": (4096, False), "version": 3}
+
+    def __index__(self):
+        return 4096
+
+
+class Address:
+    """An address object (ctypes-like): __index__ and nothing that makes it an array."""
+
+    def __index__(self):
+        return 2**40
+
+
+@pytest.mark.parametrize("obj, error, phrase", [
+    (OneElementHostTensor(), TypeError, "the OneElementHostTensor is an array in host memory"),
+    (ArrayInterfaceOnly(), TypeError, "the ArrayInterfaceOnly is an array in host memory"),
+    (DLPackOnDevice(), TypeError, "the DLPackOnDevice is in device memory but offers no "
+                                  "__cuda_array_interface__; "
+                                  r"pass kiln.asarray\(x\)"),
+], ids=["cpu-tensor", "array-interface", "dlpack-cuda"])
+def test_an_array_is_not_taken_as_an_address(copy, obj, error, phrase):
+    with pytest.raises(error, match=r"argument 1 of copy \(a b64 parameter\): " + phrase):
+        copy(0, obj, 0, block=1, grid=0)
+
+
+def test_an_address_object_and_an_int_value_still_pass(copy):
+    with pytest.raises(ValueError, match="grid.x is 0"):
+        copy(Address(), Address(), 0, block=1, grid=0)
+    with pytest.raises(ValueError, match="grid.x is 0"):  # an int parameter takes an array's value
+        copy(0, 0, OneElementHostTensor(), block=1, grid=0)
+
+
 # ---- __cuda_array_interface__ on a GPU ------------------------------------------------------------
 
 class TorchV3:
@@ -432,3 +538,47 @@ def test_dlpack_to_torch_waits_for_the_array_stream(copy, spin):
     t = torch.from_dlpack(dst)
     assert (t.cpu() == 7).all()
     s.synchronize()
+
+
+# ---- Kernel arguments from PyTorch: contiguous device tensors only -----------------------------
+
+@pytest.mark.gpu
+def test_a_strided_torch_tensor_is_refused_and_its_pointer_passes_on_purpose(copy):
+    torch = pytest.importorskip("torch")
+    base = torch.arange(32, dtype=torch.float32, device="cuda").reshape(4, 8)
+    view = base[:, ::2]  # 16 elements, every other one of base
+    assert not view.is_contiguous()
+    torch.cuda.synchronize()
+    dst = kiln.zeros(16, np.float32)
+    with pytest.raises(ValueError, match=r"argument 0 of copy .*Tensor is not contiguous.*"
+                                         r"x\.data_ptr\(\)"):
+        copy(view, dst, 16, block=16, grid=1)
+    with pytest.raises(ValueError, match=r"not contiguous \(a strided view\)"):
+        copy(kiln.asarray(view), dst, 16, block=16, grid=1)
+    assert (dst.get() == 0).all()  # refused before anything ran
+    # A contiguous copy gives the elements the view shows.
+    contiguous = view.contiguous()
+    torch.cuda.synchronize()
+    copy(contiguous, dst, 16, block=16, grid=1)
+    np.testing.assert_array_equal(dst.get(), view.cpu().numpy().ravel())
+    # The address on purpose: the kernel reads the memory from the view's first element on.
+    copy(view.data_ptr(), dst, 16, block=16, grid=1)
+    np.testing.assert_array_equal(dst.get(), base.cpu().numpy().ravel()[:16])
+    copy(view.__cuda_array_interface__["data"][0], dst, 16, block=16, grid=1)
+    np.testing.assert_array_equal(dst.get(), base.cpu().numpy().ravel()[:16])
+
+
+@pytest.mark.gpu
+def test_a_cpu_tensor_is_refused_where_a_device_pointer_is_expected(copy):
+    torch = pytest.importorskip("torch")
+    dst = kiln.zeros(4, np.float32)
+    for host in (torch.tensor([5], dtype=torch.int64), torch.tensor([1.5]), torch.zeros(4)):
+        with pytest.raises(TypeError, match=r"argument 0 of copy .*Tensor is an array in host "
+                                            r"memory.*x\.cuda\(\)"):
+            copy(host, dst, 1, block=1, grid=1)
+    assert (dst.get() == 0).all()
+    # A one-element tensor on the GPU is a pointer to its element; a CPU one as an int value.
+    one = torch.tensor([7.0], device="cuda")
+    torch.cuda.synchronize()
+    copy(one, dst, torch.tensor(1), block=1, grid=1)
+    np.testing.assert_array_equal(dst.get(), [7, 0, 0, 0])

@@ -167,11 +167,19 @@ static kiln_status kiln__one_target(const char *what, const char *value) {
                     what, value);
 }
 
-/* Sets *slot to value unless it already holds another. */
+/* "90a" of "sm_90a", "compute_90a" or "90a": kiln builds one arch from any of them, so two
+ * spellings with the same number agree. */
+static const char *kiln__target_number(const char *t) {
+  if (strncmp(t, "sm_", 3) == 0) return t + 3;
+  if (strncmp(t, "compute_", 8) == 0) return t + 8;
+  return t;
+}
+
+/* Sets *slot to value unless it already holds another target. */
 static kiln_status kiln__set_target(const char **slot, const char *value, const char *what) {
   kiln_status s = kiln__one_target(what, value);
   if (s) return s;
-  if (*slot && strcmp(*slot, value) != 0)
+  if (*slot && strcmp(kiln__target_number(*slot), kiln__target_number(value)) != 0)
     return kiln__fail(KILN_ERROR_INVALID, "%s is given twice, as '%s' and '%s'", what, *slot,
                       value);
   *slot = value;

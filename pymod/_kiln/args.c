@@ -15,7 +15,7 @@
 /* Fails with `type`, naming argument `index` of kernel f and its parameter class. */
 KPY_PRINTF(4, 5)
 static int kpy_arg_error(PyObject *type, const kiln_function *f, int index, const char *fmt, ...) {
-  char detail[400];
+  char detail[640];
   va_list ap;
   va_start(ap, fmt);
   PyOS_vsnprintf(detail, sizeof detail, fmt, ap);
@@ -185,8 +185,9 @@ static int kpy_arg_reraise(const kiln_function *f, int index) {
   return -1;
 }
 
-/* __cuda_array_interface__ (torch, CuPy, Numba): its data pointer. When the interface names the
- * stream the producer last used (v3), the launch's stream waits for it first, without blocking;
+/* __cuda_array_interface__ (torch, CuPy, Numba): its data pointer, when its elements lie in C
+ * order from there as the kernel will index them. When the interface names the stream the
+ * producer last used (v3), the launch's stream waits for it first, without blocking;
  * arguments from one producer stream in a row wait once. */
 static int kpy_pack_cai(kpy_state *st, const kiln_function *f, int index, PyObject *obj, void *slot,
                         kpy_packed *packed, int *handled) {
@@ -194,6 +195,16 @@ static int kpy_pack_cai(kpy_state *st, const kiln_function *f, int index, PyObje
   int found = kpy_cai_read(st, obj, KPY_CAI_POINTER, &cai);
   *handled = found != 0;
   if (found <= 0) return found < 0 ? kpy_arg_reraise(f, index) : 0;
+  int contiguous = kpy_cai_is_c_contiguous(&cai);
+  kpy_cai_release(&cai);
+  if (!contiguous)
+    return kpy_arg_error(PyExc_ValueError, f, index,
+                         "the %.100s is not contiguous (its __cuda_array_interface__ has "
+                         "strides), but a kernel indexes it as if it were; pass a "
+                         "contiguous copy (x.contiguous() in PyTorch, cupy.ascontiguousarray(x)), "
+                         "or its address as an int (x.data_ptr() in PyTorch, "
+                         "x.__cuda_array_interface__['data'][0]) to pass it on purpose",
+                         Py_TYPE(obj)->tp_name);
   memcpy(slot, &cai.ptr, sizeof cai.ptr);
   if (cai.has_stream && !(packed->waited && packed->waited_on == cai.stream)) {
     if (kpy_stream_order(st, packed->stream, cai.stream) < 0) return -1;
@@ -201,6 +212,47 @@ static int kpy_pack_cai(kpy_state *st, const kiln_function *f, int index, PyObje
     packed->waited_on = cai.stream;
   }
   return 0;
+}
+
+/* An object with __index__ that is an array, not an int, refused where a device pointer is
+ * expected: a one-element PyTorch CPU tensor has __index__, and its value taken as an address
+ * would be a silent wrong pointer. 0 when obj is no array (it offers neither DLPack nor NumPy's
+ * protocols), -1 with the refusal otherwise. */
+static int kpy_refuse_array(kpy_state *st, const kiln_function *f, int index, PyObject *obj) {
+  PyObject *names[] = {st->str.dlpack, st->str.array_interface, st->str.array_protocol};
+  int found = 0;
+  for (size_t i = 0; !found && i < sizeof names / sizeof names[0]; i++) {
+    PyObject *attr = NULL;
+    found = kpy_get_optional_attr(obj, names[i], &attr);
+    Py_XDECREF(attr);
+    if (found < 0) return -1;
+  }
+  if (!found) return 0;
+  /* DLPack's device types: 2 CUDA memory, 13 CUDA managed memory. */
+  PyObject *dev = PyObject_CallMethodNoArgs(obj, st->str.dlpack_device);
+  long type = dev && PyTuple_Check(dev) && PyTuple_GET_SIZE(dev) == 2 &&
+                      PyLong_Check(PyTuple_GET_ITEM(dev, 0))
+                  ? PyLong_AsLong(PyTuple_GET_ITEM(dev, 0))
+                  : -1;
+  Py_XDECREF(dev);
+  PyErr_Clear(); /* no __dlpack_device__, or an odd one: host memory as far as kiln knows */
+  if (type == 2 || type == 13)
+    return kpy_arg_error(PyExc_TypeError, f, index,
+                         "the %.100s is in device memory but offers no __cuda_array_interface__; "
+                         "pass kiln.asarray(x), or int(x) to pass its value on purpose",
+                         Py_TYPE(obj)->tp_name);
+  return kpy_arg_error(PyExc_TypeError, f, index,
+                       "the %.100s is an array in host memory, and a kernel needs device memory; "
+                       "copy it to the GPU (x.cuda() in PyTorch, kiln.to_device(x)) or wrap a "
+                       "NumPy array in kiln.In/Out/InOut; int(x) passes its value on purpose",
+                       Py_TYPE(obj)->tp_name);
+}
+
+int kpy_arg_runs_code(kpy_state *st, PyObject *obj) {
+  PyTypeObject *tp = Py_TYPE(obj);
+  return !(tp == &PyLong_Type || tp == &PyFloat_Type || tp == st->ref.In_type ||
+           tp == st->ref.Out_type || tp == st->ref.InOut_type ||
+           tp == st->ref.DeviceAllocation_type || tp == st->ref.DeviceArray_type);
 }
 
 int kpy_pack_arg(kpy_state *st, const kiln_function *f, int index, PyObject *obj, void *slot,
@@ -264,6 +316,9 @@ int kpy_pack_arg(kpy_state *st, const kiln_function *f, int index, PyObject *obj
     int handled = 0;
     if (kpy_pack_cai(st, f, index, obj, slot, packed, &handled) < 0) return -1;
     if (handled) return 0;
+    if (PyIndex_Check(obj) && !PyArray_IsScalar(obj, Generic) &&
+        kpy_refuse_array(st, f, index, obj) < 0)
+      return -1;
   }
   /* Integer and pointer classes: ints of any kind (bool, numpy integers, __index__). */
   if (PyLong_Check(obj) || PyArray_IsScalar(obj, Integer) || PyArray_IsScalar(obj, Bool) ||

@@ -13,6 +13,10 @@ typedef struct kpy_packed {
   kiln_stream waited_on; /* producer stream of a __cuda_array_interface__ argument */
 } kpy_packed;
 
+/* 0 when packing obj runs no Python code (an int, a float, In/Out/InOut, a DeviceAllocation, a
+ * DeviceArray, of exactly those types); 1 when it may. */
+int kpy_arg_runs_code(kpy_state *st, PyObject *obj);
+
 /* Writes argument `index` of f into slot (the parameter's size and alignment), or records a
  * transfer in packed. -1 with an exception naming the argument on failure. */
 int kpy_pack_arg(kpy_state *st, const kiln_function *f, int index, PyObject *obj, void *slot,

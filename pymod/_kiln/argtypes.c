@@ -110,12 +110,23 @@ static int kpy_parse_format(const char *fmt, kpy_argtype *out, int cap, int *n) 
 int kpy_argtypes_parse(PyObject *types, kpy_argtype *out, int cap, int *n) {
   *n = 0;
   if (PyUnicode_Check(types)) {
-    const char *fmt = PyUnicode_AsUTF8(types);
+    const char *fmt = kpy_cstring(types, "the argument types");
     return fmt ? kpy_parse_format(fmt, out, cap, n) : -1;
   }
-  if (PyBytes_Check(types)) return kpy_parse_format(PyBytes_AS_STRING(types), out, cap, n);
-  PyObject *items = PySequence_Fast(types, "");
+  if (PyBytes_Check(types)) {
+    const char *fmt = PyBytes_AS_STRING(types);
+    if (strlen(fmt) != (size_t)PyBytes_GET_SIZE(types)) {
+      PyErr_SetString(PyExc_ValueError, "the argument types hold a NUL byte ('\\0'), where C "
+                                        "would end them; pass them without it");
+      return -1;
+    }
+    return kpy_parse_format(fmt, out, cap, n);
+  }
+  /* A tuple copy: a dtype conversion below may run code that changes the caller's list. */
+  PyObject *items = PySequence_Tuple(types);
   if (!items) {
+    if (!PyErr_ExceptionMatches(PyExc_TypeError)) return -1;
+    PyErr_Clear();
     PyErr_Format(PyExc_TypeError,
                  "prepare() takes the argument types as a struct format string ('PiiP') or a "
                  "list of format characters and NumPy dtypes, not %.100s",
@@ -123,10 +134,10 @@ int kpy_argtypes_parse(PyObject *types, kpy_argtype *out, int cap, int *n) {
     return -1;
   }
   int rc = 0;
-  for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(items) && rc == 0; i++) {
-    PyObject *item = PySequence_Fast_GET_ITEM(items, i);
+  for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(items) && rc == 0; i++) {
+    PyObject *item = PyTuple_GET_ITEM(items, i);
     if (PyUnicode_Check(item)) {
-      const char *fmt = PyUnicode_AsUTF8(item);
+      const char *fmt = kpy_cstring(item, "an argument type");
       rc = fmt ? kpy_parse_format(fmt, out, cap, n) : -1;
       continue;
     }

@@ -80,7 +80,7 @@ static PyObject *kpy_flags_item(PyObject *op, PyObject *key) {
               {"F_CONTIGUOUS", KPY_F_CONTIGUOUS},
               {"F", KPY_F_CONTIGUOUS},
               {"FORC", 0}};
-  const char *k = PyUnicode_Check(key) ? PyUnicode_AsUTF8(key) : NULL;
+  const char *k = PyUnicode_Check(key) ? kpy_cstring(key, "a flag's name") : NULL;
   for (size_t i = 0; k && i < sizeof keys / sizeof keys[0]; i++)
     if (!strcmp(k, keys[i].name)) return kpy_flags_get(op, (void *)(intptr_t)keys[i].want);
   PyErr_Clear();

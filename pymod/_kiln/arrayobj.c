@@ -305,7 +305,7 @@ PyObject *kpy_array_tp_new(PyTypeObject *tp, PyObject *args, PyObject *kwargs) {
   sp.dtype = dtype;
   if (kpy_shape_parse(shape_obj, &sp.ndim, sp.shape) < 0) goto done;
   if (order) {
-    const char *o = PyUnicode_Check(order) ? PyUnicode_AsUTF8(order) : NULL;
+    const char *o = PyUnicode_Check(order) ? kpy_cstring(order, "order") : NULL;
     if (!o || (strcmp(o, "C") && strcmp(o, "F"))) {
       PyErr_Clear();
       PyErr_Format(PyExc_ValueError, "order must be 'C' or 'F', not %R", order);

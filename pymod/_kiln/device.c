@@ -17,7 +17,7 @@ static PyObject *kpy_device_new(PyTypeObject *tp, PyObject *args, PyObject *kwar
   int ordinal = 0;
   kiln_status s = KILN_OK;
   if (which && PyUnicode_Check(which)) {
-    const char *id = PyUnicode_AsUTF8(which);
+    const char *id = kpy_cstring(which, "the PCI bus id");
     if (!id) return NULL;
     s = kiln_device_from_pci_bus_id(id, &ordinal);
   } else if (which) {
@@ -138,7 +138,7 @@ static PyObject *kpy_device_getattro(PyObject *op, PyObject *name) {
   PyObject *found = PyObject_GenericGetAttr(op, name);
   if (found || !PyErr_ExceptionMatches(PyExc_AttributeError) || !PyUnicode_Check(name))
     return found;
-  const char *text = PyUnicode_AsUTF8(name);
+  const char *text = PyUnicode_AsUTF8(name); /* a NUL finds no attribute: upper() keeps it */
   if (!text || text[0] == '_' || !islower((unsigned char)text[0])) return NULL;
 #if PY_VERSION_HEX >= 0x030C0000
   PyObject *missing = PyErr_GetRaisedException();

@@ -148,13 +148,14 @@ static PyObject *kpy_ewise_bind(PyObject *op, PyObject *args) {
     return NULL;
   kpy_function *f;
   if (kpy_ewise_function(st, fn, &f) < 0) return NULL;
-  PyObject *fast = PySequence_Fast(mask, "vector_mask must be a sequence");
+  /* A tuple copy: an item's __bool__ may change the caller's list. */
+  PyObject *fast = PySequence_Tuple(mask);
   if (!fast) return NULL;
-  Py_ssize_t n = PySequence_Fast_GET_SIZE(fast);
+  Py_ssize_t n = PyTuple_GET_SIZE(fast);
   int first = -1,
       ok = n <= KPY_EWISE_MAX_ARGS && f->n_params == n + 1 && block > 0 && per_thread > 0;
   for (Py_ssize_t i = 0; ok && i < n; i++) {
-    int v = PyObject_IsTrue(PySequence_Fast_GET_ITEM(fast, i));
+    int v = PyObject_IsTrue(PyTuple_GET_ITEM(fast, i));
     if (v < 0) {
       Py_DECREF(fast);
       return NULL;

@@ -39,11 +39,18 @@ static int kpy_parse_dims(PyObject *obj, const char *what, unsigned dims[3]) {
     dims[0] = (unsigned)v;
     return 0;
   }
-  if (!PyTuple_Check(obj) && !PyList_Check(obj)) goto bad;
-  Py_ssize_t n = PySequence_Fast_GET_SIZE(obj);
+  if (PyList_Check(obj)) { /* a copy: a NumPy integer's __index__ may change the list */
+    PyObject *t = PyList_AsTuple(obj);
+    if (!t) return -1;
+    int rc = kpy_parse_dims(t, what, dims);
+    Py_DECREF(t);
+    return rc;
+  }
+  if (!PyTuple_Check(obj)) goto bad;
+  Py_ssize_t n = PyTuple_GET_SIZE(obj);
   if (n < 1 || n > 3) goto bad;
   for (Py_ssize_t i = 0; i < n; i++) {
-    PyObject *item = PySequence_Fast_GET_ITEM(obj, i);
+    PyObject *item = PyTuple_GET_ITEM(obj, i);
     if (!PyLong_Check(item) && !PyArray_IsScalar(item, Integer)) goto bad;
     long long v = PyLong_AsLongLong(item);
     if (v == -1 && PyErr_Occurred()) PyErr_Clear();
@@ -96,9 +103,14 @@ static PyObject *kpy_function_run(kpy_function *self, PyObject *const *args,
   packed.stream = cfg.stream;
   packed.n_transfers = packed.waited = 0;
   PyObject *result = NULL;
-  for (int i = 0; i < self->n_params; i++) {
-    params[i] = storage + self->offsets[i];
-    if (kpy_pack_arg(st, self->fn, i, args[i], params[i], &packed) < 0) goto done;
+  /* Arguments whose conversion may run Python code (an __index__, an interface) first, then the
+   * rest: an allocation's address is read after any code that could free it has run. */
+  for (int pass = 0; pass < 2; pass++) {
+    for (int i = 0; i < self->n_params; i++) {
+      if (kpy_arg_runs_code(st, args[i]) != !pass) continue;
+      params[i] = storage + self->offsets[i];
+      if (kpy_pack_arg(st, self->fn, i, args[i], params[i], &packed) < 0) goto done;
+    }
   }
   kiln_status s;
   double elapsed = 0;

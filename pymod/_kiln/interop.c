@@ -33,11 +33,14 @@ static int kpy_cai_parse(kpy_state *st, PyObject *obj, PyObject *cai, int what, 
   PyObject *data = NULL, *stream = NULL, *typestr = NULL, *shape = NULL, *strides = NULL;
   int rc = -1;
   if (kpy_cai_entry(cai, st->str.data, &data) < 0 ||
-      kpy_cai_entry(cai, st->str.stream, &stream) < 0)
+      kpy_cai_entry(cai, st->str.stream, &stream) < 0 ||
+      kpy_cai_entry(cai, st->str.strides, &strides) < 0)
     goto done;
-  if (what == KPY_CAI_LAYOUT && (kpy_cai_entry(cai, st->str.typestr, &typestr) < 0 ||
-                                 kpy_cai_entry(cai, st->str.shape, &shape) < 0 ||
-                                 kpy_cai_entry(cai, st->str.strides, &strides) < 0))
+  /* A pointer alone is what a kernel takes, unless strides say the elements are not where a
+   * kernel indexing from it would look: then the layout is read to tell. */
+  int layout = what == KPY_CAI_LAYOUT || strides;
+  if (layout && (kpy_cai_entry(cai, st->str.typestr, &typestr) < 0 ||
+                 kpy_cai_entry(cai, st->str.shape, &shape) < 0))
     goto done;
 
   /* "data": (pointer, read-only). */
@@ -82,7 +85,7 @@ static int kpy_cai_parse(kpy_state *st, PyObject *obj, PyObject *cai, int what, 
     out->has_stream = 1;
     out->stream = (kiln_stream)(uintptr_t)v;
   }
-  if (what != KPY_CAI_LAYOUT) {
+  if (!layout) {
     rc = 0;
     goto done;
   }
@@ -153,6 +156,19 @@ int kpy_cai_read(kpy_state *st, PyObject *obj, int what, kpy_cai *out) {
 }
 
 void kpy_cai_release(kpy_cai *cai) { Py_CLEAR(cai->dtype); }
+
+int kpy_cai_is_c_contiguous(const kpy_cai *cai) {
+  if (!cai->has_strides) return 1;
+  Py_ssize_t expected = PyDataType_ELSIZE(cai->dtype);
+  for (int i = 0; i < cai->ndim; i++)
+    if (cai->shape[i] == 0) return 1; /* no elements: no layout to get wrong */
+  for (int i = cai->ndim - 1; i >= 0; i--) {
+    if (cai->shape[i] != 1 && cai->strides[i] != expected) return 0;
+    if (expected > PY_SSIZE_T_MAX / cai->shape[i]) return 0; /* no memory is that large */
+    expected *= cai->shape[i];
+  }
+  return 1;
+}
 
 /* Version 3: with "stream", the stream a consumer must wait for; 1 is the legacy default.
  * "strides" is None for a C-contiguous array, as the interface asks; "data" 0 for an empty

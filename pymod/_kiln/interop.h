@@ -14,7 +14,7 @@ typedef struct kpy_cai {
   int readonly;       /* "data"[1] */
   int has_stream;     /* "stream" named the stream the producer last used: order after it */
   kiln_stream stream; /* that stream: 1 the legacy default stream, 2 the per-thread one */
-  /* With KPY_CAI_LAYOUT only; zero otherwise. */
+  /* With KPY_CAI_LAYOUT, or KPY_CAI_POINTER where "strides" is given; zero otherwise. */
   PyArray_Descr *dtype; /* strong, from "typestr": kpy_cai_release drops it */
   int ndim;
   Py_ssize_t shape[KPY_MAX_DIMS];
@@ -23,7 +23,8 @@ typedef struct kpy_cai {
 } kpy_cai;
 
 enum {
-  KPY_CAI_POINTER, /* "data" and "stream": what a kernel argument needs */
+  KPY_CAI_POINTER, /* "data" and "stream": what a kernel argument needs; the layout too when
+                      "strides" is given, to tell whether it is C-contiguous */
   KPY_CAI_LAYOUT   /* also "typestr", "shape" and "strides": what a DeviceArray over it needs */
 };
 
@@ -32,6 +33,10 @@ enum {
  * is wrong, raised before any GPU work. */
 int kpy_cai_read(kpy_state *st, PyObject *obj, int what, kpy_cai *out);
 void kpy_cai_release(kpy_cai *cai);
+
+/* 1 when the elements lie in C order from the pointer, as a kernel indexes them ("strides"
+ * absent or None, or strides that say the same); 0 for a strided view. */
+int kpy_cai_is_c_contiguous(const kpy_cai *cai);
 
 /* Adds kiln.asarray. */
 int kpy_interop_init(PyObject *module, kpy_state *st);

@@ -356,10 +356,13 @@ static PyObject *kpy_memcpy_dtod_any(PyObject *module, PyObject *args, PyObject 
   size_t n;
   kiln_deviceptr d, s_ptr;
   kiln_stream handle = NULL;
-  if (kpy_count(size_obj, "size", &n) < 0 ||
+  /* The stream and an __index__ may run Python code, which may free an allocation read before
+   * it: an allocation's address is read again last. */
+  if (kpy_count(size_obj, "size", &n) < 0 || (async && kpy_stream_parse(st, stream, &handle) < 0) ||
       kpy_device_pointer(st, dest, n, "destination", &d) < 0 ||
       kpy_device_pointer(st, src, n, "source", &s_ptr) < 0 ||
-      (async && kpy_stream_parse(st, stream, &handle) < 0))
+      (Py_IS_TYPE(dest, st->ref.DeviceAllocation_type) &&
+       kpy_device_pointer(st, dest, n, "destination", &d) < 0))
     return NULL;
   kiln_status s;
   Py_BEGIN_ALLOW_THREADS
@@ -412,8 +415,9 @@ static PyObject *kpy_memset_any(PyObject *module, PyObject *args, PyObject *kwar
   }
   kiln_deviceptr d;
   kiln_stream handle = NULL;
-  if (kpy_device_pointer(st, dest, count * (size_t)width, "destination", &d) < 0 ||
-      (async && kpy_stream_parse(st, stream, &handle) < 0))
+  /* The stream first: reading another library's stream object may run Python code. */
+  if ((async && kpy_stream_parse(st, stream, &handle) < 0) ||
+      kpy_device_pointer(st, dest, count * (size_t)width, "destination", &d) < 0)
     return NULL;
   kiln_status s;
   switch (width) {

@@ -241,17 +241,18 @@ static PyObject *kpy_reduce_bind(PyObject *op, PyObject *args) {
     PyErr_Format(PyExc_TypeError, "expected a kiln.Function, not %.100s", Py_TYPE(fn)->tp_name);
     return NULL;
   }
-  PyObject *fast = PySequence_Fast(mask, "vector_mask must be a sequence");
+  /* A tuple copy: an item's __bool__ may change the caller's list. */
+  PyObject *fast = PySequence_Tuple(mask);
   if (!fast) {
     Py_DECREF(dtype);
     return NULL;
   }
-  Py_ssize_t n = PySequence_Fast_GET_SIZE(fast);
+  Py_ssize_t n = PyTuple_GET_SIZE(fast);
   int first = -1;
   int ok = n <= KPY_REDUCE_MAX_ARGS && ((kpy_function *)fn)->n_params == n + 3 && block > 0 &&
            per_thread > 0 && blocks_per_sm > 0 && PyDataType_ELSIZE(dtype) <= 16;
   for (Py_ssize_t i = 0; ok && i < n; i++) {
-    int v = PyObject_IsTrue(PySequence_Fast_GET_ITEM(fast, i));
+    int v = PyObject_IsTrue(PyTuple_GET_ITEM(fast, i));
     if (v < 0) {
       Py_DECREF(fast);
       Py_DECREF(dtype);

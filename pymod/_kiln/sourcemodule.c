@@ -5,10 +5,13 @@
 #include "errors.h"
 #include "function.h"
 
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 
-/* A list of str (or os.PathLike for folders) as C strings that live as long as `keep`. */
+/* A list of str (or os.PathLike for folders) as C strings that live as long as `keep`. The
+ * items are read from a tuple copy that `keep` holds: an item's __fspath__ may change the list
+ * the caller gave, and another thread may change it while the compile runs without the GIL. */
 static int kpy_strings(PyObject *seq, const char *what, int paths, PyObject *keep,
                        const char ***out, int *n_out) {
   *out = NULL;
@@ -18,25 +21,31 @@ static int kpy_strings(PyObject *seq, const char *what, int paths, PyObject *kee
     PyErr_Format(PyExc_TypeError, "%s must be a list of strings, not a single string", what);
     return -1;
   }
-  PyObject *fast = PySequence_Fast(seq, "");
-  if (!fast) {
+  PyObject *items = PySequence_Tuple(seq);
+  if (!items) {
+    if (!PyErr_ExceptionMatches(PyExc_TypeError)) return -1;
+    PyErr_Clear();
     PyErr_Format(PyExc_TypeError, "%s must be a list of strings, not %.100s", what,
                  Py_TYPE(seq)->tp_name);
     return -1;
   }
-  if (PyList_Append(keep, fast) < 0) {
-    Py_DECREF(fast);
+  int kept = PyList_Append(keep, items);
+  Py_DECREF(items); /* keep holds it */
+  if (kept < 0) return -1;
+  Py_ssize_t n = PyTuple_GET_SIZE(items);
+  if (n > INT_MAX) {
+    PyErr_Format(PyExc_ValueError, "%s has %zd items, more than a compile takes", what, n);
     return -1;
   }
-  Py_DECREF(fast);
-  Py_ssize_t n = PySequence_Fast_GET_SIZE(fast);
   const char **strs = PyMem_Calloc((size_t)(n ? n : 1), sizeof *strs);
   if (!strs) {
     PyErr_NoMemory();
     return -1;
   }
   for (Py_ssize_t i = 0; i < n; i++) {
-    PyObject *item = PySequence_Fast_GET_ITEM(fast, i), *str = NULL;
+    PyObject *item = PyTuple_GET_ITEM(items, i), *str = NULL;
+    char name[80];
+    PyOS_snprintf(name, sizeof name, "%s[%zd]", what, i);
     if (paths && !PyUnicode_Check(item)) {
       PyObject *fs = PyOS_FSPath(item);
       if (fs && PyBytes_Check(fs)) {
@@ -51,13 +60,13 @@ static int kpy_strings(PyObject *seq, const char *what, int paths, PyObject *kee
     }
     if (!str || !PyUnicode_Check(str)) {
       Py_XDECREF(str);
-      PyErr_Format(PyExc_TypeError, "%s[%zd] must be a %s, not %.100s", what, i,
+      PyErr_Format(PyExc_TypeError, "%s must be a %s, not %.100s", name,
                    paths ? "str or path" : "str", Py_TYPE(item)->tp_name);
       PyMem_Free(strs);
       return -1;
     }
-    strs[i] = PyUnicode_AsUTF8(str);
-    int kept = strs[i] ? PyList_Append(keep, str) : -1;
+    strs[i] = kpy_cstring(str, name);
+    kept = strs[i] ? PyList_Append(keep, str) : -1; /* a path's str is new: keep it */
     Py_DECREF(str);
     if (kept < 0) {
       PyMem_Free(strs);
@@ -69,7 +78,9 @@ static int kpy_strings(PyObject *seq, const char *what, int paths, PyObject *kee
   return 0;
 }
 
-/* headers={"name.h": "source", ...} as two arrays of C strings that live as long as keep. */
+/* headers={"name.h": "source", ...} as two arrays of C strings that live as long as keep. Each
+ * name and text is held in keep, not only the dict: another thread may replace an entry while
+ * the compile runs without the GIL, and the dict would drop the old string. */
 static int kpy_headers(PyObject *headers, PyObject *keep, const char ***names,
                        const char ***sources, int *n_out) {
   *n_out = 0;
@@ -79,16 +90,27 @@ static int kpy_headers(PyObject *headers, PyObject *keep, const char ***names,
                  Py_TYPE(headers)->tp_name);
     return -1;
   }
-  Py_ssize_t n = PyDict_Size(headers), pos = 0, i = 0;
+  /* A snapshot of the entries, so that the count and the entries agree. */
+  PyObject *items = PyDict_Items(headers);
+  if (!items) return -1;
+  int kept = PyList_Append(keep, items);
+  Py_DECREF(items); /* keep holds it, and through it every name and text */
+  if (kept < 0) return -1;
+  Py_ssize_t n = PyList_GET_SIZE(items);
+  if (n > INT_MAX) {
+    PyErr_Format(PyExc_ValueError, "headers has %zd entries, more than a compile takes", n);
+    return -1;
+  }
   *names = PyMem_Calloc((size_t)(n ? n : 1), sizeof **names);
   *sources = PyMem_Calloc((size_t)(n ? n : 1), sizeof **sources);
   if (!*names || !*sources) {
     PyErr_NoMemory();
     return -1;
   }
-  PyObject *key, *value;
-  if (PyList_Append(keep, headers) < 0) return -1;
-  while (PyDict_Next(headers, &pos, &key, &value)) {
+  for (Py_ssize_t i = 0; i < n; i++) {
+    /* The list of pairs is held by keep and reachable from no Python code. */
+    PyObject *pair = PyList_GET_ITEM(items, i);
+    PyObject *key = PyTuple_GET_ITEM(pair, 0), *value = PyTuple_GET_ITEM(pair, 1);
     if (!PyUnicode_Check(key) || !PyUnicode_Check(value)) {
       PyErr_Format(PyExc_TypeError,
                    "headers maps a header's name (str) to its text (str); "
@@ -96,9 +118,10 @@ static int kpy_headers(PyObject *headers, PyObject *keep, const char ***names,
                    Py_TYPE(key)->tp_name, Py_TYPE(value)->tp_name);
       return -1;
     }
-    if (!((*names)[i] = PyUnicode_AsUTF8(key)) || !((*sources)[i] = PyUnicode_AsUTF8(value)))
-      return -1;
-    i++;
+    if (!((*names)[i] = kpy_cstring(key, "a header's name"))) return -1;
+    char what[160];
+    PyOS_snprintf(what, sizeof what, "the text of header '%.100s'", (*names)[i]);
+    if (!((*sources)[i] = kpy_cstring(value, what))) return -1;
   }
   *n_out = (int)n;
   return 0;
@@ -127,7 +150,7 @@ static int kpy_nvcc(PyObject *nvcc) {
   if (!nvcc || nvcc == Py_None) return 0;
   PyObject *path = kpy_path(nvcc, "nvcc");
   if (!path) return -1;
-  const char *text = PyUnicode_AsUTF8(path);
+  const char *text = kpy_cstring(path, "nvcc");
   int rc = 0;
   if (!text) rc = -1;
   else {
@@ -191,13 +214,15 @@ static PyObject *kpy_sourcemodule_new(PyTypeObject *tp, PyObject *args, PyObject
     return NULL;
   }
   if (kpy_nvcc(nvcc) < 0) return NULL;
-  PyObject *keep_alive = PyList_New(0);
+  /* Everything the compile reads is held here: the arguments themselves too, since a keyword
+   * argument is borrowed from a dict that an __fspath__ below may change. */
+  PyObject *keep_alive = Py_BuildValue("[OOOO]", source, arch, code, cache_dir);
   if (!keep_alive) return NULL;
   kiln_compile_opts opts = {0};
   const char **o = NULL, **inc = NULL, **nm = NULL, **hn = NULL, **hs = NULL;
   kiln_module *m = NULL;
   kpy_module *self = NULL;
-  const char *src = PyUnicode_AsUTF8(source);
+  const char *src = kpy_cstring(source, "the source");
   if (!src) goto done;
   if (kpy_strings(options, "options", 0, keep_alive, &o, &opts.n_options) < 0 ||
       kpy_strings(include_dirs, "include_dirs", 1, keep_alive, &inc, &opts.n_include_dirs) < 0 ||
@@ -209,8 +234,8 @@ static PyObject *kpy_sourcemodule_new(PyTypeObject *tp, PyObject *args, PyObject
   opts.name_expressions = nm;
   opts.header_names = hn;
   opts.header_sources = hs;
-  if (arch != Py_None && !(opts.arch = PyUnicode_AsUTF8(arch))) goto done;
-  if (code != Py_None && !(opts.code = PyUnicode_AsUTF8(code))) goto done;
+  if (arch != Py_None && !(opts.arch = kpy_cstring(arch, "arch"))) goto done;
+  if (code != Py_None && !(opts.code = kpy_cstring(code, "code"))) goto done;
   if (cache_dir == Py_False) {
     opts.flags |= KILN_COMPILE_NO_CACHE;
   } else if (cache_dir != Py_None) {
@@ -225,7 +250,7 @@ static PyObject *kpy_sourcemodule_new(PyTypeObject *tp, PyObject *args, PyObject
       goto done;
     }
     Py_DECREF(dir);
-    if (!(opts.cache_dir = PyUnicode_AsUTF8(dir))) goto done;
+    if (!(opts.cache_dir = kpy_cstring(dir, "cache_dir"))) goto done;
   }
   kiln_status s;
   Py_BEGIN_ALLOW_THREADS
@@ -287,7 +312,7 @@ static PyObject *kpy_module_get_function(PyObject *op, PyObject *name) {
   PyObject *cached = PyDict_GetItemWithError(self->functions, name);
   if (cached) return Py_NewRef(cached);
   if (PyErr_Occurred()) return NULL;
-  const char *cname = PyUnicode_AsUTF8(name);
+  const char *cname = kpy_cstring(name, "the kernel's name"); /* never in the table: it had none */
   if (!cname) return NULL;
   kiln_function *f = NULL;
   kiln_status s = kiln_module_get_function(self->module, cname, &f);
@@ -313,7 +338,7 @@ static PyObject *kpy_module_get_global(PyObject *op, PyObject *name) {
     PyErr_Format(PyExc_TypeError, "get_global() takes a str, not %.100s", Py_TYPE(name)->tp_name);
     return NULL;
   }
-  const char *cname = PyUnicode_AsUTF8(name);
+  const char *cname = kpy_cstring(name, "the variable's name");
   if (!cname) return NULL;
   kiln_deviceptr ptr = 0;
   size_t size = 0;
@@ -472,9 +497,10 @@ static PyObject *kpy_module_from_buffer(PyObject *module, PyObject *data) {
   kpy_state *st = kpy_state_of_module(module);
   Py_buffer view;
   if (PyUnicode_Check(data)) { /* PTX as text */
-    Py_ssize_t n;
-    const char *text = PyUnicode_AsUTF8AndSize(data, &n);
-    if (!text || PyBuffer_FillInfo(&view, data, (void *)text, n, 1, PyBUF_SIMPLE) < 0) return NULL;
+    const char *text = kpy_cstring(data, "the PTX");
+    if (!text ||
+        PyBuffer_FillInfo(&view, data, (void *)text, (Py_ssize_t)strlen(text), 1, PyBUF_SIMPLE) < 0)
+      return NULL;
   } else if (PyObject_GetBuffer(data, &view, PyBUF_SIMPLE) < 0) {
     PyErr_Format(PyExc_TypeError,
                  "module_from_buffer() takes bytes (a CUBIN, a fatbin or "

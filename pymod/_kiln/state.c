@@ -1,6 +1,8 @@
 /* The module state and the helpers every file shares. */
 #include "state.h"
 
+#include <string.h>
+
 kpy_state *kpy_state_of_module(PyObject *module) { return PyModule_GetState(module); }
 
 kpy_state *kpy_state_of_type(PyTypeObject *tp) {
@@ -62,6 +64,19 @@ int kpy_get_optional_attr(PyObject *obj, PyObject *name, PyObject **out) {
   PyErr_Clear();
   return 0;
 #endif
+}
+
+const char *kpy_cstring(PyObject *str, const char *what) {
+  Py_ssize_t n;
+  const char *s = PyUnicode_AsUTF8AndSize(str, &n);
+  if (s && strlen(s) != (size_t)n) {
+    PyErr_Format(PyExc_ValueError,
+                 "%s holds a NUL character ('\\0'), where C would end it; pass the text "
+                 "without it",
+                 what);
+    return NULL;
+  }
+  return s;
 }
 
 PyObject *kpy_call_method(PyObject *self, PyObject *name, PyObject *const *args, Py_ssize_t nargs,

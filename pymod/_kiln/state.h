@@ -43,6 +43,9 @@
   X(cuda_stream, "cuda_stream")                       \
   X(ptr, "ptr")                                       \
   X(dlpack, "__dlpack__")                             \
+  X(dlpack_device, "__dlpack_device__")               \
+  X(array_interface, "__array_interface__")           \
+  X(array_protocol, "__array__")                      \
   X(data, "data")                                     \
   X(shape, "shape")                                   \
   X(typestr, "typestr")                               \
@@ -147,6 +150,10 @@ int kpy_get_optional_attr(PyObject *obj, PyObject *name, PyObject **out);
 
 /* self.name(*args, **kwargs) from a vectorcall's own arguments (the keyword values after args):
  * how a C fast path hands a call it does not take to the Python method that takes every call. */
+/* The UTF-8 of str as a C string, which lives as long as str; NULL with ValueError naming
+ * `what` when it holds a NUL, since C would read the NUL as its end and drop the rest. */
+const char *kpy_cstring(PyObject *str, const char *what);
+
 PyObject *kpy_call_method(PyObject *self, PyObject *name, PyObject *const *args, Py_ssize_t nargs,
                           PyObject *kwnames);
 

@@ -240,7 +240,7 @@ PyObject *kpy_array_reshaped(kpy_array *a, int ndim, const Py_ssize_t *shape, in
 
 /* order= of reshape and ravel: 1 for "F", 0 for "C" (or not given), -1 with ValueError. */
 static int kpy_order_arg(PyObject *order) {
-  const char *o = order && PyUnicode_Check(order) ? PyUnicode_AsUTF8(order) : NULL;
+  const char *o = order && PyUnicode_Check(order) ? kpy_cstring(order, "order") : NULL;
   if (!order || (o && !strcmp(o, "C"))) return 0;
   if (o && !strcmp(o, "F")) return 1;
   PyErr_Clear();
