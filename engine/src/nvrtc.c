@@ -3,6 +3,7 @@
 
 #include "hash.h"
 
+#include <dirent.h>
 #include <dlfcn.h>
 #include <limits.h>
 #include <pthread.h>
@@ -35,6 +36,22 @@ kiln_status kiln_nvrtc_set_search_path(const char *dirs) {
   return KILN_OK;
 }
 
+/* NVRTC opens libnvrtc-builtins.so.X.Y by its soname when it first compiles; in a folder
+ * off the loader path (NVIDIA's wheels put both in nvidia/cu13/lib) that fails, unless the
+ * library is already loaded, which a soname lookup finds first. */
+static void kiln__nvrtc_open_builtins(const char *dir) {
+  DIR *d = opendir(dir);
+  if (!d) return;
+  const char prefix[] = "libnvrtc-builtins.so.";
+  for (struct dirent *e; (e = readdir(d));) {
+    char path[PATH_MAX];
+    if (strncmp(e->d_name, prefix, sizeof prefix - 1) != 0) continue;
+    int n = snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+    if (n > 0 && (size_t)n < sizeof path) dlopen(path, RTLD_NOW | RTLD_LOCAL); /* kept open */
+  }
+  closedir(d);
+}
+
 /* Tries libnvrtc.so.13, then .12, in dir; NULL when neither opens. */
 static void *kiln__nvrtc_open_in(const char *dir, size_t len) {
   const char *sonames[] = {"libnvrtc.so.13", "libnvrtc.so.12"};
@@ -43,7 +60,11 @@ static void *kiln__nvrtc_open_in(const char *dir, size_t len) {
     int n = snprintf(path, sizeof path, "%.*s/%s", (int)len, dir, sonames[i]);
     if (n <= 0 || (size_t)n >= sizeof path || access(path, R_OK) != 0) continue;
     void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
-    if (h) return h;
+    if (h) {
+      path[n - (int)strlen(sonames[i]) - 1] = '\0';
+      kiln__nvrtc_open_builtins(path);
+      return h;
+    }
   }
   return NULL;
 }
