@@ -195,6 +195,9 @@ def test_nvrtc_and_headers_from_nvidia_wheels_without_a_toolkit(repaired_wheel, 
             cmd = ["unshare", "-m", "sh", "-c",
                    f'mount --bind {empty} {toolkit} && exec "$0" "$@"', py, script]
             hidden = True
+    if os.path.isdir(toolkit) and not hidden:
+        pytest.skip(f"the toolkit in {toolkit} cannot be hidden here (needs root and unshare -m), "
+                    "and the loader would find its NVRTC first")
     import json
 
     where = json.loads(run(cmd, cwd=tmp_path, env=env).stdout.strip().splitlines()[-1])

@@ -195,10 +195,11 @@ kiln_status kiln_module_deserialize(const void *data, size_t size, kiln_module *
 
 /* ---- Where NVRTC comes from -------------------------------------------------------------- *
  *
- * NVRTC is opened on the first compile from, in order: $KILN_NVRTC_PATH; the folders given
- * here (the Python package passes the lib folders of NVIDIA's wheels nvidia-cuda-nvrtc);
- * $CONDA_PREFIX/lib; the loader path; $CUDA_HOME/lib64, $CUDA_PATH/lib64, /usr/local/cuda.
- * The CUDA headers are those beside the library that opened. */
+ * NVRTC is opened on the first compile: $KILN_NVRTC_PATH alone when set; else libnvrtc.so.13,
+ * then .12, each looked for on the loader path, in the folders given here (the Python package
+ * passes the lib folders of NVIDIA's wheels nvidia-cuda-nvrtc), in $CONDA_PREFIX/lib, then
+ * under $CUDA_HOME, $CUDA_PATH, /usr/local/cuda (lib64). The CUDA headers are those beside the
+ * library that opened. */
 kiln_status kiln_nvrtc_set_search_path(const char *dirs); /* ':'-separated; before a compile */
 /* Opens NVRTC if needed; *lib: the library file, *include_dir and *cccl_dir: the header folders
  * passed to every compile ("" when none was found). The strings live as long as the process. */

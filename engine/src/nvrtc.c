@@ -52,61 +52,57 @@ static void kiln__nvrtc_open_builtins(const char *dir) {
   closedir(d);
 }
 
-/* Tries libnvrtc.so.13, then .12, in dir; NULL when neither opens. */
-static void *kiln__nvrtc_open_in(const char *dir, size_t len) {
-  const char *sonames[] = {"libnvrtc.so.13", "libnvrtc.so.12"};
-  for (size_t i = 0; i < KILN__COUNT(sonames); i++) {
-    char path[PATH_MAX];
-    int n = snprintf(path, sizeof path, "%.*s/%s", (int)len, dir, sonames[i]);
-    if (n <= 0 || (size_t)n >= sizeof path || access(path, R_OK) != 0) continue;
-    void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
-    if (h) {
-      path[n - (int)strlen(sonames[i]) - 1] = '\0';
-      kiln__nvrtc_open_builtins(path);
-      return h;
-    }
+/* Opens dir/soname, then the builtins library beside it; NULL when it does not open. */
+static void *kiln__nvrtc_open_in(const char *dir, size_t len, const char *soname) {
+  char path[PATH_MAX];
+  int n = snprintf(path, sizeof path, "%.*s/%s", (int)len, dir, soname);
+  if (n <= 0 || (size_t)n >= sizeof path || access(path, R_OK) != 0) return NULL;
+  void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+  if (h) {
+    path[len] = '\0';
+    kiln__nvrtc_open_builtins(path);
   }
-  return NULL;
+  return h;
 }
 
-/* In order: KILN_NVRTC_PATH; the search path (NVIDIA's pip wheels, which an environment
- * installs to be used); $CONDA_PREFIX/lib; the loader path; the toolkit folders. */
+/* KILN_NVRTC_PATH alone when set. Otherwise the newest NVRTC (libnvrtc.so.13, then .12), and
+ * for each: the loader path, so that a machine whose loader finds NVRTC keeps it; the search
+ * path (NVIDIA's pip wheels), which serves an environment with no toolkit; $CONDA_PREFIX/lib;
+ * the toolkit folders. */
 static void *kiln__nvrtc_open(char *tried, size_t tried_size) {
   const char *env = getenv("KILN_NVRTC_PATH");
   if (env && *env) {
     snprintf(tried, tried_size, "KILN_NVRTC_PATH=%s", env);
     return dlopen(env, RTLD_NOW | RTLD_LOCAL);
   }
-  void *h = NULL;
-  pthread_mutex_lock(&kiln__search_lock);
-  for (const char *p = kiln__search_path; p && *p && !h;) {
-    size_t len = strcspn(p, ":");
-    if (len) h = kiln__nvrtc_open_in(p, len);
-    p += len + (p[len] == ':');
-  }
-  pthread_mutex_unlock(&kiln__search_lock);
-  if (h) return h;
-  const char *conda = getenv("CONDA_PREFIX");
-  char dir[PATH_MAX];
-  if (conda && *conda && snprintf(dir, sizeof dir, "%s/lib", conda) < (int)sizeof dir &&
-      (h = kiln__nvrtc_open_in(dir, strlen(dir))))
-    return h;
   const char *sonames[] = {"libnvrtc.so.13", "libnvrtc.so.12"};
+  const char *conda = getenv("CONDA_PREFIX");
   const char *roots[] = {getenv("CUDA_HOME"), getenv("CUDA_PATH"), "/usr/local/cuda"};
-  for (size_t i = 0; i < KILN__COUNT(sonames); i++) {
-    if ((h = dlopen(sonames[i], RTLD_NOW | RTLD_LOCAL))) return h;
+  char dir[PATH_MAX];
+  void *h = NULL;
+  for (size_t i = 0; i < KILN__COUNT(sonames) && !h; i++) {
+    if ((h = dlopen(sonames[i], RTLD_NOW | RTLD_LOCAL))) break;
+    pthread_mutex_lock(&kiln__search_lock);
+    for (const char *p = kiln__search_path; p && *p && !h;) {
+      size_t len = strcspn(p, ":");
+      if (len) h = kiln__nvrtc_open_in(p, len, sonames[i]);
+      p += len + (p[len] == ':');
+    }
+    pthread_mutex_unlock(&kiln__search_lock);
+    if (!h && conda && *conda && snprintf(dir, sizeof dir, "%s/lib", conda) < (int)sizeof dir)
+      h = kiln__nvrtc_open_in(dir, strlen(dir), sonames[i]);
+    for (size_t r = 0; r < KILN__COUNT(roots) && !h; r++) {
+      if (roots[r] && *roots[r] &&
+          snprintf(dir, sizeof dir, "%s/lib64", roots[r]) < (int)sizeof dir)
+        h = kiln__nvrtc_open_in(dir, strlen(dir), sonames[i]);
+    }
   }
-  for (size_t r = 0; r < KILN__COUNT(roots); r++) {
-    if (!roots[r] || !*roots[r]) continue;
-    if (snprintf(dir, sizeof dir, "%s/lib64", roots[r]) < (int)sizeof dir &&
-        (h = kiln__nvrtc_open_in(dir, strlen(dir))))
-      return h;
-  }
-  snprintf(tried, tried_size,
-           "libnvrtc.so.13 and libnvrtc.so.12 in NVIDIA's pip wheels (nvidia-cuda-nvrtc), "
-           "under $CONDA_PREFIX/lib, on the loader path and under $CUDA_HOME, $CUDA_PATH and "
-           "/usr/local/cuda");
-  return NULL;
+  if (!h)
+    snprintf(tried, tried_size,
+             "libnvrtc.so.13 and libnvrtc.so.12 on the loader path, in NVIDIA's pip wheels "
+             "(nvidia-cuda-nvrtc), under $CONDA_PREFIX/lib and under $CUDA_HOME, $CUDA_PATH "
+             "and /usr/local/cuda");
+  return h;
 }
 
 /* Joins a and b into out; 0 when it does not fit. */

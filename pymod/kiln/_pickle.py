@@ -66,8 +66,8 @@ def wheel_nvrtc_dirs(paths=None):
 
 
 def use_wheel_nvrtc():
-    """Tells the engine about the wheels' NVRTC, which it then prefers to the loader path and
-    the toolkit (KILN_NVRTC_PATH still comes first)."""
+    """Tells the engine about the wheels' NVRTC, which it tries after the loader path and
+    before $CONDA_PREFIX and the toolkit folders (docs/install.md)."""
     dirs = wheel_nvrtc_dirs()
     if dirs:
         _kiln._nvrtc_set_search_path(":".join(dirs))
