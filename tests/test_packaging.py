@@ -7,6 +7,7 @@ libcrypto bundled; NVRTC and the CUDA headers from NVIDIA's wheels with no toolk
 These need the registry and take minutes, so they run only with KILN_TEST_PACKAGING=1 (CI sets
 it; the GPU machine has no network)."""
 import glob
+import json
 import os
 import pathlib
 import re
@@ -172,39 +173,89 @@ CUB_FP16 = textwrap.dedent(r"""
 """)
 
 
-def test_nvrtc_and_headers_from_nvidia_wheels_without_a_toolkit(repaired_wheel, tmp_path):
-    py = venv(tmp_path / "env")
-    run([py, "-m", "pip", "install", "-q", repaired_wheel, *NVIDIA_WHEELS])
-    script = tmp_path / "cub_fp16.py"
-    script.write_text(CUB_FP16)
+def without_toolkit(py, script, tmp_path, extra_env=None):
+    """Runs script with py where no CUDA toolkit can be seen: the variables that name one
+    removed, and, in a mount namespace of its own, an empty folder over the toolkit, so nothing
+    of it stays on any path, the loader's cache included. Gives what the script printed last,
+    as JSON; skips where the toolkit cannot be hidden (needs root and unshare -m)."""
     env = {k: v for k, v in CLEAN_ENV.items()
            if k not in ("CUDA_HOME", "CUDA_PATH", "LD_LIBRARY_PATH", "CONDA_PREFIX")}
     env["PATH"] = ":".join(p for p in env.get("PATH", "").split(":") if "cuda" not in p)
     env["KILN_CACHE_DIR"] = str(tmp_path / "cache")
+    env.update(extra_env or {})
     cmd = [py, script]
     toolkit = os.path.realpath("/usr/local/cuda")
-    hidden = False
-    if os.path.isdir(toolkit) and shutil.which("unshare") and os.geteuid() == 0:
-        # A mount namespace of its own with an empty folder over the toolkit: nothing of it
-        # stays on any path, the loader's cache included.
+    if os.path.isdir(toolkit):
         empty = tmp_path / "empty"
-        empty.mkdir()
-        probe = subprocess.run(["unshare", "-m", "sh", "-c", f"mount --bind {empty} {toolkit}"],
-                               capture_output=True)
-        if probe.returncode == 0:
-            cmd = ["unshare", "-m", "sh", "-c",
-                   f'mount --bind {empty} {toolkit} && exec "$0" "$@"', py, script]
-            hidden = True
-    if os.path.isdir(toolkit) and not hidden:
-        pytest.skip(f"the toolkit in {toolkit} cannot be hidden here (needs root and unshare -m), "
-                    "and the loader would find its NVRTC first")
-    import json
-
+        empty.mkdir(exist_ok=True)
+        hide = f"mount --bind {empty} {toolkit}"
+        if not (shutil.which("unshare") and os.geteuid() == 0 and subprocess.run(
+                ["unshare", "-m", "sh", "-c", hide], capture_output=True).returncode == 0):
+            pytest.skip(f"the toolkit in {toolkit} cannot be hidden here (needs root and "
+                        "unshare -m), and the loader would find its NVRTC first")
+        cmd = ["unshare", "-m", "sh", "-c", f'{hide} && exec "$0" "$@"', py, script]
     where = json.loads(run(cmd, cwd=tmp_path, env=env).stdout.strip().splitlines()[-1])
-    site = str(tmp_path / "env")
+    assert where["toolkit_visible"] is False
     assert where["kernels"] == ["half_sum"]
-    assert where["library"].startswith(site) and "/nvidia/cu13/lib/" in where["library"], where
-    assert where["include_dir"].startswith(site), where
-    assert where["cccl_dir"].startswith(site), where
-    if hidden:
-        assert where["toolkit_visible"] is False
+    return where
+
+
+@pytest.fixture(scope="module")
+def nvidia_env(repaired_wheel, tmp_path_factory):
+    """A virtual environment with kiln and NVIDIA's NVRTC, runtime and CCCL wheels."""
+    work = tmp_path_factory.mktemp("nvidia")
+    py = venv(work / "env")
+    run([py, "-m", "pip", "install", "-q", repaired_wheel, *NVIDIA_WHEELS])
+    [cu13] = glob.glob(str(work / "env" / "lib" / "python3*" / "site-packages" / "nvidia" /
+                           "cu13"))
+    return py, pathlib.Path(cu13)
+
+
+def test_nvrtc_and_headers_from_nvidia_wheels_without_a_toolkit(nvidia_env, tmp_path):
+    py, cu13 = nvidia_env
+    script = tmp_path / "cub_fp16.py"
+    script.write_text(CUB_FP16)
+    where = without_toolkit(py, script, tmp_path)
+    assert where["library"] == str(cu13 / "lib" / "libnvrtc.so.13"), where
+    assert where["include_dir"] == str(cu13 / "include"), where
+    assert where["cccl_dir"] == str(cu13 / "include" / "cccl"), where
+
+
+def test_nvrtc_and_headers_from_a_conda_prefix(nvidia_env, repaired_wheel, tmp_path):
+    """conda's layout (lib/libnvrtc.so.13, headers in targets/x86_64-linux/include), made from
+    the wheels' files, for an environment that has kiln and no NVIDIA wheels."""
+    _, cu13 = nvidia_env
+    prefix = tmp_path / "conda"
+    (prefix / "lib").mkdir(parents=True)
+    for lib in glob.glob(str(cu13 / "lib" / "libnvrtc*.so.*")):
+        shutil.copy(lib, prefix / "lib")
+    shutil.copytree(cu13 / "include", prefix / "targets" / "x86_64-linux" / "include")
+    py = venv(tmp_path / "env")
+    run([py, "-m", "pip", "install", "-q", repaired_wheel])
+    script = tmp_path / "cub_fp16.py"
+    script.write_text(CUB_FP16)
+    where = without_toolkit(py, script, tmp_path, {"CONDA_PREFIX": str(prefix)})
+    assert where["library"] == str(prefix / "lib" / "libnvrtc.so.13"), where
+    include = prefix / "targets" / "x86_64-linux" / "include"
+    assert where["include_dir"] == str(include), where
+    assert where["cccl_dir"] == str(include / "cccl"), where
+
+
+def test_make_on_an_externally_managed_python(src, tmp_path):
+    """`make demo` with Debian's own Python, which refuses pip: the set-up goes into .venv and
+    the system's interpreter gets nothing."""
+    system = "/usr/bin/python3"
+    marker = subprocess.run([system, "-c", "import sys, sysconfig, os; print(os.path.exists("
+                             "os.path.join(sysconfig.get_path('stdlib'), 'EXTERNALLY-MANAGED')))"],
+                            capture_output=True, text=True) if os.path.exists(system) else None
+    if not marker or marker.stdout.strip() != "True":
+        pytest.skip("no externally managed system Python here (/usr/bin/python3)")
+    had_numpy = subprocess.run([system, "-c", "import numpy"], capture_output=True).returncode == 0
+    tree = source_copy(tmp_path / "tree")
+    r = run(["make", "demo", f"PYTHON={system}"], cwd=tree)
+    assert "compiled multiply_them" in r.stdout, r.stdout[-2000:]
+    if not had_numpy:
+        assert (tree / ".venv" / "bin" / "python").exists()
+        assert "externally-managed-environment" not in r.stderr
+        assert subprocess.run([system, "-c", "import numpy"],
+                              capture_output=True).returncode != 0
