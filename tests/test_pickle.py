@@ -104,7 +104,7 @@ def test_device_array_pickles_by_value(dtype):
     back = pickle.loads(pickle.dumps(a))
     assert isinstance(back, kiln.DeviceArray)
     assert back.shape == a.shape and back.dtype == a.dtype
-    assert back.gpudata != a.gpudata  # a copy, not the same memory
+    assert back.ptr != a.ptr  # a copy, not the same memory
     np.testing.assert_array_equal(back.get(), host)
 
 
