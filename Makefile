@@ -3,6 +3,20 @@
 # they are missing; on a machine without network they must already be installed).
 
 PYTHON    ?= python3
+# The interpreter everything runs with, PY: $(PYTHON) itself when it already has NumPy, pytest
+# and setuptools (the GPU machine's, which has no network); otherwise, or with KILN_USE_VENV=1,
+# a virtual environment made from it in $(KILN_VENV), with --system-site-packages so that what
+# the system has stays visible. deps installs what is missing there, never into the system's
+# interpreter (which on Debian and Ubuntu refuses: externally-managed-environment).
+# KILN_EXTRAS: further packages deps installs (CI: dask, distributed).
+KILN_VENV ?= .venv
+KILN_EXTRAS ?=
+HAVE_DEPS := $(shell $(PYTHON) -c 'import numpy, pytest, setuptools' 2>/dev/null && echo yes)
+ifeq ($(HAVE_DEPS)$(KILN_USE_VENV),yes)
+PY = $(PYTHON)
+else
+PY = $(abspath $(KILN_VENV))/bin/python
+endif
 CUDA_HOME ?= /usr/local/cuda
 CC        ?= cc
 
@@ -47,18 +61,26 @@ $(BUILD)/test_engine: $(CTESTS) $(wildcard tests/c/*.h) $(BUILD)/libkiln.a
 	$(CC) $(CPPFLAGS) $(ALL_CFLAGS) -DKILN_SOURCE_DIR='"$(CURDIR)"' $(CTESTS) \
 	    $(BUILD)/libkiln.a $(LDLIBS) -o $@
 
-# NumPy and pytest from the registry when missing (the GPU machine has both and no network).
+# NumPy and pytest from the registry when missing (the GPU machine has both and no network),
+# into the virtual environment when there is one. venv needs Debian's python3-venv, installed
+# as fuzz-cc installs clang when it is missing.
 deps:
-	@$(PYTHON) -c 'import numpy, pytest, setuptools' 2>/dev/null || \
-	    $(PYTHON) -m pip install --quiet numpy pytest setuptools
+ifneq ($(PY),$(PYTHON))
+	@test -x $(PY) || $(PYTHON) -m venv --system-site-packages $(KILN_VENV) || { \
+	    echo "deps: $(PYTHON) -m venv failed; trying apt-get install -y python3-venv"; \
+	    apt-get install -y python3-venv && $(PYTHON) -m venv --system-site-packages $(KILN_VENV); }
+endif
+	@$(PY) -c 'import numpy, pytest, setuptools' 2>/dev/null || \
+	    $(PY) -m pip install --quiet numpy pytest setuptools
+	@$(if $(strip $(KILN_EXTRAS)),$(PY) -m pip install --quiet $(KILN_EXTRAS),true)
 
 ext: $(EXT)
 
 $(EXT): $(KILN_ENGINE_SOURCES) $(HEADERS) $(wildcard pymod/_kiln/*.c pymod/_kiln/*.h) setup.py | deps
-	$(PYTHON) setup.py --quiet build_ext --inplace --build-temp $(BUILD)/ext
+	$(PY) setup.py --quiet build_ext --inplace --build-temp $(BUILD)/ext
 
 demo: ext
-	$(PYENV) $(PYTHON) -m kiln demo
+	$(PYENV) $(PY) -m kiln demo
 
 test: test-c test-py
 
@@ -66,20 +88,20 @@ test-c: $(BUILD)/test_engine
 	$(BUILD)/test_engine
 
 test-py: ext lib
-	$(PYENV) $(PYTHON) -m pytest -q -rs tests
+	$(PYENV) $(PY) -m pytest -q -rs tests
 
 # The comparison with PyCUDA, CuPy, cuda.core and raw C (PyCUDA built from vendor/ first:
 # python3 bench/peers.py fetch fills it where a registry is reachable), then the large
 # pageable transfers. bench-detail: launch, cache and memory figures with their targets.
 bench: ext lib
-	$(PYENV) $(PYTHON) bench/compare.py $(BENCH_ARGS)
-	$(PYENV) $(PYTHON) bench/transfer.py $(BENCH_ARGS)
-	$(PYENV) $(PYTHON) bench/arrays.py $(BENCH_ARGS)
+	$(PYENV) $(PY) bench/compare.py $(BENCH_ARGS)
+	$(PYENV) $(PY) bench/transfer.py $(BENCH_ARGS)
+	$(PYENV) $(PY) bench/arrays.py $(BENCH_ARGS)
 
 bench-detail: ext lib
-	$(PYENV) $(PYTHON) bench/launch.py $(BENCH_ARGS)
-	$(PYENV) $(PYTHON) bench/cache.py $(BENCH_ARGS)
-	$(PYENV) $(PYTHON) bench/memory.py $(BENCH_ARGS)
+	$(PYENV) $(PY) bench/launch.py $(BENCH_ARGS)
+	$(PYENV) $(PY) bench/cache.py $(BENCH_ARGS)
+	$(PYENV) $(PY) bench/memory.py $(BENCH_ARGS)
 
 # Everything the GPU machine should run, in one go: build, the whole suite with nothing
 # skipped, the benchmarks.
@@ -181,22 +203,22 @@ lint-build:
 	$(MAKE) --no-print-directory $(LINT_EXT)
 
 $(LINT_EXT): $(KILN_ENGINE_SOURCES) $(HEADERS) $(wildcard pymod/_kiln/*.c pymod/_kiln/*.h) setup.py | deps
-	CC=$(LINT_CC) CFLAGS='-Werror' $(PYTHON) setup.py --quiet build_ext --force \
+	CC=$(LINT_CC) CFLAGS='-Werror' $(PY) setup.py --quiet build_ext --force \
 	    --build-temp $(LINT_BUILD)/ext --build-lib $(LINT_BUILD)/lib
 
-lint-layers:
-	$(PYTHON) tools/layers.py
+lint-layers: deps
+	$(PY) tools/layers.py
 
-lint-tools:
-	@$(PYTHON) -c 'import importlib.metadata as m, sys; \
+lint-tools: deps
+	@$(PY) -c 'import importlib.metadata as m, sys; \
 	    sys.exit(m.version("clang-format") != "$(CLANG_FORMAT_VERSION)")' 2>/dev/null || \
-	    $(PYTHON) -m pip install --quiet clang-format==$(CLANG_FORMAT_VERSION)
+	    $(PY) -m pip install --quiet clang-format==$(CLANG_FORMAT_VERSION)
 
 lint-format: lint-tools
-	$(PYTHON) tools/format.py check $(CLANG_FORMAT_VERSION)
+	$(PY) tools/format.py check $(CLANG_FORMAT_VERSION)
 
 format: lint-tools
-	$(PYTHON) tools/format.py fix $(CLANG_FORMAT_VERSION)
+	$(PY) tools/format.py fix $(CLANG_FORMAT_VERSION)
 
 clean:
-	rm -rf $(BUILD) pymod/kiln/_kiln*.so
+	rm -rf $(BUILD) pymod/kiln/_kiln*.so $(KILN_VENV)

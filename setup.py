@@ -1,13 +1,16 @@
 """Builds kiln's extension module from the same source list as the Makefile.
 
-Use `make` (or `python setup.py build_ext --inplace`): the build needs NumPy's headers, the
-CUDA toolkit's headers (cuda.h, nvrtc.h; $CUDA_HOME or /usr/local/cuda) and libcrypto.
+`pip install .` reads pyproject.toml and calls this file inside an isolated build that has
+NumPy; `make` runs it in place. The build needs NumPy's headers, the CUDA headers (cuda.h,
+nvrtc.h: a toolkit under $CUDA_HOME, $CUDA_PATH or /usr/local/cuda, $CONDA_PREFIX, or NVIDIA's
+wheels nvidia-cuda-runtime and nvidia-cuda-nvrtc) and libcrypto's headers and library.
 """
+import glob
 import os
 import re
 import shlex
+import sys
 
-import numpy
 from setuptools import Extension, setup
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -19,7 +22,43 @@ def engine_sources():
         return re.findall(r"engine/src/\S+\.c", f.read())
 
 
-cuda_home = os.environ.get("CUDA_HOME") or os.environ.get("CUDA_PATH") or "/usr/local/cuda"
+def version():
+    """The one version: KILN_VERSION_MAJOR/MINOR/PATCH in engine/include/kiln.h."""
+    with open(os.path.join(HERE, "engine", "include", "kiln.h")) as f:
+        text = f.read()
+    parts = [re.search(rf"#define KILN_VERSION_{p} (\d+)", text).group(1)
+             for p in ("MAJOR", "MINOR", "PATCH")]
+    return ".".join(parts)
+
+
+def cuda_include():
+    """A folder with cuda.h and nvrtc.h: only their declarations are needed to build, since
+    the engine opens libcuda and libnvrtc with dlopen at run time."""
+    roots = [os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH"), "/usr/local/cuda"]
+    candidates = [os.path.join(r, "include") for r in roots if r]
+    if os.environ.get("CONDA_PREFIX"):
+        prefix = os.environ["CONDA_PREFIX"]
+        candidates += [os.path.join(prefix, "include"),
+                       os.path.join(prefix, "targets", "x86_64-linux", "include")]
+    for entry in sys.path:  # NVIDIA's wheels: nvidia/cu13/include, nvidia/cuda_runtime/include
+        candidates += sorted(glob.glob(os.path.join(entry, "nvidia", "*", "include")))
+    for c in candidates:
+        if os.path.exists(os.path.join(c, "cuda.h")) and os.path.exists(os.path.join(c, "nvrtc.h")):
+            return c
+    return candidates[0]
+
+
+def numpy_include():
+    """NumPy's headers: a build requirement (pyproject.toml), asked for only by the commands
+    that compile, so sdist and egg_info run without NumPy."""
+    try:
+        import numpy
+    except ImportError:
+        sys.exit("kiln's extension needs NumPy's headers to build: pip install numpy, or build "
+                 "with pip, which installs it in the isolated build")
+    return numpy.get_include()
+
+
 pymod_sources = sorted(
     os.path.join("pymod", "_kiln", name)
     for name in os.listdir(os.path.join(HERE, "pymod", "_kiln"))
@@ -34,23 +73,19 @@ warnings = shlex.split(
     )
 )
 
+building = any(c.startswith(("build", "bdist", "install", "develop", "editable"))
+               for c in sys.argv[1:])
+third_party = ["-isystem", cuda_include()]
+if building:
+    third_party += ["-isystem", numpy_include()]
+
 extension = Extension(
     "kiln._kiln",
     sources=engine_sources() + pymod_sources,
     include_dirs=["engine/include"],
     # Third-party headers as system headers, so the warning flags judge kiln's code alone.
-    extra_compile_args=["-std=c11", "-D_GNU_SOURCE", "-isystem", numpy.get_include(),
-                        "-isystem", os.path.join(cuda_home, "include")] + warnings,
+    extra_compile_args=["-std=c11", "-D_GNU_SOURCE"] + third_party + warnings,
     libraries=["crypto", "dl", "pthread"],
 )
 
-setup(
-    name="kiln",
-    version="0.1.0",
-    description="Run-time compiled CUDA kernels: NVRTC, a kernel cache, PyCUDA's object model",
-    package_dir={"": "pymod"},
-    packages=["kiln"],
-    ext_modules=[extension],
-    python_requires=">=3.9",
-    install_requires=["numpy"],
-)
+setup(version=version(), ext_modules=[extension])

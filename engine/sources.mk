@@ -23,5 +23,6 @@ KILN_ENGINE_SOURCES = \
 	engine/src/globals.c \
 	engine/src/function.c \
 	engine/src/image.c \
+	engine/src/portable.c \
 	engine/src/stream.c \
 	engine/src/launch.c

@@ -195,6 +195,26 @@ kiln_status kiln_module_save(const kiln_module *m, const char *source, const cha
 kiln_status kiln_module_from_image(const void *image, size_t size, kiln_module **out);
 kiln_status kiln_module_from_file(const char *path, kiln_module **out);
 
+/* A module as bytes to send to another process or machine (pickling): its compiled code (CUBIN
+ * and PTX), its kernels' names and signatures, in the cache entry's checksummed format, without
+ * its source. *out is malloc'd; release it with free(). */
+kiln_status kiln_module_serialize(const kiln_module *m, unsigned char **out, size_t *size);
+/* The module those bytes hold, checked whole (format, length, checksum) before anything is
+ * read; no NVRTC and no device: the code loads on the first launch, as a cache hit's does. */
+kiln_status kiln_module_deserialize(const void *data, size_t size, kiln_module **out);
+
+/* ---- Where NVRTC comes from -------------------------------------------------------------- *
+ *
+ * NVRTC is opened on the first compile: $KILN_NVRTC_PATH alone when set; else libnvrtc.so.13,
+ * then .12, each looked for on the loader path, in the folders given here (the Python package
+ * passes the lib folders of NVIDIA's wheels nvidia-cuda-nvrtc), in $CONDA_PREFIX/lib, then
+ * under $CUDA_HOME, $CUDA_PATH, /usr/local/cuda (lib64). The CUDA headers are those beside the
+ * library that opened. */
+kiln_status kiln_nvrtc_set_search_path(const char *dirs); /* ':'-separated; before a compile */
+/* Opens NVRTC if needed; *lib: the library file, *include_dir and *cccl_dir: the header folders
+ * passed to every compile ("" when none was found). The strings live as long as the process. */
+kiln_status kiln_nvrtc_where(const char **lib, const char **include_dir, const char **cccl_dir);
+
 /* ---- The kernel cache ------------------------------------------------------------------- *
  *
  * kiln_module_from_source keeps what it compiles in a folder: $KILN_CACHE_DIR, else

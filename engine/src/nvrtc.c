@@ -3,6 +3,7 @@
 
 #include "hash.h"
 
+#include <dirent.h>
 #include <dlfcn.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -19,32 +20,90 @@ static pthread_once_t kiln__nvrtc_once = PTHREAD_ONCE_INIT;
 static kiln_status kiln__nvrtc_status = KILN_ERROR_NO_NVRTC; /* until it opens */
 static char kiln__nvrtc_msg[1024];
 
+/* Folders given by kiln_nvrtc_set_search_path (NVIDIA's wheels' lib folders, from Python):
+ * read once, under the pthread_once that opens NVRTC, and by the note's name. */
+static pthread_mutex_t kiln__search_lock = PTHREAD_MUTEX_INITIALIZER;
+static char *kiln__search_path;
+
+kiln_status kiln_nvrtc_set_search_path(const char *dirs) {
+  char *copy = NULL;
+  if (dirs && *dirs && !(copy = strdup(dirs)))
+    return kiln__fail(KILN_ERROR_NO_MEMORY, "out of memory for the NVRTC search path");
+  pthread_mutex_lock(&kiln__search_lock);
+  char *old = kiln__search_path;
+  kiln__search_path = copy;
+  pthread_mutex_unlock(&kiln__search_lock);
+  free(old);
+  return KILN_OK;
+}
+
+/* NVRTC opens libnvrtc-builtins.so.X.Y by its soname when it first compiles; in a folder
+ * off the loader path (NVIDIA's wheels put both in nvidia/cu13/lib) that fails, unless the
+ * library is already loaded, which a soname lookup finds first. */
+static void kiln__nvrtc_open_builtins(const char *dir) {
+  DIR *d = opendir(dir);
+  if (!d) return;
+  const char prefix[] = "libnvrtc-builtins.so.";
+  for (struct dirent *e; (e = readdir(d));) {
+    char path[PATH_MAX];
+    if (strncmp(e->d_name, prefix, sizeof prefix - 1) != 0) continue;
+    int n = snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+    if (n > 0 && (size_t)n < sizeof path) dlopen(path, RTLD_NOW | RTLD_LOCAL); /* kept open */
+  }
+  closedir(d);
+}
+
+/* Opens dir/soname, then the builtins library beside it; NULL when it does not open. */
+static void *kiln__nvrtc_open_in(const char *dir, size_t len, const char *soname) {
+  char path[PATH_MAX];
+  int n = snprintf(path, sizeof path, "%.*s/%s", (int)len, dir, soname);
+  if (n <= 0 || (size_t)n >= sizeof path || access(path, R_OK) != 0) return NULL;
+  void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+  if (h) {
+    path[len] = '\0';
+    kiln__nvrtc_open_builtins(path);
+  }
+  return h;
+}
+
+/* KILN_NVRTC_PATH alone when set. Otherwise the newest NVRTC (libnvrtc.so.13, then .12), and
+ * for each: the loader path, so that a machine whose loader finds NVRTC keeps it; the search
+ * path (NVIDIA's pip wheels), which serves an environment with no toolkit; $CONDA_PREFIX/lib;
+ * the toolkit folders. */
 static void *kiln__nvrtc_open(char *tried, size_t tried_size) {
   const char *env = getenv("KILN_NVRTC_PATH");
   if (env && *env) {
     snprintf(tried, tried_size, "KILN_NVRTC_PATH=%s", env);
     return dlopen(env, RTLD_NOW | RTLD_LOCAL);
   }
-  /* The loader path first, then the usual toolkit folders (not always on the loader path). */
   const char *sonames[] = {"libnvrtc.so.13", "libnvrtc.so.12"};
+  const char *conda = getenv("CONDA_PREFIX");
   const char *roots[] = {getenv("CUDA_HOME"), getenv("CUDA_PATH"), "/usr/local/cuda"};
-  for (size_t i = 0; i < KILN__COUNT(sonames); i++) {
-    void *h = dlopen(sonames[i], RTLD_NOW | RTLD_LOCAL);
-    if (h) return h;
-  }
-  for (size_t r = 0; r < KILN__COUNT(roots); r++) {
-    if (!roots[r] || !*roots[r]) continue;
-    for (size_t i = 0; i < KILN__COUNT(sonames); i++) {
-      char path[PATH_MAX];
-      snprintf(path, sizeof path, "%s/lib64/%s", roots[r], sonames[i]);
-      void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
-      if (h) return h;
+  char dir[PATH_MAX];
+  void *h = NULL;
+  for (size_t i = 0; i < KILN__COUNT(sonames) && !h; i++) {
+    if ((h = dlopen(sonames[i], RTLD_NOW | RTLD_LOCAL))) break;
+    pthread_mutex_lock(&kiln__search_lock);
+    for (const char *p = kiln__search_path; p && *p && !h;) {
+      size_t len = strcspn(p, ":");
+      if (len) h = kiln__nvrtc_open_in(p, len, sonames[i]);
+      p += len + (p[len] == ':');
+    }
+    pthread_mutex_unlock(&kiln__search_lock);
+    if (!h && conda && *conda && snprintf(dir, sizeof dir, "%s/lib", conda) < (int)sizeof dir)
+      h = kiln__nvrtc_open_in(dir, strlen(dir), sonames[i]);
+    for (size_t r = 0; r < KILN__COUNT(roots) && !h; r++) {
+      if (roots[r] && *roots[r] &&
+          snprintf(dir, sizeof dir, "%s/lib64", roots[r]) < (int)sizeof dir)
+        h = kiln__nvrtc_open_in(dir, strlen(dir), sonames[i]);
     }
   }
-  snprintf(tried, tried_size,
-           "libnvrtc.so.13 and libnvrtc.so.12 on the loader path and under $CUDA_HOME, "
-           "$CUDA_PATH and /usr/local/cuda");
-  return NULL;
+  if (!h)
+    snprintf(tried, tried_size,
+             "libnvrtc.so.13 and libnvrtc.so.12 on the loader path, in NVIDIA's pip wheels "
+             "(nvidia-cuda-nvrtc), under $CONDA_PREFIX/lib and under $CUDA_HOME, $CUDA_PATH "
+             "and /usr/local/cuda");
+  return h;
 }
 
 /* Joins a and b into out; 0 when it does not fit. */
@@ -58,8 +117,10 @@ static int kiln__has_fp16_header(const char *dir) {
   return kiln__join(path, sizeof path, dir, "/cuda_fp16.h") && access(path, R_OK) == 0;
 }
 
-/* The toolkit's include folder: beside the NVRTC that was loaded (lib/../include, or the pip
- * wheels' nvidia/cuda_runtime/include), else under $CUDA_HOME, $CUDA_PATH, /usr/local/cuda. */
+/* The toolkit's include folder: beside the NVRTC that was loaded (lib/../include, which is
+ * also CUDA 13's wheels' nvidia/cu13/include; CUDA 12's wheels' nvidia/cuda_runtime/include;
+ * conda's targets/x86_64-linux/include), else under $CUDA_HOME, $CUDA_PATH, /usr/local/cuda,
+ * $CONDA_PREFIX. */
 static void kiln__nvrtc_find_includes(void *symbol) {
   Dl_info info;
   char lib[PATH_MAX], cand[PATH_MAX];
@@ -67,7 +128,8 @@ static void kiln__nvrtc_find_includes(void *symbol) {
     char *slash = strrchr(lib, '/');
     if (slash) {
       *slash = '\0';
-      const char *rel[] = {"/../include", "/../../cuda_runtime/include"};
+      const char *rel[] = {"/../include", "/../../cuda_runtime/include",
+                           "/../targets/x86_64-linux/include"};
       for (size_t i = 0; i < KILN__COUNT(rel); i++) {
         char real[PATH_MAX];
         if (kiln__join(cand, sizeof cand, lib, rel[i]) && realpath(cand, real) &&
@@ -77,7 +139,13 @@ static void kiln__nvrtc_find_includes(void *symbol) {
       }
     }
   }
-  const char *roots[] = {getenv("CUDA_HOME"), getenv("CUDA_PATH"), "/usr/local/cuda"};
+  const char *conda = getenv("CONDA_PREFIX");
+  char conda_targets[PATH_MAX];
+  if (!conda || !*conda ||
+      !kiln__join(conda_targets, sizeof conda_targets, conda, "/targets/x86_64-linux"))
+    conda_targets[0] = '\0';
+  const char *roots[] = {getenv("CUDA_HOME"), getenv("CUDA_PATH"), "/usr/local/cuda", conda,
+                         conda_targets};
   for (size_t r = 0; r < KILN__COUNT(roots); r++) {
     if (!roots[r] || !*roots[r]) continue;
     if (kiln__join(cand, sizeof cand, roots[r], "/include") && kiln__has_fp16_header(cand) &&
@@ -150,9 +218,16 @@ static void kiln__nvrtc_load_once(void) {
     if (!realpath(info.dli_fname, kiln__nvrtc.lib_path)) kiln__nvrtc.lib_path[0] = '\0';
   }
   kiln__nvrtc_find_includes(*symbols[0].slot);
+  /* CCCL (CUB, Thrust, <cuda/std/...>): include/cccl from CUDA 13 on (the toolkit's, and the
+   * nvidia-cuda-cccl wheel's nvidia/cu13/include/cccl); CUDA 12's wheel keeps it in
+   * nvidia/cuda_cccl/include, beside the runtime's nvidia/cuda_runtime/include. */
   char cccl[PATH_MAX];
   if (kiln__nvrtc.include_dir[0] &&
-      kiln__join(cccl, sizeof cccl, kiln__nvrtc.include_dir, "/cccl") && access(cccl, R_OK) == 0)
+      ((kiln__join(cccl, sizeof cccl, kiln__nvrtc.include_dir, "/cccl") &&
+        access(cccl, R_OK) == 0) ||
+       (kiln__join(cccl, sizeof cccl, kiln__nvrtc.include_dir, "/../../cuda_cccl/include/cub") &&
+        access(cccl, R_OK) == 0 &&
+        kiln__join(cccl, sizeof cccl, kiln__nvrtc.include_dir, "/../../cuda_cccl/include"))))
     kiln__join(kiln__nvrtc.cccl_dir, sizeof kiln__nvrtc.cccl_dir, cccl, "");
   __atomic_store_n(&kiln__nvrtc_status, KILN_OK, __ATOMIC_RELEASE);
 }
@@ -161,6 +236,15 @@ kiln_status kiln__nvrtc_load(void) {
   pthread_once(&kiln__nvrtc_once, kiln__nvrtc_load_once);
   if (KILN__LIKELY(kiln__nvrtc_status == KILN_OK)) return KILN_OK;
   return kiln__fail(kiln__nvrtc_status, "%s", kiln__nvrtc_msg);
+}
+
+kiln_status kiln_nvrtc_where(const char **lib, const char **include_dir, const char **cccl_dir) {
+  kiln_status s = kiln__nvrtc_load();
+  if (s) return s;
+  if (lib) *lib = kiln__nvrtc.lib_path;
+  if (include_dir) *include_dir = kiln__nvrtc.include_dir;
+  if (cccl_dir) *cccl_dir = kiln__nvrtc.cccl_dir;
+  return KILN_OK;
 }
 
 int kiln__nvrtc_clamp_arch(const kiln__nvrtc_id *id, int want) {
@@ -198,10 +282,14 @@ int kiln__nvrtc_is(const kiln__nvrtc_id *id) {
 
 /* The note's name: a digest of the environment that steers which NVRTC opens. */
 static int kiln__note_path(char *out, size_t cap, const char *dir) {
-  const char *names[] = {"KILN_NVRTC_PATH", "LD_LIBRARY_PATH", "CUDA_HOME", "CUDA_PATH"};
+  const char *names[] = {"KILN_NVRTC_PATH", "LD_LIBRARY_PATH", "CUDA_HOME", "CUDA_PATH",
+                         "CONDA_PREFIX"};
   kiln__hasher *h;
   if (kiln__hash_begin(&h)) return 0;
   for (size_t i = 0; i < KILN__COUNT(names); i++) kiln__hash_string(h, getenv(names[i]));
+  pthread_mutex_lock(&kiln__search_lock);
+  kiln__hash_string(h, kiln__search_path);
+  pthread_mutex_unlock(&kiln__search_lock);
   unsigned char key[KILN__KEY_SIZE];
   char hex[2 * KILN__KEY_SIZE + 1];
   if (kiln__hash_end(h, key)) return 0;

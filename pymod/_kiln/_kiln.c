@@ -13,6 +13,7 @@
 #include "hostmem.h"
 #include "interop.h"
 #include "memory.h"
+#include "portable.h"
 #include "reduce.h"
 #include "sourcemodule.h"
 #include "stream.h"
@@ -31,7 +32,7 @@ static int kpy_exec(PyObject *module) {
       kpy_interop_init(module, st) < 0 || kpy_hostmem_init(module, st) < 0 ||
       kpy_cache_init(module, st) < 0 || kpy_ewise_init(module, st) < 0 ||
       kpy_reduce_init(module, st) < 0 || kpy_context_init(module, st) < 0 ||
-      kpy_wait_init(module, st) < 0)
+      kpy_wait_init(module, st) < 0 || kpy_portable_init(module, st) < 0)
     return -1;
   char version[32];
   PyOS_snprintf(version, sizeof version, "%d.%d.%d", KILN_VERSION_MAJOR, KILN_VERSION_MINOR,

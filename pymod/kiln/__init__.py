@@ -53,8 +53,12 @@ from ._kiln import (
     memcpy_htod,
     synchronize,
     current_device,
+    nvrtc_where,
 )
+from . import _pickle
 
+_pickle.register()
+_pickle.use_wheel_nvrtc()
 
 
 def empty_like(a, stream=None):
@@ -152,4 +156,5 @@ __all__ = [
     "memcpy_htod",
     "synchronize",
     "current_device",
+    "nvrtc_where",
 ]

@@ -4,6 +4,7 @@
     python -m kiln compile kernel.cu --arch sm_80,sm_90 [-D NAME=VALUE] [-I DIR]
                                      [--option=-lineinfo] [-o kernel.cubin]
     python -m kiln cache info | list | prune [--max-bytes N] | clear
+    python -m kiln cache export FILE [--from DIR] | import FILE [--into DIR]
 """
 import argparse
 import os
@@ -168,6 +169,8 @@ def main(argv=None):
     prune.add_argument("--max-bytes", type=_bytes, help="the size to prune to (500M, 1G; "
                        "default $KILN_CACHE_MAX_BYTES or 1G)")
     actions.add_parser("clear", help="remove every entry")
+    from . import _cachefile
+    _cachefile.add_parsers(actions)
 
     args = parser.parse_args(_join_option_values(sys.argv[1:] if argv is None else argv))
     if args.command == "demo":
@@ -176,6 +179,8 @@ def main(argv=None):
     try:
         if args.command == "compile":
             return compile_command(args)
+        if args.command == "cache" and args.action in ("export", "import"):
+            return _cachefile.command(args)
         if args.command == "cache":
             return cache_command(args)
     except CommandError as e:
