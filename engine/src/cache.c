@@ -391,9 +391,11 @@ static int kiln__read_all(int fd, unsigned char *buf, size_t n) {
 }
 
 /* Reads and decodes the entry at path. 1: a good entry in *out; 0: none there; -1: a bad one,
- * with why. The file is read under a shared lock so eviction leaves it be. */
+ * with why. *out is empty unless 1. The file is read under a shared lock so eviction leaves it
+ * be. */
 static int kiln__entry_load(const char *path, const unsigned char *key, int allow_root,
                             kiln__cached *out, struct stat *st, const char **why, int *fd_out) {
+  memset(out, 0, sizeof *out); /* a file gone since the scan returns before the decoder runs */
   *why = NULL;
   int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
   if (fd < 0) return errno == ENOENT || errno == ENOTDIR ? 0 : (*why = "it cannot be opened", -1);
@@ -801,7 +803,9 @@ kiln_status kiln_cache_list(int (*visit)(const kiln_cache_entry *e, void *ctx), 
       kiln__cached cached;
       struct stat st;
       const char *why;
-      kiln__entry_load(path, NULL, layer > 0, &cached, &st, &why, NULL);
+      /* Another process or thread may have evicted or replaced it since the scan: an entry
+       * that is gone is no longer listed. */
+      if (kiln__entry_load(path, NULL, layer > 0, &cached, &st, &why, NULL) == 0) continue;
       size_t used = 0;
       for (int k = 0; !why && k < cached.n_kernels; k++) {
         int w = snprintf(kernels + used, sizeof kernels - used, "%s%s", k ? ", " : "",
