@@ -600,8 +600,8 @@ static uint64_t kiln__evict(const char *dir, uint64_t max, uint64_t target) {
   if (kiln__scan_entries(dir, 1, &files, &n) != 0) return 0;
   uint64_t total = 0, removed = 0;
   for (size_t i = 0; i < n; i++) total += files[i].bytes;
+  if (total > max && n > 1) qsort(files, n, sizeof *files, kiln__by_use);
   if (total > max) {
-    qsort(files, n, sizeof *files, kiln__by_use);
     for (size_t i = 0; i < n && total > target; i++)
       if (kiln__evict_one(dir, &files[i])) {
         total -= files[i].bytes;
@@ -792,7 +792,7 @@ kiln_status kiln_cache_list(int (*visit)(const kiln_cache_entry *e, void *ctx), 
     kiln__scanned *files;
     size_t n;
     if (kiln__scan_entries(dir, 0, &files, &n) != 0) continue;
-    qsort(files, n, sizeof *files, kiln__by_use);
+    if (n > 1) qsort(files, n, sizeof *files, kiln__by_use); /* an empty folder's list is NULL */
     int stop = 0;
     for (size_t i = 0; i < n && !stop; i++) {
       char path[PATH_MAX], key[2 * KILN__KEY_SIZE + 1], kernels[4096] = "";
