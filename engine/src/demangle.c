@@ -42,6 +42,11 @@ static int kiln__dm_source_name(kiln__demangler *d, char *buf, size_t cap, size_
     if (n > 4096) return d->ok = 0;
   }
   if ((unsigned long)(d->end - d->p) < n) return d->ok = 0;
+  /* An identifier's characters only: a NUL or a space would make a plain name that is not the
+   * kernel's (or an empty one). */
+  for (unsigned long i = 0; i < n; i++)
+    if (!isalnum((unsigned char)d->p[i]) && d->p[i] != '_' && d->p[i] != '$' && d->p[i] != '.')
+      return d->ok = 0;
   if (buf) {
     if (*used + n + 3 > cap) return d->ok = 0;
     if (*used) {

@@ -118,6 +118,10 @@ TEST(mangled_names_are_read_within_their_length) {
       free(copy);
     }
   }
+  /* A name's characters are an identifier's: a NUL inside is no name (it would be an empty one). */
+  int t[4], m = 0;
+  ASSERT(kiln__demangle("_Z1\0iKS0_", 9, t, 4, &m) == NULL);
+  ASSERT(kiln__demangle("_Z2a ii", 7, t, 4, &m) == NULL);
   /* The length decides, not a NUL: what follows it is not read as part of the name. */
   int types[4], n = 0;
   char *plain = kiln__demangle("_Z1kiPPPPjunk", 5, types, 4, &n);
