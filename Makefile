@@ -91,7 +91,7 @@ gpu-check:
 
 # ---- Sanitizers ------------------------------------------------------------------------------
 # `make sanitize` builds the engine, the C tests and the extension with AddressSanitizer and
-# UndefinedBehaviorSanitizer into build/san/ (the normal build untouched), then runs the C
+# UndefinedBehaviorSanitizer into build/san-<compiler>/ (the normal build untouched), then runs the C
 # tests and the pytest suite under them; the first report fails the run. SAN_CC picks the
 # compiler: gcc (the default cc) and clang both work. GPU tests skip without a GPU, as in
 # `make test`; on a GPU machine they run too (protect_shadow_gap=0 lets the CUDA driver map
@@ -102,14 +102,16 @@ gpu-check:
 # design, and LeakSanitizer reports them all; kiln's own leaks are the C tests' to find.
 
 SAN_CC    ?= $(CC)
-SAN_BUILD  = $(BUILD)/san
+SAN_BUILD  = $(BUILD)/san-$(notdir $(SAN_CC))
 SAN_FLAGS  = -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
 SAN_PKG    = $(SAN_BUILD)/py
 SAN_ASAN   = detect_leaks=1:abort_on_error=0:protect_shadow_gap=0:detect_stack_use_after_return=0
 SAN_UBSAN  = print_stacktrace=1:halt_on_error=1
-# gcc's runtime is libasan.so; clang's, libclang_rt.asan-<arch>.so, which also holds UBSan's.
-SAN_RT     = $(shell $(SAN_CC) -print-file-name=libasan.so 2>/dev/null | grep / || \
-                 $(SAN_CC) -print-file-name=libclang_rt.asan-$(shell uname -m).so)
+# gcc's runtime is libasan.so; clang's, libclang_rt.asan-<arch>.so, which also holds UBSan's
+# (clang would also find gcc's libasan.so, whose UBSan part lives in another library).
+SAN_RT     = $(shell if $(SAN_CC) --version 2>/dev/null | grep -q clang; \
+                 then $(SAN_CC) -print-file-name=libclang_rt.asan-$$(uname -m).so; \
+                 else $(SAN_CC) -print-file-name=libasan.so; fi)
 
 sanitize: ext lib
 	$(MAKE) --no-print-directory BUILD=$(SAN_BUILD) CC=$(SAN_CC) CFLAGS='-O1 -g $(SAN_FLAGS)' \
