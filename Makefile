@@ -1,6 +1,8 @@
 # kiln: `make demo` runs the seed's multiply_them end to end; `make test` runs every test.
 # Both set up what they need on a fresh machine (NumPy and pytest come from the registry when
 # they are missing; on a machine without network they must already be installed).
+# `make sanitize` runs the C tests and pytest again under ASan and UBSan; `make fuzz` runs the
+# libFuzzer targets; `make lint` the checks CI enforces. Each has its section below.
 
 PYTHON    ?= python3
 # The interpreter everything runs with, PY: $(PYTHON) itself when it already has NumPy, pytest
@@ -39,7 +41,7 @@ CTESTS  = $(wildcard tests/c/*.c)
 EXT     = pymod/kiln/_kiln$(shell $(PYTHON) -c 'import sysconfig; print(sysconfig.get_config_var("EXT_SUFFIX"))')
 PYENV   = PYTHONPATH=$(CURDIR)/pymod$${PYTHONPATH:+:$$PYTHONPATH}
 
-.PHONY: all lib ext deps demo test test-c test-py bench bench-detail gpu-check fuzz fuzz-cc clean \
+.PHONY: all lib ext deps demo test test-c test-py bench bench-detail gpu-check sanitize fuzz fuzz-cc clean \
         lint lint-build lint-layers lint-format lint-tools format
 
 all: lib ext
@@ -109,18 +111,58 @@ gpu-check:
 	KILN_REQUIRE_GPU=1 $(MAKE) test
 	$(MAKE) bench
 
+# ---- Sanitizers ------------------------------------------------------------------------------
+# `make sanitize` builds the engine, the C tests and the extension with AddressSanitizer and
+# UndefinedBehaviorSanitizer into build/san-<compiler>/ (the normal build untouched), then runs the C
+# tests and the pytest suite under them; the first report fails the run. SAN_CC picks the
+# compiler: gcc (the default cc) and clang both work. GPU tests skip without a GPU, as in
+# `make test`; on a GPU machine they run too (protect_shadow_gap=0 lets the CUDA driver map
+# the memory ASan would otherwise guard).
+# Python itself is not built with ASan, so its runtime is preloaded (LD_PRELOAD) into the
+# interpreter for the extension to load. Leak detection stays on for the C tests and is off for
+# the interpreter: CPython keeps interned strings, static types and its arenas alive at exit by
+# design, and LeakSanitizer reports them all; kiln's own leaks are the C tests' to find.
+
+SAN_CC    ?= $(CC)
+SAN_BUILD  = $(BUILD)/san-$(notdir $(SAN_CC))
+SAN_FLAGS  = -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
+SAN_PKG    = $(SAN_BUILD)/py
+SAN_ASAN   = detect_leaks=1:abort_on_error=0:protect_shadow_gap=0:detect_stack_use_after_return=0
+SAN_UBSAN  = print_stacktrace=1:halt_on_error=1
+# gcc's runtime is libasan.so; clang's, libclang_rt.asan-<arch>.so, which also holds UBSan's
+# (clang would also find gcc's libasan.so, whose UBSan part lives in another library).
+SAN_RT     = $(shell if $(SAN_CC) --version 2>/dev/null | grep -q clang; \
+                 then $(SAN_CC) -print-file-name=libclang_rt.asan-$$(uname -m).so; \
+                 else $(SAN_CC) -print-file-name=libasan.so; fi)
+
+sanitize: ext lib
+	$(MAKE) --no-print-directory BUILD=$(SAN_BUILD) CC=$(SAN_CC) CFLAGS='-O1 -g $(SAN_FLAGS)' \
+	    $(SAN_BUILD)/test_engine
+	CC=$(SAN_CC) CFLAGS='$(SAN_FLAGS)' LDFLAGS='$(SAN_FLAGS)' $(PYTHON) setup.py --quiet \
+	    build_ext --force --build-temp $(SAN_BUILD)/ext --build-lib $(SAN_BUILD)/lib
+	@# The package's Python files with the sanitized extension beside them.
+	rm -rf $(SAN_PKG) && mkdir -p $(SAN_PKG) && cp -R pymod/kiln $(SAN_PKG)/ && \
+	    rm -f $(SAN_PKG)/kiln/_kiln*.so && cp $(SAN_BUILD)/lib/kiln/_kiln*.so $(SAN_PKG)/kiln/
+	ASAN_OPTIONS=$(SAN_ASAN) UBSAN_OPTIONS=$(SAN_UBSAN) $(SAN_BUILD)/test_engine
+	@test -f "$(SAN_RT)" || { echo "sanitize: no ASan runtime for $(SAN_CC)"; exit 1; }
+	LD_PRELOAD=$(SAN_RT) ASAN_OPTIONS=$(SAN_ASAN):detect_leaks=0 UBSAN_OPTIONS=$(SAN_UBSAN) \
+	    PYTHONPATH=$(CURDIR)/$(SAN_PKG) $(PYTHON) -m pytest -q -rs -p no:cacheprovider tests
+
 # ---- Fuzzing ---------------------------------------------------------------------------------
-# libFuzzer over the two parsers that read bytes kiln did not write in this process: cache
-# entries found on disk (kiln__entry_decode) and sources and headers scanned for #include
-# (kiln__headers_find_includes). `make fuzz` builds the targets, writes the seed corpora and
-# runs each target for FUZZ_SECONDS; it fails when one crashes, leaving the input under
-# build/fuzz/.
+# libFuzzer over the readers of bytes kiln did not write in this process: cache entries found
+# on disk (kiln__entry_decode), sources and headers scanned for #include
+# (kiln__headers_find_includes), PTX given as an image or compiled (kiln__ptx_parse,
+# kiln__ptx_globals, kiln_module_from_image) and the mangled names in it (kiln__demangle).
+# Every target copies its input into a buffer of exactly its size, with no NUL after it.
+# `make fuzz` builds the targets, writes the seed corpora and runs each target for
+# FUZZ_SECONDS; it fails when one crashes, leaving the input under build/fuzz/. CI runs it
+# for 30 s a target.
 # The corpora grow there between runs (build/ is git-ignored).
 
 FUZZ_CC      ?= clang
 FUZZ_SECONDS ?= 60
 FUZZ_DIR      = $(BUILD)/fuzz
-FUZZ_TARGETS  = entry includes
+FUZZ_TARGETS  = entry includes ptx demangle
 FUZZ_OBJS     = $(KILN_ENGINE_SOURCES:%.c=$(FUZZ_DIR)/%.o)
 # UBSan does not recover, so undefined behaviour stops the run like a crash does and libFuzzer
 # keeps the input. The engine's own objects get -fsanitize=fuzzer-no-link: coverage feedback
@@ -156,7 +198,7 @@ $(FUZZ_DIR)/seed: tests/fuzz/seed.c $(FUZZ_OBJS) $(HEADERS)
 # on one input counts as a crash too.
 fuzz: $(FUZZ_TARGETS:%=$(FUZZ_DIR)/fuzz_%) $(FUZZ_DIR)/seed
 	@mkdir -p $(FUZZ_TARGETS:%=$(FUZZ_DIR)/corpus-%)
-	$(FUZZ_DIR)/seed $(FUZZ_DIR)/corpus-entry $(FUZZ_DIR)/corpus-includes
+	$(FUZZ_DIR)/seed $(FUZZ_TARGETS:%=$(FUZZ_DIR)/corpus-%)
 	@rm -f $(FUZZ_DIR)/summary; failed=0; \
 	for t in $(FUZZ_TARGETS); do \
 	    log=$(FUZZ_DIR)/$$t.log; \

@@ -476,9 +476,11 @@ static int kiln__entry_open(const char *path, int allow_root, const char **why) 
 }
 
 /* Reads and decodes the entry at path. 1: a good entry in *out; 0: none there; -1: a bad one,
- * with why. The file is read under a shared lock so eviction leaves it be. */
+ * with why. *out is empty unless 1. The file is read under a shared lock so eviction leaves it
+ * be. */
 static int kiln__entry_load(const char *path, const unsigned char *key, int allow_root,
                             kiln__cached *out, struct stat *st, const char **why, int *fd_out) {
+  memset(out, 0, sizeof *out); /* a file gone since the scan returns before the decoder runs */
   *why = NULL;
   int fd = kiln__entry_open(path, allow_root, why);
   if (fd < 0) return *why ? -1 : 0;
@@ -696,8 +698,8 @@ static uint64_t kiln__evict(const char *dir, uint64_t max, uint64_t target) {
   if (kiln__scan_entries(dir, 1, &files, &n) != 0) return 0;
   uint64_t total = 0, removed = 0;
   for (size_t i = 0; i < n; i++) total += files[i].bytes;
+  if (total > max && n > 1) qsort(files, n, sizeof *files, kiln__by_use);
   if (total > max) {
-    qsort(files, n, sizeof *files, kiln__by_use);
     for (size_t i = 0; i < n && total > target; i++)
       if (kiln__evict_one(dir, &files[i])) {
         total -= files[i].bytes;
@@ -888,7 +890,7 @@ kiln_status kiln_cache_list(int (*visit)(const kiln_cache_entry *e, void *ctx), 
     kiln__scanned *files;
     size_t n;
     if (kiln__scan_entries(dir, 0, &files, &n) != 0) continue;
-    qsort(files, n, sizeof *files, kiln__by_use);
+    if (n > 1) qsort(files, n, sizeof *files, kiln__by_use); /* an empty folder's list is NULL */
     int stop = 0;
     for (size_t i = 0; i < n && !stop; i++) {
       char path[PATH_MAX], key[2 * KILN__KEY_SIZE + 1], kernels[4096] = "";
@@ -899,7 +901,9 @@ kiln_status kiln_cache_list(int (*visit)(const kiln_cache_entry *e, void *ctx), 
       kiln__cached cached;
       struct stat st;
       const char *why;
-      kiln__entry_load(path, NULL, layer > 0, &cached, &st, &why, NULL);
+      /* Another process or thread may have evicted or replaced it since the scan: an entry
+       * that is gone is no longer listed. */
+      if (kiln__entry_load(path, NULL, layer > 0, &cached, &st, &why, NULL) == 0) continue;
       size_t used = 0;
       for (int k = 0; !why && k < cached.n_kernels; k++) {
         int w = snprintf(kernels + used, sizeof kernels - used, "%s%s", k ? ", " : "",

@@ -13,11 +13,17 @@
 /* What a substitution (S_, S0_, ...) stands for, as far as a parameter's class goes. */
 enum { KILN__SUB_OTHER = -1 };
 
+/* How deeply one type may nest (P, R, O, K, V, r each add a level). The reader recurses once
+ * per level, so a name of 300,000 P's would otherwise take the stack with it; real kernel
+ * parameters nest a handful of levels. */
+#define KILN__DM_MAX_DEPTH 64
+
 typedef struct kiln__demangler {
   const char *p, *end;
   int subs[64]; /* per substitution candidate: a kiln_param_class or KILN__SUB_OTHER */
   int n_subs;
   int ok;
+  int depth; /* of kiln__dm_type's recursion */
 } kiln__demangler;
 
 static void kiln__sub_add(kiln__demangler *d, int cls) {
@@ -36,6 +42,11 @@ static int kiln__dm_source_name(kiln__demangler *d, char *buf, size_t cap, size_
     if (n > 4096) return d->ok = 0;
   }
   if ((unsigned long)(d->end - d->p) < n) return d->ok = 0;
+  /* An identifier's characters only: a NUL or a space would make a plain name that is not the
+   * kernel's (or an empty one). */
+  for (unsigned long i = 0; i < n; i++)
+    if (!isalnum((unsigned char)d->p[i]) && d->p[i] != '_' && d->p[i] != '$' && d->p[i] != '.')
+      return d->ok = 0;
   if (buf) {
     if (*used + n + 3 > cap) return d->ok = 0;
     if (*used) {
@@ -118,6 +129,28 @@ static int kiln__dm_builtin(int ch) {
   }
 }
 
+static int kiln__dm_type(kiln__demangler *d);
+
+/* A pointer, reference or cv-qualified type: the one place the reader recurses, so the one
+ * place the depth is counted. Past the limit the types are unreadable, never wrong. */
+static int kiln__dm_qualified(kiln__demangler *d) {
+  if (d->depth >= KILN__DM_MAX_DEPTH) return d->ok = 0, KILN__SUB_OTHER;
+  d->depth++;
+  int cls;
+  int ch = *d->p;
+  if (ch == 'P' || ch == 'R' || ch == 'O') {
+    d->p++;
+    kiln__dm_type(d);
+    cls = KILN_PARAM_PTR;
+  } else {
+    while (kiln__dm_peek(d) == 'K' || kiln__dm_peek(d) == 'V' || kiln__dm_peek(d) == 'r') d->p++;
+    cls = kiln__dm_type(d);
+  }
+  d->depth--;
+  kiln__sub_add(d, cls);
+  return cls;
+}
+
 /* <type>; returns the class a parameter of this type has (KILN__SUB_OTHER for classes). */
 static int kiln__dm_type(kiln__demangler *d) {
   int ch = kiln__dm_peek(d);
@@ -130,20 +163,10 @@ static int kiln__dm_type(kiln__demangler *d) {
   switch (ch) {
   case 'P':
   case 'R':
-  case 'O': {
-    d->p++;
-    kiln__dm_type(d);
-    kiln__sub_add(d, KILN_PARAM_PTR);
-    return KILN_PARAM_PTR;
-  }
+  case 'O':
   case 'K':
   case 'V':
-  case 'r': {
-    while (kiln__dm_peek(d) == 'K' || kiln__dm_peek(d) == 'V' || kiln__dm_peek(d) == 'r') d->p++;
-    int inner = kiln__dm_type(d);
-    kiln__sub_add(d, inner);
-    return inner;
-  }
+  case 'r': return kiln__dm_qualified(d);
   case 'S': {
     int cls = kiln__dm_substitution(d);
     if (kiln__dm_peek(d) == 'I') { /* a template specialised from a substitution */
@@ -179,11 +202,10 @@ static int kiln__dm_type(kiln__demangler *d) {
   }
 }
 
-char *kiln__demangle(const char *mangled, int *types, int max_types, int *n_types) {
+char *kiln__demangle(const char *mangled, size_t len, int *types, int max_types, int *n_types) {
   *n_types = -1;
-  size_t len = strlen(mangled);
   if (len < 3 || mangled[0] != '_' || mangled[1] != 'Z') return NULL;
-  kiln__demangler d = {mangled + 2, mangled + len, {0}, 0, 1};
+  kiln__demangler d = {mangled + 2, mangled + len, {0}, 0, 1, 0};
   char plain[512];
   size_t used = 0;
   plain[0] = '\0';

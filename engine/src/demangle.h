@@ -4,10 +4,11 @@
 
 #include "internal.h"
 
-/* From an Itanium-mangled name, the plain name and, when every parameter type could be read,
- * one class per parameter (the builtin's sign, or KILN_PARAM_PTR; -1 where the PTX class
- * stands). Returns the plain name (owned) or NULL when the name is not mangled; *n_types is
- * -1 when the parameter types could not be read. */
-char *kiln__demangle(const char *mangled, int *types, int max_types, int *n_types);
+/* From an Itanium-mangled name, mangled[0..len) (no NUL needed), the plain name and, when every
+ * parameter type could be read, one class per parameter (the builtin's sign, or
+ * KILN_PARAM_PTR; -1 where the PTX class stands). Returns the plain name (owned) or NULL when
+ * the name is not mangled; *n_types is -1 when the parameter types could not be read. Reads
+ * nothing outside the range; its recursion is bounded, whatever the name. */
+char *kiln__demangle(const char *mangled, size_t len, int *types, int max_types, int *n_types);
 
 #endif

@@ -26,7 +26,7 @@ static kiln_status kiln__globals_read_locked(kiln_module *m) {
   }
   for (int i = 0; i < n; i++) {
     int n_types = 0;
-    char *plain = kiln__demangle(names[i], NULL, 0, &n_types);
+    char *plain = kiln__demangle(names[i], strlen(names[i]), NULL, 0, &n_types);
     globals[i].name = names[i];
     globals[i].plain = plain ? plain : kiln__dup_str(names[i]);
     globals[i].device = -1;

@@ -56,9 +56,8 @@ static kiln_status kiln__from_ptx(const char *image, size_t size, kiln_module **
   kiln__code code = {0};
   kiln__kernel *kernels = NULL;
   int n = 0;
-  if (!(code.ptx = kiln__dup_mem(image, size + 1)))
+  if (!(code.ptx = kiln__dup_range(image, size)))
     return kiln__fail(KILN_ERROR_NO_MEMORY, "out of memory for the PTX");
-  code.ptx[size] = '\0';
   code.ptx_size = size;
   code.arch_num = kiln__ptx_target(code.ptx, code.arch, sizeof code.arch);
   if (!code.arch_num) {
@@ -133,6 +132,11 @@ static kiln_status kiln__describe(CUlibrary lib, kiln__kernel **out, int *n_out)
       kernel->n_params = (int)k + 1;
     }
     if (!s) s = kiln__ptx_refine(kernel, 1);
+    const char *why = s ? NULL : kiln__ptx_check_kernel(kernel);
+    if (why)
+      s = kiln__fail(KILN_ERROR_CUDA,
+                     "the driver describes kernel %s in a way kiln cannot call: %s", kernel->name,
+                     why);
   }
   free(handles);
   if (s) {

@@ -43,6 +43,8 @@ static int kiln__ident_char(char ch) {
   return isalnum((unsigned char)ch) || ch == '_' || ch == '$' || ch == '%';
 }
 
+static int kiln__name_start(char ch);
+
 /* One token: a directive (.entry), an identifier, a number, a string or one punctuator.
  * An empty token means the end of the buffer. */
 static kiln__token kiln__next(kiln__cursor *c) {
@@ -102,6 +104,35 @@ static const kiln__ptx_type *kiln__ptx_type_of(kiln__token t) {
 
 /* The largest parameter space any CUDA version allows is 32764 bytes. */
 #define KILN__PARAM_SPACE_MAX 32764u
+/* The largest .align the reader takes on a parameter. */
+#define KILN__PARAM_ALIGN_MAX 4096u
+
+/* The bytes a value of a scalar class takes; 0 for a struct, which may take any. */
+static unsigned kiln__class_size(kiln_param_class c) {
+  switch (c) {
+  case KILN_PARAM_B8:
+  case KILN_PARAM_I8:
+  case KILN_PARAM_U8: return 1;
+  case KILN_PARAM_B16:
+  case KILN_PARAM_I16:
+  case KILN_PARAM_U16: return 2;
+  case KILN_PARAM_B32:
+  case KILN_PARAM_I32:
+  case KILN_PARAM_U32:
+  case KILN_PARAM_F32: return 4;
+  case KILN_PARAM_B64:
+  case KILN_PARAM_I64:
+  case KILN_PARAM_U64:
+  case KILN_PARAM_PTR:
+  case KILN_PARAM_F64: return 8;
+  case KILN_PARAM_AGGREGATE: return 0;
+  }
+  return 0;
+}
+
+static int kiln__name_start(char ch) {
+  return isalpha((unsigned char)ch) || ch == '_' || ch == '$' || ch == '%';
+}
 
 static kiln_status kiln__bad_ptx(kiln__token kernel, int param, const char *what, kiln__token t) {
   return kiln__fail(KILN_ERROR_PTX, "malformed PTX in .entry %.*s, parameter %d: %s, found '%.*s'",
@@ -127,7 +158,7 @@ static kiln_status kiln__parse_param(kiln__cursor *c, kiln__token kernel, int in
     if (kiln__tok_is(t, ".align")) {
       kiln__token n = kiln__next(c);
       unsigned long a;
-      if (!kiln__tok_number(n, &a) || a == 0 || (a & (a - 1)) || a > 4096)
+      if (!kiln__tok_number(n, &a) || a == 0 || (a & (a - 1)) || a > KILN__PARAM_ALIGN_MAX)
         return kiln__bad_ptx(kernel, index, "expected a power-of-two alignment", n);
       if (!is_ptr) align = a; /* after .ptr, .align is the pointee's, not the parameter's */
     } else if (kiln__tok_is(t, ".ptr")) {
@@ -170,12 +201,10 @@ static kiln_status kiln__parse_param(kiln__cursor *c, kiln__token kernel, int in
 /* One .entry: its name, then its parameter list. */
 static kiln_status kiln__parse_kernel(kiln__cursor *c, kiln__kernel *k) {
   kiln__token name = kiln__next(c);
-  if (name.n == 0 || !(isalpha((unsigned char)name.s[0]) || name.s[0] == '_' || name.s[0] == '$' ||
-                       name.s[0] == '%'))
+  if (name.n == 0 || !kiln__name_start(name.s[0]))
     return kiln__fail(KILN_ERROR_PTX, "malformed PTX: .entry is not followed by a name");
-  k->name = kiln__dup_mem(name.s, name.n + 1);
+  k->name = kiln__dup_range(name.s, name.n);
   if (!k->name) return kiln__fail(KILN_ERROR_NO_MEMORY, "out of memory reading PTX");
-  k->name[name.n] = '\0';
   kiln__cursor save = *c;
   if (!kiln__tok_is(kiln__next(c), "(")) {
     *c = save; /* a kernel without parameters may omit the list */
@@ -210,7 +239,7 @@ static kiln_status kiln__parse_kernel(kiln__cursor *c, kiln__kernel *k) {
 kiln_status kiln__ptx_refine(kiln__kernel *k, int sizes_only) {
   int types[256];
   int n_types = -1;
-  char *plain = kiln__demangle(k->name, types, (int)KILN__COUNT(types), &n_types);
+  char *plain = kiln__demangle(k->name, strlen(k->name), types, (int)KILN__COUNT(types), &n_types);
   k->plain = plain ? plain : kiln__dup_str(k->name);
   if (!k->plain) return kiln__fail(KILN_ERROR_NO_MEMORY, "out of memory reading PTX");
   if (n_types != k->n_params) return KILN_OK; /* unreadable or unexpected: PTX alone */
@@ -229,6 +258,33 @@ kiln_status kiln__ptx_refine(kiln__kernel *k, int sizes_only) {
       p->cls = (kiln_param_class)t;
   }
   return KILN_OK;
+}
+
+const char *kiln__ptx_check_kernel(const kiln__kernel *k) {
+  if (!k->name || !kiln__name_start(k->name[0])) return "a kernel's name is not a PTX name";
+  for (const char *p = k->name; *p; p++)
+    if (!kiln__ident_char(*p)) return "a kernel's name is not a PTX name";
+  if (!k->plain || !k->plain[0]) return "a kernel has no plain name";
+  if (k->n_params < 0 || (k->n_params && !k->params))
+    return "a kernel's parameter count is impossible";
+  unsigned long total = 0;
+  for (int i = 0; i < k->n_params; i++) {
+    const kiln_param *p = &k->params[i];
+    if ((unsigned)p->cls > (unsigned)KILN_PARAM_AGGREGATE)
+      return "a kernel parameter has no known class";
+    unsigned want = kiln__class_size(p->cls);
+    /* The packer writes as many bytes as the class says: a size that disagrees would have
+     * it write past the parameter, or leave part of it unset. */
+    if (want ? p->size != want : p->size == 0)
+      return "a kernel parameter's size does not fit its class";
+    if (p->size > KILN__PARAM_SPACE_MAX)
+      return "a kernel parameter is larger than the parameter space";
+    if (!p->align || (p->align & (p->align - 1)) || p->align > KILN__PARAM_ALIGN_MAX)
+      return "a kernel parameter's alignment is not a power of two up to 4096";
+    total = (total + p->align - 1) / p->align * p->align + p->size;
+    if (total > KILN__PARAM_SPACE_MAX) return "a kernel's parameters take more than 32764 bytes";
+  }
+  return NULL;
 }
 
 void kiln__ptx_free_kernels(kiln__kernel *kernels, int n) {
@@ -265,6 +321,10 @@ kiln_status kiln__ptx_parse(const char *ptx, size_t len, kiln__kernel **out, int
     n++;
     s = kiln__parse_kernel(&c, &kernels[n - 1]);
     if (!s) s = kiln__ptx_refine(&kernels[n - 1], 0);
+    /* What a cache entry or the driver says of a kernel is held to the same rules. */
+    const char *why = s ? NULL : kiln__ptx_check_kernel(&kernels[n - 1]);
+    if (why)
+      s = kiln__fail(KILN_ERROR_PTX, "malformed PTX: .entry %s: %s", kernels[n - 1].name, why);
     if (s) break;
   }
   if (s) {
@@ -329,11 +389,11 @@ kiln_status kiln__ptx_globals(const char *ptx, size_t len, char ***out, int *n_o
       }
       names = grown;
     }
-    if (!(names[n] = kiln__dup_mem(name.s, name.n + 1))) {
+    if (!(names[n] = kiln__dup_range(name.s, name.n))) {
       kiln__ptx_free_names(names, n);
       return kiln__fail(KILN_ERROR_NO_MEMORY, "out of memory reading PTX");
     }
-    names[n++][name.n] = '\0';
+    n++;
   }
   *out = names;
   *n_out = n;

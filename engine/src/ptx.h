@@ -17,6 +17,12 @@ typedef struct kiln__kernel {
 kiln_status kiln__ptx_parse(const char *ptx, size_t len, kiln__kernel **out, int *n_out);
 void kiln__ptx_free_kernels(kiln__kernel *kernels, int n);
 
+/* The rules every signature kiln uses must keep, however it was read (the PTX, a cache entry,
+ * the driver): a PTX name, a plain name, each parameter's size the one its class implies (any
+ * size for a struct), a power-of-two alignment up to 4096, all within the 32764-byte parameter
+ * space. The packer trusts them. NULL when k keeps them, else which it breaks (static text). */
+const char *kiln__ptx_check_kernel(const kiln__kernel *k);
+
 /* Gives k its plain name and, from its mangled name, integer signs and which 64-bit
  * parameters are pointers. With sizes_only (parameters known only by size, as the driver
  * reports them for a CUBIN), the name also tells integers from floats. */

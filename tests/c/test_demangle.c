@@ -3,6 +3,11 @@
 
 #include "../../engine/src/demangle.h"
 
+/* A NUL-terminated name through the (pointer, length) reader. */
+static char *demangle(const char *s, int *types, int max_types, int *n_types) {
+  return kiln__demangle(s, strlen(s), types, max_types, n_types);
+}
+
 TEST(mangled_names_give_signs_and_pointers) {
   struct {
     const char *mangled, *plain;
@@ -28,7 +33,7 @@ TEST(mangled_names_give_signs_and_pointers) {
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     int types[16], n = -2;
-    char *plain = kiln__demangle(cases[i].mangled, types, 16, &n);
+    char *plain = demangle(cases[i].mangled, types, 16, &n);
     ASSERT_STR_EQ(plain, cases[i].plain);
     if (n != cases[i].n) FAIL("%s: %d types, want %d", cases[i].mangled, n, cases[i].n);
     for (int j = 0; j < n; j++)
@@ -40,15 +45,111 @@ TEST(mangled_names_give_signs_and_pointers) {
 
 TEST(mangled_templates_give_the_name_only) {
   int types[8], n = 0;
-  char *plain = kiln__demangle("_Z4axpyIfEvT_PKS0_PS0_i", types, 8, &n);
+  char *plain = demangle("_Z4axpyIfEvT_PKS0_PS0_i", types, 8, &n);
   ASSERT_STR_EQ(plain, "axpy");
   ASSERT_EQ(n, -1);
   free(plain);
-  plain = kiln__demangle("_ZN2ns4axpyILi3EEEvPf", types, 8, &n);
+  plain = demangle("_ZN2ns4axpyILi3EEEvPf", types, 8, &n);
   ASSERT_STR_EQ(plain, "ns::axpy");
   ASSERT_EQ(n, -1);
   free(plain);
-  ASSERT(kiln__demangle("multiply_them", types, 8, &n) == NULL);
-  ASSERT(kiln__demangle("_Z", types, 8, &n) == NULL);
-  ASSERT(kiln__demangle("_Z99short", types, 8, &n) == NULL);
+  ASSERT(demangle("multiply_them", types, 8, &n) == NULL);
+  ASSERT(demangle("_Z", types, 8, &n) == NULL);
+  ASSERT(demangle("_Z99short", types, 8, &n) == NULL);
+}
+
+TEST(mangled_names_nest_only_so_deep) {
+  /* _Z1f and 300,000 P's, as a .entry might spell it: unreadable types, never a stack overflow.
+   * No NUL after it either: the reader keeps to the length it is given. */
+  size_t len = 4 + 300000;
+  char *name = malloc(len);
+  ASSERT(name);
+  memcpy(name, "_Z1f", 4);
+  memset(name + 4, 'P', len - 4);
+  int types[4], n = 0;
+  char *plain = kiln__demangle(name, len, types, 4, &n);
+  ASSERT_STR_EQ(plain, "f");
+  ASSERT_EQ(n, -1);
+  free(plain);
+  /* 32 levels are read; 100 are past the limit, and say so by reading nothing. */
+  memcpy(name + 4 + 32, "i", 1);
+  plain = kiln__demangle(name, 4 + 32 + 1, types, 4, &n);
+  ASSERT_STR_EQ(plain, "f");
+  ASSERT_EQ(n, 1);
+  ASSERT_EQ(types[0], KILN_PARAM_PTR);
+  free(plain);
+  memcpy(name + 4 + 32, "P", 1);
+  memcpy(name + 4 + 100, "i", 1);
+  plain = kiln__demangle(name, 4 + 100 + 1, types, 4, &n);
+  ASSERT_STR_EQ(plain, "f");
+  ASSERT_EQ(n, -1);
+  free(plain);
+  /* cv-qualifiers nest the same way. */
+  memset(name + 4, 'K', len - 4);
+  plain = kiln__demangle(name, len, types, 4, &n);
+  ASSERT_STR_EQ(plain, "f");
+  ASSERT_EQ(n, -1);
+  free(plain);
+  for (size_t i = 4; i < len; i++) name[i] = (char)("PKRVO"[i % 5]);
+  plain = kiln__demangle(name, len, types, 4, &n);
+  ASSERT_STR_EQ(plain, "f");
+  ASSERT_EQ(n, -1);
+  free(plain);
+  free(name);
+}
+
+TEST(mangled_names_are_read_within_their_length) {
+  /* Every prefix of each name, in a buffer of exactly that many bytes: ASan or valgrind catch a
+   * read past it. */
+  const char *names[] = {
+      "_Z13multiply_themPfPKfS1_i", "_ZN2ns5scaleEPdd", "_Z4axpyIfEvT_PKS0_PS0_i",
+      "_ZN2ns4axpyILi3EEEvPf",      "_Z1kPf4int4S0_",   "_Z3vecP4int44int4"};
+  for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+    size_t len = strlen(names[i]);
+    for (size_t cut = 0; cut <= len; cut++) {
+      char *copy = malloc(cut ? cut : 1);
+      ASSERT(copy);
+      memcpy(copy, names[i], cut);
+      int types[16], n = -2;
+      char *plain = kiln__demangle(copy, cut, types, 16, &n);
+      ASSERT(n >= -1 && n <= 16);
+      if (plain) ASSERT(strlen(plain) < cut);
+      free(plain);
+      free(copy);
+    }
+  }
+  /* A name's characters are an identifier's: a NUL inside is no name (it would be an empty one). */
+  int t[4], m = 0;
+  ASSERT(kiln__demangle("_Z1\0iKS0_", 9, t, 4, &m) == NULL);
+  ASSERT(kiln__demangle("_Z2a ii", 7, t, 4, &m) == NULL);
+  /* The length decides, not a NUL: what follows it is not read as part of the name. */
+  int types[4], n = 0;
+  char *plain = kiln__demangle("_Z1kiPPPPjunk", 5, types, 4, &n);
+  ASSERT_STR_EQ(plain, "k");
+  ASSERT_EQ(n, 1);
+  ASSERT_EQ(types[0], KILN_PARAM_I32);
+  free(plain);
+}
+
+TEST(module_from_image_with_a_deeply_nested_name) {
+  /* The whole path a prebuilt PTX takes: the kernel loads under its plain name, its parameter
+   * types taken from the PTX alone. */
+  const char *head = ".version 8.0\n.target sm_90\n.address_size 64\n.visible .entry _Z1f";
+  const char *tail = "(\n.param .u64 p\n)\n{\nret;\n}\n";
+  size_t deep = 300000, len = strlen(head) + deep + strlen(tail);
+  char *ptx = malloc(len);
+  ASSERT(ptx);
+  memcpy(ptx, head, strlen(head));
+  memset(ptx + strlen(head), 'P', deep);
+  memcpy(ptx + strlen(head) + deep, tail, strlen(tail)); /* no NUL after it */
+  kiln_module *m = NULL;
+  ASSERT_OK(kiln_module_from_image(ptx, len, &m));
+  ASSERT_EQ(kiln_module_function_count(m), 1);
+  ASSERT_EQ(strlen(kiln_module_function_name(m, 0)), 4 + deep); /* the PTX name, whole */
+  kiln_function *f = NULL;
+  ASSERT_OK(kiln_module_get_function(m, "f", &f));
+  ASSERT_EQ(kiln_function_param_count(f), 1);
+  ASSERT_EQ(kiln_function_params(f)[0].cls, KILN_PARAM_B64);
+  kiln_module_free(m);
+  free(ptx);
 }

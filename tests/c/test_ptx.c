@@ -123,3 +123,108 @@ TEST(ptx_every_prefix_parses_or_fails_cleanly) {
     free(copy);
   }
 }
+
+/* An exact-size copy of text[0..n): ASan and valgrind see a read of the byte after it. */
+static char *exact_copy(const char *text, size_t n) {
+  char *copy = malloc(n ? n : 1);
+  if (!copy) FAIL("out of memory");
+  memcpy(copy, text, n);
+  return copy;
+}
+
+TEST(ptx_names_at_the_end_of_the_text_are_copied_exactly) {
+  /* A name that ends the buffer is copied without the byte after it, by each reader that keeps
+   * names: the kernels', the module variables', and the prebuilt-image path that holds both. */
+  const char *ptx = ".version 8.0\n.target sm_90\n.address_size 64\n"
+                    ".global .align 4 .b32 counter;\n.visible .entry kern";
+  size_t len = strlen(ptx);
+  for (size_t cut = 0; cut <= len; cut++) {
+    char *copy = exact_copy(ptx, cut);
+    kiln__kernel *k = NULL;
+    int n = 0;
+    kiln_status s = kiln__ptx_parse(copy, cut, &k, &n);
+    ASSERT(s == KILN_OK || s == KILN_ERROR_PTX);
+    for (int i = 0; i < n; i++) ASSERT(strlen(k[i].name) < cut);
+    if (cut == len) {
+      ASSERT_EQ(n, 1);
+      ASSERT_STR_EQ(k[0].name, "kern");
+    }
+    kiln__ptx_free_kernels(k, n);
+    char **names = NULL;
+    ASSERT_OK(kiln__ptx_globals(copy, cut, &names, &n));
+    for (int i = 0; i < n; i++) ASSERT(strlen(names[i]) < cut);
+    if (cut == len) {
+      ASSERT_EQ(n, 1);
+      ASSERT_STR_EQ(names[0], "counter");
+    }
+    kiln__ptx_free_names(names, n);
+    kiln_module *m = NULL;
+    s = kiln_module_from_image(copy, cut, &m);
+    ASSERT(s == KILN_OK || s == KILN_ERROR_PTX || s == KILN_ERROR_INVALID);
+    if (cut == len) {
+      ASSERT_EQ(s, KILN_OK);
+      ASSERT_EQ(kiln_module_function_count(m), 1);
+      ASSERT_STR_EQ(kiln_module_function_name(m, 0), "kern");
+    }
+    kiln_module_free(m);
+    free(copy);
+  }
+  /* A variable's name that ends the text. */
+  const char *tail = ".global .b32 last";
+  char *copy = exact_copy(tail, strlen(tail));
+  char **names = NULL;
+  int n = 0;
+  ASSERT_OK(kiln__ptx_globals(copy, strlen(tail), &names, &n));
+  ASSERT_EQ(n, 1);
+  ASSERT_STR_EQ(names[0], "last");
+  kiln__ptx_free_names(names, n);
+  free(copy);
+}
+
+TEST(ptx_signature_rules_hold_for_every_reader) {
+  /* What the parser gives keeps the rules a cache entry and the driver are held to. */
+  const char *ptx = ".visible .entry _Z1kPfdic(.param .u64 a, .param .f64 b, .param .u32 c,\n"
+                    " .param .u8 d)\n{ ret; }\n"
+                    ".entry s(.param .align 4096 .b8 big[4096], .param .f16 h)\n{ ret; }\n";
+  int n = 0;
+  kiln__kernel *k = parse_ok(ptx, &n);
+  ASSERT_EQ(n, 2);
+  for (int i = 0; i < n; i++) ASSERT(kiln__ptx_check_kernel(&k[i]) == NULL);
+  ASSERT_EQ(k[0].params[1].cls, KILN_PARAM_F64);
+  kiln__ptx_free_kernels(k, n);
+
+  /* And what breaks them, each named. */
+  struct {
+    const char *name, *plain;
+    kiln_param p;
+    const char *why;
+  } bad[] = {
+      {"k", "k", {KILN_PARAM_F64, 1, 1}, "size does not fit its class"},
+      {"k", "k", {KILN_PARAM_F64, 4, 8}, "size does not fit its class"},
+      {"k", "k", {KILN_PARAM_PTR, 4, 4}, "size does not fit its class"},
+      {"k", "k", {KILN_PARAM_I32, 8, 4}, "size does not fit its class"},
+      {"k", "k", {KILN_PARAM_U8, 2, 1}, "size does not fit its class"},
+      {"k", "k", {KILN_PARAM_AGGREGATE, 0, 1}, "size does not fit its class"},
+      {"k", "k", {(kiln_param_class)99, 4, 4}, "no known class"},
+      {"k", "k", {KILN_PARAM_AGGREGATE, 40000, 8}, "larger than the parameter space"},
+      {"k", "k", {KILN_PARAM_I32, 4, 3}, "power of two"},
+      {"k", "k", {KILN_PARAM_I32, 4, 0}, "power of two"},
+      {"k", "k", {KILN_PARAM_AGGREGATE, 16, 8192}, "power of two"},
+      {"", "k", {KILN_PARAM_I32, 4, 4}, "not a PTX name"},
+      {"1k", "k", {KILN_PARAM_I32, 4, 4}, "not a PTX name"},
+      {"k k", "k", {KILN_PARAM_I32, 4, 4}, "not a PTX name"},
+      {"k", "", {KILN_PARAM_I32, 4, 4}, "no plain name"},
+  };
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    kiln__kernel one = {(char *)bad[i].name, (char *)bad[i].plain, &bad[i].p, 1};
+    const char *why = kiln__ptx_check_kernel(&one);
+    if (!why) FAIL("case %zu was accepted", i);
+    ASSERT_CONTAINS(why, bad[i].why);
+  }
+  /* Two parameters that fit alone but not together once padded. */
+  kiln_param two[2] = {{KILN_PARAM_B8, 1, 1}, {KILN_PARAM_AGGREGATE, 32760, 8}};
+  kiln__kernel pair = {(char *)"k", (char *)"k", two, 2};
+  ASSERT_CONTAINS(kiln__ptx_check_kernel(&pair), "more than 32764 bytes");
+  two[1].align = 1;
+  ASSERT(kiln__ptx_check_kernel(&pair) == NULL);
+}

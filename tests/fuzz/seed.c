@@ -1,9 +1,11 @@
 /* Writes the fuzz targets' seed corpora: valid cache entries made with kiln__entry_encode
- * (each whole, for kiln__entry_decode, and as its body alone, for kiln__entry_decode_body)
- * and a few sources with the #include forms the scanner knows. Mutating valid inputs gets
- * libFuzzer past the magic, the counts and the delimiters far sooner than random bytes do.
+ * (each whole, for kiln__entry_decode, and as its body alone, for kiln__entry_decode_body),
+ * a few sources with the #include forms the scanner knows, PTX texts and mangled names.
+ * Mutating valid inputs gets libFuzzer past the magic, the counts and the delimiters far
+ * sooner than random bytes do.
  *
- *   seed ENTRY_DIR INCLUDES_DIR    (both folders must exist; files in them are replaced) */
+ *   seed ENTRY_DIR INCLUDES_DIR PTX_DIR DEMANGLE_DIR   (the folders must exist; files in them
+ *                                                       are replaced) */
 #include "entry.h"
 
 #include <stdio.h>
@@ -153,9 +155,46 @@ static const struct {
                  "#include \"last_line_without_newline.h\""},
 };
 
+/* PTX as NVRTC writes it and as people write it by hand: every parameter form, several
+ * entries, module variables, comments, and a text that ends inside a name. */
+static const struct {
+  const char *name, *text;
+} kiln__ptx[] = {
+    {"every_class.ptx",
+     ".version 8.0\n.target sm_90\n.address_size 64\n"
+     "/* block .entry fake( */ // line .entry fake(\n"
+     ".visible .entry _Z1kahstijlmfdPvP4pair(\n"
+     " .param .u8 p0, .param .s8 p1, .param .u16 p2, .param .s16 p3, .param .s32 p4,\n"
+     " .param .u32 p5, .param .s64 p6, .param .u64 p7, .param .f32 p8, .param .f64 p9,\n"
+     " .param .u64 .ptr .global .align 8 p10, .param .align 16 .b8 p11[32]\n)\n{\n ret;\n}\n"},
+    {"globals.ptx", ".version 8.0\n.target sm_80\n.address_size 64\n"
+                    ".global .align 4 .b32 counter;\n.const .align 8 .b8 table[64];\n"
+                    ".extern .global .b32 elsewhere;\n.global .texref tex;\n"
+                    ".global .align 1 .b8 $str[4] = {104, 105, 33, 0};\n"
+                    ".visible .entry _ZN2ns4fillEPfi(.param .u64 a, .param .u32 n)\n{ ret; }\n"
+                    ".entry plain\n{ ret; }\n.weak .entry w()\n{ ret; }\n"},
+    {"cut.ptx", ".version 8.0\n.target sm_90\n.global .b32 last\n.visible .entry kern"},
+};
+
+/* Names as NVRTC mangles kernel and variable names. */
+static const char *kiln__names[] = {
+    "_Z13multiply_themPfPKfS1_i",
+    "_ZN2ns5scaleEPdd",
+    "_Z4axpyIfEvT_PKS0_PS0_i",
+    "_ZN2ns4axpyILi3EEEvPf",
+    "_Z1kPf4int4S0_",
+    "_Z3vecP4int44int4",
+    "_Z1kjmyhtsa",
+    "_Z1kPKiS0_",
+    "_Z1kv",
+    "_ZN5outer5innerE",
+    "_Z1fPPPPPPPPPPPPPPi",
+    "_Z1kRKfOdPVrKi",
+};
+
 int main(int argc, char **argv) {
-  if (argc != 3) {
-    fprintf(stderr, "usage: %s ENTRY_DIR INCLUDES_DIR\n", argv[0]);
+  if (argc != 5) {
+    fprintf(stderr, "usage: %s ENTRY_DIR INCLUDES_DIR PTX_DIR DEMANGLE_DIR\n", argv[0]);
     return 2;
   }
   if (write_entries(argv[1])) return 1;
@@ -163,5 +202,13 @@ int main(int argc, char **argv) {
     if (write_file(argv[2], kiln__sources[i].name, kiln__sources[i].text,
                    strlen(kiln__sources[i].text)))
       return 1;
+  for (size_t i = 0; i < sizeof kiln__ptx / sizeof kiln__ptx[0]; i++)
+    if (write_file(argv[3], kiln__ptx[i].name, kiln__ptx[i].text, strlen(kiln__ptx[i].text)))
+      return 1;
+  for (size_t i = 0; i < sizeof kiln__names / sizeof kiln__names[0]; i++) {
+    char file[32];
+    snprintf(file, sizeof file, "name%zu", i);
+    if (write_file(argv[4], file, kiln__names[i], strlen(kiln__names[i]))) return 1;
+  }
   return 0;
 }
