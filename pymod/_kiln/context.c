@@ -8,6 +8,7 @@
 
 #include "device.h"
 #include "errors.h"
+#include "launches.h"
 
 typedef struct kpy_context {
   PyObject_HEAD
@@ -105,6 +106,7 @@ static PyObject *kpy_context_synchronize(PyObject *cls, PyObject *unused) {
     s = kiln_synchronize();
   Py_END_ALLOW_THREADS
   if (s) return kpy_raise(kpy_context_state(cls), s);
+  kpy_launches_settle_all();
   Py_RETURN_NONE;
 }
 

@@ -4,6 +4,7 @@
 #include "device.h"
 
 #include "errors.h"
+#include "launches.h"
 
 #include <ctype.h>
 
@@ -318,6 +319,7 @@ static PyObject *kpy_synchronize(PyObject *module, PyObject *unused) {
     s = kiln_synchronize();
   Py_END_ALLOW_THREADS
   if (s) return kpy_raise(kpy_state_of_module(module), s);
+  kpy_launches_settle_all();
   Py_RETURN_NONE;
 }
 

@@ -4,6 +4,7 @@
 #include "stream.h"
 
 #include "errors.h"
+#include "launches.h"
 
 int kpy_stream_parse(kpy_state *st, PyObject *obj, kiln_stream *out) {
   *out = NULL;
@@ -91,6 +92,7 @@ static int kpy_stream_sync(kpy_stream *self) {
     kpy_raise(kpy_state_of_type(Py_TYPE(self)), s);
     return -1;
   }
+  kpy_launches_settle(self->handle);
   Py_CLEAR(self->keep);
   return 0;
 }

@@ -1,9 +1,10 @@
-"""`python -m kiln COMMAND`: demo, compile, cache. None of them needs a GPU except demo.
+"""`python -m kiln COMMAND`: demo, compile, cache, sanitize. Only demo and sanitize need a GPU.
 
     python -m kiln demo
     python -m kiln compile kernel.cu --arch sm_80,sm_90 [-D NAME=VALUE] [-I DIR]
                                      [--option=-lineinfo] [-o kernel.cubin]
     python -m kiln cache info | list | prune [--max-bytes N] | clear
+    python -m kiln sanitize [--tool memcheck] script.py [ARGS...]
 """
 import argparse
 import sys
@@ -91,6 +92,13 @@ def cache_command(args):
     return 0
 
 
+def sanitize_command(args):
+    from . import _sanitize
+
+    return _sanitize.run(args.script, args.args, tool=args.tool,
+                         extra=args.sanitizer_option, dry_run=args.print_command)
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(prog="python -m kiln")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -118,6 +126,18 @@ def main(argv=None):
                        "default $KILN_CACHE_MAX_BYTES or 1G)")
     actions.add_parser("clear", help="remove every entry")
 
+    san = sub.add_parser("sanitize", help="run a Python script under compute-sanitizer with "
+                         "kiln's settings")
+    san.add_argument("--tool", default="memcheck",
+                     choices=["memcheck", "racecheck", "initcheck", "synccheck"])
+    san.add_argument("--sanitizer-option", action="append", default=[], metavar="=OPT",
+                     help="one more compute-sanitizer option, written --sanitizer-option="
+                     "--leak-check=full")
+    san.add_argument("--print-command", action="store_true",
+                     help="print the command and its environment instead of running it")
+    san.add_argument("script", help="the Python script")
+    san.add_argument("args", nargs=argparse.REMAINDER, help="the script's arguments")
+
     args = parser.parse_args(argv)
     if args.command == "demo":
         from . import demo
@@ -126,6 +146,8 @@ def main(argv=None):
         return compile_command(args)
     if args.command == "cache":
         return cache_command(args)
+    if args.command == "sanitize":
+        return sanitize_command(args)
     return 2
 
 
