@@ -53,6 +53,7 @@ from ._kiln import (
     synchronize,
     current_device,
 )
+from ._reload import ReloadingModule, ReloadWarning, load
 
 
 
@@ -102,6 +103,8 @@ __all__ = [
     "NoDeviceError",
     "Out",
     "OutOfMemoryError",
+    "ReloadWarning",
+    "ReloadingModule",
     "SourceModule",
     "Stream",
     "asarray",
@@ -112,6 +115,7 @@ __all__ = [
     "cache_stats",
     "empty",
     "empty_like",
+    "load",
     "mem_alloc",
     "mem_info",
     "module_from_buffer",
@@ -131,3 +135,4 @@ __all__ = [
     "synchronize",
     "current_device",
 ]
+
