@@ -136,3 +136,13 @@ __all__ = [
     "current_device",
 ]
 
+
+def load_ipython_extension(ipython):
+    """`%load_ext kiln`: the %%kiln cell magic, and kernels' printf shown in the cell."""
+    from ._magic import load_ipython_extension as load
+    load(ipython)
+
+
+def unload_ipython_extension(ipython):
+    from ._magic import unload_ipython_extension as unload
+    unload(ipython)
