@@ -82,6 +82,20 @@ int kpy_launches_complete(void) { return !kpy_launch_dropped; }
 
 unsigned long long kpy_launches_count(void) { return kpy_launch_seq; }
 
+void kpy_launches_clear(void) {
+  for (int i = 0; i < KPY_LAUNCH_STREAMS; i++) {
+    kpy_launch_stream *s = &kpy_launch_table[i];
+    s->used = 0;
+    for (int j = 0; j < KPY_LAUNCH_DEPTH; j++) {
+      /* Emptied before the references go: a deallocation may launch, and so record. */
+      PyObject *function = s->ring[j].function, *code = s->ring[j].code;
+      s->ring[j].function = s->ring[j].code = NULL;
+      Py_XDECREF(function);
+      Py_XDECREF(code);
+    }
+  }
+}
+
 /* (name, file, line) of one note. */
 static PyObject *kpy_launch_describe(const kpy_launch *l) {
   PyObject *name = PyObject_GetAttrString(l->function, "name");

@@ -28,6 +28,9 @@ int kpy_launches_complete(void);
 /* How many launches were recorded so far (a counter the notebook extension compares). */
 unsigned long long kpy_launches_count(void);
 
+/* Drops every note and the references they hold (the module's clear and free). */
+void kpy_launches_clear(void);
+
 /* Adds kiln._launches() and kiln._launch_count(), the private readers of the table. */
 int kpy_launches_init(PyObject *module, kpy_state *st);
 

@@ -19,6 +19,7 @@ IPython) nothing needs doing and nothing is changed.
 """
 import codecs
 import ctypes
+import fcntl
 import os
 import select
 import shlex
@@ -116,6 +117,13 @@ class _Fd1Capture:
         self._saved = os.dup(1)
         read, write = os.pipe()
         os.set_blocking(read, False)
+        # The thread that empties the pipe needs the GIL; a call that waits for the GPU without
+        # releasing it would block on a full pipe. The device's printf buffer holds 1 MiB by
+        # default, so a pipe of that size takes one flush whole (where Linux allows it).
+        try:
+            fcntl.fcntl(write, getattr(fcntl, "F_SETPIPE_SZ", 1031), 1 << 20)
+        except OSError:
+            pass
         os.dup2(write, 1)
         os.close(write)
         self._read = read
