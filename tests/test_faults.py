@@ -153,6 +153,33 @@ def test_fault_among_several_launches_lists_them_newest_first(tmp_path):
     assert message.count("fine, launched") == 1
 
 
+@pytest.mark.gpu
+def test_fault_in_an_elementwise_kernel_names_it_and_its_line(tmp_path):
+    script = tmp_path / "elementwise_fault.py"
+    script.write_text(textwrap.dedent("""\
+        import numpy as np
+        import kiln
+        from kiln.elementwise import ElementwiseKernel
+        k = ElementwiseKernel("float *x", "x[i + 100000000000LL] = 1.0f", "far_write")
+        x = kiln.zeros(16, np.float32)
+        kiln.synchronize()
+        try:
+            k(x)  # launch
+            kiln.synchronize()
+            print("no fault")
+        except kiln.CudaError as e:
+            print("name", e.name)
+            print("kernel", e.kernel)
+            print("launch", e.launch)
+        """))
+    run = _run(script)
+    assert "name CUDA_ERROR_ILLEGAL_ADDRESS\n" in run.stdout, run.stdout + run.stderr
+    kernel = next(m for m in run.stdout.splitlines() if m.startswith("kernel "))
+    assert "far_write" in kernel, run.stdout
+    # a contiguous array takes the C launcher: the note's frame is the script's
+    assert f"launch ('{script}', 8)\n" in run.stdout, run.stdout
+
+
 # ---- The sanitizer, for real -------------------------------------------------------------------
 
 
