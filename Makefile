@@ -41,7 +41,7 @@ CTESTS  = $(wildcard tests/c/*.c)
 EXT     = pymod/kiln/_kiln$(shell $(PYTHON) -c 'import sysconfig; print(sysconfig.get_config_var("EXT_SUFFIX"))')
 PYENV   = PYTHONPATH=$(CURDIR)/pymod$${PYTHONPATH:+:$$PYTHONPATH}
 
-.PHONY: all lib ext deps demo test test-c test-py bench bench-detail gpu-check sanitize fuzz fuzz-cc clean \
+.PHONY: all lib ext deps deps-notebook demo test test-c test-py bench bench-detail gpu-check sanitize fuzz fuzz-cc clean \
         lint lint-build lint-layers lint-format lint-tools format
 
 all: lib ext
@@ -76,6 +76,16 @@ endif
 	    $(PY) -m pip install --quiet numpy pytest setuptools
 	@$(if $(strip $(KILN_EXTRAS)),$(PY) -m pip install --quiet $(KILN_EXTRAS),true)
 
+# What the notebook tests need (IPython, and a Jupyter kernel run through nbclient), from the
+# registry when missing. Not needed to build or use kiln, so a machine without network goes on
+# without them and those tests skip, naming what is missing.
+deps-notebook:
+	@$(PYTHON) -c 'import IPython, ipykernel, nbclient, nbformat' 2>/dev/null || \
+	    $(PYTHON) -m pip install --quiet --retries 1 --timeout 15 ipython ipykernel nbclient \
+	        nbformat || \
+	    echo "deps-notebook: could not install ipython, ipykernel, nbclient, nbformat;" \
+	         "the notebook tests will skip"
+
 ext: $(EXT)
 
 $(EXT): $(KILN_ENGINE_SOURCES) $(HEADERS) $(wildcard pymod/_kiln/*.c pymod/_kiln/*.h) setup.py | deps
@@ -89,7 +99,7 @@ test: test-c test-py
 test-c: $(BUILD)/test_engine
 	$(BUILD)/test_engine
 
-test-py: ext lib
+test-py: ext lib deps-notebook
 	$(PYENV) $(PY) -m pytest -q -rs tests
 
 # The comparison with PyCUDA, CuPy, cuda.core and raw C (PyCUDA built from vendor/ first:

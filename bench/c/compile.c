@@ -224,8 +224,11 @@ static int cold(const char *src, int repeats) {
   char arch_opt[64];
   snprintf(arch_opt, sizeof arch_opt, "-arch=%s", kiln_module_arch(m));
   char toolkit[PATH_MAX + 3], cccl[PATH_MAX + 3];
-  const char *opts[3] = {arch_opt};
+  /* kiln adds -lineinfo unless told otherwise (KILN_LINEINFO=0): the same work here. */
+  const char *opts[4] = {arch_opt};
   int n_opts = 1;
+  const char *lineinfo = getenv("KILN_LINEINFO");
+  if (!lineinfo || strcmp(lineinfo, "0") != 0) opts[n_opts++] = "-lineinfo";
   if (kiln__nvrtc.include_dir[0]) {
     snprintf(toolkit, sizeof toolkit, "-I%s", kiln__nvrtc.include_dir);
     opts[n_opts++] = toolkit;

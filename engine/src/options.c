@@ -225,13 +225,27 @@ static const char *kiln__own(kiln__options *o, const char *prefix, const char *v
   return s;
 }
 
+/* Line tables change nothing the GPU runs (the same instructions; a larger CUBIN), and with
+ * them compute-sanitizer and the profilers name the source line of a fault: so -lineinfo,
+ * unless the options give it or ask for device debugging, or KILN_LINEINFO=0. */
+static int kiln__wants_lineinfo(const char *const *options, int n) {
+  const char *env = getenv("KILN_LINEINFO");
+  if (env && strcmp(env, "0") == 0) return 0;
+  for (int i = 0; i < n; i++)
+    if (options[i] &&
+        (strcmp(options[i], "-G") == 0 || strcmp(options[i], "--device-debug") == 0 ||
+         strcmp(options[i], "-lineinfo") == 0 || strcmp(options[i], "--generate-line-info") == 0))
+      return 0;
+  return 1;
+}
+
 kiln_status kiln__options_translate(const kiln_compile_opts *in, kiln__options *o) {
   memset(o, 0, sizeof *o);
   if (in) o->opts = *in;
   int n = in ? in->n_options : 0;
-  if (n == 0) return KILN_OK;
-  o->options = calloc((size_t)n, sizeof *o->options);
-  o->strings = calloc((size_t)n, sizeof *o->strings);
+  /* One more place, for -lineinfo; strings needs one at least for calloc's sake. */
+  o->options = calloc((size_t)n + 1, sizeof *o->options);
+  o->strings = calloc((size_t)n + 1, sizeof *o->strings);
   if (!o->options || !o->strings) {
     kiln__options_free(o);
     return kiln__fail(KILN_ERROR_NO_MEMORY, "out of memory reading the compile options");
@@ -268,6 +282,7 @@ kiln_status kiln__options_translate(const kiln_compile_opts *in, kiln__options *
     }
     i += used - 1;
   }
+  if (!s && kiln__wants_lineinfo(o->options, k)) o->options[k++] = "-lineinfo";
   o->opts.options = o->options;
   o->opts.n_options = k;
   if (s) kiln__options_free(o);

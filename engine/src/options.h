@@ -16,7 +16,8 @@ typedef struct kiln__options {
 
 /* Fills o from in (NULL: no options). -arch, -code or -gencode set o->opts.arch and .code (a
  * disagreement with in's is KILN_ERROR_INVALID), -rdc=true sets KILN_COMPILE_DEVICE_RUNTIME,
- * -L sets device_runtime. Free with kiln__options_free, whose strings o->opts points at. */
+ * -L sets device_runtime; -lineinfo is added unless the options give it or -G, or
+ * KILN_LINEINFO=0. Free with kiln__options_free, whose strings o->opts points at. */
 kiln_status kiln__options_translate(const kiln_compile_opts *in, kiln__options *o);
 void kiln__options_free(kiln__options *o);
 

@@ -12,6 +12,7 @@
 #include "function.h"
 #include "hostmem.h"
 #include "interop.h"
+#include "launches.h"
 #include "memory.h"
 #include "portable.h"
 #include "reduce.h"
@@ -32,7 +33,8 @@ static int kpy_exec(PyObject *module) {
       kpy_interop_init(module, st) < 0 || kpy_hostmem_init(module, st) < 0 ||
       kpy_cache_init(module, st) < 0 || kpy_ewise_init(module, st) < 0 ||
       kpy_reduce_init(module, st) < 0 || kpy_context_init(module, st) < 0 ||
-      kpy_wait_init(module, st) < 0 || kpy_portable_init(module, st) < 0)
+      kpy_wait_init(module, st) < 0 || kpy_portable_init(module, st) < 0 ||
+      kpy_launches_init(module, st) < 0)
     return -1;
   char version[32];
   PyOS_snprintf(version, sizeof version, "%d.%d.%d", KILN_VERSION_MAJOR, KILN_VERSION_MINOR,
@@ -46,6 +48,7 @@ static int kpy_traverse(PyObject *module, visitproc visit, void *arg) {
 
 static int kpy_clear(PyObject *module) {
   kpy_state_clear(kpy_state_of_module(module));
+  kpy_launches_clear(); /* its notes hold Functions, and through them Modules */
   return 0;
 }
 

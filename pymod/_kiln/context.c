@@ -8,6 +8,7 @@
 
 #include "device.h"
 #include "errors.h"
+#include "launches.h"
 #include "wait.h"
 
 typedef struct kpy_context {
@@ -107,6 +108,7 @@ static PyObject *kpy_context_synchronize(PyObject *cls, PyObject *args, PyObject
       kpy_wait_timeout(timeout_obj, &timeout) < 0 ||
       kpy_wait_device(kpy_context_state(cls), timeout) < 0)
     return NULL;
+  kpy_launches_settle_all();
   Py_RETURN_NONE;
 }
 

@@ -4,6 +4,7 @@
 #include "device.h"
 
 #include "errors.h"
+#include "launches.h"
 #include "wait.h"
 
 #include <ctype.h>
@@ -320,6 +321,7 @@ static PyObject *kpy_synchronize(PyObject *module, PyObject *args, PyObject *kwa
       kpy_wait_timeout(timeout_obj, &timeout) < 0 ||
       kpy_wait_device(kpy_state_of_module(module), timeout) < 0)
     return NULL;
+  kpy_launches_settle_all();
   Py_RETURN_NONE;
 }
 

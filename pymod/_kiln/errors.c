@@ -3,6 +3,8 @@
 
 #include <string.h>
 
+#include "launches.h"
+
 /* base: one class, a tuple of them, or NULL for Exception. */
 static PyObject *kpy_new_exception(PyObject *module, const char *name, PyObject *base,
                                    const char *doc) {
@@ -54,7 +56,9 @@ int kpy_errors_init(PyObject *module, kpy_state *st) {
                               "NVRTC could not compile the source; .log holds NVRTC's log.")) ||
       !(st->ref.CudaError = kpy_new_exception(
             module, "CudaError", st->ref.Error,
-            "A CUDA driver call failed; .code is the CUresult, .name its name.")) ||
+            "A CUDA driver call failed; .code is the CUresult, .name its name. After a fault "
+            "in a kernel, .kernel names it and .launch is the (file, line) that launched it, "
+            "when only one launch can have faulted; else both are None.")) ||
       !(st->ref.LaunchError = kpy_new_exception(
             module, "LaunchError", st->ref.CudaError,
             "A kernel launch failed, or a kernel ran out of resources or time.")) ||
@@ -103,19 +107,104 @@ static int kpy_is_launch_error(int code) {
          code == 702 /* CUDA_ERROR_LAUNCH_TIMEOUT */ || code == 719 /* CUDA_ERROR_LAUNCH_FAILED */;
 }
 
-/* Raises `type(message)` with .code and .name set (None when no CUresult is behind it). */
+/* The CUresults of a kernel that faulted while it ran: reported by whichever call next waited
+ * for the GPU, not by the launch. */
+static int kpy_is_fault(int code) {
+  return code == 700                      /* CUDA_ERROR_ILLEGAL_ADDRESS */
+         || code == 710                   /* CUDA_ERROR_ASSERT */
+         || (code >= 714 && code <= 719); /* stack, instruction, alignment, address space, PC,
+                                             launch failed (a trap) */
+}
+
+/* For a fault: the message followed by the kernels that may have faulted, and the values of
+ * .kernel (the kernel's name when only one launch can have faulted, else None) and .launch
+ * ((file, line) of that launch, or None). Returns a new message, or NULL with an exception. */
+static PyObject *kpy_fault_message(const char *message, PyObject **kernel, PyObject **launch) {
+  *kernel = Py_NewRef(Py_None);
+  *launch = Py_NewRef(Py_None);
+  PyObject *launches = kpy_launches_unsettled();
+  if (!launches) return NULL;
+  Py_ssize_t n = PyList_GET_SIZE(launches);
+  PyObject *text = NULL;
+  if (n == 0) {
+    text = PyUnicode_FromString(message);
+  } else if (n == 1 && kpy_launches_complete()) {
+    PyObject *name, *file, *line;
+    if (PyArg_ParseTuple(PyList_GET_ITEM(launches, 0), "OOO", &name, &file, &line)) {
+      Py_SETREF(*kernel, Py_NewRef(name));
+      if (file != Py_None) Py_SETREF(*launch, PyTuple_Pack(2, file, line));
+      text = file != Py_None ? PyUnicode_FromFormat("%s\nkernel %U faulted; it was launched at "
+                                                    "%U:%S",
+                                                    message, name, file, line)
+                             : PyUnicode_FromFormat("%s\nkernel %U faulted", message, name);
+    }
+  } else {
+    /* Several launches had not been waited for: any of them may be the one. */
+    PyObject *parts = PyList_New(0);
+    PyObject *head = PyUnicode_FromFormat(
+        "%s\nthe kernel that faulted is one of these launches, not yet waited for when it "
+        "happened (newest first%s; CUDA_LAUNCH_BLOCKING=1 or `python -m kiln sanitize` names "
+        "the one):",
+        message, kpy_launches_complete() ? "" : ", older ones forgotten");
+    if (parts && head && PyList_Append(parts, head) == 0) {
+      for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *name, *file, *line, *item;
+        if (!PyArg_ParseTuple(PyList_GET_ITEM(launches, i), "OOO", &name, &file, &line)) break;
+        item = file != Py_None ? PyUnicode_FromFormat("  %U, launched at %U:%S", name, file, line)
+                               : PyUnicode_FromFormat("  %U", name);
+        int rc = item ? PyList_Append(parts, item) : -1;
+        Py_XDECREF(item);
+        if (rc < 0) break;
+      }
+      PyObject *sep = PyErr_Occurred() ? NULL : PyUnicode_FromString("\n");
+      if (sep) text = PyUnicode_Join(sep, parts);
+      Py_XDECREF(sep);
+    }
+    Py_XDECREF(head);
+    Py_XDECREF(parts);
+  }
+  Py_DECREF(launches);
+  if (!text || !*launch) {
+    Py_CLEAR(text);
+    Py_CLEAR(*kernel);
+    Py_CLEAR(*launch);
+  }
+  return text;
+}
+
+/* Raises `type(message)` with .code and .name set (None when no CUresult is behind it), and
+ * .kernel and .launch: for a fault, the kernel that faulted and where it was launched when that
+ * can be known (the message lists the launches that may have faulted), else None. */
 static void kpy_raise_cuda(PyObject *type, const char *message) {
   int code = kiln_last_cuda_result();
   const char *name = kiln_cuda_result_name(code);
-  PyObject *exc = PyObject_CallFunction(type, "s", message);
-  if (!exc) return;
+  PyObject *kernel = NULL, *launch = NULL, *text;
+  if (kpy_is_fault(code)) {
+    text = kpy_fault_message(message, &kernel, &launch);
+  } else {
+    text = PyUnicode_FromString(message);
+    kernel = Py_NewRef(Py_None);
+    launch = Py_NewRef(Py_None);
+  }
+  if (!text) return;
+  PyObject *exc = PyObject_CallOneArg(type, text);
+  Py_DECREF(text);
+  if (!exc) {
+    Py_XDECREF(kernel);
+    Py_XDECREF(launch);
+    return;
+  }
   PyObject *py_code = code ? PyLong_FromLong(code) : Py_NewRef(Py_None);
   PyObject *py_name = name ? PyUnicode_FromString(name) : Py_NewRef(Py_None);
   if (py_code && py_name && PyObject_SetAttrString(exc, "code", py_code) == 0 &&
-      PyObject_SetAttrString(exc, "name", py_name) == 0)
+      PyObject_SetAttrString(exc, "name", py_name) == 0 &&
+      PyObject_SetAttrString(exc, "kernel", kernel) == 0 &&
+      PyObject_SetAttrString(exc, "launch", launch) == 0)
     PyErr_SetObject(type, exc);
   Py_XDECREF(py_code);
   Py_XDECREF(py_name);
+  Py_XDECREF(kernel);
+  Py_XDECREF(launch);
   Py_DECREF(exc);
 }
 

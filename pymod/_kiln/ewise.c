@@ -9,6 +9,7 @@
 #include "args.h"
 #include "arrayobj.h"
 #include "errors.h"
+#include "launches.h"
 #include "stream.h"
 
 #include <string.h>
@@ -91,6 +92,7 @@ int kpy_ewise_launch(kpy_ewise *k, PyObject *const *objs, kiln_stream stream) {
   unsigned long long grid = (count + per_block - 1) / per_block;
   kiln_launch_config cfg = {
       {grid > 0x7fffffffu ? 0x7fffffffu : (unsigned)grid, 1, 1}, {k->block, 1, 1}, 0, stream};
+  kpy_launches_record((PyObject *)f, stream);
   kiln_status s = kiln_function_launch(f->fn, &cfg, params);
   if (s) {
     kpy_raise(st, s);

@@ -9,6 +9,7 @@
 #include "argtypes.h"
 #include "arrayobj.h"
 #include "errors.h"
+#include "launches.h"
 #include "stream.h"
 #include "wait.h"
 
@@ -114,6 +115,7 @@ static PyObject *kpy_function_run(kpy_function *self, PyObject *const *args,
   }
   kiln_status s;
   double elapsed = 0;
+  kpy_launches_record((PyObject *)self, cfg.stream);
   if (packed.n_transfers == 0 && !time_kernel) {
     s = kiln_function_launch(self->fn, &cfg, params);
   } else if (stream_obj && !time_kernel) {
@@ -132,6 +134,7 @@ static PyObject *kpy_function_run(kpy_function *self, PyObject *const *args,
       s = kiln_function_call(self->fn, &cfg, params, packed.transfers, packed.n_transfers,
                              time_kernel ? &elapsed : NULL);
     Py_END_ALLOW_THREADS
+    if (!s) kpy_launches_settle(cfg.stream); /* the call waited for its stream */
   }
   if (s) {
     kpy_raise(st, s);

@@ -9,6 +9,7 @@
 #include "args.h"
 #include "arrayobj.h"
 #include "errors.h"
+#include "launches.h"
 #include "stream.h"
 
 #include <string.h>
@@ -184,6 +185,7 @@ static PyObject *kpy_reduce_launch(kpy_reduce *r, PyObject *const *objs, PyObjec
   unsigned long long count = (unsigned long long)n;
   memcpy(params[r->nargs + 2], &count, sizeof count);
   kiln_launch_config cfg = {{grid, 1, 1}, {block, 1, 1}, 0, stream};
+  kpy_launches_record((PyObject *)f, stream);
   kiln_status s = kiln_function_launch(f->fn, &cfg, params);
   if (s) {
     kpy_raise(st, s);

@@ -4,6 +4,7 @@
 #include "stream.h"
 
 #include "errors.h"
+#include "launches.h"
 #include "wait.h"
 
 #include <errno.h>
@@ -151,6 +152,7 @@ int kpy_stream_keep(PyObject *stream, PyObject *obj) {
 
 static int kpy_stream_sync(kpy_stream *self, double timeout) {
   if (kpy_wait_stream(kpy_state_of_type(Py_TYPE(self)), self->handle, timeout) < 0) return -1;
+  kpy_launches_settle(self->handle);
   Py_CLEAR(self->keep);
   return 0;
 }

@@ -56,6 +56,7 @@ from ._kiln import (
     nvrtc_where,
 )
 from . import _pickle
+from ._reload import ReloadingModule, ReloadWarning, load
 
 _pickle.register()
 _pickle.use_wheel_nvrtc()
@@ -127,6 +128,8 @@ __all__ = [
     "NoDeviceError",
     "Out",
     "OutOfMemoryError",
+    "ReloadWarning",
+    "ReloadingModule",
     "SourceModule",
     "Stream",
     "asarray",
@@ -137,6 +140,7 @@ __all__ = [
     "cache_stats",
     "empty",
     "empty_like",
+    "load",
     "mem_alloc",
     "mem_info",
     "module_from_buffer",
@@ -158,3 +162,14 @@ __all__ = [
     "current_device",
     "nvrtc_where",
 ]
+
+
+def load_ipython_extension(ipython):
+    """`%load_ext kiln`: the %%kiln cell magic, and kernels' printf shown in the cell."""
+    from ._magic import load_ipython_extension as load
+    load(ipython)
+
+
+def unload_ipython_extension(ipython):
+    from ._magic import unload_ipython_extension as unload
+    unload(ipython)

@@ -1,10 +1,11 @@
-"""`python -m kiln COMMAND`: demo, compile, cache. None of them needs a GPU except demo.
+"""`python -m kiln COMMAND`: demo, compile, cache, sanitize. Only demo and sanitize need a GPU.
 
     python -m kiln demo
     python -m kiln compile kernel.cu --arch sm_80,sm_90 [-D NAME=VALUE] [-I DIR]
                                      [--option=-lineinfo] [-o kernel.cubin]
     python -m kiln cache info | list | prune [--max-bytes N] | clear
     python -m kiln cache export FILE [--from DIR] | import FILE [--into DIR]
+    python -m kiln sanitize [--tool memcheck] script.py [ARGS...]
 """
 import argparse
 import os
@@ -143,6 +144,13 @@ def cache_command(args):
     return 0
 
 
+def sanitize_command(args):
+    from . import _sanitize
+
+    return _sanitize.run(args.script, args.args, tool=args.tool,
+                         extra=args.sanitizer_option, dry_run=args.print_command)
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(prog="python -m kiln")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -172,6 +180,18 @@ def main(argv=None):
     from . import _cachefile
     _cachefile.add_parsers(actions)
 
+    san = sub.add_parser("sanitize", help="run a Python script under compute-sanitizer with "
+                         "kiln's settings")
+    san.add_argument("--tool", default="memcheck",
+                     choices=["memcheck", "racecheck", "initcheck", "synccheck"])
+    san.add_argument("--sanitizer-option", action="append", default=[], metavar="=OPT",
+                     help="one more compute-sanitizer option, written --sanitizer-option="
+                     "--leak-check=full")
+    san.add_argument("--print-command", action="store_true",
+                     help="print the command and its environment instead of running it")
+    san.add_argument("script", help="the Python script")
+    san.add_argument("args", nargs=argparse.REMAINDER, help="the script's arguments")
+
     args = parser.parse_args(_join_option_values(sys.argv[1:] if argv is None else argv))
     if args.command == "demo":
         from . import demo
@@ -183,6 +203,8 @@ def main(argv=None):
             return _cachefile.command(args)
         if args.command == "cache":
             return cache_command(args)
+        if args.command == "sanitize":
+            return sanitize_command(args)
     except CommandError as e:
         return _fail(e)
     except (OSError, ValueError, TypeError, OverflowError) as e:
