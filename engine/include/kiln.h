@@ -198,11 +198,13 @@ kiln_status kiln_module_from_file(const char *path, kiln_module **out);
 typedef struct kiln_cache_stats { /* this process's, since it started */
   uint64_t memory_hits;           /* answered by the in-process table */
   uint64_t disk_hits;             /* answered by an entry on disk */
-  uint64_t misses;    /* looked up on disk and compiled: no entry, a stale or a damaged one */
-  uint64_t compiles;  /* NVRTC runs, cached or not */
-  uint64_t stores;    /* entries written */
-  uint64_t evictions; /* entries removed to keep the bound */
-  uint64_t corrupt;   /* damaged entries found (each also a warning) */
+  uint64_t misses;      /* looked up on disk and compiled: no entry, a stale or a damaged one */
+  uint64_t compiles;    /* NVRTC runs, cached or not */
+  uint64_t stores;      /* entries written */
+  uint64_t evictions;   /* entries removed to keep the bound */
+  uint64_t corrupt;     /* damaged entries found (each also a warning) */
+  uint64_t pch_created; /* NVRTC runs that made a precompiled header of a source's #includes */
+  uint64_t pch_used;    /* NVRTC runs that reused one */
 } kiln_cache_stats;
 void kiln_cache_get_stats(kiln_cache_stats *out);
 
@@ -214,6 +216,8 @@ typedef struct kiln_cache_info {
   char reason[5120]; /* why it is off or read-only; "" when neither */
   uint64_t entries, bytes, max_bytes;
   uint64_t hits, misses, evictions; /* counted in the folder by every process that used it */
+  uint64_t pch_files, pch_bytes;    /* precompiled headers kept by running processes (pch/),
+                                       counted against max_bytes */
 } kiln_cache_info;
 kiln_status kiln_cache_get_info(kiln_cache_info *out);
 

@@ -4,6 +4,7 @@
 #include "device.h"
 #include "dup.h"
 #include "nvrtc.h"
+#include "pch.h"
 #include "stdheaders.h"
 
 #include <stdio.h>
@@ -117,11 +118,12 @@ static void kiln__first_error(const char *log, char *out, size_t cap) {
   snprintf(out, cap, "%.*s", (int)(n > cap - 1 ? cap - 1 : n), start);
 }
 
-static kiln_status kiln__compile_program(nvrtcProgram prog, const kiln_compile_opts *opts,
-                                         const char *arch, kiln__code *out) {
+static kiln_status kiln__compile_program(const char *src, nvrtcProgram prog,
+                                         const kiln_compile_opts *opts, const char *arch,
+                                         const char *pch_dir, const char *cwd, kiln__code *out) {
   int n_inc = opts ? opts->n_include_dirs : 0, n_opt = opts ? opts->n_options : 0;
   int rdc = opts && (opts->flags & KILN_COMPILE_DEVICE_RUNTIME);
-  size_t n_args = 4 + (size_t)n_inc + (size_t)n_opt;
+  size_t n_args = 6 + (size_t)n_inc + (size_t)n_opt;
   const char **args = calloc(n_args, sizeof *args);
   char **owned = calloc(n_args, sizeof *owned);
   kiln_status s = KILN_OK;
@@ -155,6 +157,12 @@ static kiln_status kiln__compile_program(nvrtcProgram prog, const kiln_compile_o
   }
   if (rdc) args[k++] = "-rdc=true"; /* linked with the device runtime after */
   for (int i = 0; i < n_opt; i++) args[k++] = opts->options[i];
+  kiln__pch_plan pch;
+  kiln__pch_plan_for(src, opts, args, (int)k, pch_dir, cwd, &pch);
+  if (pch.opt[0]) {
+    args[k++] = pch.opt;
+    args[k++] = "--pch-messages=false"; /* the log is the user's code's, not kiln's PCH's */
+  }
 
   nvrtcResult rc = kiln__nvrtc.CompileProgram(prog, (int)k, args);
   size_t log_size = 0;
@@ -163,6 +171,8 @@ static kiln_status kiln__compile_program(nvrtcProgram prog, const kiln_compile_o
     if (out->log && kiln__nvrtc.GetProgramLog(prog, out->log) != NVRTC_SUCCESS) out->log[0] = 0;
   }
   if (!out->log) out->log = kiln__dup_str("");
+  out->pch = pch.creating ? 1 : pch.opt[0] ? 2 : 0;
+  kiln__pch_done(&pch, rc == NVRTC_SUCCESS, out->log);
   if (rc != NVRTC_SUCCESS) {
     char first[512];
     kiln__first_error(out->log ? out->log : "", first, sizeof first);
@@ -210,7 +220,7 @@ static kiln_status kiln__collect(nvrtcProgram prog, const kiln_compile_opts *opt
 }
 
 kiln_status kiln__compile(const char *src, const kiln_compile_opts *opts, const char *arch,
-                          kiln__code *out) {
+                          const char *pch_dir, const char *cwd, kiln__code *out) {
   memset(out, 0, sizeof *out);
   kiln_status s = kiln__nvrtc_load();
   if (s) return s;
@@ -234,7 +244,7 @@ kiln_status kiln__compile(const char *src, const kiln_compile_opts *opts, const 
       s = kiln__fail(KILN_ERROR_INVALID, "name expression '%s' was refused by NVRTC: %s",
                      opts->name_expressions[i], kiln__nvrtc.GetErrorString(rc));
   }
-  if (!s) s = kiln__compile_program(prog, opts, arch, out);
+  if (!s) s = kiln__compile_program(src, prog, opts, arch, pch_dir, cwd, out);
   if (!s) s = kiln__collect(prog, opts, out);
   kiln__nvrtc.DestroyProgram(&prog);
   if (s && s != KILN_ERROR_COMPILE) {

@@ -74,7 +74,10 @@ def cache_command(args):
         if info["layers"]:
             print(f"read-only  {info['layers']}")
         print(f"entries    {info['entries']}")
-        print(f"size       {_size(info['bytes'])} of {_size(info['max_bytes'])}")
+        print(f"size       {_size(info['bytes'] + info['pch_bytes'])} of "
+              f"{_size(info['max_bytes'])}")
+        print(f"pch        {info['pch_files']} precompiled headers, {_size(info['pch_bytes'])} "
+              f"(kept by running processes)")
         print(f"hits       {info['hits']}")
         print(f"misses     {info['misses']}")
         print(f"evictions  {info['evictions']}")
