@@ -161,6 +161,25 @@ kiln_status kiln_module_from_source(const char *src, const kiln_compile_opts *op
                                     kiln_module **out);
 void kiln_module_free(kiln_module *m); /* NULL is a no-op */
 
+/* What this thread's last kiln_module_from_source did, for logs and tools: where the code came
+ * from, how long it took, whether NVRTC made or reused a precompiled header. */
+typedef enum kiln_compile_origin {
+  KILN_ORIGIN_NONE = 0,   /* no call yet, or it failed before a lookup */
+  KILN_ORIGIN_MEMORY = 1, /* the in-process table */
+  KILN_ORIGIN_DISK = 2,   /* an entry of the kernel cache */
+  KILN_ORIGIN_NVRTC = 3   /* compiled */
+} kiln_compile_origin;
+typedef struct kiln_compile_report {
+  kiln_compile_origin origin;
+  int stale;             /* a table entry was there, but a header it reached had changed */
+  int pch;               /* 0: no precompiled header; 1: NVRTC made one; 2: it reused one */
+  double seconds;        /* the whole call */
+  double nvrtc_seconds;  /* NVRTC's run, 0 when it did not run */
+  uint64_t evictions;    /* cache entries the process evicted during the call */
+  char key[65];          /* the cache key in hex, "" before a lookup */
+} kiln_compile_report;
+void kiln_compile_last_report(kiln_compile_report *out);
+
 const char *kiln_module_arch(const kiln_module *m); /* "sm_90" */
 const char *kiln_module_log(const kiln_module *m);  /* NVRTC log; "" when empty */
 const char *kiln_module_ptx(const kiln_module *m, size_t *size);

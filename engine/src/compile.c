@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 /* "sm_90", "sm_90a", "compute_90", "90" -> 90 and the suffix; 0 when unreadable. */
 static int kiln__parse_arch(const char *s, char *suffix, size_t cap) {
@@ -164,7 +165,11 @@ static kiln_status kiln__compile_program(const char *src, nvrtcProgram prog,
     args[k++] = "--pch-messages=false"; /* the log is the user's code's, not kiln's PCH's */
   }
 
+  struct timespec t0, t1;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
   nvrtcResult rc = kiln__nvrtc.CompileProgram(prog, (int)k, args);
+  clock_gettime(CLOCK_MONOTONIC, &t1);
+  out->seconds = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) * 1e-9;
   size_t log_size = 0;
   if (kiln__nvrtc.GetProgramLogSize(prog, &log_size) == NVRTC_SUCCESS && log_size > 1) {
     out->log = malloc(log_size);

@@ -17,6 +17,7 @@ typedef struct kiln__code {
   char **names;   /* owned: the name expressions asked for */
   char **lowered; /* owned: what each became */
   int pch;        /* 0: no precompiled header; 1: this run made one; 2: it used one */
+  double seconds; /* NVRTC's run; 0 for code read from the cache */
 } kiln__code;
 
 /* Chooses the arch: opts->arch, else KILN_ARCH, else the current device's clamped to what

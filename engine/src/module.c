@@ -8,6 +8,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 /* ---- The in-process table: the same inputs give the same module without NVRTC ---------- */
 
@@ -120,11 +121,16 @@ static kiln_module *kiln__table_insert(kiln_module *m) {
   return raced;
 }
 
+static _Thread_local kiln_compile_report kiln__report;
+
+void kiln_compile_last_report(kiln_compile_report *out) { *out = kiln__report; }
+
 static kiln_status kiln__module_compile(const char *src, const kiln_compile_opts *opts,
                                         kiln_module **out) {
   kiln__cache_query q;
   kiln_status s = kiln__cache_prepare(src, opts, &q);
   if (s) return s;
+  kiln__hash_hex(q.key, kiln__report.key);
 
   pthread_mutex_lock(&kiln__table_lock);
   kiln_module *m = kiln__table_find(q.key);
@@ -132,14 +138,19 @@ static kiln_status kiln__module_compile(const char *src, const kiln_compile_opts
   pthread_mutex_unlock(&kiln__table_lock);
   if (m && kiln__module_fresh(m)) {
     kiln__cache_count(KILN__MEMORY_HITS);
+    kiln__report.origin = KILN_ORIGIN_MEMORY;
     *out = m;
     return KILN_OK;
   }
+  kiln__report.stale = m != NULL;
   kiln_module_free(m);
 
   kiln__cached c;
   s = kiln__cache_get(src, opts, &q, &c);
   if (s && s != KILN_ERROR_COMPILE) return s;
+  kiln__report.origin = c.code.seconds > 0 || s ? KILN_ORIGIN_NVRTC : KILN_ORIGIN_DISK;
+  kiln__report.nvrtc_seconds = c.code.seconds;
+  kiln__report.pch = c.code.pch;
   kiln_status made = kiln__module_adopt(&c, &m);
   if (made) return made;
   memcpy(m->key, q.key, sizeof q.key);
@@ -157,11 +168,21 @@ kiln_status kiln_module_from_source(const char *src, const kiln_compile_opts *op
   *out = NULL;
   if (!src) return kiln__fail(KILN_ERROR_INVALID, "the source is NULL");
   /* nvcc's spellings first: the key, the arch and NVRTC all see the translated options. */
+  struct timespec t0, t1;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  kiln_cache_stats before, after;
+  kiln_cache_get_stats(&before);
+  memset(&kiln__report, 0, sizeof kiln__report);
   kiln__options translated;
   kiln_status s = kiln__options_translate(opts, &translated);
   if (s) return s;
   s = kiln__module_compile(src, &translated.opts, out);
   kiln__options_free(&translated);
+  kiln_cache_get_stats(&after);
+  kiln__report.evictions = after.evictions - before.evictions;
+  clock_gettime(CLOCK_MONOTONIC, &t1);
+  kiln__report.seconds =
+      (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) * 1e-9;
   if (!s) kiln__clear_error();
   return s;
 }

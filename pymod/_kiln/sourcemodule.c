@@ -160,6 +160,32 @@ static int kpy_keep(kiln_module *m, const char *src) {
   return 0;
 }
 
+/* Hands what the last compile on this thread did to kiln._log's hook, with the new module
+ * (NULL when it failed). The hook's own failure is reported, never raised: logging must not
+ * break a compile. */
+static void kpy_report_compile(kpy_state *st, PyObject *module) {
+  PyObject *hook = st->ref.compile_hook;
+  if (!hook) return;
+  kiln_compile_report r;
+  kiln_compile_last_report(&r);
+  static const char *origins[] = {"none", "memory", "disk", "nvrtc"};
+  static const char *pchs[] = {"none", "made", "used"};
+  int origin = r.origin >= 0 && r.origin <= 3 ? (int)r.origin : 0;
+  int pch = r.pch >= 0 && r.pch <= 2 ? r.pch : 0;
+  Py_INCREF(hook); /* the hook may replace itself */
+  PyObject *report = Py_BuildValue(
+      "{sssisssdsdsKss}", "origin", origins[origin], "stale", r.stale, "pch", pchs[pch],
+      "seconds", r.seconds, "nvrtc_seconds", r.nvrtc_seconds, "evictions",
+      (unsigned long long)r.evictions, "key", r.key);
+  PyObject *res = report ? PyObject_CallFunctionObjArgs(hook, report, module ? module : Py_None,
+                                                        NULL)
+                         : NULL;
+  if (!res) PyErr_WriteUnraisable(hook);
+  Py_XDECREF(res);
+  Py_XDECREF(report);
+  Py_DECREF(hook);
+}
+
 /* SourceModule(source, nvcc="nvcc", options=None, keep=False, no_extern_c=False, arch=None,
  * code=None, cache_dir=None, include_dirs=None, *, name_expressions=None, headers=None): PyCUDA's
  * arguments in PyCUDA's order, and kiln's own after them. */
@@ -234,6 +260,7 @@ static PyObject *kpy_sourcemodule_new(PyTypeObject *tp, PyObject *args, PyObject
   if (kpy_flush_warnings(st) < 0) goto done;
   if (keep && m && kpy_keep(m, src) < 0) goto done;
   if (s) {
+    if (s == KILN_ERROR_COMPILE) kpy_report_compile(st, NULL);
     kpy_raise_compile(st, s, src, m ? kiln_module_log(m) : NULL);
     goto done;
   }
@@ -244,6 +271,7 @@ static PyObject *kpy_sourcemodule_new(PyTypeObject *tp, PyObject *args, PyObject
   }
   self->module = m;
   m = NULL;
+  kpy_report_compile(st, (PyObject *)self);
 done:
   kiln_module_free(m);
   PyMem_Free(o);
@@ -499,9 +527,25 @@ static PyObject *kpy_module_from_buffer(PyObject *module, PyObject *data) {
   return (PyObject *)self;
 }
 
+static PyObject *kpy_set_compile_hook(PyObject *module, PyObject *hook) {
+  kpy_state *st = kpy_state_of_module(module);
+  if (hook != Py_None && !PyCallable_Check(hook)) {
+    PyErr_Format(PyExc_TypeError, "the compile hook must be callable or None, not %.100s",
+                 Py_TYPE(hook)->tp_name);
+    return NULL;
+  }
+  Py_XSETREF(st->ref.compile_hook, hook == Py_None ? NULL : Py_NewRef(hook));
+  Py_RETURN_NONE;
+}
+
 static PyMethodDef kpy_sourcemodule_functions[] = {
     {"module_from_buffer", kpy_module_from_buffer, METH_O,
-     "module_from_buffer(data): a Module from a CUBIN, a fatbin or PTX (bytes, or str PTX)."},
+     "module_from_buffer(data)\n--\n\n"
+     "A Module from a CUBIN, a fatbin or PTX (bytes, or str PTX)."},
+    {"_set_compile_hook", kpy_set_compile_hook, METH_O,
+     "_set_compile_hook(hook, /)\n--\n\n"
+     "hook(report, module) is called after every SourceModule (module None when it failed to "
+     "compile); None removes it. kiln's logging sets it."},
     {NULL, NULL, 0, NULL},
 };
 

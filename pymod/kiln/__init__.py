@@ -56,6 +56,9 @@ from ._kiln import (
 
 
 
+from . import _log  # noqa: E402  (the "kiln" logger: compiles, hits, misses, evictions)
+
+
 def empty_like(a, stream=None):
     """An uninitialized DeviceArray of a's shape and dtype (a: a DeviceArray or numpy array)."""
     return empty(a.shape, a.dtype, stream=stream)
