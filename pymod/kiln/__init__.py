@@ -57,6 +57,7 @@ from ._kiln import (
 
 
 from . import _log  # noqa: E402  (the "kiln" logger: compiles, hits, misses, evictions)
+from ._many import compile_many  # noqa: E402
 
 
 def empty_like(a, stream=None):
@@ -113,6 +114,7 @@ __all__ = [
     "cache_list",
     "cache_prune",
     "cache_stats",
+    "compile_many",
     "empty",
     "empty_like",
     "mem_alloc",

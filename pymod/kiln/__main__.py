@@ -1,7 +1,7 @@
 """`python -m kiln COMMAND`: demo, compile, cache. None of them needs a GPU except demo.
 
     python -m kiln demo
-    python -m kiln compile kernel.cu --arch sm_80,sm_90 [-D NAME=VALUE] [-I DIR]
+    python -m kiln compile kernel.cu [more.cu ...] --arch sm_80,sm_90 [-D NAME=VALUE] [-I DIR]
                                      [--option=-lineinfo] [-o kernel.cubin]
     python -m kiln cache info | list | prune [--max-bytes N] | clear
 """
@@ -31,22 +31,32 @@ def _bytes(text):
 def compile_command(args):
     import kiln
 
-    with open(args.file, encoding="utf-8") as f:
-        source = f.read()
     options = [f"-D{d}" for d in args.define] + list(args.option)
     archs = [a.strip() for a in args.arch.split(",") if a.strip()] if args.arch else [None]
-    if args.output and len(archs) != 1:
-        print("kiln: -o writes one file, so it takes one --arch; without -o, compile fills "
-              "the cache for every arch", file=sys.stderr)
+    if args.output and (len(archs) != 1 or len(args.file) != 1):
+        print("kiln: -o writes one file, so it takes one source and one --arch; without -o, "
+              "compile fills the cache for every source and arch", file=sys.stderr)
         return 2
-    for arch in archs:
-        try:
-            module = kiln.SourceModule(source, options=options, include_dirs=args.include_dir,
-                                       arch=arch, name_expressions=args.name_expression or None)
-        except kiln.CompileError as e:
-            print(e, file=sys.stderr)
-            return 1
+    sources = []
+    for path in args.file:
+        with open(path, encoding="utf-8") as f:
+            sources.append(f.read())
+    jobs = [(src, {"arch": arch}) for src in sources for arch in archs]
+    names = [path for path in args.file for _ in archs]
+    # Many sources compile at once, one thread each (NVRTC runs without the GIL), with a bar.
+    modules = kiln.compile_many(jobs, options=options, include_dirs=args.include_dir,
+                                name_expressions=args.name_expression or None,
+                                progress=len(jobs) > 1, return_exceptions=True)
+    failed = 0
+    for name, module in zip(names, modules):
+        if isinstance(module, kiln.CompileError):
+            print(f"{name}: {module}" if len(args.file) > 1 else module, file=sys.stderr)
+            failed += 1
+            continue
+        if isinstance(module, BaseException):
+            raise module
         kernels = ", ".join(module.kernels) or "no kernels"
+        where = f"{name}: " if len(args.file) > 1 else ""
         if args.output:
             text = args.output.endswith(".ptx")
             data = module.ptx.encode() if text else module.cubin
@@ -55,7 +65,9 @@ def compile_command(args):
             print(f"{module.arch}: {kernels}; wrote {'PTX' if text else 'CUBIN'} to "
                   f"{args.output}")
         else:
-            print(f"{module.arch}: {kernels}")
+            print(f"{where}{module.arch}: {kernels}")
+    if failed:
+        return 1
     info = kiln.cache_info()
     if not args.output:
         where = info["dir"] if info["writable"] else f"nowhere ({info['reason']})"
@@ -99,8 +111,8 @@ def main(argv=None):
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("demo", help="compile and run the seed's multiply_them")
 
-    comp = sub.add_parser("compile", help="compile a .cu file into the kernel cache, or to -o")
-    comp.add_argument("file", help="the CUDA C++ source")
+    comp = sub.add_parser("compile", help="compile .cu files into the kernel cache, or to -o")
+    comp.add_argument("file", nargs="+", help="the CUDA C++ sources (compiled at once)")
     comp.add_argument("--arch", help="comma-separated archs, e.g. sm_80,sm_90 (default: the "
                       "GPU's, else $KILN_ARCH, else the oldest NVRTC supports)")
     comp.add_argument("-D", dest="define", action="append", default=[], metavar="NAME[=VALUE]")
