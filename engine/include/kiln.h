@@ -161,6 +161,22 @@ kiln_status kiln_module_from_source(const char *src, const kiln_compile_opts *op
                                     kiln_module **out);
 void kiln_module_free(kiln_module *m); /* NULL is a no-op */
 
+/* The NVRTC kiln compiles with, for `python -m kiln doctor` and bug reports: it opens NVRTC
+ * (KILN_ERROR_NO_NVRTC, saying where kiln looked, when it cannot). */
+typedef struct kiln_nvrtc_info {
+  int major, minor;
+  char path[4096];        /* the library file opened, resolved; "" when unknown */
+  char include_dir[4096]; /* the toolkit's headers (cuda_fp16.h); "" when none was found */
+  char cccl_dir[4096];    /* its cccl folder (<cuda/std/...>, CUB), or "" */
+  int n_archs;
+  int archs[64]; /* sm_XY as XY, ascending */
+} kiln_nvrtc_info;
+kiln_status kiln_nvrtc_get_info(kiln_nvrtc_info *out);
+
+/* The arch a compile that names none gets: $KILN_ARCH, else the current device's clamped to
+ * what NVRTC supports, else with no device the oldest it supports ("sm_90"). */
+kiln_status kiln_compile_default_arch(char *arch, size_t cap);
+
 /* What this thread's last kiln_module_from_source did, for logs and tools: where the code came
  * from, how long it took, whether NVRTC made or reused a precompiled header. */
 typedef enum kiln_compile_origin {

@@ -260,3 +260,27 @@ kiln_status kiln__compile(const char *src, const kiln_compile_opts *opts, const 
   }
   return s;
 }
+
+kiln_status kiln_nvrtc_get_info(kiln_nvrtc_info *out) {
+  memset(out, 0, sizeof *out);
+  kiln_status s = kiln__nvrtc_load();
+  if (s) return s;
+  out->major = kiln__nvrtc.major;
+  out->minor = kiln__nvrtc.minor;
+  snprintf(out->path, sizeof out->path, "%s", kiln__nvrtc.lib_path);
+  snprintf(out->include_dir, sizeof out->include_dir, "%s", kiln__nvrtc.include_dir);
+  snprintf(out->cccl_dir, sizeof out->cccl_dir, "%s", kiln__nvrtc.cccl_dir);
+  for (int i = 0; i < kiln__nvrtc.n_archs && i < (int)KILN__COUNT(out->archs); i++)
+    out->archs[out->n_archs++] = kiln__nvrtc.archs[i];
+  kiln__clear_error();
+  return KILN_OK;
+}
+
+kiln_status kiln_compile_default_arch(char *arch, size_t cap) {
+  kiln__nvrtc_id id;
+  kiln_status s = kiln__nvrtc_identify(NULL, 0, &id);
+  int n;
+  if (!s) s = kiln__compile_arch(NULL, &id, arch, cap, &n);
+  if (!s) kiln__clear_error();
+  return s;
+}

@@ -538,7 +538,53 @@ static PyObject *kpy_set_compile_hook(PyObject *module, PyObject *hook) {
   Py_RETURN_NONE;
 }
 
+static PyObject *kpy_nvrtc_info(PyObject *module, PyObject *unused) {
+  (void)unused;
+  kpy_state *st = kpy_state_of_module(module);
+  kiln_nvrtc_info info;
+  kiln_status s;
+  Py_BEGIN_ALLOW_THREADS
+    s = kiln_nvrtc_get_info(&info);
+  Py_END_ALLOW_THREADS
+  if (s) return kpy_raise(st, s);
+  PyObject *archs = PyList_New(info.n_archs);
+  for (int i = 0; archs && i < info.n_archs; i++) {
+    PyObject *a = PyUnicode_FromFormat("sm_%d", info.archs[i]);
+    if (!a) {
+      Py_CLEAR(archs);
+      break;
+    }
+    PyList_SET_ITEM(archs, i, a);
+  }
+  if (!archs) return NULL;
+  return Py_BuildValue("{s(ii)sO&sO&sO&sN}", "version", info.major, info.minor, "path",
+                       PyUnicode_DecodeFSDefault, info.path, "include_dir",
+                       PyUnicode_DecodeFSDefault, info.include_dir, "cccl_dir",
+                       PyUnicode_DecodeFSDefault, info.cccl_dir, "archs", archs);
+}
+
+static PyObject *kpy_default_arch(PyObject *module, PyObject *unused) {
+  (void)unused;
+  kpy_state *st = kpy_state_of_module(module);
+  char arch[32];
+  kiln_status s;
+  Py_BEGIN_ALLOW_THREADS
+    s = kiln_compile_default_arch(arch, sizeof arch);
+  Py_END_ALLOW_THREADS
+  if (s) return kpy_raise(st, s);
+  return PyUnicode_FromString(arch);
+}
+
 static PyMethodDef kpy_sourcemodule_functions[] = {
+    {"nvrtc_info", kpy_nvrtc_info, METH_NOARGS,
+     "nvrtc_info()\n--\n\n"
+     "The NVRTC kiln compiles with: version (major, minor), path, include_dir (the toolkit's "
+     "headers), cccl_dir, archs (['sm_75', ...]). Raises kiln.Error when NVRTC cannot be "
+     "loaded, saying where kiln looked."},
+    {"default_arch", kpy_default_arch, METH_NOARGS,
+     "default_arch()\n--\n\n"
+     "The arch a SourceModule that names none compiles for: $KILN_ARCH, else the current "
+     "device's (clamped to what NVRTC supports), else with no GPU the oldest NVRTC supports."},
     {"module_from_buffer", kpy_module_from_buffer, METH_O,
      "module_from_buffer(data)\n--\n\n"
      "A Module from a CUBIN, a fatbin or PTX (bytes, or str PTX)."},

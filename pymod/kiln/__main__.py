@@ -1,6 +1,7 @@
-"""`python -m kiln COMMAND`: demo, compile, cache. None of them needs a GPU except demo.
+"""`python -m kiln COMMAND`: demo, doctor, compile, cache. None of them needs a GPU except demo.
 
     python -m kiln demo
+    python -m kiln doctor [--gpu]
     python -m kiln compile kernel.cu [more.cu ...] --arch sm_80,sm_90 [-D NAME=VALUE] [-I DIR]
                                      [--option=-lineinfo] [-o kernel.cubin]
     python -m kiln cache info | list | prune [--max-bytes N] | clear
@@ -110,6 +111,8 @@ def main(argv=None):
     parser = argparse.ArgumentParser(prog="python -m kiln")
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("demo", help="compile and run the seed's multiply_them")
+    doctor = sub.add_parser("doctor", help="check the driver, GPUs, NVRTC, headers, cache")
+    doctor.add_argument("--gpu", action="store_true", help="a missing GPU is a failure")
 
     comp = sub.add_parser("compile", help="compile .cu files into the kernel cache, or to -o")
     comp.add_argument("file", nargs="+", help="the CUDA C++ sources (compiled at once)")
@@ -137,6 +140,9 @@ def main(argv=None):
     if args.command == "demo":
         from . import demo
         return demo.main()
+    if args.command == "doctor":
+        from . import doctor
+        return doctor.main(["--gpu"] if args.gpu else [])
     if args.command == "compile":
         return compile_command(args)
     if args.command == "cache":
