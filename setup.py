@@ -50,6 +50,8 @@ setup(
     description="Run-time compiled CUDA kernels: NVRTC, a kernel cache, PyCUDA's object model",
     package_dir={"": "pymod"},
     packages=["kiln"],
+    # The extension's type stubs and the PEP 561 marker, so editors complete kiln's API.
+    package_data={"kiln": ["py.typed", "*.pyi"]},
     ext_modules=[extension],
     python_requires=">=3.9",
     install_requires=["numpy"],

@@ -187,12 +187,12 @@ typedef enum kiln_compile_origin {
 } kiln_compile_origin;
 typedef struct kiln_compile_report {
   kiln_compile_origin origin;
-  int stale;             /* a table entry was there, but a header it reached had changed */
-  int pch;               /* 0: no precompiled header; 1: NVRTC made one; 2: it reused one */
-  double seconds;        /* the whole call */
-  double nvrtc_seconds;  /* NVRTC's run, 0 when it did not run */
-  uint64_t evictions;    /* cache entries the process evicted during the call */
-  char key[65];          /* the cache key in hex, "" before a lookup */
+  int stale;            /* a table entry was there, but a header it reached had changed */
+  int pch;              /* 0: no precompiled header; 1: NVRTC made one; 2: it reused one */
+  double seconds;       /* the whole call */
+  double nvrtc_seconds; /* NVRTC's run, 0 when it did not run */
+  uint64_t evictions;   /* cache entries the process evicted during the call */
+  char key[65];         /* the cache key in hex, "" before a lookup */
 } kiln_compile_report;
 void kiln_compile_last_report(kiln_compile_report *out);
 
@@ -312,6 +312,9 @@ typedef struct kiln_param {
 } kiln_param;
 
 const char *kiln_function_name(const kiln_function *f); /* the PTX entry name */
+/* The kernel as its source declares it, for messages: "cpp(float *, const float *, int)" from
+ * a C++ kernel's mangled name, else its plain name ("multiply_them" of an extern "C" one). */
+const char *kiln_function_signature(const kiln_function *f);
 int kiln_function_param_count(const kiln_function *f);
 const kiln_param *kiln_function_params(const kiln_function *f);
 const char *kiln_param_class_name(kiln_param_class c); /* "i32", "ptr", "struct", ... */

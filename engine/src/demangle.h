@@ -10,4 +10,9 @@
  * -1 when the parameter types could not be read. */
 char *kiln__demangle(const char *mangled, int *types, int max_types, int *n_types);
 
+/* The kernel as its source declares it, from its Itanium-mangled name: "cpp(float *, const
+ * float *, int, int, double)", "axpy<float, 128>(float, const float *)". NULL (never a wrong
+ * text) when the name is not mangled or uses what this reader does not know. Owned. */
+char *kiln__demangle_signature(const char *mangled);
+
 #endif

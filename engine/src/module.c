@@ -2,6 +2,8 @@
  * at the first launch and each kernel's limits. */
 #include "module.h"
 
+#include "demangle.h"
+
 #include "cache.h"
 #include "memory.h"
 #include "options.h"
@@ -41,6 +43,7 @@ static void kiln__module_destroy(kiln_module *m) {
   kiln__compile_free_code(&m->code);
   kiln__ptx_free_kernels(m->kernels, m->n_kernels);
   kiln__headers_free(&m->headers);
+  for (int i = 0; m->functions && i < m->n_kernels; i++) free(m->functions[i].signature);
   free(m->functions);
   pthread_mutex_destroy(&m->load_lock);
   free(m);
@@ -66,6 +69,8 @@ static kiln_status kiln__module_functions(kiln_module *m) {
     m->functions[i].module = m;
     m->functions[i].kernel = &m->kernels[i];
     m->functions[i].ready_device = -1;
+    /* Messages name a kernel as its source declares it, never by its mangled name alone. */
+    m->functions[i].signature = kiln__demangle_signature(m->kernels[i].name);
   }
   return KILN_OK;
 }
@@ -181,8 +186,7 @@ kiln_status kiln_module_from_source(const char *src, const kiln_compile_opts *op
   kiln_cache_get_stats(&after);
   kiln__report.evictions = after.evictions - before.evictions;
   clock_gettime(CLOCK_MONOTONIC, &t1);
-  kiln__report.seconds =
-      (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) * 1e-9;
+  kiln__report.seconds = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) * 1e-9;
   if (!s) kiln__clear_error();
   return s;
 }
@@ -270,6 +274,10 @@ kiln_status kiln_module_get_function(kiln_module *m, const char *name, kiln_func
 }
 
 const char *kiln_function_name(const kiln_function *f) { return f->kernel->name; }
+
+const char *kiln_function_signature(const kiln_function *f) {
+  return f->signature ? f->signature : f->kernel->plain;
+}
 int kiln_function_param_count(const kiln_function *f) { return f->kernel->n_params; }
 const kiln_param *kiln_function_params(const kiln_function *f) { return f->kernel->params; }
 

@@ -136,21 +136,23 @@ static PyObject *kpy_cache_clear(PyObject *module, PyObject *unused) {
 
 static PyMethodDef kpy_cache_functions[] = {
     {"cache_stats", kpy_cache_stats, METH_NOARGS,
-     "This process's cache counts: memory_hits, disk_hits, misses, compiles, stores, "
-     "evictions, corrupt, and pch_created, pch_used (NVRTC runs that made or reused a "
-     "precompiled header)."},
+     "cache_stats($module, /)\n--\n\nThis process's cache counts: memory_hits, disk_hits, "
+     "misses, compiles, stores, evictions, corrupt, and pch_created, pch_used (NVRTC runs "
+     "that made or reused a precompiled header)."},
     {"cache_info", kpy_cache_info, METH_NOARGS,
-     "The cache folder: dir, layers, enabled, writable, reason, entries, bytes, max_bytes and "
-     "the hits, misses and evictions every process recorded there; pch_files and pch_bytes, "
-     "the precompiled headers running processes keep in it."},
+     "cache_info($module, /)\n--\n\nThe cache folder: dir, layers, enabled, writable, reason, "
+     "entries, bytes, max_bytes and the hits, misses and evictions every process recorded "
+     "there; pch_files and pch_bytes, the precompiled headers running processes keep in it."},
     {"cache_list", kpy_cache_list, METH_NOARGS,
-     "Every cache entry, least recently used first, as dicts: path, key, layer, bytes, "
-     "last_used, arch, kernels, problem."},
+     "cache_list($module, /)\n--\n\nEvery cache entry, least recently used first, as dicts: "
+     "path, key, layer, bytes, last_used, arch, kernels, problem."},
     {"cache_prune", (PyCFunction)(void (*)(void))kpy_cache_prune, METH_VARARGS | METH_KEYWORDS,
-     "cache_prune(max_bytes=None): removes least recently used entries until the folder holds "
-     "at most max_bytes ($KILN_CACHE_MAX_BYTES by default); returns how many went."},
+     "cache_prune($module, max_bytes=None)\n--\n\nRemoves least recently used entries until "
+     "the folder holds at most max_bytes ($KILN_CACHE_MAX_BYTES by default); returns how many "
+     "went."},
     {"cache_clear", kpy_cache_clear, METH_NOARGS,
-     "Removes every entry of the main cache folder; returns how many went."},
+     "cache_clear($module, /)\n--\n\nRemoves every entry of the main cache folder; returns "
+     "how many went."},
     {NULL, NULL, 0, NULL},
 };
 

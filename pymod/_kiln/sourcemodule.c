@@ -173,13 +173,12 @@ static void kpy_report_compile(kpy_state *st, PyObject *module) {
   int origin = r.origin >= 0 && r.origin <= 3 ? (int)r.origin : 0;
   int pch = r.pch >= 0 && r.pch <= 2 ? r.pch : 0;
   Py_INCREF(hook); /* the hook may replace itself */
-  PyObject *report = Py_BuildValue(
-      "{sssisssdsdsKss}", "origin", origins[origin], "stale", r.stale, "pch", pchs[pch],
-      "seconds", r.seconds, "nvrtc_seconds", r.nvrtc_seconds, "evictions",
-      (unsigned long long)r.evictions, "key", r.key);
-  PyObject *res = report ? PyObject_CallFunctionObjArgs(hook, report, module ? module : Py_None,
-                                                        NULL)
-                         : NULL;
+  PyObject *report =
+      Py_BuildValue("{sssisssdsdsKss}", "origin", origins[origin], "stale", r.stale, "pch",
+                    pchs[pch], "seconds", r.seconds, "nvrtc_seconds", r.nvrtc_seconds, "evictions",
+                    (unsigned long long)r.evictions, "key", r.key);
+  PyObject *res =
+      report ? PyObject_CallFunctionObjArgs(hook, report, module ? module : Py_None, NULL) : NULL;
   if (!res) PyErr_WriteUnraisable(hook);
   Py_XDECREF(res);
   Py_XDECREF(report);
@@ -440,14 +439,16 @@ static PyObject *kpy_module_repr(PyObject *op) {
 
 static PyMethodDef kpy_module_methods[] = {
     {"get_function", kpy_module_get_function, METH_O,
-     "get_function(name): the kernel called name, declared extern \"C\" or not."},
+     "get_function($self, name, /)\n--\n\nThe kernel called name, declared extern \"C\" or not."},
     {"get_global", kpy_module_get_global, METH_O,
-     "get_global(name): (address, bytes) of the __constant__ or __device__ variable name on "
-     "the current device, for memcpy_htod and memcpy_dtoh."},
+     "get_global($self, name, /)\n--\n\n(address, bytes) of the __constant__ or __device__ "
+     "variable name on the current device, for memcpy_htod and memcpy_dtoh."},
     {"get_texref", kpy_module_get_texref, METH_O,
-     "Raises NotImplementedError: CUDA 12 removed texture references."},
+     "get_texref($self, name, /)\n--\n\nRaises NotImplementedError: CUDA 12 removed texture "
+     "references."},
     {"get_surfref", kpy_module_get_surfref, METH_O,
-     "Raises NotImplementedError: CUDA 12 removed surface references."},
+     "get_surfref($self, name, /)\n--\n\nRaises NotImplementedError: CUDA 12 removed surface "
+     "references."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -482,10 +483,11 @@ static PyType_Spec kpy_module_spec = {"kiln.Module", sizeof(kpy_module), 0,
 
 static PyType_Slot kpy_sourcemodule_slots[] = {
     {Py_tp_new, kpy_sourcemodule_new},
-    {Py_tp_doc, (void *)"SourceModule(source, nvcc='nvcc', options=None, keep=False, "
-                        "no_extern_c=False, arch=None, code=None, cache_dir=None, "
-                        "include_dirs=None, *, name_expressions=None, headers=None): CUDA C++ "
-                        "compiled with NVRTC, or found in the kernel cache."},
+    {Py_tp_doc,
+     (void *)"SourceModule(source, nvcc='nvcc', options=None, keep=False, "
+             "no_extern_c=False, arch=None, code=None, cache_dir=None, "
+             "include_dirs=None, *, name_expressions=None, headers=None)\n--\n\nCUDA C++ "
+             "compiled with NVRTC, or found in the kernel cache."},
     {0, NULL},
 };
 
@@ -586,7 +588,7 @@ static PyMethodDef kpy_sourcemodule_functions[] = {
      "The arch a SourceModule that names none compiles for: $KILN_ARCH, else the current "
      "device's (clamped to what NVRTC supports), else with no GPU the oldest NVRTC supports."},
     {"module_from_buffer", kpy_module_from_buffer, METH_O,
-     "module_from_buffer(data)\n--\n\n"
+     "module_from_buffer(data, /)\n--\n\n"
      "A Module from a CUBIN, a fatbin or PTX (bytes, or str PTX)."},
     {"_set_compile_hook", kpy_set_compile_hook, METH_O,
      "_set_compile_hook(hook, /)\n--\n\n"

@@ -25,8 +25,8 @@ _LEVELS = {"1": logging.INFO, "on": logging.INFO, "yes": logging.INFO, "true": l
 
 
 def _kernels(module):
-    try:
-        names = list(module.kernels)
+    try:  # as the source declares them, never by mangled names alone
+        names = [module.get_function(k).declaration for k in module.kernels]
     except Exception:  # a module that cannot list its kernels still gets its record
         return "?"
     return ", ".join(names) if names else "no kernels"
