@@ -56,7 +56,8 @@ def compile_command(args):
             continue
         if isinstance(module, BaseException):
             raise module
-        kernels = ", ".join(module.kernels) or "no kernels"
+        kernels = ", ".join(module.get_function(k).declaration
+                            for k in module.kernels) or "no kernels"
         where = f"{name}: " if len(args.file) > 1 else ""
         if args.output:
             text = args.output.endswith(".ptx")

@@ -77,7 +77,8 @@ def compile_many(sources, *, workers=None, progress=False, return_exceptions=Fal
                 results[i] = result
                 done += 1
                 if report:
-                    kernels = ", ".join(result.kernels) if not isinstance(
+                    kernels = ", ".join(result.get_function(k).declaration
+                                        for k in result.kernels) if not isinstance(
                         result, BaseException) else f"failed: {type(result).__name__}"
                     report(done, kernels)
     finally:

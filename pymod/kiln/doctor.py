@@ -185,7 +185,8 @@ def check_compile(r, kiln, info):
         except (kiln.Error, ValueError) as e:
             r.add(FAIL, f"compile {what}", str(e))
         else:
-            r.add(OK, f"compile {what}", f"{m.arch}: {', '.join(m.kernels)}")
+            names = [m.get_function(k).declaration for k in m.kernels]
+            r.add(OK, f"compile {what}", f"{m.arch}: {', '.join(names)}")
 
 
 def main(argv=None, out=None):
