@@ -88,9 +88,10 @@ gpu-check:
 	$(MAKE) bench
 
 # ---- Fuzzing ---------------------------------------------------------------------------------
-# libFuzzer over the two parsers that read bytes kiln did not write in this process: cache
-# entries found on disk (kiln__entry_decode) and sources and headers scanned for #include
-# (kiln__headers_find_includes). `make fuzz` builds the targets, writes the seed corpora and
+# libFuzzer over the three parsers that read bytes kiln did not write in this process: cache
+# entries found on disk (kiln__entry_decode), sources and headers scanned for #include
+# (kiln__headers_find_includes), and mangled kernel names from PTX or a CUBIN (demangle.c).
+# `make fuzz` builds the targets, writes the seed corpora and
 # runs each target for FUZZ_SECONDS; it fails when one crashes, leaving the input under
 # build/fuzz/.
 # The corpora grow there between runs (build/ is git-ignored).
@@ -98,7 +99,7 @@ gpu-check:
 FUZZ_CC      ?= clang
 FUZZ_SECONDS ?= 60
 FUZZ_DIR      = $(BUILD)/fuzz
-FUZZ_TARGETS  = entry includes
+FUZZ_TARGETS  = entry includes demangle
 FUZZ_OBJS     = $(KILN_ENGINE_SOURCES:%.c=$(FUZZ_DIR)/%.o)
 # UBSan does not recover, so undefined behaviour stops the run like a crash does and libFuzzer
 # keeps the input. The engine's own objects get -fsanitize=fuzzer-no-link: coverage feedback

@@ -304,7 +304,7 @@ static void kiln__pr_name(kiln__printer *d, char *out, size_t cap) {
       return;
     }
   }
-  if ((unsigned long)(d->end - d->p) < n) {
+  if (n == 0 || (unsigned long)(d->end - d->p) < n) { /* a name has at least one character */
     d->ok = 0;
     return;
   }
@@ -529,6 +529,7 @@ char *kiln__demangle_signature(const char *mangled) {
     kiln__pr_type(d, ret, sizeof ret);
   }
   snprintf(sig, sizeof sig, "%s(", name);
+  if (d->p >= d->end) d->ok = 0; /* a function's encoding has its parameter types ("v": none) */
   if (d->ok && !(d->end - d->p == 1 && *d->p == 'v')) {
     int first = 1;
     while (d->ok && d->p < d->end) {
@@ -543,7 +544,8 @@ char *kiln__demangle_signature(const char *mangled) {
   }
   size_t used = strlen(sig);
   snprintf(sig + used, sizeof sig - used, ")");
-  char *out = d->ok && d->p == d->end && used + 2 < sizeof sig ? kiln__dup_str(sig) : NULL;
+  char *out =
+      d->ok && name[0] && d->p == d->end && used + 2 < sizeof sig ? kiln__dup_str(sig) : NULL;
   free(d);
   return out;
 }
