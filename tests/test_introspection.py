@@ -137,3 +137,18 @@ def test_the_stubs_are_what_the_generator_writes(tmp_path):
     assert r.returncode == 0, r.stderr
     assert out.read_text() == (PACKAGE / "_kiln.pyi").read_text(), \
         "the stubs are stale: PYTHONPATH=pymod python3 tools/stubs.py"
+
+
+def test_a_kernel_has_a_call_signature(module):
+    sig = inspect.signature(module.get_function("cpp"))
+    params = list(sig.parameters.values())
+    assert [p.annotation for p in params[:5]] == ["float *", "const float *", "int", "int",
+                                                  "double"]
+    assert all(p.kind is p.POSITIONAL_ONLY for p in params[:5])
+    assert [p.name for p in params[5:]] == ["block", "grid", "shared", "stream", "time_kernel"]
+    assert sig.parameters["grid"].default == (1, 1)
+    templ = inspect.signature(module.get_function("axpy<float, 128>"))
+    assert [p.annotation for p in list(templ.parameters.values())[:3]] == [
+        "float", "const float *", "float *"]
+    plain = inspect.signature(module.get_function("plain"))
+    assert [p.annotation for p in list(plain.parameters.values())[:2]] == ["b64", "b32"]

@@ -585,6 +585,17 @@ static PyObject *kpy_function_repr(PyObject *op) {
   return r;
 }
 
+/* inspect.signature(f): built by kiln._signature, imported on first use (never on the call's
+ * path). */
+static PyObject *kpy_function_get_py_signature(PyObject *op, void *closure) {
+  (void)closure;
+  PyObject *mod = PyImport_ImportModule("kiln._signature");
+  if (!mod) return NULL;
+  PyObject *r = PyObject_CallMethod(mod, "function_signature", "O", op);
+  Py_DECREF(mod);
+  return r;
+}
+
 static PyObject *kpy_function_get_declaration(PyObject *op, void *closure) {
   (void)closure;
   return PyUnicode_FromString(kiln_function_signature(((kpy_function *)op)->fn));
@@ -633,6 +644,10 @@ static PyMethodDef kpy_function_methods[] = {
 
 static PyGetSetDef kpy_function_getset[] = {
     {"name", kpy_function_get_name, NULL, "The kernel's PTX entry name.", NULL},
+    {"__signature__", kpy_function_get_py_signature, NULL,
+     "inspect.signature(f): the kernel's parameters, annotated with their declared types, "
+     "then the launch keywords.",
+     NULL},
     {"declaration", kpy_function_get_declaration, NULL,
      "The kernel as its source declares it, 'cpp(float *, const float *, int)', as messages "
      "name it; the plain name of an extern \"C\" kernel.",

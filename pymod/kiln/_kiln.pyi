@@ -135,7 +135,6 @@ class Event:
     def time_till(self, end, /) -> float: ...
 
 class Function:
-    def __init__(self) -> None: ...
     arg_format: Any
     attributes: Any
     binary_version: Any
