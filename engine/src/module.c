@@ -150,8 +150,13 @@ static kiln_status kiln__module_compile(const char *src, const kiln_compile_opts
   kiln__report.stale = m != NULL;
   kiln_module_free(m);
 
+  /* Evictions happen only here, when a compile stores (a table hit never reads them). */
+  kiln_cache_stats before, after;
+  kiln_cache_get_stats(&before);
   kiln__cached c;
   s = kiln__cache_get(src, opts, &q, &c);
+  kiln_cache_get_stats(&after);
+  kiln__report.evictions = after.evictions - before.evictions;
   if (s && s != KILN_ERROR_COMPILE) return s;
   kiln__report.origin = c.code.seconds > 0 || s ? KILN_ORIGIN_NVRTC : KILN_ORIGIN_DISK;
   kiln__report.nvrtc_seconds = c.code.seconds;
@@ -175,16 +180,12 @@ kiln_status kiln_module_from_source(const char *src, const kiln_compile_opts *op
   /* nvcc's spellings first: the key, the arch and NVRTC all see the translated options. */
   struct timespec t0, t1;
   clock_gettime(CLOCK_MONOTONIC, &t0);
-  kiln_cache_stats before, after;
-  kiln_cache_get_stats(&before);
   memset(&kiln__report, 0, sizeof kiln__report);
   kiln__options translated;
   kiln_status s = kiln__options_translate(opts, &translated);
   if (s) return s;
   s = kiln__module_compile(src, &translated.opts, out);
   kiln__options_free(&translated);
-  kiln_cache_get_stats(&after);
-  kiln__report.evictions = after.evictions - before.evictions;
   clock_gettime(CLOCK_MONOTONIC, &t1);
   kiln__report.seconds = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) * 1e-9;
   if (!s) kiln__clear_error();

@@ -160,29 +160,37 @@ static int kpy_keep(kiln_module *m, const char *src) {
   return 0;
 }
 
-/* Hands what the last compile on this thread did to kiln._log's hook, with the new module
- * (NULL when it failed). The hook's own failure is reported, never raised: logging must not
- * break a compile. */
+/* Tells kiln._log's hook what the last compile on this thread did: hook(origin, module), the
+ * origin an int (kiln_compile_origin), module NULL when it failed. The hook asks for the whole
+ * report (last_compile_report) only when its logger records it, so a table hit costs one call.
+ * The hook's own failure is reported, never raised: logging must not break a compile. */
 static void kpy_report_compile(kpy_state *st, PyObject *module) {
   PyObject *hook = st->ref.compile_hook;
   if (!hook) return;
+  kiln_compile_report r;
+  kiln_compile_last_report(&r);
+  Py_INCREF(hook); /* the hook may replace itself */
+  PyObject *origin = PyLong_FromLong((long)r.origin);
+  PyObject *args[2] = {origin, module ? module : Py_None};
+  PyObject *res = origin ? PyObject_Vectorcall(hook, args, 2, NULL) : NULL;
+  if (!res) PyErr_WriteUnraisable(hook);
+  Py_XDECREF(res);
+  Py_XDECREF(origin);
+  Py_DECREF(hook);
+}
+
+/* The report of this thread's last compile, as a dict (kiln._log reads it). */
+static PyObject *kpy_last_compile_report(PyObject *module, PyObject *unused) {
+  (void)module, (void)unused;
   kiln_compile_report r;
   kiln_compile_last_report(&r);
   static const char *origins[] = {"none", "memory", "disk", "nvrtc"};
   static const char *pchs[] = {"none", "made", "used"};
   int origin = r.origin >= 0 && r.origin <= 3 ? (int)r.origin : 0;
   int pch = r.pch >= 0 && r.pch <= 2 ? r.pch : 0;
-  Py_INCREF(hook); /* the hook may replace itself */
-  PyObject *report =
-      Py_BuildValue("{sssisssdsdsKss}", "origin", origins[origin], "stale", r.stale, "pch",
-                    pchs[pch], "seconds", r.seconds, "nvrtc_seconds", r.nvrtc_seconds, "evictions",
-                    (unsigned long long)r.evictions, "key", r.key);
-  PyObject *res =
-      report ? PyObject_CallFunctionObjArgs(hook, report, module ? module : Py_None, NULL) : NULL;
-  if (!res) PyErr_WriteUnraisable(hook);
-  Py_XDECREF(res);
-  Py_XDECREF(report);
-  Py_DECREF(hook);
+  return Py_BuildValue("{sssisssdsdsKss}", "origin", origins[origin], "stale", r.stale, "pch",
+                       pchs[pch], "seconds", r.seconds, "nvrtc_seconds", r.nvrtc_seconds,
+                       "evictions", (unsigned long long)r.evictions, "key", r.key);
 }
 
 /* SourceModule(source, nvcc="nvcc", options=None, keep=False, no_extern_c=False, arch=None,
@@ -592,8 +600,14 @@ static PyMethodDef kpy_sourcemodule_functions[] = {
      "A Module from a CUBIN, a fatbin or PTX (bytes, or str PTX)."},
     {"_set_compile_hook", kpy_set_compile_hook, METH_O,
      "_set_compile_hook(hook, /)\n--\n\n"
-     "hook(report, module) is called after every SourceModule (module None when it failed to "
-     "compile); None removes it. kiln's logging sets it."},
+     "hook(origin, module) is called after every SourceModule (origin 1: the process's table, "
+     "2: the disk cache, 3: NVRTC; module None when it failed to compile); None removes it. "
+     "kiln's logging sets it."},
+    {"last_compile_report", kpy_last_compile_report, METH_NOARGS,
+     "last_compile_report($module, /)\n--\n\n"
+     "What this thread's last SourceModule did: origin ('memory', 'disk', 'nvrtc'), stale (a "
+     "header had changed), pch ('none', 'made', 'used'), seconds, nvrtc_seconds, evictions, "
+     "key."},
     {NULL, NULL, 0, NULL},
 };
 

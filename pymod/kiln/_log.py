@@ -32,7 +32,17 @@ def _kernels(module):
     return ", ".join(names) if names else "no kernels"
 
 
-def _on_compile(report, module):
+_MEMORY, _DISK, _NVRTC = 1, 2, 3
+
+
+def _on_compile(origin, module):
+    # A table hit is the hot case: one cheap level check, and the report only when recorded.
+    if origin == _NVRTC or module is None:
+        if not logger.isEnabledFor(logging.INFO):
+            return
+    elif not logger.isEnabledFor(logging.DEBUG):
+        return
+    report = _kiln.last_compile_report()
     origin = report["origin"]
     if module is None:  # NVRTC ran and refused the source: the CompileError tells the rest
         if logger.isEnabledFor(logging.INFO):
