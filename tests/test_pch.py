@@ -189,3 +189,18 @@ def test_threads_compiling_edits_at_once_get_the_right_code(cache):
 
     assert run_in_threads(work, count=4) == []
     assert counts()[1] >= 4
+
+
+def test_a_forked_child_leaves_its_parents_pch_alone(cache):
+    kiln.SourceModule(kernel(fresh_value()), arch=ARCH, no_extern_c=True)
+    (path,) = pch_files(cache)
+    pid = os.fork()
+    if pid == 0:  # the child exits through the C library's exit, running its atexit handlers
+        import ctypes
+        ctypes.CDLL(None).exit(0)
+    _, status = os.waitpid(pid, 0)
+    assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0
+    assert path.exists()
+    created, used = counts()
+    kiln.SourceModule(kernel(fresh_value()), arch=ARCH, no_extern_c=True)
+    assert counts() == (created, used + 1)

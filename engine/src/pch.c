@@ -102,8 +102,12 @@ static void kiln__pch_forget(kiln__pch_kept *k) {
 
 static void kiln__pch_at_exit(void) {
   pthread_mutex_lock(&kiln__pch_lock);
+  /* A forked child that exits leaves its parent's files alone: they carry the parent's pid. */
+  char mine[32];
+  snprintf(mine, sizeof mine, "/%ld-", (long)getpid());
   for (int i = 0; i < KILN__PCH_KEEP; i++)
-    if (kiln__pch_table[i].path[0]) unlink(kiln__pch_table[i].path);
+    if (kiln__pch_table[i].path[0] && strstr(kiln__pch_table[i].path, mine))
+      unlink(kiln__pch_table[i].path);
   pthread_mutex_unlock(&kiln__pch_lock);
 }
 
