@@ -13,6 +13,7 @@ KILN_ENGINE_SOURCES = \
 	engine/src/options.c \
 	engine/src/stdheaders.c \
 	engine/src/link.c \
+	engine/src/pch.c \
 	engine/src/compile.c \
 	engine/src/cache.c \
 	engine/src/device.c \

@@ -24,7 +24,8 @@ from helpers import HAVE_GPU
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 BENCH = ROOT / "bench"
 RESULTS = BENCH / "results"
-SCRIPTS = ["launch", "cache", "compare", "memory", "transfer", "arrays", "kernel_shapes"]
+SCRIPTS = ["launch", "cache", "compare", "memory", "transfer", "arrays", "kernel_shapes",
+           "interactive"]
 MODULES = ["common", "kernels", "children", "peers", *SCRIPTS]
 
 
@@ -59,7 +60,7 @@ def printed(f, *args):
 def newest_results(suffix):
     """The newest recorded results of one script: suffix "" is compare.py's."""
     others = ("-launch", "-cache", "-memory", "-transfer", "-staging-sweep",
-              "-staging-threshold")
+              "-staging-threshold", "-interactive")
     paths = sorted(p for p in RESULTS.glob("*.json")
                    if p.stem.endswith(suffix) and (suffix or not p.stem.endswith(others)))
     assert paths, f"no results{suffix} in {RESULTS}"
@@ -82,6 +83,7 @@ def test_every_bench_module_imports(bench):
     ("transfer", ["--quick", "--out", "--sweep"]),
     ("arrays", ["--quick", "--out"]),
     ("kernel_shapes", ["--quick", "--out"]),
+    ("interactive", ["--quick", "--out", "--arch"]),
 ])
 def test_every_script_parses_its_options(script, options):
     done = run([BENCH / f"{script}.py", "--help"], timeout=60)

@@ -211,7 +211,7 @@ def test_cache_stats_count_this_process(cache):
     assert after["compiles"] - before["compiles"] == 1
     assert after["memory_hits"] - before["memory_hits"] == 1
     assert set(after) == {"memory_hits", "disk_hits", "misses", "compiles", "stores",
-                          "evictions", "corrupt"}
+                          "evictions", "corrupt", "pch_created", "pch_used"}
 
 
 def test_cache_info_list_prune_clear(cache):

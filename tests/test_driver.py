@@ -159,7 +159,8 @@ def test_prepare_takes_structs_and_vectors_as_one_type(module):
 
 
 @pytest.mark.parametrize("types, error, phrase", [
-    ("PPiP", ValueError, r"parameter 3 of kernel _Z1kPfPKfif is f32, 4 bytes, but the types "
+    ("PPiP", ValueError, r"parameter 3 of kernel k\(float \*, const float \*, int, float\) "
+                         r"is f32, 4 bytes, but the types "
                          r"give it 'P', 8 bytes \(its parameters: ptr, ptr, i32, f32\)"),
     ("PPi", ValueError, r"takes 4 parameters \(ptr, ptr, i32, f32\) and the types name 3"),
     ("PPiff", ValueError, "and the types name 5"),
@@ -183,8 +184,8 @@ def test_prepare_refuses_texture_references(module):
 
 def test_prepared_calls_check_their_arguments_first(module):
     f = module.get_function("k").prepare("PPif")
-    with pytest.raises(TypeError, match=r"prepared_call\(grid, block, \*args\): _Z1kPfPKfif "
-                                        r"takes 4 arguments \(3 given\)"):
+    with pytest.raises(TypeError, match=r"prepared_call\(grid, block, \*args\): k\(float \*, "
+                                        r"const float \*, int, float\) takes 4 arguments \(3 given\)"):
         f.prepared_call((1, 1), (32, 1, 1), 0, 0, 1)
     with pytest.raises(TypeError, match=r"prepared_async_call\(grid, block, stream, \*args\)"):
         f.prepared_async_call((1, 1), (32, 1, 1), None, 0, 0, 1)
@@ -195,7 +196,8 @@ def test_prepared_calls_check_their_arguments_first(module):
         f.prepared_call((1, 1), (32, 1, 1), 0, 0, 1, 2.0, shared=4)
     with pytest.raises(ValueError, match="shared_size must be a number of bytes"):
         f.prepared_call((1, 1), (32, 1, 1), 0, 0, 1, 2.0, shared_size=-1)
-    with pytest.raises(TypeError, match=r"argument 2 of _Z1kPfPKfif \(a i32 parameter\): "
+    with pytest.raises(TypeError, match=r"argument 2 of k\(float \*, const float \*, int, "
+                                        r"float\) \(a i32 parameter\): "
                                         r"expected an int, got float"):
         f.prepared_call((1, 1), (32, 1, 1), 0, 0, 1.5, 2.0)
     with pytest.raises(TypeError, match="stream must be None"):

@@ -171,6 +171,41 @@ size_t kiln_module_table_set_limit(size_t limit);
 size_t kiln_module_table_limit(void);
 size_t kiln_module_table_count(void); /* modules in the table now, held or not */
 
+/* The NVRTC kiln compiles with, for `python -m kiln doctor` and bug reports: it opens NVRTC
+ * (KILN_ERROR_NO_NVRTC, saying where kiln looked, when it cannot). */
+typedef struct kiln_nvrtc_info {
+  int major, minor;
+  char path[4096];        /* the library file opened, resolved; "" when unknown */
+  char include_dir[4096]; /* the toolkit's headers (cuda_fp16.h); "" when none was found */
+  char cccl_dir[4096];    /* its cccl folder (<cuda/std/...>, CUB), or "" */
+  int n_archs;
+  int archs[64]; /* sm_XY as XY, ascending */
+} kiln_nvrtc_info;
+kiln_status kiln_nvrtc_get_info(kiln_nvrtc_info *out);
+
+/* The arch a compile that names none gets: $KILN_ARCH, else the current device's clamped to
+ * what NVRTC supports, else with no device the oldest it supports ("sm_90"). */
+kiln_status kiln_compile_default_arch(char *arch, size_t cap);
+
+/* What this thread's last kiln_module_from_source did, for logs and tools: where the code came
+ * from, how long it took, whether NVRTC made or reused a precompiled header. */
+typedef enum kiln_compile_origin {
+  KILN_ORIGIN_NONE = 0,   /* no call yet, or it failed before a lookup */
+  KILN_ORIGIN_MEMORY = 1, /* the in-process table */
+  KILN_ORIGIN_DISK = 2,   /* an entry of the kernel cache */
+  KILN_ORIGIN_NVRTC = 3   /* compiled */
+} kiln_compile_origin;
+typedef struct kiln_compile_report {
+  kiln_compile_origin origin;
+  int stale;            /* a table entry was there, but a header it reached had changed */
+  int pch;              /* 0: no precompiled header; 1: NVRTC made one; 2: it reused one */
+  double seconds;       /* the whole call */
+  double nvrtc_seconds; /* NVRTC's run, 0 when it did not run */
+  uint64_t evictions;   /* cache entries the process evicted during the call */
+  char key[65];         /* the cache key in hex, "" before a lookup */
+} kiln_compile_report;
+void kiln_compile_last_report(kiln_compile_report *out);
+
 const char *kiln_module_arch(const kiln_module *m); /* "sm_90" */
 const char *kiln_module_log(const kiln_module *m);  /* NVRTC log; "" when empty */
 const char *kiln_module_ptx(const kiln_module *m, size_t *size);
@@ -228,11 +263,13 @@ kiln_status kiln_nvrtc_where(const char **lib, const char **include_dir, const c
 typedef struct kiln_cache_stats { /* this process's, since it started */
   uint64_t memory_hits;           /* answered by the in-process table */
   uint64_t disk_hits;             /* answered by an entry on disk */
-  uint64_t misses;    /* looked up on disk and compiled: no entry, a stale or a damaged one */
-  uint64_t compiles;  /* NVRTC runs, cached or not */
-  uint64_t stores;    /* entries written */
-  uint64_t evictions; /* entries removed to keep the bound */
-  uint64_t corrupt;   /* damaged entries found (each also a warning) */
+  uint64_t misses;      /* looked up on disk and compiled: no entry, a stale or a damaged one */
+  uint64_t compiles;    /* NVRTC runs, cached or not */
+  uint64_t stores;      /* entries written */
+  uint64_t evictions;   /* entries removed to keep the bound */
+  uint64_t corrupt;     /* damaged entries found (each also a warning) */
+  uint64_t pch_created; /* NVRTC runs that made a precompiled header of a source's #includes */
+  uint64_t pch_used;    /* NVRTC runs that reused one */
 } kiln_cache_stats;
 void kiln_cache_get_stats(kiln_cache_stats *out);
 
@@ -244,6 +281,8 @@ typedef struct kiln_cache_info {
   char reason[5120]; /* why it is off or read-only; "" when neither */
   uint64_t entries, bytes, max_bytes;
   uint64_t hits, misses, evictions; /* counted in the folder by every process that used it */
+  uint64_t pch_files, pch_bytes;    /* precompiled headers kept by running processes (pch/),
+                                       counted against max_bytes */
 } kiln_cache_info;
 kiln_status kiln_cache_get_info(kiln_cache_info *out);
 
@@ -303,6 +342,9 @@ typedef struct kiln_param {
 } kiln_param;
 
 const char *kiln_function_name(const kiln_function *f); /* the PTX entry name */
+/* The kernel as its source declares it, for messages: "cpp(float *, const float *, int)" from
+ * a C++ kernel's mangled name, else its plain name ("multiply_them" of an extern "C" one). */
+const char *kiln_function_signature(const kiln_function *f);
 int kiln_function_param_count(const kiln_function *f);
 const kiln_param *kiln_function_params(const kiln_function *f);
 const char *kiln_param_class_name(kiln_param_class c); /* "i32", "ptr", "struct", ... */

@@ -26,6 +26,7 @@
 #include "headers.h"
 #include "link.h"
 #include "nvrtc.h"
+#include "pch.h"
 #include "ptx.h"
 #include "stdheaders.h"
 
@@ -68,6 +69,7 @@ void kiln_cache_get_stats(kiln_cache_stats *out) {
   out->stores = v[KILN__STORES];
   out->evictions = v[KILN__EVICTIONS];
   out->corrupt = v[KILN__CORRUPT];
+  kiln__pch_counts(&out->pch_created, &out->pch_used);
 }
 
 /* ---- Where the cache is ------------------------------------------------------------------- */
@@ -696,7 +698,8 @@ static uint64_t kiln__evict(const char *dir, uint64_t max, uint64_t target) {
   kiln__scanned *files;
   size_t n;
   if (kiln__scan_entries(dir, 1, &files, &n) != 0) return 0;
-  uint64_t total = 0, removed = 0;
+  /* Precompiled headers share the bound: this process's take at most half of it. */
+  uint64_t total = kiln__pch_trim(dir, max / 2), removed = 0;
   for (size_t i = 0; i < n; i++) total += files[i].bytes;
   if (total > max && n > 1) qsort(files, n, sizeof *files, kiln__by_use);
   if (total > max) {
@@ -813,10 +816,16 @@ static kiln_status kiln__cache_compile(const char *src, const kiln_compile_opts 
   kiln_status s = kiln__headers_scan(src, opts, q->cwd[0] ? q->cwd : here, &out->headers);
   if (s) return s;
   kiln__cache_count(KILN__COMPILES);
-  s = kiln__compile(src, opts, q->arch, &out->code);
+  s = kiln__compile(src, opts, q->arch, c->writable ? c->dir : NULL, q->cwd[0] ? q->cwd : here,
+                    &out->code);
   if (!s && opts && (opts->flags & KILN_COMPILE_DEVICE_RUNTIME))
     s = kiln__link_device_runtime(opts, &out->code);
   if (s) return s;
+  if (out->code.pch == 1) { /* a new PCH file: the next store checks the bound */
+    pthread_mutex_lock(&kiln__config_lock);
+    kiln__stored_since_scan = 0;
+    pthread_mutex_unlock(&kiln__config_lock);
+  }
   s = kiln__ptx_parse(out->code.ptx, out->code.ptx_size, &out->kernels, &out->n_kernels);
   if (s) return s;
   /* The key named the NVRTC of the cache folder's note; only code from that one is stored. */
@@ -872,6 +881,7 @@ kiln_status kiln_cache_get_info(kiln_cache_info *out) {
     for (size_t i = 0; i < n; i++) out->bytes += files[i].bytes;
     free(files);
   }
+  kiln__pch_usage(c.dir, &out->pch_files, &out->pch_bytes);
   uint64_t v[3];
   kiln__stats_file(c.dir, NULL, v);
   out->hits = v[0];
@@ -960,6 +970,7 @@ kiln_status kiln_cache_clear(uint64_t *removed) {
   }
   char path[PATH_MAX];
   if (snprintf(path, sizeof path, "%s/stats", c.dir) < (int)sizeof path) unlink(path);
+  kiln__pch_sweep(c.dir); /* those of processes that died; live ones are in use */
   if (removed) *removed = r;
   kiln__clear_error();
   return KILN_OK;

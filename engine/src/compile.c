@@ -4,11 +4,13 @@
 #include "device.h"
 #include "dup.h"
 #include "nvrtc.h"
+#include "pch.h"
 #include "stdheaders.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 /* "sm_90", "sm_90a", "compute_90", "90" -> 90 and the suffix; 0 when unreadable. */
 static int kiln__parse_arch(const char *s, char *suffix, size_t cap) {
@@ -117,11 +119,12 @@ static void kiln__first_error(const char *log, char *out, size_t cap) {
   snprintf(out, cap, "%.*s", (int)(n > cap - 1 ? cap - 1 : n), start);
 }
 
-static kiln_status kiln__compile_program(nvrtcProgram prog, const kiln_compile_opts *opts,
-                                         const char *arch, kiln__code *out) {
+static kiln_status kiln__compile_program(const char *src, nvrtcProgram prog,
+                                         const kiln_compile_opts *opts, const char *arch,
+                                         const char *pch_dir, const char *cwd, kiln__code *out) {
   int n_inc = opts ? opts->n_include_dirs : 0, n_opt = opts ? opts->n_options : 0;
   int rdc = opts && (opts->flags & KILN_COMPILE_DEVICE_RUNTIME);
-  size_t n_args = 4 + (size_t)n_inc + (size_t)n_opt;
+  size_t n_args = 6 + (size_t)n_inc + (size_t)n_opt;
   const char **args = calloc(n_args, sizeof *args);
   char **owned = calloc(n_args, sizeof *owned);
   kiln_status s = KILN_OK;
@@ -155,14 +158,26 @@ static kiln_status kiln__compile_program(nvrtcProgram prog, const kiln_compile_o
   }
   if (rdc) args[k++] = "-rdc=true"; /* linked with the device runtime after */
   for (int i = 0; i < n_opt; i++) args[k++] = opts->options[i];
+  kiln__pch_plan pch;
+  kiln__pch_plan_for(src, opts, args, (int)k, pch_dir, cwd, &pch);
+  if (pch.opt[0]) {
+    args[k++] = pch.opt;
+    args[k++] = "--pch-messages=false"; /* the log is the user's code's, not kiln's PCH's */
+  }
 
+  struct timespec t0, t1;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
   nvrtcResult rc = kiln__nvrtc.CompileProgram(prog, (int)k, args);
+  clock_gettime(CLOCK_MONOTONIC, &t1);
+  out->seconds = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) * 1e-9;
   size_t log_size = 0;
   if (kiln__nvrtc.GetProgramLogSize(prog, &log_size) == NVRTC_SUCCESS && log_size > 1) {
     out->log = malloc(log_size);
     if (out->log && kiln__nvrtc.GetProgramLog(prog, out->log) != NVRTC_SUCCESS) out->log[0] = 0;
   }
   if (!out->log) out->log = kiln__dup_str("");
+  out->pch = pch.creating ? 1 : pch.opt[0] ? 2 : 0;
+  kiln__pch_done(&pch, rc == NVRTC_SUCCESS, out->log);
   if (rc != NVRTC_SUCCESS) {
     char first[512];
     kiln__first_error(out->log ? out->log : "", first, sizeof first);
@@ -210,7 +225,7 @@ static kiln_status kiln__collect(nvrtcProgram prog, const kiln_compile_opts *opt
 }
 
 kiln_status kiln__compile(const char *src, const kiln_compile_opts *opts, const char *arch,
-                          kiln__code *out) {
+                          const char *pch_dir, const char *cwd, kiln__code *out) {
   memset(out, 0, sizeof *out);
   kiln_status s = kiln__nvrtc_load();
   if (s) return s;
@@ -234,7 +249,7 @@ kiln_status kiln__compile(const char *src, const kiln_compile_opts *opts, const 
       s = kiln__fail(KILN_ERROR_INVALID, "name expression '%s' was refused by NVRTC: %s",
                      opts->name_expressions[i], kiln__nvrtc.GetErrorString(rc));
   }
-  if (!s) s = kiln__compile_program(prog, opts, arch, out);
+  if (!s) s = kiln__compile_program(src, prog, opts, arch, pch_dir, cwd, out);
   if (!s) s = kiln__collect(prog, opts, out);
   kiln__nvrtc.DestroyProgram(&prog);
   if (s && s != KILN_ERROR_COMPILE) {
@@ -243,5 +258,29 @@ kiln_status kiln__compile(const char *src, const kiln_compile_opts *opts, const 
     kiln__compile_free_code(out);
     out->log = log;
   }
+  return s;
+}
+
+kiln_status kiln_nvrtc_get_info(kiln_nvrtc_info *out) {
+  memset(out, 0, sizeof *out);
+  kiln_status s = kiln__nvrtc_load();
+  if (s) return s;
+  out->major = kiln__nvrtc.major;
+  out->minor = kiln__nvrtc.minor;
+  snprintf(out->path, sizeof out->path, "%s", kiln__nvrtc.lib_path);
+  snprintf(out->include_dir, sizeof out->include_dir, "%s", kiln__nvrtc.include_dir);
+  snprintf(out->cccl_dir, sizeof out->cccl_dir, "%s", kiln__nvrtc.cccl_dir);
+  for (int i = 0; i < kiln__nvrtc.n_archs && i < (int)KILN__COUNT(out->archs); i++)
+    out->archs[out->n_archs++] = kiln__nvrtc.archs[i];
+  kiln__clear_error();
+  return KILN_OK;
+}
+
+kiln_status kiln_compile_default_arch(char *arch, size_t cap) {
+  kiln__nvrtc_id id;
+  kiln_status s = kiln__nvrtc_identify(NULL, 0, &id);
+  int n;
+  if (!s) s = kiln__compile_arch(NULL, &id, arch, cap, &n);
+  if (!s) kiln__clear_error();
   return s;
 }

@@ -16,6 +16,8 @@ typedef struct kiln__code {
   int n_names;
   char **names;   /* owned: the name expressions asked for */
   char **lowered; /* owned: what each became */
+  int pch;        /* 0: no precompiled header; 1: this run made one; 2: it used one */
+  double seconds; /* NVRTC's run; 0 for code read from the cache */
 } kiln__code;
 
 /* Chooses the arch: opts->arch, else KILN_ARCH, else the current device's clamped to what
@@ -24,9 +26,11 @@ kiln_status kiln__compile_arch(const kiln_compile_opts *opts, const kiln__nvrtc_
                                size_t cap, int *arch_num);
 
 /* Compiles src for arch (with -rdc=true for KILN_COMPILE_DEVICE_RUNTIME, whose link is
- * link.c's). On KILN_ERROR_COMPILE the log is still in out->log. */
+ * link.c's). With a cache folder pch_dir, the #include lines src begins with go through a
+ * precompiled header kept there (pch.c); cwd is the folder of its quoted includes. On
+ * KILN_ERROR_COMPILE the log is still in out->log. */
 kiln_status kiln__compile(const char *src, const kiln_compile_opts *opts, const char *arch,
-                          kiln__code *out);
+                          const char *pch_dir, const char *cwd, kiln__code *out);
 void kiln__compile_free_code(kiln__code *code);
 
 #endif

@@ -7,6 +7,7 @@
 #include "dup.h"
 
 #include <ctype.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -257,5 +258,316 @@ char *kiln__demangle(const char *mangled, size_t len, int *types, int max_types,
       if (types[i] == KILN__SUB_OTHER) types[i] = -1;
     *n_types = n;
   }
+  return out;
+}
+
+/* ---- Signatures as the source writes them ------------------------------------------------- *
+ *
+ * A second, printing reader: each <type> becomes C++ text ("const float *"), substitutions and
+ * template parameters stand for the text they name. What it cannot read makes the whole
+ * signature unreadable (NULL), never a wrong one. */
+
+#define KILN__SIG_MAX 1024
+typedef struct kiln__printer {
+  const char *p, *end;
+  int ok;
+  char subs[48][160]; /* substitution candidates, as text */
+  int n_subs;
+  char targs[16][160]; /* the function's template arguments, for T_ */
+  int n_targs;
+} kiln__printer;
+
+static int kiln__pr_peek(kiln__printer *d) { return d->p < d->end ? *d->p : '\0'; }
+
+static void kiln__pr_sub(kiln__printer *d, const char *text) {
+  if (d->n_subs < (int)KILN__COUNT(d->subs))
+    snprintf(d->subs[d->n_subs++], sizeof d->subs[0], "%s", text);
+  else d->ok = 0;
+}
+
+static const char *kiln__pr_builtin(int ch) {
+  switch (ch) {
+  case 'v': return "void";
+  case 'b': return "bool";
+  case 'c': return "char";
+  case 'a': return "signed char";
+  case 'h': return "unsigned char";
+  case 's': return "short";
+  case 't': return "unsigned short";
+  case 'i': return "int";
+  case 'j': return "unsigned int";
+  case 'l': return "long";
+  case 'm': return "unsigned long";
+  case 'x': return "long long";
+  case 'y': return "unsigned long long";
+  case 'n': return "__int128";
+  case 'o': return "unsigned __int128";
+  case 'f': return "float";
+  case 'd': return "double";
+  case 'e': return "long double";
+  case 'w': return "wchar_t";
+  default: return NULL;
+  }
+}
+
+static void kiln__pr_type(kiln__printer *d, char *out, size_t cap);
+
+/* <source-name>: appended to out. */
+static void kiln__pr_name(kiln__printer *d, char *out, size_t cap) {
+  unsigned long n = 0;
+  if (!isdigit((unsigned char)kiln__pr_peek(d))) {
+    d->ok = 0;
+    return;
+  }
+  while (isdigit((unsigned char)kiln__pr_peek(d))) {
+    n = n * 10 + (unsigned long)(*d->p++ - '0');
+    if (n > 4096) {
+      d->ok = 0;
+      return;
+    }
+  }
+  if (n == 0 || (unsigned long)(d->end - d->p) < n) { /* a name has at least one character */
+    d->ok = 0;
+    return;
+  }
+  size_t used = strlen(out);
+  snprintf(out + used, cap - used, "%.*s", (int)n, d->p);
+  d->p += n;
+}
+
+/* <template-args> ::= I <arg>+ E, appended to out as "<a, b>"; kept in d->targs when keep. */
+static void kiln__pr_template_args(kiln__printer *d, char *out, size_t cap, int keep) {
+  d->p++; /* I */
+  size_t used = strlen(out);
+  snprintf(out + used, cap - used, "<");
+  int first = 1;
+  if (keep) d->n_targs = 0;
+  while (d->ok && kiln__pr_peek(d) != 'E') {
+    char arg[160] = "";
+    if (kiln__pr_peek(d) == 'L') { /* L <type> <value> E: a literal such as 128 */
+      d->p++;
+      char type[160] = "";
+      kiln__pr_type(d, type, sizeof type);
+      int neg = kiln__pr_peek(d) == 'n';
+      if (neg) d->p++;
+      size_t k = 0;
+      if (neg) arg[k++] = '-';
+      while (kiln__pr_peek(d) && kiln__pr_peek(d) != 'E' && k + 1 < sizeof arg) arg[k++] = *d->p++;
+      arg[k] = '\0';
+      if (kiln__pr_peek(d) != 'E') d->ok = 0;
+      else d->p++;
+      if (!strcmp(type, "bool")) snprintf(arg, sizeof arg, "%s", arg[0] == '1' ? "true" : "false");
+    } else {
+      kiln__pr_type(d, arg, sizeof arg);
+    }
+    if (keep && d->n_targs < (int)KILN__COUNT(d->targs))
+      snprintf(d->targs[d->n_targs++], sizeof d->targs[0], "%s", arg);
+    used = strlen(out);
+    snprintf(out + used, cap - used, "%s%s", first ? "" : ", ", arg);
+    first = 0;
+  }
+  if (kiln__pr_peek(d) != 'E') {
+    d->ok = 0;
+    return;
+  }
+  d->p++;
+  used = strlen(out);
+  snprintf(out + used, cap - used, ">");
+}
+
+static void kiln__pr_substitution(kiln__printer *d, char *out, size_t cap) {
+  d->p++;                        /* S */
+  if (kiln__pr_peek(d) == 't') { /* St: std:: */
+    d->p++;
+    size_t used = strlen(out);
+    snprintf(out + used, cap - used, "std::");
+    kiln__pr_name(d, out, cap);
+    return;
+  }
+  unsigned long index = 0;
+  if (kiln__pr_peek(d) != '_') {
+    while (isdigit((unsigned char)kiln__pr_peek(d)) || isupper((unsigned char)kiln__pr_peek(d))) {
+      int ch = *d->p++;
+      index = index * 36 + (unsigned long)(isdigit(ch) ? ch - '0' : ch - 'A' + 10);
+      if (index > 1000) break;
+    }
+    index++;
+  }
+  if (kiln__pr_peek(d) != '_' || index >= (unsigned long)d->n_subs) {
+    d->ok = 0;
+    return;
+  }
+  d->p++;
+  size_t used = strlen(out);
+  snprintf(out + used, cap - used, "%s", d->subs[index]);
+}
+
+static void kiln__pr_type(kiln__printer *d, char *out, size_t cap) {
+  int ch = kiln__pr_peek(d);
+  const char *b = kiln__pr_builtin(ch);
+  char inner[KILN__SIG_MAX / 4] = "";
+  size_t used = strlen(out);
+  if (b) {
+    d->p++;
+    snprintf(out + used, cap - used, "%s", b);
+    return;
+  }
+  switch (ch) {
+  case 'P':
+  case 'R':
+  case 'O': {
+    d->p++;
+    kiln__pr_type(d, inner, sizeof inner);
+    const char *mark = ch == 'P' ? "*" : ch == 'R' ? "&" : "&&";
+    size_t n = strlen(inner);
+    int tight = n && (inner[n - 1] == '*' || inner[n - 1] == '&');
+    snprintf(out + used, cap - used, "%s%s%s", inner, tight ? "" : " ", mark);
+    kiln__pr_sub(d, out + used);
+    return;
+  }
+  case 'K':
+  case 'V':
+  case 'r': {
+    int is_const = 0, is_volatile = 0, is_restrict = 0;
+    while (kiln__pr_peek(d) == 'K' || kiln__pr_peek(d) == 'V' || kiln__pr_peek(d) == 'r') {
+      int q = *d->p++;
+      is_const |= q == 'K', is_volatile |= q == 'V', is_restrict |= q == 'r';
+    }
+    kiln__pr_type(d, inner, sizeof inner);
+    size_t n = strlen(inner);
+    if (n && inner[n - 1] == '*') /* a qualified pointer: the qualifier follows the star */
+      snprintf(out + used, cap - used, "%s%s%s%s", inner, is_const ? "const" : "",
+               is_volatile ? (is_const ? " volatile" : "volatile") : "",
+               is_restrict ? (is_const || is_volatile ? " __restrict__" : "__restrict__") : "");
+    else
+      snprintf(out + used, cap - used, "%s%s%s", is_const ? "const " : "",
+               is_volatile ? "volatile " : "", inner);
+    kiln__pr_sub(d, out + used);
+    return;
+  }
+  case 'S': {
+    kiln__pr_substitution(d, inner, sizeof inner);
+    if (kiln__pr_peek(d) == 'I') {
+      kiln__pr_template_args(d, inner, sizeof inner, 0);
+      kiln__pr_sub(d, inner);
+    }
+    snprintf(out + used, cap - used, "%s", inner);
+    return;
+  }
+  case 'T': { /* T_, T0_, ...: the function's template arguments */
+    d->p++;
+    unsigned long index = 0;
+    if (kiln__pr_peek(d) != '_') {
+      while (isdigit((unsigned char)kiln__pr_peek(d)))
+        index = index * 10 + (unsigned long)(*d->p++ - '0');
+      index++;
+    }
+    if (kiln__pr_peek(d) != '_' || index >= (unsigned long)d->n_targs) {
+      d->ok = 0;
+      return;
+    }
+    d->p++;
+    snprintf(out + used, cap - used, "%s", d->targs[index]);
+    kiln__pr_sub(d, out + used);
+    return;
+  }
+  case 'N': {
+    d->p++;
+    while (d->ok && kiln__pr_peek(d) != 'E') {
+      size_t n = strlen(inner);
+      if (isdigit((unsigned char)kiln__pr_peek(d))) {
+        if (n) snprintf(inner + n, sizeof inner - n, "::");
+        kiln__pr_name(d, inner, sizeof inner);
+      } else if (kiln__pr_peek(d) == 'I') {
+        kiln__pr_template_args(d, inner, sizeof inner, 0);
+      } else if (kiln__pr_peek(d) == 'S') {
+        kiln__pr_substitution(d, inner, sizeof inner);
+      } else {
+        d->ok = 0;
+        return;
+      }
+      kiln__pr_sub(d, inner); /* every prefix of a nested type is a candidate */
+    }
+    if (kiln__pr_peek(d) == 'E') d->p++;
+    snprintf(out + used, cap - used, "%s", inner);
+    return;
+  }
+  default:
+    if (isdigit((unsigned char)ch)) {
+      kiln__pr_name(d, inner, sizeof inner);
+      kiln__pr_sub(d, inner);
+      if (kiln__pr_peek(d) == 'I') {
+        kiln__pr_template_args(d, inner, sizeof inner, 0);
+        kiln__pr_sub(d, inner);
+      }
+      snprintf(out + used, cap - used, "%s", inner);
+      return;
+    }
+    d->ok = 0;
+  }
+}
+
+char *kiln__demangle_signature(const char *mangled) {
+  size_t len = strlen(mangled);
+  if (len < 3 || mangled[0] != '_' || mangled[1] != 'Z') return NULL;
+  kiln__printer *d = calloc(1, sizeof *d);
+  if (!d) return NULL;
+  d->p = mangled + 2;
+  d->end = mangled + len;
+  d->ok = 1;
+  char sig[KILN__SIG_MAX] = "", name[KILN__SIG_MAX / 2] = "";
+  int is_template = 0;
+  if (kiln__pr_peek(d) == 'N') {
+    d->p++;
+    while (d->ok && kiln__pr_peek(d) != 'E') {
+      size_t n = strlen(name);
+      int ch = kiln__pr_peek(d);
+      if (isdigit((unsigned char)ch)) {
+        if (n) snprintf(name + n, sizeof name - n, "::");
+        kiln__pr_name(d, name, sizeof name);
+      } else if (ch == 'I') {
+        kiln__pr_template_args(d, name, sizeof name, 1);
+        is_template = 1;
+      } else {
+        d->ok = 0;
+        break;
+      }
+      if (kiln__pr_peek(d) != 'E' && (isdigit((unsigned char)ch) || ch == 'I'))
+        kiln__pr_sub(d, name);
+    }
+    if (kiln__pr_peek(d) == 'E') d->p++;
+  } else if (isdigit((unsigned char)kiln__pr_peek(d))) {
+    kiln__pr_name(d, name, sizeof name);
+    if (kiln__pr_peek(d) == 'I') {
+      kiln__pr_sub(d, name);
+      kiln__pr_template_args(d, name, sizeof name, 1);
+      is_template = 1;
+    }
+  } else {
+    d->ok = 0;
+  }
+  if (d->ok && is_template) { /* a template's mangled name gives its return type first */
+    char ret[64] = "";
+    kiln__pr_type(d, ret, sizeof ret);
+  }
+  snprintf(sig, sizeof sig, "%s(", name);
+  if (d->p >= d->end) d->ok = 0; /* a function's encoding has its parameter types ("v": none) */
+  if (d->ok && !(d->end - d->p == 1 && *d->p == 'v')) {
+    int first = 1;
+    while (d->ok && d->p < d->end) {
+      char type[KILN__SIG_MAX / 4] = "";
+      kiln__pr_type(d, type, sizeof type);
+      size_t used = strlen(sig);
+      snprintf(sig + used, sizeof sig - used, "%s%s", first ? "" : ", ", type);
+      first = 0;
+    }
+  } else if (d->ok) {
+    d->p++;
+  }
+  size_t used = strlen(sig);
+  snprintf(sig + used, sizeof sig - used, ")");
+  char *out =
+      d->ok && name[0] && d->p == d->end && used + 2 < sizeof sig ? kiln__dup_str(sig) : NULL;
+  free(d);
   return out;
 }

@@ -11,4 +11,9 @@
  * nothing outside the range; its recursion is bounded, whatever the name. */
 char *kiln__demangle(const char *mangled, size_t len, int *types, int max_types, int *n_types);
 
+/* The kernel as its source declares it, from its Itanium-mangled name: "cpp(float *, const
+ * float *, int, int, double)", "axpy<float, 128>(float, const float *)". NULL (never a wrong
+ * text) when the name is not mangled or uses what this reader does not know. Owned. */
+char *kiln__demangle_signature(const char *mangled);
+
 #endif

@@ -2,12 +2,15 @@
  * at the first launch and each kernel's limits. */
 #include "module.h"
 
+#include "demangle.h"
+
 #include "cache.h"
 #include "memory.h"
 #include "options.h"
 
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 /* ---- The in-process table: the same inputs give the same module without NVRTC ---------- */
 
@@ -108,6 +111,7 @@ static void kiln__module_destroy(kiln_module *m) {
   kiln__compile_free_code(&m->code);
   kiln__ptx_free_kernels(m->kernels, m->n_kernels);
   kiln__headers_free(&m->headers);
+  for (int i = 0; m->functions && i < m->n_kernels; i++) free(m->functions[i].signature);
   free(m->functions);
   pthread_mutex_destroy(&m->load_lock);
   free(m);
@@ -141,6 +145,8 @@ static kiln_status kiln__module_functions(kiln_module *m) {
     m->functions[i].module = m;
     m->functions[i].kernel = &m->kernels[i];
     m->functions[i].ready_device = -1;
+    /* Messages name a kernel as its source declares it, never by its mangled name alone. */
+    m->functions[i].signature = kiln__demangle_signature(m->kernels[i].name);
   }
   return KILN_OK;
 }
@@ -203,11 +209,16 @@ static kiln_module *kiln__table_insert(kiln_module *m) {
   return raced;
 }
 
+static _Thread_local kiln_compile_report kiln__report;
+
+void kiln_compile_last_report(kiln_compile_report *out) { *out = kiln__report; }
+
 static kiln_status kiln__module_compile(const char *src, const kiln_compile_opts *opts,
                                         kiln_module **out) {
   kiln__cache_query q;
   kiln_status s = kiln__cache_prepare(src, opts, &q);
   if (s) return s;
+  kiln__hash_hex(q.key, kiln__report.key);
 
   pthread_mutex_lock(&kiln__table_lock);
   kiln_module *m = kiln__table_find(q.key);
@@ -215,14 +226,24 @@ static kiln_status kiln__module_compile(const char *src, const kiln_compile_opts
   pthread_mutex_unlock(&kiln__table_lock);
   if (m && kiln__module_fresh(m)) {
     kiln__cache_count(KILN__MEMORY_HITS);
+    kiln__report.origin = KILN_ORIGIN_MEMORY;
     *out = m;
     return KILN_OK;
   }
+  kiln__report.stale = m != NULL;
   kiln_module_free(m);
 
+  /* Evictions happen only here, when a compile stores (a table hit never reads them). */
+  kiln_cache_stats before, after;
+  kiln_cache_get_stats(&before);
   kiln__cached c;
   s = kiln__cache_get(src, opts, &q, &c);
+  kiln_cache_get_stats(&after);
+  kiln__report.evictions = after.evictions - before.evictions;
   if (s && s != KILN_ERROR_COMPILE) return s;
+  kiln__report.origin = c.code.seconds > 0 || s ? KILN_ORIGIN_NVRTC : KILN_ORIGIN_DISK;
+  kiln__report.nvrtc_seconds = c.code.seconds;
+  kiln__report.pch = c.code.pch;
   kiln_status made = kiln__module_adopt(&c, &m);
   if (made) return made;
   memcpy(m->key, q.key, sizeof q.key);
@@ -240,11 +261,16 @@ kiln_status kiln_module_from_source(const char *src, const kiln_compile_opts *op
   *out = NULL;
   if (!src) return kiln__fail(KILN_ERROR_INVALID, "the source is NULL");
   /* nvcc's spellings first: the key, the arch and NVRTC all see the translated options. */
+  struct timespec t0, t1;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  memset(&kiln__report, 0, sizeof kiln__report);
   kiln__options translated;
   kiln_status s = kiln__options_translate(opts, &translated);
   if (s) return s;
   s = kiln__module_compile(src, &translated.opts, out);
   kiln__options_free(&translated);
+  clock_gettime(CLOCK_MONOTONIC, &t1);
+  kiln__report.seconds = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) * 1e-9;
   if (!s) kiln__clear_error();
   return s;
 }
@@ -332,6 +358,10 @@ kiln_status kiln_module_get_function(kiln_module *m, const char *name, kiln_func
 }
 
 const char *kiln_function_name(const kiln_function *f) { return f->kernel->name; }
+
+const char *kiln_function_signature(const kiln_function *f) {
+  return f->signature ? f->signature : f->kernel->plain;
+}
 int kiln_function_param_count(const kiln_function *f) { return f->kernel->n_params; }
 const kiln_param *kiln_function_params(const kiln_function *f) { return f->kernel->params; }
 

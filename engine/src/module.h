@@ -15,6 +15,7 @@ struct kiln_function {
   int max_threads;            /* threads per block this kernel can launch with */
   int static_shared;          /* bytes of __shared__ the kernel declares */
   int dynamic_shared_allowed; /* bytes of dynamic shared memory opted in to */
+  char *signature;            /* owned: as the source declares it, or NULL for the plain name */
 };
 
 /* A module-scope variable (__device__, __constant__) found in the PTX, and its address on the

@@ -21,7 +21,7 @@ static int kpy_arg_error(PyObject *type, const kiln_function *f, int index, cons
   PyOS_vsnprintf(detail, sizeof detail, fmt, ap);
   va_end(ap);
   const kiln_param *p = &kiln_function_params(f)[index];
-  PyErr_Format(type, "argument %d of %s (a %s parameter): %s", index, kiln_function_name(f),
+  PyErr_Format(type, "argument %d of %s (a %s parameter): %s", index, kiln_function_signature(f),
                kiln_param_class_name(p->cls), detail);
   return -1;
 }

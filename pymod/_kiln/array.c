@@ -384,43 +384,53 @@ static PyObject *kpy_array_str(PyObject *op) { return kpy_array_text(op, 0); }
 static PyMethodDef kpy_array_methods[] = {
     /* Copies (arraycopy.c) */
     {"get", KPY_KW(kpy_array_get),
-     "get(ary=None, pagelocked=False, async_=False, stream=None, *, out=None): the values as a "
+     "get($self, ary=None, pagelocked=False, async_=False, stream=None, *, out=None)\n--\n\nThe "
+     "values as a "
      "numpy array: a new one (page-locked when asked), or into ary (out is another name for "
      "it), which has the array's dtype and size. On a kiln.Stream the copy is queued."},
     {"get_async", KPY_KW(kpy_array_get_async),
-     "get_async(stream=None, ary=None): get() on a "
+     "get_async($self, stream=None, ary=None)\n--\n\nget() on a "
      "stream."},
     {"set", KPY_KW(kpy_array_set),
-     "set(ary, async_=False, stream=None): the values of the numpy array ary (the array's dtype "
+     "set($self, ary, async_=False, stream=None)\n--\n\nThe values of the numpy array ary (the "
+     "array's dtype "
      "and size) copied in."},
-    {"set_async", KPY_KW(kpy_array_set_async), "set_async(ary, stream=None): set() on a stream."},
-    {"copy", KPY_KW(kpy_array_copy), "copy(stream=None): a new contiguous array of the values."},
+    {"set_async", KPY_KW(kpy_array_set_async),
+     "set_async($self, ary, stream=None)\n--\n\nset() on a stream."},
+    {"copy", KPY_KW(kpy_array_copy),
+     "copy($self, stream=None)\n--\n\nA new contiguous array of the values."},
     {"copy_to", KPY_KW(kpy_array_copy_to),
-     "copy_to(host, stream=None): into a numpy array of the same dtype and size."},
+     "copy_to($self, host, stream=None)\n--\n\nInto a numpy array of the same dtype and size."},
     {"copy_from", KPY_KW(kpy_array_copy_from),
-     "copy_from(source, stream=None): from a numpy array or a DeviceArray of the same dtype and "
+     "copy_from($self, source, stream=None)\n--\n\nFrom a numpy array or a DeviceArray of the same "
+     "dtype and "
      "size."},
     /* Views (views.c) */
     {"reshape", KPY_KW(kpy_array_reshape),
-     "reshape(*shape, order='C'): the same elements in another shape (one entry may be -1); a "
+     "reshape($self, *shape, order='C')\n--\n\nThe same elements in another shape (one entry may "
+     "be -1); a "
      "view when the layout allows, else a contiguous copy."},
-    {"ravel", KPY_KW(kpy_array_ravel), "ravel(order='C'): reshape(size)."},
+    {"ravel", KPY_KW(kpy_array_ravel), "ravel($self, order='C')\n--\n\nreshape(size)."},
     {"view", KPY_KW(kpy_array_view_as),
-     "view(dtype=None): the same bytes as another dtype (the last axis takes a change of size)."},
+     "view($self, dtype=None)\n--\n\nThe same bytes as another dtype (the last axis takes a change "
+     "of size)."},
     {"squeeze", KPY_KW(kpy_array_squeeze),
-     "squeeze(axis=None): a view without the axes of length 1 (or those named)."},
+     "squeeze($self, axis=None)\n--\n\nA view without the axes of length 1 (or those named)."},
     {"transpose", kpy_array_transpose, METH_VARARGS,
-     "transpose(*axes): a view with the axes permuted (reversed by default)."},
+     "transpose($self, *axes)\n--\n\nA view with the axes permuted (reversed by default)."},
     {"swapaxes", kpy_array_swapaxes, METH_VARARGS,
-     "swapaxes(axis1, axis2): a view with two axes exchanged."},
+     "swapaxes($self, axis1, axis2)\n--\n\nA view with two axes exchanged."},
     /* Conversions */
-    {"__complex__", kpy_array_complex, METH_NOARGS, "complex() of a one-element array."},
-    {"tolist", kpy_array_tolist, METH_NOARGS, "The values as nested Python lists (via get())."},
+    {"__complex__", kpy_array_complex, METH_NOARGS,
+     "__complex__($self, /)\n--\n\ncomplex() of a one-element array."},
+    {"tolist", kpy_array_tolist, METH_NOARGS,
+     "tolist($self, /)\n--\n\nThe values as nested Python lists (via get())."},
     {"__array__", KPY_KW(kpy_array_array), "Refused: a.get() copies the values to the host."},
     /* Exchange (interop.c) */
     {"__dlpack__", KPY_KW(kpy_array_dlpack),
      "The DLPack protocol: a capsule over the array's memory, no copy."},
-    {"__dlpack_device__", kpy_array_dlpack_device, METH_NOARGS, "(kDLCUDA, device)."},
+    {"__dlpack_device__", kpy_array_dlpack_device, METH_NOARGS,
+     "__dlpack_device__($self, /)\n--\n\n(kDLCUDA, device)."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -472,9 +482,10 @@ static PyType_Slot kpy_array_slots[] = {
     {Py_nb_float, kpy_array_float},
     {Py_nb_index, kpy_array_index},
     {Py_tp_doc,
-     (void *)"DeviceArray(shape, dtype, allocator=None, base=None, gpudata=None, strides=None, "
-             "order='C'): an array in device memory, PyCUDA's GPUArray; passed to a kernel as "
-             "its pointer. Made also by kiln.to_device, empty, zeros, asarray."},
+     (void
+          *)"DeviceArray(shape, dtype, allocator=None, base=None, gpudata=None, strides=None, "
+            "order='C')\n--\n\nAn array in device memory, PyCUDA's GPUArray; passed to a kernel as "
+            "its pointer. Made also by kiln.to_device, empty, zeros, asarray."},
     {0, NULL},
 };
 
@@ -485,9 +496,11 @@ static PyType_Spec kpy_array_spec = {"kiln.DeviceArray", sizeof(kpy_array), 0,
 
 static PyMethodDef kpy_array_functions[] = {
     {"empty", (PyCFunction)(void (*)(void))kpy_empty, METH_VARARGS | METH_KEYWORDS,
-     "empty(shape, dtype=float64, stream=None, order='C'): an uninitialized DeviceArray."},
+     "empty($module, shape, dtype='float64', stream=None, order='C')\n--\n\nAn uninitialized "
+     "DeviceArray."},
     {"zeros", (PyCFunction)(void (*)(void))kpy_zeros, METH_VARARGS | METH_KEYWORDS,
-     "zeros(shape, dtype=float64, stream=None, order='C'): a DeviceArray of zeros."},
+     "zeros($module, shape, dtype='float64', stream=None, order='C')\n--\n\nA DeviceArray of "
+     "zeros."},
     {NULL, NULL, 0, NULL},
 };
 

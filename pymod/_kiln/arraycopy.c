@@ -457,8 +457,8 @@ done:
 
 static PyMethodDef kpy_arraycopy_functions[] = {
     {"to_device", (PyCFunction)(void (*)(void))kpy_to_device, METH_VARARGS | METH_KEYWORDS,
-     "to_device(array, stream=None): a DeviceArray holding a copy of a numpy array (Fortran "
-     "order kept, any other layout made C-contiguous)."},
+     "to_device($module, array, stream=None)\n--\n\nA DeviceArray holding a copy of a numpy "
+     "array (Fortran order kept, any other layout made C-contiguous)."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -372,19 +372,27 @@ KPY_FORWARD(all)
   {#name, (PyCFunction)(void (*)(void))kpy_method_##name, METH_FASTCALL | METH_KEYWORDS, doc}
 
 PyMethodDef kpy_arrayops_methods[KPY_ARRAYOPS_METHODS] = {
-    KPY_METHOD(fill, "fill(value, stream=None): every element set to value; returns the array."),
-    KPY_METHOD(astype, "astype(dtype, stream=None): a new array of the values as dtype."),
-    KPY_METHOD(conj, "conj(): the complex conjugate (the array itself when it is real)."),
+    KPY_METHOD(
+        fill,
+        "fill($self, value, stream=None)\n--\n\nEvery element set to value; returns the array."),
+    KPY_METHOD(astype,
+               "astype($self, dtype, stream=None)\n--\n\nA new array of the values as dtype."),
+    KPY_METHOD(conj,
+               "conj($self, /)\n--\n\nThe complex conjugate (the array itself when it is real)."),
     {"conjugate", (PyCFunction)(void (*)(void))kpy_method_conj, METH_FASTCALL | METH_KEYWORDS,
-     "conjugate(): the same as conj()."},
-    KPY_METHOD(mul_add, "mul_add(selffac, other, otherfac, add_timer=None, stream=None): "
-                        "selffac * self + otherfac * other in one kernel."),
-    KPY_METHOD(reverse, "reverse(stream=None): a new 1-d array of the elements in reverse order."),
-    KPY_METHOD(sum, "sum(dtype=None, stream=None): the sum as a 0-d array."),
-    KPY_METHOD(max, "max(stream=None): the largest element as a 0-d array."),
-    KPY_METHOD(min, "min(stream=None): the smallest element as a 0-d array."),
-    KPY_METHOD(any, "any(stream=None): whether any element is nonzero, as a 0-d array."),
-    KPY_METHOD(all, "all(stream=None): whether every element is nonzero, as a 0-d array."),
+     "conjugate($self, /)\n--\n\nThe same as conj()."},
+    KPY_METHOD(mul_add, "mul_add($self, selffac, other, otherfac, add_timer=None, stream=None)"
+                        "\n--\n\nselffac * self + otherfac * other in one kernel."),
+    KPY_METHOD(
+        reverse,
+        "reverse($self, stream=None)\n--\n\nA new 1-d array of the elements in reverse order."),
+    KPY_METHOD(sum, "sum($self, dtype=None, stream=None)\n--\n\nThe sum as a 0-d array."),
+    KPY_METHOD(max, "max($self, stream=None)\n--\n\nThe largest element as a 0-d array."),
+    KPY_METHOD(min, "min($self, stream=None)\n--\n\nThe smallest element as a 0-d array."),
+    KPY_METHOD(any,
+               "any($self, stream=None)\n--\n\nWhether any element is nonzero, as a 0-d array."),
+    KPY_METHOD(all,
+               "all($self, stream=None)\n--\n\nWhether every element is nonzero, as a 0-d array."),
     {NULL, NULL, 0, NULL},
 };
 

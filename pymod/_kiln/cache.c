@@ -17,13 +17,14 @@ static PyObject *kpy_cache_stats(PyObject *module, PyObject *unused) {
   (void)module, (void)unused;
   kiln_cache_stats s;
   kiln_cache_get_stats(&s);
-  const char *names[] = {"memory_hits", "disk_hits", "misses", "compiles",
-                         "stores",      "evictions", "corrupt"};
-  uint64_t v[] = {s.memory_hits, s.disk_hits, s.misses, s.compiles,
-                  s.stores,      s.evictions, s.corrupt};
-  PyObject *values[7];
-  for (int i = 0; i < 7; i++) values[i] = PyLong_FromUnsignedLongLong(v[i]);
-  return kpy_dict_of(7, names, values);
+  const char *names[] = {"memory_hits", "disk_hits", "misses",      "compiles", "stores",
+                         "evictions",   "corrupt",   "pch_created", "pch_used"};
+  uint64_t v[] = {s.memory_hits, s.disk_hits, s.misses,      s.compiles, s.stores,
+                  s.evictions,   s.corrupt,   s.pch_created, s.pch_used};
+  PyObject *values[(sizeof v / sizeof v[0])];
+  for (size_t i = 0; i < (sizeof v / sizeof v[0]); i++)
+    values[i] = PyLong_FromUnsignedLongLong(v[i]);
+  return kpy_dict_of((int)(sizeof v / sizeof v[0]), names, values);
 }
 
 static PyObject *kpy_cache_info(PyObject *module, PyObject *unused) {
@@ -36,8 +37,9 @@ static PyObject *kpy_cache_info(PyObject *module, PyObject *unused) {
   Py_END_ALLOW_THREADS
   if (kpy_flush_warnings(st) < 0) return NULL;
   if (s) return kpy_raise(st, s);
-  const char *names[] = {"enabled", "writable",  "dir",  "layers", "reason",   "entries",
-                         "bytes",   "max_bytes", "hits", "misses", "evictions"};
+  const char *names[] = {"enabled",   "writable",  "dir",       "layers", "reason",
+                         "entries",   "bytes",     "max_bytes", "hits",   "misses",
+                         "evictions", "pch_files", "pch_bytes"};
   PyObject *values[] = {
       PyBool_FromLong(info.enabled),
       PyBool_FromLong(info.writable),
@@ -50,8 +52,10 @@ static PyObject *kpy_cache_info(PyObject *module, PyObject *unused) {
       PyLong_FromUnsignedLongLong(info.hits),
       PyLong_FromUnsignedLongLong(info.misses),
       PyLong_FromUnsignedLongLong(info.evictions),
+      PyLong_FromUnsignedLongLong(info.pch_files),
+      PyLong_FromUnsignedLongLong(info.pch_bytes),
   };
-  return kpy_dict_of(11, names, values);
+  return kpy_dict_of(13, names, values);
 }
 
 static int kpy_cache_visit(const kiln_cache_entry *e, void *ctx) {
@@ -167,19 +171,23 @@ static PyMethodDef kpy_cache_functions[] = {
      "setting its limit first when given. Modules no one holds are kept up to the limit "
      "(256 by default), least recently used freed first."},
     {"cache_stats", kpy_cache_stats, METH_NOARGS,
-     "This process's cache counts: memory_hits, disk_hits, misses, compiles, stores, "
-     "evictions, corrupt."},
+     "cache_stats($module, /)\n--\n\nThis process's cache counts: memory_hits, disk_hits, "
+     "misses, compiles, stores, evictions, corrupt, and pch_created, pch_used (NVRTC runs "
+     "that made or reused a precompiled header)."},
     {"cache_info", kpy_cache_info, METH_NOARGS,
-     "The cache folder: dir, layers, enabled, writable, reason, entries, bytes, max_bytes and "
-     "the hits, misses and evictions every process recorded there."},
+     "cache_info($module, /)\n--\n\nThe cache folder: dir, layers, enabled, writable, reason, "
+     "entries, bytes, max_bytes and the hits, misses and evictions every process recorded "
+     "there; pch_files and pch_bytes, the precompiled headers running processes keep in it."},
     {"cache_list", kpy_cache_list, METH_NOARGS,
-     "Every cache entry, least recently used first, as dicts: path, key, layer, bytes, "
-     "last_used, arch, kernels, problem."},
+     "cache_list($module, /)\n--\n\nEvery cache entry, least recently used first, as dicts: "
+     "path, key, layer, bytes, last_used, arch, kernels, problem."},
     {"cache_prune", (PyCFunction)(void (*)(void))kpy_cache_prune, METH_VARARGS | METH_KEYWORDS,
-     "cache_prune(max_bytes=None): removes least recently used entries until the folder holds "
-     "at most max_bytes ($KILN_CACHE_MAX_BYTES by default); returns how many went."},
+     "cache_prune($module, max_bytes=None)\n--\n\nRemoves least recently used entries until "
+     "the folder holds at most max_bytes ($KILN_CACHE_MAX_BYTES by default); returns how many "
+     "went."},
     {"cache_clear", kpy_cache_clear, METH_NOARGS,
-     "Removes every entry of the main cache folder; returns how many went."},
+     "cache_clear($module, /)\n--\n\nRemoves every entry of the main cache folder; returns "
+     "how many went."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -207,33 +207,40 @@ static PyObject *kpy_context_repr(PyObject *op) {
 
 static PyMethodDef kpy_context_methods[] = {
     {"push", kpy_context_push, METH_NOARGS,
-     "Makes this context's device current on this thread; pop() returns to the one before."},
+     "push($self, /)\n--\n\nMakes this context's device current on this thread; pop() returns "
+     "to the one before."},
     {"pop", kpy_context_pop, METH_NOARGS | METH_CLASS,
-     "Context.pop(): undoes this thread's last push() or make_context()."},
+     "pop($type, /)\n--\n\nContext.pop(): undoes this thread's last push() or make_context()."},
     {"detach", kpy_context_detach, METH_NOARGS,
-     "Pops this context when it is the one pushed last; the primary context itself stays, "
-     "shared with the process's other libraries."},
+     "detach($self, /)\n--\n\nPops this context when it is the one pushed last; the primary "
+     "context itself stays, shared with the process's other libraries."},
     {"get_current", kpy_context_get_current, METH_NOARGS | METH_CLASS,
-     "The current device's context, or None when there is no CUDA device."},
-    {"get_device", kpy_context_get_device, METH_NOARGS | METH_CLASS, "The current device."},
+     "get_current($type, /)\n--\n\nThe current device's context, or None when there is no "
+     "CUDA device."},
+    {"get_device", kpy_context_get_device, METH_NOARGS | METH_CLASS,
+     "get_device($type, /)\n--\n\nThe current device."},
     {"synchronize", (PyCFunction)(void (*)(void))kpy_context_synchronize,
      METH_VARARGS | METH_KEYWORDS | METH_CLASS,
-     "synchronize(timeout=None): waits for all work on the current device; Ctrl-C and the "
-     "timeout end the wait as Stream.synchronize's do."},
+     "synchronize($type, /, timeout=None)\n--\n\nWaits for all work on the current device; "
+     "Ctrl-C and the timeout end the wait as Stream.synchronize's do."},
     {"get_limit", kpy_context_get_limit, METH_O | METH_CLASS,
-     "get_limit(limit): a kiln.driver.limit of the current context."},
+     "get_limit($type, limit, /)\n--\n\nA kiln.driver.limit of the current context."},
     {"set_limit", (PyCFunction)(void (*)(void))kpy_context_set_limit, METH_FASTCALL | METH_CLASS,
-     "set_limit(limit, value): for every library sharing the primary context."},
+     "set_limit($type, limit, value)\n--\n\nFor every library sharing the primary context."},
     {"get_cache_config", kpy_context_get_cache_config, METH_NOARGS | METH_CLASS,
-     "The preferred cache configuration, a kiln.driver.func_cache value."},
+     "get_cache_config($type, /)\n--\n\nThe preferred cache configuration, a "
+     "kiln.driver.func_cache value."},
     {"set_cache_config", kpy_context_set_cache_config, METH_O | METH_CLASS,
-     "set_cache_config(func_cache)."},
+     "set_cache_config($type, func_cache, /)\n--\n\nSets the preferred split of L1 and shared "
+     "memory (a kiln.driver.func_cache)."},
     {"get_shared_config", kpy_context_get_shared_config, METH_NOARGS | METH_CLASS,
-     "The shared memory bank size, a kiln.driver.shared_config value."},
+     "get_shared_config($type, /)\n--\n\nThe shared memory bank size, a "
+     "kiln.driver.shared_config value."},
     {"set_shared_config", kpy_context_set_shared_config, METH_O | METH_CLASS,
-     "set_shared_config(shared_config)."},
+     "set_shared_config($type, shared_config, /)\n--\n\nSets the shared memory bank size (a "
+     "kiln.driver.shared_config)."},
     {"get_api_version", kpy_context_get_api_version, METH_NOARGS,
-     "The context's API version (cuCtxGetApiVersion)."},
+     "get_api_version($self, /)\n--\n\nThe context's API version (cuCtxGetApiVersion)."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -244,8 +251,9 @@ static PyType_Slot kpy_context_slots[] = {
     {Py_tp_richcompare, kpy_context_richcompare},
     {Py_tp_hash, kpy_context_hash},
     {Py_tp_methods, kpy_context_methods},
-    {Py_tp_doc, (void *)"Context(device): a device's primary context, shared with PyTorch, CuPy "
-                        "and the CUDA runtime. Device.make_context() gives one made current."},
+    {Py_tp_doc,
+     (void *)"Context(device)\n--\n\nA device's primary context, shared with PyTorch, CuPy "
+             "and the CUDA runtime. Device.make_context() gives one made current."},
     {0, NULL},
 };
 

@@ -264,28 +264,37 @@ static PyObject *kpy_device_get_ordinal(PyObject *op, void *closure) {
 }
 
 static PyMethodDef kpy_device_methods[] = {
-    {"name", kpy_device_name, METH_NOARGS, "The device's name."},
-    {"compute_capability", kpy_device_compute_capability, METH_NOARGS, "(major, minor)."},
-    {"total_memory", kpy_device_total_memory, METH_NOARGS, "Device memory in bytes."},
+    {"name", kpy_device_name, METH_NOARGS, "name($self, /)\n--\n\nThe device's name."},
+    {"compute_capability", kpy_device_compute_capability, METH_NOARGS,
+     "compute_capability($self, /)\n--\n\n(major, minor)."},
+    {"total_memory", kpy_device_total_memory, METH_NOARGS,
+     "total_memory($self, /)\n--\n\nDevice memory in bytes."},
     {"make_current", kpy_device_make_current, METH_NOARGS,
-     "Makes this the device kiln uses on this thread."},
+     "make_current($self, /)\n--\n\nMakes this the device kiln uses on this thread."},
     {"get_attribute", kpy_device_get_attribute, METH_O,
-     "get_attribute(attr): a device_attribute's value (kiln.driver.device_attribute)."},
+     "get_attribute($self, attr, /)\n--\n\nA device_attribute's value "
+     "(kiln.driver.device_attribute)."},
     {"get_attributes", kpy_device_get_attributes, METH_NOARGS,
-     "{device_attribute: value} for every attribute the driver knows."},
-    {"pci_bus_id", kpy_device_pci_bus_id, METH_NOARGS, "The PCI bus id, '0000:3b:00.0'."},
+     "get_attributes($self, /)\n--\n\n{device_attribute: value} for every attribute the "
+     "driver knows."},
+    {"pci_bus_id", kpy_device_pci_bus_id, METH_NOARGS,
+     "pci_bus_id($self, /)\n--\n\nThe PCI bus id, '0000:3b:00.0'."},
     {"make_context", (PyCFunction)(void (*)(void))kpy_device_make_context,
      METH_VARARGS | METH_KEYWORDS,
-     "make_context(flags=0): the device's primary context, made current on this thread (pushed) "
-     "as PyCUDA's new context would be; pop() returns to the device before. kiln makes no "
-     "context of its own, so flags are not applied."},
+     "make_context($self, flags=0)\n--\n\nThe device's primary context, made current on this "
+     "thread (pushed) as PyCUDA's new context would be; pop() returns to the device before. "
+     "kiln makes no context of its own, so flags are not applied."},
     {"retain_primary_context", (PyCFunction)(void (*)(void))kpy_device_retain_primary_context,
      METH_VARARGS | METH_KEYWORDS,
-     "The device's primary context as a Context, not made current (push() does that)."},
-    {"__enter__", kpy_device_enter, METH_NOARGS, "Makes it current until the with-block ends."},
-    {"__exit__", kpy_device_exit, METH_VARARGS, "Restores the device current before."},
+     "retain_primary_context($self, /)\n--\n\nThe device's primary context as a Context, not "
+     "made current (push() does that)."},
+    {"__enter__", kpy_device_enter, METH_NOARGS,
+     "__enter__($self, /)\n--\n\nMakes it current until the with-block ends."},
+    {"__exit__", kpy_device_exit, METH_VARARGS,
+     "__exit__($self, *exc_info)\n--\n\nRestores the device current before."},
     {"count", kpy_device_count, METH_NOARGS | METH_CLASS,
-     "The number of CUDA devices (0 with a driver and no GPU); NoDeviceError with no driver."},
+     "count($type, /)\n--\n\nThe number of CUDA devices (0 with a driver and no GPU); "
+     "NoDeviceError with no driver."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -303,7 +312,7 @@ static PyType_Slot kpy_device_slots[] = {
     {Py_tp_repr, kpy_device_repr},
     {Py_tp_methods, kpy_device_methods},
     {Py_tp_getset, kpy_device_getset},
-    {Py_tp_doc, (void *)"Device(ordinal=0): a CUDA device; Device('0000:3b:00.0') by PCI bus "
+    {Py_tp_doc, (void *)"Device(ordinal=0)\n--\n\nA CUDA device; Device('0000:3b:00.0') by PCI bus "
                         "id. Every device_attribute reads as a lower-case attribute too "
                         "(dev.max_threads_per_block)."},
     {0, NULL},
@@ -360,19 +369,21 @@ static PyObject *kpy_current_device(PyObject *module, PyObject *unused) {
 
 static PyMethodDef kpy_device_functions[] = {
     {"current_device", kpy_current_device, METH_NOARGS,
-     "The ordinal of this thread's current device (kiln.Device(i).make_current() or `with "
-     "kiln.Device(i):` change it); needs no driver."},
+     "current_device($module, /)\n--\n\nThe ordinal of this thread's current device "
+     "(kiln.Device(i).make_current() or `with kiln.Device(i):` change it); needs no driver."},
     {"synchronize", (PyCFunction)(void (*)(void))kpy_synchronize, METH_VARARGS | METH_KEYWORDS,
-     "synchronize(timeout=None): waits for all work on the current device; raises the error "
-     "of any that failed. Ctrl-C ends the wait (KeyboardInterrupt) and so does the timeout in "
-     "seconds (TimeoutError); the work goes on on the GPU."},
+     "synchronize($module, /, timeout=None)\n--\n\nWaits for all work on the current device; "
+     "raises the error of any that failed. Ctrl-C ends the wait (KeyboardInterrupt) and so does "
+     "the timeout in seconds (TimeoutError); the work goes on on the GPU."},
     {"init", (PyCFunction)(void (*)(void))kpy_init, METH_VARARGS | METH_KEYWORDS,
-     "init(flags=0): opens the driver and runs cuInit now (kiln does it at the first GPU use); "
-     "NoDeviceError says why it cannot."},
+     "init($module, flags=0)\n--\n\nOpens the driver and runs cuInit now (kiln does it at the "
+     "first GPU use); NoDeviceError says why it cannot."},
     {"get_driver_version", kpy_get_driver_version, METH_NOARGS,
-     "The driver's CUDA version as an int: 13000 is CUDA 13.0."},
+     "get_driver_version($module, /)\n--\n\nThe driver's CUDA version as an int: 13000 is "
+     "CUDA 13.0."},
     {"get_version", kpy_get_version, METH_NOARGS,
-     "(major, minor, 0): the CUDA version kiln was built against."},
+     "get_version($module, /)\n--\n\n(major, minor, 0): the CUDA version kiln was built "
+     "against."},
     {NULL, NULL, 0, NULL},
 };
 

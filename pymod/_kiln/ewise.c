@@ -83,7 +83,7 @@ int kpy_ewise_launch(kpy_ewise *k, PyObject *const *objs, kiln_stream stream) {
     PyErr_Format(PyExc_TypeError,
                  "%s: In, Out and InOut are for kernels called directly; "
                  "an elementwise kernel takes arrays on the device",
-                 kiln_function_name(f->fn));
+                 kiln_function_signature(f->fn));
     goto done;
   }
   unsigned long long count = (unsigned long long)n;
@@ -228,10 +228,10 @@ static void kpy_ewise_dealloc(PyObject *op) {
 
 static PyMethodDef kpy_ewise_methods[] = {
     {"_bind", kpy_ewise_bind, METH_VARARGS,
-     "_bind(function, vector_mask, block, per_thread, same_ok=False): the compiled kernel calls "
-     "take in C."},
+     "_bind($self, function, vector_mask, block, per_thread, same_ok=False)\n--\n\nThe "
+     "compiled kernel calls take in C."},
     {"_bind_alias", kpy_ewise_bind_alias, METH_O,
-     "_bind_alias(function): the variant for arrays that overlap."},
+     "_bind_alias($self, function, /)\n--\n\nThe variant for arrays that overlap."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -159,7 +159,7 @@ static PyObject *kpy_function_call(PyObject *op, PyObject *const *args, size_t n
   Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
   if (__builtin_expect(nargs != self->n_params, 0)) {
     PyErr_Format(PyExc_TypeError, "%s takes %d argument%s (%zd given)",
-                 kiln_function_name(self->fn), self->n_params, self->n_params == 1 ? "" : "s",
+                 kiln_function_signature(self->fn), self->n_params, self->n_params == 1 ? "" : "s",
                  nargs);
     return NULL;
   }
@@ -190,12 +190,12 @@ static PyObject *kpy_function_call(PyObject *op, PyObject *const *args, size_t n
       if ((time_kernel = PyObject_IsTrue(value)) < 0) return NULL;
     } else {
       PyErr_Format(PyExc_TypeError, "%s got an unexpected keyword argument %R; it takes %s",
-                   kiln_function_name(self->fn), key, kpy_kw_names);
+                   kiln_function_signature(self->fn), key, kpy_kw_names);
       return NULL;
     }
   }
   if (!have_block) {
-    PyErr_Format(PyExc_TypeError, "%s needs block=(x, y, z)", kiln_function_name(self->fn));
+    PyErr_Format(PyExc_TypeError, "%s needs block=(x, y, z)", kiln_function_signature(self->fn));
     return NULL;
   }
 
@@ -243,7 +243,7 @@ static PyObject *kpy_function_prepare(PyObject *op, PyObject *args, PyObject *kw
     return NULL;
   }
   const kiln_param *p = kiln_function_params(self->fn);
-  const char *name = kiln_function_name(self->fn);
+  const char *name = kiln_function_signature(self->fn);
   int bad = -1;
   if (n == self->n_params)
     for (int i = 0; i < n && bad < 0; i++)
@@ -315,8 +315,9 @@ static int kpy_prepared_shape(kpy_function *self, PyObject *const *args, Py_ssiz
                               const char *what, kiln_launch_config *cfg) {
   if (nargs - lead != self->n_params) {
     PyErr_Format(PyExc_TypeError, "%s(grid, block%s, *args): %s takes %d argument%s (%zd given)",
-                 what, lead == 3 ? ", stream" : "", kiln_function_name(self->fn), self->n_params,
-                 self->n_params == 1 ? "" : "s", nargs < lead ? (Py_ssize_t)0 : nargs - lead);
+                 what, lead == 3 ? ", stream" : "", kiln_function_signature(self->fn),
+                 self->n_params, self->n_params == 1 ? "" : "s",
+                 nargs < lead ? (Py_ssize_t)0 : nargs - lead);
     return -1;
   }
   if (kpy_parse_dims(args[0], "grid", cfg->grid) < 0 ||
@@ -568,7 +569,11 @@ static PyObject *kpy_function_get_signature(PyObject *op, void *closure) {
   return t;
 }
 
+/* "<kiln.Function cpp(float *, const float *, int) (ptr, ptr, i32): 32 registers, 0 B shared>":
+ * the kernel as declared, its parameter classes, and where a GPU can say, its registers and
+ * static shared memory (no GPU, no failure: repr must always work). */
 static PyObject *kpy_function_repr(PyObject *op) {
+  kpy_function *self = (kpy_function *)op;
   PyObject *sig = kpy_function_get_signature(op, NULL);
   if (!sig) return NULL;
   PyObject *joined = NULL, *sep = PyUnicode_FromString(", ");
@@ -576,10 +581,41 @@ static PyObject *kpy_function_repr(PyObject *op) {
   Py_XDECREF(sep);
   Py_DECREF(sig);
   if (!joined) return NULL;
-  PyObject *r = PyUnicode_FromFormat("<kiln.Function %s(%U)>",
-                                     kiln_function_name(((kpy_function *)op)->fn), joined);
+  int regs = -1, shared = -1, count = 0;
+  kiln_status s;
+  Py_BEGIN_ALLOW_THREADS
+    s = kiln_device_count(&count);
+    if (!s && count > 0 && !kiln_function_get_attribute(self->fn, 4, &regs))
+      kiln_function_get_attribute(self->fn, 1, &shared);
+  Py_END_ALLOW_THREADS(void)
+  s;
+  if (kpy_flush_warnings(self->st) < 0) {
+    Py_DECREF(joined);
+    return NULL;
+  }
+  PyObject *r = regs >= 0 && shared >= 0
+                    ? PyUnicode_FromFormat("<kiln.Function %s (%U): %d registers, %d B shared>",
+                                           kiln_function_signature(self->fn), joined, regs, shared)
+                    : PyUnicode_FromFormat("<kiln.Function %s (%U)>",
+                                           kiln_function_signature(self->fn), joined);
   Py_DECREF(joined);
   return r;
+}
+
+/* inspect.signature(f): built by kiln._signature, imported on first use (never on the call's
+ * path). */
+static PyObject *kpy_function_get_py_signature(PyObject *op, void *closure) {
+  (void)closure;
+  PyObject *mod = PyImport_ImportModule("kiln._signature");
+  if (!mod) return NULL;
+  PyObject *r = PyObject_CallMethod(mod, "function_signature", "O", op);
+  Py_DECREF(mod);
+  return r;
+}
+
+static PyObject *kpy_function_get_declaration(PyObject *op, void *closure) {
+  (void)closure;
+  return PyUnicode_FromString(kiln_function_signature(((kpy_function *)op)->fn));
 }
 
 static PyMemberDef kpy_function_members[] = {
@@ -590,29 +626,32 @@ static PyMemberDef kpy_function_members[] = {
 
 static PyMethodDef kpy_function_methods[] = {
     {"prepare", (PyCFunction)(void (*)(void))kpy_function_prepare, METH_VARARGS | METH_KEYWORDS,
-     "prepare(arg_types, shared=None): checks PyCUDA's argument types (a struct format such as "
-     "'PiiP', or a list of characters and NumPy dtypes) against the kernel's parameters and "
-     "returns the function. Optional in kiln, which packs by the kernel's signature."},
+     "prepare($self, arg_types, shared=None)\n--\n\nChecks PyCUDA's argument types (a "
+     "struct format such as 'PiiP', or a list of characters and NumPy dtypes) against the "
+     "kernel's parameters and returns the function. Optional in kiln, which packs by the "
+     "kernel's signature."},
     {"prepared_call", (PyCFunction)(void (*)(void))kpy_function_prepared_call,
      METH_FASTCALL | METH_KEYWORDS,
-     "prepared_call(grid, block, *args, shared_size=0): the launch, as f(*args, grid=, "
-     "block=) is."},
+     "prepared_call($self, grid, block, *args, shared_size=0)\n--\n\nThe launch, as "
+     "f(*args, grid=, block=) is."},
     {"prepared_async_call", (PyCFunction)(void (*)(void))kpy_function_prepared_async_call,
      METH_FASTCALL | METH_KEYWORDS,
-     "prepared_async_call(grid, block, stream, *args, shared_size=0): on stream (None: the "
-     "default stream)."},
+     "prepared_async_call($self, grid, block, stream, *args, shared_size=0)\n--\n\nOn "
+     "stream (None: the default stream)."},
     {"prepared_timed_call", (PyCFunction)(void (*)(void))kpy_function_prepared_timed_call,
      METH_FASTCALL | METH_KEYWORDS,
-     "prepared_timed_call(grid, block, *args, shared_size=0): launches between two events and "
-     "returns a callable giving the seconds between them (it waits for the kernel)."},
+     "prepared_timed_call($self, grid, block, *args, shared_size=0)\n--\n\nLaunches between "
+     "two events and returns a callable giving the seconds between them (it waits for the "
+     "kernel)."},
     {"get_attribute", kpy_function_get_attribute, METH_O,
-     "get_attribute(attr): a kiln.driver.function_attribute of the kernel on the current "
-     "device."},
+     "get_attribute($self, attr, /)\n--\n\nA kiln.driver.function_attribute of the kernel on "
+     "the current device."},
     {"set_attribute", (PyCFunction)(void (*)(void))kpy_function_set_attribute, METH_FASTCALL,
-     "set_attribute(attr, value): MAX_DYNAMIC_SHARED_SIZE_BYTES, "
+     "set_attribute($self, attr, value)\n--\n\nMAX_DYNAMIC_SHARED_SIZE_BYTES, "
      "PREFERRED_SHARED_MEMORY_CARVEOUT or a cluster attribute."},
     {"set_cache_config", kpy_function_set_cache_config, METH_O,
-     "set_cache_config(func_cache): the kernel's preferred split of L1 and shared memory."},
+     "set_cache_config($self, func_cache, /)\n--\n\nThe kernel's preferred split of L1 and "
+     "shared memory."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -622,6 +661,14 @@ static PyMethodDef kpy_function_methods[] = {
 
 static PyGetSetDef kpy_function_getset[] = {
     {"name", kpy_function_get_name, NULL, "The kernel's PTX entry name.", NULL},
+    {"__signature__", kpy_function_get_py_signature, NULL,
+     "inspect.signature(f): the kernel's parameters, annotated with their declared types, "
+     "then the launch keywords.",
+     NULL},
+    {"declaration", kpy_function_get_declaration, NULL,
+     "The kernel as its source declares it, 'cpp(float *, const float *, int)', as messages "
+     "name it; the plain name of an extern \"C\" kernel.",
+     NULL},
     {"signature", kpy_function_get_signature, NULL,
      "One class per parameter: i32, u32, b32 (sign unknown), f32, f64, ptr, b64 (a pointer "
      "or 64-bit int), struct[size]/align, ...",

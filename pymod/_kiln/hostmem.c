@@ -140,7 +140,8 @@ static PyObject *kpy_registered_get_base(PyObject *op, void *closure) {
 
 static PyMethodDef kpy_registered_methods[] = {
     {"unregister", kpy_registered_unregister, METH_NOARGS,
-     "Ends the page-locking now; the memory itself stays the array's."},
+     "unregister($self, /)\n--\n\nEnds the page-locking now; the memory itself stays the "
+     "array's."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -234,19 +235,20 @@ static PyObject *kpy_staging_info(PyObject *module, PyObject *unused) {
 static PyMethodDef kpy_hostmem_functions[] = {
     {"pagelocked_empty", (PyCFunction)(void (*)(void))kpy_pagelocked_empty,
      METH_VARARGS | METH_KEYWORDS,
-     "pagelocked_empty(shape, dtype=float64, order='C', mem_flags=0): a numpy array in "
-     "page-locked host memory; mem_flags are kiln.driver.host_alloc_flags (it is always "
-     "portable)."},
+     "pagelocked_empty($module, shape, dtype='float64', order='C', mem_flags=0)\n--\n\nA numpy "
+     "array in page-locked host memory; mem_flags are kiln.driver.host_alloc_flags (it is "
+     "always portable)."},
     {"pagelocked_zeros", (PyCFunction)(void (*)(void))kpy_pagelocked_zeros,
      METH_VARARGS | METH_KEYWORDS,
-     "pagelocked_zeros(shape, dtype=float64, order='C', mem_flags=0): the same, zeroed."},
+     "pagelocked_zeros($module, shape, dtype='float64', order='C', mem_flags=0)\n--\n\nThe "
+     "same, zeroed."},
     {"register_host_memory", (PyCFunction)(void (*)(void))kpy_register_host_memory,
      METH_VARARGS | METH_KEYWORDS,
-     "register_host_memory(ary, flags=0): an array over ary's memory, page-locked while it "
-     "lives; its .base is a RegisteredHostMemory whose .base is ary."},
+     "register_host_memory($module, ary, flags=0)\n--\n\nAn array over ary's memory, "
+     "page-locked while it lives; its .base is a RegisteredHostMemory whose .base is ary."},
     {"staging_info", kpy_staging_info, METH_NOARGS,
-     "How large pageable copies are staged: min_bytes, chunk_bytes, threads, and the copies "
-     "and bytes staged so far."},
+     "staging_info($module, /)\n--\n\nHow large pageable copies are staged: min_bytes, "
+     "chunk_bytes, threads, and the copies and bytes staged so far."},
     {NULL, NULL, 0, NULL},
 };
 

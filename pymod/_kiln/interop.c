@@ -418,8 +418,8 @@ static PyObject *kpy_asarray(PyObject *module, PyObject *obj) {
 
 static PyMethodDef kpy_interop_functions[] = {
     {"asarray", kpy_asarray, METH_O,
-     "asarray(obj): a DeviceArray over the memory of a GPU array (torch, CuPy, ...) that offers "
-     "__cuda_array_interface__ or __dlpack__; no copy."},
+     "asarray($module, obj, /)\n--\n\nA DeviceArray over the memory of a GPU array (torch, CuPy, "
+     "...) that offers __cuda_array_interface__ or __dlpack__; no copy."},
     {NULL, NULL, 0, NULL},
 };
 

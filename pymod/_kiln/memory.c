@@ -134,7 +134,8 @@ static PyObject *kpy_allocation_get_size(PyObject *op, void *closure) {
 }
 
 static PyMethodDef kpy_allocation_methods[] = {
-    {"free", kpy_allocation_free, METH_NOARGS, "Frees the memory now rather than when collected."},
+    {"free", kpy_allocation_free, METH_NOARGS,
+     "free($self, /)\n--\n\nFrees the memory now rather than when collected."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -518,44 +519,56 @@ static PyObject *kpy_pool_trim(PyObject *module, PyObject *args, PyObject *kwarg
 
 static PyMethodDef kpy_memory_functions[] = {
     {"mem_alloc", kpy_mem_alloc, METH_O,
-     "mem_alloc(nbytes): device memory, freed when the allocation is collected."},
+     "mem_alloc($module, nbytes, /)\n--\n\nDevice memory, freed when the allocation is collected."},
     {"memcpy_htod", (PyCFunction)(void (*)(void))kpy_memcpy_htod, METH_FASTCALL | METH_KEYWORDS,
-     "memcpy_htod(dest, src): copies the numpy array (or buffer) src to device memory dest."},
+     "memcpy_htod($module, dest, src)\n--\n\nCopies the numpy array (or buffer) src to device "
+     "memory dest."},
     {"memcpy_dtoh", (PyCFunction)(void (*)(void))kpy_memcpy_dtoh, METH_FASTCALL | METH_KEYWORDS,
-     "memcpy_dtoh(dest, src): copies device memory src into the numpy array (or buffer) dest."},
+     "memcpy_dtoh($module, dest, src)\n--\n\nCopies device memory src into the numpy array "
+     "(or buffer) dest."},
     {"memcpy_htod_async", (PyCFunction)(void (*)(void))kpy_memcpy_htod_async,
      METH_FASTCALL | METH_KEYWORDS,
-     "memcpy_htod_async(dest, src, stream=None): queued on stream. On a kiln.Stream the stream "
-     "keeps src alive until it is done; on any other stream the copy is waited for."},
+     "memcpy_htod_async($module, dest, src, stream=None)\n--\n\nQueued on stream. On a "
+     "kiln.Stream the stream keeps src alive until it is done; on any other stream the copy "
+     "is waited for."},
     {"memcpy_dtoh_async", (PyCFunction)(void (*)(void))kpy_memcpy_dtoh_async,
      METH_FASTCALL | METH_KEYWORDS,
-     "memcpy_dtoh_async(dest, src, stream=None): queued on stream; dest holds the bytes once "
-     "a kiln.Stream is synchronized (on any other stream, when the call returns)."},
+     "memcpy_dtoh_async($module, dest, src, stream=None)\n--\n\nQueued on stream; dest holds "
+     "the bytes once a kiln.Stream is synchronized (on any other stream, when the call "
+     "returns)."},
     {"memcpy_dtod", (PyCFunction)(void (*)(void))kpy_memcpy_dtod, METH_VARARGS | METH_KEYWORDS,
-     "memcpy_dtod(dest, src, size): size bytes from device memory to device memory."},
+     "memcpy_dtod($module, dest, src, size)\n--\n\nSize bytes from device memory to device "
+     "memory."},
     {"memcpy_dtod_async", (PyCFunction)(void (*)(void))kpy_memcpy_dtod_async,
-     METH_VARARGS | METH_KEYWORDS, "memcpy_dtod_async(dest, src, size, stream=None)."},
+     METH_VARARGS | METH_KEYWORDS,
+     "memcpy_dtod_async($module, dest, src, size, stream=None)\n--\n\n"},
     {"memset_d8", (PyCFunction)(void (*)(void))kpy_memset_d8, METH_VARARGS | METH_KEYWORDS,
-     "memset_d8(dest, data, count): count bytes set to data."},
+     "memset_d8($module, dest, data, count)\n--\n\nCount bytes set to data."},
     {"memset_d16", (PyCFunction)(void (*)(void))kpy_memset_d16, METH_VARARGS | METH_KEYWORDS,
-     "memset_d16(dest, data, count): count 16-bit values set to data."},
+     "memset_d16($module, dest, data, count)\n--\n\nCount 16-bit values set to data."},
     {"memset_d32", (PyCFunction)(void (*)(void))kpy_memset_d32, METH_VARARGS | METH_KEYWORDS,
-     "memset_d32(dest, data, count): count 32-bit values set to data."},
+     "memset_d32($module, dest, data, count)\n--\n\nCount 32-bit values set to data."},
     {"memset_d8_async", (PyCFunction)(void (*)(void))kpy_memset_d8_async,
-     METH_VARARGS | METH_KEYWORDS, "memset_d8_async(dest, data, count, stream=None)."},
+     METH_VARARGS | METH_KEYWORDS,
+     "memset_d8_async($module, dest, data, count, stream=None)\n--\n\n"},
     {"memset_d16_async", (PyCFunction)(void (*)(void))kpy_memset_d16_async,
-     METH_VARARGS | METH_KEYWORDS, "memset_d16_async(dest, data, count, stream=None)."},
+     METH_VARARGS | METH_KEYWORDS,
+     "memset_d16_async($module, dest, data, count, stream=None)\n--\n\n"},
     {"memset_d32_async", (PyCFunction)(void (*)(void))kpy_memset_d32_async,
-     METH_VARARGS | METH_KEYWORDS, "memset_d32_async(dest, data, count, stream=None)."},
+     METH_VARARGS | METH_KEYWORDS,
+     "memset_d32_async($module, dest, data, count, stream=None)\n--\n\n"},
     {"mem_alloc_pitch", (PyCFunction)(void (*)(void))kpy_mem_alloc_pitch,
      METH_VARARGS | METH_KEYWORDS,
-     "mem_alloc_pitch(width, height, access_size): (DeviceAllocation, pitch) for height rows "
-     "of width bytes read in elements of access_size (4, 8 or 16) bytes."},
-    {"mem_info", kpy_mem_info, METH_NOARGS, "(free, total) bytes of the current device."},
+     "mem_alloc_pitch($module, width, height, access_size)\n--\n\n(DeviceAllocation, pitch) "
+     "for height rows of width bytes read in elements of access_size (4, 8 or 16) bytes."},
+    {"mem_info", kpy_mem_info, METH_NOARGS,
+     "mem_info($module, /)\n--\n\n(free, total) bytes of the current device."},
     {"pool_stats", kpy_pool_stats, METH_NOARGS,
-     "The device memory pool: reserved, reserved_high, used, used_high (bytes)."},
+     "pool_stats($module, /)\n--\n\nThe device memory pool: reserved, reserved_high, used, "
+     "used_high (bytes)."},
     {"pool_trim", (PyCFunction)(void (*)(void))kpy_pool_trim, METH_VARARGS | METH_KEYWORDS,
-     "pool_trim(keep_bytes=0): gives the pool's unused memory back to the driver."},
+     "pool_trim($module, keep_bytes=0)\n--\n\nGives the pool's unused memory back to the "
+     "driver."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -179,7 +179,7 @@ static PyObject *kpy_reduce_launch(kpy_reduce *r, PyObject *const *objs, PyObjec
     PyErr_Format(PyExc_TypeError,
                  "%s: In, Out and InOut are for kernels called directly; a "
                  "reduction takes arrays on the device",
-                 kiln_function_name(f->fn));
+                 kiln_function_signature(f->fn));
     goto done;
   }
   unsigned long long count = (unsigned long long)n;
@@ -331,11 +331,12 @@ static void kpy_reduce_dealloc(PyObject *op) {
 
 static PyMethodDef kpy_reduce_methods[] = {
     {"_bind", kpy_reduce_bind, METH_VARARGS,
-     "_bind(function, dtype, vector_mask, block, per_thread, blocks_per_sm)."},
+     "_bind($self, function, dtype, vector_mask, block, per_thread, blocks_per_sm)\n--\n\n"},
     {"_scratch", kpy_reduce_get_scratch, METH_O,
-     "_scratch(stream): the address of the zeroed scratch buffer of this device and stream."},
+     "_scratch($self, stream, /)\n--\n\nThe address of the zeroed scratch buffer of this device "
+     "and stream."},
     {"_max_grid", kpy_reduce_get_max_grid, METH_NOARGS,
-     "_max_grid(): the most blocks a launch on the current device uses."},
+     "_max_grid($self, /)\n--\n\nThe most blocks a launch on the current device uses."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -183,6 +183,39 @@ static int kpy_keep(kiln_module *m, const char *src) {
   return 0;
 }
 
+/* Tells kiln._log's hook what the last compile on this thread did: hook(origin, module), the
+ * origin an int (kiln_compile_origin), module NULL when it failed. The hook asks for the whole
+ * report (last_compile_report) only when its logger records it, so a table hit costs one call.
+ * The hook's own failure is reported, never raised: logging must not break a compile. */
+static void kpy_report_compile(kpy_state *st, PyObject *module) {
+  PyObject *hook = st->ref.compile_hook;
+  if (!hook) return;
+  kiln_compile_report r;
+  kiln_compile_last_report(&r);
+  Py_INCREF(hook); /* the hook may replace itself */
+  PyObject *origin = PyLong_FromLong((long)r.origin);
+  PyObject *args[2] = {origin, module ? module : Py_None};
+  PyObject *res = origin ? PyObject_Vectorcall(hook, args, 2, NULL) : NULL;
+  if (!res) PyErr_WriteUnraisable(hook);
+  Py_XDECREF(res);
+  Py_XDECREF(origin);
+  Py_DECREF(hook);
+}
+
+/* The report of this thread's last compile, as a dict (kiln._log reads it). */
+static PyObject *kpy_last_compile_report(PyObject *module, PyObject *unused) {
+  (void)module, (void)unused;
+  kiln_compile_report r;
+  kiln_compile_last_report(&r);
+  static const char *origins[] = {"none", "memory", "disk", "nvrtc"};
+  static const char *pchs[] = {"none", "made", "used"};
+  int origin = r.origin >= 0 && r.origin <= 3 ? (int)r.origin : 0;
+  int pch = r.pch >= 0 && r.pch <= 2 ? r.pch : 0;
+  return Py_BuildValue("{sssisssdsdsKss}", "origin", origins[origin], "stale", r.stale, "pch",
+                       pchs[pch], "seconds", r.seconds, "nvrtc_seconds", r.nvrtc_seconds,
+                       "evictions", (unsigned long long)r.evictions, "key", r.key);
+}
+
 /* SourceModule(source, nvcc="nvcc", options=None, keep=False, no_extern_c=False, arch=None,
  * code=None, cache_dir=None, include_dirs=None, *, name_expressions=None, headers=None): PyCUDA's
  * arguments in PyCUDA's order, and kiln's own after them. */
@@ -259,6 +292,7 @@ static PyObject *kpy_sourcemodule_new(PyTypeObject *tp, PyObject *args, PyObject
   if (kpy_flush_warnings(st) < 0) goto done;
   if (keep && m && kpy_keep(m, src) < 0) goto done;
   if (s) {
+    if (s == KILN_ERROR_COMPILE) kpy_report_compile(st, NULL);
     kpy_raise_compile(st, s, src, m ? kiln_module_log(m) : NULL);
     goto done;
   }
@@ -269,6 +303,7 @@ static PyObject *kpy_sourcemodule_new(PyTypeObject *tp, PyObject *args, PyObject
   }
   self->module = m;
   m = NULL;
+  kpy_report_compile(st, (PyObject *)self);
 done:
   kiln_module_free(m);
   PyMem_Free(o);
@@ -437,14 +472,16 @@ static PyObject *kpy_module_repr(PyObject *op) {
 
 static PyMethodDef kpy_module_methods[] = {
     {"get_function", kpy_module_get_function, METH_O,
-     "get_function(name): the kernel called name, declared extern \"C\" or not."},
+     "get_function($self, name, /)\n--\n\nThe kernel called name, declared extern \"C\" or not."},
     {"get_global", kpy_module_get_global, METH_O,
-     "get_global(name): (address, bytes) of the __constant__ or __device__ variable name on "
-     "the current device, for memcpy_htod and memcpy_dtoh."},
+     "get_global($self, name, /)\n--\n\n(address, bytes) of the __constant__ or __device__ "
+     "variable name on the current device, for memcpy_htod and memcpy_dtoh."},
     {"get_texref", kpy_module_get_texref, METH_O,
-     "Raises NotImplementedError: CUDA 12 removed texture references."},
+     "get_texref($self, name, /)\n--\n\nRaises NotImplementedError: CUDA 12 removed texture "
+     "references."},
     {"get_surfref", kpy_module_get_surfref, METH_O,
-     "Raises NotImplementedError: CUDA 12 removed surface references."},
+     "get_surfref($self, name, /)\n--\n\nRaises NotImplementedError: CUDA 12 removed surface "
+     "references."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -479,10 +516,11 @@ static PyType_Spec kpy_module_spec = {"kiln.Module", sizeof(kpy_module), 0,
 
 static PyType_Slot kpy_sourcemodule_slots[] = {
     {Py_tp_new, kpy_sourcemodule_new},
-    {Py_tp_doc, (void *)"SourceModule(source, nvcc='nvcc', options=None, keep=False, "
-                        "no_extern_c=False, arch=None, code=None, cache_dir=None, "
-                        "include_dirs=None, *, name_expressions=None, headers=None): CUDA C++ "
-                        "compiled with NVRTC, or found in the kernel cache."},
+    {Py_tp_doc,
+     (void *)"SourceModule(source, nvcc='nvcc', options=None, keep=False, "
+             "no_extern_c=False, arch=None, code=None, cache_dir=None, "
+             "include_dirs=None, *, name_expressions=None, headers=None)\n--\n\nCUDA C++ "
+             "compiled with NVRTC, or found in the kernel cache."},
     {0, NULL},
 };
 
@@ -525,9 +563,77 @@ static PyObject *kpy_module_from_buffer(PyObject *module, PyObject *data) {
   return (PyObject *)self;
 }
 
+static PyObject *kpy_set_compile_hook(PyObject *module, PyObject *hook) {
+  kpy_state *st = kpy_state_of_module(module);
+  if (hook != Py_None && !PyCallable_Check(hook)) {
+    PyErr_Format(PyExc_TypeError, "the compile hook must be callable or None, not %.100s",
+                 Py_TYPE(hook)->tp_name);
+    return NULL;
+  }
+  Py_XSETREF(st->ref.compile_hook, hook == Py_None ? NULL : Py_NewRef(hook));
+  Py_RETURN_NONE;
+}
+
+static PyObject *kpy_nvrtc_info(PyObject *module, PyObject *unused) {
+  (void)unused;
+  kpy_state *st = kpy_state_of_module(module);
+  kiln_nvrtc_info info;
+  kiln_status s;
+  Py_BEGIN_ALLOW_THREADS
+    s = kiln_nvrtc_get_info(&info);
+  Py_END_ALLOW_THREADS
+  if (s) return kpy_raise(st, s);
+  PyObject *archs = PyList_New(info.n_archs);
+  for (int i = 0; archs && i < info.n_archs; i++) {
+    PyObject *a = PyUnicode_FromFormat("sm_%d", info.archs[i]);
+    if (!a) {
+      Py_CLEAR(archs);
+      break;
+    }
+    PyList_SET_ITEM(archs, i, a);
+  }
+  if (!archs) return NULL;
+  return Py_BuildValue("{s(ii)sO&sO&sO&sN}", "version", info.major, info.minor, "path",
+                       PyUnicode_DecodeFSDefault, info.path, "include_dir",
+                       PyUnicode_DecodeFSDefault, info.include_dir, "cccl_dir",
+                       PyUnicode_DecodeFSDefault, info.cccl_dir, "archs", archs);
+}
+
+static PyObject *kpy_default_arch(PyObject *module, PyObject *unused) {
+  (void)unused;
+  kpy_state *st = kpy_state_of_module(module);
+  char arch[32];
+  kiln_status s;
+  Py_BEGIN_ALLOW_THREADS
+    s = kiln_compile_default_arch(arch, sizeof arch);
+  Py_END_ALLOW_THREADS
+  if (s) return kpy_raise(st, s);
+  return PyUnicode_FromString(arch);
+}
+
 static PyMethodDef kpy_sourcemodule_functions[] = {
+    {"nvrtc_info", kpy_nvrtc_info, METH_NOARGS,
+     "nvrtc_info()\n--\n\n"
+     "The NVRTC kiln compiles with: version (major, minor), path, include_dir (the toolkit's "
+     "headers), cccl_dir, archs (['sm_75', ...]). Raises kiln.Error when NVRTC cannot be "
+     "loaded, saying where kiln looked."},
+    {"default_arch", kpy_default_arch, METH_NOARGS,
+     "default_arch()\n--\n\n"
+     "The arch a SourceModule that names none compiles for: $KILN_ARCH, else the current "
+     "device's (clamped to what NVRTC supports), else with no GPU the oldest NVRTC supports."},
     {"module_from_buffer", kpy_module_from_buffer, METH_O,
-     "module_from_buffer(data): a Module from a CUBIN, a fatbin or PTX (bytes, or str PTX)."},
+     "module_from_buffer(data, /)\n--\n\n"
+     "A Module from a CUBIN, a fatbin or PTX (bytes, or str PTX)."},
+    {"_set_compile_hook", kpy_set_compile_hook, METH_O,
+     "_set_compile_hook(hook, /)\n--\n\n"
+     "hook(origin, module) is called after every SourceModule (origin 1: the process's table, "
+     "2: the disk cache, 3: NVRTC; module None when it failed to compile); None removes it. "
+     "kiln's logging sets it."},
+    {"last_compile_report", kpy_last_compile_report, METH_NOARGS,
+     "last_compile_report($module, /)\n--\n\n"
+     "What this thread's last SourceModule did: origin ('memory', 'disk', 'nvrtc'), stale (a "
+     "header had changed), pch ('none', 'made', 'used'), seconds, nvrtc_seconds, evictions, "
+     "key."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -84,6 +84,8 @@ typedef struct kpy_state {
     PyTypeObject *RegisteredHostMemory_type;
     /* The array object's: its flags' type. */
     PyTypeObject *ArrayFlags_type;
+    /* kiln._log's: called after every SourceModule compile or lookup; NULL when none. */
+    PyObject *compile_hook;
   } ref;
   /* Interned strings: never in a reference cycle, so cleared but not visited. */
   struct kpy_strings {

@@ -360,19 +360,25 @@ static PyObject *kpy_stream_repr(PyObject *op) {
 static PyMethodDef kpy_stream_methods[] = {
     {"synchronize", (PyCFunction)(void (*)(void))kpy_stream_synchronize,
      METH_VARARGS | METH_KEYWORDS,
-     "synchronize(timeout=None): waits for all work queued on it; Ctrl-C ends the wait "
-     "(KeyboardInterrupt) and so does the timeout in seconds (TimeoutError), the work going on "
-     "on the GPU."},
-    {"query", kpy_stream_query, METH_NOARGS, "True when all work queued on it has finished."},
-    {"wait", kpy_stream_wait, METH_O, "wait(event): later work on it waits for the event."},
-    {"is_done", kpy_stream_query, METH_NOARGS, "PyCUDA's spelling of query()."},
-    {"wait_for_event", kpy_stream_wait, METH_O, "PyCUDA's spelling of wait(event)."},
-    {"__cuda_stream__", kpy_stream_cuda_stream, METH_NOARGS, "(0, handle): the stream protocol."},
+     "synchronize($self, /, timeout=None)\n--\n\nWaits for all work queued on it; Ctrl-C ends "
+     "the wait (KeyboardInterrupt) and so does the timeout in seconds (TimeoutError), the work "
+     "going on on the GPU."},
+    {"query", kpy_stream_query, METH_NOARGS,
+     "query($self, /)\n--\n\nTrue when all work queued on it has finished."},
+    {"wait", kpy_stream_wait, METH_O,
+     "wait($self, event, /)\n--\n\nLater work on it waits for the event."},
+    {"is_done", kpy_stream_query, METH_NOARGS,
+     "is_done($self, /)\n--\n\nPyCUDA's spelling of query()."},
+    {"wait_for_event", kpy_stream_wait, METH_O,
+     "wait_for_event($self, event, /)\n--\n\nPyCUDA's spelling of wait(event)."},
+    {"__cuda_stream__", kpy_stream_cuda_stream, METH_NOARGS,
+     "__cuda_stream__($self, /)\n--\n\n(0, handle): the stream protocol."},
     {"from_handle", kpy_stream_from_handle, METH_O | METH_CLASS,
-     "from_handle(h): a Stream over another library's stream (an int CUstream, or an object "
-     "that names one, e.g. torch.cuda.current_stream()); not destroyed by kiln."},
+     "from_handle($type, h, /)\n--\n\nA Stream over another library's stream (an int CUstream, "
+     "or an object that names one, e.g. torch.cuda.current_stream()); not destroyed by kiln."},
     {"priority_range", kpy_stream_priority_range, METH_NOARGS | METH_CLASS,
-     "(least, greatest): the priorities this device allows; greatest is the lowest number."},
+     "priority_range($type, /)\n--\n\n(least, greatest): the priorities this device allows; "
+     "greatest is the lowest number."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -395,7 +401,7 @@ static PyType_Slot kpy_stream_slots[] = {
     {Py_tp_methods, kpy_stream_methods},
     {Py_tp_getset, kpy_stream_getset},
     {Py_tp_members, kpy_stream_members},
-    {Py_tp_doc, (void *)"Stream(flags=0, priority=0): a CUDA stream of the current device. "
+    {Py_tp_doc, (void *)"Stream(flags=0, priority=0)\n--\n\nA CUDA stream of the current device. "
                         "flags=kiln.STREAM_NON_BLOCKING does not wait for the default stream."},
     {0, NULL},
 };
@@ -508,17 +514,21 @@ static PyObject *kpy_event_time_till(PyObject *op, PyObject *end) {
 
 static PyMethodDef kpy_event_methods[] = {
     {"record", (PyCFunction)(void (*)(void))kpy_event_record, METH_VARARGS | METH_KEYWORDS,
-     "record(stream=None): marks this point of the stream; returns the event."},
+     "record($self, stream=None)\n--\n\nMarks this point of the stream; returns the event."},
     {"synchronize", (PyCFunction)(void (*)(void))kpy_event_synchronize,
      METH_VARARGS | METH_KEYWORDS,
-     "synchronize(timeout=None): waits until the event has happened; Ctrl-C and the timeout "
-     "end the wait as Stream.synchronize's do. Returns the event."},
-    {"query", kpy_event_query, METH_NOARGS, "True when the event has happened."},
-    {"elapsed", kpy_event_elapsed, METH_O, "start.elapsed(end): milliseconds from start to end."},
+     "synchronize($self, /, timeout=None)\n--\n\nWaits until the event has happened; Ctrl-C "
+     "and the timeout end the wait as Stream.synchronize's do. Returns the event."},
+    {"query", kpy_event_query, METH_NOARGS,
+     "query($self, /)\n--\n\nTrue when the event has happened."},
+    {"elapsed", kpy_event_elapsed, METH_O,
+     "elapsed($self, end, /)\n--\n\nstart.elapsed(end): milliseconds from start to end."},
     {"time_since", kpy_event_time_since, METH_O,
-     "end.time_since(start): PyCUDA's spelling of start.elapsed(end)."},
+     "time_since($self, start, /)\n--\n\nend.time_since(start): PyCUDA's spelling of "
+     "start.elapsed(end)."},
     {"time_till", kpy_event_time_till, METH_O,
-     "start.time_till(end): PyCUDA's other spelling of start.elapsed(end)."},
+     "time_till($self, end, /)\n--\n\nstart.time_till(end): PyCUDA's other spelling of "
+     "start.elapsed(end)."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -526,7 +536,7 @@ static PyType_Slot kpy_event_slots[] = {
     {Py_tp_new, kpy_event_new},
     {Py_tp_dealloc, kpy_event_dealloc},
     {Py_tp_methods, kpy_event_methods},
-    {Py_tp_doc, (void *)"Event(timing=True, *, flags=None): a point in a stream's work, for "
+    {Py_tp_doc, (void *)"Event(timing=True, *, flags=None)\n--\n\nA point in a stream's work, for "
                         "waiting and timing; flags are kiln.driver.event_flags."},
     {0, NULL},
 };

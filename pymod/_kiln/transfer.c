@@ -76,11 +76,11 @@ static PyGetSetDef kpy_transfer_getset[] = {
       Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_IMMUTABLETYPE, var##_slots};
 
 KPY_TRANSFER_TYPE(kpy_in, "In",
-                  "In(array): the array's data is copied to the device before the launch.")
+                  "In(array)\n--\n\nThe array's data is copied to the device before the launch.")
 KPY_TRANSFER_TYPE(kpy_out, "Out",
-                  "Out(array): the device's data is copied into the array after the launch.")
+                  "Out(array)\n--\n\nThe device's data is copied into the array after the launch.")
 KPY_TRANSFER_TYPE(kpy_inout, "InOut",
-                  "InOut(array): copied to the device before the launch and back after it.")
+                  "InOut(array)\n--\n\nCopied to the device before the launch and back after it.")
 
 int kpy_transfer_init(PyObject *module, kpy_state *st) {
   st->ref.In_type = kpy_add_type(module, &kpy_in_spec, NULL);

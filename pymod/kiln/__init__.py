@@ -62,6 +62,10 @@ _pickle.register()
 _pickle.use_wheel_nvrtc()
 
 
+from . import _log  # noqa: E402  (the "kiln" logger: compiles, hits, misses, evictions)
+from ._many import compile_many  # noqa: E402
+
+
 def empty_like(a, stream=None):
     """An uninitialized DeviceArray of a's shape and dtype (a: a DeviceArray or numpy array)."""
     return empty(a.shape, a.dtype, stream=stream)
@@ -138,6 +142,7 @@ __all__ = [
     "cache_list",
     "cache_prune",
     "cache_stats",
+    "compile_many",
     "empty",
     "empty_like",
     "load",

@@ -1,7 +1,9 @@
-"""`python -m kiln COMMAND`: demo, compile, cache, sanitize. Only demo and sanitize need a GPU.
+"""`python -m kiln COMMAND`: demo, doctor, compile, cache, sanitize; only demo and sanitize
+need a GPU.
 
     python -m kiln demo
-    python -m kiln compile kernel.cu --arch sm_80,sm_90 [-D NAME=VALUE] [-I DIR]
+    python -m kiln doctor [--gpu]
+    python -m kiln compile kernel.cu [more.cu ...] --arch sm_80,sm_90 [-D NAME=VALUE] [-I DIR]
                                      [--option=-lineinfo] [-o kernel.cubin]
     python -m kiln cache info | list | prune [--max-bytes N] | clear
     python -m kiln cache export FILE [--from DIR] | import FILE [--into DIR]
@@ -80,23 +82,32 @@ def read_source(path):
 def compile_command(args):
     import kiln
 
-    source = read_source(args.file)
     options = [f"-D{d}" for d in args.define] + list(args.option)
     archs = [a.strip() for a in args.arch.split(",") if a.strip()] if args.arch else [None]
     if not archs:
         raise CommandError(f"--arch {args.arch!r} names no arch; write e.g. --arch sm_80,sm_90")
-    if args.output and len(archs) != 1:
-        print("kiln: -o writes one file, so it takes one --arch; without -o, compile fills "
-              "the cache for every arch", file=sys.stderr)
+    if args.output and (len(archs) != 1 or len(args.file) != 1):
+        print("kiln: -o writes one file, so it takes one source and one --arch; without -o, "
+              "compile fills the cache for every source and arch", file=sys.stderr)
         return 2
-    for arch in archs:
-        try:
-            module = kiln.SourceModule(source, options=options, include_dirs=args.include_dir,
-                                       arch=arch, name_expressions=args.name_expression or None)
-        except kiln.CompileError as e:
-            print(e, file=sys.stderr)
-            return 1
-        kernels = ", ".join(module.kernels) or "no kernels"
+    sources = [read_source(path) for path in args.file]
+    jobs = [(src, {"arch": arch}) for src in sources for arch in archs]
+    names = [path for path in args.file for _ in archs]
+    # Many sources compile at once, one thread each (NVRTC runs without the GIL), with a bar.
+    modules = kiln.compile_many(jobs, options=options, include_dirs=args.include_dir,
+                                name_expressions=args.name_expression or None,
+                                progress=len(jobs) > 1, return_exceptions=True)
+    failed = 0
+    for name, module in zip(names, modules):
+        if isinstance(module, kiln.CompileError):
+            print(f"{name}: {module}" if len(args.file) > 1 else module, file=sys.stderr)
+            failed += 1
+            continue
+        if isinstance(module, BaseException):
+            raise module
+        kernels = ", ".join(module.get_function(k).declaration
+                            for k in module.kernels) or "no kernels"
+        where = f"{name}: " if len(args.file) > 1 else ""
         if args.output:
             text = args.output.endswith(".ptx")
             data = module.ptx.encode() if text else module.cubin
@@ -108,7 +119,9 @@ def compile_command(args):
             print(f"{module.arch}: {kernels}; wrote {'PTX' if text else 'CUBIN'} to "
                   f"{args.output}")
         else:
-            print(f"{module.arch}: {kernels}")
+            print(f"{where}{module.arch}: {kernels}")
+    if failed:
+        return 1
     info = kiln.cache_info()
     if not args.output:
         where = info["dir"] if info["writable"] else f"nowhere ({info['reason']})"
@@ -127,7 +140,10 @@ def cache_command(args):
         if info["layers"]:
             print(f"read-only  {info['layers']}")
         print(f"entries    {info['entries']}")
-        print(f"size       {_size(info['bytes'])} of {_size(info['max_bytes'])}")
+        print(f"size       {_size(info['bytes'] + info['pch_bytes'])} of "
+              f"{_size(info['max_bytes'])}")
+        print(f"pch        {info['pch_files']} precompiled headers, {_size(info['pch_bytes'])} "
+              f"(kept by running processes)")
         print(f"hits       {info['hits']}")
         print(f"misses     {info['misses']}")
         print(f"evictions  {info['evictions']}")
@@ -155,9 +171,11 @@ def main(argv=None):
     parser = argparse.ArgumentParser(prog="python -m kiln")
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("demo", help="compile and run the seed's multiply_them")
+    doctor = sub.add_parser("doctor", help="check the driver, GPUs, NVRTC, headers, cache")
+    doctor.add_argument("--gpu", action="store_true", help="a missing GPU is a failure")
 
-    comp = sub.add_parser("compile", help="compile a .cu file into the kernel cache, or to -o")
-    comp.add_argument("file", help="the CUDA C++ source")
+    comp = sub.add_parser("compile", help="compile .cu files into the kernel cache, or to -o")
+    comp.add_argument("file", nargs="+", help="the CUDA C++ sources (compiled at once)")
     comp.add_argument("--arch", help="comma-separated archs, e.g. sm_80,sm_90 (default: the "
                       "GPU's, else $KILN_ARCH, else the oldest NVRTC supports)")
     comp.add_argument("-D", dest="define", action="append", default=[], metavar="NAME[=VALUE]")
@@ -196,6 +214,9 @@ def main(argv=None):
     if args.command == "demo":
         from . import demo
         return demo.main()
+    if args.command == "doctor":
+        from . import doctor
+        return doctor.main(["--gpu"] if args.gpu else [])
     try:
         if args.command == "compile":
             return compile_command(args)

@@ -728,3 +728,45 @@ TEST(gpu_module_from_cubin_launches) {
   kiln_module_free(b);
   kiln_module_free(m);
 }
+
+/* A source beginning with #include lines: the first compile makes a precompiled header, an
+ * edit below them reuses it, the report says which, and cache info counts the file. */
+TEST(cache_precompiled_header_made_then_reused) {
+  /* Sources no earlier run stored: the cache folder outlives one run of the tests. */
+  char first[256], edited[256];
+  long stamp = (long)getpid() ^ (long)time(NULL);
+  snprintf(first, sizeof first,
+           "#include <cuda_fp16.h>\n"
+           "__global__ void h(__half *x, long s) { x[0] = __float2half(1.0f); } // %ld\n",
+           stamp);
+  snprintf(edited, sizeof edited,
+           "#include <cuda_fp16.h>\n"
+           "__global__ void h(__half *x, long s) { x[0] = __float2half(2.0f); } // %ld\n",
+           stamp);
+  kiln_module *a = compile_ok(first, &sm90);
+  kiln_compile_report r;
+  kiln_compile_last_report(&r);
+  ASSERT_EQ(r.origin, KILN_ORIGIN_NVRTC);
+  ASSERT_EQ(r.pch, 1);
+  ASSERT(r.nvrtc_seconds > 0 && r.seconds >= r.nvrtc_seconds);
+  kiln_module *b = compile_ok(edited, &sm90);
+  kiln_compile_last_report(&r);
+  ASSERT_EQ(r.pch, 2);
+  ASSERT_EQ(stats().pch_created, 1);
+  ASSERT_EQ(stats().pch_used, 1);
+  ASSERT_CONTAINS(kiln_module_ptx(b, NULL), "0f40000000"); /* 2.0f, not the first's 1.0f */
+  kiln_cache_info info;
+  ASSERT_OK(kiln_cache_get_info(&info));
+  ASSERT_EQ(info.pch_files, 1);
+  ASSERT(info.pch_bytes > 0);
+  char folder[sizeof info.dir + 8];
+  snprintf(folder, sizeof folder, "%s/pch", info.dir);
+  ASSERT_EQ(access(folder, F_OK), 0);
+  kiln_module *c = compile_ok(edited, &sm90); /* the table answers: no NVRTC, no PCH */
+  kiln_compile_last_report(&r);
+  ASSERT_EQ(r.origin, KILN_ORIGIN_MEMORY);
+  ASSERT_EQ(r.pch, 0);
+  kiln_module_free(a);
+  kiln_module_free(b);
+  kiln_module_free(c);
+}

@@ -153,3 +153,42 @@ TEST(module_from_image_with_a_deeply_nested_name) {
   kiln_module_free(m);
   free(ptx);
 }
+
+TEST(mangled_names_give_the_declaration) {
+  struct {
+    const char *mangled, *declared;
+  } cases[] = {
+      {"_Z13multiply_themPfPKfS1_i", "multiply_them(float *, const float *, const float *, int)"},
+      {"_Z3cppPfPKfiid", "cpp(float *, const float *, int, int, double)"},
+      {"_Z1kjmyhtsa", "k(unsigned int, unsigned long, unsigned long long, unsigned char, "
+                      "unsigned short, short, signed char)"},
+      {"_ZN2ns5scaleEPdd", "ns::scale(double *, double)"},
+      {"_Z3vecP4int44int4", "vec(int4 *, int4)"},
+      {"_Z1kv", "k()"},
+      {"_Z1kPKiS_", "k(const int *, const int)"}, /* K i is a candidate, i alone is not */
+      {"_Z1kPKiS0_", "k(const int *, const int *)"},
+      {"_Z1kPPc", "k(char **)"},
+      {"_Z1kKPf", "k(float *const)"},
+      {"_Z4axpyIfLi128EEvT_PKS0_PS0_", "axpy<float, 128>(float, const float *, float *)"},
+      {"_ZN2ns4axpyILi3EEEvPf", "ns::axpy<3>(float *)"},
+      {"_ZN2ns5innerE1SPKS0_yS2_PPc",
+       "ns::inner(S, const S *, unsigned long long, const S *, char **)"},
+      {"_Z1kIbLb1EEvT_", "k<bool, true>(bool)"},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    char *declared = kiln__demangle_signature(cases[i].mangled);
+    ASSERT_STR_EQ(declared, cases[i].declared);
+    free(declared);
+  }
+}
+
+TEST(unreadable_names_give_no_declaration) {
+  /* Not mangled, cut short, an empty name, a substitution or template argument that is not
+   * there, an expression: NULL, never a wrong text. */
+  const char *names[] = {"multiply_them", "_Z",      "_Z0",     "_Z99short",         "_Z1kPS3_",
+                         "_Z1kT_",        "_Z1kPf_", "_ZN2nsE", "_Z1kIXadL_Z1xEEEvv"};
+  for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+    char *declared = kiln__demangle_signature(names[i]);
+    if (declared) FAIL("%s gave '%s', want none", names[i], declared);
+  }
+}

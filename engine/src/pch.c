@@ -1,0 +1,331 @@
+/* Precompiled headers, kept per process.
+ *
+ * NVRTC writes a PCH as an image of its own heap: a file is only taken by the NVRTC that made
+ * it, in the same process (another process's NVRTC refuses it with a warning and compiles
+ * without). So kiln keeps PCH files for the life of the process, named with its pid in the
+ * cache folder's pch/ subfolder where `cache info` counts them, removes them at exit, and
+ * sweeps those of processes that died.
+ *
+ * A PCH stands for the source's beginning up to its first token that is not a preprocessor
+ * directive (NVRTC's header stop). Its key is everything that can change what that beginning
+ * means: NVRTC's version, every option (arch, -D, include folders), the in-memory headers, the
+ * folder of quoted includes and the text of the beginning; the user headers it can reach are
+ * recorded and checked before each use, as the cache checks them. A beginning that ends inside
+ * an #if is not precompiled: NVRTC's stop could lie past kiln's, outside the key. */
+#include "pch.h"
+
+#include "nvrtc.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+/* Files this process keeps at once; each is tens to hundreds of MiB (CUB's BlockReduce: 170). */
+#define KILN__PCH_KEEP 4
+
+typedef struct kiln__pch_kept {
+  int live, creating, users;
+  unsigned char key[KILN__KEY_SIZE];
+  char path[PATH_MAX];
+  kiln__headers headers;
+  uint64_t size, inode, dev;
+  int64_t mtime_ns;
+  uint64_t last_use;
+} kiln__pch_kept;
+
+static pthread_mutex_t kiln__pch_lock = PTHREAD_MUTEX_INITIALIZER;
+static kiln__pch_kept kiln__pch_table[KILN__PCH_KEEP];
+static uint64_t kiln__pch_clock, kiln__pch_created, kiln__pch_used;
+static int kiln__pch_exit_set;
+static char kiln__pch_swept[PATH_MAX];
+
+/* ---- The beginning a PCH can stand for --------------------------------------------------- */
+
+static const char *kiln__pch_skip_space(const char *p) {
+  for (;;) {
+    while (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r' || *p == '\f' || *p == '\v') p++;
+    if (p[0] == '/' && p[1] == '/') {
+      while (*p && *p != '\n') p++;
+    } else if (p[0] == '/' && p[1] == '*') {
+      const char *e = strstr(p + 2, "*/");
+      if (!e) return p + strlen(p);
+      p = e + 2;
+    } else {
+      return p;
+    }
+  }
+}
+
+/* The directive's name after '#': "include", "if", ... into out. */
+static void kiln__pch_directive(const char *p, char *out, size_t cap) {
+  p++;
+  while (*p == ' ' || *p == '\t') p++;
+  size_t n = 0;
+  while (n + 1 < cap && ((*p >= 'a' && *p <= 'z') || *p == '_')) out[n++] = *p++;
+  out[n] = '\0';
+}
+
+/* Length of the beginning: every directive before the first other token; 0 when it holds no
+ * #include or ends inside a conditional. */
+static size_t kiln__pch_prefix(const char *src) {
+  const char *p = src, *end = src;
+  int depth = 0, includes = 0;
+  for (;;) {
+    p = kiln__pch_skip_space(p);
+    if (*p != '#') break;
+    char name[16];
+    kiln__pch_directive(p, name, sizeof name);
+    if (!strncmp(name, "if", 2)) depth++; /* if, ifdef, ifndef */
+    else if (!strcmp(name, "endif")) depth--;
+    else if (!strcmp(name, "include")) includes++;
+    /* To the end of the line, through backslash continuations. */
+    while (*p && !(*p == '\n' && p[-1] != '\\')) p++;
+    end = p;
+  }
+  if (!*p || depth != 0 || !includes) return 0;
+  return (size_t)(end - src);
+}
+
+/* ---- Files -------------------------------------------------------------------------------- */
+
+static void kiln__pch_forget(kiln__pch_kept *k) {
+  if (k->path[0]) unlink(k->path);
+  kiln__headers_free(&k->headers);
+  memset(k, 0, sizeof *k);
+}
+
+static void kiln__pch_at_exit(void) {
+  pthread_mutex_lock(&kiln__pch_lock);
+  /* A forked child that exits leaves its parent's files alone: they carry the parent's pid. */
+  char mine[32];
+  snprintf(mine, sizeof mine, "/%ld-", (long)getpid());
+  for (int i = 0; i < KILN__PCH_KEEP; i++)
+    if (kiln__pch_table[i].path[0] && strstr(kiln__pch_table[i].path, mine))
+      unlink(kiln__pch_table[i].path);
+  pthread_mutex_unlock(&kiln__pch_lock);
+}
+
+/* "<pid>-<key>.pch" -> pid; 0 when the name is not one of kiln's. */
+static long kiln__pch_owner(const char *name) {
+  char *end;
+  long pid = strtol(name, &end, 10);
+  size_t n = strlen(name);
+  if (pid <= 0 || *end != '-' || n < 5 || strcmp(name + n - 4, ".pch") != 0) return 0;
+  return pid;
+}
+
+static uint64_t kiln__pch_walk(const char *dir, int sweep, uint64_t *files) {
+  char folder[PATH_MAX], path[PATH_MAX];
+  uint64_t bytes = 0;
+  if (files) *files = 0;
+  if (snprintf(folder, sizeof folder, "%s/pch", dir) >= (int)sizeof folder) return 0;
+  DIR *d = opendir(folder);
+  if (!d) return 0;
+  struct dirent *e;
+  while ((e = readdir(d))) {
+    long pid = kiln__pch_owner(e->d_name);
+    struct stat st;
+    if (!pid || snprintf(path, sizeof path, "%s/%s", folder, e->d_name) >= (int)sizeof path ||
+        lstat(path, &st) != 0 || !S_ISREG(st.st_mode))
+      continue;
+    int dead = pid != (long)getpid() && kill((pid_t)pid, 0) != 0 && errno == ESRCH;
+    if (sweep && dead && unlink(path) == 0) {
+      bytes += (uint64_t)st.st_size;
+    } else if (!sweep) {
+      bytes += (uint64_t)st.st_size;
+      if (files) (*files)++;
+    }
+  }
+  closedir(d);
+  return bytes;
+}
+
+void kiln__pch_usage(const char *dir, uint64_t *files, uint64_t *bytes) {
+  *bytes = kiln__pch_walk(dir, 0, files);
+}
+
+uint64_t kiln__pch_sweep(const char *dir) { return kiln__pch_walk(dir, 1, NULL); }
+
+uint64_t kiln__pch_trim(const char *dir, uint64_t max) {
+  pthread_mutex_lock(&kiln__pch_lock);
+  for (;;) {
+    uint64_t mine = 0;
+    kiln__pch_kept *oldest = NULL;
+    for (int i = 0; i < KILN__PCH_KEEP; i++) {
+      kiln__pch_kept *k = &kiln__pch_table[i];
+      if (!k->live || k->creating) continue;
+      mine += k->size;
+      if (!k->users && (!oldest || k->last_use < oldest->last_use)) oldest = k;
+    }
+    if (mine <= max || !oldest) break;
+    kiln__pch_forget(oldest);
+  }
+  pthread_mutex_unlock(&kiln__pch_lock);
+  return kiln__pch_walk(dir, 0, NULL);
+}
+
+void kiln__pch_counts(uint64_t *created, uint64_t *used) {
+  pthread_mutex_lock(&kiln__pch_lock);
+  *created = kiln__pch_created;
+  *used = kiln__pch_used;
+  pthread_mutex_unlock(&kiln__pch_lock);
+}
+
+/* ---- Plans -------------------------------------------------------------------------------- */
+
+static int kiln__pch_intact(const kiln__pch_kept *k) {
+  struct stat st;
+  return stat(k->path, &st) == 0 && (uint64_t)st.st_size == k->size &&
+         (uint64_t)st.st_ino == k->inode && (uint64_t)st.st_dev == k->dev &&
+         (int64_t)st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec == k->mtime_ns;
+}
+
+static kiln_status kiln__pch_key(const char *src, size_t n, const kiln_compile_opts *opts,
+                                 const char *const *args, int n_args, const char *dir,
+                                 const char *cwd, unsigned char key[KILN__KEY_SIZE]) {
+  kiln__hasher *h;
+  kiln_status s = kiln__hash_begin(&h);
+  if (s) return s;
+  char version[96];
+  snprintf(version, sizeof version, "kiln-pch 1 nvrtc %d.%d %llu", kiln__nvrtc.major,
+           kiln__nvrtc.minor, (unsigned long long)kiln__nvrtc.lib_bytes);
+  kiln__hash_string(h, version);
+  kiln__hash_field(h, &n_args, sizeof n_args);
+  for (int i = 0; i < n_args; i++) kiln__hash_string(h, args[i]);
+  int n_headers = opts ? opts->n_headers : 0;
+  kiln__hash_field(h, &n_headers, sizeof n_headers);
+  for (int i = 0; i < n_headers; i++) {
+    kiln__hash_string(h, opts->header_names[i]);
+    kiln__hash_string(h, opts->header_sources[i]);
+  }
+  kiln__hash_string(h, dir); /* where the file lives: another cache folder makes its own */
+  kiln__hash_string(h, cwd);
+  kiln__hash_field(h, src, n);
+  return kiln__hash_end(h, key);
+}
+
+static int kiln__pch_wanted(const char *dir) {
+  const char *env = getenv("KILN_PCH");
+  if (env && (!strcmp(env, "0") || !strcmp(env, "off") || !strcmp(env, "no"))) return 0;
+  /* Explicit PCH creation and use came with NVRTC 12.8. */
+  if (kiln__nvrtc.major < 12 || (kiln__nvrtc.major == 12 && kiln__nvrtc.minor < 8)) return 0;
+  return dir && *dir;
+}
+
+void kiln__pch_plan_for(const char *src, const kiln_compile_opts *opts, const char *const *args,
+                        int n_args, const char *dir, const char *cwd, kiln__pch_plan *plan) {
+  memset(plan, 0, sizeof *plan);
+  size_t n = kiln__pch_wanted(dir) ? kiln__pch_prefix(src) : 0;
+  for (int i = 0; i < n_args && n; i++)
+    if (strstr(args[i], "pch")) n = 0; /* the user's own PCH options rule */
+  if (!n) return;
+  char *prefix = malloc(n + 1);
+  if (!prefix) return;
+  memcpy(prefix, src, n);
+  prefix[n] = '\0';
+  unsigned char key[KILN__KEY_SIZE];
+  kiln__headers headers = {0};
+  int known = kiln__pch_key(src, n, opts, args, n_args, dir, cwd, key) == KILN_OK &&
+              kiln__headers_scan(prefix, opts, cwd, &headers) == KILN_OK && !headers.uncacheable;
+  free(prefix);
+  kiln__clear_error();
+  if (!known) {
+    kiln__headers_free(&headers);
+    return;
+  }
+  char hex[2 * KILN__KEY_SIZE + 1], folder[PATH_MAX];
+  kiln__hash_hex(key, hex);
+  memcpy(plan->key, key, sizeof key);
+  pthread_mutex_lock(&kiln__pch_lock);
+  if (strcmp(kiln__pch_swept, dir) != 0) {
+    snprintf(kiln__pch_swept, sizeof kiln__pch_swept, "%s", dir);
+    kiln__pch_sweep(dir);
+  }
+  kiln__pch_kept *free_slot = NULL, *oldest = NULL;
+  for (int i = 0; i < KILN__PCH_KEEP; i++) {
+    kiln__pch_kept *k = &kiln__pch_table[i];
+    if (k->live && memcmp(k->key, key, sizeof key) == 0) {
+      /* Being made by another thread: this compile goes without. */
+      if (!k->creating && kiln__pch_intact(k) && kiln__headers_fresh(&k->headers)) {
+        k->users++;
+        k->last_use = ++kiln__pch_clock;
+        snprintf(plan->path, sizeof plan->path, "%s", k->path);
+        snprintf(plan->opt, sizeof plan->opt, "--use-pch=%s", k->path);
+      } else if (!k->creating) {
+        kiln__pch_forget(k); /* changed on disk, or a header it reaches did */
+        free_slot = k;
+        break;
+      }
+      pthread_mutex_unlock(&kiln__pch_lock);
+      kiln__headers_free(&headers);
+      return;
+    }
+    if (!k->live) free_slot = free_slot ? free_slot : k;
+    else if (!k->users && !k->creating && (!oldest || k->last_use < oldest->last_use)) oldest = k;
+  }
+  if (!free_slot && oldest) {
+    kiln__pch_forget(oldest);
+    free_slot = oldest;
+  }
+  int made = snprintf(folder, sizeof folder, "%s/pch", dir) < (int)sizeof folder &&
+             (mkdir(folder, 0700) == 0 || errno == EEXIST) &&
+             snprintf(plan->path, sizeof plan->path, "%s/%ld-%s.pch", folder, (long)getpid(), hex) <
+                 (int)sizeof plan->path;
+  if (free_slot && made) {
+    free_slot->live = free_slot->creating = 1;
+    memcpy(free_slot->key, key, sizeof key);
+    snprintf(free_slot->path, sizeof free_slot->path, "%s", plan->path);
+    free_slot->headers = headers;
+    headers = (kiln__headers){0};
+    free_slot->last_use = ++kiln__pch_clock;
+    plan->creating = 1;
+    snprintf(plan->opt, sizeof plan->opt, "--create-pch=%s", plan->path);
+    unlink(plan->path); /* a file left by an earlier process of the same pid */
+    if (!kiln__pch_exit_set) kiln__pch_exit_set = atexit(kiln__pch_at_exit) == 0;
+  } else {
+    plan->path[0] = '\0';
+  }
+  pthread_mutex_unlock(&kiln__pch_lock);
+  kiln__headers_free(&headers);
+}
+
+static int kiln__pch_refused(const char *log) {
+  /* NVRTC's words when it cannot take a PCH file: it compiles without it and says so. */
+  return log && (strstr(log, "PCH") || strstr(log, "precompiled header"));
+}
+
+void kiln__pch_done(kiln__pch_plan *plan, int compiled, const char *log) {
+  if (!plan->opt[0]) return;
+  pthread_mutex_lock(&kiln__pch_lock);
+  for (int i = 0; i < KILN__PCH_KEEP; i++) {
+    kiln__pch_kept *k = &kiln__pch_table[i];
+    if (!k->live || memcmp(k->key, plan->key, sizeof plan->key) != 0) continue;
+    if (plan->creating) {
+      struct stat st;
+      if (compiled && !kiln__pch_refused(log) && stat(k->path, &st) == 0 && st.st_size > 0) {
+        k->creating = 0;
+        k->size = (uint64_t)st.st_size;
+        k->inode = (uint64_t)st.st_ino;
+        k->dev = (uint64_t)st.st_dev;
+        k->mtime_ns = (int64_t)st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec;
+        kiln__pch_created++;
+      } else {
+        kiln__pch_forget(k);
+      }
+    } else {
+      k->users--;
+      if (kiln__pch_refused(log) && !k->users) kiln__pch_forget(k);
+      else if (!kiln__pch_refused(log)) kiln__pch_used++;
+    }
+    break;
+  }
+  pthread_mutex_unlock(&kiln__pch_lock);
+  kiln__headers_free(&plan->headers);
+  plan->opt[0] = '\0';
+}

@@ -1,0 +1,47 @@
+/* Precompiled headers: the run of preprocessor lines a source begins with (its #include
+ * lines, mostly), compiled once by NVRTC into a PCH file and reused by every later compile in
+ * the process whose beginning, options and headers are the same. */
+#ifndef KILN_PCH_H
+#define KILN_PCH_H
+
+#include "hash.h"
+#include "headers.h"
+
+#include <limits.h>
+#include <stdint.h>
+
+/* What one compile does about a PCH: nothing (opt[0] == 0), create one, or use one. */
+typedef struct kiln__pch_plan {
+  char opt[PATH_MAX + 16]; /* "--create-pch=<file>" or "--use-pch=<file>"; "" for none */
+  int creating;
+  unsigned char key[KILN__KEY_SIZE];
+  char path[PATH_MAX];
+  kiln__headers headers; /* owned: what the beginning reaches, while creating */
+} kiln__pch_plan;
+
+/* Decides the plan for src compiled with the NVRTC options args[0..n_args) (all of them: the
+ * arch, folders and the user's), the in-memory headers of opts, cwd as the folder of quoted
+ * includes; PCH files live in dir/pch. No plan (never a failure) when dir is NULL, the source
+ * begins with no #include, NVRTC is older than 12.8, $KILN_PCH=0, or a header it reaches
+ * cannot be known. */
+void kiln__pch_plan_for(const char *src, const kiln_compile_opts *opts, const char *const *args,
+                        int n_args, const char *dir, const char *cwd, kiln__pch_plan *plan);
+
+/* After the compile: a created file is kept for later compiles when NVRTC says it made it
+ * (log, the compile's log); a used one is dropped when NVRTC did not take it. */
+void kiln__pch_done(kiln__pch_plan *plan, int compiled, const char *log);
+
+/* The PCH files in dir/pch and their bytes, every process's. */
+void kiln__pch_usage(const char *dir, uint64_t *files, uint64_t *bytes);
+
+/* Drops this process's least recently used PCH files until those it keeps take at most max
+ * bytes; returns the bytes of every process's PCH files left in dir/pch, for the bound. */
+uint64_t kiln__pch_trim(const char *dir, uint64_t max);
+
+/* Removes PCH files of dir/pch that no live process uses; returns the bytes removed. */
+uint64_t kiln__pch_sweep(const char *dir);
+
+/* This process's PCH reuse counts: compiles that created one, and that used one. */
+void kiln__pch_counts(uint64_t *created, uint64_t *used);
+
+#endif

@@ -1,0 +1,206 @@
+"""Precompiled headers: the #include lines a source begins with are compiled once per process
+and reused by every edit of the kernel below them, never when anything they depend on changed.
+
+Each test has its own cache folder (PCH files live in its pch/ subfolder, and the folder is
+part of a PCH's key) and sources of its own, so the in-process table never answers."""
+import os
+import re
+import uuid
+
+import pytest
+
+import kiln
+from helpers import ARCH, run_in_threads, run_python
+
+HEAVY = "#include <cuda_fp16.h>\n"
+
+
+def kernel(value, prefix=HEAVY, name="scale"):
+    return prefix + (f'extern "C" __global__ void {name}(__half *x)\n'
+                     f'{{ x[threadIdx.x] = __hmul(x[threadIdx.x], __float2half({value}f)); }}\n')
+
+
+def code_of(ptx):
+    """The PTX's instructions, without the comments that name the compiler's build."""
+    return [line for line in ptx.splitlines() if not line.lstrip().startswith("//")]
+
+
+def counts():
+    s = kiln.cache_stats()
+    return s["pch_created"], s["pch_used"]
+
+
+@pytest.fixture
+def cache(tmp_path, monkeypatch):
+    folder = tmp_path / "cache"
+    monkeypatch.setenv("KILN_CACHE_DIR", str(folder))
+    monkeypatch.delenv("KILN_CACHE_MAX_BYTES", raising=False)
+    monkeypatch.delenv("KILN_PCH", raising=False)
+    return folder
+
+
+def pch_files(folder):
+    return sorted((folder / "pch").glob("*.pch"))
+
+
+def fresh_value():
+    # A constant no other test compiles, so neither the disk nor the in-process table answers.
+    return 1.0 + (uuid.uuid4().int % 10**6) / 10**7
+
+
+def without_pch(src, **kw):
+    """The same source compiled in a new process with precompiled headers off."""
+    r = run_python(f"""
+        import kiln, sys
+        m = kiln.SourceModule({src!r}, arch={ARCH!r}, no_extern_c=True, **{kw!r})
+        sys.stdout.write(m.ptx)
+        """, env={"KILN_PCH": "0", "KILN_CACHE": "0"})
+    assert r.returncode == 0, r.stderr
+    return r.stdout
+
+
+def test_an_edited_kernel_reuses_the_pch_and_compiles_right(cache):
+    created, used = counts()
+    kiln.SourceModule(kernel(fresh_value()), arch=ARCH, no_extern_c=True)
+    assert counts() == (created + 1, used)
+    assert len(pch_files(cache)) == 1
+    assert pch_files(cache)[0].name.startswith(f"{os.getpid()}-")
+    edited = kernel(fresh_value())
+    m = kiln.SourceModule(edited, arch=ARCH, no_extern_c=True)
+    assert counts() == (created + 1, used + 1)
+    assert code_of(m.ptx) == code_of(without_pch(edited))
+    assert m.log == ""  # the PCH says nothing in the user's log
+
+
+def test_a_header_edit_invalidates_the_pch(cache, tmp_path):
+    inc = tmp_path / "inc"
+    inc.mkdir()
+    header = inc / "factor.h"
+    header.write_text("#define FACTOR 3\n")
+    prefix = HEAVY + '#include "factor.h"\n'
+    body = 'extern "C" __global__ void f(int *x) { x[0] = FACTOR * %d; }\n'
+    created, used = counts()
+    kiln.SourceModule(prefix + body % 1001, arch=ARCH, no_extern_c=True, include_dirs=[str(inc)])
+    kiln.SourceModule(prefix + body % 1002, arch=ARCH, no_extern_c=True, include_dirs=[str(inc)])
+    assert counts() == (created + 1, used + 1)
+    header.write_text("#define FACTOR 5\n")
+    m = kiln.SourceModule(prefix + body % 1003, arch=ARCH, no_extern_c=True,
+                          include_dirs=[str(inc)])
+    assert counts() == (created + 2, used + 1)  # made again, not reused
+    assert str(5 * 1003) in m.ptx and str(3 * 1003) not in m.ptx
+
+
+@pytest.mark.parametrize("change", ["option", "arch", "prefix"])
+def test_what_the_pch_depends_on_is_its_key(cache, change):
+    kiln.SourceModule(kernel(fresh_value()), arch="sm_90", no_extern_c=True, options=["-DA=1"])
+    created, used = counts()
+    kw = {"arch": "sm_90", "options": ["-DA=1"]}
+    prefix = HEAVY
+    if change == "option":
+        kw["options"] = ["-DA=2"]
+    elif change == "arch":
+        kw["arch"] = "sm_80"
+    else:
+        prefix = HEAVY + "#define B 1\n"
+    kiln.SourceModule(kernel(fresh_value(), prefix=prefix), no_extern_c=True, **kw)
+    assert counts() == (created + 1, used)
+
+
+def test_a_changed_pch_file_is_refused(cache):
+    kiln.SourceModule(kernel(fresh_value()), arch=ARCH, no_extern_c=True)
+    (path,) = pch_files(cache)
+    with open(path, "r+b") as f:  # damage it: the same name, other bytes
+        f.seek(4096)
+        byte = f.read(1)
+        f.seek(4096)
+        f.write(bytes([byte[0] ^ 0xFF]))
+    created, used = counts()
+    edited = kernel(fresh_value())
+    m = kiln.SourceModule(edited, arch=ARCH, no_extern_c=True)
+    assert counts() == (created + 1, used)  # not used: a new one was made
+    assert code_of(m.ptx) == code_of(without_pch(edited))
+
+
+@pytest.mark.parametrize("prefix", [
+    "",                                                   # no #include at all
+    "#if 1\n#include <cuda_fp16.h>\n__device__ int unused;\n#endif\n",  # stop inside #if
+])
+def test_no_pch_where_it_cannot_be_keyed(cache, prefix):
+    src = prefix + 'extern "C" __global__ void g(float *x) { x[0] = %r; }\n' % fresh_value()
+    created, used = counts()
+    kiln.SourceModule(src, arch=ARCH, no_extern_c=True)
+    assert counts() == (created, used)
+    assert pch_files(cache) == []
+
+
+def test_pch_off_by_environment(cache, monkeypatch):
+    monkeypatch.setenv("KILN_PCH", "0")
+    created, used = counts()
+    kiln.SourceModule(kernel(fresh_value()), arch=ARCH, no_extern_c=True)
+    assert counts() == (created, used) and pch_files(cache) == []
+
+
+def test_cache_info_counts_pch_files_and_the_bound_holds_them(cache, monkeypatch):
+    kiln.SourceModule(kernel(fresh_value()), arch=ARCH, no_extern_c=True)
+    info = kiln.cache_info()
+    (path,) = pch_files(cache)
+    assert info["pch_files"] == 1 and info["pch_bytes"] == path.stat().st_size > 0
+    # A bound the PCH does not fit half of: the next store drops it.
+    monkeypatch.setenv("KILN_CACHE_MAX_BYTES", str(path.stat().st_size))
+    kiln.SourceModule(kernel(fresh_value(), prefix=HEAVY + "#include <cuda_bf16.h>\n"),
+                      arch=ARCH, no_extern_c=True)
+    info = kiln.cache_info()
+    assert info["bytes"] + info["pch_bytes"] <= info["max_bytes"]
+    assert not path.exists()
+
+
+def test_a_new_process_keeps_its_own_and_leaves_none_behind(cache):
+    r = run_python(f"""
+        import kiln, pathlib
+        kiln.SourceModule({kernel(fresh_value())!r}, arch={ARCH!r}, no_extern_c=True)
+        print(len(list(pathlib.Path({str(cache)!r}, "pch").glob("*.pch"))),
+              kiln.cache_stats()["pch_created"])
+        """)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() == ["1", "1"]
+    assert pch_files(cache) == []  # removed when that process ended
+
+
+def test_the_pch_files_of_dead_processes_are_swept(cache):
+    kiln.SourceModule(kernel(fresh_value()), arch=ARCH, no_extern_c=True)
+    # A file a process that died left: a pid that cannot be running (above pid_max).
+    dead = cache / "pch" / f"{2**22 + 7}-{'0' * 64}.pch"
+    dead.write_bytes(b"x" * 100)
+    assert kiln.cache_info()["pch_files"] == 2
+    kiln.cache_clear()
+    assert not dead.exists()
+    assert len(pch_files(cache)) == 1  # this process's own stays: it is in use
+
+
+def test_threads_compiling_edits_at_once_get_the_right_code(cache):
+    kiln.SourceModule(kernel(fresh_value()), arch=ARCH, no_extern_c=True)
+    values = [fresh_value() for _ in range(4)]
+
+    def work(i):
+        m = kiln.SourceModule(kernel(values[i], name=f"scale{i}"), arch=ARCH, no_extern_c=True)
+        if not re.search(rf"\.entry scale{i}\(", m.ptx):
+            return f"scale{i} is not in its own PTX"
+        return None
+
+    assert run_in_threads(work, count=4) == []
+    assert counts()[1] >= 4
+
+
+def test_a_forked_child_leaves_its_parents_pch_alone(cache):
+    kiln.SourceModule(kernel(fresh_value()), arch=ARCH, no_extern_c=True)
+    (path,) = pch_files(cache)
+    pid = os.fork()
+    if pid == 0:  # the child exits through the C library's exit, running its atexit handlers
+        import ctypes
+        ctypes.CDLL(None).exit(0)
+    _, status = os.waitpid(pid, 0)
+    assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0
+    assert path.exists()
+    created, used = counts()
+    kiln.SourceModule(kernel(fresh_value()), arch=ARCH, no_extern_c=True)
+    assert counts() == (created, used + 1)
