@@ -275,6 +275,7 @@ typedef struct kiln__printer {
   int n_subs;
   char targs[16][160]; /* the function's template arguments, for T_ */
   int n_targs;
+  int depth; /* of kiln__pr_type's recursion, bounded as the first reader's is */
 } kiln__printer;
 
 static int kiln__pr_peek(kiln__printer *d) { return d->p < d->end ? *d->p : '\0'; }
@@ -402,7 +403,21 @@ static void kiln__pr_substitution(kiln__printer *d, char *out, size_t cap) {
   snprintf(out + used, cap - used, "%s", d->subs[index]);
 }
 
+static void kiln__pr_type_at(kiln__printer *d, char *out, size_t cap);
+
+/* Every type nests through here: past KILN__DM_MAX_DEPTH levels the signature is unreadable
+ * (each level holds a buffer on the stack). */
 static void kiln__pr_type(kiln__printer *d, char *out, size_t cap) {
+  if (!d->ok || d->depth >= KILN__DM_MAX_DEPTH) {
+    d->ok = 0;
+    return;
+  }
+  d->depth++;
+  kiln__pr_type_at(d, out, cap);
+  d->depth--;
+}
+
+static void kiln__pr_type_at(kiln__printer *d, char *out, size_t cap) {
   int ch = kiln__pr_peek(d);
   const char *b = kiln__pr_builtin(ch);
   char inner[KILN__SIG_MAX / 4] = "";
