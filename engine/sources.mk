@@ -24,4 +24,5 @@ KILN_ENGINE_SOURCES = \
 	engine/src/function.c \
 	engine/src/image.c \
 	engine/src/stream.c \
+	engine/src/graph.c \
 	engine/src/launch.c

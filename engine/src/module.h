@@ -15,6 +15,10 @@ struct kiln_function {
   int max_threads;            /* threads per block this kernel can launch with */
   int static_shared;          /* bytes of __shared__ the kernel declares */
   int dynamic_shared_allowed; /* bytes of dynamic shared memory opted in to */
+  /* launch.c's: the last cooperative and cluster shapes found to fit, each packed with its
+   * device and answer into one word (read and written whole, so threads never see half of
+   * one), so that a repeated launch asks the occupancy calculator once. 0: none yet. */
+  uint64_t cooperative_fit, cluster_fit;
 };
 
 /* A module-scope variable (__device__, __constant__) found in the PTX, and its address on the

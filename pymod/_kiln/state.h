@@ -49,7 +49,10 @@
   X(strides, "strides")                               \
   X(call_general, "_call_general")                    \
   X(out, "out")                                       \
-  X(shared_size, "shared_size") /* PyCUDA's prepared calls */
+  X(shared_size, "shared_size") /* PyCUDA's prepared calls */ \
+  X(cooperative, "cooperative")                               \
+  X(cluster, "cluster")                                       \
+  X(programmatic, "programmatic")
 
 /* Events kept for ordering one stream after another (kpy_stream_order), one per device up to
  * this ordinal; a device past it makes one per use. */
@@ -81,6 +84,8 @@ typedef struct kpy_state {
     PyTypeObject *RegisteredHostMemory_type;
     /* The array object's: its flags' type. */
     PyTypeObject *ArrayFlags_type;
+    /* graph.c's. */
+    PyTypeObject *Graph_type;
   } ref;
   /* Interned strings: never in a reference cycle, so cleared but not visited. */
   struct kpy_strings {
@@ -107,6 +112,13 @@ typedef struct kpy_state {
     PyObject *stream;
   } *streams;
   int n_streams, cap_streams;
+  /* graph.c's: the kiln.Graph capturing now, or NULL (borrowed: it clears this when its capture
+   * ends or it dies), and what a kernel call hands each launch to, so the graph keeps the
+   * function and arguments alive and can replace them. Through a pointer, because graph.c
+   * leans on function.c. */
+  PyObject *capture;
+  int (*capture_note)(PyObject *graph, PyObject *function, PyObject *const *args, int n,
+                      kiln_stream stream);
 } kpy_state;
 
 /* The module's definition (_kiln.c): how a subclass of a kiln type finds kiln's state. */

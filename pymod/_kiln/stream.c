@@ -244,7 +244,17 @@ static PyObject *kpy_stream_repr(PyObject *op) {
   return PyUnicode_FromFormat("<kiln.Stream %p%s>", self->handle, self->owned ? "" : " (borrowed)");
 }
 
+/* capture(): kiln.Graph.capture(self), for `with stream.capture() as g:`. */
+static PyObject *kpy_stream_capture(PyObject *op, PyObject *unused) {
+  (void)unused;
+  kpy_state *st = kpy_state_of_type(Py_TYPE(op));
+  if (!st) return NULL;
+  return PyObject_CallMethod((PyObject *)st->ref.Graph_type, "capture", "O", op);
+}
+
 static PyMethodDef kpy_stream_methods[] = {
+    {"capture", kpy_stream_capture, METH_NOARGS,
+     "capture(): a kiln.Graph recording what is queued on the stream inside `with`."},
     {"synchronize", kpy_stream_synchronize, METH_NOARGS, "Waits for all work queued on it."},
     {"query", kpy_stream_query, METH_NOARGS, "True when all work queued on it has finished."},
     {"wait", kpy_stream_wait, METH_O, "wait(event): later work on it waits for the event."},
