@@ -175,7 +175,7 @@ def test_cooperative_grid_sum_matches_numpy(mod):
     x = (np.arange(1 << 20) % 7 - 3).astype(np.float32)  # small integers: any order is exact
     blocks = f.max_active_blocks(256) * _multiprocessors()
     assert blocks >= 1
-    dx = kiln.to_gpu(x)
+    dx = kiln.to_device(x)
     partial = kiln.zeros(blocks, np.float32)
     out = kiln.zeros(1, np.float32)
     f(dx, partial, out, np.int32(x.size), block=256, grid=blocks, cooperative=True)
@@ -191,7 +191,7 @@ def test_cooperative_grid_too_large_raises_before_launch(mod):
     blocks = f.max_active_blocks(256) * _multiprocessors()
     dx = kiln.zeros(1024, np.float32)
     partial = kiln.zeros(blocks + 1, np.float32)
-    out = kiln.to_gpu(np.array([42.0], np.float32))
+    out = kiln.to_device(np.array([42.0], np.float32))
     with pytest.raises(ValueError, match="resident on the device at once") as e:
         f(dx, partial, out, np.int32(1024), block=256, grid=blocks + 1, cooperative=True)
     assert f"{blocks + 1} blocks" in str(e.value)
