@@ -70,11 +70,12 @@ test-py: ext lib
 
 # The comparison with PyCUDA, CuPy, cuda.core and raw C (PyCUDA built from vendor/ first:
 # python3 bench/peers.py fetch fills it where a registry is reachable), then the large
-# pageable transfers. bench-detail: launch, cache and memory figures with their targets.
+# pageable transfers, arrays that compute, and graphs with the extended launches. bench-detail: launch, cache and memory figures with their targets.
 bench: ext lib
 	$(PYENV) $(PYTHON) bench/compare.py $(BENCH_ARGS)
 	$(PYENV) $(PYTHON) bench/transfer.py $(BENCH_ARGS)
 	$(PYENV) $(PYTHON) bench/arrays.py $(BENCH_ARGS)
+	$(PYENV) $(PYTHON) bench/graphs.py $(BENCH_ARGS)
 
 bench-detail: ext lib
 	$(PYENV) $(PYTHON) bench/launch.py $(BENCH_ARGS)
