@@ -481,8 +481,8 @@ kiln_status kiln_function_launch_ex(kiln_function *f, const kiln_launch_config *
 
 /* Blocks of block_threads threads with shared bytes of dynamic shared memory that can be
  * resident on one multiprocessor at once. */
-kiln_status kiln_function_max_active_blocks(kiln_function *f, unsigned block_threads,
-                                            size_t shared, int *blocks);
+kiln_status kiln_function_max_active_blocks(kiln_function *f, unsigned block_threads, size_t shared,
+                                            int *blocks);
 /* The block size giving the most resident threads (at most block_limit, 0: no limit) and the
  * smallest grid that fills the device with it. */
 kiln_status kiln_function_suggested_block_size(kiln_function *f, size_t shared, int block_limit,

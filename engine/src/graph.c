@@ -13,8 +13,8 @@ int kiln__graph_open;
 
 /* One kernel kiln launched into the capture. */
 typedef struct kiln__graph_kernel {
-  CUgraphNode node;                  /* in the graph the exec was instantiated from; NULL: unknown */
-  kiln_function *f;                  /* borrowed: the caller keeps the module alive */
+  CUgraphNode node; /* in the graph the exec was instantiated from; NULL: unknown */
+  kiln_function *f; /* borrowed: the caller keeps the module alive */
   CUDA_KERNEL_NODE_PARAMS_v2 params; /* the node's launch (read at the end of the capture) */
 } kiln__graph_kernel;
 
@@ -264,22 +264,19 @@ kiln_status kiln_graph_set_kernel_params(kiln_graph *g, int index, void **params
 
 static const char *kiln__graph_update_why(CUgraphExecUpdateResult r) {
   switch (r) {
-  case CU_GRAPH_EXEC_UPDATE_ERROR_TOPOLOGY_CHANGED:
-    return "the nodes or their order differ";
+  case CU_GRAPH_EXEC_UPDATE_ERROR_TOPOLOGY_CHANGED: return "the nodes or their order differ";
   case CU_GRAPH_EXEC_UPDATE_ERROR_NODE_TYPE_CHANGED:
     return "a node is of another kind (a kernel where a copy was, say)";
   case CU_GRAPH_EXEC_UPDATE_ERROR_FUNCTION_CHANGED:
     return "a kernel node launches another function";
   case CU_GRAPH_EXEC_UPDATE_ERROR_PARAMETERS_CHANGED:
     return "a node changed in a way an update cannot apply (a copy's kind of memory, say)";
-  case CU_GRAPH_EXEC_UPDATE_ERROR_NOT_SUPPORTED:
-    return "a node cannot be updated";
+  case CU_GRAPH_EXEC_UPDATE_ERROR_NOT_SUPPORTED: return "a node cannot be updated";
   case CU_GRAPH_EXEC_UPDATE_ERROR_UNSUPPORTED_FUNCTION_CHANGE:
     return "a kernel node's function changed in a way the driver cannot apply";
   case CU_GRAPH_EXEC_UPDATE_ERROR_ATTRIBUTES_CHANGED:
     return "a kernel's launch attributes (cluster, cooperative) changed";
-  default:
-    return "the graphs differ";
+  default: return "the graphs differ";
   }
 }
 
@@ -292,8 +289,8 @@ kiln_status kiln_graph_update(kiln_graph *g, const kiln_graph *from) {
                       "capture of kiln's own");
   if (from->device != g->device)
     return kiln__fail(KILN_ERROR_INVALID,
-                      "kiln_graph_update: the graphs were recorded on devices %d and %d",
-                      g->device, from->device);
+                      "kiln_graph_update: the graphs were recorded on devices %d and %d", g->device,
+                      from->device);
   if (from->n_kernels != g->n_kernels)
     return kiln__fail(KILN_ERROR_INVALID,
                       "kiln_graph_update: the graphs are not of one shape: %d kernel%s launched "

@@ -236,8 +236,8 @@ static kiln_status kiln__cluster_fits(kiln_function *f, kiln__device *d,
   kiln__launch_config(cfg, &only_cluster, attrs, &lc);
   *clusters = 0;
   KILN__CU(OccupancyMaxActiveClusters, (clusters, fn, &lc));
-  int answer = *clusters < (1 << KILN__MEMO_ANSWER_BITS) ? *clusters
-                                                         : (1 << KILN__MEMO_ANSWER_BITS) - 1;
+  int answer =
+      *clusters < (1 << KILN__MEMO_ANSWER_BITS) ? *clusters : (1 << KILN__MEMO_ANSWER_BITS) - 1;
   if (memo) __atomic_store_n(&f->cluster_fit, key | (uint64_t)answer, __ATOMIC_RELAXED);
   return KILN_OK;
 }
@@ -248,8 +248,7 @@ static kiln_status kiln__check_options_device(kiln_function *f, kiln__device *d,
                                               const kiln_launch_options *o) {
   const kiln_device_info *info = &d->info;
   if ((kiln__has_cluster(o) || o->programmatic) && info->major < 9)
-    return kiln__fail(KILN_ERROR_INVALID,
-                      "%s needs compute capability 9.0 or newer; %s is %d.%d",
+    return kiln__fail(KILN_ERROR_INVALID, "%s needs compute capability 9.0 or newer; %s is %d.%d",
                       kiln__has_cluster(o) ? "a thread-block cluster" : "a programmatic launch",
                       info->name, info->major, info->minor);
   kiln_status s;
@@ -275,8 +274,8 @@ static kiln_status kiln__check_options_device(kiln_function *f, kiln__device *d,
                         "%u) threads with %u bytes of dynamic shared memory of kernel %s (%lld "
                         "on each of %d multiprocessors); launch fewer blocks",
                         cfg->grid[0], cfg->grid[1], cfg->grid[2], blocks, info->name, most,
-                        cfg->block[0], cfg->block[1], cfg->block[2], cfg->shared,
-                        f->kernel->plain, info->multiprocessors ? most / info->multiprocessors : 0,
+                        cfg->block[0], cfg->block[1], cfg->block[2], cfg->shared, f->kernel->plain,
+                        info->multiprocessors ? most / info->multiprocessors : 0,
                         info->multiprocessors);
   }
   return KILN_OK;
@@ -319,8 +318,8 @@ static kiln_status kiln__check_block_threads(const kiln_function *f, unsigned th
                     threads, kiln_function_name(f));
 }
 
-kiln_status kiln_function_max_active_blocks(kiln_function *f, unsigned block_threads,
-                                            size_t shared, int *blocks) {
+kiln_status kiln_function_max_active_blocks(kiln_function *f, unsigned block_threads, size_t shared,
+                                            int *blocks) {
   *blocks = 0;
   kiln_status s = kiln__check_block_threads(f, block_threads);
   kiln__device *d;
@@ -336,13 +335,14 @@ kiln_status kiln_function_suggested_block_size(kiln_function *f, size_t shared, 
   *min_grid = *block_threads = 0;
   if (block_limit < 0 || block_limit > 1024)
     return kiln__fail(KILN_ERROR_INVALID,
-                      "a block size limit of %d for kernel %s: from 0 (none) to 1024",
-                      block_limit, kiln_function_name(f));
+                      "a block size limit of %d for kernel %s: from 0 (none) to 1024", block_limit,
+                      kiln_function_name(f));
   kiln__device *d;
   CUfunction fn;
   kiln_status s = kiln__occupancy_enter(f, &d, &fn);
   if (s) return s;
-  KILN__CU(OccupancyMaxPotentialBlockSize, (min_grid, block_threads, fn, NULL, shared, block_limit));
+  KILN__CU(OccupancyMaxPotentialBlockSize,
+           (min_grid, block_threads, fn, NULL, shared, block_limit));
   kiln__clear_error();
   return KILN_OK;
 }
@@ -352,9 +352,8 @@ kiln_status kiln_function_available_dynamic_shared(kiln_function *f, int blocks,
   *bytes = 0;
   kiln_status s = kiln__check_block_threads(f, block_threads);
   if (!s && blocks < 1)
-    s = kiln__fail(KILN_ERROR_INVALID,
-                   "%d blocks per multiprocessor for kernel %s: at least 1", blocks,
-                   kiln_function_name(f));
+    s = kiln__fail(KILN_ERROR_INVALID, "%d blocks per multiprocessor for kernel %s: at least 1",
+                   blocks, kiln_function_name(f));
   kiln__device *d;
   CUfunction fn;
   if (s || (s = kiln__occupancy_enter(f, &d, &fn))) return s;

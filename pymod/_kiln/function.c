@@ -82,8 +82,7 @@ static int kpy_keyword(kpy_state *st, PyObject *key) {
   for (int i = 0; i < KPY_KW_ALL - KPY_KW_COUNT; i++)
     if (key == more[i]) return KPY_KW_COUNT + i;
   for (int i = 0; i < KPY_KW_ALL; i++)
-    if (PyUnicode_Compare(key, i < KPY_KW_COUNT ? names[i] : more[i - KPY_KW_COUNT]) == 0)
-      return i;
+    if (PyUnicode_Compare(key, i < KPY_KW_COUNT ? names[i] : more[i - KPY_KW_COUNT]) == 0) return i;
   return -1;
 }
 
@@ -198,7 +197,7 @@ static PyObject *kpy_function_call(PyObject *op, PyObject *const *args, size_t n
   }
   kiln_launch_config cfg = {{1, 1, 1}, {1, 1, 1}, 0, NULL};
   int have_block = 0, time_kernel = 0;
-  PyObject *stream_obj = NULL; /* the kiln.Stream given, if one was */
+  PyObject *stream_obj = NULL;                  /* the kiln.Stream given, if one was */
   kiln_launch_options opts, *opts_given = NULL; /* set by the extended launch's keywords */
   Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
   for (Py_ssize_t i = 0; i < nkw; i++) {
@@ -452,7 +451,8 @@ static int kpy_block_threads(PyObject *obj, const char *what, unsigned *threads)
 }
 
 static int kpy_shared_bytes(PyObject *obj, const char *what, size_t *out) {
-  unsigned long long v = PyLong_Check(obj) ? PyLong_AsUnsignedLongLong(obj) : (unsigned long long)-1;
+  unsigned long long v =
+      PyLong_Check(obj) ? PyLong_AsUnsignedLongLong(obj) : (unsigned long long)-1;
   if (v == (unsigned long long)-1) {
     PyErr_Clear();
     PyErr_Format(PyExc_ValueError, "%s must be a number of bytes, not %R", what, obj);
@@ -488,8 +488,8 @@ static PyObject *kpy_function_max_active_blocks_per_mp(PyObject *op, PyObject *a
                                                        PyObject *kwargs) {
   static char *kwlist[] = {(char *)"block_size", (char *)"dynamic_shared_memory_size", NULL};
   PyObject *block, *shared = NULL;
-  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|O:max_active_blocks_per_multiprocessor",
-                                   kwlist, &block, &shared))
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|O:max_active_blocks_per_multiprocessor", kwlist,
+                                   &block, &shared))
     return NULL;
   return kpy_occupancy_blocks((kpy_function *)op, block, shared, "block_size",
                               "dynamic_shared_memory_size");
@@ -518,8 +518,7 @@ static int kpy_occupancy_suggest(kpy_function *self, PyObject *shared, PyObject 
   return 0;
 }
 
-static PyObject *kpy_function_suggested_block_size(PyObject *op, PyObject *args,
-                                                   PyObject *kwargs) {
+static PyObject *kpy_function_suggested_block_size(PyObject *op, PyObject *args, PyObject *kwargs) {
   static char *kwlist[] = {(char *)"shared", (char *)"block_limit", NULL};
   PyObject *shared = NULL, *limit = NULL;
   if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|OO:suggested_block_size", kwlist, &shared,
@@ -552,8 +551,10 @@ static PyObject *kpy_occupancy_shared(kpy_function *self, PyObject *blocks, PyOb
   long n = PyLong_Check(blocks) ? PyLong_AsLong(blocks) : -1;
   if (n == -1 && PyErr_Occurred()) PyErr_Clear();
   if (n < 1 || n > INT_MAX) {
-    PyErr_Format(PyExc_ValueError, "the blocks per multiprocessor must be an int of at least 1, "
-                 "not %R", blocks);
+    PyErr_Format(PyExc_ValueError,
+                 "the blocks per multiprocessor must be an int of at least 1, "
+                 "not %R",
+                 blocks);
     return NULL;
   }
   if (kpy_block_threads(block, block_what, &threads) < 0) return NULL;
@@ -890,8 +891,7 @@ static PyGetSetDef kpy_function_getset[] = {
     {"arg_format", kpy_function_get_arg_format, NULL,
      "The argument types prepare() was given, or None.", NULL},
     {"occupancy", kpy_function_get_occupancy, NULL,
-     "cuda.core's Kernel.occupancy: the function itself, which has its occupancy methods.",
-     NULL},
+     "cuda.core's Kernel.occupancy: the function itself, which has its occupancy methods.", NULL},
     KPY_ATTRIBUTE_GETTER("max_threads_per_block", 0),
     KPY_ATTRIBUTE_GETTER("shared_size_bytes", 1),
     KPY_ATTRIBUTE_GETTER("const_size_bytes", 2),

@@ -20,11 +20,11 @@ enum { KPY_GRAPH_NEW, KPY_GRAPH_CAPTURING, KPY_GRAPH_READY, KPY_GRAPH_FAILED };
 typedef struct kpy_graph {
   PyObject_HEAD
   kpy_state *st;
-  kiln_graph *g;      /* owned; NULL before the capture begins and after it failed */
-  int phase;          /* KPY_GRAPH_* */
-  kiln_stream handle; /* the stream captured, and replayed on by default */
-  PyObject *stream;   /* what keeps that stream alive (the object given), or NULL */
-  PyObject *kernels;  /* list: per kernel, (Function, args) of a kernel call, or None */
+  kiln_graph *g;           /* owned; NULL before the capture begins and after it failed */
+  int phase;               /* KPY_GRAPH_* */
+  kiln_stream handle;      /* the stream captured, and replayed on by default */
+  PyObject *stream;        /* what keeps that stream alive (the object given), or NULL */
+  PyObject *kernels;       /* list: per kernel, (Function, args) of a kernel call, or None */
   PyObject *replay_stream; /* the last other stream replayed on, strong, or NULL */
   kiln_stream replay_handle;
   int replayed; /* launched at least once: its kernels may still run at dealloc */
@@ -176,8 +176,7 @@ static PyObject *kpy_graph_launch(PyObject *op, PyObject *const *args, Py_ssize_
 }
 
 /* update(i, *args): kernel i's new arguments, packed by its signature. */
-static PyObject *kpy_graph_update_kernel(kpy_graph *self, PyObject *const *args,
-                                         Py_ssize_t nargs) {
+static PyObject *kpy_graph_update_kernel(kpy_graph *self, PyObject *const *args, Py_ssize_t nargs) {
   kpy_state *st = self->st;
   Py_ssize_t n_kernels = PyList_GET_SIZE(self->kernels);
   Py_ssize_t index = PyNumber_AsSsize_t(args[0], PyExc_IndexError);
@@ -210,8 +209,7 @@ static PyObject *kpy_graph_update_kernel(kpy_graph *self, PyObject *const *args,
   PyObject *result = NULL;
   if (nargs - 1 != fn->n_params) {
     PyErr_Format(PyExc_TypeError, "update(%zd, *args): %s takes %d argument%s (%zd given)", index,
-                 kiln_function_name(fn->fn), fn->n_params, fn->n_params == 1 ? "" : "s",
-                 nargs - 1);
+                 kiln_function_name(fn->fn), fn->n_params, fn->n_params == 1 ? "" : "s", nargs - 1);
     Py_DECREF(entry);
     return NULL;
   }

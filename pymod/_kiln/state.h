@@ -49,10 +49,10 @@
   X(strides, "strides")                               \
   X(call_general, "_call_general")                    \
   X(out, "out")                                       \
-  X(shared_size, "shared_size") /* PyCUDA's prepared calls */ \
-  X(cooperative, "cooperative")                               \
-  X(cluster, "cluster")                                       \
-  X(programmatic, "programmatic")
+  X(cooperative, "cooperative")                       \
+  X(cluster, "cluster")                               \
+  X(programmatic, "programmatic")                     \
+  X(shared_size, "shared_size") /* PyCUDA's prepared calls */
 
 /* Events kept for ordering one stream after another (kpy_stream_order), one per device up to
  * this ordinal; a device past it makes one per use. */
