@@ -508,9 +508,9 @@ kiln_status kiln_function_call_async(kiln_function *f, const kiln_launch_config 
   size_t total;
   kiln_status s = kiln__check_transfers(f, transfers, n_transfers, &total);
   if (s) return s;
-  if (n_transfers && (s = kiln__graph_refuse_transfers(cfg->stream))) return s;
   kiln__device *d;
   if ((s = kiln__prepare(f, cfg, &d))) return s;
+  if (n_transfers && (s = kiln__graph_refuse_transfers(cfg->stream))) return s;
   /* Without a pool each temporary would need a synchronize before its cuMemFree anyway. */
   if (!d->has_pools) return kiln_function_call(f, cfg, params, transfers, n_transfers, NULL);
   s = n_transfers ? kiln__call_pooled(f, cfg, params, transfers, n_transfers, d, NULL, 0)
@@ -524,9 +524,9 @@ kiln_status kiln_function_call(kiln_function *f, const kiln_launch_config *cfg, 
   size_t total;
   kiln_status s = kiln__check_transfers(f, transfers, n_transfers, &total);
   if (s) return s;
-  if (n_transfers && (s = kiln__graph_refuse_transfers(cfg->stream))) return s;
   kiln__device *d;
   if ((s = kiln__prepare(f, cfg, &d))) return s;
+  if (n_transfers && (s = kiln__graph_refuse_transfers(cfg->stream))) return s;
   kiln__bounce *b = NULL;
   if (n_transfers && total <= KILN__BOUNCE_MAX && (s = kiln__memory_bounce(d, &b))) return s;
 
