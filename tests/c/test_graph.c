@@ -203,6 +203,7 @@ TEST(gpu_graph_replays_updates_and_takes_another_capture) {
   kiln_deviceptr dx;
   ASSERT_OK(kiln_mem_alloc(N * sizeof(float), &dx));
   ASSERT_OK(kiln_memset_d32(dx, 0, N));
+  ASSERT_OK(kiln_synchronize()); /* the memset is ordered on no stream of the test's */
   /* Warm: the module loads before the capture. */
   float zero = 0;
   void *warm[] = {&dx, &zero, &n};
