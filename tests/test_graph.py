@@ -180,7 +180,7 @@ def test_copies_and_memsets_are_recorded(mod):
 
 
 @pytest.mark.gpu
-def test_in_out_and_pageable_copies_inside_a_capture_raise(mod):
+def test_in_out_pageable_copies_and_timing_inside_a_capture_raise(mod):
     f = mod.get_function("add")
     s = kiln.Stream()
     host = np.zeros(N, np.float32)
@@ -195,6 +195,9 @@ def test_in_out_and_pageable_copies_inside_a_capture_raise(mod):
     with pytest.raises(ValueError, match="pageable host memory"):
         with s.capture():
             drv.memcpy_htod_async(x.ptr, host, stream=s)
+    with pytest.raises(ValueError, match="timed launch cannot be recorded"):
+        with s.capture():
+            f(x, 1.0, N, block=256, grid=4, stream=s, time_kernel=True)
     # The stream works as before.
     f(kiln.InOut(host), 1.0, N, block=256, grid=4, stream=s)
     s.synchronize()

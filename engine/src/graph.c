@@ -98,10 +98,14 @@ kiln_status kiln_stream_is_capturing(kiln_stream stream, int *capturing) {
   return KILN_OK;
 }
 
-kiln_status kiln__graph_refuse_transfers(CUstream stream) {
+kiln_status kiln__graph_refuse_transfers(CUstream stream, int timed) {
   int capturing = 0;
   kiln_status s = kiln_stream_is_capturing(stream, &capturing);
   if (s || !capturing) return s;
+  if (timed)
+    return kiln__fail(KILN_ERROR_INVALID,
+                      "a timed launch cannot be recorded in a stream capture: it waits for the "
+                      "kernel, which a capture does not run; time the replay with events");
   return kiln__fail(KILN_ERROR_INVALID,
                     "In/Out/InOut arguments cannot be recorded in a stream capture: a replay "
                     "would copy between temporaries and host memory that no longer exist; pass "

@@ -13,8 +13,8 @@ extern int kiln__graph_open;
  * it cannot find leaves a kernel whose arguments cannot be replaced, said when that is tried. */
 void kiln__graph_note_launch(kiln_function *f, CUstream stream);
 
-/* KILN_ERROR_INVALID with a sentence when work queued on stream would be recorded: In/Out
- * transfers call it before anything is queued. */
-kiln_status kiln__graph_refuse_transfers(CUstream stream);
+/* KILN_ERROR_INVALID with a sentence when work queued on stream would be recorded: launches
+ * with In/Out transfers, or timed (timed != 0), call it before anything is queued. */
+kiln_status kiln__graph_refuse_transfers(CUstream stream, int timed);
 
 #endif

@@ -510,7 +510,7 @@ kiln_status kiln_function_call_async(kiln_function *f, const kiln_launch_config 
   if (s) return s;
   kiln__device *d;
   if ((s = kiln__prepare(f, cfg, &d))) return s;
-  if (n_transfers && (s = kiln__graph_refuse_transfers(cfg->stream))) return s;
+  if (n_transfers && (s = kiln__graph_refuse_transfers(cfg->stream, 0))) return s;
   /* Without a pool each temporary would need a synchronize before its cuMemFree anyway. */
   if (!d->has_pools) return kiln_function_call(f, cfg, params, transfers, n_transfers, NULL);
   s = n_transfers ? kiln__call_pooled(f, cfg, params, transfers, n_transfers, d, NULL, 0)
@@ -526,7 +526,9 @@ kiln_status kiln_function_call(kiln_function *f, const kiln_launch_config *cfg, 
   if (s) return s;
   kiln__device *d;
   if ((s = kiln__prepare(f, cfg, &d))) return s;
-  if (n_transfers && (s = kiln__graph_refuse_transfers(cfg->stream))) return s;
+  if ((n_transfers || elapsed_s) &&
+      (s = kiln__graph_refuse_transfers(cfg->stream, !n_transfers)))
+    return s;
   kiln__bounce *b = NULL;
   if (n_transfers && total <= KILN__BOUNCE_MAX && (s = kiln__memory_bounce(d, &b))) return s;
 
