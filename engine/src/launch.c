@@ -526,8 +526,7 @@ kiln_status kiln_function_call(kiln_function *f, const kiln_launch_config *cfg, 
   if (s) return s;
   kiln__device *d;
   if ((s = kiln__prepare(f, cfg, &d))) return s;
-  if ((n_transfers || elapsed_s) &&
-      (s = kiln__graph_refuse_transfers(cfg->stream, !n_transfers)))
+  if ((n_transfers || elapsed_s) && (s = kiln__graph_refuse_transfers(cfg->stream, !n_transfers)))
     return s;
   kiln__bounce *b = NULL;
   if (n_transfers && total <= KILN__BOUNCE_MAX && (s = kiln__memory_bounce(d, &b))) return s;
