@@ -142,6 +142,14 @@ def test_options_refuse_in_out(mod):
         mod.get_function("neighbour")(kiln.Out(out), block=32, grid=4, cooperative=True)
 
 
+def test_options_off_are_the_plain_launch_before_the_device(mod):
+    out = np.zeros(4, np.int32)
+    # In/Out is taken, and the call reaches the plain launch's checks (the zero grid).
+    with pytest.raises(ValueError, match="grid.x is 0"):
+        mod.get_function("neighbour")(kiln.Out(out), block=32, grid=(0, 1), cooperative=False,
+                                      cluster=None, programmatic=False)
+
+
 def test_unknown_keyword_names_the_new_ones(mod):
     with pytest.raises(TypeError, match="cooperative, cluster and programmatic"):
         mod.get_function("neighbour")(np.uintp(0), block=32, clusters=2)

@@ -238,6 +238,10 @@ static PyObject *kpy_function_call(PyObject *op, PyObject *const *args, size_t n
     return NULL;
   }
 
+  /* cooperative=False, cluster=None and programmatic=False are the plain launch. */
+  if (opts_given && !opts.cooperative && !opts.programmatic &&
+      !(opts.cluster[0] | opts.cluster[1] | opts.cluster[2]))
+    opts_given = NULL;
   return kpy_function_run(self, args, &cfg, stream_obj, time_kernel, opts_given);
 }
 
