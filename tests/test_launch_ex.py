@@ -228,6 +228,12 @@ def test_cluster_dims_kernel_works_without_the_keyword(mod):
     out = kiln.zeros(6, np.int32)
     f(out, block=32, grid=6)
     assert out.get().tolist() == [((b % 2 + 1) % 2) * 10 + 1 for b in range(6)]
+    with pytest.raises(ValueError, match=r"grid.x is 3, not a multiple of 2, the cluster.x"):
+        f(out, block=32, grid=3)
+    with pytest.raises(ValueError, match=r"declares __cluster_dims__\(2, 1, 1\)"):
+        f(out, block=32, grid=8, cluster=(4, 1, 1))
+    f(out, block=32, grid=6, cluster=2)  # the kernel's own shape, given again
+    assert out.get().tolist() == [((b % 2 + 1) % 2) * 10 + 1 for b in range(6)]
 
 
 @pytest.mark.gpu

@@ -46,6 +46,16 @@ static kiln_status kiln__check_limits(kiln_function *f, kiln__device *d,
       return kiln__fail(KILN_ERROR_INVALID, "grid.%c is %u; %s allows at most %d", kiln__axis[i],
                         cfg->grid[i], info->name, info->max_grid[i]);
   }
+  if (KILN__UNLIKELY(f->cluster_dims[0] != 0))
+    for (int i = 0; i < 3; i++)
+      if (f->cluster_dims[i] && cfg->grid[i] % f->cluster_dims[i])
+        return kiln__fail(KILN_ERROR_INVALID,
+                          "grid.%c is %u, not a multiple of %u, the cluster.%c kernel %s "
+                          "declares (__cluster_dims__(%u, %u, %u)); a grid is made of whole "
+                          "clusters",
+                          kiln__axis[i], cfg->grid[i], f->cluster_dims[i], kiln__axis[i],
+                          f->kernel->plain, f->cluster_dims[0], f->cluster_dims[1],
+                          f->cluster_dims[2]);
   unsigned threads = cfg->block[0] * cfg->block[1] * cfg->block[2];
   if (threads > (unsigned)f->max_threads)
     return kiln__fail(KILN_ERROR_INVALID,
@@ -252,7 +262,15 @@ static kiln_status kiln__check_options_device(kiln_function *f, kiln__device *d,
                       kiln__has_cluster(o) ? "a thread-block cluster" : "a programmatic launch",
                       info->name, info->major, info->minor);
   kiln_status s;
-  if (kiln__has_cluster(o)) {
+  if (kiln__has_cluster(o) && f->cluster_dims[0] &&
+      (o->cluster[0] != f->cluster_dims[0] || o->cluster[1] != f->cluster_dims[1] ||
+       o->cluster[2] != f->cluster_dims[2]))
+    return kiln__fail(KILN_ERROR_INVALID,
+                      "cluster (%u, %u, %u): kernel %s declares __cluster_dims__(%u, %u, %u); "
+                      "give that shape or leave cluster= out",
+                      o->cluster[0], o->cluster[1], o->cluster[2], f->kernel->plain,
+                      f->cluster_dims[0], f->cluster_dims[1], f->cluster_dims[2]);
+  if (kiln__has_cluster(o) && !f->cluster_dims[0]) {
     int clusters = 0;
     if ((s = kiln__cluster_fits(f, d, cfg, o, &clusters))) return s;
     if (clusters < 1)
@@ -290,6 +308,14 @@ kiln_status kiln_function_launch_ex(kiln_function *f, const kiln_launch_config *
   if (!s) s = kiln__prepare(f, cfg, &d);
   if (!s) s = kiln__check_options_device(f, d, cfg, o);
   if (s) return s;
+  /* The kernel's own cluster shape given again: the launch leaves it to the kernel, since the
+   * driver takes no cluster attribute for a kernel with __cluster_dims__. */
+  kiln_launch_options own;
+  if (f->cluster_dims[0] && kiln__has_cluster(o)) {
+    own = *o;
+    own.cluster[0] = own.cluster[1] = own.cluster[2] = 0;
+    o = &own;
+  }
   CUlaunchAttribute attrs[3];
   CUlaunchConfig lc;
   kiln__launch_config(cfg, o, attrs, &lc);

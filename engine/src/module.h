@@ -15,6 +15,7 @@ struct kiln_function {
   int max_threads;            /* threads per block this kernel can launch with */
   int static_shared;          /* bytes of __shared__ the kernel declares */
   int dynamic_shared_allowed; /* bytes of dynamic shared memory opted in to */
+  unsigned cluster_dims[3];   /* the kernel's __cluster_dims__; zeros when it has none */
   /* launch.c's: the last cooperative and cluster shapes found to fit, each packed with its
    * device and answer into one word (read and written whole, so threads never see half of
    * one), so that a repeated launch asks the occupancy calculator once. 0: none yet. */
