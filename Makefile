@@ -104,11 +104,12 @@ test-py: ext lib deps-notebook
 
 # The comparison with PyCUDA, CuPy, cuda.core and raw C (PyCUDA built from vendor/ first:
 # python3 bench/peers.py fetch fills it where a registry is reachable), then the large
-# pageable transfers. bench-detail: launch, cache and memory figures with their targets.
+# pageable transfers, arrays that compute, and graphs with the extended launches. bench-detail: launch, cache and memory figures with their targets.
 bench: ext lib
 	$(PYENV) $(PY) bench/compare.py $(BENCH_ARGS)
 	$(PYENV) $(PY) bench/transfer.py $(BENCH_ARGS)
 	$(PYENV) $(PY) bench/arrays.py $(BENCH_ARGS)
+	$(PYENV) $(PY) bench/graphs.py $(BENCH_ARGS)
 
 bench-detail: ext lib
 	$(PYENV) $(PY) bench/launch.py $(BENCH_ARGS)

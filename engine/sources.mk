@@ -26,4 +26,5 @@ KILN_ENGINE_SOURCES = \
 	engine/src/image.c \
 	engine/src/portable.c \
 	engine/src/stream.c \
+	engine/src/graph.c \
 	engine/src/launch.c

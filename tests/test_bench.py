@@ -25,7 +25,7 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 BENCH = ROOT / "bench"
 RESULTS = BENCH / "results"
 SCRIPTS = ["launch", "cache", "compare", "memory", "transfer", "arrays", "kernel_shapes",
-           "interactive"]
+           "interactive", "graphs"]
 MODULES = ["common", "kernels", "children", "peers", *SCRIPTS]
 
 
@@ -59,7 +59,7 @@ def printed(f, *args):
 
 def newest_results(suffix):
     """The newest recorded results of one script: suffix "" is compare.py's."""
-    others = ("-launch", "-cache", "-memory", "-transfer", "-staging-sweep",
+    others = ("-launch", "-cache", "-memory", "-transfer", "-staging-sweep", "-graphs",
               "-staging-threshold", "-interactive")
     paths = sorted(p for p in RESULTS.glob("*.json")
                    if p.stem.endswith(suffix) and (suffix or not p.stem.endswith(others)))
@@ -84,6 +84,7 @@ def test_every_bench_module_imports(bench):
     ("arrays", ["--quick", "--out"]),
     ("kernel_shapes", ["--quick", "--out"]),
     ("interactive", ["--quick", "--out", "--arch"]),
+    ("graphs", ["--quick", "--out"]),
 ])
 def test_every_script_parses_its_options(script, options):
     done = run([BENCH / f"{script}.py", "--help"], timeout=60)
@@ -114,7 +115,7 @@ def test_every_c_part_builds(bench, tmp_path):
     common = bench["common"]
     baseline = common.build_c_parts(tmp_path)
     programs = [baseline] + [common.build_driver_program(name, tmp_path)
-                             for name in ("compare", "transfer", "memory")]
+                             for name in ("compare", "transfer", "memory", "graphs")]
     programs.append(common.build_compile(tmp_path))
     floor = tmp_path / ("kiln_floor" + sysconfig.get_config_var("EXT_SUFFIX"))
     for path in programs + [floor]:
@@ -188,6 +189,22 @@ def test_arrays_report_from_a_results_file(bench):
     result["figures"]["elementwise_us"]["1000"]["floor"] = {"median": 2.0}
     table = bench["arrays"].markdown(result)
     assert "| 2 (kiln 2.00×) |" in table
+
+
+def test_graphs_report_from_a_results_file(bench):
+    result = {"figures": {"sequence_us": {"kiln_graph": {"median": 0.5},
+                                          "c_graph": {"median": 0.4},
+                                          "torch_graph": {"median": 1.0}},
+                          "update_us": {"kiln_update": {"median": 0.4}},
+                          "launch_kinds_us": {"plain": {"median": 2.0},
+                                              "cooperative": {"median": 2.1}}},
+              "gpu": "G", "date": "D"}
+    table = bench["graphs"].markdown(result)
+    assert ("| 100 calls replayed as a graph, µs per kernel | 0.5 | 0.4 (0.80×) | — | "
+            "1 (2.00×) |") in table
+    assert "| one kernel's arguments replaced, µs | 0.4 | — | — | — |" in table
+    assert "| cooperative | 2.1 | 1.05× |" in table
+    assert "| cluster | — | — |" in table
 
 
 @pytest.mark.parametrize("mode", ["disk", "first"])

@@ -526,6 +526,87 @@ kiln_status kiln_function_call(kiln_function *f, const kiln_launch_config *cfg, 
 kiln_status kiln_function_call_async(kiln_function *f, const kiln_launch_config *cfg, void **params,
                                      const kiln_transfer *transfers, int n_transfers);
 
+/* ---- Extended launches -------------------------------------------------------------------
+ *
+ * What cuLaunchKernelEx adds to a plain launch. A zeroed struct is a plain launch. */
+typedef struct kiln_launch_options {
+  /* Blocks per thread-block cluster (compute capability 9.0 and newer); {0, 0, 0} is none, or
+   * the kernel's own __cluster_dims__. Each must divide the grid's dimension; more than 8
+   * blocks (the portable size, up to 16) is allowed for the kernel first. */
+  unsigned cluster[3];
+  /* A cooperative launch: the grid may synchronize as a whole (cooperative_groups'
+   * this_grid().sync()). The grid must fit on the device at once, which is checked against the
+   * occupancy calculator before the launch. */
+  int cooperative;
+  /* Programmatic dependent launch (compute capability 9.0 and newer): this kernel may begin
+   * while the one before it on the stream finishes, from its
+   * cudaTriggerProgrammaticLaunchCompletion(); it waits in cudaGridDependencySynchronize(). */
+  int programmatic;
+} kiln_launch_options;
+
+/* kiln_function_launch with options (NULL or zeroed: the plain launch), through
+ * cuLaunchKernelEx. Each option is checked before the driver sees it (KILN_ERROR_INVALID with
+ * a sentence): the device's compute capability, the cluster's shape and size and that one
+ * cluster fits on a multiprocessor, the cooperative grid against the blocks that can be
+ * resident at once. */
+kiln_status kiln_function_launch_ex(kiln_function *f, const kiln_launch_config *cfg,
+                                    const kiln_launch_options *opts, void **params);
+
+/* ---- Occupancy (the driver's calculator, on the current device) ------------------------- */
+
+/* Blocks of block_threads threads with shared bytes of dynamic shared memory that can be
+ * resident on one multiprocessor at once. */
+kiln_status kiln_function_max_active_blocks(kiln_function *f, unsigned block_threads, size_t shared,
+                                            int *blocks);
+/* The block size giving the most resident threads (at most block_limit, 0: no limit) and the
+ * smallest grid that fills the device with it. */
+kiln_status kiln_function_suggested_block_size(kiln_function *f, size_t shared, int block_limit,
+                                               int *min_grid, int *block_threads);
+/* The most dynamic shared memory a block of block_threads can have with blocks of them
+ * resident on each multiprocessor. */
+kiln_status kiln_function_available_dynamic_shared(kiln_function *f, int blocks,
+                                                   unsigned block_threads, size_t *bytes);
+/* Clusters of cfg's shape (opts->cluster, or the kernel's __cluster_dims__) that can be
+ * resident on the device at once; 0 when one does not fit. */
+kiln_status kiln_function_max_active_clusters(kiln_function *f, const kiln_launch_config *cfg,
+                                              const kiln_launch_options *opts, int *clusters);
+
+/* ---- Graphs ------------------------------------------------------------------------------
+ *
+ * A recorded sequence of work on one stream, replayed at the cost of one call. Between
+ * kiln_graph_begin_capture and kiln_graph_end_capture, what is queued on the stream (kernel
+ * launches, device-to-device copies, memsets, copies to and from page-locked memory) is
+ * recorded, not run; In/Out transfers are refused there, since their host memory and
+ * temporaries would not exist when the graph is replayed. The kernels kiln launched on the
+ * stream are the graph's kernels, numbered in launch order: one's arguments can be replaced
+ * before a replay without instantiating the graph again. */
+typedef struct kiln_graph kiln_graph;
+
+/* Begins recording stream (not the legacy default stream). When another
+ * library is already capturing the stream (PyTorch's torch.cuda.graph), kiln's launches are
+ * recorded into that capture and the graph only numbers them: it joins, and cannot be
+ * launched itself. */
+kiln_status kiln_graph_begin_capture(kiln_stream stream, kiln_graph **out);
+/* Ends the recording and instantiates the graph. On failure the graph is still the caller's
+ * to free. */
+kiln_status kiln_graph_end_capture(kiln_graph *g);
+/* Whether work queued on stream now would be recorded rather than run. */
+kiln_status kiln_stream_is_capturing(kiln_stream stream, int *capturing);
+
+kiln_status kiln_graph_launch(kiln_graph *g, kiln_stream stream);
+int kiln_graph_kernel_count(const kiln_graph *g);
+int kiln_graph_joined(const kiln_graph *g); /* 1: recorded into another library's capture */
+/* The function kernel `index` launches (borrowed), or NULL when index is out of range. */
+kiln_function *kiln_graph_kernel_function(const kiln_graph *g, int index);
+/* Replaces the arguments of kernel `index` for the replays after it: params as for
+ * kiln_function_launch (the bytes are copied now). */
+kiln_status kiln_graph_set_kernel_params(kiln_graph *g, int index, void **params);
+/* Takes the arguments of every node of from, a capture of the same shape (the same kernels,
+ * copies and memsets in the same order), through cuGraphExecUpdate: g then replays what from
+ * recorded, without being instantiated again. from is not changed. */
+kiln_status kiln_graph_update(kiln_graph *g, const kiln_graph *from);
+void kiln_graph_free(kiln_graph *g); /* NULL is a no-op; ends a capture still open */
+
 #ifdef __cplusplus
 }
 #endif

@@ -80,6 +80,29 @@ typedef struct kiln__driver_table {
   CUresult (*MemAllocPitch)(CUdeviceptr *, size_t *, size_t, size_t, unsigned);
   CUresult (*MemHostRegister)(void *, size_t, unsigned);
   CUresult (*MemHostUnregister)(void *);
+  CUresult (*KernelGetFunction)(CUfunction *, CUkernel);
+  CUresult (*LaunchKernelEx)(const CUlaunchConfig *, CUfunction, void **, void **);
+  CUresult (*OccupancyMaxActiveBlocksPerMultiprocessor)(int *, CUfunction, int, size_t);
+  CUresult (*OccupancyMaxPotentialBlockSize)(int *, int *, CUfunction, CUoccupancyB2DSize, size_t,
+                                             int);
+  CUresult (*OccupancyAvailableDynamicSMemPerBlock)(size_t *, CUfunction, int, int);
+  CUresult (*OccupancyMaxActiveClusters)(int *, CUfunction, const CUlaunchConfig *);
+  CUresult (*StreamBeginCapture)(CUstream, CUstreamCaptureMode);
+  CUresult (*StreamEndCapture)(CUstream, CUgraph *);
+  CUresult (*StreamIsCapturing)(CUstream, CUstreamCaptureStatus *);
+  /* cuStreamGetCaptureInfo_v2 (the 12.0 ABI's): the nodes the next captured work depends on. */
+  CUresult (*StreamGetCaptureInfo)(CUstream, CUstreamCaptureStatus *, cuuint64_t *, CUgraph *,
+                                   const CUgraphNode **, size_t *);
+  CUresult (*GraphInstantiateWithFlags)(CUgraphExec *, CUgraph, unsigned long long);
+  CUresult (*GraphLaunch)(CUgraphExec, CUstream);
+  CUresult (*GraphExecUpdate)(CUgraphExec, CUgraph, CUgraphExecUpdateResultInfo *);
+  CUresult (*GraphExecKernelNodeSetParams)(CUgraphExec, CUgraphNode,
+                                           const CUDA_KERNEL_NODE_PARAMS_v2 *);
+  CUresult (*GraphKernelNodeGetParams)(CUgraphNode, CUDA_KERNEL_NODE_PARAMS_v2 *);
+  CUresult (*GraphGetNodes)(CUgraph, CUgraphNode *, size_t *);
+  CUresult (*GraphNodeGetType)(CUgraphNode, CUgraphNodeType *);
+  CUresult (*GraphDestroy)(CUgraph);
+  CUresult (*GraphExecDestroy)(CUgraphExec);
   /* CUDA 12.4 and newer; NULL when the driver is older. */
   CUresult (*LibraryGetKernelCount)(unsigned *, CUlibrary);
   CUresult (*LibraryEnumerateKernels)(CUkernel *, unsigned, CUlibrary);

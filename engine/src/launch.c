@@ -1,4 +1,7 @@
-/* Launching: shapes checked against the limits, then cuLaunchKernel; In/Out around it. */
+/* Launching: shapes checked against the limits, then cuLaunchKernel (cuLaunchKernelEx for
+ * clusters, cooperative and programmatic launches); In/Out around it; the occupancy
+ * calculator. */
+#include "graph.h"
 #include "memory.h"
 #include "module.h"
 #include "stage.h"
@@ -43,6 +46,16 @@ static kiln_status kiln__check_limits(kiln_function *f, kiln__device *d,
       return kiln__fail(KILN_ERROR_INVALID, "grid.%c is %u; %s allows at most %d", kiln__axis[i],
                         cfg->grid[i], info->name, info->max_grid[i]);
   }
+  if (KILN__UNLIKELY(f->cluster_dims[0] != 0))
+    for (int i = 0; i < 3; i++)
+      if (f->cluster_dims[i] && cfg->grid[i] % f->cluster_dims[i])
+        return kiln__fail(KILN_ERROR_INVALID,
+                          "grid.%c is %u, not a multiple of %u, the cluster.%c kernel %s "
+                          "declares (__cluster_dims__(%u, %u, %u)); a grid is made of whole "
+                          "clusters",
+                          kiln__axis[i], cfg->grid[i], f->cluster_dims[i], kiln__axis[i],
+                          f->kernel->plain, f->cluster_dims[0], f->cluster_dims[1],
+                          f->cluster_dims[2]);
   unsigned threads = cfg->block[0] * cfg->block[1] * cfg->block[2];
   if (threads > (unsigned)f->max_threads)
     return kiln__fail(KILN_ERROR_INVALID,
@@ -83,6 +96,8 @@ static kiln_status kiln__launch(kiln_function *f, const kiln_launch_config *cfg,
     kiln_status s = kiln__cuda_fail("cuLaunchKernel", (int)rc);
     return s == KILN_ERROR_CUDA ? KILN_ERROR_LAUNCH : s;
   }
+  if (KILN__UNLIKELY(__atomic_load_n(&kiln__graph_open, __ATOMIC_RELAXED)))
+    kiln__graph_note_launch(f, cfg->stream);
   return KILN_OK;
 }
 
@@ -92,6 +107,312 @@ kiln_status kiln_function_launch(kiln_function *f, const kiln_launch_config *cfg
   if (!s) s = kiln__launch(f, cfg, params);
   if (!s) kiln__clear_error();
   return s;
+}
+
+/* ---- Extended launches and occupancy ------------------------------------------------- */
+
+/* The kernel as a CUfunction of the current context, which the occupancy calculator takes. */
+static kiln_status kiln__context_function(kiln_function *f, CUfunction *out) {
+  KILN__CU(KernelGetFunction, (out, f->handle));
+  return KILN_OK;
+}
+
+static int kiln__has_cluster(const kiln_launch_options *o) {
+  return o->cluster[0] || o->cluster[1] || o->cluster[2];
+}
+
+/* What holds on every device: the cluster's shape against the grid's. */
+static kiln_status kiln__check_options_shape(const kiln_launch_config *cfg,
+                                             const kiln_launch_options *o) {
+  if (!kiln__has_cluster(o)) return KILN_OK;
+  for (int i = 0; i < 3; i++)
+    if (o->cluster[i] == 0)
+      return kiln__fail(KILN_ERROR_INVALID,
+                        "cluster.%c is 0; give every cluster dimension, each at least 1 "
+                        "(cluster=(2, 1, 1), say)",
+                        kiln__axis[i]);
+  uint64_t blocks = (uint64_t)o->cluster[0] * o->cluster[1] * o->cluster[2];
+  if (blocks > 16)
+    return kiln__fail(KILN_ERROR_INVALID,
+                      "cluster (%u, %u, %u) has %llu blocks; a thread-block cluster has at most "
+                      "16 (8 on every device that has clusters)",
+                      o->cluster[0], o->cluster[1], o->cluster[2], (unsigned long long)blocks);
+  for (int i = 0; i < 3; i++)
+    if (cfg->grid[i] % o->cluster[i])
+      return kiln__fail(KILN_ERROR_INVALID,
+                        "grid.%c is %u, not a multiple of cluster.%c, %u; a grid is made of "
+                        "whole clusters",
+                        kiln__axis[i], cfg->grid[i], kiln__axis[i], o->cluster[i]);
+  return KILN_OK;
+}
+
+/* The driver's launch description of cfg and o; attrs must hold 3. */
+static void kiln__launch_config(const kiln_launch_config *cfg, const kiln_launch_options *o,
+                                CUlaunchAttribute *attrs, CUlaunchConfig *lc) {
+  unsigned n = 0;
+  memset(attrs, 0, 3 * sizeof *attrs);
+  if (kiln__has_cluster(o)) {
+    attrs[n].id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+    attrs[n].value.clusterDim.x = o->cluster[0];
+    attrs[n].value.clusterDim.y = o->cluster[1];
+    attrs[n].value.clusterDim.z = o->cluster[2];
+    n++;
+  }
+  if (o->cooperative) {
+    attrs[n].id = CU_LAUNCH_ATTRIBUTE_COOPERATIVE;
+    attrs[n].value.cooperative = 1;
+    n++;
+  }
+  if (o->programmatic) {
+    attrs[n].id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+    attrs[n].value.programmaticStreamSerializationAllowed = 1;
+    n++;
+  }
+  memset(lc, 0, sizeof *lc);
+  lc->gridDimX = cfg->grid[0];
+  lc->gridDimY = cfg->grid[1];
+  lc->gridDimZ = cfg->grid[2];
+  lc->blockDimX = cfg->block[0];
+  lc->blockDimY = cfg->block[1];
+  lc->blockDimZ = cfg->block[2];
+  lc->sharedMemBytes = cfg->shared;
+  lc->hStream = cfg->stream;
+  lc->attrs = n ? attrs : NULL;
+  lc->numAttrs = n;
+}
+
+/* A memo word: the device (8 bits), the block's threads (11), the dynamic shared bytes (18),
+ * the cluster's dimensions (5 each) and the answer (23 bits), with bit 63 set so that 0 is
+ * none. Shapes it cannot hold are never memoized. */
+static int kiln__memo_key(int device, unsigned threads, unsigned shared, const unsigned cl[3],
+                          uint64_t *key) {
+  if (device > 255 || threads > 2047 || shared >= (1u << 18) || cl[0] > 31 || cl[1] > 31 ||
+      cl[2] > 31)
+    return 0;
+  *key = (uint64_t)1 << 63 | (uint64_t)device << 55 | (uint64_t)threads << 44 |
+         (uint64_t)shared << 26 | (uint64_t)cl[0] << 21 | (uint64_t)cl[1] << 16 |
+         (uint64_t)cl[2] << 11;
+  return 1;
+}
+
+#define KILN__MEMO_ANSWER_BITS 11
+#define KILN__MEMO_ANSWER(word) ((int)((word) & ((1u << KILN__MEMO_ANSWER_BITS) - 1)))
+
+/* The most blocks of cfg's shape resident on the whole device at once: the co-residency a
+ * cooperative grid needs. */
+static kiln_status kiln__cooperative_most(kiln_function *f, kiln__device *d,
+                                          const kiln_launch_config *cfg, long long *most) {
+  unsigned threads = cfg->block[0] * cfg->block[1] * cfg->block[2];
+  static const unsigned none[3] = {0, 0, 0};
+  uint64_t key = 0, word = __atomic_load_n(&f->cooperative_fit, __ATOMIC_RELAXED);
+  int memo = kiln__memo_key(d->ordinal, threads, cfg->shared, none, &key);
+  if (memo && word && (word & ~(uint64_t)((1u << KILN__MEMO_ANSWER_BITS) - 1)) == key) {
+    *most = (long long)KILN__MEMO_ANSWER(word) * d->info.multiprocessors;
+    return KILN_OK;
+  }
+  CUfunction fn;
+  kiln_status s = kiln__context_function(f, &fn);
+  if (s) return s;
+  int per_sm = 0;
+  KILN__CU(OccupancyMaxActiveBlocksPerMultiprocessor, (&per_sm, fn, (int)threads, cfg->shared));
+  if (memo && per_sm >= 0 && per_sm < (1 << KILN__MEMO_ANSWER_BITS))
+    __atomic_store_n(&f->cooperative_fit, key | (uint64_t)per_sm, __ATOMIC_RELAXED);
+  *most = (long long)per_sm * d->info.multiprocessors;
+  return KILN_OK;
+}
+
+/* Whether one cluster of o's shape fits on a multiprocessor group, asked of the driver once
+ * per shape; a cluster of more than the portable 8 blocks is allowed for the kernel first. */
+static kiln_status kiln__cluster_fits(kiln_function *f, kiln__device *d,
+                                      const kiln_launch_config *cfg, const kiln_launch_options *o,
+                                      int *clusters) {
+  unsigned threads = cfg->block[0] * cfg->block[1] * cfg->block[2];
+  uint64_t key = 0, word = __atomic_load_n(&f->cluster_fit, __ATOMIC_RELAXED);
+  int memo = kiln__memo_key(d->ordinal, threads, cfg->shared, o->cluster, &key);
+  if (memo && word && (word & ~(uint64_t)((1u << KILN__MEMO_ANSWER_BITS) - 1)) == key) {
+    *clusters = KILN__MEMO_ANSWER(word);
+    return KILN_OK;
+  }
+  if (o->cluster[0] * o->cluster[1] * o->cluster[2] > 8)
+    KILN__CU(KernelSetAttribute,
+             (CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED, 1, f->handle, d->dev));
+  CUfunction fn;
+  kiln_status s = kiln__context_function(f, &fn);
+  if (s) return s;
+  CUlaunchAttribute attrs[3];
+  CUlaunchConfig lc;
+  kiln_launch_options only_cluster = *o;
+  only_cluster.cooperative = only_cluster.programmatic = 0;
+  kiln__launch_config(cfg, &only_cluster, attrs, &lc);
+  *clusters = 0;
+  KILN__CU(OccupancyMaxActiveClusters, (clusters, fn, &lc));
+  int answer =
+      *clusters < (1 << KILN__MEMO_ANSWER_BITS) ? *clusters : (1 << KILN__MEMO_ANSWER_BITS) - 1;
+  if (memo) __atomic_store_n(&f->cluster_fit, key | (uint64_t)answer, __ATOMIC_RELAXED);
+  return KILN_OK;
+}
+
+/* What this device allows of the options. */
+static kiln_status kiln__check_options_device(kiln_function *f, kiln__device *d,
+                                              const kiln_launch_config *cfg,
+                                              const kiln_launch_options *o) {
+  const kiln_device_info *info = &d->info;
+  if ((kiln__has_cluster(o) || o->programmatic) && info->major < 9)
+    return kiln__fail(KILN_ERROR_INVALID, "%s needs compute capability 9.0 or newer; %s is %d.%d",
+                      kiln__has_cluster(o) ? "a thread-block cluster" : "a programmatic launch",
+                      info->name, info->major, info->minor);
+  kiln_status s;
+  if (kiln__has_cluster(o) && f->cluster_dims[0] &&
+      (o->cluster[0] != f->cluster_dims[0] || o->cluster[1] != f->cluster_dims[1] ||
+       o->cluster[2] != f->cluster_dims[2]))
+    return kiln__fail(KILN_ERROR_INVALID,
+                      "cluster (%u, %u, %u): kernel %s declares __cluster_dims__(%u, %u, %u); "
+                      "give that shape or leave cluster= out",
+                      o->cluster[0], o->cluster[1], o->cluster[2], f->kernel->plain,
+                      f->cluster_dims[0], f->cluster_dims[1], f->cluster_dims[2]);
+  if (kiln__has_cluster(o) && !f->cluster_dims[0]) {
+    int clusters = 0;
+    if ((s = kiln__cluster_fits(f, d, cfg, o, &clusters))) return s;
+    if (clusters < 1)
+      return kiln__fail(KILN_ERROR_INVALID,
+                        "a cluster (%u, %u, %u) of blocks (%u, %u, %u) with %u bytes of dynamic "
+                        "shared memory of kernel %s does not fit on %s at once; use smaller "
+                        "clusters, blocks or shared memory",
+                        o->cluster[0], o->cluster[1], o->cluster[2], cfg->block[0], cfg->block[1],
+                        cfg->block[2], cfg->shared, f->kernel->plain, info->name);
+  }
+  if (o->cooperative) {
+    long long most = 0;
+    if ((s = kiln__cooperative_most(f, d, cfg, &most))) return s;
+    unsigned long long blocks = (unsigned long long)cfg->grid[0] * cfg->grid[1] * cfg->grid[2];
+    if (blocks > (unsigned long long)most)
+      return kiln__fail(KILN_ERROR_INVALID,
+                        "a cooperative grid must be resident on the device at once: grid (%u, "
+                        "%u, %u) is %llu blocks, and %s holds at most %lld blocks of (%u, %u, "
+                        "%u) threads with %u bytes of dynamic shared memory of kernel %s (%lld "
+                        "on each of %d multiprocessors); launch fewer blocks",
+                        cfg->grid[0], cfg->grid[1], cfg->grid[2], blocks, info->name, most,
+                        cfg->block[0], cfg->block[1], cfg->block[2], cfg->shared, f->kernel->plain,
+                        info->multiprocessors ? most / info->multiprocessors : 0,
+                        info->multiprocessors);
+  }
+  return KILN_OK;
+}
+
+kiln_status kiln_function_launch_ex(kiln_function *f, const kiln_launch_config *cfg,
+                                    const kiln_launch_options *opts, void **params) {
+  static const kiln_launch_options plain;
+  const kiln_launch_options *o = opts ? opts : &plain;
+  kiln_status s = kiln__check_options_shape(cfg, o);
+  kiln__device *d;
+  if (!s) s = kiln__prepare(f, cfg, &d);
+  if (!s) s = kiln__check_options_device(f, d, cfg, o);
+  if (s) return s;
+  /* The kernel's own cluster shape given again: the launch leaves it to the kernel, since the
+   * driver takes no cluster attribute for a kernel with __cluster_dims__. */
+  kiln_launch_options own;
+  if (f->cluster_dims[0] && kiln__has_cluster(o)) {
+    own = *o;
+    own.cluster[0] = own.cluster[1] = own.cluster[2] = 0;
+    o = &own;
+  }
+  CUlaunchAttribute attrs[3];
+  CUlaunchConfig lc;
+  kiln__launch_config(cfg, o, attrs, &lc);
+  CUresult rc = kiln__driver.LaunchKernelEx(&lc, (CUfunction)f->handle, params, NULL);
+  if (KILN__UNLIKELY(rc != CUDA_SUCCESS)) {
+    s = kiln__cuda_fail("cuLaunchKernelEx", (int)rc);
+    return s == KILN_ERROR_CUDA ? KILN_ERROR_LAUNCH : s;
+  }
+  if (KILN__UNLIKELY(__atomic_load_n(&kiln__graph_open, __ATOMIC_RELAXED)))
+    kiln__graph_note_launch(f, cfg->stream);
+  kiln__clear_error();
+  return KILN_OK;
+}
+
+/* f loaded on the current device and as a CUfunction there. */
+static kiln_status kiln__occupancy_enter(kiln_function *f, kiln__device **d, CUfunction *fn) {
+  kiln_status s = kiln__device_enter(d);
+  if (!s) s = kiln__module_function_ready(f, *d);
+  if (!s) s = kiln__context_function(f, fn);
+  return s;
+}
+
+static kiln_status kiln__check_block_threads(const kiln_function *f, unsigned threads) {
+  if (threads >= 1 && threads <= 1024) return KILN_OK;
+  return kiln__fail(KILN_ERROR_INVALID, "a block of %u threads for kernel %s: from 1 to 1024",
+                    threads, kiln_function_name(f));
+}
+
+kiln_status kiln_function_max_active_blocks(kiln_function *f, unsigned block_threads, size_t shared,
+                                            int *blocks) {
+  *blocks = 0;
+  kiln_status s = kiln__check_block_threads(f, block_threads);
+  kiln__device *d;
+  CUfunction fn;
+  if (s || (s = kiln__occupancy_enter(f, &d, &fn))) return s;
+  KILN__CU(OccupancyMaxActiveBlocksPerMultiprocessor, (blocks, fn, (int)block_threads, shared));
+  kiln__clear_error();
+  return KILN_OK;
+}
+
+kiln_status kiln_function_suggested_block_size(kiln_function *f, size_t shared, int block_limit,
+                                               int *min_grid, int *block_threads) {
+  *min_grid = *block_threads = 0;
+  if (block_limit < 0 || block_limit > 1024)
+    return kiln__fail(KILN_ERROR_INVALID,
+                      "a block size limit of %d for kernel %s: from 0 (none) to 1024", block_limit,
+                      kiln_function_name(f));
+  kiln__device *d;
+  CUfunction fn;
+  kiln_status s = kiln__occupancy_enter(f, &d, &fn);
+  if (s) return s;
+  KILN__CU(OccupancyMaxPotentialBlockSize,
+           (min_grid, block_threads, fn, NULL, shared, block_limit));
+  kiln__clear_error();
+  return KILN_OK;
+}
+
+kiln_status kiln_function_available_dynamic_shared(kiln_function *f, int blocks,
+                                                   unsigned block_threads, size_t *bytes) {
+  *bytes = 0;
+  kiln_status s = kiln__check_block_threads(f, block_threads);
+  if (!s && blocks < 1)
+    s = kiln__fail(KILN_ERROR_INVALID, "%d blocks per multiprocessor for kernel %s: at least 1",
+                   blocks, kiln_function_name(f));
+  kiln__device *d;
+  CUfunction fn;
+  if (s || (s = kiln__occupancy_enter(f, &d, &fn))) return s;
+  KILN__CU(OccupancyAvailableDynamicSMemPerBlock, (bytes, fn, blocks, (int)block_threads));
+  kiln__clear_error();
+  return KILN_OK;
+}
+
+kiln_status kiln_function_max_active_clusters(kiln_function *f, const kiln_launch_config *cfg,
+                                              const kiln_launch_options *opts, int *clusters) {
+  static const kiln_launch_options plain;
+  const kiln_launch_options *o = opts ? opts : &plain;
+  *clusters = 0;
+  kiln_status s = kiln__check_shape(cfg);
+  if (!s) s = kiln__check_options_shape(cfg, o);
+  kiln__device *d;
+  CUfunction fn;
+  if (s || (s = kiln__occupancy_enter(f, &d, &fn))) return s;
+  if (d->info.major < 9)
+    return kiln__fail(KILN_ERROR_INVALID,
+                      "thread-block clusters need compute capability 9.0 or newer; %s is %d.%d",
+                      d->info.name, d->info.major, d->info.minor);
+  if (o->cluster[0] * o->cluster[1] * o->cluster[2] > 8)
+    KILN__CU(KernelSetAttribute,
+             (CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED, 1, f->handle, d->dev));
+  CUlaunchAttribute attrs[3];
+  CUlaunchConfig lc;
+  kiln_launch_options only_cluster = *o;
+  only_cluster.cooperative = only_cluster.programmatic = 0;
+  kiln__launch_config(cfg, &only_cluster, attrs, &lc);
+  KILN__CU(OccupancyMaxActiveClusters, (clusters, fn, &lc));
+  kiln__clear_error();
+  return KILN_OK;
 }
 
 /* ---- Launches with transfers ---------------------------------------------------------- */
@@ -215,6 +536,7 @@ kiln_status kiln_function_call_async(kiln_function *f, const kiln_launch_config 
   if (s) return s;
   kiln__device *d;
   if ((s = kiln__prepare(f, cfg, &d))) return s;
+  if (n_transfers && (s = kiln__graph_refuse_transfers(cfg->stream, 0))) return s;
   /* Without a pool each temporary would need a synchronize before its cuMemFree anyway. */
   if (!d->has_pools) return kiln_function_call(f, cfg, params, transfers, n_transfers, NULL);
   s = n_transfers ? kiln__call_pooled(f, cfg, params, transfers, n_transfers, d, NULL, 0)
@@ -230,6 +552,8 @@ kiln_status kiln_function_call(kiln_function *f, const kiln_launch_config *cfg, 
   if (s) return s;
   kiln__device *d;
   if ((s = kiln__prepare(f, cfg, &d))) return s;
+  if ((n_transfers || elapsed_s) && (s = kiln__graph_refuse_transfers(cfg->stream, !n_transfers)))
+    return s;
   kiln__bounce *b = NULL;
   if (n_transfers && total <= KILN__BOUNCE_MAX && (s = kiln__memory_bounce(d, &b))) return s;
 

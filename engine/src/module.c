@@ -408,6 +408,19 @@ kiln_status kiln__module_function_ready(kiln_function *f, kiln__device *d) {
       rc = kiln__driver.KernelGetAttribute(&f->static_shared, CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES,
                                            f->handle, d->dev);
     f->dynamic_shared_allowed = d->info.max_shared_per_block - f->static_shared;
+    /* A kernel's own cluster shape, so a grid that is not whole clusters is named before the
+     * launch; a device without clusters may refuse the question, which means none. */
+    static const CUfunction_attribute cluster[3] = {CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_WIDTH,
+                                                    CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_HEIGHT,
+                                                    CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_DEPTH};
+    for (int i = 0; i < 3 && !rc; i++) {
+      int v = 0;
+      if (d->info.major < 9 ||
+          kiln__driver.KernelGetAttribute(&v, cluster[i], f->handle, d->dev) != CUDA_SUCCESS ||
+          v < 0)
+        v = 0;
+      f->cluster_dims[i] = (unsigned)v;
+    }
   }
   if (!s && rc) s = kiln__cuda_fail(call, (int)rc);
   if (!s) __atomic_store_n(&f->ready_device, d->ordinal, __ATOMIC_RELEASE);

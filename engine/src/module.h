@@ -16,6 +16,11 @@ struct kiln_function {
   int static_shared;          /* bytes of __shared__ the kernel declares */
   int dynamic_shared_allowed; /* bytes of dynamic shared memory opted in to */
   char *signature;            /* owned: as the source declares it, or NULL for the plain name */
+  unsigned cluster_dims[3];   /* the kernel's __cluster_dims__; zeros when it has none */
+  /* launch.c's: the last cooperative and cluster shapes found to fit, each packed with its
+   * device and answer into one word (read and written whole, so threads never see half of
+   * one), so that a repeated launch asks the occupancy calculator once. 0: none yet. */
+  uint64_t cooperative_fit, cluster_fit;
 };
 
 /* A module-scope variable (__device__, __constant__) found in the PTX, and its address on the

@@ -401,14 +401,35 @@ static kiln_status kiln__stage_run(kiln__stager *s, kiln__stage_job *job, CUstre
   return KILN_OK;
 }
 
+/* KILN_ERROR_INVALID with a sentence when stream is being captured into a graph, where a copy
+ * with pageable memory cannot be recorded (a replay could not read or write it safely);
+ * KILN_OK when it is not. Asked only where such a copy is about to be staged or has failed, so
+ * a copy that works pays nothing. */
+static kiln_status kiln__stage_refuse_capture(CUstream stream) {
+  CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
+  CUresult rc = kiln__driver.StreamIsCapturing(stream, &status);
+  if (rc == CUDA_ERROR_STREAM_CAPTURE_IMPLICIT ||
+      (rc == CUDA_SUCCESS && status != CU_STREAM_CAPTURE_STATUS_NONE))
+    return kiln__fail(KILN_ERROR_INVALID,
+                      "a copy with pageable host memory cannot be recorded in a stream capture "
+                      "(a replay could not read or write that memory safely); copy to and from "
+                      "page-locked memory (kiln.pagelocked_empty) inside a capture");
+  return KILN_OK;
+}
+
 kiln_status kiln__stage_htod(const kiln__device *d, CUdeviceptr dst, const void *src, size_t nbytes,
                              CUstream stream, int sync) {
   kiln__stager *s = kiln__stage_wanted(src, nbytes) ? kiln__stager_of(d) : NULL;
   if (!s) {
     if (sync) KILN__CU(MemcpyHtoD, (dst, src, nbytes));
-    else KILN__CU(MemcpyHtoDAsync, (dst, src, nbytes, stream));
+    else {
+      CUresult rc = kiln__driver.MemcpyHtoDAsync(dst, src, nbytes, stream);
+      if (rc && kiln__stage_refuse_capture(stream)) return KILN_ERROR_INVALID;
+      if (rc) return kiln__cuda_fail("cuMemcpyHtoDAsync", (int)rc);
+    }
     return KILN_OK;
   }
+  if (!sync && kiln__stage_refuse_capture(stream)) return KILN_ERROR_INVALID;
   kiln__stage_job job = {.to_device = 1, .host = (char *)src, .dev = dst, .nbytes = nbytes};
   return kiln__stage_run(s, &job, stream, sync);
 }
@@ -418,9 +439,14 @@ kiln_status kiln__stage_dtoh(const kiln__device *d, void *dst, CUdeviceptr src, 
   kiln__stager *s = kiln__stage_wanted(dst, nbytes) ? kiln__stager_of(d) : NULL;
   if (!s) {
     if (sync) KILN__CU(MemcpyDtoH, (dst, src, nbytes));
-    else KILN__CU(MemcpyDtoHAsync, (dst, src, nbytes, stream));
+    else {
+      CUresult rc = kiln__driver.MemcpyDtoHAsync(dst, src, nbytes, stream);
+      if (rc && kiln__stage_refuse_capture(stream)) return KILN_ERROR_INVALID;
+      if (rc) return kiln__cuda_fail("cuMemcpyDtoHAsync", (int)rc);
+    }
     return KILN_OK;
   }
+  if (!sync && kiln__stage_refuse_capture(stream)) return KILN_ERROR_INVALID;
   kiln__stage_job job = {.to_device = 0, .host = dst, .dev = src, .nbytes = nbytes};
   return kiln__stage_run(s, &job, stream, 1);
 }

@@ -26,9 +26,21 @@
 #define KPY_STACK_STORAGE 1024
 #define KPY_STACK_PARAMS 32
 
-static const char *kpy_kw_names = "block, grid, shared, stream and time_kernel";
+static const char *kpy_kw_names =
+    "block, grid, shared, stream, time_kernel, cooperative, cluster and programmatic";
 
-enum { KPY_KW_BLOCK, KPY_KW_GRID, KPY_KW_SHARED, KPY_KW_STREAM, KPY_KW_TIME_KERNEL, KPY_KW_COUNT };
+enum {
+  KPY_KW_BLOCK,
+  KPY_KW_GRID,
+  KPY_KW_SHARED,
+  KPY_KW_STREAM,
+  KPY_KW_TIME_KERNEL,
+  KPY_KW_COUNT, /* the keywords of the plain call, compared first */
+  KPY_KW_COOPERATIVE = KPY_KW_COUNT,
+  KPY_KW_CLUSTER,
+  KPY_KW_PROGRAMMATIC,
+  KPY_KW_ALL
+};
 
 /* Reads a launch shape (an int or a tuple of 1 to 3 ints) into dims, missing ones 1. */
 static int kpy_parse_dims(PyObject *obj, const char *what, unsigned dims[3]) {
@@ -74,16 +86,45 @@ static int kpy_keyword(kpy_state *st, PyObject *key) {
                                    st->str.time_kernel};
   for (int i = 0; i < KPY_KW_COUNT; i++)
     if (key == names[i]) return i;
-  for (int i = 0; i < KPY_KW_COUNT; i++)
-    if (PyUnicode_Compare(key, names[i]) == 0) return i;
+  /* The extended launch's keywords only after the plain call's have been passed over. */
+  PyObject *more[KPY_KW_ALL - KPY_KW_COUNT] = {st->str.cooperative, st->str.cluster,
+                                               st->str.programmatic};
+  for (int i = 0; i < KPY_KW_ALL - KPY_KW_COUNT; i++)
+    if (key == more[i]) return KPY_KW_COUNT + i;
+  for (int i = 0; i < KPY_KW_ALL; i++)
+    if (PyUnicode_Compare(key, i < KPY_KW_COUNT ? names[i] : more[i - KPY_KW_COUNT]) == 0) return i;
   return -1;
 }
 
+/* cooperative=, cluster= or programmatic= into opts. cluster=None and False flags leave the
+ * plain launch. */
+static int kpy_parse_launch_option(int kw, PyObject *value, kiln_launch_options *opts) {
+  if (kw == KPY_KW_CLUSTER) {
+    if (value == Py_None) return 0;
+    if (kpy_parse_dims(value, "cluster", opts->cluster) < 0) return -1;
+    for (int i = 0; i < 3; i++)
+      if (opts->cluster[i] == 0) {
+        PyErr_Format(PyExc_ValueError,
+                     "cluster must have every dimension at least 1 (cluster=(2, 1, 1), say), "
+                     "not %R",
+                     value);
+        return -1;
+      }
+    return 0;
+  }
+  int on = PyObject_IsTrue(value);
+  if (on < 0) return -1;
+  if (kw == KPY_KW_COOPERATIVE) opts->cooperative = on;
+  else opts->programmatic = on;
+  return 0;
+}
+
 /* Packs the n_params arguments at args and launches with cfg: the work of the call and of the
- * prepared calls. stream_obj is the kiln.Stream cfg->stream came from, or NULL. */
+ * prepared calls. stream_obj is the kiln.Stream cfg->stream came from, or NULL; opts the
+ * extended launch's options, or NULL for the plain launch. */
 static PyObject *kpy_function_run(kpy_function *self, PyObject *const *args,
                                   const kiln_launch_config *cfg_in, PyObject *stream_obj,
-                                  int time_kernel) {
+                                  int time_kernel, const kiln_launch_options *opts) {
   kpy_state *st = self->st;
   kiln_launch_config cfg = *cfg_in;
   _Alignas(16) unsigned char stack_storage[KPY_STACK_STORAGE];
@@ -117,7 +158,18 @@ static PyObject *kpy_function_run(kpy_function *self, PyObject *const *args,
   double elapsed = 0;
   kpy_launches_record((PyObject *)self, cfg.stream);
   if (packed.n_transfers == 0 && !time_kernel) {
-    s = kiln_function_launch(self->fn, &cfg, params);
+    s = opts ? kiln_function_launch_ex(self->fn, &cfg, opts, params)
+             : kiln_function_launch(self->fn, &cfg, params);
+    /* A capture keeps what its kernels use alive, and numbers them for replacing. */
+    if (!s && __builtin_expect(st->capture != NULL, 0) &&
+        st->capture_note(st->capture, (PyObject *)self, args, self->n_params, cfg.stream) < 0)
+      goto done;
+  } else if (opts) {
+    PyErr_Format(PyExc_ValueError,
+                 "%s: cooperative=, cluster= and programmatic= launches take device arrays and "
+                 "scalars; In/Out/InOut and time_kernel= are for the plain launch",
+                 kiln_function_name(self->fn));
+    goto done;
   } else if (stream_obj && !time_kernel) {
     /* On a kiln.Stream, In/Out are queued: the stream keeps the arrays until it is done. */
     for (int i = 0; i < self->n_params; i++)
@@ -165,7 +217,8 @@ static PyObject *kpy_function_call(PyObject *op, PyObject *const *args, size_t n
   }
   kiln_launch_config cfg = {{1, 1, 1}, {1, 1, 1}, 0, NULL};
   int have_block = 0, time_kernel = 0;
-  PyObject *stream_obj = NULL; /* the kiln.Stream given, if one was */
+  PyObject *stream_obj = NULL;                  /* the kiln.Stream given, if one was */
+  kiln_launch_options opts, *opts_given = NULL; /* set by the extended launch's keywords */
   Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
   for (Py_ssize_t i = 0; i < nkw; i++) {
     PyObject *key = PyTuple_GET_ITEM(kwnames, i), *value = args[nargs + i];
@@ -188,6 +241,12 @@ static PyObject *kpy_function_call(PyObject *op, PyObject *const *args, size_t n
       if (kpy_stream_is_kiln(st, value)) stream_obj = value;
     } else if (kw == KPY_KW_TIME_KERNEL) {
       if ((time_kernel = PyObject_IsTrue(value)) < 0) return NULL;
+    } else if (kw >= KPY_KW_COUNT) {
+      if (!opts_given) {
+        memset(&opts, 0, sizeof opts);
+        opts_given = &opts;
+      }
+      if (kpy_parse_launch_option(kw, value, &opts) < 0) return NULL;
     } else {
       PyErr_Format(PyExc_TypeError, "%s got an unexpected keyword argument %R; it takes %s",
                    kiln_function_signature(self->fn), key, kpy_kw_names);
@@ -199,7 +258,11 @@ static PyObject *kpy_function_call(PyObject *op, PyObject *const *args, size_t n
     return NULL;
   }
 
-  return kpy_function_run(self, args, &cfg, stream_obj, time_kernel);
+  /* cooperative=False, cluster=None and programmatic=False are the plain launch. */
+  if (opts_given && !opts.cooperative && !opts.programmatic &&
+      !(opts.cluster[0] | opts.cluster[1] | opts.cluster[2]))
+    opts_given = NULL;
+  return kpy_function_run(self, args, &cfg, stream_obj, time_kernel, opts_given);
 }
 
 /* ---- PyCUDA's prepared calls ---------------------------------------------------------------- */
@@ -333,7 +396,7 @@ static PyObject *kpy_function_prepared_call(PyObject *op, PyObject *const *args,
   if (kpy_prepared_shape(self, args, nargs, 2, "prepared_call", &cfg) < 0 ||
       kpy_prepared_keywords(self, args, nargs, kwnames, "prepared_call", &cfg.shared) < 0)
     return NULL;
-  return kpy_function_run(self, args + 2, &cfg, NULL, 0);
+  return kpy_function_run(self, args + 2, &cfg, NULL, 0, NULL);
 }
 
 static PyObject *kpy_function_prepared_async_call(PyObject *op, PyObject *const *args,
@@ -345,7 +408,7 @@ static PyObject *kpy_function_prepared_async_call(PyObject *op, PyObject *const 
       kpy_stream_parse(self->st, args[2], &cfg.stream) < 0)
     return NULL;
   PyObject *stream_obj = kpy_stream_is_kiln(self->st, args[2]) ? args[2] : NULL;
-  return kpy_function_run(self, args + 3, &cfg, stream_obj, 0);
+  return kpy_function_run(self, args + 3, &cfg, stream_obj, 0, NULL);
 }
 
 /* What prepared_timed_call returns: called, it waits for the end event and gives the seconds
@@ -382,7 +445,7 @@ static PyObject *kpy_function_prepared_timed_call(PyObject *op, PyObject *const 
   PyObject *pair = end ? PyTuple_Pack(2, start, end) : NULL, *ran = NULL, *timer = NULL;
   kiln_status s = pair ? kiln_event_record(((kpy_event *)start)->handle, NULL) : KILN_OK;
   if (s) kpy_raise(st, s);
-  else if (pair && (ran = kpy_function_run(self, args + 2, &cfg, NULL, 0))) {
+  else if (pair && (ran = kpy_function_run(self, args + 2, &cfg, NULL, 0, NULL))) {
     if ((s = kiln_event_record(((kpy_event *)end)->handle, NULL))) kpy_raise(st, s);
     else timer = PyCFunction_NewEx(&kpy_timer_def, pair, NULL);
   }
@@ -391,6 +454,196 @@ static PyObject *kpy_function_prepared_timed_call(PyObject *op, PyObject *const 
   Py_XDECREF(start);
   Py_XDECREF(end);
   return timer;
+}
+
+/* ---- Occupancy ------------------------------------------------------------------------------- */
+
+/* A block (an int or a tuple) as its number of threads. */
+static int kpy_block_threads(PyObject *obj, const char *what, unsigned *threads) {
+  unsigned dims[3];
+  if (kpy_parse_dims(obj, what, dims) < 0) return -1;
+  unsigned long long n = (unsigned long long)dims[0] * dims[1] * dims[2];
+  if (n < 1 || n > 1024) {
+    PyErr_Format(PyExc_ValueError, "%s %R has %llu threads; a block has from 1 to 1024", what, obj,
+                 n);
+    return -1;
+  }
+  *threads = (unsigned)n;
+  return 0;
+}
+
+static int kpy_shared_bytes(PyObject *obj, const char *what, size_t *out) {
+  unsigned long long v =
+      PyLong_Check(obj) ? PyLong_AsUnsignedLongLong(obj) : (unsigned long long)-1;
+  if (v == (unsigned long long)-1) {
+    PyErr_Clear();
+    PyErr_Format(PyExc_ValueError, "%s must be a number of bytes, not %R", what, obj);
+    return -1;
+  }
+  *out = (size_t)v;
+  return 0;
+}
+
+/* max_active_blocks(block, shared=0): blocks resident on one multiprocessor at once. */
+static PyObject *kpy_occupancy_blocks(kpy_function *self, PyObject *block, PyObject *shared,
+                                      const char *block_what, const char *shared_what) {
+  unsigned threads;
+  size_t bytes = 0;
+  if (kpy_block_threads(block, block_what, &threads) < 0 ||
+      (shared && kpy_shared_bytes(shared, shared_what, &bytes) < 0))
+    return NULL;
+  int blocks = 0;
+  kiln_status s = kiln_function_max_active_blocks(self->fn, threads, bytes, &blocks);
+  if (s) return kpy_raise(self->st, s);
+  return PyLong_FromLong(blocks);
+}
+
+static PyObject *kpy_function_max_active_blocks(PyObject *op, PyObject *args, PyObject *kwargs) {
+  static char *kwlist[] = {(char *)"block", (char *)"shared", NULL};
+  PyObject *block, *shared = NULL;
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|O:max_active_blocks", kwlist, &block, &shared))
+    return NULL;
+  return kpy_occupancy_blocks((kpy_function *)op, block, shared, "block", "shared");
+}
+
+static PyObject *kpy_function_max_active_blocks_per_mp(PyObject *op, PyObject *args,
+                                                       PyObject *kwargs) {
+  static char *kwlist[] = {(char *)"block_size", (char *)"dynamic_shared_memory_size", NULL};
+  PyObject *block, *shared = NULL;
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|O:max_active_blocks_per_multiprocessor", kwlist,
+                                   &block, &shared))
+    return NULL;
+  return kpy_occupancy_blocks((kpy_function *)op, block, shared, "block_size",
+                              "dynamic_shared_memory_size");
+}
+
+/* (min_grid, block) from the driver's calculator. */
+static int kpy_occupancy_suggest(kpy_function *self, PyObject *shared, PyObject *limit,
+                                 const char *shared_what, int *min_grid, int *block) {
+  size_t bytes = 0;
+  long lim = 0;
+  if (shared && kpy_shared_bytes(shared, shared_what, &bytes) < 0) return -1;
+  if (limit && limit != Py_None) {
+    lim = PyLong_Check(limit) ? PyLong_AsLong(limit) : -1;
+    if (lim == -1 && PyErr_Occurred()) PyErr_Clear();
+    if (lim < 0 || lim > 1024) {
+      PyErr_Format(PyExc_ValueError, "the block size limit must be from 0 (none) to 1024, not %R",
+                   limit);
+      return -1;
+    }
+  }
+  kiln_status s = kiln_function_suggested_block_size(self->fn, bytes, (int)lim, min_grid, block);
+  if (s) {
+    kpy_raise(self->st, s);
+    return -1;
+  }
+  return 0;
+}
+
+static PyObject *kpy_function_suggested_block_size(PyObject *op, PyObject *args, PyObject *kwargs) {
+  static char *kwlist[] = {(char *)"shared", (char *)"block_limit", NULL};
+  PyObject *shared = NULL, *limit = NULL;
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|OO:suggested_block_size", kwlist, &shared,
+                                   &limit))
+    return NULL;
+  int min_grid, block;
+  if (kpy_occupancy_suggest((kpy_function *)op, shared, limit, "shared", &min_grid, &block) < 0)
+    return NULL;
+  return PyLong_FromLong(block);
+}
+
+static PyObject *kpy_function_max_potential_block_size(PyObject *op, PyObject *args,
+                                                       PyObject *kwargs) {
+  static char *kwlist[] = {(char *)"dynamic_shared_memory_needed", (char *)"block_size_limit",
+                           NULL};
+  PyObject *shared = NULL, *limit = NULL;
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|OO:max_potential_block_size", kwlist, &shared,
+                                   &limit))
+    return NULL;
+  int min_grid, block;
+  if (kpy_occupancy_suggest((kpy_function *)op, shared, limit, "dynamic_shared_memory_needed",
+                            &min_grid, &block) < 0)
+    return NULL;
+  return Py_BuildValue("(ii)", min_grid, block);
+}
+
+static PyObject *kpy_occupancy_shared(kpy_function *self, PyObject *blocks, PyObject *block,
+                                      const char *block_what) {
+  unsigned threads;
+  long n = PyLong_Check(blocks) ? PyLong_AsLong(blocks) : -1;
+  if (n == -1 && PyErr_Occurred()) PyErr_Clear();
+  if (n < 1 || n > INT_MAX) {
+    PyErr_Format(PyExc_ValueError,
+                 "the blocks per multiprocessor must be an int of at least 1, "
+                 "not %R",
+                 blocks);
+    return NULL;
+  }
+  if (kpy_block_threads(block, block_what, &threads) < 0) return NULL;
+  size_t bytes = 0;
+  kiln_status s = kiln_function_available_dynamic_shared(self->fn, (int)n, threads, &bytes);
+  if (s) return kpy_raise(self->st, s);
+  return PyLong_FromSize_t(bytes);
+}
+
+static PyObject *kpy_function_available_dynamic_shared(PyObject *op, PyObject *args,
+                                                       PyObject *kwargs) {
+  static char *kwlist[] = {(char *)"blocks", (char *)"block", NULL};
+  PyObject *blocks, *block;
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OO:available_dynamic_shared", kwlist, &blocks,
+                                   &block))
+    return NULL;
+  return kpy_occupancy_shared((kpy_function *)op, blocks, block, "block");
+}
+
+static PyObject *kpy_function_available_dynamic_shared_per_block(PyObject *op, PyObject *args,
+                                                                 PyObject *kwargs) {
+  static char *kwlist[] = {(char *)"num_blocks_per_multiprocessor", (char *)"block_size", NULL};
+  PyObject *blocks, *block;
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OO:available_dynamic_shared_memory_per_block",
+                                   kwlist, &blocks, &block))
+    return NULL;
+  return kpy_occupancy_shared((kpy_function *)op, blocks, block, "block_size");
+}
+
+/* max_active_clusters(cluster, block, shared=0, grid=None): clusters resident at once. */
+static PyObject *kpy_function_max_active_clusters(PyObject *op, PyObject *args, PyObject *kwargs) {
+  kpy_function *self = (kpy_function *)op;
+  static char *kwlist[] = {(char *)"cluster", (char *)"block", (char *)"shared", (char *)"grid",
+                           NULL};
+  PyObject *cluster, *block, *shared = NULL, *grid = Py_None;
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OO|OO:max_active_clusters", kwlist, &cluster,
+                                   &block, &shared, &grid))
+    return NULL;
+  kiln_launch_config cfg = {{1, 1, 1}, {1, 1, 1}, 0, NULL};
+  kiln_launch_options opts;
+  memset(&opts, 0, sizeof opts);
+  size_t bytes = 0;
+  if (kpy_parse_launch_option(KPY_KW_CLUSTER, cluster, &opts) < 0 ||
+      kpy_parse_dims(block, "block", cfg.block) < 0 ||
+      (shared && kpy_shared_bytes(shared, "shared", &bytes) < 0))
+    return NULL;
+  if (bytes > UINT32_MAX) {
+    PyErr_Format(PyExc_ValueError, "shared must be a number of bytes, not %R", shared);
+    return NULL;
+  }
+  cfg.shared = (unsigned)bytes;
+  if (grid != Py_None) {
+    if (kpy_parse_dims(grid, "grid", cfg.grid) < 0) return NULL;
+  } else {
+    /* One cluster's worth of grid: the calculator asks only that the grid be whole clusters. */
+    for (int i = 0; i < 3; i++) cfg.grid[i] = opts.cluster[i] ? opts.cluster[i] : 1;
+  }
+  int clusters = 0;
+  kiln_status s = kiln_function_max_active_clusters(self->fn, &cfg, &opts, &clusters);
+  if (s) return kpy_raise(self->st, s);
+  return PyLong_FromLong(clusters);
+}
+
+/* cuda.core's Kernel.occupancy: here the function itself, which has its methods. */
+static PyObject *kpy_function_get_occupancy(PyObject *op, void *closure) {
+  (void)closure;
+  return Py_NewRef(op);
 }
 
 /* ---- Attributes ------------------------------------------------------------------------------ */
@@ -652,6 +905,37 @@ static PyMethodDef kpy_function_methods[] = {
     {"set_cache_config", kpy_function_set_cache_config, METH_O,
      "set_cache_config($self, func_cache, /)\n--\n\nThe kernel's preferred split of L1 and "
      "shared memory."},
+    {name, (PyCFunction)(void (*)(void))fn, METH_VARARGS | METH_KEYWORDS, doc} KPY_OCCUPANCY_METHOD(
+        "max_active_blocks", kpy_function_max_active_blocks,
+        "max_active_blocks($self, block, shared=0)\n--\n\nBlocks of that shape resident on "
+        "one multiprocessor at once (the driver's occupancy calculator)."),
+    KPY_OCCUPANCY_METHOD(
+        "suggested_block_size", kpy_function_suggested_block_size,
+        "suggested_block_size($self, shared=0, block_limit=0)\n--\n\nThe block size giving "
+        "the most resident threads."),
+    KPY_OCCUPANCY_METHOD(
+        "available_dynamic_shared", kpy_function_available_dynamic_shared,
+        "available_dynamic_shared($self, blocks, block)\n--\n\nThe most dynamic shared "
+        "memory per block with that many blocks resident per multiprocessor."),
+    KPY_OCCUPANCY_METHOD(
+        "max_active_clusters", kpy_function_max_active_clusters,
+        "max_active_clusters($self, cluster, block, shared=0, grid=None)\n--\n\nClusters "
+        "of that shape resident on the device at once (0: one does not fit)."),
+    KPY_OCCUPANCY_METHOD("max_active_blocks_per_multiprocessor",
+                         kpy_function_max_active_blocks_per_mp,
+                         "max_active_blocks_per_multiprocessor($self, block_size, "
+                         "dynamic_shared_memory_size)\n--\n\ncuda.core's name of "
+                         "max_active_blocks."),
+    KPY_OCCUPANCY_METHOD("max_potential_block_size", kpy_function_max_potential_block_size,
+                         "max_potential_block_size($self, dynamic_shared_memory_needed, "
+                         "block_size_limit=0)\n--\n\ncuda.core's: (min_grid_size, "
+                         "max_block_size)."),
+    KPY_OCCUPANCY_METHOD("available_dynamic_shared_memory_per_block",
+                         kpy_function_available_dynamic_shared_per_block,
+                         "available_dynamic_shared_memory_per_block($self, "
+                         "num_blocks_per_multiprocessor, block_size)\n--\n\ncuda.core's name "
+                         "of available_dynamic_shared."),
+#undef KPY_OCCUPANCY_METHOD
     {NULL, NULL, 0, NULL},
 };
 
@@ -679,6 +963,8 @@ static PyGetSetDef kpy_function_getset[] = {
      NULL},
     {"arg_format", kpy_function_get_arg_format, NULL,
      "The argument types prepare() was given, or None.", NULL},
+    {"occupancy", kpy_function_get_occupancy, NULL,
+     "cuda.core's Kernel.occupancy: the function itself, which has its occupancy methods.", NULL},
     KPY_ATTRIBUTE_GETTER("max_threads_per_block", 0),
     KPY_ATTRIBUTE_GETTER("shared_size_bytes", 1),
     KPY_ATTRIBUTE_GETTER("const_size_bytes", 2),
@@ -709,7 +995,8 @@ static PyType_Slot kpy_function_slots[] = {
     {Py_tp_methods, kpy_function_methods},
     {Py_tp_getset, kpy_function_getset},
     {Py_tp_doc, (void *)"A kernel: f(*args, block, grid=(1, 1), shared=0, stream=None, "
-                        "time_kernel=False)."},
+                        "time_kernel=False, cooperative=False, cluster=None, "
+                        "programmatic=False)."},
     {0, NULL},
 };
 

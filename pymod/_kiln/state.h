@@ -52,6 +52,9 @@
   X(strides, "strides")                               \
   X(call_general, "_call_general")                    \
   X(out, "out")                                       \
+  X(cooperative, "cooperative")                       \
+  X(cluster, "cluster")                               \
+  X(programmatic, "programmatic")                     \
   X(shared_size, "shared_size") /* PyCUDA's prepared calls */
 
 /* Events kept for ordering one stream after another (kpy_stream_order), one per device up to
@@ -86,6 +89,8 @@ typedef struct kpy_state {
     PyTypeObject *ArrayFlags_type;
     /* kiln._log's: called after every SourceModule compile or lookup; NULL when none. */
     PyObject *compile_hook;
+    /* graph.c's. */
+    PyTypeObject *Graph_type;
   } ref;
   /* Interned strings: never in a reference cycle, so cleared but not visited. */
   struct kpy_strings {
@@ -126,6 +131,13 @@ typedef struct kpy_state {
   int n_parked, cap_parked;
   /* stream.c's: the last handle of another library's stream found readable (0 for none). */
   uintptr_t foreign_checked;
+  /* graph.c's: the kiln.Graph capturing now, or NULL (borrowed: it clears this when its capture
+   * ends or it dies), and what a kernel call hands each launch to, so the graph keeps the
+   * function and arguments alive and can replace them. Through a pointer, because graph.c
+   * leans on function.c. */
+  PyObject *capture;
+  int (*capture_note)(PyObject *graph, PyObject *function, PyObject *const *args, int n,
+                      kiln_stream stream);
 } kpy_state;
 
 /* The module's definition (_kiln.c): how a subclass of a kiln type finds kiln's state. */

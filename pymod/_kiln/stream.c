@@ -357,7 +357,18 @@ static PyObject *kpy_stream_repr(PyObject *op) {
   return PyUnicode_FromFormat("<kiln.Stream %p%s>", self->handle, self->owned ? "" : " (borrowed)");
 }
 
+/* capture(): kiln.Graph.capture(self), for `with stream.capture() as g:`. */
+static PyObject *kpy_stream_capture(PyObject *op, PyObject *unused) {
+  (void)unused;
+  kpy_state *st = kpy_state_of_type(Py_TYPE(op));
+  if (!st) return NULL;
+  return PyObject_CallMethod((PyObject *)st->ref.Graph_type, "capture", "O", op);
+}
+
 static PyMethodDef kpy_stream_methods[] = {
+    {"capture", kpy_stream_capture, METH_NOARGS,
+     "capture($self, /)\n--\n\nA kiln.Graph recording what is queued on the stream inside "
+     "`with`."},
     {"synchronize", (PyCFunction)(void (*)(void))kpy_stream_synchronize,
      METH_VARARGS | METH_KEYWORDS,
      "synchronize($self, /, timeout=None)\n--\n\nWaits for all work queued on it; Ctrl-C ends "

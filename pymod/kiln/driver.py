@@ -136,3 +136,22 @@ def pagelocked_empty_like(array, mem_flags=0):
 def pagelocked_zeros_like(array, mem_flags=0):
     """The same, zeroed."""
     return pagelocked_zeros(array.shape, array.dtype, _order(array), mem_flags)
+
+
+# CuPy's names of the occupancy calculator (cupy.cuda.driver, cupy.cuda.runtime): functions of
+# a kiln.Function, which has them as methods (max_active_blocks, suggested_block_size,
+# available_dynamic_shared).
+def occupancyMaxActiveBlocksPerMultiprocessor(func, blockSize, dynamicSMemSize=0):
+    """Blocks of blockSize threads resident on one multiprocessor at once."""
+    return func.max_active_blocks(blockSize, dynamicSMemSize)
+
+
+def occupancyMaxPotentialBlockSize(func, dynamicSMemSize=0, blockSizeLimit=0):
+    """(minGridSize, blockSize): the block size giving the most resident threads, and the
+    smallest grid that fills the device with it."""
+    return func.max_potential_block_size(dynamicSMemSize, blockSizeLimit)
+
+
+def occupancyAvailableDynamicSMemPerBlock(func, numBlocks, blockSize):
+    """The most dynamic shared memory per block with numBlocks resident per multiprocessor."""
+    return func.available_dynamic_shared(numBlocks, blockSize)
