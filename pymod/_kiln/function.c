@@ -905,7 +905,9 @@ static PyMethodDef kpy_function_methods[] = {
     {"set_cache_config", kpy_function_set_cache_config, METH_O,
      "set_cache_config($self, func_cache, /)\n--\n\nThe kernel's preferred split of L1 and "
      "shared memory."},
-    {name, (PyCFunction)(void (*)(void))fn, METH_VARARGS | METH_KEYWORDS, doc} KPY_OCCUPANCY_METHOD(
+#define KPY_OCCUPANCY_METHOD(name, fn, doc) \
+  {name, (PyCFunction)(void (*)(void))fn, METH_VARARGS | METH_KEYWORDS, doc}
+    KPY_OCCUPANCY_METHOD(
         "max_active_blocks", kpy_function_max_active_blocks,
         "max_active_blocks($self, block, shared=0)\n--\n\nBlocks of that shape resident on "
         "one multiprocessor at once (the driver's occupancy calculator)."),
