@@ -37,7 +37,10 @@ def test_the_legacy_default_stream_cannot_be_captured():
 
 
 def test_a_graph_not_captured_cannot_launch_or_update():
-    g = kiln.Graph.capture(0x1234)  # another library's stream handle: not touched until `with`
+    # Another library's stream handle (an aligned, readable address stands in for one): not
+    # touched until `with`.
+    stand_in = bytearray(64)
+    g = kiln.Graph.capture(id(stand_in))
     assert len(g) == 0 and g.kernel_count == 0 and not g.joined
     with pytest.raises(RuntimeError, match="has not been captured"):
         g.launch()

@@ -128,8 +128,8 @@ def test_the_stubs_cover_the_extension_and_ship():
     public = {n for n in dir(kiln._kiln) if not n.startswith("__")}
     assert public - defined == set(), "run: PYTHONPATH=pymod python3 tools/stubs.py"
     assert (PACKAGE / "py.typed").exists()
-    setup = (ROOT / "setup.py").read_text()
-    assert '"py.typed"' in setup and '"*.pyi"' in setup
+    project = (ROOT / "pyproject.toml").read_text()
+    assert '"py.typed"' in project and '"*.pyi"' in project
 
 
 def test_the_stubs_are_what_the_generator_writes(tmp_path):

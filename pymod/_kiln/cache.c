@@ -167,8 +167,9 @@ static PyObject *kpy_module_table(PyObject *module, PyObject *args, PyObject *kw
 
 static PyMethodDef kpy_cache_functions[] = {
     {"module_table", (PyCFunction)(void (*)(void))kpy_module_table, METH_VARARGS | METH_KEYWORDS,
-     "module_table(limit=None): (modules, limit) of the in-process table of compiled modules, "
-     "setting its limit first when given. Modules no one holds are kept up to the limit "
+     "module_table($module, /, limit=None)\n--\n\n(modules, limit) of the in-process table of "
+     "compiled modules, setting its limit first when given. Modules no one holds are kept up to "
+     "the limit "
      "(256 by default), least recently used freed first."},
     {"cache_stats", kpy_cache_stats, METH_NOARGS,
      "cache_stats($module, /)\n--\n\nThis process's cache counts: memory_hits, disk_hits, "

@@ -363,16 +363,19 @@ static void kpy_graph_dealloc(PyObject *op) {
 
 static PyMethodDef kpy_graph_methods[] = {
     {"capture", kpy_graph_capture, METH_O | METH_CLASS,
-     "Graph.capture(stream): a graph that records what is queued on stream inside `with`."},
-    {"__enter__", kpy_graph_enter, METH_NOARGS, "Begins the capture."},
+     "capture($type, stream, /)\n--\n\nA graph that records what is queued on stream inside "
+     "`with`."},
+    {"__enter__", kpy_graph_enter, METH_NOARGS, "__enter__($self, /)\n--\n\nBegins the capture."},
     {"__exit__", (PyCFunction)(void (*)(void))kpy_graph_exit, METH_FASTCALL,
-     "Ends the capture and instantiates the graph (dropped when the block raised)."},
+     "__exit__($self, *exc_info)\n--\n\nEnds the capture and instantiates the graph (dropped "
+     "when the block raised)."},
     {"launch", (PyCFunction)(void (*)(void))kpy_graph_launch, METH_FASTCALL | METH_KEYWORDS,
-     "launch(stream=None): replays the graph, on the captured stream or the one given."},
+     "launch($self, /, stream=None)\n--\n\nReplays the graph, on the captured stream or the "
+     "one given."},
     {"update", (PyCFunction)(void (*)(void))kpy_graph_update, METH_FASTCALL,
-     "update(index, *args): new arguments for the index-th kernel call of the capture, for "
-     "the replays after it. update(graph): every argument of a capture of the same sequence "
-     "(cuGraphExecUpdate)."},
+     "update($self, index_or_graph, *args)\n--\n\nupdate(index, *args): new arguments for the "
+     "index-th kernel call of the capture, for the replays after it. update(graph): every "
+     "argument of a capture of the same sequence (cuGraphExecUpdate)."},
     {NULL, NULL, 0, NULL},
 };
 

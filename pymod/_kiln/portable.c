@@ -101,8 +101,8 @@ static PyMethodDef kpy_portable_functions[] = {
     {"_nvrtc_set_search_path", kpy_nvrtc_set_search_path, METH_O,
      "_nvrtc_set_search_path(dirs): ':'-separated folders to look for libnvrtc in first."},
     {"nvrtc_where", kpy_nvrtc_where, METH_NOARGS,
-     "nvrtc_where(): {'library', 'include_dir', 'cccl_dir'}: the NVRTC kiln compiles with and "
-     "the CUDA header folders it passes; opens NVRTC if it is not open yet."},
+     "nvrtc_where($module, /)\n--\n\n{'library', 'include_dir', 'cccl_dir'}: the NVRTC kiln "
+     "compiles with and the CUDA header folders it passes; opens NVRTC if it is not open yet."},
     {NULL, NULL, 0, NULL},
 };
 

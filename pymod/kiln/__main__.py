@@ -79,6 +79,18 @@ def read_source(path):
             from None
 
 
+def _check_archs(kiln, archs):
+    """Every --arch NVRTC can compile for, checked before any compile starts, so that a bad one
+    is one line and not a failure per source."""
+    import re
+    supported = kiln._kiln.nvrtc_info()["archs"]
+    for arch in archs:
+        m = re.fullmatch(r"(?:sm|compute)_(\d+)[af]?", arch or "sm_0") if arch else None
+        if arch and (not m or f"sm_{m.group(1)}" not in supported):
+            raise CommandError(f"arch {arch!r} is not one NVRTC supports; it supports "
+                               f"{', '.join(supported)}")
+
+
 def compile_command(args):
     import kiln
 
@@ -86,6 +98,7 @@ def compile_command(args):
     archs = [a.strip() for a in args.arch.split(",") if a.strip()] if args.arch else [None]
     if not archs:
         raise CommandError(f"--arch {args.arch!r} names no arch; write e.g. --arch sm_80,sm_90")
+    _check_archs(kiln, archs)
     if args.output and (len(archs) != 1 or len(args.file) != 1):
         print("kiln: -o writes one file, so it takes one source and one --arch; without -o, "
               "compile fills the cache for every source and arch", file=sys.stderr)
