@@ -79,11 +79,17 @@ FLAT_CHILD = """
     src = lambda i: (f'extern "C" __global__ void k(int *p) {{ p[threadIdx.x] = {i}; }}\\n')
     x = kiln.zeros(32, np.int32)
 
-    def run(first, count):
-        for i in range(first, first + count):
-            f = kiln.SourceModule(src(i)).get_function("k")
-            f(x, block=(32, 1, 1))
-            assert int(x.get()[5]) == i
+    def run(first, count, batch=250):
+        # Compiled a batch at a time on every core (the compiles are what takes long), then
+        # each launched and let go.
+        for start in range(first, first + count, batch):
+            stop = min(start + batch, first + count)
+            modules = kiln.compile_many([src(i) for i in range(start, stop)])
+            for i in range(start, stop):
+                f = modules[i - start].get_function("k")
+                f(x, block=(32, 1, 1))
+                assert int(x.get()[5]) == i
+            del modules, f
 
     def used():
         kiln.Context.synchronize()
@@ -234,7 +240,7 @@ def test_ctrl_c_ends_a_wait_for_a_kernel_that_never_ends(name):
     assert report.get("stopped")
 
 
-TIMEOUT_CHILD = SPIN_PRELUDE + """
+TIMEOUT_CHILD = "import kiln\nimport numpy as np\n" + SPIN_PRELUDE + """
 import json, time
 out = {}
 s = kiln.Stream(flags=kiln.STREAM_NON_BLOCKING)

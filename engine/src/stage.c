@@ -119,14 +119,10 @@ void kiln_staging_get_info(kiln_staging_info *out) {
   out->bytes = atomic_load(&kiln__staged_bytes);
 }
 
-/* Whether a copy of nbytes at host should be staged: it is at least the threshold and host is
- * not page-locked (the driver moves page-locked memory at full speed itself). */
-static int kiln__stage_wanted(const void *host, size_t nbytes) {
-  pthread_once(&kiln__stage_cfg_once, kiln__stage_read_cfg);
-  if (nbytes < kiln__stage_cfg.min) return 0;
-  /* Page-locked memory (kiln's, or any the driver allocated or registered) is known to the
-   * driver as host memory; pageable memory is not known at all. Both ends are asked, since a
-   * registration may cover only part of the array. */
+/* Whether any byte of [host, host + nbytes) may be pageable: page-locked memory (kiln's, or
+ * any the driver allocated or registered) is known to the driver as host memory; pageable memory
+ * is not known at all. Both ends are asked, since a registration may cover only part of it. */
+static int kiln__stage_pageable(const void *host, size_t nbytes) {
   const char *p = host;
   for (int i = 0; i < 2; i++) {
     unsigned type = 0;
@@ -135,6 +131,13 @@ static int kiln__stage_wanted(const void *host, size_t nbytes) {
     if (rc != CUDA_SUCCESS || type != CU_MEMORYTYPE_HOST) return 1;
   }
   return 0;
+}
+
+/* Whether a copy of nbytes at host should be staged: it is at least the threshold and host is
+ * not page-locked (the driver moves page-locked memory at full speed itself). */
+static int kiln__stage_wanted(const void *host, size_t nbytes) {
+  pthread_once(&kiln__stage_cfg_once, kiln__stage_read_cfg);
+  return nbytes >= kiln__stage_cfg.min && kiln__stage_pageable(host, nbytes);
 }
 
 static void kiln__job_fail(kiln__stager *s, kiln__stage_job *job, const char *call, CUresult rc) {
@@ -405,48 +408,49 @@ static kiln_status kiln__stage_run(kiln__stager *s, kiln__stage_job *job, CUstre
  * with pageable memory cannot be recorded (a replay could not read or write it safely);
  * KILN_OK when it is not. Asked only where such a copy is about to be staged or has failed, so
  * a copy that works pays nothing. */
-static kiln_status kiln__stage_refuse_capture(CUstream stream) {
+/* Whether stream is being captured into a graph (or, for the legacy stream, another stream
+ * captures in a mode that forbids using it). */
+static int kiln__stage_capturing(CUstream stream) {
   CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
   CUresult rc = kiln__driver.StreamIsCapturing(stream, &status);
-  if (rc == CUDA_ERROR_STREAM_CAPTURE_IMPLICIT ||
-      (rc == CUDA_SUCCESS && status != CU_STREAM_CAPTURE_STATUS_NONE))
-    return kiln__fail(KILN_ERROR_INVALID,
-                      "a copy with pageable host memory cannot be recorded in a stream capture "
-                      "(a replay could not read or write that memory safely); copy to and from "
-                      "page-locked memory (kiln.pagelocked_empty) inside a capture");
-  return KILN_OK;
+  return rc == CUDA_ERROR_STREAM_CAPTURE_IMPLICIT ||
+         (rc == CUDA_SUCCESS && status != CU_STREAM_CAPTURE_STATUS_NONE);
+}
+
+/* An async copy of pageable memory into a capture: some drivers record it (a replay would then
+ * read or write host memory the program may have freed or reused), others refuse it with a
+ * code that names no cause. Refused here first, saying why; asked only of an async copy, and
+ * the pages only when the stream is capturing. */
+static kiln_status kiln__stage_refuse_capture(CUstream stream, const void *host, size_t nbytes) {
+  if (!kiln__stage_capturing(stream) || !kiln__stage_pageable(host, nbytes)) return KILN_OK;
+  return kiln__fail(KILN_ERROR_INVALID,
+                    "a copy with pageable host memory cannot be recorded in a stream capture "
+                    "(a replay could not read or write that memory safely); copy to and from "
+                    "page-locked memory (kiln.pagelocked_empty) inside a capture");
 }
 
 kiln_status kiln__stage_htod(const kiln__device *d, CUdeviceptr dst, const void *src, size_t nbytes,
                              CUstream stream, int sync) {
+  if (!sync && kiln__stage_refuse_capture(stream, src, nbytes)) return KILN_ERROR_INVALID;
   kiln__stager *s = kiln__stage_wanted(src, nbytes) ? kiln__stager_of(d) : NULL;
   if (!s) {
     if (sync) KILN__CU(MemcpyHtoD, (dst, src, nbytes));
-    else {
-      CUresult rc = kiln__driver.MemcpyHtoDAsync(dst, src, nbytes, stream);
-      if (rc && kiln__stage_refuse_capture(stream)) return KILN_ERROR_INVALID;
-      if (rc) return kiln__cuda_fail("cuMemcpyHtoDAsync", (int)rc);
-    }
+    else KILN__CU(MemcpyHtoDAsync, (dst, src, nbytes, stream));
     return KILN_OK;
   }
-  if (!sync && kiln__stage_refuse_capture(stream)) return KILN_ERROR_INVALID;
   kiln__stage_job job = {.to_device = 1, .host = (char *)src, .dev = dst, .nbytes = nbytes};
   return kiln__stage_run(s, &job, stream, sync);
 }
 
 kiln_status kiln__stage_dtoh(const kiln__device *d, void *dst, CUdeviceptr src, size_t nbytes,
                              CUstream stream, int sync) {
+  if (!sync && kiln__stage_refuse_capture(stream, dst, nbytes)) return KILN_ERROR_INVALID;
   kiln__stager *s = kiln__stage_wanted(dst, nbytes) ? kiln__stager_of(d) : NULL;
   if (!s) {
     if (sync) KILN__CU(MemcpyDtoH, (dst, src, nbytes));
-    else {
-      CUresult rc = kiln__driver.MemcpyDtoHAsync(dst, src, nbytes, stream);
-      if (rc && kiln__stage_refuse_capture(stream)) return KILN_ERROR_INVALID;
-      if (rc) return kiln__cuda_fail("cuMemcpyDtoHAsync", (int)rc);
-    }
+    else KILN__CU(MemcpyDtoHAsync, (dst, src, nbytes, stream));
     return KILN_OK;
   }
-  if (!sync && kiln__stage_refuse_capture(stream)) return KILN_ERROR_INVALID;
   kiln__stage_job job = {.to_device = 0, .host = dst, .dev = src, .nbytes = nbytes};
   return kiln__stage_run(s, &job, stream, 1);
 }

@@ -88,15 +88,33 @@ int kpy_wait_event(kpy_state *st, kiln_event event, double timeout) {
 /* ---- All the work of a device ------------------------------------------------------------- */
 
 /* The driver cannot be asked whether a whole context is idle, and its synchronize blocks where
- * no signal handler runs. An event recorded on the legacy default stream completes after all
- * the work queued before it on every blocking stream (the legacy stream waits for them): the
- * default stream, the per-thread one and kiln.Streams made without STREAM_NON_BLOCKING, which
- * is where a kernel that never ends is met. That event is polled, so Ctrl-C and the timeout end
- * the wait; then cuCtxSynchronize waits for what non-blocking streams still hold, which is
- * quick unless another library's work there never ends. One event per device, made on first
- * use: no thread and no allocation per call, so a short wait costs about what the driver's own
- * synchronize does. Recorded again by another thread while this one polls, it only ends the
- * wait later than needed. */
+ * no signal handler runs. So the wait polls what it can see: an event recorded on the legacy
+ * default stream, which completes after all the work queued before it on every blocking stream
+ * (the legacy stream waits for them: the default stream, the per-thread one, kiln.Streams made
+ * without STREAM_NON_BLOCKING), and each live kiln.Stream itself (non-blocking ones included);
+ * Ctrl-C and the timeout end that part. Then cuCtxSynchronize waits for what other libraries'
+ * non-blocking streams still hold, which is quick unless their work never ends. One event per
+ * device, made on first use: no thread per call, so a short wait costs about what the driver's
+ * own synchronize does. Recorded again by another thread while this one polls, it only ends
+ * the wait later than needed. */
+typedef struct kpy_device_poll {
+  kiln_event event;
+  kiln_stream *streams; /* the kiln.Streams when the wait began, those not yet seen idle */
+  int n;
+} kpy_device_poll;
+
+static kiln_status kpy_poll_device(void *what, int *done) {
+  kpy_device_poll *p = what;
+  kiln_status s = kiln_event_query(p->event, done);
+  while (!s && *done && p->n) {
+    int idle = 0;
+    s = kiln_stream_query(p->streams[p->n - 1], &idle);
+    if (!s && !idle) *done = 0;
+    else p->n--;
+  }
+  return s;
+}
+
 int kpy_wait_device(kpy_state *st, double timeout) {
   int device = kiln_device_current();
   kiln_event own = NULL;
@@ -109,7 +127,17 @@ int kpy_wait_device(kpy_state *st, double timeout) {
     kiln_event_destroy(own);
     return -1;
   }
-  int r = kpy_wait(st, kpy_poll_event, *event, timeout, "the device");
+  /* A copy of the handles: the list may change while the GIL is released. A collected
+   * kiln.Stream's handle is parked, never destroyed, so a copied one stays valid. */
+  kpy_device_poll poll = {*event, NULL, 0};
+  if (st->n_streams && !(poll.streams = PyMem_Malloc(sizeof *poll.streams * st->n_streams))) {
+    kiln_event_destroy(own);
+    PyErr_NoMemory();
+    return -1;
+  }
+  for (int i = 0; i < st->n_streams; i++) poll.streams[poll.n++] = st->streams[i].handle;
+  int r = kpy_wait(st, kpy_poll_device, &poll, timeout, "the device");
+  PyMem_Free(poll.streams);
   kiln_event_destroy(own);
   if (r < 0) return -1;
   Py_BEGIN_ALLOW_THREADS
