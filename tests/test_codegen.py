@@ -263,3 +263,14 @@ def test_refusals_match_numpy(plans_on_host):
         _ops.binary_plan("bitwise_and", array(np.float32), 1)
     with pytest.raises(TypeError):
         _ops.binary_plan("add", array(np.float32), "text")
+
+
+@pytest.mark.parametrize("reduce_expr", ["a + b", "(a > b) ? a : b", "max(a, b)"])
+def test_a_warp_shuffle_is_never_an_argument_of_reduce(reduce_expr):
+    # REDUCE(a, b) may evaluate b twice or under a condition; a shuffle there would be taken
+    # by only some lanes of the warp, which hangs the kernel on the GPU.
+    src = _reduce_src.source(np.float32, "0", reduce_expr, "in[i]",
+                             [_cgen.VectorArg(np.float32, "in")], "r")
+    assert "__shfl_down_sync" in src
+    assert "REDUCE(v, __shfl" not in src.replace(" ", "").replace("REDUCE(v,", "REDUCE(v, ")
+    compile_(src)

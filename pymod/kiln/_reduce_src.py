@@ -77,7 +77,12 @@ def source(dtype_out, neutral, reduce_expr, map_expr, arguments, name, preamble=
         # Each warp folds its 32 values by shuffles, then warp 0 folds the warps' values:
         # three barriers for the block, where a tree through shared memory takes one a level.
         fold = f"""  if (blockDim.x % 32 == 0) {{
-    for (int o = 16; o > 0; o >>= 1) v = REDUCE(v, __shfl_down_sync(0xffffffffu, v, o));
+    /* The shuffle in a variable of its own: REDUCE may name b twice or under a condition
+     * (max's a > b ? a : b), and every lane must take part in every shuffle. */
+    for (int o = 16; o > 0; o >>= 1) {{
+      const {out_t} w = __shfl_down_sync(0xffffffffu, v, o);
+      v = REDUCE(v, w);
+    }}
     const unsigned warps = blockDim.x / 32;
     __syncthreads(); /* the caller may fold twice */
     if (threadIdx.x % 32 == 0) sm[threadIdx.x / 32] = v;
@@ -85,8 +90,10 @@ def source(dtype_out, neutral, reduce_expr, map_expr, arguments, name, preamble=
     if (threadIdx.x < 32) {{
       v = sm[threadIdx.x < warps ? threadIdx.x : 0];
       /* warps is a power of two: lane 0 folds lanes 0 .. warps - 1 alone. */
-      for (unsigned o = warps / 2; o > 0; o >>= 1)
-        v = REDUCE(v, __shfl_down_sync(0xffffffffu, v, o));
+      for (unsigned o = warps / 2; o > 0; o >>= 1) {{
+        const {out_t} w = __shfl_down_sync(0xffffffffu, v, o);
+        v = REDUCE(v, w);
+      }}
       if (threadIdx.x == 0) sm[0] = v;
     }}
     __syncthreads();
