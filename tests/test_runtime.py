@@ -73,7 +73,7 @@ def test_the_module_table_limit_is_a_count(bad):
 
 
 FLAT_CHILD = """
-    import json, os
+    import gc, json, os
     import numpy as np
     import kiln
     src = lambda i: (f'extern "C" __global__ void k(int *p) {{ p[threadIdx.x] = {i}; }}\\n')
@@ -99,8 +99,10 @@ FLAT_CHILD = """
         return rss, total - free
 
     run(0, 1000)          # the table is full (256) well before this
+    gc.collect()          # what a batch left in reference cycles, as the collector would
     rss0, dev0 = used()
     run(1000, 9000)
+    gc.collect()
     rss1, dev1 = used()
     print(json.dumps({"rss": rss1 - rss0, "device": dev1 - dev0,
                       "table": kiln.module_table()}))
