@@ -85,8 +85,10 @@ def _check_archs(kiln, archs):
     import re
     supported = kiln._kiln.nvrtc_info()["archs"]
     for arch in archs:
-        m = re.fullmatch(r"(?:sm|compute)_(\d+)[af]?", arch or "sm_0") if arch else None
-        if arch and (not m or f"sm_{m.group(1)}" not in supported):
+        if arch is None:  # the device's, or NVRTC's oldest: always one it supports
+            continue
+        m = re.fullmatch(r"(?:sm|compute)_(\d+)[af]?", arch)
+        if not m or f"sm_{m.group(1)}" not in supported:
             raise CommandError(f"arch {arch!r} is not one NVRTC supports; it supports "
                                f"{', '.join(supported)}")
 
