@@ -1,5 +1,6 @@
 """kiln.compile_many and `python -m kiln compile` with many sources: all at once, in order,
 failures raised after the rest, progress reported."""
+import os
 import subprocess
 import sys
 import uuid
@@ -98,7 +99,8 @@ def test_the_cli_compiles_many_files_with_progress(tmp_path, cache):
         f = tmp_path / f"s{i}.cu"
         f.write_text(source(i, "cli"))
         files.append(str(f))
-    env = {"KILN_CACHE_DIR": str(cache), "PYTHONPATH": str(kiln.__path__[0] + "/..")}
+    env = {**os.environ, "KILN_CACHE_DIR": str(cache),
+           "PYTHONPATH": str(kiln.__path__[0] + "/..")}
     r = subprocess.run([sys.executable, "-m", "kiln", "compile", *files, "--arch", "sm_90"],
                        capture_output=True, text=True, env=env, timeout=300)
     assert r.returncode == 0, r.stderr
@@ -112,7 +114,8 @@ def test_the_cli_reports_each_failed_file(tmp_path, cache):
     good, bad = tmp_path / "good.cu", tmp_path / "bad.cu"
     good.write_text(source(0, "ok"))
     bad.write_text("__global__ void broken(float *x) { x[0] = undefined_name; }\n")
-    env = {"KILN_CACHE_DIR": str(cache), "PYTHONPATH": str(kiln.__path__[0] + "/..")}
+    env = {**os.environ, "KILN_CACHE_DIR": str(cache),
+           "PYTHONPATH": str(kiln.__path__[0] + "/..")}
     r = subprocess.run([sys.executable, "-m", "kiln", "compile", str(good), str(bad),
                         "--arch", "sm_90"], capture_output=True, text=True, env=env, timeout=300)
     assert r.returncode == 1

@@ -2,6 +2,7 @@
 them in reprs and messages; the type stubs editors read."""
 import ast
 import inspect
+import os
 import pathlib
 import subprocess
 import sys
@@ -13,8 +14,8 @@ import kiln
 import kiln._kiln
 from helpers import ARCH
 
-PACKAGE = pathlib.Path(kiln.__file__).resolve().parent
-ROOT = PACKAGE.parent.parent
+PACKAGE = pathlib.Path(kiln.__file__).resolve().parent   # the kiln imported (make sanitize's copy)
+ROOT = pathlib.Path(__file__).resolve().parent.parent     # the source tree
 
 SOURCE = r"""
 struct S { int x; float y; };
@@ -59,8 +60,9 @@ def test_every_public_callable_has_a_signature_and_help(name, obj):
     assert doc and doc.strip(), f"{name} has no docstring"
     text = subprocess.run([sys.executable, "-c", f"import kiln; help(kiln.{name})"],
                           capture_output=True, text=True, timeout=60,
-                          env={"PYTHONPATH": str(PACKAGE.parent), "PAGER": "cat",
-                               "TERM": "dumb"}).stdout if name == "SourceModule" else None
+                          env={**os.environ, "PYTHONPATH": str(PACKAGE.parent),
+                               "PAGER": "cat", "TERM": "dumb"}).stdout if name == "SourceModule" \
+        else None
     if text is not None:
         assert "SourceModule(source, nvcc='nvcc'" in text
     assert "$" not in str(sig)
@@ -136,7 +138,7 @@ def test_the_stubs_are_what_the_generator_writes(tmp_path):
     out = tmp_path / "_kiln.pyi"
     r = subprocess.run([sys.executable, str(ROOT / "tools" / "stubs.py"), str(out)],
                        capture_output=True, text=True, timeout=60,
-                       env={"PYTHONPATH": str(PACKAGE.parent)})
+                       env={**os.environ, "PYTHONPATH": str(PACKAGE.parent)})
     assert r.returncode == 0, r.stderr
     assert out.read_text() == (PACKAGE / "_kiln.pyi").read_text(), \
         "the stubs are stale: PYTHONPATH=pymod python3 tools/stubs.py"
