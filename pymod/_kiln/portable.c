@@ -45,14 +45,7 @@ static PyObject *kpy_module_deserialize(PyObject *module, PyObject *arg) {
   Py_END_ALLOW_THREADS
   PyBuffer_Release(&view);
   if (s) return kpy_raise(st, s);
-  kpy_module *self = (kpy_module *)st->ref.Module_type->tp_alloc(st->ref.Module_type, 0);
-  if (!self || !(self->functions = PyDict_New())) {
-    Py_XDECREF(self);
-    kiln_module_free(m);
-    return NULL;
-  }
-  self->module = m;
-  return (PyObject *)self;
+  return kpy_module_adopt(st, m);
 }
 
 static PyObject *kpy_function_module(PyObject *module, PyObject *arg) {

@@ -553,6 +553,10 @@ static PyObject *kpy_module_from_buffer(PyObject *module, PyObject *data) {
   Py_END_ALLOW_THREADS
   PyBuffer_Release(&view);
   if (s) return kpy_raise(st, s);
+  return kpy_module_adopt(st, m);
+}
+
+PyObject *kpy_module_adopt(kpy_state *st, kiln_module *m) {
   kpy_module *self = (kpy_module *)st->ref.Module_type->tp_alloc(st->ref.Module_type, 0);
   if (!self || !(self->functions = PyDict_New())) {
     Py_XDECREF(self);

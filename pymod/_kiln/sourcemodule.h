@@ -13,4 +13,8 @@ typedef struct kpy_module {
 
 int kpy_sourcemodule_init(PyObject *module, kpy_state *st);
 
+/* A kiln.Module over m, which it takes: freed with it, or at once when the object cannot be
+ * made (NULL with the exception set). */
+PyObject *kpy_module_adopt(kpy_state *st, kiln_module *m);
+
 #endif
