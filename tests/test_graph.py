@@ -224,6 +224,78 @@ def test_a_graph_keeps_its_arrays_and_functions_alive(mod):
     assert (kept.get() == 10).all()
 
 
+def _let_go_during_a_capture(mod, flags, make_victims):
+    """Captures two adds on a stream with `flags` while what make_victims(s) made is dropped
+    in between, then replays: the capture must hold and x must be 2 everywhere."""
+    f = mod.get_function("add")
+    s = kiln.Stream(flags) if flags else kiln.Stream()
+    x = kiln.zeros(N, np.float32)
+    kiln.synchronize()
+    victims = make_victims(s, f)
+    with s.capture() as g:
+        f(x, 1.0, N, block=256, grid=4, stream=s)
+        victims.clear()
+        gc.collect()
+        f(x, 1.0, N, block=256, grid=4, stream=s)
+    assert g.kernel_count == 2
+    g.launch()
+    s.synchronize()
+    assert (x.get() == 2).all()
+
+
+def _array_used_on_the_captured_stream(s, f):
+    # Its home is the legacy stream and it was used on s: its free waits for that use on the
+    # legacy stream, which a blocking stream's capture forbids.
+    a = kiln.zeros(N, np.float32)
+    f(a, 1.0, N, block=256, grid=4, stream=s)
+    return [a]
+
+
+def _replayed_graph(s, f):
+    t = kiln.Stream()
+    y = kiln.zeros(N, np.float32)
+    with t.capture() as h:
+        f(y, 1.0, N, block=256, grid=4, stream=t)
+    h.launch()
+    return [h, y, t]
+
+
+def _mixed(s, f):
+    return [kiln.zeros(N, np.float32), drv.mem_alloc(4096), *_array_used_on_the_captured_stream(s, f),
+            *_replayed_graph(s, f)]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("flags", [0, kiln.STREAM_NON_BLOCKING], ids=["blocking", "non-blocking"])
+@pytest.mark.parametrize("make_victims", [_array_used_on_the_captured_stream, _replayed_graph,
+                                          _mixed], ids=["array", "graph", "mixed"])
+def test_arrays_and_graphs_let_go_during_a_capture_do_not_break_it(mod, flags, make_victims):
+    _let_go_during_a_capture(mod, flags, make_victims)
+
+
+@pytest.mark.gpu
+def test_memory_let_go_during_a_capture_is_freed_when_it_ends(mod):
+    f = mod.get_function("add")
+    s = kiln.Stream()
+    x = kiln.zeros(N, np.float32)
+    big = 64 << 20
+    a = kiln.zeros(big // 4, np.float32)
+    f(a, 1.0, 16, block=16, grid=1, stream=s)
+    kiln.synchronize()
+    used = kiln.pool_stats()["used"]
+    with s.capture() as g:
+        del a
+        gc.collect()
+        f(x, 1.0, N, block=256, grid=4, stream=s)
+        assert kiln.pool_stats()["used"] >= used  # held until the capture ends
+    s.synchronize()
+    kiln.synchronize()
+    assert kiln.pool_stats()["used"] <= used - big
+    g.launch()
+    s.synchronize()
+    assert (x.get() == 1).all()
+
+
 @pytest.mark.gpu
 def test_one_capture_at_a_time_and_once_each(mod):
     s, t = kiln.Stream(), kiln.Stream()

@@ -104,21 +104,34 @@ static PyObject *kpy_graph_enter(PyObject *op, PyObject *unused) {
                     "another kiln capture is open; kiln records one capture at a time");
     return NULL;
   }
+  PyObject *deferred = PyList_New(0);
+  if (!deferred) return NULL;
   kiln_status s = kiln_graph_begin_capture(self->handle, &self->g);
-  if (s) return kpy_graph_error(self, s);
+  if (s) {
+    Py_DECREF(deferred);
+    return kpy_graph_error(self, s);
+  }
   self->phase = KPY_GRAPH_CAPTURING;
+  Py_XSETREF(st->deferred, deferred);
   st->capture = op;
   st->capture_note = kpy_graph_note;
   return Py_NewRef(op);
+}
+
+/* The capture of op is over: what was let go during it is released now (st->deferred). */
+static void kpy_graph_capture_over(kpy_state *st, PyObject *op) {
+  if (st->capture != op) return;
+  st->capture = NULL;
+  Py_CLEAR(st->deferred);
 }
 
 /* Ends the capture: instantiated when the block ran through, dropped when it raised. */
 static PyObject *kpy_graph_exit(PyObject *op, PyObject *const *args, Py_ssize_t nargs) {
   kpy_graph *self = (kpy_graph *)op;
   if (self->phase != KPY_GRAPH_CAPTURING) Py_RETURN_FALSE;
-  if (self->st->capture == op) self->st->capture = NULL;
   int raised = nargs > 0 && args[0] != Py_None;
   kiln_status s = raised ? KILN_OK : kiln_graph_end_capture(self->g);
+  kpy_graph_capture_over(self->st, op);
   if (raised || s) {
     kiln_graph_free(self->g);
     self->g = NULL;
@@ -342,13 +355,56 @@ static int kpy_graph_clear(PyObject *op) {
   return 0;
 }
 
+/* While another graph's capture is open, a replayed graph's arguments and streams go to an
+ * heir kept until that capture ends (st->deferred), which waits for the replays then: waiting
+ * now could touch the legacy default stream and fail the capture. 1 when handed over. */
+static int kpy_graph_defer(kpy_graph *self) {
+  kpy_state *st = self->st;
+  if (!self->replayed || !st || !st->deferred) return 0;
+  int handed = 0;
+#if PY_VERSION_HEX >= 0x030C0000
+  PyObject *raised = PyErr_GetRaisedException();
+#else
+  PyObject *type, *value, *tb;
+  PyErr_Fetch(&type, &value, &tb);
+#endif
+  kpy_graph *heir = PyObject_GC_New(kpy_graph, Py_TYPE(self));
+  if (heir) {
+    heir->st = st;
+    heir->g = NULL;
+    heir->phase = KPY_GRAPH_FAILED;
+    heir->handle = self->handle;
+    heir->stream = self->stream;
+    heir->kernels = self->kernels;
+    heir->replay_stream = self->replay_stream;
+    heir->replay_handle = self->replay_handle;
+    heir->replayed = 1;
+    PyObject_GC_Track(heir);
+    if (PyList_Append(st->deferred, (PyObject *)heir) == 0) {
+      self->stream = self->kernels = self->replay_stream = NULL;
+      handed = 1;
+    } else {
+      heir->stream = heir->kernels = heir->replay_stream = NULL;
+      heir->replayed = 0;
+    }
+    Py_DECREF(heir);
+  }
+  PyErr_Clear();
+#if PY_VERSION_HEX >= 0x030C0000
+  PyErr_SetRaisedException(raised);
+#else
+  PyErr_Restore(type, value, tb);
+#endif
+  return handed;
+}
+
 static void kpy_graph_dealloc(PyObject *op) {
   kpy_graph *self = (kpy_graph *)op;
   PyTypeObject *tp = Py_TYPE(op);
   PyObject_GC_UnTrack(op);
-  if (self->st && self->st->capture == op) self->st->capture = NULL;
+  if (self->st) kpy_graph_capture_over(self->st, op);
   /* Replays still queued read the arrays the graph keeps: they finish before those go. */
-  if (self->replayed) {
+  if (self->replayed && !kpy_graph_defer(self)) {
     kiln_stream a = self->handle, b = self->replay_handle;
     Py_BEGIN_ALLOW_THREADS
       kiln_stream_synchronize(a);

@@ -99,9 +99,55 @@ static kiln_status kpy_allocation_release(kpy_allocation *self) {
   return s;
 }
 
+/* While a kiln capture is open, the memory goes to an heir that the capture keeps and lets go
+ * when it ends (st->deferred): freeing it now would queue the free, and the wait for its last
+ * use, on its own stream, and touching the legacy default stream fails the capture of a
+ * blocking stream. Quietly does nothing when no capture is open or the heir cannot be made. */
+static void kpy_allocation_defer(kpy_allocation *self) {
+  PyTypeObject *tp = Py_TYPE(self);
+  PyObject *module = ((PyHeapTypeObject *)tp)->ht_module;
+  kpy_state *st = module ? PyModule_GetState(module) : NULL;
+  if (!self->ptr || !st || !st->deferred) return;
+  /* A dealloc may run while an exception is being raised: it is kept as it is. */
+#if PY_VERSION_HEX >= 0x030C0000
+  PyObject *raised = PyErr_GetRaisedException();
+#else
+  PyObject *type, *value, *tb;
+  PyErr_Fetch(&type, &value, &tb);
+#endif
+  kpy_allocation *heir = (kpy_allocation *)tp->tp_alloc(tp, 0);
+  if (heir) {
+    heir->ptr = self->ptr;
+    heir->size = self->size;
+    heir->pooled = self->pooled;
+    heir->device = self->device;
+    heir->stream = self->stream;
+    heir->stream_owner = self->stream_owner;
+    heir->used = self->used;
+    heir->used_on = self->used_on;
+    if (PyList_Append(st->deferred, (PyObject *)heir) == 0) {
+      self->ptr = 0;
+      self->used = NULL;
+      self->stream_owner = NULL;
+    } else {
+      heir->ptr = 0; /* still self's: freed below, now */
+      heir->used = NULL;
+      heir->stream_owner = NULL;
+    }
+    Py_DECREF(heir);
+  }
+  PyErr_Clear();
+#if PY_VERSION_HEX >= 0x030C0000
+  PyErr_SetRaisedException(raised);
+#else
+  PyErr_Restore(type, value, tb);
+#endif
+}
+
 static void kpy_allocation_dealloc(PyObject *op) {
   kpy_allocation *self = (kpy_allocation *)op;
   PyTypeObject *tp = Py_TYPE(op);
+  kpy_allocation_defer(self);
   kpy_allocation_release(self); /* a failure here has no one to tell */
   if (self->used) kiln_event_destroy(self->used);
   Py_CLEAR(self->stream_owner);

@@ -136,6 +136,12 @@ typedef struct kpy_state {
    * function and arguments alive and can replace them. Through a pointer, because graph.c
    * leans on function.c. */
   PyObject *capture;
+  /* graph.c's: while a kiln capture is open, a list of what was let go meanwhile and is released
+   * when the capture ends (NULL while none is open). Freeing pool memory, or waiting for a graph's
+   * replays, queues work on another stream (the legacy default stream, for most memory), and
+   * the capture of a blocking stream fails when that stream is touched. memory.c and graph.c
+   * hand their objects' contents over to an heir kept here. */
+  PyObject *deferred;
   int (*capture_note)(PyObject *graph, PyObject *function, PyObject *const *args, int n,
                       kiln_stream stream);
 } kpy_state;
