@@ -5,6 +5,7 @@ pool memory that is not reused while another stream may still use it.
 What needs no GPU runs everywhere: the table's bound with modules that are compiled and never
 launched (loading waits for the first launch), the checks of stream= before the driver, the
 checks of a timeout. The rest is marked gpu."""
+import gc
 import json
 import os
 import signal
@@ -453,6 +454,77 @@ def test_a_block_used_on_two_other_streams_waits_for_both(late_fill):
     s2.synchronize()
     got = b.get()
     assert (got == 0).all(), f"{int((got != 0).sum())} elements written by the other streams"
+
+
+@pytest.mark.gpu
+def test_a_block_waits_for_its_last_use_of_many_on_another_stream(late_fill):
+    # Uses on a kiln.Stream are put into the event when the block is freed, not after each
+    # call: the last, slow, call must still be waited for.
+    n = 1024
+    s = kiln.Stream(flags=kiln.STREAM_NON_BLOCKING)
+    a = kiln.zeros(n, np.int32)
+    for _ in range(10):
+        late_fill(a, np.int32(1), np.int64(1000), np.int32(n), block=(256, 1, 1), stream=s)
+    late_fill(a, np.int32(7), np.int64(LATE), np.int32(n), block=(256, 1, 1), stream=s)
+    del a
+    b = kiln.zeros(n, np.int32)
+    s.synchronize()
+    got = b.get()
+    assert (got == 0).all(), f"{int((got != 0).sum())} elements written by the other stream"
+
+
+@pytest.mark.gpu
+def test_a_block_used_on_a_stream_collected_before_it_waits_for_that_use(late_fill):
+    n = 1024
+    s = kiln.Stream(flags=kiln.STREAM_NON_BLOCKING)
+    a = kiln.zeros(n, np.int32)
+    late_fill(a, np.int32(7), np.int64(LATE), np.int32(n), block=(256, 1, 1), stream=s)
+    del s                                              # its handle is parked, still queued
+    gc.collect()
+    del a
+    b = kiln.zeros(n, np.int32)
+    kiln.synchronize()
+    got = b.get()
+    assert (got == 0).all(), f"{int((got != 0).sum())} elements written by the other stream"
+
+
+@pytest.mark.gpu
+def test_a_block_used_on_another_librarys_stream_waits_for_it(late_fill):
+    torch = pytest.importorskip("torch")
+    n = 1024
+    t = torch.cuda.Stream()
+    a = kiln.zeros(n, np.int32)
+    late_fill(a, np.int32(7), np.int64(LATE), np.int32(n), block=(256, 1, 1), stream=t)
+    del a
+    b = kiln.zeros(n, np.int32)
+    t.synchronize()
+    got = b.get()
+    assert (got == 0).all(), f"{int((got != 0).sum())} elements written by the other stream"
+
+
+FOREIGN_HOME_CHILD = """
+    import gc, json
+    import numpy as np
+    import cupy as cp
+    import kiln
+    cs = cp.cuda.Stream(non_blocking=True)
+    a = kiln.zeros(1024, np.int32, stream=cs)          # small: a block kiln keeps when freed
+    big = kiln.zeros(1 << 20, np.int32, stream=cs)
+    del a, big
+    cs.synchronize()
+    del cs                                              # CuPy destroys the stream
+    gc.collect()
+    others = [cp.cuda.Stream(non_blocking=True) for _ in range(4)]
+    kiln.pool_trim()                                    # frees every kept block
+    b = kiln.zeros(1024, np.int32)
+    print(json.dumps({"zeros": bool((b.get() == 0).all())}))
+"""
+
+
+@pytest.mark.gpu
+def test_memory_made_on_a_stream_another_library_destroys_is_freed_safely():
+    pytest.importorskip("cupy")
+    assert run_child(FOREIGN_HOME_CHILD, timeout=120)["zeros"]
 
 
 @pytest.mark.gpu

@@ -387,8 +387,11 @@ kiln_status kiln_memcpy_dtoh(void *dst, kiln_deviceptr src, size_t nbytes);
  * The free is ordered on its stream only, as cuMemFreeAsync's: work on another stream that
  * uses the block must be ordered before it (an event recorded there and waited for on the
  * free's stream), else the block may be reused under it. kiln's Python arrays do so.
- * Free with the size that was asked for. Out of memory is retried once after handing unused
- * memory back to the driver; the error says how much was asked and how much is free. */
+ * A kept block is freed on its stream later (kiln_pool_trim, out of memory): free on a stream
+ * that outlives kiln's use of the pool, or that kiln_stream_destroy destroys (it frees the
+ * blocks kept for it), never on one another library destroys behind kiln's back. Free with the size
+ * that was asked for. Out of memory is retried once after handing unused memory back to the driver;
+ * the error says how much was asked and how much is free. */
 kiln_status kiln_mem_alloc_async(size_t nbytes, kiln_stream stream, kiln_deviceptr *out);
 kiln_status kiln_mem_free_async(kiln_deviceptr p, size_t nbytes, kiln_stream stream); /* 0: no-op */
 kiln_status kiln_memcpy_htod_async(kiln_deviceptr dst, const void *src, size_t nbytes,

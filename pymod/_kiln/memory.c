@@ -27,6 +27,7 @@ static PyObject *kpy_mem_alloc(PyObject *module, PyObject *arg) {
   }
   self->ptr = p;
   self->size = (size_t)nbytes;
+  self->st = st;
   return (PyObject *)self;
 }
 
@@ -41,6 +42,7 @@ PyObject *kpy_allocation_pooled(kpy_state *st, size_t nbytes, kiln_stream stream
     return kpy_raise(st, s);
   }
   self->size = nbytes;
+  self->st = st;
   self->pooled = 1;
   self->device = kiln_device_current();
   self->stream = stream;
@@ -58,35 +60,70 @@ static int kpy_same_stream(kiln_stream a, kiln_stream b) {
   return (x == 1 ? 0 : x) == (y == 1 ? 0 : y);
 }
 
+/* The use so far on another stream, put into the event (recorded there, when it was put
+ * off) and waited for by the memory's own stream: before a use on a third stream takes the
+ * event over. */
+static kiln_status kpy_allocation_settle(kpy_allocation *a) {
+  kiln_status s = KILN_OK;
+  if (a->used_later) {
+    if (!a->used) s = kiln_event_create(0, &a->used);
+    if (!s) s = kiln_event_record(a->used, a->used_on);
+    if (!s) a->used_later = 0;
+  }
+  return s;
+}
+
 int kpy_allocation_used_on(kpy_state *st, PyObject *alloc, kiln_stream stream) {
   kpy_allocation *a = (kpy_allocation *)alloc;
-  if (!a->ptr || kpy_same_stream(stream, a->stream)) return 0;
+  /* kiln.mem_alloc's memory is freed by cuMemFree, which waits for the device itself. */
+  if (!a->ptr || !a->pooled || kpy_same_stream(stream, a->stream)) return 0;
+  int prior = a->used || a->used_later, again = prior && kpy_same_stream(stream, a->used_on);
+  if (again && a->used_later) return 0; /* recorded when it matters */
   kiln_status s = KILN_OK;
-  if (!a->used) {
-    s = kiln_event_create(0, &a->used);
-  } else if (!kpy_same_stream(stream, a->used_on)) {
+  if (prior && !again) {
     /* One event, two streams: the memory's own stream waits for the use so far first. */
-    s = kiln_stream_wait_event(a->stream, a->used);
+    s = kpy_allocation_settle(a);
+    if (!s) s = kiln_stream_wait_event(a->stream, a->used);
   }
-  if (!s) s = kiln_event_record(a->used, stream);
+  int later = kpy_stream_lasts(st, stream);
+  if (!s && !later) {
+    if (!a->used) s = kiln_event_create(0, &a->used);
+    if (!s) s = kiln_event_record(a->used, stream);
+  }
   if (s) {
     kpy_raise(st, s);
     return -1;
   }
   a->used_on = stream;
+  a->used_later = later;
   return 0;
 }
 
 /* Frees the memory: pool memory where it was made, whichever device is current, once its
- * last use on another stream is over. */
+ * last use on another stream is over. The engine keeps small freed blocks by the stream they
+ * were freed on, for that stream's next allocations, and frees them there later: on a stream
+ * that does not last (another library's, which may be destroyed once this memory is gone; the
+ * per-thread default stream, another on each thread), the block is freed on the legacy
+ * default stream instead, after the work queued on its own (the per-thread stream's work
+ * precedes the legacy stream's anyway). */
 static kiln_status kpy_allocation_release(kpy_allocation *self) {
   if (!self->ptr) return KILN_OK;
   kiln_status s;
   if (self->pooled) {
     int current = kiln_device_current();
     if (current != self->device) kiln_device_set_current(self->device);
-    s = self->used ? kiln_stream_wait_event(self->stream, self->used) : KILN_OK;
-    if (!s) s = kiln_mem_free_async(self->ptr, self->size, self->stream);
+    int lasts = !self->st || kpy_stream_lasts(self->st, self->stream);
+    kiln_stream on = lasts ? self->stream : NULL;
+    s = self->used_later && self->st && kpy_stream_lasts(self->st, self->used_on)
+            ? kpy_allocation_settle(self)
+            : KILN_OK;
+    if (!s && self->used) s = kiln_stream_wait_event(on, self->used);
+    if (!s && !lasts && (uintptr_t)self->stream != 2) {
+      if (!self->used) s = kiln_event_create(0, &self->used);
+      if (!s) s = kiln_event_record(self->used, self->stream);
+      if (!s) s = kiln_stream_wait_event(on, self->used);
+    }
+    if (!s) s = kiln_mem_free_async(self->ptr, self->size, on);
     if (!s && self->used) {
       kiln_event_destroy(self->used); /* the wait queued holds what it needs */
       self->used = NULL;
@@ -105,8 +142,7 @@ static kiln_status kpy_allocation_release(kpy_allocation *self) {
  * blocking stream. Quietly does nothing when no capture is open or the heir cannot be made. */
 static void kpy_allocation_defer(kpy_allocation *self) {
   PyTypeObject *tp = Py_TYPE(self);
-  PyObject *module = ((PyHeapTypeObject *)tp)->ht_module;
-  kpy_state *st = module ? PyModule_GetState(module) : NULL;
+  kpy_state *st = self->st;
   if (!self->ptr || !st || !st->deferred) return;
   /* A dealloc may run while an exception is being raised: it is kept as it is. */
 #if PY_VERSION_HEX >= 0x030C0000
@@ -125,6 +161,8 @@ static void kpy_allocation_defer(kpy_allocation *self) {
     heir->stream_owner = self->stream_owner;
     heir->used = self->used;
     heir->used_on = self->used_on;
+    heir->used_later = self->used_later;
+    heir->st = self->st;
     if (PyList_Append(st->deferred, (PyObject *)heir) == 0) {
       self->ptr = 0;
       self->used = NULL;
@@ -525,6 +563,7 @@ static PyObject *kpy_mem_alloc_pitch(PyObject *module, PyObject *args, PyObject 
   }
   a->ptr = p;
   a->size = pitch * (size_t)height;
+  a->st = st;
   PyObject *out = Py_BuildValue("(Nn)", (PyObject *)a, (Py_ssize_t)pitch);
   return out;
 }

@@ -7,6 +7,7 @@
 
 typedef struct kpy_allocation {
   PyObject_HEAD
+  kpy_state *st;      /* the module's, which outlives it */
   kiln_deviceptr ptr; /* 0 once freed */
   size_t size;
   /* Pool memory (kpy_allocation_pooled) is freed in stream order, on the device and stream it
@@ -19,6 +20,10 @@ typedef struct kpy_allocation {
    * once that use is over. used_on is the stream it was last recorded on, only compared. */
   kiln_event used;
   kiln_stream used_on;
+  /* The use on used_on is not in used yet: that stream lasts (kpy_stream_lasts), so the event
+   * is recorded there only when it matters, when the memory is freed or used on a third
+   * stream, rather than after every kernel call. */
+  int used_later;
 } kpy_allocation;
 
 int kpy_memory_init(PyObject *module, kpy_state *st);

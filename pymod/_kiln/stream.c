@@ -28,6 +28,15 @@ static int kpy_readable(uintptr_t addr, size_t n) {
   return mincore((void *)start, addr + n - start, pages) == 0;
 }
 
+int kpy_stream_lasts(kpy_state *st, kiln_stream handle) {
+  if ((uintptr_t)handle <= 1) return 1;
+  for (int i = 0; i < st->n_streams; i++)
+    if (st->streams[i].handle == handle) return 1;
+  for (int i = 0; i < st->n_parked; i++)
+    if (st->parked[i].handle == handle) return 1;
+  return 0;
+}
+
 int kpy_stream_check(kpy_state *st, kiln_stream handle, const char *what) {
   uintptr_t v = (uintptr_t)handle;
   if (v <= 2 || v == st->foreign_checked) return 0;

@@ -40,6 +40,12 @@ int kpy_stream_parse(kpy_state *st, PyObject *obj, kiln_stream *out);
  * what names the argument in the message. 0, or -1 with ValueError. */
 int kpy_stream_check(kpy_state *st, kiln_stream handle, const char *what);
 
+/* Whether handle names the same stream from any thread for as long as kiln is loaded: the
+ * legacy default stream, and kiln.Streams' (alive, or parked once collected: never destroyed
+ * before the module). Not the per-thread default stream (2), another stream on each thread, nor
+ * another library's, which it may destroy at any time. */
+int kpy_stream_lasts(kpy_state *st, kiln_stream handle);
+
 /* Whether a parsed stream= is a kiln.Stream, which can keep host arrays alive for queued
  * copies (kpy_stream_keep). */
 static inline int kpy_stream_is_kiln(kpy_state *st, PyObject *obj) {
