@@ -14,6 +14,10 @@ For each size it measures, in GB/s:
   C pageable      cuMemcpyHtoD / cuMemcpyDtoH from and to malloc'd memory (bench/c/transfer.c)
   C pinned        the same with cuMemHostAlloc memory: the ceiling
 
+A repeat of a small size times a loop of calls (as many as make about 8 MiB, at most 256),
+kiln's and C's alike: one copy of a few KiB is shorter than the clock's jitter. kiln's In and
+Out include the launch of a one-thread kernel that the driver's copies do not.
+
 Host arrays are written before they are timed, so that no figure includes the kernel handing
 out fresh pages. Every kiln path is first checked to move every byte (a kernel copies between
 the In/Out array and a DeviceArray, compared on the host). The C program runs once before and
@@ -44,7 +48,7 @@ from common import (BUILD, ROOT, MiB, build_driver_program, cpu_model, driver_ve
                     median, save_results, source_commit, stamp)
 from kernels import TRANSFER_SOURCE as SOURCE
 
-SIZES = [256 << 10, 1 * MiB, 4 * MiB, 16 * MiB, 64 * MiB, 256 * MiB, 512 * MiB, 2048 * MiB]
+SIZES = [4 << 10, 64 << 10, 256 << 10, 1 * MiB, 4 * MiB, 16 * MiB, 64 * MiB, 256 * MiB, 512 * MiB, 2048 * MiB]
 QUICK_SIZES = [256 << 10, 4 * MiB, 64 * MiB]
 HEADLINE = [64 * MiB, 512 * MiB, 2048 * MiB]
 
@@ -54,6 +58,11 @@ def run_c(program, sizes, repeats):
     if done.returncode:
         sys.exit(f"transfer.py: {program.name} failed: {done.stderr.strip()}")
     return {int(k): v for k, v in json.loads(done.stdout).items()}
+
+
+def copies(n):
+    """Calls in one timed repeat: bench/c/transfer.c's transfer_copies."""
+    return max(1, min(256, (8 * MiB) // n))
 
 
 def pattern(n, seed):
@@ -87,28 +96,36 @@ class Kiln:
 
     def measure(self, n, repeats, arrays=True):
         """GB/s of each path for n bytes, one value per repeat; In and Out only without
-        arrays."""
+        arrays. A repeat of a small size times as many calls as bench/c/transfer.c times
+        copies (about 8 MiB)."""
         h = pattern(n, 2)
         d = kiln.to_device(h)
         one = (1, 1, 1)
+        calls = copies(n)
+        loop = range(calls)
+        touch, In, Out, to_device = self.touch, kiln.In, kiln.Out, kiln.to_device
         out = {"kiln_in": [], "kiln_out": [], "kiln_to_device": [], "kiln_get": []}
         for r in range(-1, repeats):  # r = -1: a warm-up, not kept
             kiln.synchronize()
             t = time.perf_counter()
-            self.touch(kiln.In(h), block=one, grid=(1, 1))
-            out["kiln_in"].append(n / (time.perf_counter() - t) / 1e9)
+            for _ in loop:
+                touch(In(h), block=one, grid=(1, 1))
+            out["kiln_in"].append(n * calls / (time.perf_counter() - t) / 1e9)
             t = time.perf_counter()
-            self.touch(kiln.Out(h), block=one, grid=(1, 1))
-            out["kiln_out"].append(n / (time.perf_counter() - t) / 1e9)
+            for _ in loop:
+                touch(Out(h), block=one, grid=(1, 1))
+            out["kiln_out"].append(n * calls / (time.perf_counter() - t) / 1e9)
             if not arrays:
                 continue
             t = time.perf_counter()
-            e = kiln.to_device(h)
-            out["kiln_to_device"].append(n / (time.perf_counter() - t) / 1e9)
-            del e
+            for _ in loop:
+                e = to_device(h)
+                del e
+            out["kiln_to_device"].append(n * calls / (time.perf_counter() - t) / 1e9)
             t = time.perf_counter()
-            d.get(out=h)
-            out["kiln_get"].append(n / (time.perf_counter() - t) / 1e9)
+            for _ in loop:
+                d.get(out=h)
+            out["kiln_get"].append(n * calls / (time.perf_counter() - t) / 1e9)
         return {k: v[1:] for k, v in out.items()}
 
 

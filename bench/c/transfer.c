@@ -3,7 +3,8 @@
  *
  *   transfer REPEATS BYTES...
  *
- * For each size, prints the bandwidth in GB/s of each repeat of:
+ * For each size, prints the bandwidth in GB/s of each repeat (of as many copies as make about
+ * 8 MiB, at most 256, for the small sizes) of:
  *
  *   pageable_htod  cuMemcpyHtoD from malloc'd memory (written before, so its pages exist)
  *   pageable_dtoh  cuMemcpyDtoH into malloc'd memory (likewise)
@@ -25,6 +26,14 @@
 
 static void fill(unsigned char *p, size_t n) {
   for (size_t i = 0; i < n; i++) p[i] = (unsigned char)(i * 131 + 7);
+}
+
+/* Copies in one timed repeat: enough that a small one is timed over about 8 MiB, as
+ * bench/transfer.py times kiln's (a single copy of a few KiB is shorter than the clock's
+ * jitter). */
+static long transfer_copies(size_t n) {
+  size_t c = ((size_t)8 << 20) / n;
+  return c < 1 ? 1 : c > 256 ? 256 : (long)c;
 }
 
 /* One direction of one kind of host memory: checked once, then timed `repeats` times. */
@@ -49,13 +58,16 @@ static void measure(const char *name, int to_device, unsigned char *host, unsign
       exit(1);
     }
   }
+  long copies = transfer_copies(n);
   printf("    \"%s\": [", name);
   for (long r = 0; r < repeats; r++) {
     double t = bench_now_us();
-    if (to_device) CHECK(cuMemcpyHtoD(dev, host, n));
-    else CHECK(cuMemcpyDtoH(host, dev, n));
+    for (long c = 0; c < copies; c++) {
+      if (to_device) CHECK(cuMemcpyHtoD(dev, host, n));
+      else CHECK(cuMemcpyDtoH(host, dev, n));
+    }
     t = (bench_now_us() - t) / 1e6;
-    printf("%s%.3f", r ? ", " : "", (double)n / t / 1e9);
+    printf("%s%.3f", r ? ", " : "", (double)n * (double)copies / t / 1e9);
   }
   printf("]%s\n", last ? "" : ",");
 }
