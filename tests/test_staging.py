@@ -2,6 +2,7 @@
 chunks, copied by several threads through page-locked buffers. Every byte must arrive in its
 place whatever the size, dtype, alignment, direction or number of threads; page-locked arrays
 skip the stager; a failure on the device is an exception, never a hang."""
+import json
 import os
 
 import numpy as np
@@ -61,7 +62,9 @@ def run_child(code, env, timeout=120):
 
 def test_staging_info_names_its_settings():
     info = kiln.staging_info()
-    assert set(info) == {"min_bytes", "chunk_bytes", "threads", "copies", "bytes"}
+    assert set(info) == {"min_bytes", "chunk_bytes", "threads", "copies", "bytes",
+                         "pinned_buffers", "pinned_bytes"}
+    assert info["pinned_buffers"] == 0 and info["pinned_bytes"] == 0  # nothing copied here
     assert info["chunk_bytes"] % 4096 == 0 and info["chunk_bytes"] >= 4096
     assert 1 <= info["threads"] <= len(os.sched_getaffinity(0))
 
@@ -231,3 +234,95 @@ def test_a_failed_kernel_makes_the_copy_raise_not_hang():
                 raise SystemExit(what + " did not raise")
     """, {}, timeout=60)
     assert out.split("\n")[:2] == ["get raised", "to_device raised"]
+
+
+# ---- Large arrays copied again and again are page-locked in place --------------------------------
+
+PIN = 32 << 20  # above the 16 MiB from which a reused array is page-locked
+
+
+def pinned():
+    info = kiln.staging_info()
+    return info["pinned_buffers"], info["pinned_bytes"]
+
+
+@pytest.mark.gpu
+def test_an_array_copied_twice_is_page_locked_until_it_is_collected():
+    import gc
+    base = pinned()
+    h = sample(np.uint8, PIN)
+    d = kiln.to_device(h)                             # seen once: staged
+    assert pinned() == base
+    staged = copies()
+    back = np.zeros(PIN, np.uint8)
+    d.get(out=back)                                   # back seen once
+    h[:7] = 200
+    d.set(h)                                          # h again: page-locked, then copied
+    assert pinned()[0] == base[0] + 1 and pinned()[1] >= base[1] + PIN
+    assert copies() == staged + 1                     # only back's copy was staged
+    d.get(out=back)                                   # back again: page-locked too
+    np.testing.assert_array_equal(back, h)
+    assert pinned()[0] == base[0] + 2
+    for _ in range(3):                                # each copy takes the bytes of its call
+        h[:1000] += np.uint8(1)
+        d.set(h)
+        d.get(out=back)
+        np.testing.assert_array_equal(back, h)
+    del h, back
+    gc.collect()
+    assert pinned() == base                           # the registrations ended with the arrays
+
+
+@pytest.mark.gpu
+def test_in_out_of_a_reused_array_and_of_a_view_are_page_locked_and_right(mod):
+    import gc
+    base = pinned()
+    whole = sample(np.uint8, PIN + 8192)
+    src = whole[4096:4096 + PIN]                     # a view: its owner is page-locked whole
+    out = np.zeros(PIN, np.uint8)
+    f = mod.get_function("copy_bytes")
+    for i in range(3):
+        src[:5] = i
+        f(kiln.Out(out), kiln.In(src), np.uint64(PIN), **LAUNCH)
+        np.testing.assert_array_equal(out, src)
+    assert pinned()[0] == base[0] + 2
+    assert pinned()[1] >= base[1] + 2 * PIN + 8192
+    del src, out
+    gc.collect()
+    assert pinned()[0] == base[0] + 1                 # whole still holds its memory
+    del whole
+    gc.collect()
+    assert pinned() == base
+
+
+@pytest.mark.gpu
+def test_queued_copies_are_not_page_locked(mod):
+    # A copy queued on a kiln.Stream from page-locked memory would read the array after the call
+    # returned, where a staged copy has taken its bytes already.
+    base = pinned()
+    s = kiln.Stream()
+    h = sample(np.uint8, PIN)
+    want = h.copy()
+    d = kiln.empty(PIN, np.uint8)
+    for _ in range(3):
+        d.set(h, stream=s)
+    h[...] = 0
+    s.synchronize()
+    np.testing.assert_array_equal(d.get(), want)
+    assert pinned() == base
+
+
+@pytest.mark.gpu
+def test_page_locking_reused_arrays_can_be_turned_off():
+    out = run_child("""
+import json
+import numpy as np
+import kiln
+h = np.ones(32 << 20, np.uint8)
+d = kiln.to_device(h)
+for _ in range(3):
+    d.set(h)
+    d.get(out=h)
+print(json.dumps(kiln.staging_info()["pinned_buffers"]))
+""", {"KILN_PIN_REUSED": "0"})
+    assert json.loads(out.strip().splitlines()[-1]) == 0

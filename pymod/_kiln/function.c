@@ -10,7 +10,9 @@
 #include "arrayobj.h"
 #include "errors.h"
 #include "launches.h"
+#include "pin.h"
 #include "stream.h"
+#include "transfer.h"
 #include "wait.h"
 
 #ifdef Py_T_PYSSIZET
@@ -182,6 +184,9 @@ static PyObject *kpy_function_run(kpy_function *self, PyObject *const *args,
     Py_END_ALLOW_THREADS
   } else {
     /* The arrays stay alive: the caller holds them for the length of the call. */
+    for (int t = 0; t < packed.n_transfers; t++)
+      kpy_pin_reused(st, (PyArrayObject *)((kpy_transfer *)args[packed.transfers[t].param])->array,
+                     packed.transfers[t].nbytes);
     Py_BEGIN_ALLOW_THREADS
       s = kiln_function_call(self->fn, &cfg, params, packed.transfers, packed.n_transfers,
                              time_kernel ? &elapsed : NULL);

@@ -2,6 +2,7 @@
 #include "hostmem.h"
 
 #include "errors.h"
+#include "pin.h"
 #include "shape.h"
 
 #include <string.h>
@@ -223,13 +224,16 @@ static PyObject *kpy_register_host_memory(PyObject *module, PyObject *args, PyOb
 }
 
 static PyObject *kpy_staging_info(PyObject *module, PyObject *unused) {
-  (void)module, (void)unused;
+  (void)unused;
   kiln_staging_info i;
   kiln_staging_get_info(&i);
-  return Py_BuildValue("{snsnsisKsK}", "min_bytes",
+  Py_ssize_t pinned = 0, pinned_bytes = 0;
+  kpy_pin_counts(kpy_state_of_module(module), &pinned, &pinned_bytes);
+  return Py_BuildValue("{snsnsisKsKsnsn}", "min_bytes",
                        (Py_ssize_t)(i.min_bytes > PY_SSIZE_T_MAX ? PY_SSIZE_T_MAX : i.min_bytes),
                        "chunk_bytes", (Py_ssize_t)i.chunk_bytes, "threads", i.threads, "copies",
-                       (unsigned long long)i.copies, "bytes", (unsigned long long)i.bytes);
+                       (unsigned long long)i.copies, "bytes", (unsigned long long)i.bytes,
+                       "pinned_buffers", pinned, "pinned_bytes", pinned_bytes);
 }
 
 static PyMethodDef kpy_hostmem_functions[] = {
@@ -248,7 +252,8 @@ static PyMethodDef kpy_hostmem_functions[] = {
      "page-locked while it lives; its .base is a RegisteredHostMemory whose .base is ary."},
     {"staging_info", kpy_staging_info, METH_NOARGS,
      "staging_info($module, /)\n--\n\nHow large pageable copies are staged: min_bytes, "
-     "chunk_bytes, threads, and the copies and bytes staged so far."},
+     "chunk_bytes, threads, the copies and bytes staged so far, and the pinned_buffers and "
+     "pinned_bytes of large arrays copied again and again, page-locked in place."},
     {NULL, NULL, 0, NULL},
 };
 

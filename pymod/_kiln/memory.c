@@ -3,6 +3,7 @@
 #include "memory.h"
 
 #include "errors.h"
+#include "pin.h"
 #include "stream.h"
 #include "wait.h"
 
@@ -377,6 +378,7 @@ static PyObject *kpy_memcpy(PyObject *module, PyObject *const *args, Py_ssize_t 
     PyBuffer_Release(&view);
     return NULL;
   }
+  if (!async && PyArray_Check(host_obj)) kpy_pin_reused(st, (PyArrayObject *)host_obj, nbytes);
   kiln_status s;
   Py_BEGIN_ALLOW_THREADS
     if (async)

@@ -41,6 +41,7 @@ _Static_assert(sizeof(struct kpy_refs) % sizeof(PyObject *) == 0, "kpy_refs hold
 int kpy_state_traverse(kpy_state *st, visitproc visit, void *arg) {
   for (size_t i = 0; i < KPY_N_REFS; i++) Py_VISIT(KPY_REFS(st)[i]);
   Py_VISIT(st->deferred);
+  Py_VISIT(st->pin_callback);
   return 0;
 }
 

@@ -142,6 +142,13 @@ typedef struct kpy_state {
    * the capture of a blocking stream fails when that stream is touched. memory.c and graph.c
    * hand their objects' contents over to an heir kept here. */
   PyObject *deferred;
+  /* pin.c's: the large host buffers seen copied, page-locked from their second copy; the bound
+   * and KILN_PIN_REUSED read on first use (pin_ready), and the callback of the weak references
+   * to their owners. */
+  struct kpy_pin **pins;
+  int n_pins, pin_ready, pin_enabled;
+  size_t pinned_bytes, pin_bound;
+  PyObject *pin_callback;
   int (*capture_note)(PyObject *graph, PyObject *function, PyObject *const *args, int n,
                       kiln_stream stream);
 } kpy_state;
