@@ -15,7 +15,8 @@ For each size it measures, in GB/s:
   C pinned        the same with cuMemHostAlloc memory: the ceiling
 
 A repeat of a small size times a loop of calls (as many as make about 8 MiB, at most 256),
-kiln's and C's alike: one copy of a few KiB is shorter than the clock's jitter. kiln's In and
+kiln's and C's alike: one copy of a few KiB is shorter than the clock's jitter. Each path's
+repeats run back to back, kiln's as C's. kiln's In and
 Out include the launch of a one-thread kernel that the driver's copies do not.
 
 Host arrays are written before they are timed, so that no figure includes the kernel handing
@@ -96,37 +97,44 @@ class Kiln:
 
     def measure(self, n, repeats, arrays=True):
         """GB/s of each path for n bytes, one value per repeat; In and Out only without
-        arrays. A repeat of a small size times as many calls as bench/c/transfer.c times
-        copies (about 8 MiB)."""
+        arrays. As bench/c/transfer.c does, each path's repeats run back to back, and a repeat
+        of a small size times as many calls as it times copies (about 8 MiB)."""
         h = pattern(n, 2)
         d = kiln.to_device(h)
         one = (1, 1, 1)
-        calls = copies(n)
-        loop = range(calls)
+        loop = range(copies(n))
         touch, In, Out, to_device = self.touch, kiln.In, kiln.Out, kiln.to_device
-        out = {"kiln_in": [], "kiln_out": [], "kiln_to_device": [], "kiln_get": []}
-        for r in range(-1, repeats):  # r = -1: a warm-up, not kept
-            kiln.synchronize()
-            t = time.perf_counter()
+
+        def kiln_in():
             for _ in loop:
                 touch(In(h), block=one, grid=(1, 1))
-            out["kiln_in"].append(n * calls / (time.perf_counter() - t) / 1e9)
-            t = time.perf_counter()
+
+        def kiln_out():
             for _ in loop:
                 touch(Out(h), block=one, grid=(1, 1))
-            out["kiln_out"].append(n * calls / (time.perf_counter() - t) / 1e9)
-            if not arrays:
-                continue
-            t = time.perf_counter()
+
+        def kiln_to_device():
             for _ in loop:
                 e = to_device(h)
                 del e
-            out["kiln_to_device"].append(n * calls / (time.perf_counter() - t) / 1e9)
-            t = time.perf_counter()
+
+        def kiln_get():
             for _ in loop:
                 d.get(out=h)
-            out["kiln_get"].append(n * calls / (time.perf_counter() - t) / 1e9)
-        return {k: v[1:] for k, v in out.items()}
+
+        paths = {"kiln_in": kiln_in, "kiln_out": kiln_out}
+        if arrays:
+            paths.update(kiln_to_device=kiln_to_device, kiln_get=kiln_get)
+        out = {}
+        for name, path in paths.items():
+            kiln.synchronize()
+            path()  # a warm-up, not kept
+            out[name] = []
+            for _ in range(repeats):
+                t = time.perf_counter()
+                path()
+                out[name].append(n * len(loop) / (time.perf_counter() - t) / 1e9)
+        return out
 
 
 def plot(sizes, table, path):

@@ -158,6 +158,10 @@ static PyObject *kpy_function_run(kpy_function *self, PyObject *const *args,
   }
   kiln_status s;
   double elapsed = 0;
+  /* In/Out copies block unless queued on a kiln.Stream (below). */
+  for (int t = 0; t < packed.n_transfers; t++)
+    kpy_pin_reused(st, (PyArrayObject *)((kpy_transfer *)args[packed.transfers[t].param])->array,
+                   packed.transfers[t].nbytes, !stream_obj || time_kernel);
   kpy_launches_record((PyObject *)self, cfg.stream);
   if (packed.n_transfers == 0 && !time_kernel) {
     s = opts ? kiln_function_launch_ex(self->fn, &cfg, opts, params)
@@ -184,9 +188,6 @@ static PyObject *kpy_function_run(kpy_function *self, PyObject *const *args,
     Py_END_ALLOW_THREADS
   } else {
     /* The arrays stay alive: the caller holds them for the length of the call. */
-    for (int t = 0; t < packed.n_transfers; t++)
-      kpy_pin_reused(st, (PyArrayObject *)((kpy_transfer *)args[packed.transfers[t].param])->array,
-                     packed.transfers[t].nbytes);
     Py_BEGIN_ALLOW_THREADS
       s = kiln_function_call(self->fn, &cfg, params, packed.transfers, packed.n_transfers,
                              time_kernel ? &elapsed : NULL);

@@ -104,8 +104,23 @@ static struct kpy_pin *kpy_pin_add(kpy_state *st, PyObject *module, PyArrayObjec
   return p;
 }
 
-int kpy_pin_reused(kpy_state *st, PyArrayObject *a, size_t nbytes) {
-  if (nbytes < KPY_PIN_MIN || !kpy_pin_enabled(st)) return 0;
+/* Ends the registration of every owner whose memory moved since (ndarray.resize frees it): the
+ * driver would take new memory at the old addresses for the old, registered, pages. An entry
+ * lives only while its owner does (the callback drops it first), so its address is the
+ * owner's. */
+static void kpy_pin_forget_moved(kpy_state *st) {
+  for (int i = st->n_pins - 1; i >= 0; i--) {
+    struct kpy_pin *p = st->pins[i];
+    PyArrayObject *owner = (PyArrayObject *)p->owner;
+    if (p->state != KPY_PIN_REGISTERING &&
+        (p->base != PyArray_DATA(owner) || p->size != (size_t)PyArray_NBYTES(owner)))
+      kpy_pin_drop(st, i);
+  }
+}
+
+int kpy_pin_reused(kpy_state *st, PyArrayObject *a, size_t nbytes, int blocking) {
+  if (st->n_pins) kpy_pin_forget_moved(st);
+  if (!blocking || nbytes < KPY_PIN_MIN || !kpy_pin_enabled(st)) return 0;
   PyArrayObject *owner = kpy_pin_owner(a);
   char *data = PyArray_DATA(a);
   if (!owner || data < (char *)PyArray_DATA(owner) ||
@@ -114,13 +129,7 @@ int kpy_pin_reused(kpy_state *st, PyArrayObject *a, size_t nbytes) {
   struct kpy_pin *p = NULL;
   for (int i = 0; !p && i < st->n_pins; i++)
     if (st->pins[i]->owner == (uintptr_t)owner) p = st->pins[i];
-  /* The owner's memory moved (ndarray.resize): followed anew, once no thread registers it. */
-  if (p && p->state == KPY_PIN_REGISTERING) return 0;
-  if (p && (p->base != PyArray_DATA(owner) || p->size != (size_t)PyArray_NBYTES(owner))) {
-    for (int i = 0; i < st->n_pins; i++)
-      if (st->pins[i] == p) kpy_pin_drop(st, i);
-    p = NULL;
-  }
+  if (p && p->state == KPY_PIN_REGISTERING) return 0; /* another thread registers it */
 #if PY_VERSION_HEX >= 0x030C0000
   PyObject *raised = PyErr_GetRaisedException();
 #else
