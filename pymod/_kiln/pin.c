@@ -104,10 +104,11 @@ static struct kpy_pin *kpy_pin_add(kpy_state *st, PyObject *module, PyArrayObjec
   return p;
 }
 
-/* Ends the registration of every owner whose memory moved since (ndarray.resize frees it): the
- * driver would take new memory at the old addresses for the old, registered, pages. An entry
- * lives only while its owner does (the callback drops it first), so its address is the
- * owner's. */
+/* Ends the registration of every owner whose memory moved since: the driver would take new
+ * memory at the old addresses for the old, registered, pages. NumPy's resize refuses weakly
+ * referenced arrays, so only an owner changed behind NumPy's back gets here; the check is
+ * cheap. An entry lives only while its owner does (the callback drops it first), so its
+ * address is the owner's. */
 static void kpy_pin_forget_moved(kpy_state *st) {
   for (int i = st->n_pins - 1; i >= 0; i--) {
     struct kpy_pin *p = st->pins[i];
