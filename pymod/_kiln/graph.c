@@ -362,12 +362,8 @@ static int kpy_graph_defer(kpy_graph *self) {
   kpy_state *st = self->st;
   if (!self->replayed || !st || !st->deferred) return 0;
   int handed = 0;
-#if PY_VERSION_HEX >= 0x030C0000
-  PyObject *raised = PyErr_GetRaisedException();
-#else
-  PyObject *type, *value, *tb;
-  PyErr_Fetch(&type, &value, &tb);
-#endif
+  kpy_raised raised;
+  kpy_raised_set_aside(&raised);
   kpy_graph *heir = PyObject_GC_New(kpy_graph, Py_TYPE(self));
   if (heir) {
     heir->st = st;
@@ -389,12 +385,7 @@ static int kpy_graph_defer(kpy_graph *self) {
     }
     Py_DECREF(heir);
   }
-  PyErr_Clear();
-#if PY_VERSION_HEX >= 0x030C0000
-  PyErr_SetRaisedException(raised);
-#else
-  PyErr_Restore(type, value, tb);
-#endif
+  kpy_raised_put_back(&raised);
   return handed;
 }
 

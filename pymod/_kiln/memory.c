@@ -145,13 +145,8 @@ static void kpy_allocation_defer(kpy_allocation *self) {
   PyTypeObject *tp = Py_TYPE(self);
   kpy_state *st = self->st;
   if (!self->ptr || !st || !st->deferred) return;
-  /* A dealloc may run while an exception is being raised: it is kept as it is. */
-#if PY_VERSION_HEX >= 0x030C0000
-  PyObject *raised = PyErr_GetRaisedException();
-#else
-  PyObject *type, *value, *tb;
-  PyErr_Fetch(&type, &value, &tb);
-#endif
+  kpy_raised raised; /* a dealloc may run while an exception is being raised */
+  kpy_raised_set_aside(&raised);
   kpy_allocation *heir = (kpy_allocation *)tp->tp_alloc(tp, 0);
   if (heir) {
     heir->ptr = self->ptr;
@@ -175,12 +170,7 @@ static void kpy_allocation_defer(kpy_allocation *self) {
     }
     Py_DECREF(heir);
   }
-  PyErr_Clear();
-#if PY_VERSION_HEX >= 0x030C0000
-  PyErr_SetRaisedException(raised);
-#else
-  PyErr_Restore(type, value, tb);
-#endif
+  kpy_raised_put_back(&raised);
 }
 
 static void kpy_allocation_dealloc(PyObject *op) {

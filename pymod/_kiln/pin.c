@@ -131,12 +131,8 @@ int kpy_pin_reused(kpy_state *st, PyArrayObject *a, size_t nbytes, int blocking)
   for (int i = 0; !p && i < st->n_pins; i++)
     if (st->pins[i]->owner == (uintptr_t)owner) p = st->pins[i];
   if (p && p->state == KPY_PIN_REGISTERING) return 0; /* another thread registers it */
-#if PY_VERSION_HEX >= 0x030C0000
-  PyObject *raised = PyErr_GetRaisedException();
-#else
-  PyObject *type, *value, *tb;
-  PyErr_Fetch(&type, &value, &tb);
-#endif
+  kpy_raised raised;
+  kpy_raised_set_aside(&raised);
   if (!p) {
     PyObject *module = PyType_GetModule(st->ref.In_type);
     if (module) kpy_pin_add(st, module, owner); /* seen once: the next copy registers */
@@ -154,12 +150,7 @@ int kpy_pin_reused(kpy_state *st, PyArrayObject *a, size_t nbytes, int blocking)
     if (s) st->pinned_bytes -= size;
     p->state = s ? KPY_PIN_REFUSED : KPY_PIN_REGISTERED;
   }
-  PyErr_Clear();
-#if PY_VERSION_HEX >= 0x030C0000
-  PyErr_SetRaisedException(raised);
-#else
-  PyErr_Restore(type, value, tb);
-#endif
+  kpy_raised_put_back(&raised);
   return 0;
 }
 

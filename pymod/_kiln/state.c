@@ -90,3 +90,20 @@ PyObject *kpy_call_method(PyObject *self, PyObject *name, PyObject *const *args,
   Py_DECREF(method);
   return r;
 }
+
+void kpy_raised_set_aside(kpy_raised *r) {
+#if PY_VERSION_HEX >= 0x030C0000
+  r->exc = PyErr_GetRaisedException();
+#else
+  PyErr_Fetch(&r->type, &r->value, &r->tb);
+#endif
+}
+
+void kpy_raised_put_back(kpy_raised *r) {
+  PyErr_Clear();
+#if PY_VERSION_HEX >= 0x030C0000
+  PyErr_SetRaisedException(r->exc);
+#else
+  PyErr_Restore(r->type, r->value, r->tb);
+#endif
+}

@@ -177,6 +177,18 @@ int kpy_get_optional_attr(PyObject *obj, PyObject *name, PyObject **out);
 
 /* self.name(*args, **kwargs) from a vectorcall's own arguments (the keyword values after args):
  * how a C fast path hands a call it does not take to the Python method that takes every call. */
+/* The exception being raised, set aside while code that may raise and clear runs (in a dealloc,
+ * say), then put back as it was; whatever that code raised meanwhile is cleared. */
+typedef struct kpy_raised {
+#if PY_VERSION_HEX >= 0x030C0000
+  PyObject *exc;
+#else
+  PyObject *type, *value, *tb;
+#endif
+} kpy_raised;
+void kpy_raised_set_aside(kpy_raised *r);
+void kpy_raised_put_back(kpy_raised *r);
+
 /* The UTF-8 of str as a C string, which lives as long as str; NULL with ValueError naming
  * `what` when it holds a NUL, since C would read the NUL as its end and drop the rest. */
 const char *kpy_cstring(PyObject *str, const char *what);
