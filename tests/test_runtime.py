@@ -243,6 +243,20 @@ def test_ctrl_c_ends_a_wait_for_a_kernel_that_never_ends(name):
     assert report.get("stopped")
 
 
+@pytest.mark.gpu
+def test_a_small_copy_to_the_host_after_an_interrupted_one_is_right():
+    # The interrupted get left its copy queued into kiln's page-locked buffer: the next small
+    # copies wait for it to be over or go the driver's way, and get their own bytes.
+    stop = SPIN_STOP + """
+x = kiln.to_device(np.arange(10, dtype=np.float32))
+report["x"] = x.get().tolist()
+report["flag"] = flag.get().tolist()
+"""
+    report, sent = interrupt_child("flag.get()", prelude=SPIN_PRELUDE + "launch()\n", stop=stop)
+    assert report["raised"] == "KeyboardInterrupt", report
+    assert report["x"] == list(range(10)) and report["flag"] == [1]
+
+
 TIMEOUT_CHILD = "import kiln\nimport numpy as np\n" + SPIN_PRELUDE + """
 import json, time
 out = {}

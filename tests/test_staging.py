@@ -171,6 +171,43 @@ def test_stream_order_and_the_source_reusable_on_return(mod):
     np.testing.assert_array_equal(out, src)
 
 
+# Copies to the host of up to 1 MiB that block go through a page-locked buffer of kiln's.
+SMALL = [1, 3, 4096 // 4 + 1, (1 << 20) // 4, (1 << 20) // 4 + 1]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("n", SMALL, ids=str)
+@pytest.mark.parametrize("dtype", [np.float32, np.int8, np.complex128], ids=lambda d: np.dtype(d).name)
+def test_small_copies_to_the_host_are_right(n, dtype):
+    import kiln.driver as drv
+    h = sample(dtype, n)
+    d = kiln.to_device(h)
+    np.testing.assert_array_equal(d.get(), h)
+    back = np.zeros_like(h)
+    d.get(out=back)
+    np.testing.assert_array_equal(back, h)
+    back[...] = 0
+    drv.memcpy_dtoh(back, d.gpudata)
+    np.testing.assert_array_equal(back, h)
+    other = np.zeros_like(h)                          # a second get leaves the first's bytes
+    d[:1].get(out=other[:1])
+    np.testing.assert_array_equal(back, h)
+    assert other[0] == h[0]
+
+
+@pytest.mark.gpu
+def test_small_copies_to_the_host_from_many_threads():
+    def worker(k):
+        for r in range(50):
+            h = sample(np.float32, 1 + 37 * k + r)
+            d = kiln.to_device(h)
+            if not np.array_equal(d.get(), h):
+                return f"round {r}: values differ"
+
+    errors = run_in_threads(worker, 8)
+    assert not errors, errors
+
+
 @pytest.mark.gpu
 def test_concurrent_threads_each_get_their_own_bytes():
     n = big_nbytes()

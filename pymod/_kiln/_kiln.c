@@ -59,6 +59,7 @@ static void kpy_free(void *module) {
   kpy_clear((PyObject *)module);
   kpy_reduce_free(kpy_state_of_module((PyObject *)module));
   kpy_stream_free(kpy_state_of_module((PyObject *)module));
+  kpy_hostmem_free(kpy_state_of_module((PyObject *)module));
 }
 
 static PyModuleDef_Slot kpy_slots[] = {

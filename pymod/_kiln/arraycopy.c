@@ -33,6 +33,12 @@ static int kpy_copy(kpy_state *st, kpy_array *dev, PyObject *host, size_t n, int
   kiln_stream h = on->handle;
   kiln_status s;
   if (!n) return 0;
+  /* A small copy to the host that blocks goes through kiln's page-locked buffer, queued at
+   * once and then waited for. */
+  if (to_host && !kpy_stream_is_kiln(st, on->arg)) {
+    int r = kpy_small_get(st, data, p, n, h);
+    if (r) return r < 0 ? -1 : 0;
+  }
   /* A copy that blocks waits behind its stream's work first, where Ctrl-C can end the wait:
    * once queued, it may not be left behind with host given back. */
   if (!kpy_stream_is_kiln(st, on->arg) && kpy_wait_stream(st, h, -1) < 0) return -1;

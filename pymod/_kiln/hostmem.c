@@ -4,6 +4,7 @@
 #include "errors.h"
 #include "pin.h"
 #include "shape.h"
+#include "wait.h"
 
 #include <string.h>
 
@@ -221,6 +222,56 @@ static PyObject *kpy_register_host_memory(PyObject *module, PyObject *args, PyOb
     return NULL;
   }
   return view;
+}
+
+static kiln_status kpy_small_get_poll(void *event, int *done) {
+  return kiln_event_query((kiln_event)event, done);
+}
+
+int kpy_small_get(kpy_state *st, void *data, kiln_deviceptr p, size_t n, kiln_stream stream) {
+  int device = kiln_device_current();
+  if (n > KPY_SMALL_GET_MAX || st->small_get_busy || device < 0) return 0;
+  kiln_status s = KILN_OK;
+  if (!st->small_get) {
+    s = kiln_host_alloc(KPY_SMALL_GET_MAX, &st->small_get);
+    if (!s && (s = kiln_event_create(0, &st->small_get_done))) {
+      kiln_host_free(st->small_get);
+      st->small_get = NULL;
+    }
+    if (s) return 0; /* no buffer: the copy goes the driver's way */
+    st->small_get_device = device;
+  }
+  if (device != st->small_get_device) return 0;
+  if (st->small_get_pending) {
+    int done = 0;
+    if (kiln_event_query(st->small_get_done, &done) || !done) return 0;
+    st->small_get_pending = 0;
+  }
+  s = kiln_memcpy_dtoh_async(st->small_get, p, n, stream);
+  if (!s) s = kiln_event_record(st->small_get_done, stream);
+  if (s) {
+    kpy_raise(st, s);
+    return -1;
+  }
+  /* The GIL goes in the wait: the buffer is this thread's until the copy is out of it. */
+  st->small_get_busy = 1;
+  /* The event follows the copy, the last of the stream's work: the wait is the stream's. */
+  int r = kpy_wait(st, kpy_small_get_poll, st->small_get_done, -1, "the stream");
+  st->small_get_busy = 0;
+  if (r < 0) {
+    st->small_get_pending = 1; /* reused once the event says the copy is over */
+    return -1;
+  }
+  memcpy(data, st->small_get, n);
+  return 1;
+}
+
+void kpy_hostmem_free(kpy_state *st) {
+  /* A copy a Ctrl-C left queued may still write the buffer: it is left to the process then. */
+  if (st->small_get && !st->small_get_pending) kiln_host_free(st->small_get);
+  kiln_event_destroy(st->small_get_done);
+  st->small_get = NULL;
+  st->small_get_done = NULL;
 }
 
 static PyObject *kpy_staging_info(PyObject *module, PyObject *unused) {

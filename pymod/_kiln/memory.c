@@ -3,6 +3,7 @@
 #include "memory.h"
 
 #include "errors.h"
+#include "hostmem.h"
 #include "pin.h"
 #include "stream.h"
 #include "wait.h"
@@ -361,6 +362,14 @@ static PyObject *kpy_memcpy(PyObject *module, PyObject *const *args, Py_ssize_t 
     return NULL;
   }
   void *data = view.buf;
+  if (!to_device && (!async || !kpy_stream_is_kiln(st, on.obj))) {
+    int r = kpy_small_get(st, data, dev, nbytes, async ? on.handle : NULL);
+    if (r) {
+      PyBuffer_Release(&view);
+      if (r < 0) return NULL;
+      Py_RETURN_NONE;
+    }
+  }
   /* A copy that blocks waits behind the stream's work first, where Ctrl-C can end the wait:
    * once queued, the copy may not be left behind with the buffer given back. */
   if ((!async || !kpy_stream_is_kiln(st, on.obj)) &&
