@@ -14,10 +14,10 @@ import pathlib
 import shutil
 import struct
 import subprocess
-import sys
-import textwrap
 
 import pytest
+
+from helpers import run_python
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 FAKE_SOURCE = ROOT / "bench" / "fakecuda" / "fakecuda.c"
@@ -142,11 +142,7 @@ def launches(fake_driver):
     """Every case's outcome: error (None or 'Type: message'), launched (how many launches the
     driver saw), bytes (hex, the parameters one after another) and shape (grid, block,
     shared)."""
-    env = dict(os.environ, KILN_CUDA_PATH=str(fake_driver),
-               PYTHONPATH=os.pathsep.join([str(ROOT / "pymod"),
-                                           *filter(None, [os.environ.get("PYTHONPATH")])]))
-    r = subprocess.run([sys.executable, "-c", textwrap.dedent(CHILD)], env=env,
-                       capture_output=True, text=True, timeout=300)
+    r = run_python(CHILD, env={"KILN_CUDA_PATH": str(fake_driver)}, timeout=300)
     assert r.returncode == 0, r.stderr
     return json.loads(r.stdout.splitlines()[-1])
 
