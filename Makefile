@@ -41,7 +41,7 @@ CTESTS  = $(wildcard tests/c/*.c)
 EXT     = pymod/kiln/_kiln$(shell $(PYTHON) -c 'import sysconfig; print(sysconfig.get_config_var("EXT_SUFFIX"))')
 PYENV   = PYTHONPATH=$(CURDIR)/pymod$${PYTHONPATH:+:$$PYTHONPATH}
 
-.PHONY: all lib ext deps deps-notebook demo test test-c test-py bench bench-detail gpu-check sanitize fuzz fuzz-cc clean \
+.PHONY: all lib ext deps deps-notebook demo test test-c test-py bench bench-detail bench-cpu gpu-check sanitize fuzz fuzz-cc clean \
         lint lint-build lint-layers lint-format lint-tools format
 
 all: lib ext
@@ -115,6 +115,12 @@ bench-detail: ext lib
 	$(PYENV) $(PY) bench/launch.py $(BENCH_ARGS)
 	$(PYENV) $(PY) bench/cache.py $(BENCH_ARGS)
 	$(PYENV) $(PY) bench/memory.py $(BENCH_ARGS)
+
+# The CPU side of a launch, on any machine: kiln's call against the floor's on a CUDA driver
+# that does no GPU work (bench/fakecuda/); BENCH_ARGS=--callgrind counts instructions instead
+# of timing.
+bench-cpu: ext
+	$(PYENV) $(PY) bench/cpu.py $(BENCH_ARGS)
 
 # Everything the GPU machine should run, in one go: build, the whole suite with nothing
 # skipped, the benchmarks.

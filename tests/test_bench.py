@@ -25,7 +25,7 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 BENCH = ROOT / "bench"
 RESULTS = BENCH / "results"
 SCRIPTS = ["launch", "cache", "compare", "memory", "transfer", "arrays", "kernel_shapes",
-           "interactive", "graphs"]
+           "interactive", "graphs", "cpu"]
 MODULES = ["common", "kernels", "children", "peers", *SCRIPTS]
 
 
@@ -85,6 +85,7 @@ def test_every_bench_module_imports(bench):
     ("kernel_shapes", ["--quick", "--out"]),
     ("interactive", ["--quick", "--out", "--arch"]),
     ("graphs", ["--quick", "--out"]),
+    ("cpu", ["--quick", "--callgrind", "--json"]),
 ])
 def test_every_script_parses_its_options(script, options):
     done = run([BENCH / f"{script}.py", "--help"], timeout=60)
@@ -145,6 +146,20 @@ def test_cache_bench_runs_whole(tmp_path):
     assert set(result["lookup_ms"]) == {"10", "100", "1000", "10000"}
     if not HAVE_GPU:
         assert result["skipped"]["kiln-launch"].startswith("no GPU")
+
+
+def test_cpu_bench_runs_whole(tmp_path):
+    """bench/cpu.py needs no GPU: it builds its driver that does no work and the floor against
+    it, and times both launching every args<n>, and kiln's prepared_call."""
+    out = tmp_path / "cpu.json"
+    done = run([BENCH / "cpu.py", "--quick", "--json", out])
+    assert done.returncode == 0, done.stderr
+    result = json.loads(out.read_text())
+    assert result["unit"] == "ns per call"
+    names = [f"{way} {n}" for n in (1, 4, 16, 64) for way in ("floor", "floor keywords", "kiln")]
+    for name in names + ["kiln prepared_call 4"]:
+        assert result["figures"][name] > 0, name
+    assert "kiln - floor" in done.stdout and "prepared_call, 4 arguments" in done.stdout
 
 
 def test_compare_kiln_child_runs_to_the_device(tmp_path):

@@ -39,6 +39,66 @@ def test_every_scalar_class(mod):
     assert out.tolist() == [-7, 4000000000, -3, 250, -300, 65000, 1, -2**40, 2**63, 1.5, 2.25]
 
 
+WIDE = r"""
+__global__ void echo(long long *out, signed char a, unsigned short b, int c, unsigned d,
+                     long long e, float f, double g, long long *also)
+{
+    out[0] = a; out[1] = b; out[2] = c; out[3] = d; out[4] = e; out[5] = (long long)(f * 4);
+    out[6] = (long long)(g * 8); out[7] = (long long)(also - out);
+}
+extern "C" __global__ void args64(long long *out, %s) { out[0] = %s; }
+extern "C" __global__ void wide(long long *out, %s) { out[0] = %s; }
+""" % (", ".join(f"int x{i}" for i in range(63)), " + ".join(f"(long long)x{i} * {i + 1}"
+                                                            for i in range(63)),
+       ", ".join(f"int w{i}" for i in range(300)), " + ".join(f"(long long)w{i} * {i + 1}"
+                                                             for i in range(300)))
+
+
+class Index:
+    """An int only through __index__: packed after the plain ints, whatever its place."""
+
+    def __init__(self, value):
+        self.value = value
+
+    def __index__(self):
+        return self.value
+
+
+def test_plain_and_other_arguments_mixed_reach_the_kernel():
+    m = kiln.SourceModule(WIDE)
+    echo = m.get_function("echo")
+    out = kiln.mem_alloc(8 * 8)
+    got = np.zeros(8, np.int64)
+    echo(out, -5, 7, -9, 2**32 - 1, -2**40, 1.25, -0.5, int(out) + 24, block=1, grid=1)
+    kiln.memcpy_dtoh(got, out)
+    assert got.tolist() == [-5, 7, -9, 2**32 - 1, -2**40, 5, -4, 3]
+    # NumPy scalars, __index__, bool and an allocation between plain ints and floats.
+    arr = kiln.to_device(np.zeros(4, np.int64))
+    echo(out, np.int8(-6), True, Index(-10), np.uint32(11), -2**41, np.float32(0.75), 2.5,
+         arr, block=(1, 1, 1), grid=(1, 1))
+    kiln.memcpy_dtoh(got, out)
+    assert got.tolist()[:7] == [-6, 1, -10, 11, -2**41, 3, 20]
+    assert got[7] == (arr.ptr - int(out)) // 8
+
+
+@pytest.mark.parametrize("name, count", [("args64", 63), ("wide", 300)])
+def test_many_parameters_reach_the_kernel(name, count):
+    """63 ints after a pointer, and 300 ints, past what is packed on the stack; each weighted
+    by its place, so a swapped or dropped one shows."""
+    f = kiln.SourceModule(WIDE).get_function(name)
+    out = kiln.mem_alloc(8)
+    got = np.zeros(1, np.int64)
+    values = [(-1) ** i * (i + 3) for i in range(count)]
+    want = sum(v * (i + 1) for i, v in enumerate(values))
+    f(out, *values, block=1, grid=1)
+    kiln.memcpy_dtoh(got, out)
+    assert got[0] == want
+    values[count // 2] = np.int32(values[count // 2])  # one argument off the one-pass path
+    f.prepared_call((1, 1), (1, 1, 1), out, *values)
+    kiln.memcpy_dtoh(got, out)
+    assert got[0] == want
+
+
 def test_python_float_into_float_is_a_float(mod):
     bits = np.zeros(1, np.uint32)
     mod.get_function("float_bits")(kiln.Out(bits), 0.1, block=1, grid=1)

@@ -14,7 +14,8 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-FOLDERS = ("engine", "pymod/_kiln", "tests/c", "tests/fuzz", "bench/c", "bench/floor")
+FOLDERS = ("engine", "pymod/_kiln", "tests/c", "tests/fuzz", "bench/c", "bench/floor",
+           "bench/fakecuda")
 SHOWN = 60  # diff lines shown
 
 

@@ -9,6 +9,11 @@
  *   launch_ints(p, i1, ..., ik)     cuLaunchKernel(grid 1, block 32) of that kernel with one
  *                                   device pointer and k ints (k < 64): bench/compare.py's
  *                                   argument-count kernels
+ *   launch_ints_kw(p, i1, ..., ik, block=(x, y, z), grid=(x, y))
+ *                                   launch_ints with the shape given as kiln's call takes it,
+ *                                   keywords after the unpacked arguments: the floor of that
+ *                                   form of call, whose keywords CPython passes through a dict
+ *                                   (bench/cpu.py)
  *   synchronize()                   cuCtxSynchronize
  *   read_float(p)                   cuMemcpyDtoH of the float at device address p, returned:
  *                                   the cheapest way a result reaches Python (bench/arrays.py)
@@ -130,6 +135,66 @@ static PyObject *floor_launch_ints(PyObject *self, PyObject *const *args, Py_ssi
   Py_RETURN_NONE;
 }
 
+static PyObject *floor_block_name, *floor_grid_name; /* interned */
+
+/* A tuple of 1 to 3 ints into dims, missing ones 1. */
+static int floor_dims(PyObject *obj, unsigned dims[3]) {
+  dims[0] = dims[1] = dims[2] = 1;
+  Py_ssize_t n = PyTuple_Check(obj) ? PyTuple_GET_SIZE(obj) : 0;
+  if (n < 1 || n > 3) {
+    PyErr_SetString(PyExc_TypeError, "block and grid are tuples of 1 to 3 ints");
+    return -1;
+  }
+  for (Py_ssize_t i = 0; i < n; i++) {
+    long v = PyLong_AsLong(PyTuple_GET_ITEM(obj, i));
+    if (v == -1 && PyErr_Occurred()) return -1;
+    dims[i] = (unsigned)v;
+  }
+  return 0;
+}
+
+static PyObject *floor_launch_ints_kw(PyObject *self, PyObject *const *args, Py_ssize_t nargs,
+                                      PyObject *kwnames) {
+  unsigned block[3] = {1, 1, 1}, grid[3] = {1, 1, 1};
+  Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
+  for (Py_ssize_t i = 0; i < nkw; i++) {
+    PyObject *key = PyTuple_GET_ITEM(kwnames, i);
+    unsigned *dims = key == floor_block_name ? block : key == floor_grid_name ? grid : NULL;
+    if (!dims) {
+      PyErr_Format(PyExc_TypeError, "launch_ints_kw takes block= and grid=, not %R", key);
+      return NULL;
+    }
+    if (floor_dims(args[nargs + i], dims) < 0) return NULL;
+  }
+  if (nargs < 1 || nargs > 64) {
+    PyErr_Format(PyExc_TypeError, "launch_ints_kw(p, *ints) takes 1 to 64 ints, not %zd", nargs);
+    return NULL;
+  }
+  if (!floor_function) {
+    PyErr_SetString(PyExc_RuntimeError, "launch_ints_kw() before load()");
+    return NULL;
+  }
+  (void)self;
+  CUdeviceptr dest = PyLong_AsUnsignedLongLong(args[0]);
+  if (dest == (CUdeviceptr)-1 && PyErr_Occurred()) return NULL;
+  int ints[64];
+  void *params[64] = {&dest};
+  for (Py_ssize_t i = 1; i < nargs; i++) {
+    long v = PyLong_AsLong(args[i]);
+    if (v == -1 && PyErr_Occurred()) return NULL;
+    if (v < INT_MIN || v > INT_MAX) {
+      PyErr_SetString(PyExc_OverflowError, "an argument does not fit in an int");
+      return NULL;
+    }
+    ints[i] = (int)v;
+    params[i] = &ints[i];
+  }
+  CUresult rc = cuLaunchKernel(floor_function, grid[0], grid[1], grid[2], block[0], block[1],
+                               block[2], 0, NULL, params, NULL);
+  if (rc != CUDA_SUCCESS) return floor_cuda_error("cuLaunchKernel", rc);
+  Py_RETURN_NONE;
+}
+
 static PyObject *floor_synchronize(PyObject *self, PyObject *unused) {
   (void)self, (void)unused;
   CUresult rc = cuCtxSynchronize();
@@ -170,6 +235,9 @@ static PyMethodDef floor_methods[] = {
      "launch(c, a, b, n): cuLaunchKernel of the loaded kernel, grid 1, block 256."},
     {"launch_ints", (PyCFunction)(void (*)(void))floor_launch_ints, METH_FASTCALL,
      "launch_ints(p, *ints): cuLaunchKernel of the loaded kernel, grid 1, block 32."},
+    {"launch_ints_kw", (PyCFunction)(void (*)(void))floor_launch_ints_kw,
+     METH_FASTCALL | METH_KEYWORDS,
+     "launch_ints_kw(p, *ints, block=, grid=): launch_ints with the shape as keywords."},
     {"synchronize", floor_synchronize, METH_NOARGS, "cuCtxSynchronize()."},
     {"select", floor_select, METH_O, "select(kernel): launch the kernel load() returned."},
     {"read_float", floor_read_float, METH_O, "read_float(p): cuMemcpyDtoH of one float."},
@@ -192,4 +260,9 @@ static struct PyModuleDef floor_module_def = {
 
 PyMODINIT_FUNC PyInit_kiln_floor(void);
 
-PyMODINIT_FUNC PyInit_kiln_floor(void) { return PyModule_Create(&floor_module_def); }
+PyMODINIT_FUNC PyInit_kiln_floor(void) {
+  floor_block_name = PyUnicode_InternFromString("block");
+  floor_grid_name = PyUnicode_InternFromString("grid");
+  if (!floor_block_name || !floor_grid_name) return NULL;
+  return PyModule_Create(&floor_module_def);
+}

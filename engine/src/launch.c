@@ -79,12 +79,33 @@ static kiln_status kiln__check_limits(kiln_function *f, kiln__device *d,
   return KILN_OK;
 }
 
+/* Whether cfg passes kiln__check_shape, in a few instructions and no branch per dimension:
+ * the launch of every call asks, and only a shape that fails is looked at again for the
+ * sentence saying why. */
+static int kiln__shape_ok(const kiln_launch_config *cfg) {
+  const unsigned *b = cfg->block, *g = cfg->grid;
+  unsigned zero = (b[0] == 0) | (b[1] == 0) | (b[2] == 0) | (g[0] == 0) | (g[1] == 0) | (g[2] == 0);
+  return !zero && (uint64_t)b[0] * b[1] * b[2] <= 1024;
+}
+
+/* Whether cfg passes kiln__check_limits with nothing to do (no opt-in to more shared memory),
+ * as kiln__shape_ok is for kiln__check_shape. */
+static int kiln__limits_ok(const kiln_function *f, const kiln__device *d,
+                           const kiln_launch_config *cfg) {
+  const unsigned *b = cfg->block, *g = cfg->grid;
+  const int *mb = d->info.max_block, *mg = d->info.max_grid;
+  unsigned over = (b[0] > (unsigned)mb[0]) | (b[1] > (unsigned)mb[1]) | (b[2] > (unsigned)mb[2]) |
+                  (g[0] > (unsigned)mg[0]) | (g[1] > (unsigned)mg[1]) | (g[2] > (unsigned)mg[2]) |
+                  (f->cluster_dims[0] != 0) | (cfg->shared > (unsigned)f->dynamic_shared_allowed);
+  return !over && b[0] * b[1] * b[2] <= (unsigned)f->max_threads;
+}
+
 static kiln_status kiln__prepare(kiln_function *f, const kiln_launch_config *cfg,
                                  kiln__device **d) {
-  kiln_status s = kiln__check_shape(cfg);
+  kiln_status s = KILN__LIKELY(kiln__shape_ok(cfg)) ? KILN_OK : kiln__check_shape(cfg);
   if (!s) s = kiln__device_enter(d);
   if (!s) s = kiln__module_function_ready(f, *d);
-  if (!s) s = kiln__check_limits(f, *d, cfg);
+  if (!s && KILN__UNLIKELY(!kiln__limits_ok(f, *d, cfg))) s = kiln__check_limits(f, *d, cfg);
   return s;
 }
 

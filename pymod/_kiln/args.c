@@ -248,13 +248,6 @@ static int kpy_refuse_array(kpy_state *st, const kiln_function *f, int index, Py
                        Py_TYPE(obj)->tp_name);
 }
 
-int kpy_arg_runs_code(kpy_state *st, PyObject *obj) {
-  PyTypeObject *tp = Py_TYPE(obj);
-  return !(tp == &PyLong_Type || tp == &PyFloat_Type || tp == st->ref.In_type ||
-           tp == st->ref.Out_type || tp == st->ref.InOut_type ||
-           tp == st->ref.DeviceAllocation_type || tp == st->ref.DeviceArray_type);
-}
-
 int kpy_pack_arg(kpy_state *st, const kiln_function *f, int index, PyObject *obj, void *slot,
                  kpy_packed *packed) {
   kiln_param_class cls = kiln_function_params(f)[index].cls;
@@ -348,4 +341,118 @@ wrong:
   default:
     return kpy_arg_error(PyExc_TypeError, f, index, "expected an int, got %.100s", tp->tp_name);
   }
+}
+
+size_t kpy_slots_fill(const kiln_function *f, kpy_slot *slots, int n) {
+  const kiln_param *p = kiln_function_params(f);
+  size_t off = 0;
+  for (int i = 0; i < n; i++) {
+    off = (off + p[i].align - 1) / p[i].align * p[i].align;
+    kpy_slot *s = &slots[i];
+    s->offset = off;
+    s->size = p[i].size;
+    kpy_int_range r = kpy_range_of(p[i].cls);
+    s->lo = r.lo;
+    s->hi = r.hi;
+    s->kind = p[i].cls == KILN_PARAM_F32   ? KPY_SLOT_F32
+              : p[i].cls == KILN_PARAM_F64 ? KPY_SLOT_F64
+              : p[i].cls == KILN_PARAM_AGGREGATE ||
+                      !(p[i].size == 1 || p[i].size == 2 || p[i].size == 4 || p[i].size == 8)
+                  ? KPY_SLOT_OTHER
+                  : KPY_SLOT_INT;
+    off += p[i].size;
+  }
+  return off ? off : 1;
+}
+
+/* The value of a Python int of at most one digit (|v| < 2**30), without a call; 0 when it is
+ * larger, for PyLong_AsLongLongAndOverflow to read. */
+static inline int kpy_small_int(PyObject *obj, long long *v) {
+#if PY_VERSION_HEX >= 0x030C0000
+  if (!PyUnstable_Long_IsCompact((PyLongObject *)obj)) return 0;
+  *v = (long long)PyUnstable_Long_CompactValue((PyLongObject *)obj);
+  return 1;
+#else
+  Py_ssize_t size = Py_SIZE(obj);
+  if (size < -1 || size > 1) return 0;
+  *v = size * (long long)((PyLongObject *)obj)->ob_digit[0];
+  return 1;
+#endif
+}
+
+/* Whether kpy_pack_args' first pass takes obj for slot s: a Python int for an integer or
+ * pointer parameter, a Python float for a floating one. */
+static inline int kpy_slot_fast(const kpy_slot *s, PyObject *obj) {
+  PyTypeObject *tp = Py_TYPE(obj);
+  return tp == &PyLong_Type
+             ? s->kind == KPY_SLOT_INT
+             : tp == &PyFloat_Type && (s->kind == KPY_SLOT_F32 || s->kind == KPY_SLOT_F64);
+}
+
+/* 0 when packing obj runs no Python code (an int, a float, In/Out/InOut, a DeviceAllocation, a
+ * DeviceArray, of exactly those types); 1 when it may. */
+static int kpy_arg_runs_code(kpy_state *st, PyObject *obj) {
+  PyTypeObject *tp = Py_TYPE(obj);
+  return !(tp == &PyLong_Type || tp == &PyFloat_Type || tp == st->ref.In_type ||
+           tp == st->ref.Out_type || tp == st->ref.InOut_type ||
+           tp == st->ref.DeviceAllocation_type || tp == st->ref.DeviceArray_type);
+}
+
+int kpy_pack_args(kpy_state *st, const kiln_function *f, const kpy_slot *slots, int n,
+                  PyObject *const *args, unsigned char *storage, void **params,
+                  kpy_packed *packed) {
+  int rest = 0;
+  packed->arrays = 0;
+  for (int i = 0; i < n; i++) {
+    const kpy_slot *s = &slots[i];
+    PyObject *obj = args[i];
+    unsigned char *slot = storage + s->offset;
+    params[i] = slot;
+    if (!kpy_slot_fast(s, obj)) {
+      rest = 1;
+      continue;
+    }
+    if (s->kind == KPY_SLOT_INT) {
+      long long v;
+      int overflow = 0;
+      if (!kpy_small_int(obj, &v)) {
+        v = PyLong_AsLongLongAndOverflow(obj, &overflow);
+        if (v == -1 && PyErr_Occurred()) return -1;
+      }
+      /* Out of range, or past INT64_MAX (an unsigned 64-bit value): the whole story there. */
+      if (overflow || v < s->lo || (v > 0 && (unsigned long long)v > s->hi)) {
+        if (kpy_pack_arg(st, f, i, obj, slot, packed) < 0) return -1;
+        continue;
+      }
+      /* Little-endian: the low bytes of the two's-complement value are the narrower int. */
+      switch (s->size) {
+      case 1: *slot = (unsigned char)v; break;
+      case 2: {
+        uint16_t x = (uint16_t)v;
+        memcpy(slot, &x, 2);
+        break;
+      }
+      case 4: {
+        uint32_t x = (uint32_t)v;
+        memcpy(slot, &x, 4);
+        break;
+      }
+      default: memcpy(slot, &v, 8); break;
+      }
+    } else if (s->kind == KPY_SLOT_F64) {
+      double d = PyFloat_AS_DOUBLE(obj);
+      memcpy(slot, &d, sizeof d);
+    } else if (kpy_pack_float(f, i, PyFloat_AS_DOUBLE(obj), slot) < 0) {
+      return -1;
+    }
+  }
+  if (!rest) return 0;
+  for (int pass = 0; pass < 2; pass++)
+    for (int i = 0; i < n; i++) {
+      PyObject *obj = args[i];
+      if (kpy_slot_fast(&slots[i], obj) || kpy_arg_runs_code(st, obj) != !pass) continue;
+      if (kpy_pack_arg(st, f, i, obj, params[i], packed) < 0) return -1;
+      if (kpy_array_check(st, obj)) packed->arrays = 1;
+    }
+  return 0;
 }

@@ -71,7 +71,7 @@ int kpy_ewise_launch(kpy_ewise *k, PyObject *const *objs, kiln_stream stream) {
   packed.waited = 0;
   packed.waited_on = NULL;
   int rc = -1;
-  for (int i = 0; i <= k->nargs; i++) params[i] = storage + f->offsets[i];
+  for (int i = 0; i <= k->nargs; i++) params[i] = storage + f->slots[i].offset;
   for (int i = 0; i < k->nargs; i++) {
     if (k->vector[i]) {
       memcpy(params[i], &((kpy_array *)objs[i])->ptr, sizeof(kiln_deviceptr));

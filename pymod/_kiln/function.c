@@ -24,9 +24,10 @@
 #define KPY_READONLY READONLY
 #endif
 
-/* Parameters of up to this many bytes in all are packed on the stack. */
-#define KPY_STACK_STORAGE 1024
-#define KPY_STACK_PARAMS 32
+/* Parameters of up to this many bytes in all, and this many parameters, are packed on the
+ * stack: 4 KiB is what a kernel could take before CUDA 12.1. */
+#define KPY_STACK_STORAGE 4096
+#define KPY_STACK_PARAMS 256
 
 static const char *kpy_kw_names =
     "block, grid, shared, stream, time_kernel, cooperative, cluster and programmatic";
@@ -44,9 +45,36 @@ enum {
   KPY_KW_ALL
 };
 
+/* A launch dimension that is a small Python int (0 to 2**30 - 1), read without a call. */
+static inline int kpy_small_dim(PyObject *obj, unsigned *out) {
+  if (!PyLong_CheckExact(obj)) return 0;
+#if PY_VERSION_HEX >= 0x030C0000
+  if (!PyUnstable_Long_IsCompact((PyLongObject *)obj)) return 0;
+  Py_ssize_t v = PyUnstable_Long_CompactValue((PyLongObject *)obj);
+  if (v < 0) return 0;
+  *out = (unsigned)v;
+#else
+  Py_ssize_t size = Py_SIZE(obj);
+  if (size < 0 || size > 1) return 0;
+  *out = size ? (unsigned)((PyLongObject *)obj)->ob_digit[0] : 0;
+#endif
+  return 1;
+}
+
 /* Reads a launch shape (an int or a tuple of 1 to 3 ints) into dims, missing ones 1. */
 static int kpy_parse_dims(PyObject *obj, const char *what, unsigned dims[3]) {
   dims[0] = dims[1] = dims[2] = 1;
+  /* The usual shape first: a tuple of small ints; anything else is read and checked below. */
+  if (PyTuple_CheckExact(obj)) {
+    Py_ssize_t n = PyTuple_GET_SIZE(obj), i = 0;
+    if (n >= 1 && n <= 3) {
+      while (i < n && kpy_small_dim(PyTuple_GET_ITEM(obj, i), &dims[i])) i++;
+      if (i == n) return 0;
+      dims[0] = dims[1] = dims[2] = 1;
+    }
+  } else if (kpy_small_dim(obj, &dims[0])) {
+    return 0;
+  }
   if (PyLong_Check(obj)) {
     long v = PyLong_AsLong(obj);
     if (v == -1 && PyErr_Occurred()) PyErr_Clear();
@@ -79,6 +107,25 @@ bad:
                "2**32-1, not %R",
                what, obj);
   return -1;
+}
+
+/* kpy_parse_dims, answered from memo when obj is the object it last read. */
+static int kpy_parse_dims_memo(kpy_shape_memo *memo, PyObject *obj, const char *what,
+                               unsigned dims[3]) {
+  if (obj == memo->obj) {
+    memcpy(dims, memo->dims, sizeof memo->dims);
+    return 0;
+  }
+  if (kpy_parse_dims(obj, what, dims) < 0) return -1;
+  /* A tuple's items are ints or NumPy integers (what kpy_parse_dims takes), which cannot
+   * change either; a list can, and is read every time. */
+  if (PyTuple_CheckExact(obj) || PyLong_CheckExact(obj)) {
+    PyObject *old = memo->obj;
+    memo->obj = Py_NewRef(obj);
+    memcpy(memo->dims, dims, sizeof memo->dims);
+    Py_XDECREF(old);
+  }
+  return 0;
 }
 
 /* Which keyword `key` is, or -1. Keyword names are interned, so the address compares settle
@@ -147,15 +194,8 @@ static PyObject *kpy_function_run(kpy_function *self, PyObject *const *args,
   packed.stream = cfg.stream;
   packed.n_transfers = packed.waited = 0;
   PyObject *result = NULL;
-  /* Arguments whose conversion may run Python code (an __index__, an interface) first, then the
-   * rest: an allocation's address is read after any code that could free it has run. */
-  for (int pass = 0; pass < 2; pass++) {
-    for (int i = 0; i < self->n_params; i++) {
-      if (kpy_arg_runs_code(st, args[i]) != !pass) continue;
-      params[i] = storage + self->offsets[i];
-      if (kpy_pack_arg(st, self->fn, i, args[i], params[i], &packed) < 0) goto done;
-    }
-  }
+  if (kpy_pack_args(st, self->fn, self->slots, self->n_params, args, storage, params, &packed) < 0)
+    goto done;
   kiln_status s;
   double elapsed = 0;
   /* In/Out copies block unless queued on a kiln.Stream (below). */
@@ -199,7 +239,7 @@ static PyObject *kpy_function_run(kpy_function *self, PyObject *const *args,
     goto done;
   }
   /* Pool memory used on another stream than its own is freed only once this launch is over. */
-  for (int i = 0; i < self->n_params; i++)
+  for (int i = 0; packed.arrays && i < self->n_params; i++)
     if (kpy_array_check(st, args[i]) && kpy_array_used_on(st, args[i], cfg.stream) < 0) goto done;
   result = time_kernel ? PyFloat_FromDouble(elapsed) : Py_NewRef(Py_None);
 done:
@@ -230,10 +270,10 @@ static PyObject *kpy_function_call(PyObject *op, PyObject *const *args, size_t n
     PyObject *key = PyTuple_GET_ITEM(kwnames, i), *value = args[nargs + i];
     int kw = kpy_keyword(st, key);
     if (kw == KPY_KW_BLOCK) {
-      if (kpy_parse_dims(value, "block", cfg.block) < 0) return NULL;
+      if (kpy_parse_dims_memo(&self->block_memo, value, "block", cfg.block) < 0) return NULL;
       have_block = 1;
     } else if (kw == KPY_KW_GRID) {
-      if (kpy_parse_dims(value, "grid", cfg.grid) < 0) return NULL;
+      if (kpy_parse_dims_memo(&self->grid_memo, value, "grid", cfg.grid) < 0) return NULL;
     } else if (kw == KPY_KW_SHARED) {
       long v = PyLong_Check(value) ? PyLong_AsLong(value) : -1;
       if (v == -1 && PyErr_Occurred()) PyErr_Clear();
@@ -389,8 +429,8 @@ static int kpy_prepared_shape(kpy_function *self, PyObject *const *args, Py_ssiz
                  nargs < lead ? (Py_ssize_t)0 : nargs - lead);
     return -1;
   }
-  if (kpy_parse_dims(args[0], "grid", cfg->grid) < 0 ||
-      kpy_parse_dims(args[1], "block", cfg->block) < 0)
+  if (kpy_parse_dims_memo(&self->grid_memo, args[0], "grid", cfg->grid) < 0 ||
+      kpy_parse_dims_memo(&self->block_memo, args[1], "block", cfg->block) < 0)
     return -1;
   return 0;
 }
@@ -755,18 +795,12 @@ static PyObject *kpy_function_get_arg_format(PyObject *op, void *closure) {
 PyObject *kpy_function_new(kpy_state *st, PyObject *owner, kiln_function *fn) {
   PyTypeObject *tp = st->ref.Function_type;
   int n = kiln_function_param_count(fn);
-  const kiln_param *p = kiln_function_params(fn);
-  size_t *offsets = PyMem_Calloc((size_t)(n ? n : 1), sizeof *offsets);
-  if (!offsets) return PyErr_NoMemory();
-  size_t off = 0;
-  for (int i = 0; i < n; i++) {
-    off = (off + p[i].align - 1) / p[i].align * p[i].align;
-    offsets[i] = off;
-    off += p[i].size;
-  }
+  kpy_slot *slots = PyMem_Calloc((size_t)(n ? n : 1), sizeof *slots);
+  if (!slots) return PyErr_NoMemory();
+  size_t storage_size = kpy_slots_fill(fn, slots, n);
   kpy_function *self = PyObject_GC_New(kpy_function, tp);
   if (!self) {
-    PyMem_Free(offsets);
+    PyMem_Free(slots);
     return NULL;
   }
   self->vectorcall = kpy_function_call;
@@ -774,10 +808,11 @@ PyObject *kpy_function_new(kpy_state *st, PyObject *owner, kiln_function *fn) {
   self->owner = Py_NewRef(owner);
   self->st = st;
   self->n_params = n;
-  self->storage_size = off ? off : 1;
-  self->offsets = offsets;
+  self->storage_size = storage_size;
+  self->slots = slots;
   self->arg_format = NULL;
   self->prepared_shared = 0;
+  self->block_memo.obj = self->grid_memo.obj = NULL;
   PyObject_GC_Track(self);
   return (PyObject *)self;
 }
@@ -785,12 +820,16 @@ PyObject *kpy_function_new(kpy_state *st, PyObject *owner, kiln_function *fn) {
 static int kpy_function_traverse(PyObject *op, visitproc visit, void *arg) {
   Py_VISIT(Py_TYPE(op));
   Py_VISIT(((kpy_function *)op)->owner);
+  Py_VISIT(((kpy_function *)op)->block_memo.obj);
+  Py_VISIT(((kpy_function *)op)->grid_memo.obj);
   return 0;
 }
 
 static int kpy_function_clear(PyObject *op) {
   Py_CLEAR(((kpy_function *)op)->owner);
   Py_CLEAR(((kpy_function *)op)->arg_format);
+  Py_CLEAR(((kpy_function *)op)->block_memo.obj);
+  Py_CLEAR(((kpy_function *)op)->grid_memo.obj);
   return 0;
 }
 
@@ -798,7 +837,7 @@ static void kpy_function_dealloc(PyObject *op) {
   kpy_function *self = (kpy_function *)op;
   PyTypeObject *tp = Py_TYPE(op);
   PyObject_GC_UnTrack(op);
-  PyMem_Free(self->offsets);
+  PyMem_Free(self->slots);
   kpy_function_clear(op);
   PyObject_GC_Del(op);
   Py_DECREF(tp);

@@ -2,7 +2,16 @@
 #ifndef KPY_FUNCTION_H
 #define KPY_FUNCTION_H
 
+#include "args.h"
 #include "state.h"
+
+/* The last launch shape a Function read, and what it read: a program launches with the same
+ * tuple again and again, and a tuple of ints cannot change, so while the Function holds it
+ * the same object gives the same dimensions without reading them again. */
+typedef struct kpy_shape_memo {
+  PyObject *obj; /* strong: an exact tuple or int, or NULL */
+  unsigned dims[3];
+} kpy_shape_memo;
 
 typedef struct kpy_function {
   PyObject_HEAD
@@ -12,9 +21,10 @@ typedef struct kpy_function {
   kpy_state *st;     /* the module state, alive while this type is */
   int n_params;
   size_t storage_size;      /* bytes for all parameters at their alignments */
-  size_t *offsets;          /* owned: each parameter's offset in that storage */
+  kpy_slot *slots;          /* owned: how each parameter is packed, and where in that storage */
   PyObject *arg_format;     /* the types prepare() was given (str), or NULL before it */
   unsigned prepared_shared; /* prepare(shared=): the dynamic shared memory of prepared calls */
+  kpy_shape_memo block_memo, grid_memo;
 } kpy_function;
 
 int kpy_function_init(PyObject *module, kpy_state *st);

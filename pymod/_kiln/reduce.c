@@ -165,7 +165,7 @@ static PyObject *kpy_reduce_launch(kpy_reduce *r, PyObject *const *objs, PyObjec
   packed.waited = 0;
   packed.waited_on = NULL;
   PyObject *result = NULL;
-  for (int i = 0; i < r->nargs + 3; i++) params[i] = storage + f->offsets[i];
+  for (int i = 0; i < r->nargs + 3; i++) params[i] = storage + f->slots[i].offset;
   memcpy(params[0], &out->ptr, sizeof out->ptr);
   memcpy(params[1], &scratch, sizeof scratch);
   for (int i = 0; i < r->nargs; i++) {
