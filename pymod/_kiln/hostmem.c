@@ -231,6 +231,9 @@ static kiln_status kpy_small_get_poll(void *event, int *done) {
 int kpy_small_get(kpy_state *st, void *data, kiln_deviceptr p, size_t n, kiln_stream stream) {
   int device = kiln_device_current();
   if (n > KPY_SMALL_GET_MAX || st->small_get_busy || device < 0) return 0;
+  kiln_staging_info staging;
+  kiln_staging_get_info(&staging);
+  if (n >= staging.min_bytes) return 0; /* the stager's (KILN_STAGING_MIN may be small) */
   kiln_status s = KILN_OK;
   if (!st->small_get) {
     s = kiln_host_alloc(KPY_SMALL_GET_MAX, &st->small_get);

@@ -25,7 +25,8 @@ PyObject *kpy_pagelocked_array_with_flags(kpy_state *st, PyArray_Descr *dtype, i
  * (where Ctrl-C and a device fault end the wait), through a page-locked buffer of kiln's: a
  * small copy into pageable memory costs the driver about 7 us more than one into page-locked
  * memory and a memcpy (an H200: a 4-byte result 20 us against 12.7 after a kernel). 1 when
- * copied; 0 when not taken (over KPY_SMALL_GET_MAX, the buffer busy in another thread or still
+ * copied; 0 when not taken (over KPY_SMALL_GET_MAX or large enough for the stager, the buffer
+ * busy in another thread or still
  * the target of a copy a Ctrl-C left behind, another device), and the caller copies as before;
  * -1 with the error raised. With the GIL held. */
 int kpy_small_get(kpy_state *st, void *data, kiln_deviceptr p, size_t n, kiln_stream stream);
