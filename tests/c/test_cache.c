@@ -183,6 +183,44 @@ static int was_found(const found *f, const char *name, int angled) {
   return 0;
 }
 
+/* What decides whether a compile gets kiln's C headers and whether its key names the working
+ * folder: a text that could name a header in any spelling must say so. */
+TEST(headers_named_sees_every_way_to_name_a_header) {
+  const char *naming[] = {"#include <stdio.h>",
+                          "#include_next <x.h>",
+                          "#import \"x.h\"",
+                          "#embed \"data.bin\"",
+                          "#if __has_include(<x.h>)\n#endif",
+                          "%:include <x.h>",
+                          "#inc\\\nlude <x.h>",
+                          "#inc\\\r\nlude <x.h>",
+                          "?\?=include <x.h>",
+                          "#inc?\?/\nlude <x.h>",
+                          "--pre-include=x.h"};
+  for (size_t i = 0; i < TEST_COUNT(naming); i++)
+    if (!kiln__headers_named(naming[i])) FAIL("'%s' was taken to name no header", naming[i]);
+  const char *plain[] = {"", "__global__ void k(int *p) { p[0] = 1; }", "-DX=1", "-lineinfo",
+                         "// a comment that names no header\n"};
+  for (size_t i = 0; i < TEST_COUNT(plain); i++)
+    if (kiln__headers_named(plain[i])) FAIL("'%s' was taken to name a header", plain[i]);
+  ASSERT_EQ(kiln__headers_named(NULL), 0);
+  /* The compile: any of its texts may. */
+  const char *define[] = {"-DX=1"}, *pre[] = {"--pre-include=x.h"};
+  const char *hn[] = {"h.h"}, *quiet[] = {"int a;"}, *chained[] = {"#include <cstdio>"};
+  kiln_compile_opts by_option = {.options = pre, .n_options = 1};
+  kiln_compile_opts none = {.options = define,
+                            .n_options = 1,
+                            .header_names = hn,
+                            .header_sources = quiet,
+                            .n_headers = 1};
+  kiln_compile_opts by_header = {.header_names = hn, .header_sources = chained, .n_headers = 1};
+  ASSERT_EQ(kiln__headers_reachable("__global__ void k() {}", NULL), 0);
+  ASSERT_EQ(kiln__headers_reachable("__global__ void k() {}", &none), 0);
+  ASSERT_EQ(kiln__headers_reachable("#include \"h.h\"", &none), 1);
+  ASSERT_EQ(kiln__headers_reachable("__global__ void k() {}", &by_option), 1);
+  ASSERT_EQ(kiln__headers_reachable("__global__ void k() {}", &by_header), 1);
+}
+
 TEST(include_scan_finds_every_form) {
   const char *text = "#include \"a.h\"\n"
                      "  #  include <b/c.h>\n"
@@ -346,6 +384,10 @@ TEST(cache_key_covers_every_input) {
   ASSERT(memcmp(keys[0], keys[9], KILN__KEY_SIZE) == 0);
   ASSERT_STR_EQ(cwd, ""); /* nothing included: the key does not depend on the folder */
   kiln__cache_key("#include \"x.h\"", &a, &id, "sm_90", keys[0], cwd);
+  ASSERT(cwd[0] == '/');
+  /* #import reads a file as #include does: its key names the folder too. */
+  cwd[0] = '\0';
+  kiln__cache_key("#import \"x.h\"", &a, &id, "sm_90", keys[0], cwd);
   ASSERT(cwd[0] == '/');
 }
 
