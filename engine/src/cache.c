@@ -411,8 +411,10 @@ static void kiln__stats_file(const char *dir, uint64_t add[3], uint64_t out[3]) 
     for (int i = 0; i < 3; i++) v[i] += add[i];
     int len =
         snprintf(buf, sizeof buf, "hits %llu\nmisses %llu\nevictions %llu\n", v[0], v[1], v[2]);
-    if (len > 0 && pwrite(fd, buf, (size_t)len, 0) == len) {
-      if (ftruncate(fd, len) != 0) {} /* a longer old tail is ignored by the reader anyway */
+    /* Counts only grow, so the text is cut only when the old one was longer (a file edited
+     * by hand); a longer old tail is ignored by the reader anyway. */
+    if (len > 0 && pwrite(fd, buf, (size_t)len, 0) == len && n > len) {
+      if (ftruncate(fd, len) != 0) {}
     }
   }
   if (out)
@@ -755,8 +757,10 @@ static void kiln__cache_store_in(const kiln__config *cfg, const unsigned char ke
     free(buf);
     return;
   }
-  mkdir(shard, 0700);
+  /* The shard folders are made with the cache folder; one removed since is made again. */
   int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  if (fd < 0 && errno == ENOENT && (mkdir(shard, 0700) == 0 || errno == EEXIST))
+    fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
   if (fd < 0) {
     kiln__write_failed(c.dir, "creating a file", errno);
   } else if (kiln__write_all(fd, buf, size) != 0) {

@@ -565,6 +565,69 @@ static void compile_two_on_a_full_disk(const void *arg) {
 
 TEST(cache_full_disk_warns_once_and_compiles) { IN_CHILD(compile_two_on_a_full_disk, NULL); }
 
+static void compile_storing_without_a_warning(const void *arg) {
+  (void)arg;
+  compile_expecting("10");
+  ASSERT_EQ(stats().stores, 1);
+  ASSERT_EQ(warnings, 0);
+}
+
+/* A store no longer makes its shard folder every time: one removed since the cache folder was
+ * set up is made again, and the entry is stored and then found by another process. */
+TEST(cache_store_remakes_a_removed_shard_folder) {
+  kiln_cache_info info;
+  ASSERT_EQ(kiln_cache_get_info(&info), KILN_OK); /* sets the folder up, shards and all */
+  int removed = 0;
+  for (int i = 0; i < 256; i++) {
+    char shard[PATH_MAX + 8];
+    snprintf(shard, sizeof shard, "%s/%02x", info.dir, i);
+    removed += rmdir(shard) == 0;
+  }
+  ASSERT_EQ(removed, 256);
+  IN_CHILD(compile_storing_without_a_warning, NULL);
+  char entry[PATH_MAX];
+  only_entry(info.dir, entry, sizeof entry);
+  ASSERT(entry[0] != '\0');
+  IN_CHILD(compile_expecting, "01");
+}
+
+static void read_text(const char *path, char *out, size_t cap) {
+  FILE *f = fopen(path, "r");
+  ASSERT(f != NULL);
+  size_t n = fread(out, 1, cap - 1, f);
+  out[n] = '\0';
+  fclose(f);
+}
+
+/* The folder's counts after each store are exact, whether the file was longer before (edited
+ * by hand: its tail goes) or not. */
+TEST(cache_stats_file_counts_stay_exact) {
+  kiln_cache_info info;
+  ASSERT_EQ(kiln_cache_get_info(&info), KILN_OK);
+  char path[PATH_MAX + 8], text[512];
+  snprintf(path, sizeof path, "%s/stats", info.dir);
+  int variant = 1;
+  compile_variant(&variant);
+  read_text(path, text, sizeof text);
+  ASSERT_STR_EQ(text, "hits 0\nmisses 1\nevictions 0\n");
+  variant = 2;
+  compile_variant(&variant);
+  read_text(path, text, sizeof text);
+  ASSERT_STR_EQ(text, "hits 0\nmisses 2\nevictions 0\n");
+  FILE *f = fopen(path, "w");
+  ASSERT(f != NULL);
+  fputs("hits 5\nmisses 7\nevictions 2\n# a note left here by hand, longer than the counts\n", f);
+  fclose(f);
+  variant = 3;
+  compile_variant(&variant);
+  read_text(path, text, sizeof text);
+  ASSERT_STR_EQ(text, "hits 5\nmisses 8\nevictions 2\n");
+  ASSERT_EQ(kiln_cache_get_info(&info), KILN_OK);
+  ASSERT_EQ(info.hits, 5);
+  ASSERT_EQ(info.misses, 8);
+  ASSERT_EQ(info.evictions, 2);
+}
+
 static void compile_in_a_read_only_folder(const void *arg) {
   (void)arg;
   if (geteuid() == 0 && setuid(65534) != 0) FAIL("cannot become nobody: %s", strerror(errno));
