@@ -838,29 +838,36 @@ TEST(gpu_module_from_cubin_launches) {
  * edit below them reuses it, the report says which, and cache info counts the file. */
 TEST(cache_precompiled_header_made_then_reused) {
   /* Sources no earlier run stored: the cache folder outlives one run of the tests. */
-  char first[256], edited[256];
+  char first[256], second[256], edited[256];
   long stamp = (long)getpid() ^ (long)time(NULL);
-  snprintf(first, sizeof first,
-           "#include <cuda_fp16.h>\n"
-           "__global__ void h(__half *x, long s) { x[0] = __float2half(1.0f); } // %ld\n",
-           stamp);
-  snprintf(edited, sizeof edited,
-           "#include <cuda_fp16.h>\n"
-           "__global__ void h(__half *x, long s) { x[0] = __float2half(2.0f); } // %ld\n",
-           stamp);
+#define KILN_TEST_HALF_SOURCE(value) \
+  "#include <cuda_fp16.h>\n"         \
+  "__global__ void h(__half *x, long s) { x[0] = __float2half(" value "); } // %ld\n"
+  snprintf(first, sizeof first, KILN_TEST_HALF_SOURCE("1.0f"), stamp);
+  snprintf(second, sizeof second, KILN_TEST_HALF_SOURCE("3.0f"), stamp);
+  snprintf(edited, sizeof edited, KILN_TEST_HALF_SOURCE("2.0f"), stamp);
+#undef KILN_TEST_HALF_SOURCE
+  /* The first compile of a beginning makes no PCH: most are compiled only once. */
   kiln_module *a = compile_ok(first, &sm90);
   kiln_compile_report r;
   kiln_compile_last_report(&r);
   ASSERT_EQ(r.origin, KILN_ORIGIN_NVRTC);
-  ASSERT_EQ(r.pch, 1);
+  ASSERT_EQ(r.pch, 0);
   ASSERT(r.nvrtc_seconds > 0 && r.seconds >= r.nvrtc_seconds);
+  ASSERT_EQ(stats().pch_created, 0);
+  kiln_cache_info info;
+  ASSERT_OK(kiln_cache_get_info(&info));
+  ASSERT_EQ(info.pch_files, 0);
+  /* The second makes it, and later ones use it. */
+  kiln_module_free(compile_ok(second, &sm90));
+  kiln_compile_last_report(&r);
+  ASSERT_EQ(r.pch, 1);
   kiln_module *b = compile_ok(edited, &sm90);
   kiln_compile_last_report(&r);
   ASSERT_EQ(r.pch, 2);
   ASSERT_EQ(stats().pch_created, 1);
   ASSERT_EQ(stats().pch_used, 1);
   ASSERT_CONTAINS(kiln_module_ptx(b, NULL), "0f40000000"); /* 2.0f, not the first's 1.0f */
-  kiln_cache_info info;
   ASSERT_OK(kiln_cache_get_info(&info));
   ASSERT_EQ(info.pch_files, 1);
   ASSERT(info.pch_bytes > 0);
