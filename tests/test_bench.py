@@ -318,7 +318,8 @@ def test_bare_nvrtc_builds_kiln_cubin_with_kiln_options(bench, tmp_path, monkeyp
     plain = kiln.SourceModule(src)
     assert plain.cubin != module.cubin
     assert common.BareNvrtc(library, without).compile(src)[1] == plain.cubin
-    with pytest.raises(RuntimeError, match=r"nvrtcCompileProgram failed: NVRTC_ERROR_COMPILATION: .*expected a declaration"):
+    with pytest.raises(RuntimeError, match=r"nvrtcCompileProgram failed: "
+                                           r"NVRTC_ERROR_COMPILATION: .*expected a declaration"):
         common.BareNvrtc(library, options).compile("not cuda at all")
 
 
