@@ -115,6 +115,116 @@ def run_compile(program, mode, source_path, count, env):
     return json.loads(done.stdout)
 
 
+class BareNvrtc:
+    """NVRTC, and the driver's loading of its CUBIN, called directly through ctypes as a program
+    using them would: the bare side of the cold compile, timed in the same process as the
+    systems it is compared with. library is the NVRTC kiln opened (kiln.nvrtc_where()), options
+    the ones kiln gives it (kiln_options)."""
+
+    def __init__(self, library, options):
+        self.rtc = ctypes.CDLL(library)
+        self.options = [o.encode() for o in options]
+        self._options = (ctypes.c_char_p * len(self.options))(*self.options)
+        for name in ("nvrtcCreateProgram", "nvrtcCompileProgram", "nvrtcGetPTXSize",
+                     "nvrtcGetPTX", "nvrtcGetCUBINSize", "nvrtcGetCUBIN",
+                     "nvrtcGetProgramLogSize", "nvrtcGetProgramLog", "nvrtcDestroyProgram"):
+            getattr(self.rtc, name).restype = ctypes.c_int
+        self.rtc.nvrtcGetErrorString.restype = ctypes.c_char_p
+        self.rtc.nvrtcGetErrorString.argtypes = [ctypes.c_int]
+        self.cu = None
+        self.device = ctypes.c_int()
+
+    def _rtc(self, rc, call):
+        if rc:
+            raise RuntimeError(f"{call} failed: {self.rtc.nvrtcGetErrorString(rc).decode()}")
+
+    def compile(self, source):
+        """(PTX, CUBIN) of source, as bytes; the PTX without NVRTC's closing NUL."""
+        prog = ctypes.c_void_p()
+        self._rtc(self.rtc.nvrtcCreateProgram(ctypes.byref(prog), source.encode(), b"kernel.cu",
+                                              0, None, None), "nvrtcCreateProgram")
+        try:
+            rc = self.rtc.nvrtcCompileProgram(prog, len(self.options), self._options)
+            if rc:
+                size = ctypes.c_size_t()
+                self.rtc.nvrtcGetProgramLogSize(prog, ctypes.byref(size))
+                log = ctypes.create_string_buffer(max(size.value, 1))
+                self.rtc.nvrtcGetProgramLog(prog, log)
+                raise RuntimeError(f"nvrtcCompileProgram failed: "
+                                   f"{self.rtc.nvrtcGetErrorString(rc).decode()}: "
+                                   f"{log.value.decode(errors='replace')}")
+            out = []
+            for what in ("PTX", "CUBIN"):
+                size = ctypes.c_size_t()
+                self._rtc(getattr(self.rtc, f"nvrtcGet{what}Size")(prog, ctypes.byref(size)),
+                          f"nvrtcGet{what}Size")
+                buf = ctypes.create_string_buffer(size.value)
+                self._rtc(getattr(self.rtc, f"nvrtcGet{what}")(prog, buf), f"nvrtcGet{what}")
+                out.append(buf.raw)
+            return out[0].rstrip(b"\0"), out[1]
+        finally:
+            self.rtc.nvrtcDestroyProgram(ctypes.byref(prog))
+
+    def load(self, cubin, name):
+        """Loads cubin and readies kernel name on device 0 as a launch needs it (the library
+        loaded, the kernel found, an attribute read, which loads it onto the device), then
+        unloads it; the kernel's maximum threads per block."""
+        if self.cu is None:
+            cu = ctypes.CDLL("libcuda.so.1")
+            for fn in ("cuInit", "cuDeviceGet", "cuLibraryLoadData", "cuLibraryGetKernel",
+                       "cuKernelGetAttribute", "cuLibraryUnload"):
+                getattr(cu, fn).restype = ctypes.c_int
+            cu.cuLibraryLoadData.argtypes = [ctypes.POINTER(ctypes.c_void_p), ctypes.c_char_p,
+                                             ctypes.c_void_p, ctypes.c_void_p, ctypes.c_uint,
+                                             ctypes.c_void_p, ctypes.c_void_p, ctypes.c_uint]
+            cu.cuLibraryGetKernel.argtypes = [ctypes.POINTER(ctypes.c_void_p), ctypes.c_void_p,
+                                              ctypes.c_char_p]
+            cu.cuKernelGetAttribute.argtypes = [ctypes.POINTER(ctypes.c_int), ctypes.c_int,
+                                                ctypes.c_void_p, ctypes.c_int]
+            cu.cuLibraryUnload.argtypes = [ctypes.c_void_p]
+            self._cu(cu.cuInit(0), "cuInit")
+            self._cu(cu.cuDeviceGet(ctypes.byref(self.device), 0), "cuDeviceGet")
+            self.cu = cu
+        library, kernel, threads = ctypes.c_void_p(), ctypes.c_void_p(), ctypes.c_int()
+        self._cu(self.cu.cuLibraryLoadData(ctypes.byref(library), cubin, None, None, 0, None,
+                                           None, 0), "cuLibraryLoadData")
+        try:
+            self._cu(self.cu.cuLibraryGetKernel(ctypes.byref(kernel), library, name.encode()),
+                     "cuLibraryGetKernel")
+            # CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK
+            self._cu(self.cu.cuKernelGetAttribute(ctypes.byref(threads), 0, kernel,
+                                                  self.device.value), "cuKernelGetAttribute")
+        finally:
+            self.cu.cuLibraryUnload(library)
+        return threads.value
+
+    @staticmethod
+    def _cu(rc, call):
+        if rc:
+            raise RuntimeError(f"{call} failed with CUresult {rc}")
+
+
+def kiln_options(arch):
+    """The NVRTC options kiln gives a compile with no options of its own, for arch: the arch,
+    the toolkit's include folders (kiln.nvrtc_where()) and -lineinfo, unless KILN_LINEINFO=0
+    (engine/src/compile.c and options.c)."""
+    import kiln
+    where = kiln.nvrtc_where()
+    options = [f"-arch={arch}"]
+    options += [f"-I{where[k]}" for k in ("include_dir", "cccl_dir") if where.get(k)]
+    if os.environ.get("KILN_LINEINFO") != "0":
+        options.append("-lineinfo")
+    return options
+
+
+def turns(names, r):
+    """The order of repeat r: each name first in its turn, so that no way always runs right
+    after the same other one (PyCUDA's nvcc, say, whose processes leave caches cold)."""
+    names = list(names)
+    k = r % len(names) if names else 0
+    return names[k:] + names[:k]
+
+
 def run_baseline(baseline, cubin_path, sizes, problems):
     """The C figures of bench/c/baseline.c, as ({"c": launch µs per repeat}, {"c_kept": ...,
     "c_alloc": round trip µs per repeat}); failures land in problems."""

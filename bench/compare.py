@@ -18,8 +18,14 @@ reason. Figures:
   constant memory     get_global of a __constant__ float and a 4-byte memcpy_htod into it; C
                       is cuModuleGetGlobal + cuMemcpyHtoD (bench/c/compare.c); µs per pair
   round trip          the seed: In a, In b, Out dest of 400 float32, the launch; µs
-  cold compile        a source no one has seen (a comment made unique), to a loaded function;
-                      C is NVRTC called directly (bench/c/compile.c); ms
+  cold compile        a source no one has seen (a comment made unique), to a kernel loaded
+                      on the device (kiln loads at a first launch or attribute read, so its
+                      way reads num_regs); the systems take turns, a different one first in
+                      each repeat. C is NVRTC and cuLibraryLoadData called directly (ctypes)
+                      in this process with exactly the options kiln gives NVRTC (-arch, the
+                      toolkit's -I folders, -lineinfo), checked to build kiln's very CUBIN;
+                      bench/c/compile.c's kiln and bare NVRTC in one C process are kept as
+                      cold_compile_c_ms; ms
   in-process hit      the same source again in the same process; C is cuModuleLoadData +
                       cuModuleGetFunction of the CUBIN already in memory; ms
   disk hit            a new process with its context up: the source to a first finished
@@ -58,10 +64,11 @@ import numpy as np
 
 import children
 import kiln
-from common import (BUILD, ROOT, MiB, PyCuda, Ways, build_c_parts, build_compile, build_driver_program,
-                    child_environment, cpu_model, driver_version, gpu_slug, median,
-                    package_version, round_trip_ways, run_baseline, run_compile, save_results,
-                    source_commit, stamp, update_performance_page)
+from common import (BUILD, ROOT, BareNvrtc, MiB, PyCuda, Ways, build_c_parts, build_compile,
+                    build_driver_program, child_environment, cpu_model, driver_version,
+                    gpu_slug, kiln_options, median, package_version, round_trip_ways,
+                    run_baseline, run_compile, save_results, source_commit, stamp, turns,
+                    update_performance_page)
 from kernels import (ARG_COUNTS, GLOBAL_NAME, GLOBAL_SOURCE, SEED_KERNEL,
                      import_cuda_core)
 from kernels import COMPARE_SOURCE as SOURCE
@@ -115,6 +122,14 @@ TARGETS = {
         lambda f: _ratio(f, "prepared_us", "kiln", "pycuda_prepared"),
     "get_global + 4-byte memcpy_htod less C's, µs (at most 1)":
         lambda f: _difference(f, "global_us", "kiln", "c"),
+    # issue 18: a cold compile costs what NVRTC with the same options costs, and less than
+    # cuda.core's
+    "cold compile over bare NVRTC with kiln's options, in this process (at most 1.05)":
+        lambda f: _ratio(f, "cold_compile_ms", "kiln", "c"),
+    "cold compile over bare NVRTC with kiln's options, in one C process (at most 1.05)":
+        lambda f: _ratio(f, "cold_compile_c_ms", "kiln", "c"),
+    "cold compile over cuda.core's (below 1)":
+        lambda f: _ratio(f, "cold_compile_ms", "kiln", "cuda_core"),
 }
 
 
@@ -378,30 +393,15 @@ def run_child(system, first, pycuda, env, timed=True):
     return out["ms"]
 
 
-def compile_figures(sizes, scratch, env, pycuda, compare, cubin_path, problems):
-    """{figure: {system: [ms per repeat]}} for cold, in-process hit, disk hit and first call."""
-    out = {"cold_compile_ms": {}, "in_process_hit_ms": {}, "disk_hit_ms": {},
-           "first_call_ms": {}}
-    source_path = scratch / "compare.cu"
-    source_path.write_text(SOURCE)
-
-    # raw C: NVRTC itself, and loading the CUBIN
-    try:
-        c = run_compile(build_compile(), "cold", source_path, sizes["cold"],
-                        {**env, "KILN_CACHE_DIR": str(fresh(scratch, "c-cold"))})
-        out["cold_compile_ms"]["c"] = c["bare_ms"]
-    except Exception as e:
-        problems["c:cold_compile_ms"] = str(e)
-    loads = json.loads(checked_run([str(compare), "load", str(cubin_path), str(sizes["hits"])]))
-    out["in_process_hit_ms"]["c"] = loads["memory_load_ms"]
-    out["disk_hit_ms"]["c"] = loads["disk_hit_ms"]
-    out["first_call_ms"]["c"] = [
-        json.loads(checked_run([str(compare), "first", str(cubin_path)]))["first_call_ms"]
-        for _ in range(sizes["processes"])]
-
-    # cold: each repeat compiles a text no one has seen, to a function ready to launch
+def cold_ways(pycuda, problems):
+    """{system: compile(src)}: each takes a source no one has seen to a kernel loaded on the
+    device and ready to launch, as the system's users write it; each is run once on a warm-up
+    text first (first-use costs, such as opening NVRTC, stay out) and left out, with the reason
+    in problems, when that fails. "c" is NVRTC and the driver called directly from this process
+    with the options kiln gives NVRTC, checked to build the very CUBIN kiln builds."""
     def kiln_cold(src):
-        kiln.SourceModule(src).get_function("args4")
+        # kiln loads a module at its first launch, or when a kernel attribute is read
+        kiln.SourceModule(src).get_function("args4").num_regs
 
     def cupy_cold(src):
         import cupy as cp
@@ -421,19 +421,76 @@ def compile_figures(sizes, scratch, env, pycuda, compare, cubin_path, problems):
     colds = {"kiln": kiln_cold, "cupy": cupy_cold, "cuda_core": cuda_core_cold,
              "pycuda_call": pycuda_cold}
     nonce = time.time_ns()
-    for system, cold in colds.items():
+    warm = SOURCE + f"\n// warm-up {nonce}\n"
+    for system, cold in list(colds.items()):
         try:
-            cold(SOURCE + f"\n// warm-up {nonce}\n")  # first-use costs (NVRTC load) stay out
+            cold(warm)
         except Exception as e:
             problems[f"{system}:cold_compile_ms"] = f"{type(e).__name__}: {e}"
-    times = {s: [] for s in colds if f"{s}:cold_compile_ms" not in problems}
-    for r in range(sizes["cold"]):
-        for system in times:
+            del colds[system]
+    try:
+        module = kiln.SourceModule(warm)  # from kiln's table: the warm-up compiled it
+        bare = BareNvrtc(kiln.nvrtc_where()["library"], kiln_options(module.arch))
+        _, cubin = bare.compile(warm)
+        if cubin != module.cubin:
+            raise RuntimeError(f"NVRTC with {bare.options} built another CUBIN than kiln's "
+                               f"({len(cubin)} bytes, kiln's {len(module.cubin)}): the options "
+                               "differ")
+        bare.load(cubin, "args4")
+        colds = {"c": lambda src: bare.load(bare.compile(src)[1], "args4"), **colds}
+    except Exception as e:
+        problems["c:cold_compile_ms"] = f"{type(e).__name__}: {e}"
+    return colds
+
+
+def measure_cold(colds, repeats, problems):
+    """{system: [ms per repeat]}: each repeat a text no one has compiled, given to every system
+    in turn, the one that goes first changing from repeat to repeat; a system that fails is
+    left out from then on, with the reason in problems."""
+    times = {system: [] for system in colds}
+    nonce = time.time_ns()
+    gc.collect()
+    gc.disable()  # a collection would land in one system's compile alone
+    try:
+        for r in range(repeats):
             src = SOURCE + f"\n// cold {nonce} {r}\n"
-            t = time.perf_counter()
-            colds[system](src)
-            times[system].append((time.perf_counter() - t) * 1e3)
-    out["cold_compile_ms"].update(times)
+            for system in turns(times, r):
+                try:
+                    t = time.perf_counter()
+                    colds[system](src)
+                    times[system].append((time.perf_counter() - t) * 1e3)
+                except Exception as e:
+                    problems[f"{system}:cold_compile_ms"] = (f"{type(e).__name__} while timed: "
+                                                             f"{e}")
+                    del times[system]
+    finally:
+        gc.enable()
+    return times
+
+
+def compile_figures(sizes, scratch, env, pycuda, compare, cubin_path, problems):
+    """{figure: {system: [ms per repeat]}} for cold, in-process hit, disk hit and first call."""
+    out = {"cold_compile_ms": {}, "in_process_hit_ms": {}, "disk_hit_ms": {},
+           "first_call_ms": {}}
+    source_path = scratch / "compare.cu"
+    source_path.write_text(SOURCE)
+
+    # kiln and bare NVRTC with the same options, taking turns in one C process (compile.c)
+    try:
+        c = run_compile(build_compile(), "cold", source_path, sizes["cold"],
+                        {**env, "KILN_CACHE_DIR": str(fresh(scratch, "c-cold"))})
+        out["cold_compile_c_ms"] = {"kiln": c["kiln_ms"], "c": c["bare_ms"]}
+    except Exception as e:
+        problems["c:cold_compile_c_ms"] = str(e)
+    loads = json.loads(checked_run([str(compare), "load", str(cubin_path), str(sizes["hits"])]))
+    out["in_process_hit_ms"]["c"] = loads["memory_load_ms"]
+    out["disk_hit_ms"]["c"] = loads["disk_hit_ms"]
+    out["first_call_ms"]["c"] = [
+        json.loads(checked_run([str(compare), "first", str(cubin_path)]))["first_call_ms"]
+        for _ in range(sizes["processes"])]
+
+    out["cold_compile_ms"].update(measure_cold(cold_ways(pycuda, problems), sizes["cold"],
+                                               problems))
 
     # in-process hit: the same text again, per call
     def per_call(f, count):

@@ -9,7 +9,9 @@ Run from the repository root once the extension is built (make ext):
   recompile with a PCH   A kernel including <cub/block/block_reduce.cuh> is compiled, then
                          edited (its body changes, its #include lines do not) and compiled
                          again, several times. kiln (SourceModule, its precompiled header kept
-                         by pch.c) beside bare NVRTC with its own automatic PCH (-pch
+                         by pch.c: written by the first edit, the second compile of the same
+                         #include lines, and used by the later ones) beside bare NVRTC with
+                         its own automatic PCH (-pch
                          --pch-dir) and bare NVRTC without one, each side in a fresh process
                          of its own (NVRTC's PCH heap is per process). The figure is each
                          edit's compile over the same process's first compile: the median
@@ -17,7 +19,7 @@ Run from the repository root once the extension is built (make ext):
   in a new process       The edit compiled in a new process after another process compiled
                          the first version: kiln's time over its first compile (NVRTC takes a
                          PCH only in the process that made it, so the new process compiles in
-                         full and makes its own).
+                         full; its first compile of those lines writes no PCH).
   parallel compiles      16 distinct small kernels compiled one after another, then all at once
                          (kiln.compile_many on as many threads as there are cores; bare NVRTC
                          from as many threads through ctypes, which releases the GIL): parallel

@@ -272,13 +272,87 @@ def test_compare_pycuda_surface_ways_on_stand_ins(bench, monkeypatch):
     assert set(measured) == {"kiln"} and problems == {"pycuda_call": "RuntimeError: PyCUDA is "
                                                                       "not built"}
     figures = {"prepared_us": {"kiln": [3.0, 3.2], "kiln_call": [3.0], "pycuda_prepared": [5.0]},
-               "global_us": {"kiln": [2.5], "c": [2.0]}}
+               "global_us": {"kiln": [2.5], "c": [2.0]},
+               "cold_compile_ms": {"kiln": [10.0, 10.4, 30.0], "c": [10.0], "cuda_core": [11.0]},
+               "cold_compile_c_ms": {"kiln": [9.9], "c": [9.0]}}
     assert list(compare.targets({"figures": figures}).values()) == [
-        pytest.approx(3.1 / 3.0), pytest.approx(3.1 / 5.0), pytest.approx(0.5)]
+        pytest.approx(3.1 / 3.0), pytest.approx(3.1 / 5.0), pytest.approx(0.5),
+        pytest.approx(1.04), pytest.approx(1.1), pytest.approx(10.4 / 11.0)]
     assert set(compare.targets({"figures": {}}).values()) == {None}
     short = printed(compare.short_table, {**newest_results(""), "targets": compare.targets(
         {"figures": figures})})
     assert "prepared_call over kiln's own call, 4 arguments (at most 1.05)" in short
+
+
+def test_cold_compile_systems_take_turns(bench):
+    """compare.py's cold row: each repeat gives every system a text none has compiled, a
+    different system goes first each time, and one that fails is left out with the reason."""
+    common, compare = bench["common"], bench["compare"]
+    assert [common.turns("abc", r) for r in range(4)] == [
+        list("abc"), list("bca"), list("cab"), list("abc")]
+    assert common.turns([], 3) == []
+    calls = []
+
+    def way(name):
+        return lambda src: calls.append((name, src))
+
+    def broken(src):
+        raise ValueError("no device")
+
+    problems = {}
+    times = compare.measure_cold({"c": way("c"), "kiln": way("kiln"), "cupy": broken,
+                                  "cuda_core": way("cuda_core")}, 3, problems)
+    assert set(times) == {"c", "kiln", "cuda_core"}
+    assert all(len(t) == 3 and min(t) >= 0 for t in times.values())
+    assert problems == {"cupy:cold_compile_ms": "ValueError while timed: no device"}
+    sources = [src for _, src in calls]
+    assert len(set(sources)) == 3  # one text per repeat, the same for every system
+    assert all(src.startswith(compare.SOURCE) for src in sources)
+    firsts = [calls[0][0], calls[3][0], calls[6][0]]
+    assert firsts == ["c", "kiln", "cuda_core"]  # cupy's turn went to the next in line
+
+
+def test_bare_nvrtc_builds_kiln_cubin_with_kiln_options(bench, tmp_path, monkeypatch):
+    """The bare side of the cold row is only a fair floor when it gives NVRTC exactly what kiln
+    gives it: with kiln_options it builds kiln's very CUBIN and PTX, with -lineinfo left out it
+    does not, and KILN_LINEINFO=0 takes -lineinfo out of both."""
+    import kiln
+    common, kernels = bench["common"], bench["kernels"]
+    monkeypatch.setenv("KILN_CACHE_DIR", str(tmp_path / "cache"))
+    library = kiln.nvrtc_where()["library"]
+    src = kernels.COMPARE_SOURCE + "\n// bare beside kiln\n"
+    module = kiln.SourceModule(src)
+    options = common.kiln_options(module.arch)
+    assert options[0] == f"-arch={module.arch}" and "-lineinfo" in options
+    ptx, cubin = common.BareNvrtc(library, options).compile(src)
+    assert cubin == module.cubin and ptx.decode() == module.ptx
+    without = [o for o in options if o != "-lineinfo"]
+    assert common.BareNvrtc(library, without).compile(src)[1] != module.cubin
+    monkeypatch.setenv("KILN_LINEINFO", "0")
+    assert common.kiln_options(module.arch) == without
+    plain = kiln.SourceModule(src)
+    assert plain.cubin != module.cubin
+    assert common.BareNvrtc(library, without).compile(src)[1] == plain.cubin
+    with pytest.raises(RuntimeError, match=r"nvrtcCompileProgram failed: "
+                                           r"NVRTC_ERROR_COMPILATION: .*expected a declaration"):
+        common.BareNvrtc(library, options).compile("not cuda at all")
+
+
+@pytest.mark.gpu
+def test_bare_nvrtc_loads_the_cubin_it_built(bench, tmp_path, monkeypatch):
+    """The bare side ends where kiln's way does: the kernel loaded on device 0, whose limit it
+    reads as kiln does."""
+    import kiln
+    common, kernels = bench["common"], bench["kernels"]
+    monkeypatch.setenv("KILN_CACHE_DIR", str(tmp_path / "cache"))
+    src = kernels.COMPARE_SOURCE + "\n// bare load\n"
+    f = kiln.SourceModule(src).get_function("args4")
+    bare = common.BareNvrtc(kiln.nvrtc_where()["library"],
+                            common.kiln_options(kiln.SourceModule(src).arch))
+    _, cubin = bare.compile(src)
+    assert bare.load(cubin, "args4") == f.max_threads_per_block > 0
+    with pytest.raises(RuntimeError, match="cuLibraryGetKernel failed"):
+        bare.load(cubin, "no_such_kernel")
 
 
 # ---- the reports, made again from the recorded results -------------------------------------------

@@ -1,5 +1,6 @@
-"""Precompiled headers: the #include lines a source begins with are compiled once per process
-and reused by every edit of the kernel below them, never when anything they depend on changed.
+"""Precompiled headers: the #include lines a source begins with are precompiled by the second
+compile that begins with them in a process (the first may be the only one) and reused by every
+later edit of the kernel below them, never when anything they depend on changed.
 
 Each test has its own cache folder (PCH files live in its pch/ subfolder, and the folder is
 part of a PCH's key) and sources of its own, so the in-process table never answers."""
@@ -48,6 +49,17 @@ def fresh_value():
     return 1.0 + (uuid.uuid4().int % 10**6) / 10**7
 
 
+def make_pch(prefix=HEAVY, **kw):
+    """Two kernels that begin with prefix: the first compile of a beginning makes no PCH, the
+    second makes it."""
+    created, used = counts()
+    kw = {"arch": ARCH, **kw}
+    kiln.SourceModule(kernel(fresh_value(), prefix=prefix), no_extern_c=True, **kw)
+    assert counts() == (created, used)
+    kiln.SourceModule(kernel(fresh_value(), prefix=prefix), no_extern_c=True, **kw)
+    assert counts() == (created + 1, used)
+
+
 def without_pch(src, **kw):
     """The same source compiled in a new process with precompiled headers off."""
     r = run_python(f"""
@@ -61,6 +73,9 @@ def without_pch(src, **kw):
 
 def test_an_edited_kernel_reuses_the_pch_and_compiles_right(cache):
     created, used = counts()
+    kiln.SourceModule(kernel(fresh_value()), arch=ARCH, no_extern_c=True)
+    assert counts() == (created, used)  # a first compile of a beginning writes no PCH
+    assert pch_files(cache) == []
     kiln.SourceModule(kernel(fresh_value()), arch=ARCH, no_extern_c=True)
     assert counts() == (created + 1, used)
     assert len(pch_files(cache)) == 1
@@ -80,8 +95,9 @@ def test_a_header_edit_invalidates_the_pch(cache, tmp_path):
     prefix = HEAVY + '#include "factor.h"\n'
     body = 'extern "C" __global__ void f(int *x) { x[0] = FACTOR * %d; }\n'
     created, used = counts()
-    kiln.SourceModule(prefix + body % 1001, arch=ARCH, no_extern_c=True, include_dirs=[str(inc)])
-    kiln.SourceModule(prefix + body % 1002, arch=ARCH, no_extern_c=True, include_dirs=[str(inc)])
+    for value in (1000, 1001, 1002):  # seen, made, used
+        kiln.SourceModule(prefix + body % value, arch=ARCH, no_extern_c=True,
+                          include_dirs=[str(inc)])
     assert counts() == (created + 1, used + 1)
     header.write_text("#define FACTOR 5\n")
     m = kiln.SourceModule(prefix + body % 1003, arch=ARCH, no_extern_c=True,
@@ -92,7 +108,7 @@ def test_a_header_edit_invalidates_the_pch(cache, tmp_path):
 
 @pytest.mark.parametrize("change", ["option", "arch", "prefix"])
 def test_what_the_pch_depends_on_is_its_key(cache, change):
-    kiln.SourceModule(kernel(fresh_value()), arch="sm_90", no_extern_c=True, options=["-DA=1"])
+    make_pch(arch="sm_90", options=["-DA=1"])
     created, used = counts()
     kw = {"arch": "sm_90", "options": ["-DA=1"]}
     prefix = HEAVY
@@ -103,11 +119,13 @@ def test_what_the_pch_depends_on_is_its_key(cache, change):
     else:
         prefix = HEAVY + "#define B 1\n"
     kiln.SourceModule(kernel(fresh_value(), prefix=prefix), no_extern_c=True, **kw)
+    assert counts() == (created, used)  # not the PCH made above: another beginning, seen once
+    kiln.SourceModule(kernel(fresh_value(), prefix=prefix), no_extern_c=True, **kw)
     assert counts() == (created + 1, used)
 
 
 def test_a_changed_pch_file_is_refused(cache):
-    kiln.SourceModule(kernel(fresh_value()), arch=ARCH, no_extern_c=True)
+    make_pch()
     (path,) = pch_files(cache)
     with open(path, "r+b") as f:  # damage it: the same name, other bytes
         f.seek(4096)
@@ -126,9 +144,10 @@ def test_a_changed_pch_file_is_refused(cache):
     "#if 1\n#include <cuda_fp16.h>\n__device__ int unused;\n#endif\n",  # stop inside #if
 ])
 def test_no_pch_where_it_cannot_be_keyed(cache, prefix):
-    src = prefix + 'extern "C" __global__ void g(float *x) { x[0] = %r; }\n' % fresh_value()
     created, used = counts()
-    kiln.SourceModule(src, arch=ARCH, no_extern_c=True)
+    for _ in range(3):
+        src = prefix + 'extern "C" __global__ void g(float *x) { x[0] = %r; }\n' % fresh_value()
+        kiln.SourceModule(src, arch=ARCH, no_extern_c=True)
     assert counts() == (created, used)
     assert pch_files(cache) == []
 
@@ -136,12 +155,13 @@ def test_no_pch_where_it_cannot_be_keyed(cache, prefix):
 def test_pch_off_by_environment(cache, monkeypatch):
     monkeypatch.setenv("KILN_PCH", "0")
     created, used = counts()
-    kiln.SourceModule(kernel(fresh_value()), arch=ARCH, no_extern_c=True)
+    for _ in range(3):
+        kiln.SourceModule(kernel(fresh_value()), arch=ARCH, no_extern_c=True)
     assert counts() == (created, used) and pch_files(cache) == []
 
 
 def test_cache_info_counts_pch_files_and_the_bound_holds_them(cache, monkeypatch):
-    kiln.SourceModule(kernel(fresh_value()), arch=ARCH, no_extern_c=True)
+    make_pch()
     info = kiln.cache_info()
     (path,) = pch_files(cache)
     assert info["pch_files"] == 1 and info["pch_bytes"] == path.stat().st_size > 0
@@ -158,6 +178,7 @@ def test_a_new_process_keeps_its_own_and_leaves_none_behind(cache):
     r = run_python(f"""
         import kiln, pathlib
         kiln.SourceModule({kernel(fresh_value())!r}, arch={ARCH!r}, no_extern_c=True)
+        kiln.SourceModule({kernel(fresh_value())!r}, arch={ARCH!r}, no_extern_c=True)
         print(len(list(pathlib.Path({str(cache)!r}, "pch").glob("*.pch"))),
               kiln.cache_stats()["pch_created"])
         """)
@@ -167,7 +188,7 @@ def test_a_new_process_keeps_its_own_and_leaves_none_behind(cache):
 
 
 def test_the_pch_files_of_dead_processes_are_swept(cache):
-    kiln.SourceModule(kernel(fresh_value()), arch=ARCH, no_extern_c=True)
+    make_pch()
     # A file a process that died left: a pid that cannot be running (above pid_max).
     dead = cache / "pch" / f"{2**22 + 7}-{'0' * 64}.pch"
     dead.write_bytes(b"x" * 100)
@@ -178,7 +199,7 @@ def test_the_pch_files_of_dead_processes_are_swept(cache):
 
 
 def test_threads_compiling_edits_at_once_get_the_right_code(cache):
-    kiln.SourceModule(kernel(fresh_value()), arch=ARCH, no_extern_c=True)
+    make_pch()
     values = [fresh_value() for _ in range(4)]
 
     def work(i):
@@ -192,7 +213,7 @@ def test_threads_compiling_edits_at_once_get_the_right_code(cache):
 
 
 def test_a_forked_child_leaves_its_parents_pch_alone(cache):
-    kiln.SourceModule(kernel(fresh_value()), arch=ARCH, no_extern_c=True)
+    make_pch()
     (path,) = pch_files(cache)
     pid = os.fork()
     if pid == 0:  # the child exits through the C library's exit, running its atexit handlers

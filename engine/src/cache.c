@@ -302,13 +302,6 @@ static const char *kiln__folder(const kiln__config *c, int i) {
 
 /* ---- Keys and paths ----------------------------------------------------------------------- */
 
-/* Whether text could name a header: it spells include or embed, or splices a line, which can
- * cut the word in two ("#inc\\" ending one line, "lude" starting the next). */
-static int kiln__mentions_include(const char *s) {
-  return s && (strstr(s, "include") || strstr(s, "embed") || strstr(s, "\\\n") ||
-               strstr(s, "\\\r\n") || strstr(s, "?\?/"));
-}
-
 /* Which NVRTC compiles here, from the note in the cache folder when it can (nvrtc.c). */
 static kiln_status kiln__cache_nvrtc(kiln__nvrtc_id *id) {
   if (KILN__LIKELY(kiln__nvrtc_known(id))) return KILN_OK;
@@ -327,7 +320,7 @@ kiln_status kiln__cache_key(const char *src, const kiln_compile_opts *opts,
   int n_names = opts ? opts->n_name_expressions : 0, n_hdr = opts ? opts->n_headers : 0;
   /* Relative include folders and quoted includes depend on the working folder; a source
    * that includes nothing does not, so its entries can be shipped to other machines. */
-  int need_cwd = kiln__mentions_include(src);
+  int need_cwd = kiln__headers_named(src);
   uint32_t version = KILN__ENTRY_VERSION;
   kiln__hash_string(h, "kiln cache");
   kiln__hash_field(h, &version, sizeof version);
@@ -338,7 +331,7 @@ kiln_status kiln__cache_key(const char *src, const kiln_compile_opts *opts,
   kiln__hash_field(h, &n_opt, sizeof n_opt);
   for (int i = 0; i < n_opt; i++) {
     kiln__hash_string(h, opts->options[i]);
-    need_cwd |= kiln__mentions_include(opts->options[i]) ||
+    need_cwd |= kiln__headers_named(opts->options[i]) ||
                 (opts->options[i] && strncmp(opts->options[i], "-I", 2) == 0);
   }
   kiln__hash_field(h, &n_inc, sizeof n_inc);
@@ -350,7 +343,7 @@ kiln_status kiln__cache_key(const char *src, const kiln_compile_opts *opts,
   for (int i = 0; i < n_hdr; i++) {
     kiln__hash_string(h, opts->header_names[i]);
     kiln__hash_string(h, opts->header_sources[i]);
-    need_cwd |= kiln__mentions_include(opts->header_sources[i]);
+    need_cwd |= kiln__headers_named(opts->header_sources[i]);
   }
   kiln__hash_field(h, &n_names, sizeof n_names);
   for (int i = 0; i < n_names; i++) kiln__hash_string(h, opts->name_expressions[i]);
@@ -418,8 +411,10 @@ static void kiln__stats_file(const char *dir, uint64_t add[3], uint64_t out[3]) 
     for (int i = 0; i < 3; i++) v[i] += add[i];
     int len =
         snprintf(buf, sizeof buf, "hits %llu\nmisses %llu\nevictions %llu\n", v[0], v[1], v[2]);
-    if (len > 0 && pwrite(fd, buf, (size_t)len, 0) == len) {
-      if (ftruncate(fd, len) != 0) {} /* a longer old tail is ignored by the reader anyway */
+    /* Counts only grow, so the text is cut only when the old one was longer (a file edited
+     * by hand); a longer old tail is ignored by the reader anyway. */
+    if (len > 0 && pwrite(fd, buf, (size_t)len, 0) == len && n > len) {
+      if (ftruncate(fd, len) != 0) {}
     }
   }
   if (out)
@@ -762,8 +757,10 @@ static void kiln__cache_store_in(const kiln__config *cfg, const unsigned char ke
     free(buf);
     return;
   }
-  mkdir(shard, 0700);
+  /* The shard folders are made with the cache folder; one removed since is made again. */
   int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  if (fd < 0 && errno == ENOENT && (mkdir(shard, 0700) == 0 || errno == EEXIST))
+    fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
   if (fd < 0) {
     kiln__write_failed(c.dir, "creating a file", errno);
   } else if (kiln__write_all(fd, buf, size) != 0) {

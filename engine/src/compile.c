@@ -235,7 +235,8 @@ kiln_status kiln__compile(const char *src, const kiln_compile_opts *opts, const 
   nvrtcProgram prog = NULL;
   const char **header_names = NULL, **header_sources = NULL;
   int n_headers = 0;
-  if ((s = kiln__stdheaders_select(opts, &header_names, &header_sources, &n_headers))) return s;
+  if ((s = kiln__stdheaders_select(src, opts, &header_names, &header_sources, &n_headers)))
+    return s;
   nvrtcResult created =
       kiln__nvrtc.CreateProgram(&prog, src, "kernel.cu", n_headers, header_sources, header_names);
   free(header_names);

@@ -496,6 +496,20 @@ static void kiln__option_scan(kiln__scan *sc, const kiln_compile_opts *o, int *i
   }
 }
 
+int kiln__headers_named(const char *text) {
+  return text && (strstr(text, "include") || strstr(text, "import") || strstr(text, "embed") ||
+                  strstr(text, "\\\n") || strstr(text, "\\\r\n") || strstr(text, "?\?/"));
+}
+
+int kiln__headers_reachable(const char *src, const kiln_compile_opts *opts) {
+  if (kiln__headers_named(src)) return 1;
+  for (int i = 0; opts && i < opts->n_options; i++)
+    if (kiln__headers_named(opts->options[i])) return 1;
+  for (int i = 0; opts && i < opts->n_headers; i++)
+    if (kiln__headers_named(opts->header_sources[i])) return 1;
+  return 0;
+}
+
 kiln_status kiln__headers_scan(const char *src, const kiln_compile_opts *opts, const char *cwd,
                                kiln__headers *out) {
   memset(out, 0, sizeof *out);

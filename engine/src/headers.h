@@ -30,6 +30,15 @@ typedef struct kiln__headers {
 typedef void kiln__include_fn(void *ctx, const char *name, size_t len, int angled);
 int kiln__headers_find_includes(const char *text, size_t n, kiln__include_fn *fn, void *ctx);
 
+/* 0 when text can name no header: it spells none of include, import and embed, and splices no
+ * line (a splice, or the trigraph ??/ that stands for a backslash, can cut the word in two:
+ * "#inc\\" ending one line, "lude" starting the next). NULL names none. */
+int kiln__headers_named(const char *text);
+
+/* 0 when no text of the compile (the source, the options, opts' in-memory headers) can name a
+ * header, so the compile opens none beyond what NVRTC builds in. */
+int kiln__headers_reachable(const char *src, const kiln_compile_opts *opts);
+
 /* Everything src can reach through opts' include folders, -I options and in-memory headers,
  * with cwd as the folder of src: each file found is read and hashed, each miss recorded. */
 kiln_status kiln__headers_scan(const char *src, const kiln_compile_opts *opts, const char *cwd,

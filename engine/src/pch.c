@@ -11,7 +11,10 @@
  * means: NVRTC's version, every option (arch, -D, include folders), the in-memory headers, the
  * folder of quoted includes and the text of the beginning; the user headers it can reach are
  * recorded and checked before each use, as the cache checks them. A beginning that ends inside
- * an #if is not precompiled: NVRTC's stop could lie past kiln's, outside the key. */
+ * an #if is not precompiled: NVRTC's stop could lie past kiln's, outside the key.
+ *
+ * A PCH is made by the second compile of a beginning in the process, not the first: writing it
+ * makes that compile slower, and most beginnings are compiled once (a script's module). */
 #include "pch.h"
 
 #include "nvrtc.h"
@@ -29,6 +32,11 @@
 /* Files this process keeps at once; each is tens to hundreds of MiB (CUB's BlockReduce: 170). */
 #define KILN__PCH_KEEP 4
 
+/* Beginnings compiled once, without a PCH, that this process remembers: writing a PCH costs a
+ * first compile a quarter to a half more (8 MiB written for cuda_fp16.h), and only a second
+ * compile of the same beginning shows that one will be used. */
+#define KILN__PCH_SEEN 32
+
 typedef struct kiln__pch_kept {
   int live, creating, users;
   unsigned char key[KILN__KEY_SIZE];
@@ -44,6 +52,19 @@ static kiln__pch_kept kiln__pch_table[KILN__PCH_KEEP];
 static uint64_t kiln__pch_clock, kiln__pch_created, kiln__pch_used;
 static int kiln__pch_exit_set;
 static char kiln__pch_swept[PATH_MAX];
+static unsigned char kiln__pch_seen[KILN__PCH_SEEN][KILN__KEY_SIZE];
+static int kiln__pch_n_seen, kiln__pch_next_seen;
+
+/* 1 when key's beginning was compiled before in this process; else remembers it (the oldest
+ * forgotten past KILN__PCH_SEEN) and returns 0. Call with the lock held. */
+static int kiln__pch_seen_before(const unsigned char key[KILN__KEY_SIZE]) {
+  for (int i = 0; i < kiln__pch_n_seen; i++)
+    if (memcmp(kiln__pch_seen[i], key, KILN__KEY_SIZE) == 0) return 1;
+  memcpy(kiln__pch_seen[kiln__pch_next_seen], key, KILN__KEY_SIZE);
+  kiln__pch_next_seen = (kiln__pch_next_seen + 1) % KILN__PCH_SEEN;
+  if (kiln__pch_n_seen < KILN__PCH_SEEN) kiln__pch_n_seen++;
+  return 0;
+}
 
 /* ---- The beginning a PCH can stand for --------------------------------------------------- */
 
@@ -248,6 +269,7 @@ void kiln__pch_plan_for(const char *src, const kiln_compile_opts *opts, const ch
     kiln__pch_sweep(dir);
   }
   kiln__pch_kept *free_slot = NULL, *oldest = NULL;
+  int stale = 0;
   for (int i = 0; i < KILN__PCH_KEEP; i++) {
     kiln__pch_kept *k = &kiln__pch_table[i];
     if (k->live && memcmp(k->key, key, sizeof key) == 0) {
@@ -260,6 +282,7 @@ void kiln__pch_plan_for(const char *src, const kiln_compile_opts *opts, const ch
       } else if (!k->creating) {
         kiln__pch_forget(k); /* changed on disk, or a header it reaches did */
         free_slot = k;
+        stale = 1;
         break;
       }
       pthread_mutex_unlock(&kiln__pch_lock);
@@ -268,6 +291,14 @@ void kiln__pch_plan_for(const char *src, const kiln_compile_opts *opts, const ch
     }
     if (!k->live) free_slot = free_slot ? free_slot : k;
     else if (!k->users && !k->creating && (!oldest || k->last_use < oldest->last_use)) oldest = k;
+  }
+  /* A beginning seen for the first time compiles without: most are compiled once. One whose
+   * PCH was just found stale is made again at once. */
+  if (!stale && !kiln__pch_seen_before(key)) {
+    pthread_mutex_unlock(&kiln__pch_lock);
+    kiln__headers_free(&headers);
+    plan->path[0] = '\0';
+    return;
   }
   if (!free_slot && oldest) {
     kiln__pch_forget(oldest);

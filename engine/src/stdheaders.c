@@ -9,6 +9,7 @@
  * must win as it would under nvcc. */
 #include "stdheaders.h"
 
+#include "headers.h"
 #include "nvrtc.h"
 
 #include <limits.h>
@@ -324,8 +325,23 @@ static int kiln__stdheaders_in(const char *dir, const char *name) {
   return n > 0 && (size_t)n < sizeof path && stat(path, &st) == 0;
 }
 
-/* Whether the compile would find a header called name without kiln's. */
-static int kiln__stdheaders_shadowed(const kiln_compile_opts *opts, const char *name) {
+/* Which of kiln's headers the toolkit's own folders shadow, looked up once: NVRTC, and so its
+ * folders, is chosen once per process. */
+static pthread_once_t kiln__stdheaders_toolkit_once = PTHREAD_ONCE_INIT;
+static unsigned char kiln__stdheaders_in_toolkit[KILN__COUNT(kiln__stdheaders)];
+
+static void kiln__stdheaders_toolkit_scan(void) {
+  for (size_t i = 0; i < KILN__COUNT(kiln__stdheaders); i++) {
+    const char *name = kiln__stdheaders[i].name;
+    kiln__stdheaders_in_toolkit[i] =
+        (kiln__nvrtc.include_dir[0] && kiln__stdheaders_in(kiln__nvrtc.include_dir, name)) ||
+        (kiln__nvrtc.cccl_dir[0] && kiln__stdheaders_in(kiln__nvrtc.cccl_dir, name));
+  }
+}
+
+/* Whether the compile would find kiln's header `which` under its name without kiln's. */
+static int kiln__stdheaders_shadowed(const kiln_compile_opts *opts, size_t which) {
+  const char *name = kiln__stdheaders[which].name;
   for (int i = 0; opts && i < opts->n_headers; i++)
     if (opts->header_names[i] && strcmp(opts->header_names[i], name) == 0) return 1;
   for (int i = 0; opts && i < opts->n_include_dirs; i++)
@@ -334,13 +350,13 @@ static int kiln__stdheaders_shadowed(const kiln_compile_opts *opts, const char *
     const char *o = opts->options[i];
     if (o && strncmp(o, "-I", 2) == 0 && o[2] && kiln__stdheaders_in(o + 2, name)) return 1;
   }
-  if (kiln__nvrtc.include_dir[0] && kiln__stdheaders_in(kiln__nvrtc.include_dir, name)) return 1;
-  if (kiln__nvrtc.cccl_dir[0] && kiln__stdheaders_in(kiln__nvrtc.cccl_dir, name)) return 1;
+  pthread_once(&kiln__stdheaders_toolkit_once, kiln__stdheaders_toolkit_scan);
+  if (kiln__stdheaders_in_toolkit[which]) return 1;
   return kiln__stdheaders_in(".", name); /* a quoted include's first place */
 }
 
-kiln_status kiln__stdheaders_select(const kiln_compile_opts *opts, const char ***names,
-                                    const char ***sources, int *n_out) {
+kiln_status kiln__stdheaders_select(const char *src, const kiln_compile_opts *opts,
+                                    const char ***names, const char ***sources, int *n_out) {
   int given = opts ? opts->n_headers : 0;
   size_t cap = (size_t)given + KILN__COUNT(kiln__stdheaders);
   *names = calloc(cap, sizeof **names);
@@ -356,8 +372,11 @@ kiln_status kiln__stdheaders_select(const kiln_compile_opts *opts, const char **
     (*names)[n] = opts->header_names[i];
     (*sources)[n] = opts->header_sources[i];
   }
-  for (size_t i = 0; i < KILN__COUNT(kiln__stdheaders); i++)
-    if (!kiln__stdheaders_shadowed(opts, kiln__stdheaders[i].name)) {
+  /* A compile that can include nothing gets none of kiln's: each would cost a stat or three,
+   * and NVRTC a copy, for a header no line can reach. */
+  int reachable = kiln__headers_reachable(src, opts);
+  for (size_t i = 0; reachable && i < KILN__COUNT(kiln__stdheaders); i++)
+    if (!kiln__stdheaders_shadowed(opts, i)) {
       (*names)[n] = kiln__stdheaders[i].name;
       (*sources)[n++] = kiln__stdheaders[i].text;
     }

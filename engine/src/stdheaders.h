@@ -5,11 +5,12 @@
 
 #include "hash.h"
 
-/* The in-memory headers of a compile: opts' own, then kiln's that no in-memory header, include
- * folder (include_dirs, -I options, the toolkit's) or the working folder shadows. The arrays
- * are malloc'd (free them); their strings belong to opts or to kiln. */
-kiln_status kiln__stdheaders_select(const kiln_compile_opts *opts, const char ***names,
-                                    const char ***sources, int *n);
+/* The in-memory headers of a compile of src: opts' own, then kiln's that no in-memory header,
+ * include folder (include_dirs, -I options, the toolkit's) or the working folder shadows, when
+ * any text of the compile can name a header at all. The arrays are malloc'd (free them); their
+ * strings belong to opts or to kiln. */
+kiln_status kiln__stdheaders_select(const char *src, const kiln_compile_opts *opts,
+                                    const char ***names, const char ***sources, int *n);
 
 /* Feeds the headers' identity (a digest of their text, computed once) into a cache key. */
 void kiln__stdheaders_hash(kiln__hasher *h);

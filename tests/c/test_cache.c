@@ -183,6 +183,44 @@ static int was_found(const found *f, const char *name, int angled) {
   return 0;
 }
 
+/* What decides whether a compile gets kiln's C headers and whether its key names the working
+ * folder: a text that could name a header in any spelling must say so. */
+TEST(headers_named_sees_every_way_to_name_a_header) {
+  const char *naming[] = {"#include <stdio.h>",
+                          "#include_next <x.h>",
+                          "#import \"x.h\"",
+                          "#embed \"data.bin\"",
+                          "#if __has_include(<x.h>)\n#endif",
+                          "%:include <x.h>",
+                          "#inc\\\nlude <x.h>",
+                          "#inc\\\r\nlude <x.h>",
+                          "?\?=include <x.h>",
+                          "#inc?\?/\nlude <x.h>",
+                          "--pre-include=x.h"};
+  for (size_t i = 0; i < TEST_COUNT(naming); i++)
+    if (!kiln__headers_named(naming[i])) FAIL("'%s' was taken to name no header", naming[i]);
+  const char *plain[] = {"", "__global__ void k(int *p) { p[0] = 1; }", "-DX=1", "-lineinfo",
+                         "// a comment that names no header\n"};
+  for (size_t i = 0; i < TEST_COUNT(plain); i++)
+    if (kiln__headers_named(plain[i])) FAIL("'%s' was taken to name a header", plain[i]);
+  ASSERT_EQ(kiln__headers_named(NULL), 0);
+  /* The compile: any of its texts may. */
+  const char *define[] = {"-DX=1"}, *pre[] = {"--pre-include=x.h"};
+  const char *hn[] = {"h.h"}, *quiet[] = {"int a;"}, *chained[] = {"#include <cstdio>"};
+  kiln_compile_opts by_option = {.options = pre, .n_options = 1};
+  kiln_compile_opts none = {.options = define,
+                            .n_options = 1,
+                            .header_names = hn,
+                            .header_sources = quiet,
+                            .n_headers = 1};
+  kiln_compile_opts by_header = {.header_names = hn, .header_sources = chained, .n_headers = 1};
+  ASSERT_EQ(kiln__headers_reachable("__global__ void k() {}", NULL), 0);
+  ASSERT_EQ(kiln__headers_reachable("__global__ void k() {}", &none), 0);
+  ASSERT_EQ(kiln__headers_reachable("#include \"h.h\"", &none), 1);
+  ASSERT_EQ(kiln__headers_reachable("__global__ void k() {}", &by_option), 1);
+  ASSERT_EQ(kiln__headers_reachable("__global__ void k() {}", &by_header), 1);
+}
+
 TEST(include_scan_finds_every_form) {
   const char *text = "#include \"a.h\"\n"
                      "  #  include <b/c.h>\n"
@@ -346,6 +384,10 @@ TEST(cache_key_covers_every_input) {
   ASSERT(memcmp(keys[0], keys[9], KILN__KEY_SIZE) == 0);
   ASSERT_STR_EQ(cwd, ""); /* nothing included: the key does not depend on the folder */
   kiln__cache_key("#include \"x.h\"", &a, &id, "sm_90", keys[0], cwd);
+  ASSERT(cwd[0] == '/');
+  /* #import reads a file as #include does: its key names the folder too. */
+  cwd[0] = '\0';
+  kiln__cache_key("#import \"x.h\"", &a, &id, "sm_90", keys[0], cwd);
   ASSERT(cwd[0] == '/');
 }
 
@@ -522,6 +564,69 @@ static void compile_two_on_a_full_disk(const void *arg) {
 }
 
 TEST(cache_full_disk_warns_once_and_compiles) { IN_CHILD(compile_two_on_a_full_disk, NULL); }
+
+static void compile_storing_without_a_warning(const void *arg) {
+  (void)arg;
+  compile_expecting("10");
+  ASSERT_EQ(stats().stores, 1);
+  ASSERT_EQ(warnings, 0);
+}
+
+/* A store no longer makes its shard folder every time: one removed since the cache folder was
+ * set up is made again, and the entry is stored and then found by another process. */
+TEST(cache_store_remakes_a_removed_shard_folder) {
+  kiln_cache_info info;
+  ASSERT_EQ(kiln_cache_get_info(&info), KILN_OK); /* sets the folder up, shards and all */
+  int removed = 0;
+  for (int i = 0; i < 256; i++) {
+    char shard[PATH_MAX + 8];
+    snprintf(shard, sizeof shard, "%s/%02x", info.dir, i);
+    removed += rmdir(shard) == 0;
+  }
+  ASSERT_EQ(removed, 256);
+  IN_CHILD(compile_storing_without_a_warning, NULL);
+  char entry[PATH_MAX];
+  only_entry(info.dir, entry, sizeof entry);
+  ASSERT(entry[0] != '\0');
+  IN_CHILD(compile_expecting, "01");
+}
+
+static void read_text(const char *path, char *out, size_t cap) {
+  FILE *f = fopen(path, "r");
+  ASSERT(f != NULL);
+  size_t n = fread(out, 1, cap - 1, f);
+  out[n] = '\0';
+  fclose(f);
+}
+
+/* The folder's counts after each store are exact, whether the file was longer before (edited
+ * by hand: its tail goes) or not. */
+TEST(cache_stats_file_counts_stay_exact) {
+  kiln_cache_info info;
+  ASSERT_EQ(kiln_cache_get_info(&info), KILN_OK);
+  char path[PATH_MAX + 8], text[512];
+  snprintf(path, sizeof path, "%s/stats", info.dir);
+  int variant = 1;
+  compile_variant(&variant);
+  read_text(path, text, sizeof text);
+  ASSERT_STR_EQ(text, "hits 0\nmisses 1\nevictions 0\n");
+  variant = 2;
+  compile_variant(&variant);
+  read_text(path, text, sizeof text);
+  ASSERT_STR_EQ(text, "hits 0\nmisses 2\nevictions 0\n");
+  FILE *f = fopen(path, "w");
+  ASSERT(f != NULL);
+  fputs("hits 5\nmisses 7\nevictions 2\n# a note left here by hand, longer than the counts\n", f);
+  fclose(f);
+  variant = 3;
+  compile_variant(&variant);
+  read_text(path, text, sizeof text);
+  ASSERT_STR_EQ(text, "hits 5\nmisses 8\nevictions 2\n");
+  ASSERT_EQ(kiln_cache_get_info(&info), KILN_OK);
+  ASSERT_EQ(info.hits, 5);
+  ASSERT_EQ(info.misses, 8);
+  ASSERT_EQ(info.evictions, 2);
+}
 
 static void compile_in_a_read_only_folder(const void *arg) {
   (void)arg;
@@ -733,29 +838,36 @@ TEST(gpu_module_from_cubin_launches) {
  * edit below them reuses it, the report says which, and cache info counts the file. */
 TEST(cache_precompiled_header_made_then_reused) {
   /* Sources no earlier run stored: the cache folder outlives one run of the tests. */
-  char first[256], edited[256];
+  char first[256], second[256], edited[256];
   long stamp = (long)getpid() ^ (long)time(NULL);
-  snprintf(first, sizeof first,
-           "#include <cuda_fp16.h>\n"
-           "__global__ void h(__half *x, long s) { x[0] = __float2half(1.0f); } // %ld\n",
-           stamp);
-  snprintf(edited, sizeof edited,
-           "#include <cuda_fp16.h>\n"
-           "__global__ void h(__half *x, long s) { x[0] = __float2half(2.0f); } // %ld\n",
-           stamp);
+#define KILN_TEST_HALF_SOURCE(value) \
+  "#include <cuda_fp16.h>\n"         \
+  "__global__ void h(__half *x, long s) { x[0] = __float2half(" value "); } // %ld\n"
+  snprintf(first, sizeof first, KILN_TEST_HALF_SOURCE("1.0f"), stamp);
+  snprintf(second, sizeof second, KILN_TEST_HALF_SOURCE("3.0f"), stamp);
+  snprintf(edited, sizeof edited, KILN_TEST_HALF_SOURCE("2.0f"), stamp);
+#undef KILN_TEST_HALF_SOURCE
+  /* The first compile of a beginning makes no PCH: most are compiled only once. */
   kiln_module *a = compile_ok(first, &sm90);
   kiln_compile_report r;
   kiln_compile_last_report(&r);
   ASSERT_EQ(r.origin, KILN_ORIGIN_NVRTC);
-  ASSERT_EQ(r.pch, 1);
+  ASSERT_EQ(r.pch, 0);
   ASSERT(r.nvrtc_seconds > 0 && r.seconds >= r.nvrtc_seconds);
+  ASSERT_EQ(stats().pch_created, 0);
+  kiln_cache_info info;
+  ASSERT_OK(kiln_cache_get_info(&info));
+  ASSERT_EQ(info.pch_files, 0);
+  /* The second makes it, and later ones use it. */
+  kiln_module_free(compile_ok(second, &sm90));
+  kiln_compile_last_report(&r);
+  ASSERT_EQ(r.pch, 1);
   kiln_module *b = compile_ok(edited, &sm90);
   kiln_compile_last_report(&r);
   ASSERT_EQ(r.pch, 2);
   ASSERT_EQ(stats().pch_created, 1);
   ASSERT_EQ(stats().pch_used, 1);
   ASSERT_CONTAINS(kiln_module_ptx(b, NULL), "0f40000000"); /* 2.0f, not the first's 1.0f */
-  kiln_cache_info info;
   ASSERT_OK(kiln_cache_get_info(&info));
   ASSERT_EQ(info.pch_files, 1);
   ASSERT(info.pch_bytes > 0);

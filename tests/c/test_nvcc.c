@@ -4,6 +4,9 @@
  * GPU: all but the last run everywhere. */
 #include "runner.h"
 
+#include "../../engine/src/nvrtc.h"
+#include "../../engine/src/stdheaders.h"
+
 #include <dirent.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -225,6 +228,60 @@ TEST(compile_supplies_the_c_headers_nvrtc_lacks) {
                  &own);
   kiln_module_free(m);
   kiln_test_remove_tree(dir);
+}
+
+/* 1 when name is one of kiln's own C headers. */
+static int is_kilns_header(const char *name) {
+  for (int i = 0; i < kiln__stdheaders_count(); i++)
+    if (strcmp(kiln__stdheaders_name(i), name) == 0) return 1;
+  return 0;
+}
+
+/* kiln's C headers go to NVRTC only when some text of the compile can name a header: a source
+ * that includes nothing costs no lookups for them; one that reaches them by #include, by
+ * __has_include, by nvcc's -include or through a header given in memory still gets them. */
+TEST(compile_gives_its_c_headers_only_where_a_line_can_reach_them) {
+  ASSERT_OK(kiln__nvrtc_load());
+  const char **names = NULL, **sources = NULL;
+  int n = -1;
+  ASSERT_OK(kiln__stdheaders_select("__global__ void k(int *p) { p[0] = 1; }", NULL, &names,
+                                    &sources, &n));
+  ASSERT_EQ(n, 0);
+  free(names);
+  free(sources);
+  const char *hn[] = {"h.h"}, *quiet[] = {"#define H 1"}, *chained[] = {"#include <stdio.h>"};
+  kiln_compile_opts own = {.header_names = hn, .header_sources = quiet, .n_headers = 1};
+  ASSERT_OK(kiln__stdheaders_select("__global__ void k(int *p) { p[0] = 1; }", &own, &names,
+                                    &sources, &n));
+  ASSERT_EQ(n, 1); /* the compile's own header, and none of kiln's */
+  ASSERT_STR_EQ(names[0], "h.h");
+  free(names);
+  free(sources);
+  const char *reaching[] = {"#include <stdio.h>\n", "#if __has_include(<stdint.h>)\n#endif\n"};
+  for (size_t i = 0; i < TEST_COUNT(reaching); i++) {
+    ASSERT_OK(kiln__stdheaders_select(reaching[i], NULL, &names, &sources, &n));
+    if (n == 0) FAIL("'%s' got none of kiln's headers", reaching[i]);
+    for (int k = 0; k < n; k++) ASSERT(is_kilns_header(names[k]));
+    free(names);
+    free(sources);
+  }
+  /* End to end, each way of reaching them. */
+  kiln_compile_opts sm90 = {.arch = "sm_90"};
+  kiln_module *m = compile_ok("__global__ void k(int *p) { p[0] = 1; }\n", &sm90);
+  ASSERT_STR_EQ(kiln_module_log(m), "");
+  kiln_module_free(m);
+  m = compile_ok("#if !__has_include(<stdint.h>)\n#error no stdint.h\n#endif\n"
+                 "__global__ void k(int *p) { p[0] = 1; }\n",
+                 &sm90);
+  kiln_module_free(m);
+  const char *pre[] = {"-include", "stdio.h"};
+  kiln_compile_opts forced = {.arch = "sm_90", .options = pre, .n_options = 2};
+  m = compile_ok("__global__ void k(int *p) { p[0] = EOF; }\n", &forced);
+  kiln_module_free(m);
+  kiln_compile_opts through = {
+      .arch = "sm_90", .header_names = hn, .header_sources = chained, .n_headers = 1};
+  m = compile_ok("#include \"h.h\"\n__global__ void k(int *p) { p[0] = EOF; }\n", &through);
+  kiln_module_free(m);
 }
 
 static const char *dynamic_src =
