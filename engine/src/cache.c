@@ -317,9 +317,11 @@ static kiln_status kiln__cache_nvrtc(kiln__nvrtc_id *id) {
   return kiln__nvrtc_identify(c.readable ? c.dir : NULL, c.writable, id);
 }
 
-kiln_status kiln__cache_key(const char *src, const kiln_compile_opts *opts,
-                            const kiln__nvrtc_id *id, const char *arch,
-                            unsigned char key[KILN__KEY_SIZE], char cwd[PATH_MAX]) {
+static kiln_status kiln__cache_key_in(const char *src, const kiln_compile_opts *opts,
+                                      const kiln__nvrtc_id *id, const char *arch,
+                                      unsigned char key[KILN__KEY_SIZE], char cwd[PATH_MAX],
+                                      int *cwd_in_key) {
+  *cwd_in_key = 0;
   kiln__hasher *h;
   kiln_status s = kiln__hash_begin(&h);
   if (s) return s;
@@ -372,7 +374,15 @@ kiln_status kiln__cache_key(const char *src, const kiln_compile_opts *opts,
   cwd[0] = '\0';
   if (need_cwd && !getcwd(cwd, PATH_MAX)) cwd[0] = '\0';
   kiln__hash_string(h, cwd);
+  *cwd_in_key = need_cwd;
   return kiln__hash_end(h, key);
+}
+
+kiln_status kiln__cache_key(const char *src, const kiln_compile_opts *opts,
+                            const kiln__nvrtc_id *id, const char *arch,
+                            unsigned char key[KILN__KEY_SIZE], char cwd[PATH_MAX]) {
+  int cwd_in_key;
+  return kiln__cache_key_in(src, opts, id, arch, key, cwd, &cwd_in_key);
 }
 
 /* <dir>/ab/cdef...<suffix>; 0 when it does not fit. */
@@ -802,7 +812,7 @@ kiln_status kiln__cache_prepare(const char *src, const kiln_compile_opts *opts,
                                 kiln__cache_query *q) {
   kiln_status s = kiln__cache_nvrtc(&q->id);
   if (!s) s = kiln__compile_arch(opts, &q->id, q->arch, sizeof q->arch, &q->arch_num);
-  if (!s) s = kiln__cache_key(src, opts, &q->id, q->arch, q->key, q->cwd);
+  if (!s) s = kiln__cache_key_in(src, opts, &q->id, q->arch, q->key, q->cwd, &q->cwd_in_key);
   return s;
 }
 
