@@ -169,11 +169,14 @@ static const char *kiln__unsafe_parents(const char *real, char *why, size_t cap)
   return NULL;
 }
 
-/* NULL when code may be loaded from dir; else why not, written into why. */
-static const char *kiln__unsafe_dir(const char *dir, int allow_root, char *why, size_t cap) {
+/* NULL when code may be loaded from dir; else why not, written into why. known: dir's stat,
+ * when the caller has just read it. */
+static const char *kiln__unsafe_dir(const char *dir, const struct stat *known, int allow_root,
+                                    char *why, size_t cap) {
   struct stat st;
   char real[PATH_MAX];
-  if (stat(dir, &st) != 0) snprintf(why, cap, "it cannot be read (%s)", strerror(errno));
+  if (known) st = *known;
+  if (!known && stat(dir, &st) != 0) snprintf(why, cap, "it cannot be read (%s)", strerror(errno));
   else if (kiln__unsafe_folder("it", &st, allow_root, why, cap)) return why;
   else if (!realpath(dir, real)) snprintf(why, cap, "it cannot be resolved (%s)", strerror(errno));
   else return kiln__unsafe_parents(real, why, cap);
@@ -254,11 +257,11 @@ static void kiln__config_build(kiln__config *c, const char *only) {
   char why[512];
   struct stat there;
   /* Made only when missing: a hit in a new process pays for no mkdir. */
-  if ((stat(c->dir, &there) != 0 || !S_ISDIR(there.st_mode)) && kiln__mkdirs(c->dir) != 0 &&
-      access(c->dir, F_OK) != 0) {
+  int found = stat(c->dir, &there) == 0 && S_ISDIR(there.st_mode);
+  if (!found && kiln__mkdirs(c->dir) != 0 && access(c->dir, F_OK) != 0) {
     snprintf(c->reason, sizeof c->reason, "%s cannot be created (%s)", c->dir, strerror(errno));
     kiln__warn("no kernel cache: %s; kernels are compiled in every process", c->reason);
-  } else if (kiln__unsafe_dir(c->dir, 0, why, sizeof why)) {
+  } else if (kiln__unsafe_dir(c->dir, found ? &there : NULL, 0, why, sizeof why)) {
     snprintf(c->reason, sizeof c->reason, "%s is not used: %s", c->dir, why);
     kiln__warn("no kernel cache: %s. Make it private (chmod 700 %s) or set KILN_CACHE_DIR to a "
                "folder of your own",
@@ -278,7 +281,7 @@ static void kiln__config_build(kiln__config *c, const char *only) {
     if (len && len < sizeof layer) {
       memcpy(layer, p, len);
       layer[len] = '\0';
-      if (kiln__unsafe_dir(layer, 1, why, sizeof why))
+      if (kiln__unsafe_dir(layer, NULL, 1, why, sizeof why))
         kiln__warn("the read-only kernel cache %s (from KILN_CACHE_PATH) is not used: %s", layer,
                    why);
       else if (used + len + 1 <= sizeof c->layers) {

@@ -4,6 +4,7 @@
 #include "runner.h"
 
 #include "../../engine/src/cache.h"
+#include "../../engine/src/stdheaders.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -349,6 +350,17 @@ TEST(cache_key_covers_every_input) {
 }
 
 /* ---- The folder, across processes --------------------------------------------------------- */
+
+/* The standard headers' digest goes into every key; it is written out in stdheaders.c so that
+ * no process hashes the texts. An edited text must come with its new digest: this prints it. */
+TEST(stdheaders_digest_matches_the_texts) {
+  unsigned char now[KILN__KEY_SIZE];
+  ASSERT_OK(kiln__stdheaders_digest(now));
+  char computed[2 * KILN__KEY_SIZE + 1], kept[2 * KILN__KEY_SIZE + 1];
+  kiln__hash_hex(now, computed);
+  kiln__hash_hex(kiln__stdheaders_digest_kept(), kept);
+  ASSERT_STR_EQ(kept, computed);
+}
 
 TEST(cache_second_process_hits) {
   IN_CHILD(compile_expecting, "10");
