@@ -206,9 +206,9 @@ static int kpy_log_quiet(kpy_state *st) {
  * report (last_compile_report) only when its logger records it, so a table hit costs one call,
  * or none while the logger's level cache says it records no hit. The hook's own failure is
  * reported, never raised: logging must not break a compile. */
-static void kpy_report_compile(kpy_state *st, PyObject *module) {
+static void kpy_report_compile(kpy_state *st, PyObject *module, int recalled) {
   PyObject *hook = st->ref.compile_hook;
-  if (!hook) return;
+  if (!hook || (recalled && kpy_log_quiet(st))) return; /* a recall: a memory hit, no eviction */
   kiln_compile_report r;
   kiln_compile_last_report(&r);
   if (module && (r.origin == KILN_ORIGIN_MEMORY || r.origin == KILN_ORIGIN_DISK) && !r.evictions &&
@@ -402,14 +402,15 @@ static void kpy_memo_keep(kpy_state *st, PyObject *source, Py_hash_t hash, PyObj
 }
 
 /* The Module object of type tp over m, which it takes; told to the compile hook. */
-static PyObject *kpy_sourcemodule_wrap(kpy_state *st, PyTypeObject *tp, kiln_module *m) {
+static PyObject *kpy_sourcemodule_wrap(kpy_state *st, PyTypeObject *tp, kiln_module *m,
+                                       int recalled) {
   kpy_module *self = (kpy_module *)tp->tp_alloc(tp, 0);
   if (!self) {
     kiln_module_free(m);
     return NULL;
   }
   self->module = m;
-  kpy_report_compile(st, (PyObject *)self);
+  kpy_report_compile(st, (PyObject *)self, recalled);
   return (PyObject *)self;
 }
 
@@ -461,7 +462,7 @@ static PyObject *kpy_sourcemodule_new(PyTypeObject *tp, PyObject *args, PyObject
     kiln_module *found = NULL;
     if (e && kiln_module_recall(e->memo, &found)) {
       Py_XDECREF(extras);
-      return kpy_sourcemodule_wrap(st, tp, found);
+      return kpy_sourcemodule_wrap(st, tp, found, 1);
     }
   }
   /* Everything the compile reads is held here: the arguments themselves too, since a keyword
@@ -513,7 +514,7 @@ static PyObject *kpy_sourcemodule_new(PyTypeObject *tp, PyObject *args, PyObject
   if (kpy_flush_warnings(st) < 0) goto done;
   if (keep && m && kpy_keep(m, src) < 0) goto done;
   if (s) {
-    if (s == KILN_ERROR_COMPILE) kpy_report_compile(st, NULL);
+    if (s == KILN_ERROR_COMPILE) kpy_report_compile(st, NULL, 0);
     kpy_raise_compile(st, s, src, m ? kiln_module_log(m) : NULL);
     goto done;
   }
@@ -521,7 +522,7 @@ static PyObject *kpy_sourcemodule_new(PyTypeObject *tp, PyObject *args, PyObject
     kpy_memo_keep(st, source, hash, extras, memo);
     memo = NULL;
   }
-  self = kpy_sourcemodule_wrap(st, tp, m);
+  self = kpy_sourcemodule_wrap(st, tp, m, 0);
   m = NULL;
 done:
   kiln_module_free(m);
