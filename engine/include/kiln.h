@@ -171,6 +171,24 @@ size_t kiln_module_table_set_limit(size_t limit);
 size_t kiln_module_table_limit(void);
 size_t kiln_module_table_count(void); /* modules in the table now, held or not */
 
+/* A memo of a compile, for a caller that can tell cheaply that it has the same source and
+ * options again (Python does, by the identity and cached hash of its strings): the module is
+ * then found without hashing the source. kiln_module_from_source_memo is
+ * kiln_module_from_source that also gives, on success, a memo in *memo, or NULL when the
+ * module cannot be recalled so: its source reaches a header file (or the key depends on the
+ * working folder), it links the device runtime. Free it with kiln_compile_memo_free. */
+typedef struct kiln_compile_memo kiln_compile_memo;
+kiln_status kiln_module_from_source_memo(const char *src, const kiln_compile_opts *opts,
+                                         kiln_module **out, kiln_compile_memo **memo);
+/* 1 with *out holding a reference to the module kiln_module_from_source would give now for the
+ * source and options memo was made from, when the in-process table still has it and nothing
+ * that compile read from the environment has changed ($KILN_ARCH and the current device's arch
+ * when the options named none, $KILN_LINEINFO); it counts as a memory hit. 0 with *out NULL
+ * otherwise: compile with kiln_module_from_source_memo. Never compiles, never blocks on I/O.
+ * Its report (kiln_compile_last_report) is a memory hit with seconds 0: it is not timed. */
+int kiln_module_recall(const kiln_compile_memo *memo, kiln_module **out);
+void kiln_compile_memo_free(kiln_compile_memo *memo); /* NULL is a no-op */
+
 /* The NVRTC kiln compiles with, for `python -m kiln doctor` and bug reports: it opens NVRTC
  * (KILN_ERROR_NO_NVRTC, saying where kiln looked, when it cannot). */
 typedef struct kiln_nvrtc_info {
@@ -199,7 +217,7 @@ typedef struct kiln_compile_report {
   kiln_compile_origin origin;
   int stale;            /* a table entry was there, but a header it reached had changed */
   int pch;              /* 0: no precompiled header; 1: NVRTC made one; 2: it reused one */
-  double seconds;       /* the whole call */
+  double seconds;       /* the whole call; 0 for kiln_module_recall, which is not timed */
   double nvrtc_seconds; /* NVRTC's run, 0 when it did not run */
   uint64_t evictions;   /* cache entries the process evicted during the call */
   char key[65];         /* the cache key in hex, "" before a lookup */

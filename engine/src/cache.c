@@ -2,7 +2,8 @@
  *
  * Layout of a folder: <dir>/ab/cdef... (the key in hex, split after two digits) holds one
  * entry (entry.c); <dir>/ab/.cdef....<pid>.<n>.tmp is an entry being written; <dir>/locks
- * holds every key's lock; <dir>/stats the hit, miss and eviction counts of every process;
+ * holds every key's lock; <dir>/stats the hit, miss and eviction counts of every process (hits
+ * written in batches: kiln__hits_note);
  * <dir>/nvrtc-* notes of which NVRTC compiles here (nvrtc.c).
  *
  * Why it is safe to share:
@@ -44,6 +45,7 @@
 
 #define KILN__DEFAULT_MAX_BYTES ((uint64_t)1 << 30)
 #define KILN__MAX_ENTRY_BYTES ((uint64_t)1 << 30)
+#define KILN__ONE_READ_BYTES ((off_t)1 << 20)
 /* Eviction brings the folder down to this share of the bound, so it does not run at every
  * store once the cache is full. */
 #define KILN__EVICT_TO(max) ((max) / 10 * 9)
@@ -110,7 +112,8 @@ static int kiln__mkdirs(const char *dir) {
 }
 
 /* Creates the 256 shard folders once per cache folder, so that storing an entry creates one
- * file and no folder: on ext4 each creation can cost 0.5 ms, a twentieth of a small compile. */
+ * file and no folder: on ext4 each creation can cost 0.5 ms, a twentieth of a small compile.
+ * Called by a store, not by a lookup: a hit reads and makes nothing. */
 static void kiln__make_shards(const char *dir) {
   char path[PATH_MAX];
   struct stat st;
@@ -166,11 +169,14 @@ static const char *kiln__unsafe_parents(const char *real, char *why, size_t cap)
   return NULL;
 }
 
-/* NULL when code may be loaded from dir; else why not, written into why. */
-static const char *kiln__unsafe_dir(const char *dir, int allow_root, char *why, size_t cap) {
+/* NULL when code may be loaded from dir; else why not, written into why. known: dir's stat,
+ * when the caller has just read it. */
+static const char *kiln__unsafe_dir(const char *dir, const struct stat *known, int allow_root,
+                                    char *why, size_t cap) {
   struct stat st;
   char real[PATH_MAX];
-  if (stat(dir, &st) != 0) snprintf(why, cap, "it cannot be read (%s)", strerror(errno));
+  if (known) st = *known;
+  if (!known && stat(dir, &st) != 0) snprintf(why, cap, "it cannot be read (%s)", strerror(errno));
   else if (kiln__unsafe_folder("it", &st, allow_root, why, cap)) return why;
   else if (!realpath(dir, real)) snprintf(why, cap, "it cannot be resolved (%s)", strerror(errno));
   else return kiln__unsafe_parents(real, why, cap);
@@ -191,8 +197,31 @@ static uint64_t kiln__parse_bytes(const char *s, int *ok) {
 
 /* The configuration from the environment, or with `only` (a compile's cache_dir) that folder
  * alone as the cache: no read-only layers, the environment's bound and KILN_CACHE=0. */
+/* Empties c without writing all of it: a new process's first lookup should not fault in 13 KB
+ * of pages it then copies. */
+static void kiln__config_reset(kiln__config *c) {
+  c->enabled = c->readable = c->writable = c->n_layers = 0;
+  c->max_bytes = 0;
+  c->dir[0] = c->layers[0] = c->reason[0] = '\0';
+}
+
+/* Copies what in holds (its strings up to their ends, its layers as far as they go). */
+static void kiln__config_copy(kiln__config *out, const kiln__config *in) {
+  out->enabled = in->enabled;
+  out->readable = in->readable;
+  out->writable = in->writable;
+  out->n_layers = in->n_layers;
+  out->max_bytes = in->max_bytes;
+  memcpy(out->dir, in->dir, strlen(in->dir) + 1);
+  memcpy(out->reason, in->reason, strlen(in->reason) + 1);
+  const char *end = in->layers;
+  for (int i = 0; i < in->n_layers; i++) end += strlen(end) + 1;
+  memcpy(out->layers, in->layers, (size_t)(end - in->layers));
+  if (!in->n_layers) out->layers[0] = '\0';
+}
+
 static void kiln__config_build(kiln__config *c, const char *only) {
-  memset(c, 0, sizeof *c);
+  kiln__config_reset(c);
   c->max_bytes = KILN__DEFAULT_MAX_BYTES;
   const char *max = getenv("KILN_CACHE_MAX_BYTES");
   if (max && *max) {
@@ -226,10 +255,13 @@ static void kiln__config_build(kiln__config *c, const char *only) {
     return;
   }
   char why[512];
-  if (kiln__mkdirs(c->dir) != 0 && access(c->dir, F_OK) != 0) {
+  struct stat there;
+  /* Made only when missing: a hit in a new process pays for no mkdir. */
+  int found = stat(c->dir, &there) == 0 && S_ISDIR(there.st_mode);
+  if (!found && kiln__mkdirs(c->dir) != 0 && access(c->dir, F_OK) != 0) {
     snprintf(c->reason, sizeof c->reason, "%s cannot be created (%s)", c->dir, strerror(errno));
     kiln__warn("no kernel cache: %s; kernels are compiled in every process", c->reason);
-  } else if (kiln__unsafe_dir(c->dir, 0, why, sizeof why)) {
+  } else if (kiln__unsafe_dir(c->dir, found ? &there : NULL, 0, why, sizeof why)) {
     snprintf(c->reason, sizeof c->reason, "%s is not used: %s", c->dir, why);
     kiln__warn("no kernel cache: %s. Make it private (chmod 700 %s) or set KILN_CACHE_DIR to a "
                "folder of your own",
@@ -239,7 +271,6 @@ static void kiln__config_build(kiln__config *c, const char *only) {
     c->writable = access(c->dir, W_OK) == 0;
     if (!c->writable)
       snprintf(c->reason, sizeof c->reason, "%s cannot be written (%s)", c->dir, strerror(errno));
-    else kiln__make_shards(c->dir);
   }
   const char *path = only ? NULL : getenv("KILN_CACHE_PATH");
   size_t used = 0;
@@ -250,7 +281,7 @@ static void kiln__config_build(kiln__config *c, const char *only) {
     if (len && len < sizeof layer) {
       memcpy(layer, p, len);
       layer[len] = '\0';
-      if (kiln__unsafe_dir(layer, 1, why, sizeof why))
+      if (kiln__unsafe_dir(layer, NULL, 1, why, sizeof why))
         kiln__warn("the read-only kernel cache %s (from KILN_CACHE_PATH) is not used: %s", layer,
                    why);
       else if (used + len + 1 <= sizeof c->layers) {
@@ -281,7 +312,7 @@ static void kiln__config_get(kiln__config *out) {
     kiln__write_warned = 0;
     kiln__stored_since_scan = 0;
   }
-  *out = kiln__cfg;
+  kiln__config_copy(out, &kiln__cfg);
   pthread_mutex_unlock(&kiln__config_lock);
 }
 
@@ -310,9 +341,11 @@ static kiln_status kiln__cache_nvrtc(kiln__nvrtc_id *id) {
   return kiln__nvrtc_identify(c.readable ? c.dir : NULL, c.writable, id);
 }
 
-kiln_status kiln__cache_key(const char *src, const kiln_compile_opts *opts,
-                            const kiln__nvrtc_id *id, const char *arch,
-                            unsigned char key[KILN__KEY_SIZE], char cwd[PATH_MAX]) {
+static kiln_status kiln__cache_key_in(const char *src, const kiln_compile_opts *opts,
+                                      const kiln__nvrtc_id *id, const char *arch,
+                                      unsigned char key[KILN__KEY_SIZE], char cwd[PATH_MAX],
+                                      int *cwd_in_key) {
+  *cwd_in_key = 0;
   kiln__hasher *h;
   kiln_status s = kiln__hash_begin(&h);
   if (s) return s;
@@ -365,7 +398,15 @@ kiln_status kiln__cache_key(const char *src, const kiln_compile_opts *opts,
   cwd[0] = '\0';
   if (need_cwd && !getcwd(cwd, PATH_MAX)) cwd[0] = '\0';
   kiln__hash_string(h, cwd);
+  *cwd_in_key = need_cwd;
   return kiln__hash_end(h, key);
+}
+
+kiln_status kiln__cache_key(const char *src, const kiln_compile_opts *opts,
+                            const kiln__nvrtc_id *id, const char *arch,
+                            unsigned char key[KILN__KEY_SIZE], char cwd[PATH_MAX]) {
+  int cwd_in_key;
+  return kiln__cache_key_in(src, opts, id, arch, key, cwd, &cwd_in_key);
 }
 
 /* <dir>/ab/cdef...<suffix>; 0 when it does not fit. */
@@ -422,9 +463,68 @@ static void kiln__stats_file(const char *dir, uint64_t add[3], uint64_t out[3]) 
   close(fd);
 }
 
+/* Disk hits not yet written to the main folder's stats file: a hit writes nothing, so that it
+ * is one read. They go into the file with the process's next write to it (a store, an
+ * eviction), when it reads the file (kiln_cache_get_info), every KILN__HITS_BATCH hits and at
+ * exit; a process that ends without exit(3) (a signal, _exit) leaves its last ones uncounted.
+ * Guarded by kiln__config_lock. */
+#define KILN__HITS_BATCH 64
+static char kiln__hits_dir[PATH_MAX];
+static uint64_t kiln__hits_pending;
+
+/* Takes the pending hits of dir (all of them, with dir NULL) out, for the caller to write. */
+static uint64_t kiln__hits_take(const char *dir, char out_dir[PATH_MAX]) {
+  pthread_mutex_lock(&kiln__config_lock);
+  uint64_t n = 0;
+  if (kiln__hits_pending && (!dir || strcmp(dir, kiln__hits_dir) == 0)) {
+    n = kiln__hits_pending;
+    kiln__hits_pending = 0;
+    memcpy(out_dir, kiln__hits_dir, PATH_MAX);
+  }
+  pthread_mutex_unlock(&kiln__config_lock);
+  return n;
+}
+
 static void kiln__stats_add(const char *dir, uint64_t hits, uint64_t misses, uint64_t evictions) {
-  uint64_t add[3] = {hits, misses, evictions};
-  kiln__stats_file(dir, add, NULL);
+  char pending_dir[PATH_MAX];
+  uint64_t add[3] = {hits + kiln__hits_take(dir, pending_dir), misses, evictions};
+  if (add[0] || add[1] || add[2]) kiln__stats_file(dir, add, NULL);
+}
+
+static void kiln__hits_flush(void) {
+  char dir[PATH_MAX];
+  uint64_t n = kiln__hits_take(NULL, dir);
+  if (n) kiln__stats_file(dir, (uint64_t[3]){n, 0, 0}, NULL);
+}
+
+/* A child of fork starts with none: its parent writes its own. */
+static void kiln__hits_forget(void) { kiln__hits_pending = 0; }
+
+static void kiln__hits_install(void) {
+  atexit(kiln__hits_flush);
+  pthread_atfork(NULL, NULL, kiln__hits_forget);
+}
+
+/* Counts a disk hit in dir, written later (kiln__hits_take). */
+static void kiln__hits_note(const char *dir) {
+  static pthread_once_t once = PTHREAD_ONCE_INIT;
+  pthread_once(&once, kiln__hits_install);
+  char other[PATH_MAX];
+  uint64_t moved = 0, due = 0;
+  pthread_mutex_lock(&kiln__config_lock);
+  if (kiln__hits_pending && strcmp(dir, kiln__hits_dir) != 0) { /* another folder's: write them */
+    moved = kiln__hits_pending;
+    memcpy(other, kiln__hits_dir, sizeof other);
+    kiln__hits_pending = 0;
+  }
+  if (!kiln__hits_pending) snprintf(kiln__hits_dir, sizeof kiln__hits_dir, "%s", dir);
+  if (++kiln__hits_pending >= KILN__HITS_BATCH) {
+    due = kiln__hits_pending;
+    kiln__hits_pending = 0;
+  }
+  pthread_mutex_unlock(&kiln__config_lock);
+  if (moved) kiln__stats_file(other, (uint64_t[3]){moved, 0, 0}, NULL);
+  if (due) kiln__stats_file(dir, (uint64_t[3]){due, 0, 0}, NULL);
 }
 
 /* ---- Reading ------------------------------------------------------------------------------ */
@@ -488,11 +588,17 @@ static int kiln__entry_load(const char *path, const unsigned char *key, int allo
     *why = "it belongs to another user";
   else if (st->st_mode & (S_IWGRP | S_IWOTH)) *why = "others can write to it";
   else if ((uint64_t)st->st_size > KILN__MAX_ENTRY_BYTES) *why = "it is larger than any entry";
-  /* The header alone first: a large file that is no entry costs one small read, not its
-   * whole size in memory. */
   else if ((uint64_t)st->st_size < sizeof head)
     *why = st->st_size ? "it is shorter than an entry's header (truncated)" : "it is empty";
-  else if (kiln__read_all(fd, head, sizeof head) != 0) *why = "it could not be read";
+  /* An entry of up to a mebibyte (nearly all) in one read; a larger file the header alone
+   * first, so that a large file that is no entry costs one small read, not its size in
+   * memory. */
+  else if (st->st_size <= KILN__ONE_READ_BYTES) {
+    if (!(buf = malloc((size_t)st->st_size + 1))) *why = "out of memory reading it";
+    else if (kiln__read_all(fd, buf, (size_t)st->st_size) != 0) *why = "it could not be read";
+    else if (!(*why = kiln__entry_check_header(buf, (uint64_t)st->st_size, key)))
+      *why = kiln__entry_decode(buf, (size_t)st->st_size, key, out);
+  } else if (kiln__read_all(fd, head, sizeof head) != 0) *why = "it could not be read";
   else if ((*why = kiln__entry_check_header(head, (uint64_t)st->st_size, key)) != NULL) {
   } else if (!(buf = malloc((size_t)st->st_size + 1))) *why = "out of memory reading it";
   else if (memcpy(buf, head, sizeof head),
@@ -509,13 +615,12 @@ static int kiln__entry_load(const char *path, const unsigned char *key, int allo
  * unchanged, with *out filled; 0 on a miss. A damaged entry is a miss with a
  * warning, unless *damaged is already set (the same lookup, repeated under the lock); sets
  * *damaged. */
-static int kiln__cache_find(const kiln__config *cfg, const unsigned char key[KILN__KEY_SIZE],
+static int kiln__cache_find(const kiln__config *c, const unsigned char key[KILN__KEY_SIZE],
                             kiln__cached *out, int *damaged) {
-  const kiln__config c = *cfg;
-  if (!c.enabled) return 0;
+  if (!c->enabled) return 0;
   for (int i = 0;; i++) {
-    if (i > c.n_layers) return 0;
-    const char *dir = kiln__folder(&c, i);
+    if (i > c->n_layers) return 0;
+    const char *dir = kiln__folder(c, i);
     if (!dir) continue;
     char path[PATH_MAX];
     if (!kiln__entry_path(path, sizeof path, dir, key, "")) continue;
@@ -539,7 +644,7 @@ static int kiln__cache_find(const kiln__config *cfg, const unsigned char key[KIL
     }
     if (i == 0) {
       futimens(fd, NULL); /* recency, for least-recently-used eviction */
-      kiln__stats_add(dir, 1, 0, 0);
+      kiln__hits_note(dir);
     }
     close(fd);
     kiln__cache_count(KILN__DISK_HITS);
@@ -737,7 +842,7 @@ static void kiln__write_failed(const char *dir, const char *what, int err) {
 static void kiln__cache_store_in(const kiln__config *cfg, const unsigned char key[KILN__KEY_SIZE],
                                  const kiln__code *code, const kiln__kernel *kernels, int n_kernels,
                                  const kiln__headers *headers) {
-  const kiln__config c = *cfg;
+  const kiln__config c = *cfg; /* a store is rare: the copy costs nothing beside it */
   if (!c.readable) return;
   if (!c.writable) {
     kiln__write_failed(c.dir, "the folder", EACCES);
@@ -757,7 +862,9 @@ static void kiln__cache_store_in(const kiln__config *cfg, const unsigned char ke
     free(buf);
     return;
   }
-  /* The shard folders are made with the cache folder; one removed since is made again. */
+  /* The shard folders are made at the folder's first store (a lookup makes none); one removed
+   * since is made again when the file cannot be created in it. */
+  kiln__make_shards(c.dir);
   int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
   if (fd < 0 && errno == ENOENT && (mkdir(shard, 0700) == 0 || errno == EEXIST))
     fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
@@ -799,7 +906,7 @@ kiln_status kiln__cache_prepare(const char *src, const kiln_compile_opts *opts,
                                 kiln__cache_query *q) {
   kiln_status s = kiln__cache_nvrtc(&q->id);
   if (!s) s = kiln__compile_arch(opts, &q->id, q->arch, sizeof q->arch, &q->arch_num);
-  if (!s) s = kiln__cache_key(src, opts, &q->id, q->arch, q->key, q->cwd);
+  if (!s) s = kiln__cache_key_in(src, opts, &q->id, q->arch, q->key, q->cwd, &q->cwd_in_key);
   return s;
 }
 
@@ -880,6 +987,7 @@ kiln_status kiln_cache_get_info(kiln_cache_info *out) {
   }
   kiln__pch_usage(c.dir, &out->pch_files, &out->pch_bytes);
   uint64_t v[3];
+  kiln__stats_add(c.dir, 0, 0, 0); /* this process's own hits first */
   kiln__stats_file(c.dir, NULL, v);
   out->hits = v[0];
   out->misses = v[1];

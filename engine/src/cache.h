@@ -16,6 +16,8 @@ typedef struct kiln__cache_query {
   unsigned char key[KILN__KEY_SIZE];
   char cwd[PATH_MAX]; /* where quoted includes start; "" when the key does not
                          depend on it */
+  int cwd_in_key;     /* the key depends on the working folder (cwd may still be "", when
+                         it could not be read) */
 } kiln__cache_query;
 
 /* Fills q for src and opts: NVRTC's identity (from the note in the cache folder when it can,

@@ -19,7 +19,11 @@ static int kiln__parse_arch(const char *s, char *suffix, size_t cap) {
   int n = 0, digits = 0;
   while (*s >= '0' && *s <= '9' && digits < 4) n = n * 10 + (*s++ - '0'), digits++;
   if (digits < 2 || (*s && strcmp(s, "a") && strcmp(s, "f"))) return 0;
-  snprintf(suffix, cap, "%s", s);
+  if (cap) { /* "", "a" or "f": copied by hand, since a repeated SourceModule asks this too */
+    size_t k = 0;
+    while (s[k] && k + 1 < cap) suffix[k] = s[k], k++;
+    suffix[k] = '\0';
+  }
   return n;
 }
 
@@ -59,17 +63,16 @@ static kiln_status kiln__code_and_arch(const kiln_compile_opts *opts, const kiln
   return KILN_OK;
 }
 
-kiln_status kiln__compile_arch(const kiln_compile_opts *opts, const kiln__nvrtc_id *id, char *arch,
-                               size_t cap, int *arch_num) {
+kiln_status kiln__compile_arch_pick(const kiln_compile_opts *opts, const kiln__nvrtc_id *id,
+                                    int *arch_num, char suffix[4]) {
   const char *asked = NULL;
+  suffix[0] = '\0';
   kiln_status s = kiln__code_and_arch(opts, id, &asked);
   if (s) return s;
   if (!asked) asked = getenv("KILN_ARCH");
   if (asked && *asked) {
-    char suffix[4];
-    int n = kiln__parse_arch(asked, suffix, sizeof suffix);
+    int n = kiln__parse_arch(asked, suffix, 4);
     if (!n || kiln__nvrtc_clamp_arch(id, n) != n) return kiln__unsupported_arch(id, asked);
-    snprintf(arch, cap, "sm_%d%s", n, suffix);
     *arch_num = n;
     return KILN_OK;
   }
@@ -86,9 +89,16 @@ kiln_status kiln__compile_arch(const kiln_compile_opts *opts, const kiln__nvrtc_
     kiln__clear_error();
     n = id->archs[0];
   }
-  snprintf(arch, cap, "sm_%d", n);
   *arch_num = n;
   return KILN_OK;
+}
+
+kiln_status kiln__compile_arch(const kiln_compile_opts *opts, const kiln__nvrtc_id *id, char *arch,
+                               size_t cap, int *arch_num) {
+  char suffix[4];
+  kiln_status s = kiln__compile_arch_pick(opts, id, arch_num, suffix);
+  if (!s) snprintf(arch, cap, "sm_%d%s", *arch_num, suffix);
+  return s;
 }
 
 void kiln__compile_free_code(kiln__code *code) {

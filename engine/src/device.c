@@ -135,6 +135,17 @@ kiln_status kiln__device_enter(kiln__device **out) {
 int kiln__device_count_known(void) { return __atomic_load_n(&kiln__n_devices, __ATOMIC_ACQUIRE); }
 
 kiln_status kiln__device_capability(int *major, int *minor) {
+  /* A device set up already read it (devices are never freed once made): a repeated
+   * SourceModule asks this each time, so without a lock or a driver call. */
+  int current = kiln__current;
+  if (current >= 0 && __atomic_load_n(&kiln__n_devices, __ATOMIC_ACQUIRE) > current) {
+    const kiln__device *d = __atomic_load_n(&kiln__devices[current], __ATOMIC_ACQUIRE);
+    if (d) {
+      *major = d->info.major;
+      *minor = d->info.minor;
+      return KILN_OK;
+    }
+  }
   kiln_status s = kiln__driver_load();
   if (s) return s;
   pthread_mutex_lock(&kiln__devices_lock);

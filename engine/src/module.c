@@ -5,9 +5,12 @@
 #include "demangle.h"
 
 #include "cache.h"
+#include "compile.h"
 #include "memory.h"
+#include "nvrtc.h"
 #include "options.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -213,15 +216,26 @@ static _Thread_local kiln_compile_report kiln__report;
 
 void kiln_compile_last_report(kiln_compile_report *out) { *out = kiln__report; }
 
+/* What a compile read besides its source and options, so that kiln_module_recall can tell
+ * whether the same inputs would still give the same key. */
+struct kiln_compile_memo {
+  unsigned char key[KILN__KEY_SIZE];
+  char hex[2 * KILN__KEY_SIZE + 1];
+  int arch_num;     /* the arch the environment chose (90 of sm_90a); 0 when the options
+                       named one */
+  char suffix[4];   /* ... and its suffix ("a") */
+  int lineinfo_env; /* $KILN_LINEINFO decided -lineinfo ... */
+  int lineinfo_off; /* ... and turned it off */
+};
+
 static kiln_status kiln__module_compile(const char *src, const kiln_compile_opts *opts,
-                                        kiln_module **out) {
-  kiln__cache_query q;
-  kiln_status s = kiln__cache_prepare(src, opts, &q);
+                                        kiln_module **out, kiln__cache_query *q) {
+  kiln_status s = kiln__cache_prepare(src, opts, q);
   if (s) return s;
-  kiln__hash_hex(q.key, kiln__report.key);
+  kiln__hash_hex(q->key, kiln__report.key);
 
   pthread_mutex_lock(&kiln__table_lock);
-  kiln_module *m = kiln__table_find(q.key);
+  kiln_module *m = kiln__table_find(q->key);
   if (m) __atomic_add_fetch(&m->refs, 1, __ATOMIC_ACQ_REL);
   pthread_mutex_unlock(&kiln__table_lock);
   if (m && kiln__module_fresh(m)) {
@@ -237,7 +251,7 @@ static kiln_status kiln__module_compile(const char *src, const kiln_compile_opts
   kiln_cache_stats before, after;
   kiln_cache_get_stats(&before);
   kiln__cached c;
-  s = kiln__cache_get(src, opts, &q, &c);
+  s = kiln__cache_get(src, opts, q, &c);
   kiln_cache_get_stats(&after);
   kiln__report.evictions = after.evictions - before.evictions;
   if (s && s != KILN_ERROR_COMPILE) return s;
@@ -246,7 +260,7 @@ static kiln_status kiln__module_compile(const char *src, const kiln_compile_opts
   kiln__report.pch = c.code.pch;
   kiln_status made = kiln__module_adopt(&c, &m);
   if (made) return made;
-  memcpy(m->key, q.key, sizeof q.key);
+  memcpy(m->key, q->key, sizeof q->key);
   if (s) {
     *out = m; /* holds the log */
     return s;
@@ -256,24 +270,100 @@ static kiln_status kiln__module_compile(const char *src, const kiln_compile_opts
   return KILN_OK;
 }
 
-kiln_status kiln_module_from_source(const char *src, const kiln_compile_opts *opts,
-                                    kiln_module **out) {
+static double kiln__seconds_since(const struct timespec *t0) {
+  struct timespec t1;
+  clock_gettime(CLOCK_MONOTONIC, &t1);
+  return (double)(t1.tv_sec - t0->tv_sec) + (double)(t1.tv_nsec - t0->tv_nsec) * 1e-9;
+}
+
+/* A memo of the compile that gave m, or NULL when one could not recall it: a module that
+ * reached header files (its key leans on the working folder, its freshness on the files) or
+ * that is not in the table (uncacheable headers), or a link with the device runtime, whose
+ * library the key reads from disk. */
+static kiln_compile_memo *kiln__memo_of(const kiln__options *t, const kiln__cache_query *q,
+                                        const kiln_module *m) {
+  if (q->cwd_in_key || m->headers.n || m->headers.uncacheable ||
+      (t->opts.flags & KILN_COMPILE_DEVICE_RUNTIME))
+    return NULL;
+  kiln_compile_memo *memo = calloc(1, sizeof *memo);
+  if (!memo) return NULL; /* no memo is only slower */
+  memcpy(memo->key, q->key, sizeof memo->key);
+  kiln__hash_hex(q->key, memo->hex);
+  int named = (t->opts.arch && *t->opts.arch) || (t->opts.code && *t->opts.code);
+  if (!named) {
+    const char *suffix = q->arch + 3; /* "sm_90a": the digits, then the suffix */
+    while (*suffix >= '0' && *suffix <= '9') suffix++;
+    memo->arch_num = q->arch_num;
+    snprintf(memo->suffix, sizeof memo->suffix, "%s", suffix);
+  }
+  memo->lineinfo_env = t->lineinfo_env;
+  memo->lineinfo_off = t->lineinfo_env && kiln__options_lineinfo_off();
+  return memo;
+}
+
+kiln_status kiln_module_from_source_memo(const char *src, const kiln_compile_opts *opts,
+                                         kiln_module **out, kiln_compile_memo **memo) {
   *out = NULL;
+  if (memo) *memo = NULL;
   if (!src) return kiln__fail(KILN_ERROR_INVALID, "the source is NULL");
   /* nvcc's spellings first: the key, the arch and NVRTC all see the translated options. */
-  struct timespec t0, t1;
+  struct timespec t0;
   clock_gettime(CLOCK_MONOTONIC, &t0);
   memset(&kiln__report, 0, sizeof kiln__report);
   kiln__options translated;
   kiln_status s = kiln__options_translate(opts, &translated);
   if (s) return s;
-  s = kiln__module_compile(src, &translated.opts, out);
+  kiln__cache_query q;
+  s = kiln__module_compile(src, &translated.opts, out, &q);
+  if (!s && memo) *memo = kiln__memo_of(&translated, &q, *out);
   kiln__options_free(&translated);
-  clock_gettime(CLOCK_MONOTONIC, &t1);
-  kiln__report.seconds = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) * 1e-9;
+  kiln__report.seconds = kiln__seconds_since(&t0);
   if (!s) kiln__clear_error();
   return s;
 }
+
+kiln_status kiln_module_from_source(const char *src, const kiln_compile_opts *opts,
+                                    kiln_module **out) {
+  return kiln_module_from_source_memo(src, opts, out, NULL);
+}
+
+int kiln_module_recall(const kiln_compile_memo *memo, kiln_module **out) {
+  *out = NULL;
+  if (!memo) return 0;
+  /* What the compile read from the environment must read the same now: the same inputs then
+   * give the same key, without the source being hashed again. */
+  if (memo->lineinfo_env && kiln__options_lineinfo_off() != memo->lineinfo_off) return 0;
+  if (memo->arch_num) {
+    const kiln__nvrtc_id *id = kiln__nvrtc_known_id();
+    char suffix[4];
+    int n = 0;
+    if (!id) return 0;
+    kiln_status s = kiln__compile_arch_pick(NULL, id, &n, suffix);
+    if (s || n != memo->arch_num || strcmp(suffix, memo->suffix) != 0) {
+      kiln__clear_error(); /* the compile that follows tells what is wrong */
+      return 0;
+    }
+  }
+  pthread_mutex_lock(&kiln__table_lock);
+  kiln_module *m = kiln__table_find(memo->key);
+  if (m) __atomic_add_fetch(&m->refs, 1, __ATOMIC_ACQ_REL);
+  pthread_mutex_unlock(&kiln__table_lock);
+  if (!m) return 0; /* trimmed from the table since */
+  if (!kiln__module_fresh(m)) {
+    kiln_module_free(m);
+    return 0;
+  }
+  kiln__cache_count(KILN__MEMORY_HITS);
+  memset(&kiln__report, 0, sizeof kiln__report);
+  kiln__report.origin = KILN_ORIGIN_MEMORY;
+  memcpy(kiln__report.key, memo->hex, sizeof memo->hex);
+  /* Not timed: two clock reads would cost a sixth of it. seconds stays 0. */
+  kiln__clear_error();
+  *out = m;
+  return 1;
+}
+
+void kiln_compile_memo_free(kiln_compile_memo *memo) { free(memo); }
 
 const char *kiln_module_arch(const kiln_module *m) { return m->code.arch; }
 const char *kiln_module_log(const kiln_module *m) { return m->code.log ? m->code.log : ""; }

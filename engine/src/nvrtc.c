@@ -378,6 +378,10 @@ int kiln__nvrtc_known(kiln__nvrtc_id *out) {
   return 1;
 }
 
+const kiln__nvrtc_id *kiln__nvrtc_known_id(void) {
+  return __atomic_load_n(&kiln__id_known, __ATOMIC_ACQUIRE) ? &kiln__id : NULL;
+}
+
 kiln_status kiln__nvrtc_identify(const char *note_dir, int may_write, kiln__nvrtc_id *out) {
   pthread_mutex_lock(&kiln__id_lock);
   kiln_status s = KILN_OK;

@@ -60,6 +60,8 @@ kiln_status kiln__nvrtc_identify(const char *note_dir, int may_write, kiln__nvrt
 
 /* The identity found by an earlier kiln__nvrtc_identify, without locking; 0 before one. */
 int kiln__nvrtc_known(kiln__nvrtc_id *out);
+/* The same, without a copy: NULL before one; never changes once known. */
+const kiln__nvrtc_id *kiln__nvrtc_known_id(void);
 
 /* 1 when NVRTC is open and is the one id describes. */
 int kiln__nvrtc_is(const kiln__nvrtc_id *id);

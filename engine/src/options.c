@@ -228,15 +228,18 @@ static const char *kiln__own(kiln__options *o, const char *prefix, const char *v
 /* Line tables change nothing the GPU runs (the same instructions; a larger CUBIN), and with
  * them compute-sanitizer and the profilers name the source line of a fault: so -lineinfo,
  * unless the options give it or ask for device debugging, or KILN_LINEINFO=0. */
-static int kiln__wants_lineinfo(const char *const *options, int n) {
+int kiln__options_lineinfo_off(void) {
   const char *env = getenv("KILN_LINEINFO");
-  if (env && strcmp(env, "0") == 0) return 0;
+  return env && strcmp(env, "0") == 0;
+}
+
+static int kiln__names_lineinfo(const char *const *options, int n) {
   for (int i = 0; i < n; i++)
     if (options[i] &&
         (strcmp(options[i], "-G") == 0 || strcmp(options[i], "--device-debug") == 0 ||
          strcmp(options[i], "-lineinfo") == 0 || strcmp(options[i], "--generate-line-info") == 0))
-      return 0;
-  return 1;
+      return 1;
+  return 0;
 }
 
 kiln_status kiln__options_translate(const kiln_compile_opts *in, kiln__options *o) {
@@ -282,7 +285,8 @@ kiln_status kiln__options_translate(const kiln_compile_opts *in, kiln__options *
     }
     i += used - 1;
   }
-  if (!s && kiln__wants_lineinfo(o->options, k)) o->options[k++] = "-lineinfo";
+  o->lineinfo_env = !kiln__names_lineinfo(o->options, k);
+  if (!s && o->lineinfo_env && !kiln__options_lineinfo_off()) o->options[k++] = "-lineinfo";
   o->opts.options = o->options;
   o->opts.n_options = k;
   if (s) kiln__options_free(o);

@@ -12,7 +12,12 @@ typedef struct kiln__options {
   int n_strings;
   int n_gencodes;
   char arch[32], code[32]; /* read from -gencode */
+  int lineinfo_env;        /* KILN_LINEINFO decided -lineinfo: the options named neither it
+                              nor -G */
 } kiln__options;
+
+/* Whether KILN_LINEINFO=0 turns the default -lineinfo off now. */
+int kiln__options_lineinfo_off(void);
 
 /* Fills o from in (NULL: no options). -arch, -code or -gencode set o->opts.arch and .code (a
  * disagreement with in's is KILN_ERROR_INVALID), -rdc=true sets KILN_COMPILE_DEVICE_RUNTIME,

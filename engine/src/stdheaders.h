@@ -12,8 +12,12 @@
 kiln_status kiln__stdheaders_select(const char *src, const kiln_compile_opts *opts,
                                     const char ***names, const char ***sources, int *n);
 
-/* Feeds the headers' identity (a digest of their text, computed once) into a cache key. */
+/* Feeds the headers' identity (the digest of their names and texts) into a cache key. */
 void kiln__stdheaders_hash(kiln__hasher *h);
+/* That digest computed now from the texts, and the one kept in the source, which a test holds
+ * equal. */
+kiln_status kiln__stdheaders_digest(unsigned char out[KILN__KEY_SIZE]);
+const unsigned char *kiln__stdheaders_digest_kept(void);
 
 int kiln__stdheaders_count(void);
 const char *kiln__stdheaders_name(int i);

@@ -51,6 +51,7 @@ static int kpy_traverse(PyObject *module, visitproc visit, void *arg) {
 static int kpy_clear(PyObject *module) {
   kpy_pin_free(kpy_state_of_module(module)); /* its weak references call into the module */
   kpy_state_clear(kpy_state_of_module(module));
+  kpy_sourcemodule_free(kpy_state_of_module(module));
   kpy_launches_clear(); /* its notes hold Functions, and through them Modules */
   return 0;
 }

@@ -183,15 +183,37 @@ static int kpy_keep(kiln_module *m, const char *src) {
   return 0;
 }
 
+/* Whether the logger behind the compile hook is known to record no hit: its level cache (what
+ * Logger.isEnabledFor fills, and logging empties whenever a level changes) holds False for
+ * DEBUG, the level kiln._log records hits at. Unknown is not quiet: the hook asks then. */
+static int kpy_log_quiet(kpy_state *st) {
+  PyObject *dict = st->ref.compile_log_dict;
+  if (!dict) return 0;
+  PyObject *cache = PyDict_GetItemWithError(dict, st->str.log_cache); /* borrowed */
+  if (!cache || !PyDict_CheckExact(cache)) {
+    PyErr_Clear();
+    return 0;
+  }
+  PyObject *debug = PyLong_FromLong(10); /* logging.DEBUG */
+  PyObject *enabled = debug ? PyDict_GetItemWithError(cache, debug) : NULL;
+  Py_XDECREF(debug);
+  PyErr_Clear();
+  return enabled == Py_False;
+}
+
 /* Tells kiln._log's hook what the last compile on this thread did: hook(origin, module), the
  * origin an int (kiln_compile_origin), module NULL when it failed. The hook asks for the whole
- * report (last_compile_report) only when its logger records it, so a table hit costs one call.
- * The hook's own failure is reported, never raised: logging must not break a compile. */
-static void kpy_report_compile(kpy_state *st, PyObject *module) {
+ * report (last_compile_report) only when its logger records it, so a table hit costs one call,
+ * or none while the logger's level cache says it records no hit. The hook's own failure is
+ * reported, never raised: logging must not break a compile. */
+static void kpy_report_compile(kpy_state *st, PyObject *module, int recalled) {
   PyObject *hook = st->ref.compile_hook;
-  if (!hook) return;
+  if (!hook || (recalled && kpy_log_quiet(st))) return; /* a recall: a memory hit, no eviction */
   kiln_compile_report r;
   kiln_compile_last_report(&r);
+  if (module && (r.origin == KILN_ORIGIN_MEMORY || r.origin == KILN_ORIGIN_DISK) && !r.evictions &&
+      kpy_log_quiet(st))
+    return;
   Py_INCREF(hook); /* the hook may replace itself */
   PyObject *origin = PyLong_FromLong((long)r.origin);
   PyObject *args[2] = {origin, module ? module : Py_None};
@@ -214,6 +236,182 @@ static PyObject *kpy_last_compile_report(PyObject *module, PyObject *unused) {
   return Py_BuildValue("{sssisssdsdsKss}", "origin", origins[origin], "stale", r.stale, "pch",
                        pchs[pch], "seconds", r.seconds, "nvrtc_seconds", r.nvrtc_seconds,
                        "evictions", (unsigned long long)r.evictions, "key", r.key);
+}
+
+/* ---- The memo: a repeated SourceModule(src) answered without hashing src ---------------- */
+
+/* SourceModule's arguments, compared as Python objects, each with the engine's memo of the
+ * compile they gave (kiln_module_recall): the same str again, by identity or equality, with
+ * the same other arguments, finds the module in the engine's table without its source being
+ * hashed or its options translated. Only exact str (and tuples of them, None and False) are
+ * kept: a subclass's __hash__ and __eq__ could make different text look the same. A memo
+ * holds no module, so the table's bound is the table's alone; what the engine refuses to
+ * memo (a source reaching header files) is never kept. 64 sets of 4, least recently used
+ * replaced, by the source's hash. */
+#define KPY_MEMO_SETS 64
+#define KPY_MEMO_WAYS 4
+
+typedef struct kpy_memo_entry {
+  PyObject *source;        /* an exact str; NULL when the slot is empty */
+  PyObject *extras;        /* the other arguments as a tuple; NULL when all were defaults */
+  Py_hash_t hash;          /* the source's */
+  kiln_compile_memo *memo; /* owned */
+  unsigned long long used;
+} kpy_memo_entry;
+
+struct kpy_memo {
+  kpy_memo_entry sets[KPY_MEMO_SETS][KPY_MEMO_WAYS];
+  unsigned long long tick;
+};
+
+static void kpy_memo_empty(kpy_memo_entry *e) {
+  /* Strs and tuples of them: dropping them runs no Python code. */
+  Py_CLEAR(e->source);
+  Py_CLEAR(e->extras);
+  kiln_compile_memo_free(e->memo);
+  e->memo = NULL;
+}
+
+void kpy_sourcemodule_free(kpy_state *st) {
+  if (!st->memo) return;
+  for (int i = 0; i < KPY_MEMO_SETS; i++)
+    for (int w = 0; w < KPY_MEMO_WAYS; w++) kpy_memo_empty(&st->memo->sets[i][w]);
+  PyMem_Free(st->memo);
+  st->memo = NULL;
+}
+
+/* A list or tuple of exact strs as a tuple (None for NULL or None); NULL, without an
+ * exception, when it is anything else. */
+static PyObject *kpy_memo_strs(PyObject *seq) {
+  if (!seq || seq == Py_None) return Py_NewRef(Py_None);
+  if (!PyList_CheckExact(seq) && !PyTuple_CheckExact(seq)) return NULL;
+  PyObject *t = PySequence_Tuple(seq); /* a list or tuple: no Python code runs */
+  if (!t) {
+    PyErr_Clear();
+    return NULL;
+  }
+  for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(t); i++)
+    if (!PyUnicode_CheckExact(PyTuple_GET_ITEM(t, i))) {
+      Py_DECREF(t);
+      return NULL;
+    }
+  return t;
+}
+
+/* headers= as a tuple of (name, text) pairs in the dict's order, for a dict of exact strs. */
+static PyObject *kpy_memo_headers(PyObject *headers) {
+  if (!headers || headers == Py_None) return Py_NewRef(Py_None);
+  if (!PyDict_CheckExact(headers)) return NULL;
+  PyObject *items = PyDict_Items(headers); /* a list of tuples, read without Python code */
+  PyObject *t = items ? PyList_AsTuple(items) : NULL;
+  Py_XDECREF(items);
+  if (!t) {
+    PyErr_Clear();
+    return NULL;
+  }
+  for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(t); i++) {
+    PyObject *pair = PyTuple_GET_ITEM(t, i);
+    if (!PyUnicode_CheckExact(PyTuple_GET_ITEM(pair, 0)) ||
+        !PyUnicode_CheckExact(PyTuple_GET_ITEM(pair, 1))) {
+      Py_DECREF(t);
+      return NULL;
+    }
+  }
+  return t;
+}
+
+/* The arguments besides the source, as the memo compares them: 1 with *out a tuple, or NULL
+ * when every one is its default; 0 when one is of a kind the memo does not keep. */
+static int kpy_memo_extras(PyObject *const args[7], PyObject **out) {
+  *out = NULL;
+  int plain = 1;
+  for (int i = 0; i < 7; i++) plain &= !args[i] || args[i] == Py_None;
+  if (plain) return 1;
+  /* arch, code: None or a str; cache_dir: None, False or a str */
+  for (int i = 0; i < 3; i++)
+    if (args[i] && args[i] != Py_None && !PyUnicode_CheckExact(args[i]) &&
+        !(i == 2 && args[i] == Py_False))
+      return 0;
+  PyObject *t = PyTuple_New(7);
+  if (!t) {
+    PyErr_Clear();
+    return 0;
+  }
+  for (int i = 0; i < 7; i++) {
+    PyObject *v = i < 3   ? Py_NewRef(args[i] ? args[i] : Py_None)
+                  : i < 6 ? kpy_memo_strs(args[i])
+                          : kpy_memo_headers(args[i]);
+    if (!v) {
+      Py_DECREF(t);
+      return 0;
+    }
+    PyTuple_SET_ITEM(t, i, v);
+  }
+  *out = t;
+  return 1;
+}
+
+/* Whether e holds these arguments. Strs, None, False and tuples of them compare without
+ * Python code and without failing. */
+static int kpy_memo_same(const kpy_memo_entry *e, PyObject *source, Py_hash_t hash,
+                         PyObject *extras) {
+  if (!e->source || e->hash != hash) return 0;
+  if (e->source != source && PyObject_RichCompareBool(e->source, source, Py_EQ) != 1) return 0;
+  if (!e->extras || !extras) return e->extras == extras;
+  return e->extras == extras || PyObject_RichCompareBool(e->extras, extras, Py_EQ) == 1;
+}
+
+static kpy_memo_entry *kpy_memo_find(kpy_state *st, PyObject *source, Py_hash_t hash,
+                                     PyObject *extras) {
+  if (!st->memo) return NULL;
+  kpy_memo_entry *set = st->memo->sets[(size_t)hash % KPY_MEMO_SETS];
+  for (int w = 0; w < KPY_MEMO_WAYS; w++)
+    if (kpy_memo_same(&set[w], source, hash, extras)) {
+      set[w].used = ++st->memo->tick;
+      return &set[w];
+    }
+  return NULL;
+}
+
+/* Keeps memo (taking it) for these arguments, in their slot or the set's least recently used;
+ * a NULL memo forgets them. A memo that cannot be kept is freed: only speed is lost. */
+static void kpy_memo_keep(kpy_state *st, PyObject *source, Py_hash_t hash, PyObject *extras,
+                          kiln_compile_memo *memo) {
+  kpy_memo_entry *e = kpy_memo_find(st, source, hash, extras);
+  if (!memo) {
+    if (e) kpy_memo_empty(e);
+    return;
+  }
+  if (!e) {
+    if (!st->memo && !(st->memo = PyMem_Calloc(1, sizeof *st->memo))) {
+      kiln_compile_memo_free(memo);
+      return;
+    }
+    kpy_memo_entry *set = st->memo->sets[(size_t)hash % KPY_MEMO_SETS];
+    e = &set[0];
+    for (int w = 1; w < KPY_MEMO_WAYS && e->source; w++)
+      if (!set[w].source || set[w].used < e->used) e = &set[w];
+    kpy_memo_empty(e);
+    e->source = Py_NewRef(source);
+    e->extras = Py_XNewRef(extras);
+    e->hash = hash;
+  }
+  kiln_compile_memo_free(e->memo);
+  e->memo = memo;
+  e->used = ++st->memo->tick;
+}
+
+/* The Module object of type tp over m, which it takes; told to the compile hook. */
+static PyObject *kpy_sourcemodule_wrap(kpy_state *st, PyTypeObject *tp, kiln_module *m,
+                                       int recalled) {
+  kpy_module *self = (kpy_module *)tp->tp_alloc(tp, 0);
+  if (!self) {
+    kiln_module_free(m);
+    return NULL;
+  }
+  self->module = m;
+  kpy_report_compile(st, (PyObject *)self, recalled);
+  return (PyObject *)self;
 }
 
 /* SourceModule(source, nvcc="nvcc", options=None, keep=False, no_extern_c=False, arch=None,
@@ -247,14 +445,38 @@ static PyObject *kpy_sourcemodule_new(PyTypeObject *tp, PyObject *args, PyObject
     return NULL;
   }
   if (kpy_nvcc(nvcc) < 0) return NULL;
+  /* The memo first: the same arguments as an earlier call give its module while the engine
+   * finds it unchanged. keep=True writes files, so it takes the whole path. Taken before any
+   * of the arguments' own code (an __fspath__) could run, and never across a release of the
+   * GIL. */
+  PyObject *extras = NULL;
+  Py_hash_t hash = -1;
+  int memoizable = 0;
+  if (!keep && PyUnicode_CheckExact(source)) {
+    PyObject *rest[7] = {arch, code, cache_dir, options, include_dirs, names, headers};
+    memoizable = kpy_memo_extras(rest, &extras);
+    if (memoizable && (hash = PyObject_Hash(source)) == -1) return NULL;
+  }
+  if (memoizable) {
+    kpy_memo_entry *e = kpy_memo_find(st, source, hash, extras);
+    kiln_module *found = NULL;
+    if (e && kiln_module_recall(e->memo, &found)) {
+      Py_XDECREF(extras);
+      return kpy_sourcemodule_wrap(st, tp, found, 1);
+    }
+  }
   /* Everything the compile reads is held here: the arguments themselves too, since a keyword
    * argument is borrowed from a dict that an __fspath__ below may change. */
   PyObject *keep_alive = Py_BuildValue("[OOOO]", source, arch, code, cache_dir);
-  if (!keep_alive) return NULL;
+  if (!keep_alive) {
+    Py_XDECREF(extras);
+    return NULL;
+  }
   kiln_compile_opts opts = {0};
   const char **o = NULL, **inc = NULL, **nm = NULL, **hn = NULL, **hs = NULL;
   kiln_module *m = NULL;
-  kpy_module *self = NULL;
+  kiln_compile_memo *memo = NULL;
+  PyObject *self = NULL;
   const char *src = kpy_cstring(source, "the source");
   if (!src) goto done;
   if (kpy_strings(options, "options", 0, keep_alive, &o, &opts.n_options) < 0 ||
@@ -287,32 +509,32 @@ static PyObject *kpy_sourcemodule_new(PyTypeObject *tp, PyObject *args, PyObject
   }
   kiln_status s;
   Py_BEGIN_ALLOW_THREADS
-    s = kiln_module_from_source(src, &opts, &m);
+    s = kiln_module_from_source_memo(src, &opts, &m, memoizable ? &memo : NULL);
   Py_END_ALLOW_THREADS
   if (kpy_flush_warnings(st) < 0) goto done;
   if (keep && m && kpy_keep(m, src) < 0) goto done;
   if (s) {
-    if (s == KILN_ERROR_COMPILE) kpy_report_compile(st, NULL);
+    if (s == KILN_ERROR_COMPILE) kpy_report_compile(st, NULL, 0);
     kpy_raise_compile(st, s, src, m ? kiln_module_log(m) : NULL);
     goto done;
   }
-  self = (kpy_module *)tp->tp_alloc(tp, 0);
-  if (!self || !(self->functions = PyDict_New())) {
-    Py_CLEAR(self);
-    goto done;
+  if (memoizable) {
+    kpy_memo_keep(st, source, hash, extras, memo);
+    memo = NULL;
   }
-  self->module = m;
+  self = kpy_sourcemodule_wrap(st, tp, m, 0);
   m = NULL;
-  kpy_report_compile(st, (PyObject *)self);
 done:
   kiln_module_free(m);
+  kiln_compile_memo_free(memo);
   PyMem_Free(o);
   PyMem_Free(inc);
   PyMem_Free(nm);
   PyMem_Free(hn);
   PyMem_Free(hs);
   Py_DECREF(keep_alive);
-  return (PyObject *)self;
+  Py_XDECREF(extras);
+  return self;
 }
 
 static int kpy_module_traverse(PyObject *op, visitproc visit, void *arg) {
@@ -344,6 +566,7 @@ static PyObject *kpy_module_get_function(PyObject *op, PyObject *name) {
     PyErr_Format(PyExc_TypeError, "get_function() takes a str, not %.100s", Py_TYPE(name)->tp_name);
     return NULL;
   }
+  if (!self->functions && !(self->functions = PyDict_New())) return NULL;
   PyObject *cached = PyDict_GetItemWithError(self->functions, name);
   if (cached) return Py_NewRef(cached);
   if (PyErr_Occurred()) return NULL;
@@ -558,8 +781,7 @@ static PyObject *kpy_module_from_buffer(PyObject *module, PyObject *data) {
 
 PyObject *kpy_module_adopt(kpy_state *st, kiln_module *m) {
   kpy_module *self = (kpy_module *)st->ref.Module_type->tp_alloc(st->ref.Module_type, 0);
-  if (!self || !(self->functions = PyDict_New())) {
-    Py_XDECREF(self);
+  if (!self) {
     kiln_module_free(m);
     return NULL;
   }
@@ -567,14 +789,23 @@ PyObject *kpy_module_adopt(kpy_state *st, kiln_module *m) {
   return (PyObject *)self;
 }
 
-static PyObject *kpy_set_compile_hook(PyObject *module, PyObject *hook) {
+static PyObject *kpy_set_compile_hook(PyObject *module, PyObject *args) {
   kpy_state *st = kpy_state_of_module(module);
+  PyObject *hook, *logger = Py_None;
+  if (!PyArg_ParseTuple(args, "O|O:_set_compile_hook", &hook, &logger)) return NULL;
   if (hook != Py_None && !PyCallable_Check(hook)) {
     PyErr_Format(PyExc_TypeError, "the compile hook must be callable or None, not %.100s",
                  Py_TYPE(hook)->tp_name);
     return NULL;
   }
+  PyObject *dict = NULL;
+  if (logger != Py_None && hook != Py_None) {
+    dict = PyObject_GetAttrString(logger, "__dict__");
+    if (!dict) return NULL;
+    if (!PyDict_Check(dict)) Py_CLEAR(dict); /* no level cache to read: the hook always asks */
+  }
   Py_XSETREF(st->ref.compile_hook, hook == Py_None ? NULL : Py_NewRef(hook));
+  Py_XSETREF(st->ref.compile_log_dict, dict);
   Py_RETURN_NONE;
 }
 
@@ -628,11 +859,12 @@ static PyMethodDef kpy_sourcemodule_functions[] = {
     {"module_from_buffer", kpy_module_from_buffer, METH_O,
      "module_from_buffer(data, /)\n--\n\n"
      "A Module from a CUBIN, a fatbin or PTX (bytes, or str PTX)."},
-    {"_set_compile_hook", kpy_set_compile_hook, METH_O,
-     "_set_compile_hook(hook, /)\n--\n\n"
+    {"_set_compile_hook", kpy_set_compile_hook, METH_VARARGS,
+     "_set_compile_hook(hook, logger=None, /)\n--\n\n"
      "hook(origin, module) is called after every SourceModule (origin 1: the process's table, "
      "2: the disk cache, 3: NVRTC; module None when it failed to compile); None removes it. "
-     "kiln's logging sets it."},
+     "With logger (a logging.Logger), a hit skips the hook while the logger's level cache "
+     "says it does not record DEBUG. kiln's logging sets it."},
     {"last_compile_report", kpy_last_compile_report, METH_NOARGS,
      "last_compile_report($module, /)\n--\n\n"
      "What this thread's last SourceModule did: origin ('memory', 'disk', 'nvrtc'), stale (a "

@@ -8,10 +8,13 @@
 typedef struct kpy_module {
   PyObject_HEAD
   kiln_module *module; /* owned reference (modules are shared through the engine's table) */
-  PyObject *functions; /* dict: name -> Function, so get_function gives one object per name */
+  PyObject *functions; /* dict: name -> Function, so get_function gives one object per name;
+                          made by the first get_function */
 } kpy_module;
 
 int kpy_sourcemodule_init(PyObject *module, kpy_state *st);
+/* Empties and frees the memo of SourceModule's arguments (st->memo). */
+void kpy_sourcemodule_free(kpy_state *st);
 
 /* A kiln.Module over m, which it takes: freed with it, or at once when the object cannot be
  * made (NULL with the exception set). */

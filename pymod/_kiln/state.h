@@ -55,6 +55,7 @@
   X(cooperative, "cooperative")                       \
   X(cluster, "cluster")                               \
   X(programmatic, "programmatic")                     \
+  X(log_cache, "_cache")                              \
   X(shared_size, "shared_size") /* PyCUDA's prepared calls */
 
 /* Events kept for ordering one stream after another (kpy_stream_order), one per device up to
@@ -89,6 +90,9 @@ typedef struct kpy_state {
     PyTypeObject *ArrayFlags_type;
     /* kiln._log's: called after every SourceModule compile or lookup; NULL when none. */
     PyObject *compile_hook;
+    /* ... and the __dict__ of the logger it feeds, whose level cache (its "_cache") says when
+     * a hit need not call it; NULL when none was given. */
+    PyObject *compile_log_dict;
     /* graph.c's. */
     PyTypeObject *Graph_type;
   } ref;
@@ -155,6 +159,8 @@ typedef struct kpy_state {
   void *small_get;
   kiln_event small_get_done;
   int small_get_device, small_get_busy, small_get_pending;
+  /* sourcemodule.c's: the memo of SourceModule's arguments, made on first use. */
+  struct kpy_memo *memo;
   int (*capture_note)(PyObject *graph, PyObject *function, PyObject *const *args, int n,
                       kiln_stream stream);
 } kpy_state;

@@ -85,5 +85,6 @@ def enable_from_environment(environ=os.environ):
     return level
 
 
-_kiln._set_compile_hook(_on_compile)
+# With the logger: a hit skips the hook while the logger's level cache says DEBUG is off.
+_kiln._set_compile_hook(_on_compile, logger)
 enable_from_environment()

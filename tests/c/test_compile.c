@@ -148,6 +148,108 @@ TEST(compile_table_keeps_a_bounded_number_of_unheld_modules) {
   kiln_module_table_set_limit(256);
 }
 
+/* A compile and its memo; the memo must be there. */
+static kiln_module *compile_memo(const char *src, const kiln_compile_opts *opts,
+                                 kiln_compile_memo **memo) {
+  kiln_module *m = NULL;
+  kiln_status s = kiln_module_from_source_memo(src, opts, &m, memo);
+  if (s != KILN_OK) FAIL("compile failed: %s: %s", kiln_status_name(s), kiln_last_error());
+  return m;
+}
+
+/* The module a memo recalls, or NULL; a recall is a memory hit and says so in the report. */
+static kiln_module *recall(const kiln_compile_memo *memo) {
+  kiln_cache_stats before, after;
+  kiln_cache_get_stats(&before);
+  kiln_module *m = NULL;
+  int hit = kiln_module_recall(memo, &m);
+  kiln_cache_get_stats(&after);
+  ASSERT_EQ(hit, m != NULL);
+  ASSERT_EQ(after.memory_hits, before.memory_hits + (hit ? 1 : 0));
+  if (hit) {
+    kiln_compile_report r;
+    kiln_compile_last_report(&r);
+    ASSERT_EQ(r.origin, KILN_ORIGIN_MEMORY);
+  }
+  return m;
+}
+
+TEST(compile_memo_recalls_only_what_a_compile_would_give) {
+  ASSERT_EQ(kiln_module_recall(NULL, &(kiln_module *){NULL}), 0);
+  kiln_compile_memo_free(NULL);
+  unsetenv("KILN_LINEINFO");
+  setenv("KILN_ARCH", "sm_80", 1);
+  kiln_compile_memo *memo = NULL;
+  kiln_module *m = compile_memo(multiply_src, NULL, &memo);
+  ASSERT(memo != NULL);
+  kiln_compile_report first;
+  kiln_compile_last_report(&first);
+  kiln_module *again = recall(memo);
+  ASSERT(again == m);
+  kiln_compile_report r;
+  kiln_compile_last_report(&r);
+  ASSERT_STR_EQ(r.key, first.key);
+  kiln_module_free(again);
+  /* What the compile read from the environment, changed: the arch it chose... */
+  setenv("KILN_ARCH", "sm_90", 1);
+  ASSERT(recall(memo) == NULL);
+  kiln_module *m90 = compile_ok(multiply_src, NULL);
+  ASSERT_STR_EQ(kiln_module_arch(m90), "sm_90");
+  kiln_module_free(m90);
+  setenv("KILN_ARCH", "sm_80", 1);
+  ASSERT((again = recall(memo)) == m);
+  kiln_module_free(again);
+  /* ... and the default -lineinfo. */
+  setenv("KILN_LINEINFO", "0", 1);
+  ASSERT(recall(memo) == NULL);
+  unsetenv("KILN_LINEINFO");
+  ASSERT((again = recall(memo)) == m);
+  kiln_module_free(again);
+
+  /* An arch the options name, and -lineinfo given: the environment no longer matters. */
+  const char *o[] = {"-lineinfo"};
+  kiln_compile_opts named = {.arch = "sm_90", .options = o, .n_options = 1};
+  kiln_compile_memo *memo90 = NULL;
+  kiln_module *n = compile_memo(multiply_src, &named, &memo90);
+  ASSERT(memo90 != NULL && n != m);
+  setenv("KILN_ARCH", "sm_75", 1);
+  setenv("KILN_LINEINFO", "0", 1);
+  ASSERT((again = recall(memo90)) == n);
+  kiln_module_free(again);
+  unsetenv("KILN_LINEINFO");
+  setenv("KILN_ARCH", "sm_80", 1);
+
+  /* The table's bound holds: a memo holds no module, and one freed is not recalled. */
+  kiln_module_free(n);
+  kiln_module_free(m);
+  ASSERT_EQ(kiln_module_table_set_limit(0), (size_t)256);
+  ASSERT_EQ(kiln_module_table_count(), (size_t)0);
+  ASSERT(recall(memo) == NULL);
+  ASSERT(recall(memo90) == NULL);
+  kiln_module_table_set_limit(256);
+  kiln_compile_memo_free(memo);
+  kiln_compile_memo_free(memo90);
+
+  /* A source that reaches a header file gets no memo: its key depends on the working folder
+   * and its freshness on the file. */
+  char dir[] = "/tmp/kiln-memo-XXXXXX", path[64];
+  ASSERT(mkdtemp(dir));
+  snprintf(path, sizeof path, "%s/value.h", dir);
+  int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+  ASSERT(fd >= 0);
+  ASSERT_EQ(write(fd, "#define VALUE 3\n", 16), 16);
+  close(fd);
+  const char *inc[] = {dir};
+  kiln_compile_opts with_dir = {.include_dirs = inc, .n_include_dirs = 1};
+  kiln_compile_memo *none = (kiln_compile_memo *)&none;
+  m = compile_memo("#include \"value.h\"\n__global__ void k(int *p) { *p = VALUE; }\n", &with_dir,
+                   &none);
+  ASSERT(none == NULL);
+  kiln_module_free(m);
+  unlink(path);
+  rmdir(dir);
+}
+
 TEST(lookup_plain_mangled_and_extern_c) {
   kiln_compile_opts opts = {.arch = "sm_90"};
   kiln_module *m = compile_ok("extern \"C\" __global__ void plain(int *p) { *p = 1; }\n"
