@@ -81,7 +81,8 @@ kiln_status kiln__memory_bounce_reserve(kiln__bounce *b, size_t nbytes) {
   size_t cap = b->capacity ? b->capacity : 64 << 10;
   while (cap < nbytes) cap *= 2;
   /* The old buffers may still be the source of copies queued by an earlier call: every call
-   * that used them has synchronized, so they are free to go. */
+   * that used them has synchronized, or left an event that has since completed (b->busy), so
+   * they are free to go. */
   if (b->host) kiln__driver.MemFreeHost(b->host);
   if (b->dev) kiln__driver.MemFree(b->dev);
   b->host = NULL;

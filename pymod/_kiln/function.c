@@ -177,19 +177,24 @@ static PyObject *kpy_function_run(kpy_function *self, PyObject *const *args,
           PyObject_TypeCheck(args[i], st->ref.Out_type) ||
           PyObject_TypeCheck(args[i], st->ref.InOut_type))
         if (kpy_stream_keep(stream_obj, args[i]) < 0) goto done;
-    Py_BEGIN_ALLOW_THREADS
-      s = kiln_function_call_async(self->fn, &cfg, params, packed.transfers, packed.n_transfers);
-    Py_END_ALLOW_THREADS
+    /* An output in pageable memory makes the call wait for the kernel: where Ctrl-C ends it. */
+    kpy_released r = {PyEval_SaveThread()};
+    s = kiln_function_call_async_waiting(self->fn, &cfg, params, packed.transfers,
+                                         packed.n_transfers, kpy_wait_hook, &r);
+    PyEval_RestoreThread(r.ts);
   } else {
-    /* The arrays stay alive: the caller holds them for the length of the call. */
-    Py_BEGIN_ALLOW_THREADS
-      s = kiln_function_call(self->fn, &cfg, params, packed.transfers, packed.n_transfers,
-                             time_kernel ? &elapsed : NULL);
-    Py_END_ALLOW_THREADS
+    /* The arrays stay alive: the caller holds them for the length of the call, which waits for
+     * the kernel where Ctrl-C ends the wait. Interrupted, the call has not copied back and
+     * never will: the kernel goes on, but nothing it does reaches the host arrays. */
+    kpy_released r = {PyEval_SaveThread()};
+    s = kiln_function_call_waiting(self->fn, &cfg, params, packed.transfers, packed.n_transfers,
+                                   time_kernel ? &elapsed : NULL, kpy_wait_hook, &r);
+    PyEval_RestoreThread(r.ts);
     if (!s) kpy_launches_settle(cfg.stream); /* the call waited for its stream */
   }
   if (s) {
-    kpy_raise(st, s);
+    /* A signal handler's exception (KeyboardInterrupt) is the one to give. */
+    if (!PyErr_Occurred()) kpy_raise(st, s);
     goto done;
   }
   /* Pool memory used on another stream than its own is freed only once this launch is over. */

@@ -11,6 +11,7 @@
 #include "errors.h"
 #include "launches.h"
 #include "stream.h"
+#include "wait.h"
 
 #include <string.h>
 
@@ -38,9 +39,11 @@ static int kpy_reduce_scratch(kpy_state *st, int device, kiln_stream stream, kil
   if (st->n_scratch == KPY_SCRATCH_SLOTS) {
     int current = kiln_device_current();
     kiln_device_set_current(st->scratch[0].device);
-    s = kiln_synchronize();
-    if (!s) s = kiln_mem_free(st->scratch[0].ptr);
+    /* Where Ctrl-C can end the wait; the buffer is then kept, as it may still be in use. */
+    int r = kpy_wait_device(st, -1);
+    s = r < 0 ? KILN_OK : kiln_mem_free(st->scratch[0].ptr);
     kiln_device_set_current(current);
+    if (r < 0) return -1;
     if (s) {
       kpy_raise(st, s);
       return -1;

@@ -22,6 +22,35 @@ static double kpy_wait_now(void) {
   return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
 }
 
+static kiln_status kpy_poll_stream(void *what, int *done) {
+  return kiln_stream_query((kiln_stream)what, done);
+}
+
+/* Polls without the GIL until done, a failure, or slice_end; *now is kept current. */
+static kiln_status kpy_wait_slice(kpy_poll poll, void *what, double start, double *now,
+                                  double slice_end, int *done) {
+  kiln_status s;
+  do {
+    if (*now - start >= KPY_WAIT_SPIN_S) {
+      struct timespec nap = {0, KPY_WAIT_NAP_NS};
+      nanosleep(&nap, NULL); /* a signal cuts it short, which is what is wanted */
+    }
+    s = poll(what, done);
+    *now = kpy_wait_now();
+  } while (!s && !*done && *now < slice_end);
+  return s;
+}
+
+/* After a signal handler raised: a KeyboardInterrupt says what was left running. */
+static void kpy_wait_interrupted(const char *what_name) {
+  if (!PyErr_ExceptionMatches(PyExc_KeyboardInterrupt)) return;
+  PyErr_Clear();
+  PyErr_Format(PyExc_KeyboardInterrupt,
+               "interrupted while waiting for %s; the work queued on the GPU goes on running (a "
+               "kernel that never ends holds the GPU until the process exits)",
+               what_name);
+}
+
 int kpy_wait(kpy_state *st, kpy_poll poll, void *what, double timeout, const char *what_name) {
   int done = 0;
   kiln_status s = poll(what, &done);
@@ -41,44 +70,66 @@ int kpy_wait(kpy_state *st, kpy_poll poll, void *what, double timeout, const cha
       return -1;
     }
     Py_BEGIN_ALLOW_THREADS
-      double slice_end = fmin(now + KPY_WAIT_SLICE_S, deadline);
-      do {
-        if (now - start >= KPY_WAIT_SPIN_S) {
-          struct timespec nap = {0, KPY_WAIT_NAP_NS};
-          nanosleep(&nap, NULL); /* a signal cuts it short, which is what is wanted */
-        }
-        s = poll(what, &done);
-        now = kpy_wait_now();
-      } while (!s && !done && now < slice_end);
+      s = kpy_wait_slice(poll, what, start, &now, fmin(now + KPY_WAIT_SLICE_S, deadline), &done);
     Py_END_ALLOW_THREADS
     if (s) {
       kpy_raise(st, s);
       return -1;
     }
     if (!done && PyErr_CheckSignals() < 0) {
-      if (PyErr_ExceptionMatches(PyExc_KeyboardInterrupt)) {
-        PyErr_Clear();
-        PyErr_Format(PyExc_KeyboardInterrupt,
-                     "interrupted while waiting for %s; the work queued on the GPU goes on "
-                     "running (a kernel that never ends holds the GPU until the process exits)",
-                     what_name);
-      }
+      kpy_wait_interrupted(what_name);
       return -1;
     }
   }
   return 0;
 }
 
-static kiln_status kpy_poll_stream(void *what, int *done) {
-  return kiln_stream_query((kiln_stream)what, done);
+kiln_status kpy_wait_hook(void *arg, kiln_stream stream) {
+  kpy_released *r = arg;
+  int done = 0;
+  double start = kpy_wait_now(), now = start;
+  for (;;) {
+    kiln_status s =
+        kpy_wait_slice(kpy_poll_stream, stream, start, &now, now + KPY_WAIT_SLICE_S, &done);
+    if (s || done) return s;
+    PyEval_RestoreThread(r->ts);
+    int failed = PyErr_CheckSignals() < 0;
+    if (failed) kpy_wait_interrupted("a kernel and its In/Out copies (nothing was copied back)");
+    r->ts = PyEval_SaveThread();
+    if (failed) return KILN_ERROR_INTERRUPTED;
+  }
 }
 
 static kiln_status kpy_poll_event(void *what, int *done) {
   return kiln_event_query((kiln_event)what, done);
 }
 
+/* The event that waits for the legacy default stream on the current device (made on first use,
+ * one per device), or a new one in *own past the devices the state keeps; recorded there. -1
+ * with an exception. */
+static int kpy_wait_legacy_event(kpy_state *st, kiln_event *own, kiln_event **event) {
+  int device = kiln_device_current();
+  *own = NULL;
+  *event = device >= 0 && device < KPY_ORDER_DEVICES ? &st->device_wait_event[device] : own;
+  kiln_status s = **event ? KILN_OK : kiln_event_create(0, *event);
+  if (!s) s = kiln_event_record(**event, NULL);
+  if (s) {
+    kpy_raise(st, s);
+    kiln_event_destroy(*own);
+    return -1;
+  }
+  return 0;
+}
+
 int kpy_wait_stream(kpy_state *st, kiln_stream stream, double timeout) {
-  return kpy_wait(st, kpy_poll_stream, stream, timeout, "the stream");
+  if (stream) return kpy_wait(st, kpy_poll_stream, stream, timeout, "the stream");
+  /* A copy or synchronize on the legacy default stream also waits for the work of every
+   * blocking stream, which the stream's own query does not see; an event recorded there does. */
+  kiln_event own, *event;
+  if (kpy_wait_legacy_event(st, &own, &event) < 0) return -1;
+  int r = kpy_wait(st, kpy_poll_event, *event, timeout, "the default stream");
+  kiln_event_destroy(own);
+  return r;
 }
 
 int kpy_wait_event(kpy_state *st, kiln_event event, double timeout) {
@@ -116,17 +167,9 @@ static kiln_status kpy_poll_device(void *what, int *done) {
 }
 
 int kpy_wait_device(kpy_state *st, double timeout) {
-  int device = kiln_device_current();
-  kiln_event own = NULL;
-  kiln_event *event =
-      device >= 0 && device < KPY_ORDER_DEVICES ? &st->device_wait_event[device] : &own;
-  kiln_status s = *event ? KILN_OK : kiln_event_create(0, event);
-  if (!s) s = kiln_event_record(*event, NULL);
-  if (s) {
-    kpy_raise(st, s);
-    kiln_event_destroy(own);
-    return -1;
-  }
+  kiln_event own, *event;
+  if (kpy_wait_legacy_event(st, &own, &event) < 0) return -1;
+  kiln_status s;
   /* A copy of the handles: the list may change while the GIL is released. A collected
    * kiln.Stream's handle is parked, never destroyed, so a copied one stays valid. */
   kpy_device_poll poll = {*event, NULL, 0};
