@@ -418,6 +418,14 @@ kiln_status kiln_mem_alloc_pitch(size_t width, size_t height, unsigned element_b
 
 kiln_status kiln_mem_info(size_t *free_bytes, size_t *total_bytes); /* the current device */
 
+/* Whether a kernel on the current device can reach the memory at p, as far as the driver can
+ * tell: 1 for device or managed memory and page-locked host memory (mapped for the device);
+ * 0 for an address the driver knows nothing of (pageable host memory, say a NumPy array's
+ * data, or no memory at all) on a device that cannot reach pageable memory. A device that can
+ * (CU_DEVICE_ATTRIBUTE_PAGEABLE_MEMORY_ACCESS: HMM, ATS) reaches every host address: 1. p = 0
+ * is reachable (an empty array's address, never read). */
+kiln_status kiln_pointer_reachable(kiln_deviceptr p, int *reachable);
+
 typedef struct kiln_pool_stats {
   uint64_t reserved, reserved_high; /* bytes the pool holds from the driver, and the most */
   uint64_t used, used_high;         /* bytes handed out, and the most */
@@ -493,6 +501,10 @@ typedef struct kiln_launch_config {
  * Block, grid and shared memory are checked against the device's and the kernel's limits
  * first, with a sentence naming the limit (KILN_ERROR_INVALID). */
 kiln_status kiln_function_launch(kiln_function *f, const kiln_launch_config *cfg, void **params);
+
+/* Checks cfg as kiln_function_launch does (the shape, then the device's and the kernel's
+ * limits, loading the module on the device first), without launching. */
+kiln_status kiln_function_check_launch(kiln_function *f, const kiln_launch_config *cfg);
 
 /* Host data a parameter receives as a device pointer (PyCUDA's In, Out, InOut). */
 typedef enum kiln_transfer_dir {

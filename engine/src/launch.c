@@ -109,6 +109,13 @@ kiln_status kiln_function_launch(kiln_function *f, const kiln_launch_config *cfg
   return s;
 }
 
+kiln_status kiln_function_check_launch(kiln_function *f, const kiln_launch_config *cfg) {
+  kiln__device *d;
+  kiln_status s = kiln__prepare(f, cfg, &d);
+  if (!s) kiln__clear_error();
+  return s;
+}
+
 /* ---- Extended launches and occupancy ------------------------------------------------- */
 
 /* The kernel as a CUfunction of the current context, which the occupancy calculator takes. */

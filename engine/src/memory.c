@@ -491,6 +491,21 @@ kiln_status kiln_mem_info(size_t *free_bytes, size_t *total_bytes) {
   return KILN_OK;
 }
 
+kiln_status kiln_pointer_reachable(kiln_deviceptr p, int *reachable) {
+  *reachable = 1;
+  if (!p) return KILN_OK;
+  kiln__device *d;
+  kiln_status s = kiln__device_enter(&d);
+  if (s) return s;
+  unsigned type = 0;
+  CUresult rc = kiln__driver.PointerGetAttribute(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, p);
+  /* INVALID_VALUE: no allocation, registration or mapping of the driver's holds p. */
+  if (rc == CUDA_ERROR_INVALID_VALUE) *reachable = d->pageable_access;
+  else if (rc != CUDA_SUCCESS) return kiln__cuda_fail("cuPointerGetAttribute", (int)rc);
+  kiln__clear_error();
+  return KILN_OK;
+}
+
 kiln_status kiln_pool_get_stats(kiln_pool_stats *out) {
   memset(out, 0, sizeof *out);
   kiln__device *d;

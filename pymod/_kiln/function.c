@@ -143,7 +143,7 @@ static PyObject *kpy_function_run(kpy_function *self, PyObject *const *args,
   }
   kpy_packed packed;
   packed.stream = cfg.stream;
-  packed.n_transfers = packed.waited = 0;
+  packed.n_transfers = packed.waited = packed.n_pointers = 0;
   PyObject *result = NULL;
   /* Arguments whose conversion may run Python code (an __index__, an interface) first, then the
    * rest: an allocation's address is read after any code that could free it has run. */
@@ -155,6 +155,13 @@ static PyObject *kpy_function_run(kpy_function *self, PyObject *const *args,
     }
   }
   kiln_status s;
+  if (packed.n_pointers) {
+    if ((s = kiln_function_check_launch(self->fn, &cfg))) {
+      kpy_raise(st, s);
+      goto done;
+    }
+    if (kpy_packed_check_pointers(st, self->fn, &packed) < 0) goto done;
+  }
   double elapsed = 0;
   kpy_launches_record((PyObject *)self, cfg.stream);
   if (packed.n_transfers == 0 && !time_kernel) {

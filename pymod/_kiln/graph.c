@@ -227,11 +227,12 @@ static PyObject *kpy_graph_update_kernel(kpy_graph *self, PyObject *const *args,
   }
   kpy_packed packed;
   packed.stream = self->handle;
-  packed.n_transfers = packed.waited = 0;
+  packed.n_transfers = packed.waited = packed.n_pointers = 0;
   for (int i = 0; i < fn->n_params; i++) {
     params[i] = storage + fn->offsets[i];
     if (kpy_pack_arg(st, fn->fn, i, args[1 + i], params[i], &packed) < 0) goto done;
   }
+  if (kpy_packed_check_pointers(st, fn->fn, &packed) < 0) goto done;
   if (packed.n_transfers) {
     PyErr_Format(PyExc_ValueError,
                  "update(%zd, *args): In/Out/InOut cannot be a graph's arguments (a replay would "

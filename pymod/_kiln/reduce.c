@@ -167,6 +167,7 @@ static PyObject *kpy_reduce_launch(kpy_reduce *r, PyObject *const *objs, PyObjec
   packed.n_transfers = 0;
   packed.waited = 0;
   packed.waited_on = NULL;
+  packed.n_pointers = 0;
   PyObject *result = NULL;
   for (int i = 0; i < r->nargs + 3; i++) params[i] = storage + f->offsets[i];
   memcpy(params[0], &out->ptr, sizeof out->ptr);
@@ -178,6 +179,7 @@ static PyObject *kpy_reduce_launch(kpy_reduce *r, PyObject *const *objs, PyObjec
       goto done;
     }
   }
+  if (kpy_packed_check_pointers(st, f->fn, &packed) < 0) goto done;
   if (packed.n_transfers) {
     PyErr_Format(PyExc_TypeError,
                  "%s: In, Out and InOut are for kernels called directly; a "
