@@ -121,7 +121,7 @@ deps-wheels: deps
 	$(PY) -m pip install --quiet --no-index --find-links $(WHEELS) --upgrade \
 	    --target $(WHEEL_SITE) $(WHEEL_PACKAGES) || \
 	    echo "deps-wheels: $(WHEELS) does not serve $$($(PY) -V) (it was made for" \
-	         "$(WHEEL_PYTHON)); the notebook and Dask tests will skip"
+	         "$(WHEEL_PYTHON)); tests whose packages are missing will skip"
 
 ext: $(EXT)
 
