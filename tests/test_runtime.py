@@ -199,6 +199,36 @@ def test_ctrl_c_ends_a_wait_within_a_tenth_of_a_second():
     assert report["at"] - sent < 0.1
 
 
+def test_the_wait_inside_a_call_with_in_out_returns_when_the_work_is_done():
+    # The wait a call with In/Out makes inside the engine, with the GIL released around it.
+    for seconds in (0, 0.005, 0.05):
+        t = time.monotonic()
+        kiln._kiln._wait_released_until(seconds)
+        took = time.monotonic() - t
+        assert seconds <= took < seconds + 0.02, (seconds, took)
+
+
+def test_the_wait_inside_a_call_with_in_out_leaves_the_gil_to_other_threads():
+    import threading
+    waiter = threading.Thread(target=kiln._kiln._wait_released_until, args=(0.5,))
+    waiter.start()
+    time.sleep(0.05)
+    ran, end = 0, time.monotonic() + 0.2
+    while time.monotonic() < end:   # Python code, which needs the GIL the wait released
+        ran += 1
+    assert waiter.is_alive(), "the wait ended early"
+    waiter.join()
+    assert ran > 10_000, ran
+
+
+def test_ctrl_c_ends_the_wait_inside_a_call_with_in_out():
+    report, sent = interrupt_child("kiln._kiln._wait_released_until(3600)")
+    assert report["raised"] == "KeyboardInterrupt"
+    assert ("interrupted while waiting for the kernel (nothing is copied back into its Out and "
+            "InOut arrays); the work queued on the GPU goes on running") in report["message"]
+    assert report["at"] - sent < 0.1
+
+
 # A kernel that spins until *flag is set (or about half a minute of clock cycles has gone, so
 # that a broken test still ends), launched without waiting. stop sets the flag through a
 # non-blocking stream, which the spinning kernel's stream does not hold up, then waits for all.

@@ -84,20 +84,29 @@ int kpy_wait(kpy_state *st, kpy_poll poll, void *what, double timeout, const cha
   return 0;
 }
 
-kiln_status kpy_wait_hook(void *arg, kiln_stream stream) {
-  kpy_released *r = arg;
+/* What a call with In/Out was waiting for, in the KeyboardInterrupt that ends it. */
+#define KPY_WAIT_CALL_NAME "the kernel (nothing is copied back into its Out and InOut arrays)"
+
+/* kpy_wait's loop for a caller that has released the GIL (r->ts): it is taken back only to run
+ * the signal handlers, every slice. KILN_ERROR_INTERRUPTED with the handler's exception set
+ * when one raised. */
+static kiln_status kpy_wait_released(kpy_released *r, kpy_poll poll, void *what,
+                                     const char *what_name) {
   int done = 0;
   double start = kpy_wait_now(), now = start;
   for (;;) {
-    kiln_status s =
-        kpy_wait_slice(kpy_poll_stream, stream, start, &now, now + KPY_WAIT_SLICE_S, &done);
+    kiln_status s = kpy_wait_slice(poll, what, start, &now, now + KPY_WAIT_SLICE_S, &done);
     if (s || done) return s;
     PyEval_RestoreThread(r->ts);
     int failed = PyErr_CheckSignals() < 0;
-    if (failed) kpy_wait_interrupted("a kernel and its In/Out copies (nothing was copied back)");
+    if (failed) kpy_wait_interrupted(what_name);
     r->ts = PyEval_SaveThread();
     if (failed) return KILN_ERROR_INTERRUPTED;
   }
+}
+
+kiln_status kpy_wait_hook(void *arg, kiln_stream stream) {
+  return kpy_wait_released(arg, kpy_poll_stream, stream, KPY_WAIT_CALL_NAME);
 }
 
 static kiln_status kpy_poll_event(void *what, int *done) {
@@ -234,9 +243,28 @@ static PyObject *kpy_wait_until(PyObject *module, PyObject *args, PyObject *kwar
   Py_RETURN_NONE;
 }
 
+/* _wait_released_until(seconds): the wait of a call with In/Out inside the engine (the GIL
+ * released around it), for work that ends after seconds. */
+static PyObject *kpy_wait_released_until(PyObject *module, PyObject *arg) {
+  double seconds = PyFloat_AsDouble(arg);
+  if (seconds == -1 && PyErr_Occurred()) return NULL;
+  double until = kpy_wait_now() + seconds;
+  kpy_released r = {PyEval_SaveThread()};
+  kiln_status s = kpy_wait_released(&r, kpy_poll_clock, &until, KPY_WAIT_CALL_NAME);
+  PyEval_RestoreThread(r.ts);
+  if (s) {
+    if (!PyErr_Occurred()) kpy_raise(kpy_state_of_module(module), s);
+    return NULL;
+  }
+  Py_RETURN_NONE;
+}
+
 static PyMethodDef kpy_wait_functions[] = {
     {"_wait_until", (PyCFunction)(void (*)(void))kpy_wait_until, METH_VARARGS | METH_KEYWORDS,
      "_wait_until(seconds, timeout=None): the wait of a synchronize, for work that ends after "
+     "seconds (for tests)."},
+    {"_wait_released_until", kpy_wait_released_until, METH_O,
+     "_wait_released_until(seconds): the wait of a call with In/Out, for work that ends after "
      "seconds (for tests)."},
     {NULL, NULL, 0, NULL},
 };
