@@ -119,6 +119,15 @@ static int kpy_parse_launch_option(int kw, PyObject *value, kiln_launch_options 
   return 0;
 }
 
+/* Pool memory used on another stream than its own is freed only once the launch on stream is
+ * over: the DeviceArrays among the n arguments at args are noted as used there. */
+static int kpy_function_note_arrays(kpy_state *st, PyObject *const *args, int n,
+                                    kiln_stream stream) {
+  for (int i = 0; i < n; i++)
+    if (kpy_array_check(st, args[i]) && kpy_array_used_on(st, args[i], stream) < 0) return -1;
+  return 0;
+}
+
 /* Packs the n_params arguments at args and launches with cfg: the work of the call and of the
  * prepared calls. stream_obj is the kiln.Stream cfg->stream came from, or NULL; opts the
  * extended launch's options, or NULL for the plain launch. */
@@ -199,14 +208,28 @@ static PyObject *kpy_function_run(kpy_function *self, PyObject *const *args,
     PyEval_RestoreThread(r.ts);
     if (!s) kpy_launches_settle(cfg.stream); /* the call waited for its stream */
   }
-  if (s) {
-    /* A signal handler's exception (KeyboardInterrupt) is the one to give. */
-    if (!PyErr_Occurred()) kpy_raise(st, s);
+  if (s == KILN_ERROR_INTERRUPTED && PyErr_Occurred()) {
+    /* The kernel runs on: the arrays it uses are noted as for any launch (below), with the
+     * signal handler's exception (KeyboardInterrupt), the one to give, kept aside meanwhile. */
+#if PY_VERSION_HEX >= 0x030C0000
+    PyObject *exc = PyErr_GetRaisedException();
+    kpy_function_note_arrays(st, args, self->n_params, cfg.stream);
+    PyErr_Clear();
+    PyErr_SetRaisedException(exc);
+#else
+    PyObject *exc_type, *exc, *tb;
+    PyErr_Fetch(&exc_type, &exc, &tb);
+    kpy_function_note_arrays(st, args, self->n_params, cfg.stream);
+    PyErr_Clear();
+    PyErr_Restore(exc_type, exc, tb);
+#endif
     goto done;
   }
-  /* Pool memory used on another stream than its own is freed only once this launch is over. */
-  for (int i = 0; i < self->n_params; i++)
-    if (kpy_array_check(st, args[i]) && kpy_array_used_on(st, args[i], cfg.stream) < 0) goto done;
+  if (s) {
+    kpy_raise(st, s);
+    goto done;
+  }
+  if (kpy_function_note_arrays(st, args, self->n_params, cfg.stream) < 0) goto done;
   result = time_kernel ? PyFloat_FromDouble(elapsed) : Py_NewRef(Py_None);
 done:
   if (storage != stack_storage) {
