@@ -39,9 +39,10 @@ OBJS    = $(KILN_ENGINE_SOURCES:%.c=$(BUILD)/%.o)
 HEADERS = $(wildcard engine/include/*.h engine/src/*.h)
 CTESTS  = $(wildcard tests/c/*.c)
 EXT     = pymod/kiln/_kiln$(shell $(PYTHON) -c 'import sysconfig; print(sysconfig.get_config_var("EXT_SUFFIX"))')
-PYENV   = PYTHONPATH=$(CURDIR)/pymod$${PYTHONPATH:+:$$PYTHONPATH}
+# The package, then what deps-wheels installed from the wheelhouse (an absent folder is no harm).
+PYENV   = PYTHONPATH=$(CURDIR)/pymod:$(CURDIR)/$(WHEEL_SITE)$${PYTHONPATH:+:$$PYTHONPATH}
 
-.PHONY: all lib ext deps deps-notebook demo test test-c test-py bench bench-detail bench-cpu gpu-check sanitize fuzz fuzz-cc clean \
+.PHONY: all lib ext deps deps-notebook deps-wheels wheelhouse valgrind demo test test-c test-py bench bench-detail bench-cpu gpu-check sanitize fuzz fuzz-cc clean \
         lint lint-build lint-layers lint-format lint-tools format
 
 all: lib ext
@@ -79,12 +80,48 @@ endif
 # What the notebook tests need (IPython, and a Jupyter kernel run through nbclient), from the
 # registry when missing. Not needed to build or use kiln, so a machine without network goes on
 # without them and those tests skip, naming what is missing.
-deps-notebook:
-	@$(PYTHON) -c 'import IPython, ipykernel, nbclient, nbformat' 2>/dev/null || \
-	    $(PYTHON) -m pip install --quiet --retries 1 --timeout 15 ipython ipykernel nbclient \
+deps-notebook: deps-wheels
+	@PYTHONPATH=$(CURDIR)/$(WHEEL_SITE) $(PY) -c 'import IPython, ipykernel, nbclient, nbformat' \
+	    2>/dev/null || \
+	    $(PY) -m pip install --quiet --retries 1 --timeout 15 ipython ipykernel nbclient \
 	        nbformat || \
 	    echo "deps-notebook: could not install ipython, ipykernel, nbclient, nbformat;" \
 	         "the notebook tests will skip"
+
+# ---- A wheelhouse for a machine without network ----------------------------------------------
+# The GPU machine has no network and lacks what the notebook tests (IPython, ipykernel,
+# nbclient, nbformat) and the Dask tests (dask, distributed) need. `make wheelhouse`, run where
+# a registry is reachable, downloads them with every dependency, as wheels for CPython
+# WHEEL_PYTHON on manylinux x86_64, into $(WHEELS) (git-ignored; carried to that machine with
+# the tree). There deps-wheels, part of `make test` and so of `make gpu-check`, installs them
+# from it offline (pip --no-index) into $(WHEEL_SITE), which the tests' PYTHONPATH names, the
+# Jupyter kernels and Dask workers they start included: no interpreter is changed, an
+# externally managed one neither. It does nothing without the folder, or when the packages
+# import already.
+WHEELS          ?= wheels
+WHEEL_PYTHON    ?= 3.12
+WHEEL_PACKAGES   = ipython ipykernel nbclient nbformat dask distributed
+WHEEL_IMPORTS    = IPython, ipykernel, nbclient, nbformat, dask, distributed
+# manylinux2014 (glibc 2.17) first, the widest; 2.28 only where a package has nothing older.
+WHEEL_PLATFORMS  = manylinux_2_17_x86_64 manylinux2014_x86_64 manylinux_2_28_x86_64
+# One folder per interpreter (cpython-312): another one's compiled modules would not load.
+PY_CACHE_TAG    := $(shell $(PYTHON) -c 'import sys; print(sys.implementation.cache_tag)')
+WHEEL_SITE       = $(BUILD)/wheel-site-$(PY_CACHE_TAG)
+
+wheelhouse:
+	$(PYTHON) -m pip download --quiet --dest $(WHEELS) --only-binary=:all: \
+	    --implementation cp --python-version $(WHEEL_PYTHON) \
+	    $(WHEEL_PLATFORMS:%=--platform %) $(WHEEL_PACKAGES)
+	@echo "wheelhouse: $$(ls $(WHEELS)/*.whl | wc -l) wheels, $$(du -sh $(WHEELS) | cut -f1)"
+
+deps-wheels: deps
+	@test -d $(WHEELS) || exit 0; \
+	PYTHONPATH=$(CURDIR)/$(WHEEL_SITE) $(PY) -c 'import $(WHEEL_IMPORTS)' 2>/dev/null && exit 0; \
+	echo "deps-wheels: installing $(WHEEL_PACKAGES) from $(WHEELS) into $(WHEEL_SITE)"; \
+	$(PY) -m pip install --quiet --no-index --find-links $(WHEELS) --upgrade \
+	    --target $(WHEEL_SITE) $(WHEEL_PACKAGES) || \
+	    echo "deps-wheels: $(WHEELS) does not serve $$($(PY) -V) (it was made for" \
+	         "$(WHEEL_PYTHON)); tests whose packages are missing will skip"
 
 ext: $(EXT)
 
@@ -164,6 +201,20 @@ sanitize: ext lib
 	@test -f "$(SAN_RT)" || { echo "sanitize: no ASan runtime for $(SAN_CC)"; exit 1; }
 	LD_PRELOAD=$(SAN_RT) ASAN_OPTIONS=$(SAN_ASAN):detect_leaks=0 UBSAN_OPTIONS=$(SAN_UBSAN) \
 	    PYTHONPATH=$(CURDIR)/$(SAN_PKG) $(PYTHON) -m pytest -q -rs -p no:cacheprovider tests
+
+# ---- valgrind --------------------------------------------------------------------------------
+# `make valgrind` runs the C tests under memcheck. valgrind follows the runner's fork, so each
+# test's own process is checked, and an invalid read or write, a use of uninitialised memory or a
+# definite leak fails that test (exit 99). Errors inside NVRTC itself are left out
+# (tests/c/valgrind.supp). GPU tests skip without a GPU, as in `make test`. Slow: a test that
+# compiles runs NVRTC under memcheck (minutes for some), and tests that time processes against
+# each other may fail on timing alone; their logs say which.
+
+VALGRIND_FLAGS = --tool=memcheck --leak-check=full --errors-for-leak-kinds=definite \
+                 --error-exitcode=99 --suppressions=tests/c/valgrind.supp --quiet
+
+valgrind: $(BUILD)/test_engine
+	valgrind $(VALGRIND_FLAGS) $(BUILD)/test_engine
 
 # ---- Fuzzing ---------------------------------------------------------------------------------
 # libFuzzer over the readers of bytes kiln did not write in this process: cache entries found

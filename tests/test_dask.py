@@ -51,6 +51,14 @@ def scale_chunk(module, chunk, a, b):
     return y.get(), kiln.Device(kiln.current_device()).pci_bus_id()
 
 
+def compile_and_scale(source, chunk, a, b):
+    """Compiles source on this worker, for its own GPU, through the machine's cache folder, then
+    runs it over chunk: the result, the GPU's PCI bus id and its compute capability."""
+    module = kiln.SourceModule(source, arch=None)
+    y, bus = scale_chunk(module, chunk, a, b)
+    return y, bus, kiln.current_device().compute_capability()
+
+
 # ---- Clusters ---------------------------------------------------------------------------------
 
 @pytest.fixture
@@ -149,3 +157,36 @@ def test_both_gpus_do_the_work():
     buses = _run_over_chunks(8)
     expected = {kiln.Device(i).pci_bus_id() for i in range(kiln.Device.count())}
     assert buses == expected and len(buses) >= 2
+
+
+@pytest.mark.gpu
+@pytest.mark.gpus2
+def test_every_gpu_compiles_through_the_machine_cache_once(shared_cache):
+    # The source is sent, not the module: each GPU's worker compiles it for its own device, and
+    # the machine's cache folder makes that one compile per architecture for the whole machine
+    # (workers of the same GPU model share the entry). The test process compiles nothing.
+    source = SCALE + f"// {uuid.uuid4().hex}\n"
+    n_gpus = kiln.Device.count()
+    rng = np.random.default_rng(11)
+    x = rng.standard_normal(4_000_000, dtype=np.float32)
+    chunks = np.array_split(x, 4 * n_gpus)
+    before = kiln.cache_stats()["compiles"]
+    with gpu_cluster() as cluster, distributed.Client(cluster) as client:
+        client.wait_for_workers(n_gpus)
+        workers = sorted(client.scheduler_info()["workers"])
+        assert len(workers) == n_gpus
+        futures = [client.submit(compile_and_scale, source, c, 2.5, -1.0,
+                                 workers=[workers[i % n_gpus]], allow_other_workers=False,
+                                 pure=False) for i, c in enumerate(chunks)]
+        results = client.gather(futures)
+        stats = client.run(kiln.cache_stats)
+    assert kiln.cache_stats()["compiles"] == before
+    y = np.concatenate([r[0] for r in results])
+    np.testing.assert_allclose(y, np.float32(2.5) * x + np.float32(-1.0), rtol=1e-6, atol=1e-6)
+    buses = {r[1] for r in results}
+    assert buses == {kiln.Device(i).pci_bus_id() for i in range(n_gpus)}  # every GPU worked
+    archs = {tuple(r[2]) for r in results}
+    compiles = sum(s["compiles"] for s in stats.values())
+    assert compiles == len(archs), (stats, archs)  # one compile per architecture, machine-wide
+    # Every chunk after a worker's first was answered from its own process.
+    assert sum(s["memory_hits"] for s in stats.values()) >= len(chunks) - n_gpus

@@ -430,6 +430,101 @@ def test_an_address_object_and_an_int_value_still_pass(copy):
         copy(0, 0, OneElementHostTensor(), block=1, grid=0)
 
 
+# ---- A host pointer inside an interface ---------------------------------------------------------
+# Where a kernel argument's __cuda_array_interface__ gives an address the driver knows nothing of
+# (a NumPy array's data, or none at all), the launch is refused: the kernel would fault on it,
+# and a fault ends the context. The driver is asked after the launch's shape is checked, so a bad
+# shape is still the first error; without a driver nothing can tell.
+
+class HostInterface:
+    """An interface over a NumPy array's own host memory (or any address given)."""
+
+    def __init__(self, array, address=None):
+        self.array = array
+        ptr = array.ctypes.data if address is None else address
+        self.__cuda_array_interface__ = {"shape": array.shape, "typestr": array.dtype.str,
+                                         "data": (ptr, False), "version": 3}
+
+
+def test_a_host_pointer_in_an_interface_gives_way_to_a_bad_shape(copy):
+    host = np.arange(16, dtype=np.float32)
+    with pytest.raises(ValueError, match="grid.x is 0"):
+        copy(HostInterface(host), HostInterface(host), 16, block=16, grid=0)
+
+
+@pytest.mark.skipif(HAVE_GPU, reason="what a machine without a driver does")
+def test_without_a_driver_a_host_pointer_cannot_be_told(copy):
+    # Nothing can ask the driver, so the pointer passes, and the launch fails on its own.
+    host = np.arange(16, dtype=np.float32)
+    with pytest.raises(kiln.NoDeviceError):
+        copy(HostInterface(host), HostInterface(host), 16, block=16, grid=1)
+
+
+def reaches_pageable_memory():
+    """Whether the GPU reads pageable host memory itself (HMM, ATS): then a host pointer is one
+    a kernel can use, and kiln lets it through."""
+    return bool(kiln.Device(0).get_attribute(kiln.device_attribute.PAGEABLE_MEMORY_ACCESS))
+
+
+UNREACHABLE = r"its __cuda_array_interface__ gives address 0x[0-9a-f]+, which the GPU cannot " \
+              r"reach: the driver knows it as neither device memory nor page-locked host memory"
+
+
+@pytest.mark.gpu
+def test_a_host_pointer_in_an_interface_is_refused(copy):
+    host = np.arange(16, dtype=np.float32)
+    dst = kiln.zeros(16, np.float32)
+    if reaches_pageable_memory():
+        copy(HostInterface(host), dst, 16, block=16, grid=1)
+        kiln.synchronize()
+        np.testing.assert_array_equal(dst.get(), host)
+        pytest.skip("this GPU reads pageable host memory: a host pointer is a good one here")
+    with pytest.raises(TypeError, match=r"argument 0 of copy\(.*\): " + UNREACHABLE):
+        copy(HostInterface(host), dst, 16, block=16, grid=1)
+    with pytest.raises(TypeError, match=r"argument 1 of copy\(.*\): " + UNREACHABLE):
+        copy(dst, HostInterface(host), 16, block=16, grid=1)
+    # An address with no memory at all, refused the same way.
+    with pytest.raises(TypeError, match=UNREACHABLE):
+        copy(dst, HostInterface(host, address=0x10000), 16, block=16, grid=1)
+    # Nothing ran: the context is whole, and the same call with device memory works.
+    src = kiln.to_device(host)
+    copy(src, dst, 16, block=16, grid=1)
+    np.testing.assert_array_equal(dst.get(), host)
+
+
+@pytest.mark.gpu
+def test_page_locked_memory_and_device_memory_in_an_interface_pass(copy):
+    # Page-locked memory is mapped for the device: a kernel writes into it through its address.
+    pinned = kiln.pagelocked_zeros(16, np.float32)
+    src = kiln.to_device(np.arange(16, dtype=np.float32) + 1)
+    copy(src, HostInterface(pinned), 16, block=16, grid=1)
+    kiln.synchronize()
+    np.testing.assert_array_equal(pinned, np.arange(16, dtype=np.float32) + 1)
+    # An empty array's address, 0, is never read.
+    copy(HostInterface(np.zeros(0, np.float32), address=0), src, 0, block=16, grid=1)
+    kiln.synchronize()
+
+
+@pytest.mark.gpu
+def test_past_eight_interfaces_a_host_pointer_is_refused_while_packing():
+    # The first eight pointers are asked after the shape; any further one as it is packed.
+    params = ", ".join(f"float *p{i}" for i in range(10))
+    k = kiln.SourceModule(f'extern "C" __global__ void ten({params}) {{ *p0 = 1.0f; }}',
+                          arch=ARCH).get_function("ten")
+    dev = kiln.zeros(1, np.float32)
+    host = np.zeros(1, np.float32)
+    args = [HostInterface(dev.get(), address=dev.ptr)] * 9 + [HostInterface(host)]
+    if reaches_pageable_memory():
+        pytest.skip("this GPU reads pageable host memory: a host pointer is a good one here")
+    with pytest.raises(TypeError, match=r"argument 9 of ten\(.*\): " + UNREACHABLE):
+        k(*args, block=1, grid=0)  # refused before the shape is looked at
+    args = [HostInterface(host)] + [HostInterface(dev.get(), address=dev.ptr)] * 9
+    with pytest.raises(TypeError, match=r"argument 0 of ten\(.*\): " + UNREACHABLE):
+        k(*args, block=1, grid=1)
+    with pytest.raises(ValueError, match="grid.x is 0"):
+        k(*args, block=1, grid=0)
+
+
 # ---- __cuda_array_interface__ on a GPU ------------------------------------------------------------
 
 class TorchV3:

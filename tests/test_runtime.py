@@ -200,6 +200,36 @@ def test_ctrl_c_ends_a_wait_within_a_tenth_of_a_second():
     assert report["at"] - sent < 0.1
 
 
+def test_the_wait_inside_a_call_with_in_out_returns_when_the_work_is_done():
+    # The wait a call with In/Out makes inside the engine, with the GIL released around it.
+    for seconds in (0, 0.005, 0.05):
+        t = time.monotonic()
+        kiln._kiln._wait_released_until(seconds)
+        took = time.monotonic() - t
+        assert seconds <= took < seconds + 0.02, (seconds, took)
+
+
+def test_the_wait_inside_a_call_with_in_out_leaves_the_gil_to_other_threads():
+    import threading
+    waiter = threading.Thread(target=kiln._kiln._wait_released_until, args=(0.5,))
+    waiter.start()
+    time.sleep(0.05)
+    ran, end = 0, time.monotonic() + 0.2
+    while time.monotonic() < end:   # Python code, which needs the GIL the wait released
+        ran += 1
+    assert waiter.is_alive(), "the wait ended early"
+    waiter.join()
+    assert ran > 10_000, ran
+
+
+def test_ctrl_c_ends_the_wait_inside_a_call_with_in_out():
+    report, sent = interrupt_child("kiln._kiln._wait_released_until(3600)")
+    assert report["raised"] == "KeyboardInterrupt"
+    assert ("interrupted while waiting for the kernel (nothing is copied back into its Out and "
+            "InOut arrays); the work queued on the GPU goes on running") in report["message"]
+    assert report["at"] - sent < 0.1
+
+
 # A kernel that spins until *flag is set (or about half a minute of clock cycles has gone, so
 # that a broken test still ends), launched without waiting. stop sets the flag through a
 # non-blocking stream, which the spinning kernel's stream does not hold up, then waits for all.
@@ -228,7 +258,13 @@ SPIN_WAITS = {
                            "s.synchronize()", "the stream"),
     "Event.synchronize": ("launch(); e = kiln.Event().record()", "e.synchronize()",
                           "the event"),
-    "DeviceArray.get": ("launch()", "flag.get()", "the stream"),
+    "DeviceArray.get": ("launch()", "flag.get()", "the default stream"),
+    "memcpy_dtoh": ("launch(); h = np.zeros(1, np.int32)", "kiln.memcpy_dtoh(h, flag)",
+                    "the default stream"),
+    # The legacy default stream's copy also waits for a blocking kiln.Stream's work, which the
+    # wait sees through an event recorded there.
+    "get behind a blocking stream": ("b = kiln.Stream(); launch(b)", "flag.get()",
+                                     "the default stream"),
 }
 
 
@@ -255,6 +291,72 @@ report["flag"] = flag.get().tolist()
     report, sent = interrupt_child("flag.get()", prelude=SPIN_PRELUDE + "launch()\n", stop=stop)
     assert report["raised"] == "KeyboardInterrupt", report
     assert report["x"] == list(range(10)) and report["flag"] == [1]
+
+
+# A launch with In/Out waits for its kernel inside the call, to copy back: Ctrl-C ends that wait
+# too. The kernel spins, then writes 7 into every element of out; interrupted, the call copies
+# nothing back, then or ever, so out still holds zeros once the kernel has ended. A call after
+# it (the kernel no longer spinning, flag being set) copies back as usual: the buffers the
+# interrupted call left to the kernel are reused once it is over.
+SPIN_OUT_PRELUDE = SPIN_PRELUDE + """
+spin_out = kiln.SourceModule('''
+extern "C" __global__ void spin_out(volatile int *flag, long long cycles, float *out, int n)
+{ long long start = clock64(); while (*flag == 0 && clock64() - start < cycles) {}
+  for (int i = 0; i < n; i++) out[i] = 7.0f; }
+''').get_function("spin_out")
+CYCLES = np.int64(60_000_000_000)
+"""
+
+SPIN_OUT_STOP = SPIN_STOP + """
+report["untouched"] = bool((out == 0).all())
+for n in (16, 1 << 20):      # the small buffers and the pooled path, both after the interruption
+    again = np.zeros(n, np.float32)
+    spin_out(flag, CYCLES, kiln.Out(again), np.int32(n), block=(1, 1, 1))
+    report[f"again {n}"] = bool((again == 7).all())
+"""
+
+IN_OUT_WAITS = {
+    # 64 bytes: through kiln's small pinned buffers, on the legacy default stream.
+    "small Out": ("out = np.zeros(16, np.float32)",
+                  "spin_out(flag, CYCLES, kiln.Out(out), np.int32(16), block=(1, 1, 1))"),
+    # 4 MiB of pageable memory: device memory from the pool, copies staged.
+    "large InOut": ("out = np.zeros(1 << 20, np.float32)",
+                    "spin_out(flag, CYCLES, kiln.InOut(out), np.int32(1 << 20), "
+                    "block=(1, 1, 1))"),
+    # On a kiln.Stream a pageable output makes the driver wait for the kernel to copy back.
+    "Out on a kiln.Stream": ("out = np.zeros(1 << 10, np.float32); s = kiln.Stream()",
+                             "spin_out(flag, CYCLES, kiln.Out(out), np.int32(1 << 10), "
+                             "block=(1, 1, 1), stream=s)"),
+    # An int handle (the legacy stream's, 0): the call waits there, as on the default stream.
+    "Out with stream=0": ("out = np.zeros(16, np.float32)",
+                          "spin_out(flag, CYCLES, kiln.Out(out), np.int32(16), block=(1, 1, 1), "
+                          "stream=0)"),
+}
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("name", sorted(IN_OUT_WAITS))
+def test_ctrl_c_ends_a_launch_with_in_out_whose_kernel_never_ends(name):
+    start, call = IN_OUT_WAITS[name]
+    report, sent = interrupt_child(call, prelude=SPIN_OUT_PRELUDE + start + "\n",
+                                   stop=SPIN_OUT_STOP)
+    assert report["raised"] == "KeyboardInterrupt", report
+    assert ("waiting for the kernel (nothing is copied back into its Out and InOut arrays); "
+            "the work queued on the GPU goes on running") in report["message"]
+    assert report["at"] - sent < 0.1, f"{report['at'] - sent:.3f} s after the signal"
+    assert report.get("stopped")
+    assert report["untouched"], "the interrupted call copied back after all"
+    assert report["again 16"] and report[f"again {1 << 20}"], report
+
+
+@pytest.mark.gpu
+def test_ctrl_c_ends_a_timed_launch_whose_kernel_never_ends():
+    report, sent = interrupt_child("spin(flag, np.int64(60_000_000_000), block=(1, 1, 1), "
+                                   "time_kernel=True)", prelude=SPIN_PRELUDE, stop=SPIN_STOP)
+    assert report["raised"] == "KeyboardInterrupt", report
+    assert "waiting for the kernel (nothing is copied back" in report["message"]
+    assert report["at"] - sent < 0.1, f"{report['at'] - sent:.3f} s after the signal"
+    assert report.get("stopped")
 
 
 TIMEOUT_CHILD = "import kiln\nimport numpy as np\n" + SPIN_PRELUDE + """

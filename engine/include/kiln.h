@@ -37,7 +37,8 @@ extern "C" {
   X(PTX, "the PTX could not be parsed")                          \
   X(CACHE_IO, "kernel cache I/O error")                          \
   X(INVALID, "invalid argument")                                 \
-  X(NO_MEMORY, "out of host memory")
+  X(NO_MEMORY, "out of host memory")                             \
+  X(INTERRUPTED, "a wait for the GPU was given up; its work goes on")
 
 typedef enum kiln_status {
   KILN_OK = 0,
@@ -438,6 +439,14 @@ kiln_status kiln_mem_alloc_pitch(size_t width, size_t height, unsigned element_b
 
 kiln_status kiln_mem_info(size_t *free_bytes, size_t *total_bytes); /* the current device */
 
+/* Whether a kernel on the current device can reach the memory at p, as far as the driver can
+ * tell: 1 for device or managed memory and page-locked host memory (mapped for the device);
+ * 0 for an address the driver knows nothing of (pageable host memory, say a NumPy array's
+ * data, or no memory at all) on a device that cannot reach pageable memory. A device that can
+ * (CU_DEVICE_ATTRIBUTE_PAGEABLE_MEMORY_ACCESS: HMM, ATS) reaches every host address: 1. p = 0
+ * is reachable (an empty array's address, never read). */
+kiln_status kiln_pointer_reachable(kiln_deviceptr p, int *reachable);
+
 typedef struct kiln_pool_stats {
   uint64_t reserved, reserved_high; /* bytes the pool holds from the driver, and the most */
   uint64_t used, used_high;         /* bytes handed out, and the most */
@@ -514,6 +523,10 @@ typedef struct kiln_launch_config {
  * first, with a sentence naming the limit (KILN_ERROR_INVALID). */
 kiln_status kiln_function_launch(kiln_function *f, const kiln_launch_config *cfg, void **params);
 
+/* Checks cfg as kiln_function_launch does (the shape, then the device's and the kernel's
+ * limits, loading the module on the device first), without launching. */
+kiln_status kiln_function_check_launch(kiln_function *f, const kiln_launch_config *cfg);
+
 /* Host data a parameter receives as a device pointer (PyCUDA's In, Out, InOut). */
 typedef enum kiln_transfer_dir {
   KILN_IN = 1,  /* copied host to device before the launch */
@@ -546,6 +559,27 @@ kiln_status kiln_function_call(kiln_function *f, const kiln_launch_config *cfg, 
  * wait for it: use page-locked buffers for outputs that should not block. */
 kiln_status kiln_function_call_async(kiln_function *f, const kiln_launch_config *cfg, void **params,
                                      const kiln_transfer *transfers, int n_transfers);
+
+/* How a call with transfers waits for the GPU where it would otherwise block in the driver
+ * (cuStreamSynchronize, or a copy into pageable memory, which the driver makes wait for the
+ * kernel): the call queues the launch, then calls wait(arg, stream), which returns KILN_OK once
+ * the work queued on stream so far is done (kiln_stream_query says so), or any other status to
+ * give up. A caller that must stay responsive (Python's Ctrl-C) polls in it. Giving up leaves
+ * the GPU's work running: the call then queues nothing more that writes the host buffers, and
+ * returns that status (KILN_ERROR_INTERRUPTED with a message when wait gave that); device memory
+ * the work still uses is reused only once an event says it is over (without stream-ordered
+ * pools it is never freed). wait is called from the calling thread, at most once per call. */
+typedef kiln_status (*kiln_wait_fn)(void *arg, kiln_stream stream);
+
+/* kiln_function_call and kiln_function_call_async with wait (NULL: the driver's own wait). The
+ * asynchronous one calls wait only when an output is pageable, where the driver would block. */
+kiln_status kiln_function_call_waiting(kiln_function *f, const kiln_launch_config *cfg,
+                                       void **params, const kiln_transfer *transfers,
+                                       int n_transfers, double *elapsed_s, kiln_wait_fn wait,
+                                       void *wait_arg);
+kiln_status kiln_function_call_async_waiting(kiln_function *f, const kiln_launch_config *cfg,
+                                             void **params, const kiln_transfer *transfers,
+                                             int n_transfers, kiln_wait_fn wait, void *wait_arg);
 
 /* ---- Extended launches -------------------------------------------------------------------
  *

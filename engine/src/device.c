@@ -98,6 +98,10 @@ static kiln_status kiln__device_setup(int ordinal, kiln__device **out) {
       CUresult rc = kiln__driver.DeviceGetAttribute(
           &pools, CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED, d->dev);
       d->has_pools = rc == CUDA_SUCCESS && pools;
+      int pageable = 0;
+      rc = kiln__driver.DeviceGetAttribute(&pageable, CU_DEVICE_ATTRIBUTE_PAGEABLE_MEMORY_ACCESS,
+                                           d->dev);
+      d->pageable_access = rc == CUDA_SUCCESS && pageable;
       rc = kiln__driver.DevicePrimaryCtxRetain(&d->ctx, d->dev);
       if (rc) s = kiln__cuda_fail("cuDevicePrimaryCtxRetain", rc);
     }

@@ -11,8 +11,9 @@ typedef struct kiln__device {
   CUdevice dev;
   CUcontext ctx; /* the primary context, retained for the process's life */
   kiln_device_info info;
-  int has_pools;     /* cuMemAllocAsync works */
-  CUmemoryPool pool; /* the device's default pool, which keeps freed memory for reuse */
+  int has_pools;       /* cuMemAllocAsync works */
+  CUmemoryPool pool;   /* the device's default pool, which keeps freed memory for reuse */
+  int pageable_access; /* its kernels can read pageable host memory (HMM, ATS) */
 } kiln__device;
 
 /* Makes the current device's primary context current on this thread (setting it up on first

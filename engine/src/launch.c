@@ -130,6 +130,13 @@ kiln_status kiln_function_launch(kiln_function *f, const kiln_launch_config *cfg
   return s;
 }
 
+kiln_status kiln_function_check_launch(kiln_function *f, const kiln_launch_config *cfg) {
+  kiln__device *d;
+  kiln_status s = kiln__prepare(f, cfg, &d);
+  if (!s) kiln__clear_error();
+  return s;
+}
+
 /* ---- Extended launches and occupancy ------------------------------------------------- */
 
 /* The kernel as a CUfunction of the current context, which the occupancy calculator takes. */
@@ -454,11 +461,48 @@ static kiln_status kiln__timed_launch(kiln_function *f, const kiln_launch_config
 
 static size_t kiln__round_up(size_t n) { return (n + 255) & ~(size_t)255; }
 
+/* How a call waits for the work queued on its stream so far. */
+typedef struct kiln__waiter {
+  kiln_wait_fn fn; /* NULL: the driver's cuStreamSynchronize */
+  void *arg;
+  int gave_up; /* fn returned a failure: the GPU's work may still be running */
+} kiln__waiter;
+
+static kiln_status kiln__await(kiln__waiter *w, CUstream stream) {
+  if (!w->fn) {
+    KILN__CU(StreamSynchronize, (stream));
+    return KILN_OK;
+  }
+  kiln_status s = w->fn(w->arg, stream);
+  if (!s) return KILN_OK;
+  w->gave_up = 1;
+  if (s == KILN_ERROR_INTERRUPTED)
+    return kiln__fail(s, "the wait for a kernel with transfers was given up; it goes on running "
+                         "on the GPU, and its outputs are not copied back");
+  return s;
+}
+
+/* Takes b for one call, or says it is not free: another call holds it, or a call that gave up
+ * its wait left a kernel that may still use it. Returns 1 with b->lock held. */
+static int kiln__bounce_take(kiln__bounce *b) {
+  if (pthread_mutex_trylock(&b->lock) != 0) return 0;
+  if (KILN__UNLIKELY(b->busy != NULL)) {
+    /* An error other than not-ready means the context is gone: nothing runs there any more. */
+    if (kiln__driver.EventQuery(b->busy) == CUDA_ERROR_NOT_READY) {
+      pthread_mutex_unlock(&b->lock);
+      return 0;
+    }
+    kiln__driver.EventDestroy(b->busy);
+    b->busy = NULL;
+  }
+  return 1;
+}
+
 /* Transfers laid out in the bounce buffers, in-only first, then in-out, then out-only,
  * so one copy goes in and one comes back. */
 static kiln_status kiln__call_bounced(kiln_function *f, const kiln_launch_config *cfg,
                                       void **params, const kiln_transfer *t, int n, kiln__bounce *b,
-                                      kiln__timer *timer) {
+                                      kiln__timer *timer, kiln__waiter *w) {
   size_t offsets[KILN_MAX_TRANSFERS];
   size_t end = 0, in_end = 0, out_start = (size_t)-1;
   for (int pass = 1; pass <= 3; pass++) {
@@ -482,23 +526,52 @@ static kiln_status kiln__call_bounced(kiln_function *f, const kiln_launch_config
   if (in_end) KILN__CU(MemcpyHtoDAsync, (b->dev, b->host, in_end, stream));
   s = kiln__timed_launch(f, cfg, params, timer);
   if (s) return s;
+  /* The copy back lands in the pinned buffer, which the call owns: it can be queued before the
+   * wait, so one wait covers the kernel and the copy. */
   if (out_start != (size_t)-1 && end > out_start)
     KILN__CU(MemcpyDtoHAsync,
              ((char *)b->host + out_start, b->dev + out_start, end - out_start, stream));
-  KILN__CU(StreamSynchronize, (stream));
+  if ((s = kiln__await(w, stream))) {
+    if (w->gave_up) {
+      /* The buffers stay out of use until the kernel and the copy are over. */
+      CUevent e = NULL;
+      if (kiln__driver.EventCreate(&e, CU_EVENT_DISABLE_TIMING) == CUDA_SUCCESS &&
+          kiln__driver.EventRecord(e, stream) == CUDA_SUCCESS) {
+        b->busy = e;
+      } else {
+        /* Nothing could say when they are free: they are left to the kernel for good. */
+        if (e) kiln__driver.EventDestroy(e);
+        b->host = NULL;
+        b->dev = 0;
+        b->capacity = 0;
+      }
+    }
+    return s;
+  }
   for (int i = 0; i < n; i++)
     if (t[i].dir & KILN_OUT) memcpy(t[i].host, (char *)b->host + offsets[i], t[i].nbytes);
   return KILN_OK;
 }
 
+/* Whether an output of t is pageable: copying it back makes the driver (or the stager) wait
+ * for the kernel. */
+static int kiln__outputs_pageable(const kiln_transfer *t, int n) {
+  for (int i = 0; i < n; i++)
+    if ((t[i].dir & KILN_OUT) && t[i].nbytes && kiln__stage_pageable(t[i].host, t[i].nbytes))
+      return 1;
+  return 0;
+}
+
 /* Large transfers: device memory from the stream-ordered pool; each array copied by the
- * cheapest way for its memory and size (stage.c). */
+ * cheapest way for its memory and size (stage.c). With wait, the call returns when the outputs
+ * are in the host buffers; without, it returns once they are queued. */
 static kiln_status kiln__call_pooled(kiln_function *f, const kiln_launch_config *cfg, void **params,
                                      const kiln_transfer *t, int n, kiln__device *d,
-                                     kiln__timer *timer, int wait) {
+                                     kiln__timer *timer, int wait, kiln__waiter *w) {
   CUstream stream = cfg->stream;
   CUdeviceptr ptrs[KILN_MAX_TRANSFERS] = {0};
   kiln_status s = KILN_OK;
+  int outputs = 0;
   for (int i = 0; i < n && !s; i++) {
     CUresult rc = CUDA_SUCCESS;
     if (t[i].nbytes) {
@@ -509,8 +582,14 @@ static kiln_status kiln__call_pooled(kiln_function *f, const kiln_launch_config 
     if (!s) memcpy(params[t[i].param], &ptrs[i], sizeof ptrs[i]);
     if (!s && (t[i].dir & KILN_IN) && t[i].nbytes)
       s = kiln__stage_htod(d, ptrs[i], t[i].host, t[i].nbytes, stream, 0);
+    outputs |= (t[i].dir & KILN_OUT) && t[i].nbytes;
   }
   if (!s) s = kiln__timed_launch(f, cfg, params, timer);
+  /* The copies back write the caller's memory, so they are queued only after a wait that can
+   * give up: a kernel that never ends must not write there once the call has returned. After
+   * it, what is left to wait for (the copies, the frees) ends soon. */
+  if (!s && w->fn && (wait || (outputs && kiln__outputs_pageable(t, n))))
+    s = kiln__await(w, stream);
   for (int i = 0; i < n && !s; i++)
     if ((t[i].dir & KILN_OUT) && t[i].nbytes)
       s = kiln__stage_dtoh(d, t[i].host, ptrs[i], t[i].nbytes, stream, 0);
@@ -518,12 +597,12 @@ static kiln_status kiln__call_pooled(kiln_function *f, const kiln_launch_config 
   for (int i = 0; i < n; i++)
     if (ptrs[i]) {
       if (d->has_pools) kiln__driver.MemFreeAsync(ptrs[i], stream);
-      else {
+      else if (!w->gave_up) {
         kiln__driver.StreamSynchronize(stream);
         kiln__driver.MemFree(ptrs[i]);
-      }
+      } /* else left to the kernel that may still use it: only the pools free in stream order */
     }
-  if (wait || s) {
+  if ((wait || s) && !w->gave_up) {
     CUresult rc = kiln__driver.StreamSynchronize(stream);
     if (!s && rc) s = kiln__cuda_fail("cuStreamSynchronize", (int)rc);
   }
@@ -550,8 +629,9 @@ static kiln_status kiln__check_transfers(const kiln_function *f, const kiln_tran
   return KILN_OK;
 }
 
-kiln_status kiln_function_call_async(kiln_function *f, const kiln_launch_config *cfg, void **params,
-                                     const kiln_transfer *transfers, int n_transfers) {
+kiln_status kiln_function_call_async_waiting(kiln_function *f, const kiln_launch_config *cfg,
+                                             void **params, const kiln_transfer *transfers,
+                                             int n_transfers, kiln_wait_fn wait, void *wait_arg) {
   size_t total;
   kiln_status s = kiln__check_transfers(f, transfers, n_transfers, &total);
   if (s) return s;
@@ -559,15 +639,24 @@ kiln_status kiln_function_call_async(kiln_function *f, const kiln_launch_config 
   if ((s = kiln__prepare(f, cfg, &d))) return s;
   if (n_transfers && (s = kiln__graph_refuse_transfers(cfg->stream, 0))) return s;
   /* Without a pool each temporary would need a synchronize before its cuMemFree anyway. */
-  if (!d->has_pools) return kiln_function_call(f, cfg, params, transfers, n_transfers, NULL);
-  s = n_transfers ? kiln__call_pooled(f, cfg, params, transfers, n_transfers, d, NULL, 0)
+  if (!d->has_pools)
+    return kiln_function_call_waiting(f, cfg, params, transfers, n_transfers, NULL, wait, wait_arg);
+  kiln__waiter w = {wait, wait_arg, 0};
+  s = n_transfers ? kiln__call_pooled(f, cfg, params, transfers, n_transfers, d, NULL, 0, &w)
                   : kiln__launch(f, cfg, params);
   if (!s) kiln__clear_error();
   return s;
 }
 
-kiln_status kiln_function_call(kiln_function *f, const kiln_launch_config *cfg, void **params,
-                               const kiln_transfer *transfers, int n_transfers, double *elapsed_s) {
+kiln_status kiln_function_call_async(kiln_function *f, const kiln_launch_config *cfg, void **params,
+                                     const kiln_transfer *transfers, int n_transfers) {
+  return kiln_function_call_async_waiting(f, cfg, params, transfers, n_transfers, NULL, NULL);
+}
+
+kiln_status kiln_function_call_waiting(kiln_function *f, const kiln_launch_config *cfg,
+                                       void **params, const kiln_transfer *transfers,
+                                       int n_transfers, double *elapsed_s, kiln_wait_fn wait,
+                                       void *wait_arg) {
   size_t total;
   kiln_status s = kiln__check_transfers(f, transfers, n_transfers, &total);
   if (s) return s;
@@ -589,15 +678,18 @@ kiln_status kiln_function_call(kiln_function *f, const kiln_launch_config *cfg, 
     }
     tp = &timer;
   }
+  kiln__waiter w = {wait, wait_arg, 0};
   if (n_transfers == 0) {
     s = kiln__timed_launch(f, cfg, params, tp);
-  } else if (b && pthread_mutex_trylock(&b->lock) == 0) {
-    s = kiln__call_bounced(f, cfg, params, transfers, n_transfers, b, tp);
+    /* The time needs the kernel's end; waited for here, where it can be given up. */
+    if (!s && tp && wait) s = kiln__await(&w, cfg->stream);
+  } else if (b && kiln__bounce_take(b)) {
+    s = kiln__call_bounced(f, cfg, params, transfers, n_transfers, b, tp, &w);
     /* A copy queued before a failure may still read the buffers the next call will fill. */
-    if (s) kiln__driver.StreamSynchronize(cfg->stream);
+    if (s && !w.gave_up) kiln__driver.StreamSynchronize(cfg->stream);
     pthread_mutex_unlock(&b->lock);
   } else {
-    s = kiln__call_pooled(f, cfg, params, transfers, n_transfers, d, tp, 1);
+    s = kiln__call_pooled(f, cfg, params, transfers, n_transfers, d, tp, 1, &w);
   }
   if (tp) {
     if (!s) {
@@ -607,9 +699,15 @@ kiln_status kiln_function_call(kiln_function *f, const kiln_launch_config *cfg, 
       if (rc) s = kiln__cuda_fail("cuEventElapsedTime", (int)rc);
       *elapsed_s = ms / 1e3;
     }
+    /* Destroying an event still to be reached is allowed: the driver frees it once it is. */
     kiln__driver.EventDestroy(timer.start);
     kiln__driver.EventDestroy(timer.stop);
   }
   if (!s) kiln__clear_error();
   return s;
+}
+
+kiln_status kiln_function_call(kiln_function *f, const kiln_launch_config *cfg, void **params,
+                               const kiln_transfer *transfers, int n_transfers, double *elapsed_s) {
+  return kiln_function_call_waiting(f, cfg, params, transfers, n_transfers, elapsed_s, NULL, NULL);
 }

@@ -81,7 +81,8 @@ kiln_status kiln__memory_bounce_reserve(kiln__bounce *b, size_t nbytes) {
   size_t cap = b->capacity ? b->capacity : 64 << 10;
   while (cap < nbytes) cap *= 2;
   /* The old buffers may still be the source of copies queued by an earlier call: every call
-   * that used them has synchronized, so they are free to go. */
+   * that used them has synchronized, or left an event that has since completed (b->busy), so
+   * they are free to go. */
   if (b->host) kiln__driver.MemFreeHost(b->host);
   if (b->dev) kiln__driver.MemFree(b->dev);
   b->host = NULL;
@@ -486,6 +487,21 @@ kiln_status kiln_mem_info(size_t *free_bytes, size_t *total_bytes) {
   kiln_status s = kiln__device_enter(&d);
   if (s) return s;
   KILN__CU(MemGetInfo, (free_bytes, total_bytes));
+  kiln__clear_error();
+  return KILN_OK;
+}
+
+kiln_status kiln_pointer_reachable(kiln_deviceptr p, int *reachable) {
+  *reachable = 1;
+  if (!p) return KILN_OK;
+  kiln__device *d;
+  kiln_status s = kiln__device_enter(&d);
+  if (s) return s;
+  unsigned type = 0;
+  CUresult rc = kiln__driver.PointerGetAttribute(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, p);
+  /* INVALID_VALUE: no allocation, registration or mapping of the driver's holds p. */
+  if (rc == CUDA_ERROR_INVALID_VALUE) *reachable = d->pageable_access;
+  else if (rc != CUDA_SUCCESS) return kiln__cuda_fail("cuPointerGetAttribute", (int)rc);
   kiln__clear_error();
   return KILN_OK;
 }

@@ -15,6 +15,9 @@ typedef struct kiln__bounce {
   void *host;           /* pinned, owned */
   CUdeviceptr dev;      /* owned */
   size_t capacity;
+  /* Set when a call gave up waiting for its kernel: the GPU may use the buffers until this
+   * event completes, and no call takes them before (owned). */
+  CUevent busy;
 } kiln__bounce;
 
 /* Transfers larger than this in total bypass the bounce buffer: a single memcpy then a single

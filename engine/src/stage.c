@@ -122,7 +122,7 @@ void kiln_staging_get_info(kiln_staging_info *out) {
 /* Whether any byte of [host, host + nbytes) may be pageable: page-locked memory (kiln's, or
  * any the driver allocated or registered) is known to the driver as host memory; pageable memory
  * is not known at all. Both ends are asked, since a registration may cover only part of it. */
-static int kiln__stage_pageable(const void *host, size_t nbytes) {
+int kiln__stage_pageable(const void *host, size_t nbytes) {
   const char *p = host;
   for (int i = 0; i < 2; i++) {
     unsigned type = 0;

@@ -24,4 +24,8 @@ kiln_status kiln__stage_htod(const kiln__device *d, CUdeviceptr dst, const void 
 kiln_status kiln__stage_dtoh(const kiln__device *d, void *dst, CUdeviceptr src, size_t nbytes,
                              CUstream stream, int sync);
 
+/* Whether any byte of [host, host + nbytes) may be pageable (not known to the driver as
+ * page-locked): a copy there makes the driver wait for the work queued before it. */
+int kiln__stage_pageable(const void *host, size_t nbytes);
+
 #endif

@@ -3,6 +3,7 @@
 #include "args.h"
 
 #include "arrayobj.h"
+#include "errors.h"
 #include "interop.h"
 #include "memory.h"
 #include "stream.h"
@@ -185,6 +186,33 @@ static int kpy_arg_reraise(const kiln_function *f, int index) {
   return -1;
 }
 
+/* A pointer a __cuda_array_interface__ gave, refused when the driver says the GPU cannot reach
+ * it: a NumPy array's address, say, which the kernel would fault on (a fault ends the
+ * context). Without a driver or device nothing can tell; the launch then fails saying why. */
+static int kpy_check_pointer(kpy_state *st, const kiln_function *f, int index, kiln_deviceptr p) {
+  int reachable = 1;
+  kiln_status s = kiln_pointer_reachable(p, &reachable);
+  if (s == KILN_ERROR_NO_DRIVER || s == KILN_ERROR_NO_DEVICE) return 0;
+  if (s) {
+    kpy_raise(st, s);
+    return -1;
+  }
+  if (reachable) return 0;
+  return kpy_arg_error(PyExc_TypeError, f, index,
+                       "its __cuda_array_interface__ gives address 0x%llx, which the GPU cannot "
+                       "reach: the driver knows it as neither device memory nor page-locked host "
+                       "memory (host memory, a NumPy array's, or none at all); copy the data to "
+                       "the GPU (kiln.to_device(x), x.cuda() in PyTorch), or wrap a NumPy array "
+                       "in kiln.In/Out/InOut",
+                       (unsigned long long)p);
+}
+
+int kpy_packed_check_pointers(kpy_state *st, const kiln_function *f, const kpy_packed *packed) {
+  for (int i = 0; i < packed->n_pointers; i++)
+    if (kpy_check_pointer(st, f, packed->pointers[i].index, packed->pointers[i].ptr) < 0) return -1;
+  return 0;
+}
+
 /* __cuda_array_interface__ (torch, CuPy, Numba): its data pointer, when its elements lie in C
  * order from there as the kernel will index them. When the interface names the stream the
  * producer last used (v3), the launch's stream waits for it first, without blocking;
@@ -206,6 +234,14 @@ static int kpy_pack_cai(kpy_state *st, const kiln_function *f, int index, PyObje
                          "x.__cuda_array_interface__['data'][0]) to pass it on purpose",
                          Py_TYPE(obj)->tp_name);
   memcpy(slot, &cai.ptr, sizeof cai.ptr);
+  /* Whether the GPU can reach it is asked once the launch's shape is known to be good (a bad
+   * shape is the error to give first); past the list's room, now. */
+  if (cai.ptr && packed->n_pointers < KPY_MAX_POINTER_CHECKS) {
+    packed->pointers[packed->n_pointers].index = index;
+    packed->pointers[packed->n_pointers++].ptr = cai.ptr;
+  } else if (kpy_check_pointer(st, f, index, cai.ptr) < 0) {
+    return -1;
+  }
   if (cai.has_stream && !(packed->waited && packed->waited_on == cai.stream)) {
     if (kpy_stream_order(st, packed->stream, cai.stream) < 0) return -1;
     packed->waited = 1;

@@ -5,6 +5,9 @@
 #include "state.h"
 
 /* What packing needs and finds besides the parameters' bytes. */
+/* The pointers a launch checks after its shape; any more are checked as they are packed. */
+#define KPY_MAX_POINTER_CHECKS 8
+
 typedef struct kpy_packed {
   kiln_stream stream;                          /* set by the caller: the launch's stream */
   kiln_transfer transfers[KILN_MAX_TRANSFERS]; /* found: the In/Out/InOut arrays to move */
@@ -12,7 +15,17 @@ typedef struct kpy_packed {
   int waited;            /* set to 0 by the caller; 1 once stream waits for waited_on, the */
   kiln_stream waited_on; /* producer stream of a __cuda_array_interface__ argument */
   int arrays;            /* set by kpy_pack_args: a DeviceArray is among the arguments */
+  int n_pointers;        /* set to 0 by the caller; the pointers below, for kpy_packed_check */
+  struct {
+    int index;          /* the argument */
+    kiln_deviceptr ptr; /* what its __cuda_array_interface__ gave */
+  } pointers[KPY_MAX_POINTER_CHECKS];
 } kpy_packed;
+
+/* Refuses (TypeError naming the argument) a pointer from a __cuda_array_interface__ that the
+ * GPU cannot reach, asked of the driver (kiln_pointer_reachable): call once the launch's shape
+ * has been checked. 0, or -1 with the exception. */
+int kpy_packed_check_pointers(kpy_state *st, const kiln_function *f, const kpy_packed *packed);
 
 /* How a parameter is packed: worked out once, when its Function is made, so that a Python int
  * or float reaches its slot without asking the signature again. */

@@ -263,6 +263,7 @@ PyObject *kpy_raise(kpy_state *st, kiln_status s) {
   case KILN_ERROR_AMBIGUOUS: PyErr_SetString(PyExc_ValueError, msg); break;
   case KILN_ERROR_NOT_FOUND: PyErr_SetString(PyExc_AttributeError, msg); break;
   case KILN_ERROR_NO_MEMORY: PyErr_SetString(PyExc_MemoryError, msg); break;
+  case KILN_ERROR_INTERRUPTED: PyErr_SetString(PyExc_KeyboardInterrupt, msg); break;
   default: PyErr_SetString(st->ref.Error, msg); break;
   }
   return NULL;

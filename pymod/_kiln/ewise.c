@@ -70,6 +70,7 @@ int kpy_ewise_launch(kpy_ewise *k, PyObject *const *objs, kiln_stream stream) {
   packed.n_transfers = 0;
   packed.waited = 0;
   packed.waited_on = NULL;
+  packed.n_pointers = 0;
   int rc = -1;
   for (int i = 0; i <= k->nargs; i++) params[i] = storage + f->slots[i].offset;
   for (int i = 0; i < k->nargs; i++) {
@@ -79,6 +80,7 @@ int kpy_ewise_launch(kpy_ewise *k, PyObject *const *objs, kiln_stream stream) {
       goto done;
     }
   }
+  if (kpy_packed_check_pointers(st, f->fn, &packed) < 0) goto done;
   if (packed.n_transfers) {
     PyErr_Format(PyExc_TypeError,
                  "%s: In, Out and InOut are for kernels called directly; "

@@ -168,6 +168,15 @@ static int kpy_parse_launch_option(int kw, PyObject *value, kiln_launch_options 
   return 0;
 }
 
+/* Pool memory used on another stream than its own is freed only once the launch on stream is
+ * over: the DeviceArrays among the n arguments at args are noted as used there. */
+static int kpy_function_note_arrays(kpy_state *st, PyObject *const *args, int n,
+                                    kiln_stream stream) {
+  for (int i = 0; i < n; i++)
+    if (kpy_array_check(st, args[i]) && kpy_array_used_on(st, args[i], stream) < 0) return -1;
+  return 0;
+}
+
 /* Packs the n_params arguments at args and launches with cfg: the work of the call and of the
  * prepared calls. stream_obj is the kiln.Stream cfg->stream came from, or NULL; opts the
  * extended launch's options, or NULL for the plain launch. */
@@ -192,11 +201,18 @@ static PyObject *kpy_function_run(kpy_function *self, PyObject *const *args,
   }
   kpy_packed packed;
   packed.stream = cfg.stream;
-  packed.n_transfers = packed.waited = 0;
+  packed.n_transfers = packed.waited = packed.n_pointers = 0;
   PyObject *result = NULL;
   if (kpy_pack_args(st, self->fn, self->slots, self->n_params, args, storage, params, &packed) < 0)
     goto done;
   kiln_status s;
+  if (packed.n_pointers) {
+    if ((s = kiln_function_check_launch(self->fn, &cfg))) {
+      kpy_raise(st, s);
+      goto done;
+    }
+    if (kpy_packed_check_pointers(st, self->fn, &packed) < 0) goto done;
+  }
   double elapsed = 0;
   /* In/Out copies block unless queued on a kiln.Stream (below). */
   for (int t = 0; t < packed.n_transfers; t++)
@@ -223,24 +239,36 @@ static PyObject *kpy_function_run(kpy_function *self, PyObject *const *args,
           PyObject_TypeCheck(args[i], st->ref.Out_type) ||
           PyObject_TypeCheck(args[i], st->ref.InOut_type))
         if (kpy_stream_keep(stream_obj, args[i]) < 0) goto done;
-    Py_BEGIN_ALLOW_THREADS
-      s = kiln_function_call_async(self->fn, &cfg, params, packed.transfers, packed.n_transfers);
-    Py_END_ALLOW_THREADS
+    /* An output in pageable memory makes the call wait for the kernel: where Ctrl-C ends it. */
+    kpy_released r = {PyEval_SaveThread()};
+    s = kiln_function_call_async_waiting(self->fn, &cfg, params, packed.transfers,
+                                         packed.n_transfers, kpy_wait_hook, &r);
+    PyEval_RestoreThread(r.ts);
   } else {
-    /* The arrays stay alive: the caller holds them for the length of the call. */
-    Py_BEGIN_ALLOW_THREADS
-      s = kiln_function_call(self->fn, &cfg, params, packed.transfers, packed.n_transfers,
-                             time_kernel ? &elapsed : NULL);
-    Py_END_ALLOW_THREADS
+    /* The arrays stay alive: the caller holds them for the length of the call, which waits for
+     * the kernel where Ctrl-C ends the wait. Interrupted, the call has not copied back and
+     * never will: the kernel goes on, but nothing it does reaches the host arrays. */
+    kpy_released r = {PyEval_SaveThread()};
+    s = kiln_function_call_waiting(self->fn, &cfg, params, packed.transfers, packed.n_transfers,
+                                   time_kernel ? &elapsed : NULL, kpy_wait_hook, &r);
+    PyEval_RestoreThread(r.ts);
     if (!s) kpy_launches_settle(cfg.stream); /* the call waited for its stream */
+  }
+  if (s == KILN_ERROR_INTERRUPTED && PyErr_Occurred()) {
+    /* The kernel runs on: the arrays it uses are noted as for any launch (below), with the
+     * signal handler's exception (KeyboardInterrupt), the one to give, kept aside meanwhile. */
+    kpy_raised raised;
+    kpy_raised_set_aside(&raised);
+    if (packed.arrays) kpy_function_note_arrays(st, args, self->n_params, cfg.stream);
+    kpy_raised_put_back(&raised);
+    goto done;
   }
   if (s) {
     kpy_raise(st, s);
     goto done;
   }
-  /* Pool memory used on another stream than its own is freed only once this launch is over. */
-  for (int i = 0; packed.arrays && i < self->n_params; i++)
-    if (kpy_array_check(st, args[i]) && kpy_array_used_on(st, args[i], cfg.stream) < 0) goto done;
+  if (packed.arrays && kpy_function_note_arrays(st, args, self->n_params, cfg.stream) < 0)
+    goto done;
   result = time_kernel ? PyFloat_FromDouble(elapsed) : Py_NewRef(Py_None);
 done:
   if (storage != stack_storage) {

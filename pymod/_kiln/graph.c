@@ -240,9 +240,10 @@ static PyObject *kpy_graph_update_kernel(kpy_graph *self, PyObject *const *args,
   }
   kpy_packed packed;
   packed.stream = self->handle;
-  packed.n_transfers = packed.waited = 0;
+  packed.n_transfers = packed.waited = packed.n_pointers = 0;
   if (kpy_pack_args(st, fn->fn, fn->slots, fn->n_params, args + 1, storage, params, &packed) < 0)
     goto done;
+  if (kpy_packed_check_pointers(st, fn->fn, &packed) < 0) goto done;
   if (packed.n_transfers) {
     PyErr_Format(PyExc_ValueError,
                  "update(%zd, *args): In/Out/InOut cannot be a graph's arguments (a replay would "

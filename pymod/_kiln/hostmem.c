@@ -259,7 +259,8 @@ int kpy_small_get(kpy_state *st, void *data, kiln_deviceptr p, size_t n, kiln_st
   /* The GIL goes in the wait: the buffer is this thread's until the copy is out of it. */
   st->small_get_busy = 1;
   /* The event follows the copy, the last of the stream's work: the wait is the stream's. */
-  int r = kpy_wait(st, kpy_small_get_poll, st->small_get_done, -1, "the stream");
+  int r = kpy_wait(st, kpy_small_get_poll, st->small_get_done, -1,
+                   (uintptr_t)stream <= 1 ? "the default stream" : "the stream");
   st->small_get_busy = 0;
   if (r < 0) {
     st->small_get_pending = 1; /* reused once the event says the copy is over */

@@ -11,6 +11,7 @@
 #include "errors.h"
 #include "launches.h"
 #include "stream.h"
+#include "wait.h"
 
 #include <string.h>
 
@@ -38,9 +39,11 @@ static int kpy_reduce_scratch(kpy_state *st, int device, kiln_stream stream, kil
   if (st->n_scratch == KPY_SCRATCH_SLOTS) {
     int current = kiln_device_current();
     kiln_device_set_current(st->scratch[0].device);
-    s = kiln_synchronize();
-    if (!s) s = kiln_mem_free(st->scratch[0].ptr);
+    /* Where Ctrl-C can end the wait; the buffer is then kept, as it may still be in use. */
+    int r = kpy_wait_device(st, -1);
+    s = r < 0 ? KILN_OK : kiln_mem_free(st->scratch[0].ptr);
     kiln_device_set_current(current);
+    if (r < 0) return -1;
     if (s) {
       kpy_raise(st, s);
       return -1;
@@ -164,6 +167,7 @@ static PyObject *kpy_reduce_launch(kpy_reduce *r, PyObject *const *objs, PyObjec
   packed.n_transfers = 0;
   packed.waited = 0;
   packed.waited_on = NULL;
+  packed.n_pointers = 0;
   PyObject *result = NULL;
   for (int i = 0; i < r->nargs + 3; i++) params[i] = storage + f->slots[i].offset;
   memcpy(params[0], &out->ptr, sizeof out->ptr);
@@ -175,6 +179,7 @@ static PyObject *kpy_reduce_launch(kpy_reduce *r, PyObject *const *objs, PyObjec
       goto done;
     }
   }
+  if (kpy_packed_check_pointers(st, f->fn, &packed) < 0) goto done;
   if (packed.n_transfers) {
     PyErr_Format(PyExc_TypeError,
                  "%s: In, Out and InOut are for kernels called directly; a "

@@ -22,6 +22,35 @@ static double kpy_wait_now(void) {
   return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
 }
 
+static kiln_status kpy_poll_stream(void *what, int *done) {
+  return kiln_stream_query((kiln_stream)what, done);
+}
+
+/* Polls without the GIL until done, a failure, or slice_end; *now is kept current. */
+static kiln_status kpy_wait_slice(kpy_poll poll, void *what, double start, double *now,
+                                  double slice_end, int *done) {
+  kiln_status s;
+  do {
+    if (*now - start >= KPY_WAIT_SPIN_S) {
+      struct timespec nap = {0, KPY_WAIT_NAP_NS};
+      nanosleep(&nap, NULL); /* a signal cuts it short, which is what is wanted */
+    }
+    s = poll(what, done);
+    *now = kpy_wait_now();
+  } while (!s && !*done && *now < slice_end);
+  return s;
+}
+
+/* After a signal handler raised: a KeyboardInterrupt says what was left running. */
+static void kpy_wait_interrupted(const char *what_name) {
+  if (!PyErr_ExceptionMatches(PyExc_KeyboardInterrupt)) return;
+  PyErr_Clear();
+  PyErr_Format(PyExc_KeyboardInterrupt,
+               "interrupted while waiting for %s; the work queued on the GPU goes on running (a "
+               "kernel that never ends holds the GPU until the process exits)",
+               what_name);
+}
+
 int kpy_wait(kpy_state *st, kpy_poll poll, void *what, double timeout, const char *what_name) {
   int done = 0;
   kiln_status s = poll(what, &done);
@@ -41,44 +70,75 @@ int kpy_wait(kpy_state *st, kpy_poll poll, void *what, double timeout, const cha
       return -1;
     }
     Py_BEGIN_ALLOW_THREADS
-      double slice_end = fmin(now + KPY_WAIT_SLICE_S, deadline);
-      do {
-        if (now - start >= KPY_WAIT_SPIN_S) {
-          struct timespec nap = {0, KPY_WAIT_NAP_NS};
-          nanosleep(&nap, NULL); /* a signal cuts it short, which is what is wanted */
-        }
-        s = poll(what, &done);
-        now = kpy_wait_now();
-      } while (!s && !done && now < slice_end);
+      s = kpy_wait_slice(poll, what, start, &now, fmin(now + KPY_WAIT_SLICE_S, deadline), &done);
     Py_END_ALLOW_THREADS
     if (s) {
       kpy_raise(st, s);
       return -1;
     }
     if (!done && PyErr_CheckSignals() < 0) {
-      if (PyErr_ExceptionMatches(PyExc_KeyboardInterrupt)) {
-        PyErr_Clear();
-        PyErr_Format(PyExc_KeyboardInterrupt,
-                     "interrupted while waiting for %s; the work queued on the GPU goes on "
-                     "running (a kernel that never ends holds the GPU until the process exits)",
-                     what_name);
-      }
+      kpy_wait_interrupted(what_name);
       return -1;
     }
   }
   return 0;
 }
 
-static kiln_status kpy_poll_stream(void *what, int *done) {
-  return kiln_stream_query((kiln_stream)what, done);
+/* What a call with In/Out was waiting for, in the KeyboardInterrupt that ends it. */
+#define KPY_WAIT_CALL_NAME "the kernel (nothing is copied back into its Out and InOut arrays)"
+
+/* kpy_wait's loop for a caller that has released the GIL (r->ts): it is taken back only to run
+ * the signal handlers, every slice. KILN_ERROR_INTERRUPTED with the handler's exception set
+ * when one raised. */
+static kiln_status kpy_wait_released(kpy_released *r, kpy_poll poll, void *what,
+                                     const char *what_name) {
+  int done = 0;
+  double start = kpy_wait_now(), now = start;
+  for (;;) {
+    kiln_status s = kpy_wait_slice(poll, what, start, &now, now + KPY_WAIT_SLICE_S, &done);
+    if (s || done) return s;
+    PyEval_RestoreThread(r->ts);
+    int failed = PyErr_CheckSignals() < 0;
+    if (failed) kpy_wait_interrupted(what_name);
+    r->ts = PyEval_SaveThread();
+    if (failed) return KILN_ERROR_INTERRUPTED;
+  }
+}
+
+kiln_status kpy_wait_hook(void *arg, kiln_stream stream) {
+  return kpy_wait_released(arg, kpy_poll_stream, stream, KPY_WAIT_CALL_NAME);
 }
 
 static kiln_status kpy_poll_event(void *what, int *done) {
   return kiln_event_query((kiln_event)what, done);
 }
 
+/* The event that waits for the legacy default stream on the current device (made on first use,
+ * one per device), or a new one in *own past the devices the state keeps; recorded there. -1
+ * with an exception. */
+static int kpy_wait_legacy_event(kpy_state *st, kiln_event *own, kiln_event **event) {
+  int device = kiln_device_current();
+  *own = NULL;
+  *event = device >= 0 && device < KPY_ORDER_DEVICES ? &st->device_wait_event[device] : own;
+  kiln_status s = **event ? KILN_OK : kiln_event_create(0, *event);
+  if (!s) s = kiln_event_record(**event, NULL);
+  if (s) {
+    kpy_raise(st, s);
+    kiln_event_destroy(*own);
+    return -1;
+  }
+  return 0;
+}
+
 int kpy_wait_stream(kpy_state *st, kiln_stream stream, double timeout) {
-  return kpy_wait(st, kpy_poll_stream, stream, timeout, "the stream");
+  if (stream) return kpy_wait(st, kpy_poll_stream, stream, timeout, "the stream");
+  /* A copy or synchronize on the legacy default stream also waits for the work of every
+   * blocking stream, which the stream's own query does not see; an event recorded there does. */
+  kiln_event own, *event;
+  if (kpy_wait_legacy_event(st, &own, &event) < 0) return -1;
+  int r = kpy_wait(st, kpy_poll_event, *event, timeout, "the default stream");
+  kiln_event_destroy(own);
+  return r;
 }
 
 int kpy_wait_event(kpy_state *st, kiln_event event, double timeout) {
@@ -116,17 +176,9 @@ static kiln_status kpy_poll_device(void *what, int *done) {
 }
 
 int kpy_wait_device(kpy_state *st, double timeout) {
-  int device = kiln_device_current();
-  kiln_event own = NULL;
-  kiln_event *event =
-      device >= 0 && device < KPY_ORDER_DEVICES ? &st->device_wait_event[device] : &own;
-  kiln_status s = *event ? KILN_OK : kiln_event_create(0, event);
-  if (!s) s = kiln_event_record(*event, NULL);
-  if (s) {
-    kpy_raise(st, s);
-    kiln_event_destroy(own);
-    return -1;
-  }
+  kiln_event own, *event;
+  if (kpy_wait_legacy_event(st, &own, &event) < 0) return -1;
+  kiln_status s;
   /* A copy of the handles: the list may change while the GIL is released. A collected
    * kiln.Stream's handle is parked, never destroyed, so a copied one stays valid. */
   kpy_device_poll poll = {*event, NULL, 0};
@@ -191,9 +243,28 @@ static PyObject *kpy_wait_until(PyObject *module, PyObject *args, PyObject *kwar
   Py_RETURN_NONE;
 }
 
+/* _wait_released_until(seconds): the wait of a call with In/Out inside the engine (the GIL
+ * released around it), for work that ends after seconds. */
+static PyObject *kpy_wait_released_until(PyObject *module, PyObject *arg) {
+  double seconds = PyFloat_AsDouble(arg);
+  if (seconds == -1 && PyErr_Occurred()) return NULL;
+  double until = kpy_wait_now() + seconds;
+  kpy_released r = {PyEval_SaveThread()};
+  kiln_status s = kpy_wait_released(&r, kpy_poll_clock, &until, KPY_WAIT_CALL_NAME);
+  PyEval_RestoreThread(r.ts);
+  if (s) {
+    if (!PyErr_Occurred()) kpy_raise(kpy_state_of_module(module), s);
+    return NULL;
+  }
+  Py_RETURN_NONE;
+}
+
 static PyMethodDef kpy_wait_functions[] = {
     {"_wait_until", (PyCFunction)(void (*)(void))kpy_wait_until, METH_VARARGS | METH_KEYWORDS,
      "_wait_until(seconds, timeout=None): the wait of a synchronize, for work that ends after "
+     "seconds (for tests)."},
+    {"_wait_released_until", kpy_wait_released_until, METH_O,
+     "_wait_released_until(seconds): the wait of a call with In/Out, for work that ends after "
      "seconds (for tests)."},
     {NULL, NULL, 0, NULL},
 };

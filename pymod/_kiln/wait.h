@@ -23,6 +23,15 @@ int kpy_wait_stream(kpy_state *st, kiln_stream stream, double timeout);
 int kpy_wait_event(kpy_state *st, kiln_event event, double timeout);
 int kpy_wait_device(kpy_state *st, double timeout);
 
+/* The wait the engine calls inside a call with In/Out (kiln_wait_fn), made while the GIL is
+ * released: it polls the stream without the GIL and takes the GIL back through ts (which it
+ * keeps current) only every 10 ms, to run signal handlers. When one raised (Ctrl-C) it returns
+ * KILN_ERROR_INTERRUPTED, with that exception set on the thread for after the GIL is back. */
+typedef struct kpy_released {
+  PyThreadState *ts; /* what PyEval_SaveThread gave; restore through it after the call */
+} kpy_released;
+kiln_status kpy_wait_hook(void *arg, kiln_stream stream);
+
 /* Reads timeout= (None, or seconds: an int or float of 0 or more) into *out, -1 for None. -1
  * with TypeError or ValueError. */
 int kpy_wait_timeout(PyObject *obj, double *out);

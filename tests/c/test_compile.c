@@ -327,6 +327,13 @@ TEST(no_driver_is_a_status) {
   kiln_module_free(m);
 }
 
+/* A kiln_wait_fn that counts its calls and never waits. */
+static kiln_status count_wait(void *arg, kiln_stream stream) {
+  (void)stream;
+  ++*(int *)arg;
+  return KILN_ERROR_INTERRUPTED;
+}
+
 TEST(launch_shape_checked_before_the_device) {
   setenv("KILN_CUDA_PATH", "/nonexistent/libcuda.so.1", 1); /* any device use would fail */
   kiln_compile_opts opts = {.arch = "sm_90"};
@@ -344,6 +351,26 @@ TEST(launch_shape_checked_before_the_device) {
   ASSERT_CONTAINS(kiln_last_error(), "1024");
   kiln_launch_config fine = {.grid = {1, 1, 1}, .block = {32, 1, 1}};
   ASSERT_STATUS(kiln_function_launch(f, &fine, params), KILN_ERROR_NO_DRIVER);
+  /* The same checks without a launch, and before a call's wait could be asked for. */
+  ASSERT_STATUS(kiln_function_check_launch(f, &zero_grid), KILN_ERROR_INVALID);
+  ASSERT_CONTAINS(kiln_last_error(), "grid.x is 0");
+  ASSERT_STATUS(kiln_function_check_launch(f, &fine), KILN_ERROR_NO_DRIVER);
+  int waits = 0;
+  float out[4];
+  kiln_transfer t = {0, KILN_OUT, out, sizeof out};
+  ASSERT_STATUS(kiln_function_call_waiting(f, &zero_grid, params, &t, 1, NULL, count_wait, &waits),
+                KILN_ERROR_INVALID);
+  ASSERT_STATUS(kiln_function_call_waiting(f, &fine, params, &t, 1, NULL, count_wait, &waits),
+                KILN_ERROR_NO_DRIVER);
+  ASSERT_STATUS(kiln_function_call_async_waiting(f, &fine, params, &t, 1, count_wait, &waits),
+                KILN_ERROR_NO_DRIVER);
+  ASSERT_EQ(waits, 0);
+  /* Whether the GPU reaches an address needs the driver; 0 needs nothing. */
+  int reachable = -1;
+  ASSERT_OK(kiln_pointer_reachable(0, &reachable));
+  ASSERT_EQ(reachable, 1);
+  ASSERT_STATUS(kiln_pointer_reachable((kiln_deviceptr)(uintptr_t)out, &reachable),
+                KILN_ERROR_NO_DRIVER);
   kiln_module_free(m);
 }
 

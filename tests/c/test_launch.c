@@ -1,6 +1,8 @@
 /* Launching from C with no Python: these need a GPU and skip (saying why) without one. */
 #include "runner.h"
 
+#include <time.h>
+
 static const char *multiply_src =
     "__global__ void multiply_them(float *dest, const float *a, const float *b, int n)\n"
     "{ int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) dest[i] = a[i] * b[i]; }\n"
@@ -151,4 +153,91 @@ TEST(gpu_memcpy_range_is_checked) {
   ASSERT_STATUS(kiln_memcpy_htod(0x10, host, 4), KILN_ERROR_INVALID);
   ASSERT_CONTAINS(kiln_last_error(), "is not device memory");
   ASSERT_OK(kiln_mem_free(p));
+}
+
+/* ---- A wait that gives up ------------------------------------------------------------- */
+
+static const char *spin_src =
+    "extern \"C\" __global__ void spin_fill(float *out, int n, long long cycles)\n"
+    "{ long long start = clock64(); while (clock64() - start < cycles) {}\n"
+    "  for (int i = threadIdx.x; i < n; i += blockDim.x) out[i] = 7.0f; }\n";
+
+typedef struct give_up {
+  int calls;
+  kiln_stream stream; /* the stream the call waited on */
+} give_up;
+
+static double seconds_now(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+/* Polls for 50 ms, as Python's wait does between looks at its signals, then gives up. */
+static kiln_status give_up_after_50ms(void *arg, kiln_stream stream) {
+  give_up *g = arg;
+  g->calls++;
+  g->stream = stream;
+  double end = seconds_now() + 0.05;
+  while (seconds_now() < end) {
+    int done = 0;
+    kiln_status s = kiln_stream_query(stream, &done);
+    if (s || done) return s;
+  }
+  return KILN_ERROR_INTERRUPTED;
+}
+
+static int all_equal(const float *x, int n, float v) {
+  for (int i = 0; i < n; i++)
+    if (x[i] != v) return 0;
+  return 1;
+}
+
+/* A call whose wait gives up returns at once, leaves the kernel running, never copies back,
+ * and the buffers it used serve the next calls only once that kernel is over. */
+TEST(gpu_call_wait_given_up_leaves_the_kernel_running) {
+  kiln_test_require_gpu();
+  kiln_module *m = NULL;
+  kiln_function *f = NULL;
+  ASSERT_OK(kiln_module_from_source(spin_src, NULL, &m));
+  ASSERT_OK(kiln_module_get_function(m, "spin_fill", &f));
+  /* Small (kiln's pinned bounce buffers) and 4 MiB (the pool, staged copies). */
+  static const int sizes[2] = {64, 1 << 20};
+  for (int k = 0; k < 2; k++) {
+    int n = sizes[k];
+    float *out = calloc((size_t)n, 4), *next = calloc((size_t)n, 4);
+    ASSERT(out && next);
+    uint64_t p = 0;
+    long long cycles = 3000000000LL; /* about 1.5 s at 2 GHz */
+    void *params[] = {&p, &n, &cycles};
+    kiln_transfer t = {0, KILN_OUT, out, (size_t)n * 4};
+    kiln_launch_config cfg = {.grid = {1, 1, 1}, .block = {256, 1, 1}};
+    give_up g = {0, (kiln_stream)1};
+    double start = seconds_now();
+    ASSERT_STATUS(kiln_function_call_waiting(f, &cfg, params, &t, 1, NULL, give_up_after_50ms, &g),
+                  KILN_ERROR_INTERRUPTED);
+    double took = seconds_now() - start;
+    if (took > 0.5) FAIL("size %d: the call returned %.3f s after it began", n, took);
+    ASSERT_EQ(g.calls, 1);
+    ASSERT(g.stream == NULL);
+    ASSERT_CONTAINS(kiln_last_error(), "goes on running");
+    int done = 1;
+    ASSERT_OK(kiln_stream_query(NULL, &done));
+    ASSERT_EQ(done, 0); /* the kernel still spins */
+    /* The next call queues behind it on the legacy stream and copies back as usual. */
+    long long none = 0;
+    void *next_params[] = {&p, &n, &none};
+    kiln_transfer tn = {0, KILN_OUT, next, (size_t)n * 4};
+    ASSERT_OK(kiln_function_call(f, &cfg, next_params, &tn, 1, NULL));
+    if (!all_equal(next, n, 7.0f)) FAIL("size %d: the call after the interrupted one", n);
+    ASSERT_OK(kiln_synchronize());
+    if (!all_equal(out, n, 0.0f)) FAIL("size %d: the interrupted call copied back after all", n);
+    /* Once the kernel is over, the buffers serve again. */
+    memset(next, 0, (size_t)n * 4);
+    ASSERT_OK(kiln_function_call(f, &cfg, next_params, &tn, 1, NULL));
+    if (!all_equal(next, n, 7.0f)) FAIL("size %d: a call once the kernel was over", n);
+    free(out);
+    free(next);
+  }
+  kiln_module_free(m);
 }
