@@ -56,7 +56,7 @@ def compile_and_scale(source, chunk, a, b):
     runs it over chunk: the result, the GPU's PCI bus id and its compute capability."""
     module = kiln.SourceModule(source, arch=None)
     y, bus = scale_chunk(module, chunk, a, b)
-    return y, bus, kiln.current_device().compute_capability()
+    return y, bus, kiln.Device(kiln.current_device()).compute_capability()
 
 
 # ---- Clusters ---------------------------------------------------------------------------------
