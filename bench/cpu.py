@@ -184,6 +184,11 @@ def main():
     env = dict(os.environ, KILN_CUDA_PATH=str(FAKE))
     env["PYTHONPATH"] = os.pathsep.join(
         [str(ROOT / "pymod"), *filter(None, [env.get("PYTHONPATH")])])
+    # The floor is linked against libcuda.so.1: on a GPU machine the real one would be found
+    # first (its folder is often on LD_LIBRARY_PATH), so for the timed child, which compiles
+    # nothing, the fake's folder goes before it. (NVRTC must not meet the fake.)
+    child_env = dict(env, LD_LIBRARY_PATH=os.pathsep.join(
+        [str(FAKE.parent), *filter(None, [env.get("LD_LIBRARY_PATH")])]))
     # The kernels' CUBIN goes to the cache first, so the counted child does not run NVRTC
     # under valgrind.
     subprocess.run([sys.executable, "-c", "import sys, kiln; kiln.SourceModule(sys.argv[1])",
@@ -197,7 +202,7 @@ def main():
                 sys.exit("cpu.py: --callgrind needs valgrind")
             command = ["valgrind", "--tool=callgrind", "--instr-atstart=no",
                        f"--callgrind-out-file={tmp}/callgrind.%p", *command]
-        subprocess.run(command, env=env, check=True,
+        subprocess.run(command, env=child_env, check=True,
                        stderr=subprocess.DEVNULL if options.callgrind else None)
         result = json.loads(out.read_text())
     report(result)

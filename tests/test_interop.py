@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 import kiln
+import kiln.driver as drv
 
 
 def _have_gpu():
@@ -463,7 +464,7 @@ def test_without_a_driver_a_host_pointer_cannot_be_told(copy):
 def reaches_pageable_memory():
     """Whether the GPU reads pageable host memory itself (HMM, ATS): then a host pointer is one
     a kernel can use, and kiln lets it through."""
-    return bool(kiln.Device(0).get_attribute(kiln.device_attribute.PAGEABLE_MEMORY_ACCESS))
+    return bool(kiln.Device(0).get_attribute(drv.device_attribute.PAGEABLE_MEMORY_ACCESS))
 
 
 UNREACHABLE = r"its __cuda_array_interface__ gives address 0x[0-9a-f]+, which the GPU cannot " \

@@ -259,7 +259,7 @@ SPIN_WAITS = {
     "Event.synchronize": ("launch(); e = kiln.Event().record()", "e.synchronize()",
                           "the event"),
     "DeviceArray.get": ("launch()", "flag.get()", "the default stream"),
-    "memcpy_dtoh": ("launch(); h = np.zeros(1, np.int32)", "kiln.memcpy_dtoh(h, flag)",
+    "memcpy_dtoh": ("launch(); h = np.zeros(1, np.int32)", "kiln.memcpy_dtoh(h, flag.gpudata)",
                     "the default stream"),
     # The legacy default stream's copy also waits for a blocking kiln.Stream's work, which the
     # wait sees through an event recorded there.
