@@ -480,9 +480,9 @@ def test_a_host_pointer_in_an_interface_is_refused(copy):
         kiln.synchronize()
         np.testing.assert_array_equal(dst.get(), host)
         pytest.skip("this GPU reads pageable host memory: a host pointer is a good one here")
-    with pytest.raises(TypeError, match=r"argument 0 of copy\(.*\): " + UNREACHABLE):
+    with pytest.raises(TypeError, match=r"argument 0 of copy \(.*\): " + UNREACHABLE):
         copy(HostInterface(host), dst, 16, block=16, grid=1)
-    with pytest.raises(TypeError, match=r"argument 1 of copy\(.*\): " + UNREACHABLE):
+    with pytest.raises(TypeError, match=r"argument 1 of copy \(.*\): " + UNREACHABLE):
         copy(dst, HostInterface(host), 16, block=16, grid=1)
     # An address with no memory at all, refused the same way.
     with pytest.raises(TypeError, match=UNREACHABLE):
@@ -517,10 +517,10 @@ def test_past_eight_interfaces_a_host_pointer_is_refused_while_packing():
     args = [HostInterface(dev.get(), address=dev.ptr)] * 9 + [HostInterface(host)]
     if reaches_pageable_memory():
         pytest.skip("this GPU reads pageable host memory: a host pointer is a good one here")
-    with pytest.raises(TypeError, match=r"argument 9 of ten\(.*\): " + UNREACHABLE):
+    with pytest.raises(TypeError, match=r"argument 9 of ten \(.*\): " + UNREACHABLE):
         k(*args, block=1, grid=0)  # refused before the shape is looked at
     args = [HostInterface(host)] + [HostInterface(dev.get(), address=dev.ptr)] * 9
-    with pytest.raises(TypeError, match=r"argument 0 of ten\(.*\): " + UNREACHABLE):
+    with pytest.raises(TypeError, match=r"argument 0 of ten \(.*\): " + UNREACHABLE):
         k(*args, block=1, grid=1)
     with pytest.raises(ValueError, match="grid.x is 0"):
         k(*args, block=1, grid=0)
