@@ -106,14 +106,16 @@ static PyObject *floor_launch(PyObject *self, PyObject *const *args, Py_ssize_t 
   Py_RETURN_NONE;
 }
 
-static PyObject *floor_launch_ints(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-  (void)self;
+/* The launch both entry points make: args are a device pointer and up to 63 ints. */
+static inline PyObject *floor_launch_dest_ints(PyObject *const *args, Py_ssize_t nargs,
+                                               const unsigned grid[3], const unsigned block[3],
+                                               const char *name) {
   if (nargs < 1 || nargs > 64) {
-    PyErr_Format(PyExc_TypeError, "launch_ints(p, *ints) takes 1 to 64 ints, not %zd", nargs);
+    PyErr_Format(PyExc_TypeError, "%s(p, *ints) takes 1 to 64 ints, not %zd", name, nargs);
     return NULL;
   }
   if (!floor_function) {
-    PyErr_SetString(PyExc_RuntimeError, "launch_ints() before load()");
+    PyErr_Format(PyExc_RuntimeError, "%s() before load()", name);
     return NULL;
   }
   CUdeviceptr dest = PyLong_AsUnsignedLongLong(args[0]);
@@ -130,9 +132,16 @@ static PyObject *floor_launch_ints(PyObject *self, PyObject *const *args, Py_ssi
     ints[i] = (int)v;
     params[i] = &ints[i];
   }
-  CUresult rc = cuLaunchKernel(floor_function, 1, 1, 1, 32, 1, 1, 0, NULL, params, NULL);
+  CUresult rc = cuLaunchKernel(floor_function, grid[0], grid[1], grid[2], block[0], block[1],
+                               block[2], 0, NULL, params, NULL);
   if (rc != CUDA_SUCCESS) return floor_cuda_error("cuLaunchKernel", rc);
   Py_RETURN_NONE;
+}
+
+static PyObject *floor_launch_ints(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+  (void)self;
+  static const unsigned grid[3] = {1, 1, 1}, block[3] = {32, 1, 1};
+  return floor_launch_dest_ints(args, nargs, grid, block, "launch_ints");
 }
 
 static PyObject *floor_block_name, *floor_grid_name; /* interned */
@@ -166,33 +175,8 @@ static PyObject *floor_launch_ints_kw(PyObject *self, PyObject *const *args, Py_
     }
     if (floor_dims(args[nargs + i], dims) < 0) return NULL;
   }
-  if (nargs < 1 || nargs > 64) {
-    PyErr_Format(PyExc_TypeError, "launch_ints_kw(p, *ints) takes 1 to 64 ints, not %zd", nargs);
-    return NULL;
-  }
-  if (!floor_function) {
-    PyErr_SetString(PyExc_RuntimeError, "launch_ints_kw() before load()");
-    return NULL;
-  }
   (void)self;
-  CUdeviceptr dest = PyLong_AsUnsignedLongLong(args[0]);
-  if (dest == (CUdeviceptr)-1 && PyErr_Occurred()) return NULL;
-  int ints[64];
-  void *params[64] = {&dest};
-  for (Py_ssize_t i = 1; i < nargs; i++) {
-    long v = PyLong_AsLong(args[i]);
-    if (v == -1 && PyErr_Occurred()) return NULL;
-    if (v < INT_MIN || v > INT_MAX) {
-      PyErr_SetString(PyExc_OverflowError, "an argument does not fit in an int");
-      return NULL;
-    }
-    ints[i] = (int)v;
-    params[i] = &ints[i];
-  }
-  CUresult rc = cuLaunchKernel(floor_function, grid[0], grid[1], grid[2], block[0], block[1],
-                               block[2], 0, NULL, params, NULL);
-  if (rc != CUDA_SUCCESS) return floor_cuda_error("cuLaunchKernel", rc);
-  Py_RETURN_NONE;
+  return floor_launch_dest_ints(args, nargs, grid, block, "launch_ints_kw");
 }
 
 static PyObject *floor_synchronize(PyObject *self, PyObject *unused) {
