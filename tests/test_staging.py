@@ -333,6 +333,21 @@ def test_in_out_of_a_reused_array_and_of_a_view_are_page_locked_and_right(mod):
 
 
 @pytest.mark.gpu
+def test_a_small_view_of_a_much_larger_array_is_not_page_locked():
+    # Registering the whole array would cost about a copy of all of it, which copies of a
+    # quarter of it or less would not repay.
+    base = pinned()
+    whole = sample(np.uint8, 5 * PIN)
+    view = whole[PIN:2 * PIN]
+    d = kiln.empty(PIN, np.uint8)
+    for i in range(3):
+        view[:4] = i
+        d.set(view)
+        np.testing.assert_array_equal(d.get(), view)
+    assert pinned() == base
+
+
+@pytest.mark.gpu
 def test_a_page_locked_array_cannot_move_its_memory_from_under_the_registration():
     # NumPy refuses to resize an array that is weakly referenced, as page-locked owners are:
     # their registered memory can never be freed while registered.

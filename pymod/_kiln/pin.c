@@ -124,8 +124,11 @@ int kpy_pin_reused(kpy_state *st, PyArrayObject *a, size_t nbytes, int blocking)
   if (!blocking || nbytes < KPY_PIN_MIN || !kpy_pin_enabled(st)) return 0;
   PyArrayObject *owner = kpy_pin_owner(a);
   char *data = PyArray_DATA(a);
+  /* The whole buffer is registered, at about the cost of copying it once: not for a small view
+   * of a much larger array, whose registration its copies would not repay. */
   if (!owner || data < (char *)PyArray_DATA(owner) ||
-      data + nbytes > (char *)PyArray_DATA(owner) + PyArray_NBYTES(owner))
+      data + nbytes > (char *)PyArray_DATA(owner) + PyArray_NBYTES(owner) ||
+      (size_t)PyArray_NBYTES(owner) / 4 > nbytes)
     return 0;
   struct kpy_pin *p = NULL;
   for (int i = 0; !p && i < st->n_pins; i++)

@@ -13,7 +13,9 @@
  * the GIL held); blocking says whether the call returns only once the copy is done. Each call
  * first ends the registrations of owners whose memory has moved (ndarray.resize). The second
  * blocking copy of the memory of one array page-locks the whole buffer its data
- * lies in, when that buffer is a numpy array's own memory: the registration ends when that
+ * lies in, when that buffer is a numpy array's own memory and at most four times the bytes
+ * copied (a small view's copies would not repay registering a much larger array): the
+ * registration ends when that
  * array is collected (a weak reference's callback, which numpy runs before it frees the
  * memory), never earlier, so no copy in flight loses it. Page-locked memory is bounded (a
  * quarter of the machine's memory, and KILN_PIN_REUSED=0 turns it off); past the bound, and
