@@ -42,7 +42,7 @@ static int kpy_copy(kpy_state *st, kpy_array *dev, PyObject *host, size_t n, int
   /* A copy that blocks waits behind its stream's work first, where Ctrl-C can end the wait:
    * once queued, it may not be left behind with host given back. */
   if (!kpy_stream_is_kiln(st, on->arg) && kpy_wait_stream(st, h, -1) < 0) return -1;
-  kpy_pin_reused(st, (PyArrayObject *)host, n, !kpy_stream_is_kiln(st, on->arg));
+  if (!kpy_stream_is_kiln(st, on->arg)) kpy_pin_reused(st, (PyArrayObject *)host, n);
   if (on->arg == Py_None) {
     Py_BEGIN_ALLOW_THREADS
       s = to_host ? kiln_memcpy_dtoh(data, p, n) : kiln_memcpy_htod(p, data, n);

@@ -215,9 +215,9 @@ static PyObject *kpy_function_run(kpy_function *self, PyObject *const *args,
   }
   double elapsed = 0;
   /* In/Out copies block unless queued on a kiln.Stream (below). */
-  for (int t = 0; t < packed.n_transfers; t++)
+  for (int t = 0; (!stream_obj || time_kernel) && t < packed.n_transfers; t++)
     kpy_pin_reused(st, (PyArrayObject *)((kpy_transfer *)args[packed.transfers[t].param])->array,
-                   packed.transfers[t].nbytes, !stream_obj || time_kernel);
+                   packed.transfers[t].nbytes);
   kpy_launches_record((PyObject *)self, cfg.stream);
   if (packed.n_transfers == 0 && !time_kernel) {
     s = opts ? kiln_function_launch_ex(self->fn, &cfg, opts, params)

@@ -377,9 +377,8 @@ static PyObject *kpy_memcpy(PyObject *module, PyObject *const *args, Py_ssize_t 
     PyBuffer_Release(&view);
     return NULL;
   }
-  if (PyArray_Check(host_obj))
-    kpy_pin_reused(st, (PyArrayObject *)host_obj, nbytes,
-                   !async || !kpy_stream_is_kiln(st, on.obj));
+  if (PyArray_Check(host_obj) && (!async || !kpy_stream_is_kiln(st, on.obj)))
+    kpy_pin_reused(st, (PyArrayObject *)host_obj, nbytes);
   kiln_status s;
   Py_BEGIN_ALLOW_THREADS
     if (async)

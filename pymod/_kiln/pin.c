@@ -104,24 +104,8 @@ static struct kpy_pin *kpy_pin_add(kpy_state *st, PyObject *module, PyArrayObjec
   return p;
 }
 
-/* Ends the registration of every owner whose memory moved since: the driver would take new
- * memory at the old addresses for the old, registered, pages. NumPy's resize refuses weakly
- * referenced arrays, so only an owner changed behind NumPy's back gets here; the check is
- * cheap. An entry lives only while its owner does (the callback drops it first), so its
- * address is the owner's. */
-static void kpy_pin_forget_moved(kpy_state *st) {
-  for (int i = st->n_pins - 1; i >= 0; i--) {
-    struct kpy_pin *p = st->pins[i];
-    PyArrayObject *owner = (PyArrayObject *)p->owner;
-    if (p->state != KPY_PIN_REGISTERING &&
-        (p->base != PyArray_DATA(owner) || p->size != (size_t)PyArray_NBYTES(owner)))
-      kpy_pin_drop(st, i);
-  }
-}
-
-int kpy_pin_reused(kpy_state *st, PyArrayObject *a, size_t nbytes, int blocking) {
-  if (st->n_pins) kpy_pin_forget_moved(st);
-  if (!blocking || nbytes < KPY_PIN_MIN || !kpy_pin_enabled(st)) return 0;
+void kpy_pin_reused(kpy_state *st, PyArrayObject *a, size_t nbytes) {
+  if (nbytes < KPY_PIN_MIN || !kpy_pin_enabled(st)) return;
   PyArrayObject *owner = kpy_pin_owner(a);
   char *data = PyArray_DATA(a);
   /* The whole buffer is registered, at about the cost of copying it once: not for a small view
@@ -129,11 +113,11 @@ int kpy_pin_reused(kpy_state *st, PyArrayObject *a, size_t nbytes, int blocking)
   if (!owner || data < (char *)PyArray_DATA(owner) ||
       data + nbytes > (char *)PyArray_DATA(owner) + PyArray_NBYTES(owner) ||
       (size_t)PyArray_NBYTES(owner) / 4 > nbytes)
-    return 0;
+    return;
   struct kpy_pin *p = NULL;
   for (int i = 0; !p && i < st->n_pins; i++)
     if (st->pins[i]->owner == (uintptr_t)owner) p = st->pins[i];
-  if (p && p->state == KPY_PIN_REGISTERING) return 0; /* another thread registers it */
+  if (p && p->state == KPY_PIN_REGISTERING) return; /* another thread registers it */
   kpy_raised raised;
   kpy_raised_set_aside(&raised);
   if (!p) {
@@ -154,7 +138,6 @@ int kpy_pin_reused(kpy_state *st, PyArrayObject *a, size_t nbytes, int blocking)
     p->state = s ? KPY_PIN_REFUSED : KPY_PIN_REGISTERED;
   }
   kpy_raised_put_back(&raised);
-  return 0;
 }
 
 void kpy_pin_counts(kpy_state *st, Py_ssize_t *buffers, Py_ssize_t *bytes) {

@@ -9,18 +9,17 @@
 /* Copies of at least this many bytes count; smaller ones are as fast through the driver. */
 #define KPY_PIN_MIN ((size_t)16 << 20)
 
-/* Called before every copy of nbytes between the device and the data of the numpy array a (with
- * the GIL held); blocking says whether the call returns only once the copy is done. Each call
- * first ends the registrations of owners whose memory has moved (ndarray.resize). The second
- * blocking copy of the memory of one array page-locks the whole buffer its data
- * lies in, when that buffer is a numpy array's own memory and at most four times the bytes
- * copied (a small view's copies would not repay registering a much larger array): the
- * registration ends when that
- * array is collected (a weak reference's callback, which numpy runs before it frees the
- * memory), never earlier, so no copy in flight loses it. Page-locked memory is bounded (a
- * quarter of the machine's memory, and KILN_PIN_REUSED=0 turns it off); past the bound, and
- * whenever the driver refuses, the copy is simply staged as before. Never raises: 0. */
-int kpy_pin_reused(kpy_state *st, PyArrayObject *a, size_t nbytes, int blocking);
+/* Called before a blocking copy of nbytes between the device and the data of the numpy array a
+ * (one that returns only once the copy is done), with the GIL held. The second such copy of the
+ * memory of one array page-locks the whole buffer its data lies in, when that buffer is a numpy
+ * array's own memory and at most four times the bytes copied (a small view's copies would not
+ * repay registering a much larger array): the registration ends when that array is collected
+ * (a weak reference's callback, which numpy runs before it frees the memory), never earlier,
+ * so no copy in flight loses it; numpy refuses to resize a weakly referenced array, so its
+ * memory never moves meanwhile. Page-locked memory is bounded (a quarter of the machine's
+ * memory, and KILN_PIN_REUSED=0 turns it off); past the bound, and whenever the driver
+ * refuses, the copy is simply staged as before. Never raises. */
+void kpy_pin_reused(kpy_state *st, PyArrayObject *a, size_t nbytes);
 
 /* The figures staging_info() reports: buffers and bytes page-locked now. */
 void kpy_pin_counts(kpy_state *st, Py_ssize_t *buffers, Py_ssize_t *bytes);
