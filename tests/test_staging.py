@@ -63,7 +63,7 @@ def run_child(code, env, timeout=120):
 def test_staging_info_names_its_settings():
     info = kiln.staging_info()
     assert set(info) == {"min_bytes", "chunk_bytes", "threads", "copies", "bytes",
-                         "pinned_buffers", "pinned_bytes"}
+                         "pinned_buffers", "pinned_bytes", "small_buffer_bytes"}
     assert info["pinned_buffers"] == 0 and info["pinned_bytes"] == 0  # nothing copied here
     assert info["chunk_bytes"] % 4096 == 0 and info["chunk_bytes"] >= 4096
     assert 1 <= info["threads"] <= len(os.sched_getaffinity(0))
@@ -193,6 +193,25 @@ def test_small_copies_to_the_host_are_right(n, dtype):
     d[:1].get(out=other[:1])
     np.testing.assert_array_equal(back, h)
     assert other[0] == h[0]
+
+
+@pytest.mark.gpu
+def test_the_small_copy_buffer_is_made_at_the_ninth_small_copy():
+    """The first 8 small blocking copies go the driver's way (the buffer costs a process more
+    than it saves a copy or two); from the ninth on, kiln's page-locked buffer. Each is right."""
+    out = run_child("""
+        import numpy as np
+        import kiln
+        sizes = []
+        for k in range(12):
+            h = np.arange(100 + 7 * k, dtype=np.float32) * (k + 1)
+            d = kiln.to_device(h)
+            assert np.array_equal(d.get(), h), k
+            sizes.append(kiln.staging_info()["small_buffer_bytes"])
+        print(sizes)
+    """, {})
+    sizes = eval(out.strip().splitlines()[-1])
+    assert sizes[:8] == [0] * 8 and sizes[8:] == [1 << 20] * 4, sizes
 
 
 @pytest.mark.gpu

@@ -236,6 +236,10 @@ int kpy_small_get(kpy_state *st, void *data, kiln_deviceptr p, size_t n, kiln_st
   if (n >= staging.min_bytes) return 0; /* the stager's (KILN_STAGING_MIN may be small) */
   kiln_status s = KILN_OK;
   if (!st->small_get) {
+    if (st->small_get_before < KPY_SMALL_GET_AFTER) {
+      st->small_get_before++;
+      return 0;
+    }
     s = kiln_host_alloc(KPY_SMALL_GET_MAX, &st->small_get);
     if (!s && (s = kiln_event_create(0, &st->small_get_done))) {
       kiln_host_free(st->small_get);
@@ -283,12 +287,15 @@ static PyObject *kpy_staging_info(PyObject *module, PyObject *unused) {
   kiln_staging_info i;
   kiln_staging_get_info(&i);
   Py_ssize_t pinned = 0, pinned_bytes = 0;
-  kpy_pin_counts(kpy_state_of_module(module), &pinned, &pinned_bytes);
-  return Py_BuildValue("{snsnsisKsKsnsn}", "min_bytes",
+  kpy_state *st = kpy_state_of_module(module);
+  kpy_pin_counts(st, &pinned, &pinned_bytes);
+  Py_ssize_t small = st->small_get ? (Py_ssize_t)KPY_SMALL_GET_MAX : 0;
+  return Py_BuildValue("{snsnsisKsKsnsnsn}", "min_bytes",
                        (Py_ssize_t)(i.min_bytes > PY_SSIZE_T_MAX ? PY_SSIZE_T_MAX : i.min_bytes),
                        "chunk_bytes", (Py_ssize_t)i.chunk_bytes, "threads", i.threads, "copies",
                        (unsigned long long)i.copies, "bytes", (unsigned long long)i.bytes,
-                       "pinned_buffers", pinned, "pinned_bytes", pinned_bytes);
+                       "pinned_buffers", pinned, "pinned_bytes", pinned_bytes,
+                       "small_buffer_bytes", small);
 }
 
 static PyMethodDef kpy_hostmem_functions[] = {
@@ -308,7 +315,9 @@ static PyMethodDef kpy_hostmem_functions[] = {
     {"staging_info", kpy_staging_info, METH_NOARGS,
      "staging_info($module, /)\n--\n\nHow large pageable copies are staged: min_bytes, "
      "chunk_bytes, threads, the copies and bytes staged so far, and the pinned_buffers and "
-     "pinned_bytes of large arrays copied again and again, page-locked in place."},
+     "pinned_bytes of large arrays copied again and again, page-locked in place, and "
+     "small_buffer_bytes, the page-locked buffer of small blocking copies to the host (0 "
+     "until the ninth such copy)."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -21,13 +21,18 @@ PyObject *kpy_pagelocked_array_with_flags(kpy_state *st, PyArray_Descr *dtype, i
 /* The most bytes kpy_small_get takes: its page-locked buffer's size. */
 #define KPY_SMALL_GET_MAX ((size_t)1 << 20)
 
+/* The small copies that go the driver's way before the buffer is made: making it costs 0.7 to
+ * 1.6 ms (an H200's host), a hundred times what it saves a copy, so a process that reads a
+ * result or two never pays for it. */
+#define KPY_SMALL_GET_AFTER 8
+
 /* Copies n bytes of device memory p into host memory data, queued on stream and waited for
  * (where Ctrl-C and a device fault end the wait), through a page-locked buffer of kiln's: a
  * small copy into pageable memory costs the driver about 7 us more than one into page-locked
  * memory and a memcpy (an H200: a 4-byte result 20 us against 12.7 after a kernel). 1 when
- * copied; 0 when not taken (over KPY_SMALL_GET_MAX or large enough for the stager, the buffer
- * busy in another thread or still
- * the target of a copy a Ctrl-C left behind, another device), and the caller copies as before;
+ * copied; 0 when not taken (over KPY_SMALL_GET_MAX or large enough for the stager, one of the
+ * first KPY_SMALL_GET_AFTER, the buffer busy in another thread or still the target of a copy a
+ * Ctrl-C left behind, another device), and the caller copies as before;
  * -1 with the error raised. With the GIL held. */
 int kpy_small_get(kpy_state *st, void *data, kiln_deviceptr p, size_t n, kiln_stream stream);
 

@@ -153,12 +153,13 @@ typedef struct kpy_state {
   int n_pins, pin_ready, pin_enabled;
   size_t pinned_bytes, pin_bound;
   PyObject *pin_callback;
-  /* hostmem.c's: the page-locked buffer of small copies to the host (made on first use, on
-   * small_get_device), the event recorded after its last copy, and whether a thread is using it
-   * or a Ctrl-C left a copy into it queued. */
+  /* hostmem.c's: the page-locked buffer of small copies to the host (made once
+   * KPY_SMALL_GET_AFTER copies have gone the driver's way, on small_get_device), the event
+   * recorded after its last copy, whether a thread is using it or a Ctrl-C left a copy into it
+   * queued, and the small copies made before it. */
   void *small_get;
   kiln_event small_get_done;
-  int small_get_device, small_get_busy, small_get_pending;
+  int small_get_device, small_get_busy, small_get_pending, small_get_before;
   /* sourcemodule.c's: the memo of SourceModule's arguments, made on first use. */
   struct kpy_memo *memo;
   int (*capture_note)(PyObject *graph, PyObject *function, PyObject *const *args, int n,
