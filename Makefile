@@ -47,7 +47,7 @@ PYENV   = PYTHONPATH=$(CURDIR)/pymod:$(CURDIR)/$(WHEEL_SITE)$${PYTHONPATH:+:$$PY
 
 all: lib ext
 
-lib: $(BUILD)/libkiln.a $(BUILD)/libkiln.so
+lib: $(BUILD)/libkiln.a $(BUILD)/libkiln.so $(BUILD)/kiln-nvrtc
 
 $(BUILD)/%.o: %.c $(HEADERS)
 	@mkdir -p $(dir $@)
@@ -59,6 +59,9 @@ $(BUILD)/libkiln.a: $(OBJS)
 
 $(BUILD)/libkiln.so: $(OBJS)
 	$(CC) -shared -o $@ $^ $(LDLIBS)
+
+$(BUILD)/kiln-nvrtc: $(KILN_HELPER_SOURCE) $(BUILD)/libkiln.a
+	$(CC) $(CPPFLAGS) $(ALL_CFLAGS) $< $(BUILD)/libkiln.a $(LDLIBS) -o $@
 
 $(BUILD)/test_engine: $(CTESTS) $(wildcard tests/c/*.h) $(BUILD)/libkiln.a
 	$(CC) $(CPPFLAGS) $(ALL_CFLAGS) -DKILN_SOURCE_DIR='"$(CURDIR)"' $(CTESTS) \

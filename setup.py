@@ -12,6 +12,7 @@ import shlex
 import sys
 
 from setuptools import Extension, setup
+from setuptools.command.build_ext import build_ext
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -91,4 +92,27 @@ extension = Extension(
     libraries=["crypto", "dl", "pthread"],
 )
 
-setup(version=version(), ext_modules=[extension])
+def helper_source():
+    """The compile helper's main, named in engine/sources.mk."""
+    with open(os.path.join(HERE, "engine", "sources.mk")) as f:
+        return re.search(r"KILN_HELPER_SOURCE = (\S+)", f.read()).group(1)
+
+
+class BuildWithHelper(build_ext):
+    """The extension, then kiln-nvrtc beside it in the package: the compile helper, a program
+    linked from the engine's objects just built (engine/src/remote.c says why it is one)."""
+
+    def run(self):
+        super().run()
+        objects = self.compiler.object_filenames(engine_sources(), output_dir=self.build_temp)
+        main = self.compiler.compile([helper_source()], output_dir=self.build_temp,
+                                     include_dirs=extension.include_dirs,
+                                     extra_postargs=extension.extra_compile_args)
+        where = os.path.dirname(self.get_ext_fullpath(extension.name))
+        # LDFLAGS as for the extension (a sanitizer's runtime, say): link_executable reads none.
+        self.compiler.link_executable(main + objects, "kiln-nvrtc", output_dir=where,
+                                      libraries=extension.libraries,
+                                      extra_postargs=shlex.split(os.environ.get("LDFLAGS", "")))
+
+
+setup(version=version(), ext_modules=[extension], cmdclass={"build_ext": BuildWithHelper})

@@ -8,18 +8,18 @@ Run from the repository root once the extension is built (make ext):
 
   recompile with a PCH   A kernel including <cub/block/block_reduce.cuh> is compiled, then
                          edited (its body changes, its #include lines do not) and compiled
-                         again, several times. kiln (SourceModule, its precompiled header kept
-                         by pch.c: written by the first edit, the second compile of the same
-                         #include lines, and used by the later ones) beside bare NVRTC with
-                         its own automatic PCH (-pch
-                         --pch-dir) and bare NVRTC without one, each side in a fresh process
-                         of its own (NVRTC's PCH heap is per process). The figure is each
-                         edit's compile over the same process's first compile: the median
-                         ratio, and the absolute seconds beside it.
+                         again, several times. kiln (SourceModule: the compile goes to
+                         kiln-nvrtc, the compile helper, whose precompiled header is written by
+                         the first compile of the #include lines and used by every later one)
+                         beside bare NVRTC with its own automatic PCH (-pch --pch-dir) and bare
+                         NVRTC without one, each side in a fresh process of its own. The
+                         figure is each edit's compile over the same process's first compile:
+                         the median ratio, and the absolute seconds beside it.
   in a new process       The edit compiled in a new process after another process compiled
-                         the first version: kiln's time over its first compile (NVRTC takes a
-                         PCH only in the process that made it, so the new process compiles in
-                         full; its first compile of those lines writes no PCH).
+                         the first version: kiln's seconds, and its time over its first
+                         compile. The helper lays NVRTC out at the same addresses in every
+                         run, so the PCH the other process's compile wrote serves this one
+                         (bare NVRTC takes a PCH only in the process that made it).
   parallel compiles      16 distinct small kernels compiled one after another, then all at once
                          (kiln.compile_many on as many threads as there are cores; bare NVRTC
                          from as many threads through ctypes, which releases the GIL): parallel

@@ -14,6 +14,7 @@ KILN_ENGINE_SOURCES = \
 	engine/src/stdheaders.c \
 	engine/src/link.c \
 	engine/src/pch.c \
+	engine/src/remote.c \
 	engine/src/compile.c \
 	engine/src/cache.c \
 	engine/src/device.c \
@@ -28,3 +29,6 @@ KILN_ENGINE_SOURCES = \
 	engine/src/stream.c \
 	engine/src/graph.c \
 	engine/src/launch.c
+
+# The compile helper's main (remote.c says why it is a program of its own).
+KILN_HELPER_SOURCE = engine/helper/kiln-nvrtc.c

@@ -54,7 +54,7 @@ def source_copy(dest):
     """The source tree without what builds leave in it, so each build starts clean."""
     shutil.copytree(ROOT, dest, ignore=shutil.ignore_patterns(
         "build", ".venv", "*.so", "__pycache__", ".git", "vendor", "dist", "wheelhouse",
-        "*.egg-info", ".pytest_cache"))
+        "*.egg-info", ".pytest_cache", "kiln-nvrtc"))
     return dest
 
 
@@ -141,6 +141,8 @@ def test_wheel_repairs_to_manylinux_with_libcrypto_inside(repaired_wheel, tmp_pa
         names = z.namelist()
         meta = z.read(next(n for n in names if n.endswith(".dist-info/METADATA"))).decode()
     assert any(re.match(r"kiln_cuda\.libs/libcrypto-[0-9a-f]+\.so", n) for n in names), names
+    with zipfile.ZipFile(repaired_wheel) as z:  # the compile helper, executable
+        assert (z.getinfo("kiln/kiln-nvrtc").external_attr >> 16) & 0o111, names
     assert "Requires-Python: >=3.10" in meta and "License-File: LICENSE" in meta
     assert any(n.endswith("licenses/LICENSE") or n.endswith("/LICENSE") for n in names)
     py = venv(tmp_path / "env")
@@ -169,6 +171,8 @@ CUB_FP16 = textwrap.dedent(r"""
     where = kiln.nvrtc_where()
     where['kernels'] = list(m.kernels)
     where['toolkit_visible'] = os.path.exists('/usr/local/cuda/include/cuda_fp16.h')
+    stats = kiln.cache_stats()
+    where['pch'] = [stats['pch_created'], stats['pch_used']]
     print(json.dumps(where))
 """)
 
@@ -197,6 +201,9 @@ def without_toolkit(py, script, tmp_path, extra_env=None):
     where = json.loads(run(cmd, cwd=tmp_path, env=env).stdout.strip().splitlines()[-1])
     assert where["toolkit_visible"] is False
     assert where["kernels"] == ["half_sum"]
+    # Made by the compile helper from the wheel, with the same NVRTC: a process's first compile
+    # of a beginning makes a PCH only there.
+    assert where["pch"] == [1, 0], where
     return where
 
 

@@ -1,6 +1,10 @@
-"""Precompiled headers: the #include lines a source begins with are precompiled by the second
-compile that begins with them in a process (the first may be the only one) and reused by every
-later edit of the kernel below them, never when anything they depend on changed.
+"""Precompiled headers: the #include lines a source begins with are precompiled and reused by
+every later edit of the kernel below them, never when anything they depend on changed.
+
+Two ways: in the process (no compile helper, KILN_NVRTC_HELPER=0), where the second compile
+that begins with them makes the PCH and it serves that process alone; and through kiln-nvrtc,
+the compile helper, whose PCH files (lasting files, "<key>.pch") are made by the first compile
+and serve every later process. The tests of the first kind come first, with the helper off.
 
 Each test has its own cache folder (PCH files live in its pch/ subfolder, and the folder is
 part of a PCH's key) and sources of its own, so the in-process table never answers."""
@@ -33,10 +37,12 @@ def counts():
 
 @pytest.fixture
 def cache(tmp_path, monkeypatch):
+    """A cache folder of the test's own, PCH files made in the process (no helper)."""
     folder = tmp_path / "cache"
     monkeypatch.setenv("KILN_CACHE_DIR", str(folder))
     monkeypatch.delenv("KILN_CACHE_MAX_BYTES", raising=False)
     monkeypatch.delenv("KILN_PCH", raising=False)
+    monkeypatch.setenv("KILN_NVRTC_HELPER", "0")
     return folder
 
 
@@ -225,3 +231,154 @@ def test_a_forked_child_leaves_its_parents_pch_alone(cache):
     created, used = counts()
     kiln.SourceModule(kernel(fresh_value()), arch=ARCH, no_extern_c=True)
     assert counts() == (created, used + 1)
+
+
+# ---- Through the compile helper: PCH files that serve later processes ---------------------
+
+HELPER = os.path.join(os.path.dirname(kiln.__file__), "kiln-nvrtc")
+
+
+@pytest.fixture
+def lasting(tmp_path, monkeypatch):
+    """A cache folder of the test's own, compiles that can use a PCH going through kiln-nvrtc
+    (told again, which also forgets a helper an earlier test broke)."""
+    if not os.access(HELPER, os.X_OK):
+        pytest.fail(f"{HELPER} was not built beside the extension")
+    folder = tmp_path / "cache"
+    monkeypatch.setenv("KILN_CACHE_DIR", str(folder))
+    monkeypatch.delenv("KILN_CACHE_MAX_BYTES", raising=False)
+    monkeypatch.delenv("KILN_PCH", raising=False)
+    monkeypatch.delenv("KILN_NVRTC_HELPER", raising=False)
+    kiln._kiln._nvrtc_set_helper(HELPER)
+    yield folder
+    kiln._kiln._nvrtc_set_helper(HELPER)
+
+
+def lasting_files(folder):
+    return sorted(p.name for p in (folder / "pch").glob("*.pch") if re.fullmatch(r"[0-9a-f]{64}\.pch", p.name))
+
+
+def compile_in_new_process(src, **kw):
+    """(pch_created, pch_used, ptx) of src compiled in a new Python (the environment's cache)."""
+    r = run_python(f"""
+        import json, kiln
+        m = kiln.SourceModule({src!r}, arch={ARCH!r}, no_extern_c=True, **{kw!r})
+        s = kiln.cache_stats()
+        print(json.dumps([s["pch_created"], s["pch_used"], m.ptx]))
+        """)
+    assert r.returncode == 0, r.stderr
+    import json
+    return tuple(json.loads(r.stdout.strip().splitlines()[-1]))
+
+
+def test_a_pch_made_in_one_process_serves_the_next(lasting):
+    first = kernel(fresh_value())
+    created, used, _ = compile_in_new_process(first)
+    assert (created, used) == (1, 0)  # the first compile of a beginning makes it
+    assert len(lasting_files(lasting)) == 1
+    assert not [p for p in (lasting / "pch").iterdir() if "-" in p.name]  # no helper's own left
+    edit = kernel(fresh_value())
+    created, used, ptx = compile_in_new_process(edit)
+    assert (created, used) == (0, 1)
+    assert code_of(ptx) == code_of(without_pch(edit))
+
+
+def test_in_this_process_too_an_edit_uses_the_lasting_pch(lasting):
+    created, used = counts()
+    kiln.SourceModule(kernel(fresh_value()), arch=ARCH, no_extern_c=True)
+    assert counts() == (created + 1, used)
+    value = fresh_value()
+    m = kiln.SourceModule(kernel(value), arch=ARCH, no_extern_c=True)
+    assert counts() == (created + 1, used + 1)
+    assert code_of(m.ptx) == code_of(without_pch(kernel(value)))
+    assert len(lasting_files(lasting)) == 1
+
+
+def test_a_header_edit_makes_another_lasting_pch(lasting, tmp_path):
+    inc = tmp_path / "inc"
+    inc.mkdir()
+    header = inc / "scale_by.h"
+    header.write_text("#define SCALE_BY 2.0f\n")
+    prefix = HEAVY + '#include "scale_by.h"\n'
+    src = prefix + ('extern "C" __global__ void k(float *x) { x[0] = SCALE_BY * %s; }\n')
+    assert compile_in_new_process(src % fresh_value(), include_dirs=[str(inc)])[:2] == (1, 0)
+    header.write_text("#define SCALE_BY 3.0f\n")
+    created, used, ptx = compile_in_new_process(src % 1.5, include_dirs=[str(inc)])
+    assert (created, used) == (1, 0)  # the old file is not taken: its header changed
+    assert str(0x40900000) in ptx  # 3.0 * 1.5 = 4.5, folded into the store
+    assert len(lasting_files(lasting)) == 2
+
+
+def test_a_compile_error_through_the_helper_reads_as_in_the_process(lasting):
+    src = HEAVY + 'extern "C" __global__ void k(float *x)\n{\n  x[0] = undefined_thing;\n}\n'
+    with pytest.raises(kiln.CompileError) as info:
+        kiln.SourceModule(src, arch=ARCH, no_extern_c=True)
+    assert "undefined_thing" in info.value.log
+    assert "kernel.cu(4): error" in str(info.value)
+
+
+def test_name_expressions_come_back_from_the_helper(lasting):
+    src = HEAVY + ("template <typename T> __global__ void axpy(T a, const T *x, T *y, int n)\n"
+                   "{ int i = threadIdx.x; if (i < n) y[i] += a * x[i] + %s; }\n" % fresh_value())
+    created, used = counts()
+    mod = kiln.SourceModule(src, name_expressions=["axpy<float>", "axpy<double>"], arch=ARCH,
+                            no_extern_c=True)
+    assert counts()[0] == created + 1  # it went through the helper
+    assert mod.get_function("axpy<float>").signature == ("f32", "b64", "b64", "b32")
+    assert mod.get_function("axpy<double>").signature[0] == "f64"
+
+
+def test_lasting_files_are_counted_bounded_and_cleared(lasting, monkeypatch):
+    kiln.SourceModule(kernel(fresh_value()), arch=ARCH, no_extern_c=True)
+    (name,) = lasting_files(lasting)
+    size = (lasting / "pch" / name).stat().st_size
+    info = kiln.cache_info()
+    assert info["pch_files"] == 1 and info["pch_bytes"] == size
+    # A bound below two of them: the least recently used goes when the next is made.
+    monkeypatch.setenv("KILN_CACHE_MAX_BYTES", str(3 * size))
+    kiln.SourceModule(kernel(fresh_value(), prefix=HEAVY + "#include <cuda_bf16.h>\n"),
+                      arch=ARCH, no_extern_c=True)
+    kiln.SourceModule(kernel(fresh_value(), prefix="#include <cuda_bf16.h>\n" + HEAVY),
+                      arch=ARCH, no_extern_c=True)
+    info = kiln.cache_info()
+    assert info["bytes"] + info["pch_bytes"] <= info["max_bytes"]
+    assert name not in lasting_files(lasting)
+    kiln.cache_clear()
+    assert lasting_files(lasting) == []
+
+
+@pytest.mark.parametrize("helper, why", [
+    ("/nonexistent/kiln-nvrtc", "could not be started"),
+    ("/bin/true", "ended without an answer"),
+    ("/bin/false", "failed"),
+])
+def test_a_helper_that_fails_leaves_compiles_to_the_process(lasting, monkeypatch, helper, why):
+    monkeypatch.setenv("KILN_NVRTC_HELPER", helper)
+    value = fresh_value()
+    with pytest.warns(kiln.CacheWarning, match=why):
+        m = kiln.SourceModule(kernel(value), arch=ARCH, no_extern_c=True)
+    assert code_of(m.ptx) == code_of(without_pch(kernel(value)))
+    assert lasting_files(lasting) == []
+    import warnings
+    with warnings.catch_warnings():  # said once; the helper is not tried again
+        warnings.simplefilter("error")
+        kiln.SourceModule(kernel(fresh_value()), arch=ARCH, no_extern_c=True)
+
+
+def test_what_the_helper_compiled_is_stored_though_this_process_never_opened_nvrtc(lasting):
+    code = """
+        import json, kiln
+        kiln.SourceModule({src!r}, arch={arch!r}, no_extern_c=True)
+        print(json.dumps(kiln.cache_stats()))
+        """
+    def stats(src):
+        r = run_python(code.format(src=src, arch=ARCH))
+        assert r.returncode == 0, r.stderr
+        import json
+        return json.loads(r.stdout.strip().splitlines()[-1])
+    stats(kernel(fresh_value()))  # leaves the note that names NVRTC without opening it
+    src = kernel(fresh_value())
+    first = stats(src)
+    assert first["compiles"] == 1 and first["stores"] == 1 and first["pch_used"] == 1, first
+    again = stats(src)
+    assert again["disk_hits"] == 1 and again["compiles"] == 0, again

@@ -265,6 +265,11 @@ kiln_status kiln_module_deserialize(const void *data, size_t size, kiln_module *
  * under $CUDA_HOME, $CUDA_PATH, /usr/local/cuda (lib64). The CUDA headers are those beside the
  * library that opened. */
 kiln_status kiln_nvrtc_set_search_path(const char *dirs); /* ':'-separated; before a compile */
+/* kiln-nvrtc, the compile helper (built beside libkiln): a compile that could go through a
+ * precompiled header runs in it, so that the PCH files it keeps in the cache folder serve
+ * later processes too (docs/cache.md). NULL or "" turns it off; $KILN_NVRTC_HELPER, a path or
+ * 0, rules over it. Without a helper, PCH files serve the process that made them. */
+kiln_status kiln_nvrtc_set_helper(const char *path);
 /* Opens NVRTC if needed; *lib: the library file, *include_dir and *cccl_dir: the header folders
  * passed to every compile ("" when none was found). The strings live as long as the process. */
 kiln_status kiln_nvrtc_where(const char **lib, const char **include_dir, const char **cccl_dir);

@@ -29,6 +29,7 @@
 #include "nvrtc.h"
 #include "pch.h"
 #include "ptx.h"
+#include "remote.h"
 #include "stdheaders.h"
 
 #include <dirent.h>
@@ -920,8 +921,10 @@ static kiln_status kiln__cache_compile(const char *src, const kiln_compile_opts 
   kiln_status s = kiln__headers_scan(src, opts, q->cwd[0] ? q->cwd : here, &out->headers);
   if (s) return s;
   kiln__cache_count(KILN__COMPILES);
-  s = kiln__compile(src, opts, q->arch, c->writable ? c->dir : NULL, q->cwd[0] ? q->cwd : here,
-                    &out->code);
+  const char *pch_dir = c->writable ? c->dir : NULL, *cwd = q->cwd[0] ? q->cwd : here;
+  int remote = 0; /* in the compile helper, whose PCH files serve later processes too */
+  s = kiln__remote_compile(src, opts, q->arch, pch_dir, cwd, &q->id, &out->code, &remote);
+  if (!remote) s = kiln__compile(src, opts, q->arch, pch_dir, cwd, &out->code);
   if (!s && opts && (opts->flags & KILN_COMPILE_DEVICE_RUNTIME))
     s = kiln__link_device_runtime(opts, &out->code);
   if (s) return s;
@@ -932,8 +935,9 @@ static kiln_status kiln__cache_compile(const char *src, const kiln_compile_opts 
   }
   s = kiln__ptx_parse(out->code.ptx, out->code.ptx_size, &out->kernels, &out->n_kernels);
   if (s) return s;
-  /* The key named the NVRTC of the cache folder's note; only code from that one is stored. */
-  if (use_disk && !out->headers.uncacheable && kiln__nvrtc_is(&q->id))
+  /* The key named the NVRTC of the cache folder's note; only code from that one is stored
+   * (the helper compiles with no other: it checks). */
+  if (use_disk && !out->headers.uncacheable && (remote || kiln__nvrtc_is(&q->id)))
     kiln__cache_store_in(c, q->key, &out->code, out->kernels, out->n_kernels, &out->headers);
   return KILN_OK;
 }
@@ -1075,7 +1079,7 @@ kiln_status kiln_cache_clear(uint64_t *removed) {
   }
   char path[PATH_MAX];
   if (snprintf(path, sizeof path, "%s/stats", c.dir) < (int)sizeof path) unlink(path);
-  kiln__pch_sweep(c.dir); /* those of processes that died; live ones are in use */
+  kiln__pch_clear(c.dir); /* lasting ones, and those of processes that died; live ones are in use */
   if (removed) *removed = r;
   kiln__clear_error();
   return KILN_OK;

@@ -25,6 +25,13 @@ static char kiln__nvrtc_msg[1024];
 static pthread_mutex_t kiln__search_lock = PTHREAD_MUTEX_INITIALIZER;
 static char *kiln__search_path;
 
+int kiln__nvrtc_search_path(char *out, size_t cap) {
+  pthread_mutex_lock(&kiln__search_lock);
+  int n = snprintf(out, cap, "%s", kiln__search_path ? kiln__search_path : "");
+  pthread_mutex_unlock(&kiln__search_lock);
+  return n >= 0 && (size_t)n < cap;
+}
+
 kiln_status kiln_nvrtc_set_search_path(const char *dirs) {
   char *copy = NULL;
   if (dirs && *dirs && !(copy = strdup(dirs)))
@@ -74,7 +81,15 @@ static void *kiln__nvrtc_open(char *tried, size_t tried_size) {
   const char *env = getenv("KILN_NVRTC_PATH");
   if (env && *env) {
     snprintf(tried, tried_size, "KILN_NVRTC_PATH=%s", env);
-    return dlopen(env, RTLD_NOW | RTLD_LOCAL);
+    void *h = dlopen(env, RTLD_NOW | RTLD_LOCAL);
+    char dir[PATH_MAX];
+    const char *slash = strrchr(env, '/');
+    if (h && slash && (size_t)(slash - env) < sizeof dir) { /* its builtins, off the loader path */
+      memcpy(dir, env, (size_t)(slash - env));
+      dir[slash - env] = '\0';
+      kiln__nvrtc_open_builtins(dir);
+    }
+    return h;
   }
   const char *sonames[] = {"libnvrtc.so.13", "libnvrtc.so.12"};
   const char *conda = getenv("CONDA_PREFIX");

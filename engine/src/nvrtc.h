@@ -50,6 +50,9 @@ typedef struct kiln__nvrtc_table {
  * kiln__nvrtc.CompileProgram(...), kiln__nvrtc.include_dir. */
 extern kiln__nvrtc_table kiln__nvrtc;
 
+/* kiln_nvrtc_set_search_path's folders into out ("" for none); 0 when they do not fit. */
+int kiln__nvrtc_search_path(char *out, size_t cap);
+
 /* Opens NVRTC once per process; KILN_ERROR_NO_NVRTC with the places tried when it fails. */
 kiln_status kiln__nvrtc_load(void);
 

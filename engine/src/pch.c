@@ -14,13 +14,21 @@
  * an #if is not precompiled: NVRTC's stop could lie past kiln's, outside the key.
  *
  * A PCH is made by the second compile of a beginning in the process, not the first: writing it
- * makes that compile slower, and most beginnings are compiled once (a script's module). */
+ * makes that compile slower, and most beginnings are compiled once (a script's module).
+ *
+ * Lasting files are the exception, made in kiln-nvrtc, the compile helper (remote.c), whose
+ * NVRTC sits at the same addresses in every run: there a PCH is named by its key alone
+ * ("<key>.pch", the key also holding the contents of the user headers the beginning reaches
+ * and where NVRTC was loaded), made by the first compile of its beginning under a name of the
+ * helper's pid and renamed when whole, and taken by every later run. They share the cache's
+ * bound, the least recently used going first, and `cache clear` removes them. */
 #include "pch.h"
 
 #include "nvrtc.h"
 
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -54,6 +62,9 @@ static int kiln__pch_exit_set;
 static char kiln__pch_swept[PATH_MAX];
 static unsigned char kiln__pch_seen[KILN__PCH_SEEN][KILN__KEY_SIZE];
 static int kiln__pch_n_seen, kiln__pch_next_seen;
+static int kiln__pch_lasting;
+
+void kiln__pch_set_lasting(int on) { kiln__pch_lasting = on; }
 
 /* 1 when key's beginning was compiled before in this process; else remembers it (the oldest
  * forgotten past KILN__PCH_SEEN) and returns 0. Call with the lock held. */
@@ -141,7 +152,19 @@ static long kiln__pch_owner(const char *name) {
   return pid;
 }
 
-static uint64_t kiln__pch_walk(const char *dir, int sweep, uint64_t *files) {
+/* 1 for "<key>.pch", a lasting file: 64 hex digits and the suffix. */
+static int kiln__pch_is_lasting(const char *name) {
+  if (strlen(name) != 2 * KILN__KEY_SIZE + 4 || strcmp(name + 2 * KILN__KEY_SIZE, ".pch") != 0)
+    return 0;
+  for (int i = 0; i < 2 * KILN__KEY_SIZE; i++)
+    if (!((name[i] >= '0' && name[i] <= '9') || (name[i] >= 'a' && name[i] <= 'f'))) return 0;
+  return 1;
+}
+
+/* What walk does with the files of dir/pch. */
+enum { KILN__PCH_COUNT, KILN__PCH_SWEEP, KILN__PCH_CLEAR };
+
+static uint64_t kiln__pch_walk(const char *dir, int what, uint64_t *files) {
   char folder[PATH_MAX], path[PATH_MAX];
   uint64_t bytes = 0;
   if (files) *files = 0;
@@ -151,14 +174,17 @@ static uint64_t kiln__pch_walk(const char *dir, int sweep, uint64_t *files) {
   struct dirent *e;
   while ((e = readdir(d))) {
     long pid = kiln__pch_owner(e->d_name);
+    int lasting = !pid && kiln__pch_is_lasting(e->d_name);
     struct stat st;
-    if (!pid || snprintf(path, sizeof path, "%s/%s", folder, e->d_name) >= (int)sizeof path ||
+    if ((!pid && !lasting) ||
+        snprintf(path, sizeof path, "%s/%s", folder, e->d_name) >= (int)sizeof path ||
         lstat(path, &st) != 0 || !S_ISREG(st.st_mode))
       continue;
-    int dead = pid != (long)getpid() && kill((pid_t)pid, 0) != 0 && errno == ESRCH;
-    if (sweep && dead && unlink(path) == 0) {
-      bytes += (uint64_t)st.st_size;
-    } else if (!sweep) {
+    int dead = pid && pid != (long)getpid() && kill((pid_t)pid, 0) != 0 && errno == ESRCH;
+    if (what != KILN__PCH_COUNT) {
+      if ((dead || (what == KILN__PCH_CLEAR && lasting)) && unlink(path) == 0)
+        bytes += (uint64_t)st.st_size;
+    } else {
       bytes += (uint64_t)st.st_size;
       if (files) (*files)++;
     }
@@ -168,10 +194,42 @@ static uint64_t kiln__pch_walk(const char *dir, int sweep, uint64_t *files) {
 }
 
 void kiln__pch_usage(const char *dir, uint64_t *files, uint64_t *bytes) {
-  *bytes = kiln__pch_walk(dir, 0, files);
+  *bytes = kiln__pch_walk(dir, KILN__PCH_COUNT, files);
 }
 
-uint64_t kiln__pch_sweep(const char *dir) { return kiln__pch_walk(dir, 1, NULL); }
+uint64_t kiln__pch_sweep(const char *dir) { return kiln__pch_walk(dir, KILN__PCH_SWEEP, NULL); }
+
+uint64_t kiln__pch_clear(const char *dir) { return kiln__pch_walk(dir, KILN__PCH_CLEAR, NULL); }
+
+/* Removes the least recently used lasting files of dir/pch until they take at most max
+ * bytes (a use touches a file's time). */
+static void kiln__pch_trim_lasting(const char *dir, uint64_t max) {
+  char folder[PATH_MAX], path[PATH_MAX];
+  if (snprintf(folder, sizeof folder, "%s/pch", dir) >= (int)sizeof folder) return;
+  for (;;) {
+    DIR *d = opendir(folder);
+    if (!d) return;
+    uint64_t total = 0;
+    int64_t oldest_ns = INT64_MAX;
+    char oldest[NAME_MAX + 1] = "";
+    struct dirent *e;
+    while ((e = readdir(d))) {
+      struct stat st;
+      if (!kiln__pch_is_lasting(e->d_name) ||
+          snprintf(path, sizeof path, "%s/%s", folder, e->d_name) >= (int)sizeof path ||
+          lstat(path, &st) != 0 || !S_ISREG(st.st_mode))
+        continue;
+      total += (uint64_t)st.st_size;
+      int64_t t = (int64_t)st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec;
+      if (t < oldest_ns) oldest_ns = t, snprintf(oldest, sizeof oldest, "%s", e->d_name);
+    }
+    closedir(d);
+    if (total <= max || !oldest[0] ||
+        snprintf(path, sizeof path, "%s/%s", folder, oldest) >= (int)sizeof path ||
+        unlink(path) != 0)
+      return;
+  }
+}
 
 uint64_t kiln__pch_trim(const char *dir, uint64_t max) {
   pthread_mutex_lock(&kiln__pch_lock);
@@ -188,7 +246,15 @@ uint64_t kiln__pch_trim(const char *dir, uint64_t max) {
     kiln__pch_forget(oldest);
   }
   pthread_mutex_unlock(&kiln__pch_lock);
-  return kiln__pch_walk(dir, 0, NULL);
+  kiln__pch_trim_lasting(dir, max);
+  return kiln__pch_walk(dir, KILN__PCH_COUNT, NULL);
+}
+
+void kiln__pch_add_counts(uint64_t created, uint64_t used) {
+  pthread_mutex_lock(&kiln__pch_lock);
+  kiln__pch_created += created;
+  kiln__pch_used += used;
+  pthread_mutex_unlock(&kiln__pch_lock);
 }
 
 void kiln__pch_counts(uint64_t *created, uint64_t *used) {
@@ -231,12 +297,66 @@ static kiln_status kiln__pch_key(const char *src, size_t n, const kiln_compile_o
   return kiln__hash_end(h, key);
 }
 
-static int kiln__pch_wanted(const char *dir) {
+static int kiln__pch_wanted_with(const char *dir, int major, int minor) {
   const char *env = getenv("KILN_PCH");
   if (env && (!strcmp(env, "0") || !strcmp(env, "off") || !strcmp(env, "no"))) return 0;
   /* Explicit PCH creation and use came with NVRTC 12.8. */
-  if (kiln__nvrtc.major < 12 || (kiln__nvrtc.major == 12 && kiln__nvrtc.minor < 8)) return 0;
+  if (major < 12 || (major == 12 && minor < 8)) return 0;
   return dir && *dir;
+}
+
+static int kiln__pch_wanted(const char *dir) {
+  return kiln__pch_wanted_with(dir, kiln__nvrtc.major, kiln__nvrtc.minor);
+}
+
+int kiln__pch_could_use(const char *src, const kiln_compile_opts *opts, const char *dir,
+                        const kiln__nvrtc_id *id) {
+  if (!kiln__pch_wanted_with(dir, id->major, id->minor) || !kiln__pch_prefix(src)) return 0;
+  for (int i = 0; opts && i < opts->n_options; i++)
+    if (strstr(opts->options[i], "pch")) return 0; /* the user's own PCH options rule */
+  return 1;
+}
+
+/* The plan for a lasting file (see the top of the file): key is the beginning's, headers what
+ * it reaches. Use "<key'>.pch" when there, else make it under this process's pid. */
+static void kiln__pch_plan_lasting(const unsigned char key[KILN__KEY_SIZE],
+                                   const kiln__headers *headers, const char *dir,
+                                   kiln__pch_plan *plan) {
+  kiln__hasher *h;
+  if (kiln__hash_begin(&h)) return;
+  kiln__hash_field(h, key, KILN__KEY_SIZE);
+  /* The headers' contents: a header edited makes another file, the old one ages out. */
+  for (int i = 0; i < headers->n; i++) {
+    const kiln__header *r = &headers->items[i];
+    kiln__hash_string(h, r->path);
+    kiln__hash_field(h, &r->exists, sizeof r->exists);
+    kiln__hash_field(h, r->sha, sizeof r->sha);
+  }
+  /* Where NVRTC sits: a helper built or linked otherwise lays it out elsewhere, and its
+   * files are of no use here. */
+  uintptr_t at = (uintptr_t)kiln__nvrtc.CompileProgram;
+  kiln__hash_field(h, &at, sizeof at);
+  if (kiln__hash_end(h, plan->key)) return;
+  char hex[2 * KILN__KEY_SIZE + 1], folder[PATH_MAX];
+  kiln__hash_hex(plan->key, hex);
+  if (snprintf(folder, sizeof folder, "%s/pch", dir) >= (int)sizeof folder ||
+      snprintf(plan->final, sizeof plan->final, "%s/%s.pch", folder, hex) >=
+          (int)sizeof plan->final)
+    return;
+  struct stat st;
+  if (stat(plan->final, &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 0) {
+    utimensat(AT_FDCWD, plan->final, NULL, 0); /* its last use, for the bound */
+    snprintf(plan->path, sizeof plan->path, "%s", plan->final);
+    snprintf(plan->opt, sizeof plan->opt, "--use-pch=%s", plan->path);
+    return;
+  }
+  if ((mkdir(folder, 0700) != 0 && errno != EEXIST) ||
+      snprintf(plan->path, sizeof plan->path, "%s/%ld-%s.pch", folder, (long)getpid(), hex) >=
+          (int)sizeof plan->path)
+    return;
+  unlink(plan->path); /* a file left by an earlier process of the same pid */
+  plan->creating = 1;
+  snprintf(plan->opt, sizeof plan->opt, "--create-pch=%s", plan->path);
 }
 
 void kiln__pch_plan_for(const char *src, const kiln_compile_opts *opts, const char *const *args,
@@ -257,6 +377,11 @@ void kiln__pch_plan_for(const char *src, const kiln_compile_opts *opts, const ch
   free(prefix);
   kiln__clear_error();
   if (!known) {
+    kiln__headers_free(&headers);
+    return;
+  }
+  if (kiln__pch_lasting) {
+    kiln__pch_plan_lasting(key, &headers, dir, plan);
     kiln__headers_free(&headers);
     return;
   }
@@ -331,8 +456,32 @@ static int kiln__pch_refused(const char *log) {
   return log && (strstr(log, "PCH") || strstr(log, "precompiled header"));
 }
 
+/* After a compile with a lasting file: a made one is renamed to its key's name when whole
+ * (NVRTC said nothing against it), a used one that NVRTC refused is removed. */
+static void kiln__pch_done_lasting(kiln__pch_plan *plan, int compiled, const char *log) {
+  struct stat st;
+  int whole = compiled && !kiln__pch_refused(log);
+  pthread_mutex_lock(&kiln__pch_lock);
+  if (plan->creating) {
+    if (whole && stat(plan->path, &st) == 0 && st.st_size > 0 &&
+        rename(plan->path, plan->final) == 0)
+      kiln__pch_created++;
+    else unlink(plan->path);
+  } else if (whole) {
+    kiln__pch_used++;
+  } else if (kiln__pch_refused(log)) {
+    unlink(plan->path); /* what NVRTC here cannot take, no later run can */
+  }
+  pthread_mutex_unlock(&kiln__pch_lock);
+  plan->opt[0] = '\0';
+}
+
 void kiln__pch_done(kiln__pch_plan *plan, int compiled, const char *log) {
   if (!plan->opt[0]) return;
+  if (plan->final[0]) {
+    kiln__pch_done_lasting(plan, compiled, log);
+    return;
+  }
   pthread_mutex_lock(&kiln__pch_lock);
   for (int i = 0; i < KILN__PCH_KEEP; i++) {
     kiln__pch_kept *k = &kiln__pch_table[i];

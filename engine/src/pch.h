@@ -6,6 +6,7 @@
 
 #include "hash.h"
 #include "headers.h"
+#include "nvrtc.h"
 
 #include <limits.h>
 #include <stdint.h>
@@ -16,6 +17,7 @@ typedef struct kiln__pch_plan {
   int creating;
   unsigned char key[KILN__KEY_SIZE];
   char path[PATH_MAX];
+  char final[PATH_MAX];  /* a lasting file's name once whole; "" for this process's own */
   kiln__headers headers; /* owned: what the beginning reaches, while creating */
 } kiln__pch_plan;
 
@@ -26,6 +28,11 @@ typedef struct kiln__pch_plan {
  * cannot be known. */
 void kiln__pch_plan_for(const char *src, const kiln_compile_opts *opts, const char *const *args,
                         int n_args, const char *dir, const char *cwd, kiln__pch_plan *plan);
+
+/* 1 when a compile of src with opts, cache folder dir and NVRTC id could go through a PCH:
+ * what kiln__pch_plan_for would look at further, without NVRTC open. */
+int kiln__pch_could_use(const char *src, const kiln_compile_opts *opts, const char *dir,
+                        const kiln__nvrtc_id *id);
 
 /* After the compile: a created file is kept for later compiles when NVRTC says it made it
  * (log, the compile's log); a used one is dropped when NVRTC did not take it. */
@@ -40,6 +47,16 @@ uint64_t kiln__pch_trim(const char *dir, uint64_t max);
 
 /* Removes PCH files of dir/pch that no live process uses; returns the bytes removed. */
 uint64_t kiln__pch_sweep(const char *dir);
+
+/* The same, and the lasting files besides: `cache clear`. */
+uint64_t kiln__pch_clear(const char *dir);
+
+/* Lasting files (1) in place of this process's own: for the compile helper, whose NVRTC
+ * sits at the same addresses in every run, so that a later run can take its files. */
+void kiln__pch_set_lasting(int on);
+
+/* Adds the counts of a compile made in the helper to this process's. */
+void kiln__pch_add_counts(uint64_t created, uint64_t used);
 
 /* This process's PCH reuse counts: compiles that created one, and that used one. */
 void kiln__pch_counts(uint64_t *created, uint64_t *used);

@@ -294,8 +294,8 @@ static PyObject *kpy_staging_info(PyObject *module, PyObject *unused) {
                        (Py_ssize_t)(i.min_bytes > PY_SSIZE_T_MAX ? PY_SSIZE_T_MAX : i.min_bytes),
                        "chunk_bytes", (Py_ssize_t)i.chunk_bytes, "threads", i.threads, "copies",
                        (unsigned long long)i.copies, "bytes", (unsigned long long)i.bytes,
-                       "pinned_buffers", pinned, "pinned_bytes", pinned_bytes,
-                       "small_buffer_bytes", small);
+                       "pinned_buffers", pinned, "pinned_bytes", pinned_bytes, "small_buffer_bytes",
+                       small);
 }
 
 static PyMethodDef kpy_hostmem_functions[] = {

@@ -72,6 +72,20 @@ static PyObject *kpy_nvrtc_set_search_path(PyObject *module, PyObject *arg) {
   Py_RETURN_NONE;
 }
 
+static PyObject *kpy_nvrtc_set_helper(PyObject *module, PyObject *arg) {
+  kpy_state *st = kpy_state_of_module(module);
+  if (arg != Py_None && !PyUnicode_Check(arg)) {
+    PyErr_Format(PyExc_TypeError, "_nvrtc_set_helper() takes a str or None, not %.100s",
+                 Py_TYPE(arg)->tp_name);
+    return NULL;
+  }
+  const char *path = arg == Py_None ? NULL : PyUnicode_AsUTF8(arg);
+  if (arg != Py_None && !path) return NULL;
+  kiln_status s = kiln_nvrtc_set_helper(path);
+  if (s) return kpy_raise(st, s);
+  Py_RETURN_NONE;
+}
+
 static PyObject *kpy_nvrtc_where(PyObject *module, PyObject *Py_UNUSED(ignored)) {
   kpy_state *st = kpy_state_of_module(module);
   const char *lib = NULL, *include_dir = NULL, *cccl_dir = NULL;
@@ -93,6 +107,9 @@ static PyMethodDef kpy_portable_functions[] = {
      "_function_module(f): the Module a Function belongs to."},
     {"_nvrtc_set_search_path", kpy_nvrtc_set_search_path, METH_O,
      "_nvrtc_set_search_path(dirs): ':'-separated folders to look for libnvrtc in first."},
+    {"_nvrtc_set_helper", kpy_nvrtc_set_helper, METH_O,
+     "_nvrtc_set_helper(path): kiln-nvrtc, the compile helper whose precompiled headers serve "
+     "later processes (None: none)."},
     {"nvrtc_where", kpy_nvrtc_where, METH_NOARGS,
      "nvrtc_where($module, /)\n--\n\n{'library', 'include_dir', 'cccl_dir'}: the NVRTC kiln "
      "compiles with and the CUDA header folders it passes; opens NVRTC if it is not open yet."},

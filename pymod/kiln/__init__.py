@@ -61,6 +61,7 @@ from ._reload import ReloadingModule, ReloadWarning, load
 
 _pickle.register()
 _pickle.use_wheel_nvrtc()
+_pickle.use_compile_helper()
 
 
 from . import _log  # noqa: E402  (the "kiln" logger: compiles, hits, misses, evictions)

@@ -71,3 +71,12 @@ def use_wheel_nvrtc():
     dirs = wheel_nvrtc_dirs()
     if dirs:
         _kiln._nvrtc_set_search_path(":".join(dirs))
+
+
+def use_compile_helper():
+    """Tells the engine about kiln-nvrtc, the compile helper built beside the extension: a
+    compile that can go through a precompiled header runs in it, so that the PCH serves later
+    processes too (docs/cache.md). $KILN_NVRTC_HELPER rules over it in the engine."""
+    helper = os.path.join(os.path.dirname(os.path.abspath(__file__)), "kiln-nvrtc")
+    if os.access(helper, os.X_OK):
+        _kiln._nvrtc_set_helper(helper)

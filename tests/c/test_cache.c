@@ -910,6 +910,42 @@ TEST(gpu_module_from_cubin_launches) {
   kiln_module_free(m);
 }
 
+/* Through kiln-nvrtc, the compile helper: the first compile of a beginning makes a lasting PCH,
+ * which an edit compiled in a new process (a fork that never compiled) uses. */
+static void helper_edit_in_child(const void *src) {
+  kiln_module *m = compile_ok(src, &sm90);
+  kiln_compile_report r;
+  kiln_compile_last_report(&r);
+  ASSERT_EQ(r.origin, KILN_ORIGIN_NVRTC);
+  ASSERT_EQ(r.pch, 2);
+  ASSERT_EQ(stats().pch_used, 1);
+  ASSERT_CONTAINS(kiln_module_ptx(m, NULL), "0f40400000"); /* 3.0f */
+  kiln_module_free(m);
+}
+
+TEST(cache_precompiled_header_through_the_helper_serves_a_new_process) {
+  ASSERT_OK(kiln_nvrtc_set_helper(KILN_SOURCE_DIR "/build/kiln-nvrtc"));
+  char first[256], edited[256];
+  long stamp = (long)getpid() ^ (long)time(NULL) ^ 0x5a5a;
+#define KILN_TEST_HALF_SOURCE(value) \
+  "#include <cuda_fp16.h>\n"         \
+  "__global__ void g(__half *x, long s) { x[0] = __float2half(" value "); } // %ld\n"
+  snprintf(first, sizeof first, KILN_TEST_HALF_SOURCE("1.0f"), stamp);
+  snprintf(edited, sizeof edited, KILN_TEST_HALF_SOURCE("3.0f"), stamp);
+#undef KILN_TEST_HALF_SOURCE
+  uint64_t created = stats().pch_created;
+  kiln_module *a = compile_ok(first, &sm90);
+  kiln_compile_report r;
+  kiln_compile_last_report(&r);
+  ASSERT_EQ(r.origin, KILN_ORIGIN_NVRTC);
+  ASSERT_EQ(r.pch, 1); /* the helper makes it at once: it outlives this process */
+  ASSERT(r.nvrtc_seconds > 0);
+  ASSERT_EQ(stats().pch_created, created + 1);
+  IN_CHILD(helper_edit_in_child, edited);
+  kiln_module_free(a);
+  ASSERT_OK(kiln_nvrtc_set_helper(NULL));
+}
+
 /* A source beginning with #include lines: the first compile makes a precompiled header, an
  * edit below them reuses it, the report says which, and cache info counts the file. */
 TEST(cache_precompiled_header_made_then_reused) {
@@ -933,7 +969,7 @@ TEST(cache_precompiled_header_made_then_reused) {
   ASSERT_EQ(stats().pch_created, 0);
   kiln_cache_info info;
   ASSERT_OK(kiln_cache_get_info(&info));
-  ASSERT_EQ(info.pch_files, 0);
+  uint64_t files = info.pch_files; /* the helper's lasting files of earlier runs stay */
   /* The second makes it, and later ones use it. */
   kiln_module_free(compile_ok(second, &sm90));
   kiln_compile_last_report(&r);
@@ -945,7 +981,7 @@ TEST(cache_precompiled_header_made_then_reused) {
   ASSERT_EQ(stats().pch_used, 1);
   ASSERT_CONTAINS(kiln_module_ptx(b, NULL), "0f40000000"); /* 2.0f, not the first's 1.0f */
   ASSERT_OK(kiln_cache_get_info(&info));
-  ASSERT_EQ(info.pch_files, 1);
+  ASSERT_EQ(info.pch_files, files + 1);
   ASSERT(info.pch_bytes > 0);
   char folder[sizeof info.dir + 8];
   snprintf(folder, sizeof folder, "%s/pch", info.dir);

@@ -1,0 +1,636 @@
+/* Compiling in kiln-nvrtc, the compile helper.
+ *
+ * NVRTC writes a precompiled header as an image of its own heap and takes it back only at the
+ * same address (pch.c). A process that loads kiln finds NVRTC wherever its history and the
+ * randomised address space put it, so its PCH files serve it alone, and every new process
+ * compiles a kernel that includes CUB from scratch (over a second). kiln-nvrtc is a small
+ * program that turns address randomisation off for itself (personality, then it executes
+ * itself again), lets no allocation of its own move the mappings NVRTC makes (malloc keeps to
+ * the heap), opens NVRTC, and compiles the one source its parent writes to its standard input:
+ * each run lays NVRTC out at the same addresses, and the PCH files of one run (kept in the
+ * cache folder as lasting files) serve every later one.
+ *
+ * A compile goes to the helper only when it could use a PCH (a cache folder, and a source
+ * that begins with #include lines); the rest compile in the process, where nothing is gained
+ * by a second process. The helper answers with what kiln__compile gives: the status and its
+ * sentence, the code, the log, and the PCH counts. It runs the same NVRTC as the process
+ * would: the same environment, kiln_nvrtc_set_search_path's folders, and the identity the
+ * cache key was made with, which the helper checks. A helper that cannot start, dies or
+ * answers nonsense is not tried again in this process, whose compiles run as if there were
+ * none; one killed by a signal while compiling is reported as NVRTC's crash, not retried here
+ * (the same crash would end this process).
+ *
+ * The messages on the socket are flat: u32 and u64 little-endian, strings and blobs as a u64
+ * length and the bytes. */
+#include "remote.h"
+
+#include "dup.h"
+#include "nvrtc.h"
+#include "pch.h"
+
+#include <errno.h>
+#include <malloc.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/personality.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+extern char **environ;
+
+#define KILN__REMOTE_ASK 0x6b6e7631u    /* "knv1": a request */
+#define KILN__REMOTE_ANSWER 0x6b6e7641u /* "knvA": its answer */
+/* The most a request or an answer may claim to hold: more is nonsense, not a kernel. */
+#define KILN__REMOTE_MAX ((uint64_t)1 << 32)
+/* A helper with no request for this long ends. */
+#define KILN__REMOTE_IDLE_MS 60000
+/* Idle helpers a process keeps, ready for its next compiles (one per compile at once). */
+#define KILN__REMOTE_KEEP 4
+
+static pthread_mutex_t kiln__remote_lock = PTHREAD_MUTEX_INITIALIZER;
+static char *kiln__remote_path; /* set by kiln_nvrtc_set_helper; NULL: $KILN_NVRTC_HELPER */
+static int kiln__remote_broken, kiln__remote_serving;
+
+kiln_status kiln_nvrtc_set_helper(const char *path) {
+  char *copy = path && *path ? kiln__dup_str(path) : NULL;
+  if (path && *path && !copy)
+    return kiln__fail(KILN_ERROR_NO_MEMORY, "out of memory for the helper's path");
+  pthread_mutex_lock(&kiln__remote_lock);
+  free(kiln__remote_path);
+  kiln__remote_path = copy;
+  kiln__remote_broken = 0;
+  pthread_mutex_unlock(&kiln__remote_lock);
+  kiln__clear_error();
+  return KILN_OK;
+}
+
+/* ---- The messages ------------------------------------------------------------------------- */
+
+typedef struct kiln__out {
+  unsigned char *p;
+  size_t n, cap;
+  int oom;
+} kiln__out;
+
+static void kiln__out_put(kiln__out *w, const void *data, size_t n) {
+  if (w->oom || !n) return;
+  if (w->n + n > w->cap) {
+    size_t cap = w->cap ? w->cap : 4096;
+    while (cap < w->n + n) cap *= 2;
+    unsigned char *p = realloc(w->p, cap);
+    if (!p) {
+      w->oom = 1;
+      return;
+    }
+    w->p = p;
+    w->cap = cap;
+  }
+  memcpy(w->p + w->n, data, n);
+  w->n += n;
+}
+
+static void kiln__out_u64(kiln__out *w, uint64_t v) {
+  unsigned char b[8];
+  for (int i = 0; i < 8; i++) b[i] = (unsigned char)(v >> (8 * i));
+  kiln__out_put(w, b, 8);
+}
+
+static void kiln__out_blob(kiln__out *w, const void *data, size_t n) {
+  kiln__out_u64(w, n);
+  kiln__out_put(w, data, n);
+}
+
+static void kiln__out_str(kiln__out *w, const char *s) { kiln__out_blob(w, s, s ? strlen(s) : 0); }
+
+static void kiln__out_strs(kiln__out *w, const char *const *v, int n) {
+  kiln__out_u64(w, (uint64_t)(n > 0 ? n : 0));
+  for (int i = 0; i < n; i++) kiln__out_str(w, v[i]);
+}
+
+typedef struct kiln__in {
+  const unsigned char *p;
+  size_t left;
+  int bad;
+} kiln__in;
+
+static uint64_t kiln__in_u64(kiln__in *r) {
+  if (r->bad || r->left < 8) {
+    r->bad = 1;
+    return 0;
+  }
+  uint64_t v = 0;
+  for (int i = 0; i < 8; i++) v |= (uint64_t)r->p[i] << (8 * i);
+  r->p += 8;
+  r->left -= 8;
+  return v;
+}
+
+/* A copy of the next blob, NUL-terminated; NULL (and bad) when it does not fit. */
+static char *kiln__in_blob(kiln__in *r, size_t *size) {
+  uint64_t n = kiln__in_u64(r);
+  if (r->bad || n > r->left) {
+    r->bad = 1;
+    return NULL;
+  }
+  char *s = malloc((size_t)n + 1);
+  if (!s) {
+    r->bad = 1;
+    return NULL;
+  }
+  memcpy(s, r->p, (size_t)n);
+  s[n] = '\0';
+  r->p += n;
+  r->left -= (size_t)n;
+  if (size) *size = (size_t)n;
+  return s;
+}
+
+static char **kiln__in_strs(kiln__in *r, int *n_out) {
+  uint64_t n = kiln__in_u64(r);
+  *n_out = 0;
+  if (r->bad || n > r->left / 8) { /* each string takes its length at least */
+    r->bad = 1;
+    return NULL;
+  }
+  char **v = calloc((size_t)n + 1, sizeof *v);
+  if (!v) {
+    r->bad = 1;
+    return NULL;
+  }
+  for (uint64_t i = 0; i < n && !r->bad; i++) v[i] = kiln__in_blob(r, NULL);
+  *n_out = (int)n;
+  return v;
+}
+
+static void kiln__strs_free(char **v, int n) {
+  if (!v) return;
+  for (int i = 0; i < n; i++) free(v[i]);
+  free(v);
+}
+
+/* ---- The helper's side -------------------------------------------------------------------- */
+
+/* 1 once address randomisation is off for this process, after executing itself again to turn
+ * it off where it was on; 0 where that cannot be done (the helper then compiles all the same,
+ * and its PCH files serve no later run: NVRTC refuses them and compiles without). */
+static int kiln__remote_fix_layout(char **argv) {
+  int p = personality(0xffffffff);
+  if (p == -1) return 0;
+  if (p & ADDR_NO_RANDOMIZE) return 1;
+  if (getenv("KILN__NVRTC_AGAIN")) return 0; /* executed again, and still randomised */
+  if (personality((unsigned long)p | ADDR_NO_RANDOMIZE) == -1) return 0;
+  setenv("KILN__NVRTC_AGAIN", "1", 1);
+  execv("/proc/self/exe", argv);
+  return 0;
+}
+
+/* Writes all of p; -1 when the other end is gone (no SIGPIPE: MSG_NOSIGNAL). */
+static int kiln__send_all(int fd, const unsigned char *p, size_t n) {
+  while (n) {
+    ssize_t w = send(fd, p, n, MSG_NOSIGNAL);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) return -1;
+    p += w;
+    n -= (size_t)w;
+  }
+  return 0;
+}
+
+/* Reads exactly n bytes; 0, 1 at the end of the stream before any byte, -1 on failure or an
+ * end within. */
+static int kiln__recv_all(int fd, unsigned char *p, size_t n) {
+  size_t got = 0;
+  while (got < n) {
+    ssize_t r = recv(fd, p + got, n - got, 0);
+    if (r < 0 && errno == EINTR) continue;
+    if (r < 0) return -1;
+    if (r == 0) return got ? -1 : 1;
+    got += (size_t)r;
+  }
+  return 0;
+}
+
+/* One message: its length (u64), then its bytes. */
+static int kiln__send_message(int fd, const kiln__out *w) {
+  unsigned char len[8];
+  for (int i = 0; i < 8; i++) len[i] = (unsigned char)((uint64_t)w->n >> (8 * i));
+  return kiln__send_all(fd, len, 8) || kiln__send_all(fd, w->p, w->n) ? -1 : 0;
+}
+
+/* The next message into *out (malloc'd); 0, 1 at the end of the stream, -1 on failure. */
+static int kiln__recv_message(int fd, unsigned char **out, size_t *size) {
+  unsigned char len[8];
+  int r = kiln__recv_all(fd, len, 8);
+  if (r) return r;
+  uint64_t n = 0;
+  for (int i = 0; i < 8; i++) n |= (uint64_t)len[i] << (8 * i);
+  if (n > KILN__REMOTE_MAX) return -1;
+  unsigned char *p = malloc(n ? (size_t)n : 1);
+  if (!p) return -1;
+  if (kiln__recv_all(fd, p, (size_t)n) != 0) {
+    free(p);
+    return -1;
+  }
+  *out = p;
+  *size = (size_t)n;
+  return 0;
+}
+
+static void kiln__answer_code(kiln__out *w, const kiln__code *c) {
+  kiln__out_str(w, c->arch);
+  kiln__out_u64(w, (uint64_t)c->arch_num);
+  kiln__out_blob(w, c->ptx, c->ptx ? c->ptx_size : 0);
+  kiln__out_u64(w, c->cubin ? 1 : 0);
+  kiln__out_blob(w, c->cubin, c->cubin ? c->cubin_size : 0);
+  kiln__out_str(w, c->log);
+  kiln__out_u64(w, (uint64_t)c->n_names);
+  for (int i = 0; i < c->n_names; i++) {
+    kiln__out_str(w, c->names[i]);
+    kiln__out_str(w, c->lowered[i]);
+  }
+  kiln__out_u64(w, (uint64_t)c->pch);
+  uint64_t bits;
+  memcpy(&bits, &c->seconds, sizeof bits);
+  kiln__out_u64(w, bits);
+}
+
+/* Answers one request: the compile it asks for, as kiln__compile does it here. */
+static void kiln__remote_serve(const unsigned char *req, size_t req_size, int fixed,
+                               kiln_status loaded, kiln__out *w) {
+  kiln__in r = {req, req_size, 0};
+  kiln__nvrtc_id want;
+  memset(&want, 0, sizeof want);
+  int n_opt = 0, n_inc = 0, n_names = 0, n_hn = 0, n_hs = 0;
+  int ask = kiln__in_u64(&r) == KILN__REMOTE_ASK;
+  size_t id_size = 0;
+  char *id = kiln__in_blob(&r, &id_size);
+  char *src = kiln__in_blob(&r, NULL), *arch = kiln__in_blob(&r, NULL);
+  char *dir = kiln__in_blob(&r, NULL), *cwd = kiln__in_blob(&r, NULL);
+  unsigned flags = (unsigned)kiln__in_u64(&r);
+  char **options = kiln__in_strs(&r, &n_opt), **includes = kiln__in_strs(&r, &n_inc);
+  char **names = kiln__in_strs(&r, &n_names);
+  char **header_names = kiln__in_strs(&r, &n_hn), **header_sources = kiln__in_strs(&r, &n_hs);
+  kiln_status s = loaded;
+  if (!ask || r.bad || r.left || id_size != sizeof want || n_hn != n_hs)
+    s = kiln__fail(KILN_ERROR_INVALID, "the compile helper could not read the request");
+  else memcpy(&want, id, sizeof want);
+  if (!s && !kiln__nvrtc_is(&want))
+    s = kiln__fail(KILN_ERROR_NO_NVRTC, "the compile helper opened another NVRTC (%s)",
+                   kiln__nvrtc.lib_path);
+  /* The process's working folder, which relative include folders and NVRTC's quoted includes
+   * are found from: a kept helper has the one of its first compile. */
+  if (!s && *cwd && chdir(cwd) != 0)
+    s = kiln__fail(KILN_ERROR_INVALID, "the compile helper cannot enter the working folder %s",
+                   cwd);
+  kiln__code code;
+  memset(&code, 0, sizeof code);
+  uint64_t created0 = 0, used0 = 0, created = 0, used = 0;
+  kiln__pch_counts(&created0, &used0);
+  if (!s) {
+    kiln_compile_opts opts = {
+        .options = (const char *const *)options,
+        .n_options = n_opt,
+        .include_dirs = (const char *const *)includes,
+        .n_include_dirs = n_inc,
+        .name_expressions = (const char *const *)names,
+        .n_name_expressions = n_names,
+        .header_names = (const char *const *)header_names,
+        .header_sources = (const char *const *)header_sources,
+        .n_headers = n_hn,
+        .flags = flags,
+    };
+    s = kiln__compile(src, &opts, arch, *dir ? dir : NULL, cwd, &code);
+  }
+  kiln__pch_counts(&created, &used);
+  kiln__out_u64(w, KILN__REMOTE_ANSWER);
+  kiln__out_u64(w, (uint64_t)s);
+  kiln__out_str(w, s ? kiln_last_error() : "");
+  kiln__out_u64(w, (uint64_t)fixed);
+  kiln__out_u64(w, created - created0);
+  kiln__out_u64(w, used - used0);
+  kiln__answer_code(w, &code);
+  kiln__compile_free_code(&code);
+  kiln__strs_free(options, n_opt);
+  kiln__strs_free(includes, n_inc);
+  kiln__strs_free(names, n_names);
+  kiln__strs_free(header_names, n_hn);
+  kiln__strs_free(header_sources, n_hs);
+  free(id);
+  free(src);
+  free(arch);
+  free(dir);
+  free(cwd);
+}
+
+int kiln__remote_main(int argc, char **argv) {
+  (void)argc;
+  int fixed = kiln__remote_fix_layout(argv);
+  /* Large allocations from the heap, not from mmap: a source or header read before NVRTC maps
+   * its own heap would otherwise move where that lands. */
+  mallopt(M_MMAP_MAX, 0);
+  kiln__remote_serving = 1;
+  signal(SIGPIPE, SIG_IGN);
+  const char *search = getenv("KILN__NVRTC_SEARCH");
+  if (search && *search) kiln_nvrtc_set_search_path(search);
+  kiln_status loaded = kiln__nvrtc_load();
+  kiln__pch_set_lasting(fixed);
+  /* Requests until the process's end of the socket closes, or none came for a while: an idle
+   * helper gives back its memory (NVRTC and the PCH it read hold hundreds of MiB). */
+  for (;;) {
+    struct pollfd pfd = {.fd = 0, .events = POLLIN};
+    int ready;
+    while ((ready = poll(&pfd, 1, KILN__REMOTE_IDLE_MS)) < 0 && errno == EINTR) {}
+    if (ready <= 0) return 0;
+    unsigned char *req = NULL;
+    size_t req_size = 0;
+    int r = kiln__recv_message(0, &req, &req_size);
+    if (r) return r > 0 ? 0 : 3;
+    kiln__out w = {0};
+    kiln__remote_serve(req, req_size, fixed, loaded, &w);
+    free(req);
+    int sent = !w.oom && kiln__send_message(1, &w) == 0;
+    free(w.p);
+    if (!sent) return 5;
+  }
+}
+
+/* ---- The process's side ------------------------------------------------------------------- */
+
+/* The helper to run, or NULL: none set, this is the helper, or it failed before. */
+static char *kiln__remote_helper(void) {
+  if (kiln__remote_serving) return NULL;
+  pthread_mutex_lock(&kiln__remote_lock);
+  char *path = NULL;
+  if (!kiln__remote_broken) {
+    const char *env = getenv("KILN_NVRTC_HELPER");
+    const char *use = env && *env ? env : kiln__remote_path;
+    if (use && strcmp(use, "0") != 0 && strcmp(use, "off") != 0) path = kiln__dup_str(use);
+  }
+  pthread_mutex_unlock(&kiln__remote_lock);
+  return path;
+}
+
+static void kiln__remote_give_up(const char *path, const char *why) {
+  pthread_mutex_lock(&kiln__remote_lock);
+  int first = !kiln__remote_broken;
+  kiln__remote_broken = 1;
+  pthread_mutex_unlock(&kiln__remote_lock);
+  if (first)
+    kiln__warn("the compile helper %s %s; compiles run in this process from now on, and "
+               "their precompiled headers serve it alone",
+               path, why);
+}
+
+/* environ with the helper's own variables: the NVRTC this process opened, if it did, and the
+ * search path; a NULL-terminated array whose strings are environ's or owned[0..1]. */
+static char **kiln__remote_env(char *owned[2]) {
+  size_t n = 0;
+  while (environ && environ[n]) n++;
+  char **env = calloc(n + 3, sizeof *env);
+  if (!env) return NULL;
+  size_t k = 0;
+  const char *lib = kiln__nvrtc.major && kiln__nvrtc.lib_path[0] ? kiln__nvrtc.lib_path : NULL;
+  for (size_t i = 0; i < n; i++) {
+    if (lib && !strncmp(environ[i], "KILN_NVRTC_PATH=", 16)) continue;
+    if (!strncmp(environ[i], "KILN__NVRTC_", 12)) continue;
+    env[k++] = environ[i];
+  }
+  char search[4096];
+  if (lib && (owned[0] = malloc(strlen(lib) + 17))) {
+    sprintf(owned[0], "KILN_NVRTC_PATH=%s", lib);
+    env[k++] = owned[0];
+  }
+  if (kiln__nvrtc_search_path(search, sizeof search) && search[0] &&
+      (owned[1] = malloc(strlen(search) + 20))) {
+    sprintf(owned[1], "KILN__NVRTC_SEARCH=%s", search);
+    env[k++] = owned[1];
+  }
+  env[k] = NULL;
+  return env;
+}
+
+/* A helper started and its end of the socket. */
+typedef struct kiln__helper {
+  pid_t pid;
+  int fd;
+} kiln__helper;
+
+/* The idle helpers of this process, all started from kiln__remote_idle_path
+ * (kiln__remote_owner: a forked child keeps none of them). */
+static kiln__helper kiln__remote_idle[KILN__REMOTE_KEEP];
+static int kiln__remote_n_idle;
+static pid_t kiln__remote_owner;
+static char kiln__remote_idle_path[PATH_MAX];
+
+static void kiln__helper_end(kiln__helper *h, int *status) {
+  close(h->fd);
+  int st = 0;
+  pid_t done;
+  while ((done = waitpid(h->pid, &st, 0)) < 0 && errno == EINTR) {}
+  if (status) *status = done == h->pid ? st : 0;
+}
+
+/* An idle helper of this process started from path, or 0 when there is none. */
+static int kiln__helper_take(const char *path, kiln__helper *out) {
+  pthread_mutex_lock(&kiln__remote_lock);
+  if (kiln__remote_owner != getpid()) { /* a forked child: the sockets are its parent's */
+    for (int i = 0; i < kiln__remote_n_idle; i++) close(kiln__remote_idle[i].fd);
+    kiln__remote_n_idle = 0;
+    kiln__remote_owner = getpid();
+  }
+  if (strcmp(kiln__remote_idle_path, path) != 0) { /* another helper now: the old ones end */
+    for (int i = 0; i < kiln__remote_n_idle; i++) {
+      kiln__helper h = kiln__remote_idle[i];
+      pthread_mutex_unlock(&kiln__remote_lock);
+      kiln__helper_end(&h, NULL);
+      pthread_mutex_lock(&kiln__remote_lock);
+    }
+    kiln__remote_n_idle = 0;
+    snprintf(kiln__remote_idle_path, sizeof kiln__remote_idle_path, "%s", path);
+  }
+  int got = kiln__remote_n_idle > 0;
+  if (got) *out = kiln__remote_idle[--kiln__remote_n_idle];
+  pthread_mutex_unlock(&kiln__remote_lock);
+  return got;
+}
+
+/* Keeps h, started from path, for a later compile, or ends it when enough are kept. */
+static void kiln__helper_keep(const char *path, kiln__helper *h) {
+  pthread_mutex_lock(&kiln__remote_lock);
+  int kept = kiln__remote_owner == getpid() && kiln__remote_n_idle < KILN__REMOTE_KEEP &&
+             strcmp(kiln__remote_idle_path, path) == 0;
+  if (kept) kiln__remote_idle[kiln__remote_n_idle++] = *h;
+  pthread_mutex_unlock(&kiln__remote_lock);
+  if (!kept) kiln__helper_end(h, NULL);
+}
+
+/* Starts the helper at path; 0, or -1. */
+static int kiln__helper_start(const char *path, kiln__helper *out) {
+  int sv[2];
+  if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) return -1;
+  posix_spawn_file_actions_t fa;
+  char *owned[2] = {NULL, NULL};
+  char **env = kiln__remote_env(owned);
+  int spawned = -1;
+  if (env && posix_spawn_file_actions_init(&fa) == 0) {
+    if (posix_spawn_file_actions_adddup2(&fa, sv[1], 0) == 0 &&
+        posix_spawn_file_actions_adddup2(&fa, sv[1], 1) == 0) {
+      char *args[] = {(char *)"kiln-nvrtc", NULL};
+      spawned = posix_spawn(&out->pid, path, &fa, NULL, args, env);
+    }
+    posix_spawn_file_actions_destroy(&fa);
+  }
+  free(env);
+  free(owned[0]);
+  free(owned[1]);
+  close(sv[1]);
+  if (spawned != 0) {
+    close(sv[0]);
+    return -1;
+  }
+  out->fd = sv[0];
+  return 0;
+}
+
+/* Has a helper answer req: an idle one, else a new one. 0 with the answer in *answer; -1
+ * with *why set (the helper could not start or ended without an answer); or a signal's
+ * number when one killed the helper while it compiled. */
+static int kiln__remote_run(const char *path, const kiln__out *req, unsigned char **answer,
+                            size_t *answer_size, const char **why) {
+  for (int fresh = 0; fresh < 2; fresh++) {
+    kiln__helper h;
+    int idle = !fresh && kiln__helper_take(path, &h);
+    if (!idle && kiln__helper_start(path, &h) != 0) {
+      *why = "could not be started";
+      return -1;
+    }
+    int r = kiln__send_message(h.fd, req) == 0 ? kiln__recv_message(h.fd, answer, answer_size) : -1;
+    if (r == 0) {
+      kiln__helper_keep(path, &h);
+      return 0;
+    }
+    int status = 0;
+    kiln__helper_end(&h, &status);
+    if (WIFSIGNALED(status)) return WTERMSIG(status);
+    /* An idle helper may have ended on its own (idle too long): a new one is asked. */
+    if (idle && WIFEXITED(status) && WEXITSTATUS(status) == 0) continue;
+    *why = WIFEXITED(status) && WEXITSTATUS(status) != 0 ? "failed (it exited with an error)"
+                                                         : "ended without an answer";
+    return -1;
+  }
+  *why = "ended without an answer";
+  return -1;
+}
+
+static int kiln__remote_read_code(kiln__in *r, kiln__code *out) {
+  char *arch = kiln__in_blob(r, NULL);
+  if (arch) snprintf(out->arch, sizeof out->arch, "%s", arch);
+  free(arch);
+  out->arch_num = (int)kiln__in_u64(r);
+  out->ptx = kiln__in_blob(r, &out->ptx_size);
+  int has_cubin = kiln__in_u64(r) != 0;
+  size_t cubin_size = 0;
+  char *cubin = kiln__in_blob(r, &cubin_size);
+  if (has_cubin) {
+    out->cubin = cubin;
+    out->cubin_size = cubin_size;
+  } else {
+    free(cubin);
+  }
+  out->log = kiln__in_blob(r, NULL);
+  uint64_t n = kiln__in_u64(r);
+  if (!r->bad && n > r->left / 16) r->bad = 1;
+  if (!r->bad && n) {
+    out->names = calloc((size_t)n, sizeof(char *));
+    out->lowered = calloc((size_t)n, sizeof(char *));
+    if (!out->names || !out->lowered) r->bad = 1;
+    for (uint64_t i = 0; i < n && !r->bad; i++) {
+      out->names[i] = kiln__in_blob(r, NULL);
+      out->lowered[i] = kiln__in_blob(r, NULL);
+      out->n_names = (int)i + 1;
+    }
+  }
+  out->pch = (int)kiln__in_u64(r);
+  uint64_t bits = kiln__in_u64(r);
+  memcpy(&out->seconds, &bits, sizeof bits);
+  return r->bad || r->left ? -1 : 0;
+}
+
+kiln_status kiln__remote_compile(const char *src, const kiln_compile_opts *opts, const char *arch,
+                                 const char *pch_dir, const char *cwd, const kiln__nvrtc_id *id,
+                                 kiln__code *out, int *handled) {
+  *handled = 0;
+  if (!id || !pch_dir || !kiln__pch_could_use(src, opts, pch_dir, id)) return KILN_OK;
+  char *path = kiln__remote_helper();
+  if (!path) return KILN_OK;
+
+  kiln__out w = {0};
+  kiln__out_u64(&w, KILN__REMOTE_ASK);
+  kiln__out_blob(&w, id, sizeof *id);
+  kiln__out_str(&w, src);
+  kiln__out_str(&w, arch);
+  kiln__out_str(&w, pch_dir);
+  kiln__out_str(&w, cwd);
+  kiln__out_u64(&w, opts ? opts->flags : 0);
+  kiln__out_strs(&w, opts ? opts->options : NULL, opts ? opts->n_options : 0);
+  kiln__out_strs(&w, opts ? opts->include_dirs : NULL, opts ? opts->n_include_dirs : 0);
+  kiln__out_strs(&w, opts ? opts->name_expressions : NULL, opts ? opts->n_name_expressions : 0);
+  kiln__out_strs(&w, opts ? opts->header_names : NULL, opts ? opts->n_headers : 0);
+  kiln__out_strs(&w, opts ? opts->header_sources : NULL, opts ? opts->n_headers : 0);
+  if (w.oom) {
+    free(w.p);
+    free(path);
+    return KILN_OK;
+  }
+  unsigned char *answer = NULL;
+  size_t answer_size = 0;
+  const char *why = NULL;
+  int ran = kiln__remote_run(path, &w, &answer, &answer_size, &why);
+  free(w.p);
+  if (ran > 0) {
+    *handled = 1;
+    free(path);
+    return kiln__fail(KILN_ERROR_COMPILE,
+                      "NVRTC crashed compiling this source for %s (signal %d "
+                      "in kiln's compile helper)",
+                      arch, ran);
+  }
+  if (ran < 0) {
+    kiln__remote_give_up(path, why);
+    free(path);
+    return KILN_OK;
+  }
+  kiln__in r = {answer, answer_size, 0};
+  kiln_status s = KILN_OK;
+  int ok = kiln__in_u64(&r) == KILN__REMOTE_ANSWER;
+  s = (kiln_status)kiln__in_u64(&r);
+  char *message = kiln__in_blob(&r, NULL);
+  int fixed = (int)kiln__in_u64(&r);
+  uint64_t created = kiln__in_u64(&r), used = kiln__in_u64(&r);
+  memset(out, 0, sizeof *out);
+  ok = ok && kiln__remote_read_code(&r, out) == 0 && message;
+  free(answer);
+  if (!ok || (s && s != KILN_ERROR_COMPILE)) {
+    /* Nonsense, or the helper's own trouble (another NVRTC, no memory): this process
+     * compiles, and says why once. */
+    kiln__compile_free_code(out);
+    kiln__remote_give_up(path, ok ? message : "answered nonsense");
+    free(message);
+    free(path);
+    return KILN_OK;
+  }
+  *handled = 1;
+  kiln__pch_add_counts(created, used);
+  if (!fixed) kiln__remote_give_up(path, "cannot fix its memory layout here");
+  if (s) kiln__fail(s, "%s", message);
+  free(message);
+  free(path);
+  return s;
+}
