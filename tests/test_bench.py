@@ -156,10 +156,12 @@ def test_cpu_bench_runs_whole(tmp_path):
     assert done.returncode == 0, done.stderr
     result = json.loads(out.read_text())
     assert result["unit"] == "ns per call"
-    names = [f"{way} {n}" for n in (1, 4, 16, 64) for way in ("floor", "floor keywords", "kiln")]
+    names = [f"{way} {n}" for n in (1, 4, 16, 64)
+             for way in ("floor", "floor keywords", "kiln", "floor written", "kiln written")]
     for name in names + ["kiln prepared_call 4"]:
         assert result["figures"][name] > 0, name
     assert "kiln - floor" in done.stdout and "prepared_call, 4 arguments" in done.stdout
+    assert "written out: f(a0, ..., block=, grid=)" in done.stdout
 
 
 def test_compare_kiln_child_runs_to_the_device(tmp_path):
