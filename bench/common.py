@@ -243,6 +243,37 @@ def run_baseline(baseline, cubin_path, sizes, problems):
 
 # ---- Measuring ---------------------------------------------------------------------------------
 
+def written_out_source(count, keywords=(), sync=True):
+    """The text of a loop(count) that calls `call` with `count` arguments written out, as a
+    user writes a launch: `call(a0, a1, a2, block=block, grid=grid)`. CPython compiles that to
+    one CALL with a constant tuple of keyword names; `call(*args, block=, grid=)` instead builds
+    a dict of the keywords and unpacks it again for every call. Every name is a local bound
+    before the loop, so the loop body is the call alone."""
+    names = [f"a{i}" for i in range(count)]
+    passed = names + [f"{k}={k}" for k in keywords]
+    lines = ["def loop(count):",
+             "    call = CALL",
+             *([f"    {', '.join(names)}, = ARGS"] if names else []),
+             *([f"    {', '.join(keywords)}, = KEYWORDS"] if keywords else []),
+             *(["    sync = SYNC"] if sync else []),
+             "    for _ in range(count):",
+             f"        call({', '.join(passed)})",
+             *(["    sync()"] if sync else [])]
+    return "\n".join(lines) + "\n"
+
+
+def written_out(call, args, keywords=None, sync=None):
+    """loop(count): call(*args, **keywords) `count` times (then sync(), when given), the call
+    written out in the loop's source (written_out_source), not unpacked from a tuple and a
+    dict."""
+    keywords = keywords or {}
+    scope = {"CALL": call, "ARGS": tuple(args), "KEYWORDS": tuple(keywords.values()),
+             "SYNC": sync}
+    source = written_out_source(len(scope["ARGS"]), tuple(keywords), sync is not None)
+    exec(compile(source, f"<written out: {len(scope['ARGS'])} arguments>", "exec"), scope)
+    return scope["loop"]
+
+
 def median(values):
     return statistics.median(values)
 

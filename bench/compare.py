@@ -11,10 +11,24 @@ bench/peers.py first (the GPU machine reaches no registry); when it cannot be, i
 reason. Figures:
 
   launch overhead     async launches of a kernel taking one int pointer and 0, 3, 15 or 63
-                      ints (1, 4, 16, 64 arguments), then one synchronize; µs per launch
+                      ints (1, 4, 16, 64 arguments), then one synchronize; µs per launch. The
+                      arguments are unpacked from a tuple: `launch_ints(*args)` for the floor,
+                      `f(*args, block=block, grid=grid)` for kiln and PyCUDA's __call__, which
+                      makes CPython build a dict of the keywords and unpack it for every call;
+                      the floor is also called that way, `launch_ints_kw(*args, block=block,
+                      grid=grid)` (floor_keywords in the results, not a column)
+  launch written out  the same launches with the call written out as users write it,
+                      `launch_ints(a0, a1, a2, a3)`, `f(a0, a1, a2, a3, block=block,
+                      grid=grid)`, every name a local bound before the loop (common.written_out
+                      generates the loop for each argument count); taking turns with the
+                      unpacked ways in the same repeats. CPython itself passes more than about
+                      30 arguments written out through a list it builds (and the keywords
+                      through a dict), so at 64 arguments this is dearer than unpacking. CuPy
+                      takes its arguments as one tuple and has no such figure
   prepared_call       args4 (a pointer and 3 ints) by kiln's and PyCUDA's prepared_call, then
                       one synchronize, beside kiln's own call taking turns with them (kept as
-                      kiln_call in the results); C is its launch of args4; µs per launch
+                      kiln_call in the results); each also written out (<way>_written in the
+                      results); C is its launch of args4; µs per launch
   constant memory     get_global of a __constant__ float and a 4-byte memcpy_htod into it; C
                       is cuModuleGetGlobal + cuMemcpyHtoD (bench/c/compare.c); µs per pair
   round trip          the seed: In a, In b, Out dest of 400 float32, the launch; µs
@@ -28,8 +42,17 @@ reason. Figures:
                       cold_compile_c_ms; ms
   in-process hit      the same source again in the same process; C is cuModuleLoadData +
                       cuModuleGetFunction of the CUBIN already in memory; ms
-  disk hit            a new process with its context up: the source to a first finished
-                      launch, from the system's disk cache; C reads the CUBIN file; ms
+  disk hit            a new process with its context up and its 32-int buffer made: from the
+                      source to a first finished launch whose result is back on the host
+                      (cuda.core's, which has no copy to NumPy, is read after the clock), from
+                      the system's disk cache; one timed hit per process, a first untimed
+                      process filling the cache. C is one such process too (compare.c disk):
+                      read the CUBIN file, cuModuleLoadData, cuModuleGetFunction, the launch,
+                      cuCtxSynchronize and the copy back, the process's first module load; ms
+  module reload       C only: the CUBIN read and loaded again, launched and synchronized in a
+                      process that has loaded and unloaded it just before (compare.c load),
+                      which costs less than a process's first load; what C's disk hit was
+                      before it was a new process; ms
   In / Out bandwidth  a launch with one In (Out) array of 64 or 512 MiB of ordinary pageable
                       memory, each system copying arrays of its own, again and again (kiln
                       page-locks such an array from its second copy); C is cuMemcpyHtoD /
@@ -70,7 +93,7 @@ from common import (BUILD, ROOT, BareNvrtc, MiB, PyCuda, Ways, build_c_parts, bu
                     build_driver_program, child_environment, cpu_model, driver_version,
                     gpu_slug, kiln_options, median, package_version, round_trip_ways,
                     run_baseline, run_compile, save_results, source_commit, stamp, turns,
-                    update_performance_page)
+                    update_performance_page, written_out)
 from kernels import (ARG_COUNTS, GLOBAL_NAME, GLOBAL_SOURCE, SEED_KERNEL,
                      import_cuda_core)
 from kernels import COMPARE_SOURCE as SOURCE
@@ -88,6 +111,8 @@ SYSTEMS = {
     "pycuda_prepared": "PyCUDA prepared_call",
     "pycuda_inout": "PyCUDA In/Out",
 }
+# A way's name + WRITTEN: the same call written out (common.written_out) rather than unpacked.
+WRITTEN = "_written"
 FULL = {"launches": 10000, "round_trips": 2000, "repeats": 7, "cold": 7, "hits": 200,
         "processes": 7, "bandwidth_repeats": 5, "globals": 10000}
 QUICK = {"launches": 1000, "round_trips": 200, "repeats": 3, "cold": 3, "hits": 20,
@@ -114,12 +139,26 @@ NOT_APPLICABLE = {
     ("cuda_core", "global_us"): "measured beside C and PyCUDA only",
     ("pycuda_prepared", "global_us"): "see PyCUDA __call__",
     ("pycuda_inout", "global_us"): "see PyCUDA __call__",
+    ("cupy", "launch_written_us"): "takes its arguments as one tuple",
+    ("pycuda_inout", "launch_written_us"): "In/Out is the round trip row",
 }
+# Why every system but C has no figure in a row.
+C_ONLY = {"reload_hit_ms": "raw C only: the module loaded again from its file in a process "
+                           "that has loaded it before"}
 
 # What kiln is asked to meet (issue 12): each figure's check, from the figures of one run.
 TARGETS = {
+    **{f"launch x the floor, written out, at {n} argument{'s' if n > 1 else ''} (at most 1.05)":
+       (lambda f, n=n: _ratio(f.get("launch_written_us", {}), str(n), "kiln", "floor"))
+       for n in ARG_COUNTS},
+    **{f"launch x the floor with keywords, f(*args, block=, grid=), at {n} "
+       f"argument{'s' if n > 1 else ''} (at most 1.05)":
+       (lambda f, n=n: _ratio(f.get("launch_us", {}), str(n), "kiln", "floor_keywords"))
+       for n in ARG_COUNTS},
     "prepared_call over kiln's own call, 4 arguments (at most 1.05)":
         lambda f: _ratio(f, "prepared_us", "kiln", "kiln_call"),
+    "prepared_call over kiln's own call, both written out, 4 arguments (at most 1.05)":
+        lambda f: _ratio(f, "prepared_us", "kiln" + WRITTEN, "kiln_call" + WRITTEN),
     "prepared_call over PyCUDA's prepared_call, 4 arguments (below 1)":
         lambda f: _ratio(f, "prepared_us", "kiln", "pycuda_prepared"),
     "get_global + 4-byte memcpy_htod less C's, µs (at most 1)":
@@ -138,7 +177,12 @@ TARGETS = {
 # ---- Launch overhead and the round trip ----------------------------------------------------------
 
 def launch_ways(n, module, cubin, pycuda, problems):
-    """Every way to launch args<n> from Python, checked to write the sum of its ints."""
+    """Every way to launch args<n> from Python, checked to write the sum of its ints. The
+    arguments are unpacked from a tuple, `f(*args, block=block, grid=grid)`, as this script has
+    always timed them; the floor is also called so, with keywords (floor_keywords, the same
+    form as kiln's call). Every system that takes its arguments one by one is also timed with
+    the call written out (its name + WRITTEN), `f(a0, a1, a2, a3, block=block, grid=grid)`, as
+    users write a launch: no dict is built then, nor a tuple unpacked (common.written_out)."""
     name = f"args{n}"
     ints = list(range(1, n))
     want = sum(ints)
@@ -157,9 +201,18 @@ def launch_ways(n, module, cubin, pycuda, problems):
             raise AssertionError(f"{what} wrote {got[0]}, not {want}")
         return loop
 
-    def floor():
+    loaded = []
+
+    def floor_module():
+        """kiln_floor with args<n> picked, loaded once for the floor's three ways."""
         import kiln_floor
-        kiln_floor.load(cubin, name)
+        if not loaded:
+            loaded.append(kiln_floor.load(cubin, name))
+        kiln_floor.select(loaded[0])
+        return kiln_floor
+
+    def floor():
+        kiln_floor = floor_module()
         launch, sync, args = kiln_floor.launch_ints, kiln_floor.synchronize, (p, *ints)
 
         def loop(count):
@@ -167,6 +220,21 @@ def launch_ways(n, module, cubin, pycuda, problems):
                 launch(*args)
             sync()
         return checked(loop, "the floor")
+
+    def floor_keywords():
+        kiln_floor = floor_module()
+        launch, sync, args = kiln_floor.launch_ints_kw, kiln_floor.synchronize, (p, *ints)
+
+        def loop(count):
+            for _ in range(count):
+                launch(*args, block=block, grid=grid)
+            sync()
+        return checked(loop, "the floor with keywords")
+
+    def floor_written():
+        kiln_floor = floor_module()
+        return checked(written_out(kiln_floor.launch_ints, (p, *ints),
+                                   sync=kiln_floor.synchronize), "the floor, written out")
 
     def kiln_way():
         f, args, sync = module.get_function(name), (p, *ints), kiln.synchronize
@@ -176,6 +244,11 @@ def launch_ways(n, module, cubin, pycuda, problems):
                 f(*args, block=block, grid=grid)
             sync()
         return checked(loop, "kiln")
+
+    def kiln_written():
+        return checked(written_out(module.get_function(name), (p, *ints),
+                                   {"block": block, "grid": grid}, kiln.synchronize),
+                       "kiln, written out")
 
     def cupy():
         import cupy as cp
@@ -190,7 +263,7 @@ def launch_ways(n, module, cubin, pycuda, problems):
             sync()
         return checked(loop, "CuPy", read=gdest.get)
 
-    def cuda_core():
+    def cuda_core(written=False):
         core = import_cuda_core()
         device = core.Device(0)
         device.set_current()
@@ -203,9 +276,12 @@ def launch_ways(n, module, cubin, pycuda, problems):
             for _ in range(count):
                 launch(stream, config, kernel, *args)
             device.sync()
+        if written:
+            return checked(written_out(launch, (stream, config, kernel, *args),
+                                       sync=device.sync), "cuda.core, written out")
         return checked(loop, "cuda.core")
 
-    def pycuda_call():
+    def pycuda_call(written=False):
         if pycuda.reason:
             raise RuntimeError(pycuda.reason)
         f = pycuda.module(SOURCE).get_function(name)
@@ -216,9 +292,12 @@ def launch_ways(n, module, cubin, pycuda, problems):
             for _ in range(count):
                 f(*args, block=block, grid=grid)
             sync()
+        if written:
+            return checked(written_out(f, args, {"block": block, "grid": grid}, sync),
+                           "PyCUDA __call__, written out")
         return checked(loop, "PyCUDA __call__")
 
-    def pycuda_prepared():
+    def pycuda_prepared(written=False):
         if pycuda.reason:
             raise RuntimeError(pycuda.reason)
         f = pycuda.module(SOURCE).get_function(name)
@@ -229,15 +308,32 @@ def launch_ways(n, module, cubin, pycuda, problems):
             for _ in range(count):
                 call(grid, block, *args)
             sync()
+        if written:
+            return checked(written_out(call, (grid, block, *args), sync=sync),
+                           "PyCUDA prepared_call, written out")
         return checked(loop, "PyCUDA prepared_call")
 
     ways = Ways(problems)
     ways.buffers.append(dest)
-    for key, setup in (("floor", floor), ("kiln", kiln_way), ("cupy", cupy),
-                       ("cuda_core", cuda_core), ("pycuda_call", pycuda_call),
-                       ("pycuda_prepared", pycuda_prepared)):
+    for key, setup in (("floor", floor), ("floor_keywords", floor_keywords),
+                       ("kiln", kiln_way), ("cupy", cupy), ("cuda_core", cuda_core),
+                       ("pycuda_call", pycuda_call), ("pycuda_prepared", pycuda_prepared),
+                       ("floor" + WRITTEN, floor_written), ("kiln" + WRITTEN, kiln_written),
+                       ("cuda_core" + WRITTEN, lambda: cuda_core(written=True)),
+                       ("pycuda_call" + WRITTEN, lambda: pycuda_call(written=True)),
+                       ("pycuda_prepared" + WRITTEN, lambda: pycuda_prepared(written=True))):
         ways.add(key, setup)
     return ways
+
+
+def by_form(measured, problems):
+    """{"launch_us": (figures, problems), "launch_written_us": (...)}: launch_ways' figures and
+    problems split by the form of the call, the written-out ways under their systems' names."""
+    out = {}
+    for figure, written in (("launch_us", False), ("launch_written_us", True)):
+        out[figure] = tuple({k.removesuffix(WRITTEN): v for k, v in d.items()
+                             if k.endswith(WRITTEN) == written} for d in (measured, problems))
+    return out
 
 
 def round_trips(module, pycuda, problems):
@@ -278,7 +374,8 @@ def round_trips(module, pycuda, problems):
 def prepared_ways(module, pycuda, problems):
     """args4 launched by kiln's call (kiln_call), kiln's prepared_call (kiln) and PyCUDA's
     prepared_call, taking turns in one run so the ratio of kiln's two is of the same moment;
-    each checked to write the sum of its ints."""
+    each checked to write the sum of its ints. Each also written out (its name + WRITTEN):
+    `call(grid, block, a0, a1, a2, a3)`, `f(a0, a1, a2, a3, block=block, grid=grid)`."""
     ints, want = (1, 2, 3), 6
     dest = kiln.mem_alloc(32 * 4)
     p = int(dest)
@@ -294,16 +391,19 @@ def prepared_ways(module, pycuda, problems):
             raise AssertionError(f"{what} wrote {got[0]}, not {want}")
         return loop
 
-    def kiln_call():
+    def kiln_call(written=False):
         f, args, sync = module.get_function("args4"), (p, *ints), kiln.synchronize
 
         def loop(count):
             for _ in range(count):
                 f(*args, block=block, grid=grid)
             sync()
+        if written:
+            return checked(written_out(f, args, {"block": block, "grid": grid}, sync),
+                           "kiln's call, written out")
         return checked(loop, "kiln's call")
 
-    def kiln_prepared():
+    def kiln_prepared(written=False):
         f = module.get_function("args4").prepare("Piii")
         call, args, sync = f.prepared_call, (p, *ints), kiln.synchronize
 
@@ -311,9 +411,12 @@ def prepared_ways(module, pycuda, problems):
             for _ in range(count):
                 call(grid, block, *args)
             sync()
+        if written:
+            return checked(written_out(call, (grid, block, *args), sync=sync),
+                           "kiln's prepared_call, written out")
         return checked(loop, "kiln's prepared_call")
 
-    def pycuda_prepared():
+    def pycuda_prepared(written=False):
         if pycuda.reason:
             raise RuntimeError(pycuda.reason)
         f = pycuda.module(SOURCE).get_function("args4")
@@ -324,6 +427,9 @@ def prepared_ways(module, pycuda, problems):
             for _ in range(count):
                 call(grid, block, *args)
             sync()
+        if written:
+            return checked(written_out(call, (grid, block, *args), sync=sync),
+                           "PyCUDA's prepared_call, written out")
         return checked(loop, "PyCUDA's prepared_call")
 
     ways = Ways(problems)
@@ -331,6 +437,7 @@ def prepared_ways(module, pycuda, problems):
     for key, setup in (("kiln_call", kiln_call), ("kiln", kiln_prepared),
                        ("pycuda_prepared", pycuda_prepared)):
         ways.add(key, setup)
+        ways.add(key + WRITTEN, lambda setup=setup: setup(written=True))
     return ways
 
 
@@ -486,7 +593,14 @@ def compile_figures(sizes, scratch, env, pycuda, compare, cubin_path, problems):
         problems["c:cold_compile_c_ms"] = str(e)
     loads = json.loads(checked_run([str(compare), "load", str(cubin_path), str(sizes["hits"])]))
     out["in_process_hit_ms"]["c"] = loads["memory_load_ms"]
-    out["disk_hit_ms"]["c"] = loads["disk_hit_ms"]
+    out["reload_hit_ms"] = {"c": loads["reload_hit_ms"]}
+    # C's disk hit as kiln's: one new process per repeat, its context up and its buffer made
+    # before the clock, which then runs to the result copied back
+    # (a first, untimed one as for the others, which read their caches' files once before)
+    c_disk = [str(compare), "disk", str(cubin_path)]
+    checked_run(c_disk)
+    out["disk_hit_ms"]["c"] = [json.loads(checked_run(c_disk))["disk_hit_ms"]
+                               for _ in range(sizes["processes"])]
     out["first_call_ms"]["c"] = [
         json.loads(checked_run([str(compare), "first", str(cubin_path)]))["first_call_ms"]
         for _ in range(sizes["processes"])]
@@ -610,12 +724,15 @@ def bandwidth(sizes, module, pycuda, transfer, problems):
 ROWS = [  # (figure, size key or None, label, unit, lower is better)
     *[("launch_us", k, f"launch, {k} argument{'s' if k > 1 else ''}", "µs", True)
       for k in ARG_COUNTS],
+    *[("launch_written_us", k, f"launch written out, {k} argument{'s' if k > 1 else ''}", "µs",
+       True) for k in ARG_COUNTS],
     ("prepared_us", None, "prepared_call, 4 arguments", "µs", True),
     ("global_us", None, "get_global + 4-byte memcpy_htod", "µs", True),
     ("round_trip_us", None, "round trip (In, In, Out of 400 float32)", "µs", True),
     ("cold_compile_ms", None, "cold compile", "ms", True),
     ("in_process_hit_ms", None, "in-process hit", "ms", True),
     ("disk_hit_ms", None, "disk hit, new process", "ms", True),
+    ("reload_hit_ms", None, "module reload in a warm process", "ms", True),
     *[(f, n, f"{d} {n // MiB} MiB, pageable", "GB/s", False)
       for n in BANDWIDTH_SIZES for f, d in (("in_gbs", "In"), ("out_gbs", "Out"))],
     ("first_call_ms", None, "first call, import to finished kernel", "ms", True),
@@ -642,10 +759,56 @@ def cell(result, figure, key, system):
 def reason(result, figure, system):
     if (system, figure) in NOT_APPLICABLE:
         return NOT_APPLICABLE[(system, figure)]
+    if figure in C_ONLY and system != "c":
+        return C_ONLY[figure]
+    if figure not in result["figures"]:
+        return "not measured in this run: the row is newer than its results"
     return result["problems"].get(f"{system}:{figure}") or result["problems"].get(system)
 
 
+def as_measured(result):
+    """The result with the figures of a run made before disk_hit_ms's C figure was a new
+    process: that run's C disk hit was the module loaded again in a warm process, which is
+    reload_hit_ms now, and it had no C figure for a new process."""
+    figures = result["figures"]
+    if "reload_hit_ms" in figures or "c" not in figures.get("disk_hit_ms", {}):
+        return result
+    disk = dict(figures["disk_hit_ms"])
+    reload = {"c": disk.pop("c")}
+    problems = {**result["problems"], "c:disk_hit_ms": "not measured in this run: its C figure "
+                "was the module reload in a warm process (the row below)"}
+    return {**result, "figures": {**figures, "disk_hit_ms": disk, "reload_hit_ms": reload},
+            "problems": problems}
+
+
+# The launch rows over the floor, by the form of the call: (heading, figure, kiln's way,
+# the floor's way).
+FLOOR_RATIOS = [
+    ("`f(*args, block=, grid=)` ÷ `launch_ints(*args)`", "launch_us", "kiln", "floor"),
+    ("`f(*args, block=, grid=)` ÷ `launch_ints_kw(*args, block=, grid=)`", "launch_us", "kiln",
+     "floor_keywords"),
+    ("written out: `f(a0, …, block=, grid=)` ÷ `launch_ints(a0, …)`", "launch_written_us",
+     "kiln", "floor"),
+]
+
+
+def floor_ratios(result):
+    """The table of kiln's launch over the floor's at each argument count, by the form of the
+    call; "—" where a run did not measure it."""
+    launch = result["figures"]
+    lines = ["| arguments | " + " | ".join(h for h, *_ in FLOOR_RATIOS) + " |",
+             "| --- |" + " --- |" * len(FLOOR_RATIOS)]
+    for n in ARG_COUNTS:
+        row = [str(n)]
+        for _, figure, mine, floor in FLOOR_RATIOS:
+            r = _ratio(launch.get(figure, {}), str(n), mine, floor)
+            row.append("—" if r is None else f"{r:.2f}")
+        lines.append("| " + " | ".join(row) + " |")
+    return "\n".join(lines)
+
+
 def markdown(result):
+    result = as_measured(result)
     systems = list(SYSTEMS)
     head = "| figure | " + " | ".join(SYSTEMS[s] for s in systems) + " |"
     lines = [head, "| --- |" + " --- |" * len(systems)]
@@ -668,7 +831,10 @@ def markdown(result):
         lines.append("| " + " | ".join(row) + " |")
     lines.append("")
     lines.append("(×: the figure over raw C's in the same row; for GB/s higher is better, for "
-                 "the rest lower.)")
+                 "the rest lower. Raw C has one launch figure per argument count: its calls "
+                 "have no form.)")
+    lines += ["", "kiln's launch over the floor's, by the form of the call (target 1.05):", "",
+              floor_ratios(result)]
     if notes:
         lines.append("")
         for why, mark in notes.items():
@@ -681,12 +847,13 @@ def kiln_vs_peers(result):
     disk hit (below 1: kiln is faster); kiln_call is kiln's own call beside its prepared_call."""
     out = {}
     peers_by_figure = {"launch_us": ["cupy", "cuda_core", "pycuda_call", "pycuda_prepared"],
+                       "launch_written_us": ["cuda_core", "pycuda_call", "pycuda_prepared"],
                        "prepared_us": ["kiln_call", "pycuda_prepared"],
                        "global_us": ["c", "pycuda_call"],
                        "round_trip_us": ["cupy", "pycuda_inout"],
                        "disk_hit_ms": ["cupy", "cuda_core", "pycuda_call"]}
     for figure, peer_list in peers_by_figure.items():
-        keys = [str(k) for k in ARG_COUNTS] if figure == "launch_us" else [None]
+        keys = [str(k) for k in ARG_COUNTS] if figure.startswith("launch") else [None]
         for key in keys:
             values = row_values(result, figure, key)
             if "kiln" not in values:
@@ -726,13 +893,21 @@ def plots(result, folder):
     except ImportError:
         print("compare.py: matplotlib is not installed; no plots", file=sys.stderr)
         return []
-    written = []
+    drawn = []
     fig, ax = plt.subplots(figsize=(8, 5))
     launch = result["figures"]["launch_us"]
+    written = result["figures"].get("launch_written_us", {})
     for s in SYSTEMS:
         xs = [k for k in ARG_COUNTS if launch.get(str(k), {}).get(s)]
+        color = None
         if xs:
-            ax.plot(xs, [median(launch[str(k)][s]) for k in xs], marker="o", label=SYSTEMS[s])
+            line, = ax.plot(xs, [median(launch[str(k)][s]) for k in xs], marker="o",
+                            label=SYSTEMS[s])
+            color = line.get_color()
+        xs = [k for k in ARG_COUNTS if written.get(str(k), {}).get(s)]
+        if xs and s in ("floor", "kiln"):  # the pair the written-out target is about
+            ax.plot(xs, [median(written[str(k)][s]) for k in xs], marker="x", linestyle="--",
+                    color=color, label=f"{SYSTEMS[s]}, written out")
     ax.set_xscale("log", base=2)
     ax.set_xticks(list(ARG_COUNTS))
     ax.set_xticklabels([str(k) for k in ARG_COUNTS])
@@ -745,7 +920,7 @@ def plots(result, folder):
     fig.tight_layout()
     path = folder / "compare-launch.png"
     fig.savefig(path, dpi=110)
-    written.append(path)
+    drawn.append(path)
 
     fig, axes = plt.subplots(1, 2, figsize=(10, 4.5), sharey=True)
     for ax, figure, title in ((axes[0], "in_gbs", "In (host → device)"),
@@ -769,10 +944,10 @@ def plots(result, folder):
     fig.tight_layout()
     path = folder / "compare-bandwidth.png"
     fig.savefig(path, dpi=110)
-    written.append(path)
-    for p in written:
+    drawn.append(path)
+    for p in drawn:
         print(f"wrote {p}")
-    return written
+    return drawn
 
 
 PAGE_BEGIN, PAGE_END = "<!-- compare:begin -->", "<!-- compare:end -->"
@@ -790,6 +965,7 @@ def performance_block(result, table):
 
 
 def short_table(result):
+    result = as_measured(result)
     print(f"\n{result['gpu']}, {result['date']}: medians, and over raw C")
     cols = [s for s in SYSTEMS]
     print(f"{'':<34}" + "".join(f"{s[:14]:>15}" for s in cols))
@@ -842,7 +1018,7 @@ def main():
     module = kiln.SourceModule(SOURCE)
     cubin_path = BUILD / "compare.cubin"
     cubin_path.write_bytes(module.cubin)
-    figures = {"launch_us": {}}
+    figures = {"launch_us": {}, "launch_written_us": {}}
 
     # launch overhead: C in its own process, the Python systems taking turns in this one
     c_launch = json.loads(checked_run([str(compare), "launch", str(cubin_path),
@@ -851,8 +1027,9 @@ def main():
         local = {}
         ways = launch_ways(n, module, module.cubin, pycuda, local)
         measured = ways.measure(sizes["launches"], sizes["repeats"])
-        figures["launch_us"][str(n)] = {"c": c_launch[str(n)], **measured}
-        problems.update({f"{k}:launch_us": v for k, v in local.items()})
+        for figure, (values, why) in by_form(measured, local).items():
+            figures[figure][str(n)] = {"c": c_launch[str(n)], **values}
+            problems.update({f"{k}:{figure}": v for k, v in why.items()})
 
     # PyCUDA's surface: prepared_call beside kiln's call and PyCUDA's, with C's launch of args4;
     # get_global and a 4-byte copy into the variable beside C's cuModuleGetGlobal + cuMemcpyHtoD

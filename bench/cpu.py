@@ -17,7 +17,10 @@ f(p, *ints, block=(32, 1, 1), grid=(1, 1)) by kiln and as launch_ints(p, *ints) 
 and args4 by kiln's prepared_call(grid, block, p, 1, 2, 3) beside kiln's own call. One more
 way says how much of the difference is the form of kiln's call: the floor's launch_ints_kw
 called as kiln is, with block= and grid= after the unpacked arguments ("floor+kw"), which
-CPython hands over through a dict it builds and then unpacks for every call. Each figure
+CPython hands over through a dict it builds and then unpacks for every call. Last, both are
+called as users write a launch, the arguments written out: f(a0, a1, a2, a3, block=block,
+grid=grid) and launch_ints(a0, a1, a2, a3) ("written"), one CALL with a constant tuple of
+keyword names and no dict (common.written_out). Each figure
 is ns per call, the median of the repeats, which take turns so that a change in the machine's
 load hits every way alike. With --callgrind the script runs again under valgrind and counts
 instructions per call instead, which a busy machine does not disturb.
@@ -34,7 +37,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from common import BENCH, ROOT, compile_c, median
+from common import BENCH, ROOT, compile_c, median, written_out
 from kernels import ARG_COUNTS, COMPARE_SOURCE
 
 OUT = ROOT / "build" / "bench-cpu"
@@ -91,9 +94,16 @@ def ways(kiln, kiln_floor):
             for _ in range(count):
                 f(*args, block=block, grid=grid)
 
+        def floor_written(count, loop=written_out(kiln_floor.launch_ints, args),
+                          name=f"args{n}"):
+            kiln_floor.load(b"", name)
+            loop(count)
+
         out[f"floor {n}"] = floor
         out[f"floor keywords {n}"] = floor_keywords
         out[f"kiln {n}"] = call
+        out[f"floor written {n}"] = floor_written
+        out[f"kiln written {n}"] = written_out(f, args, {"block": block, "grid": grid})
     f = module.get_function("args4").prepare("Piii")
     args = (p, 1, 2, 3)
 
@@ -163,6 +173,12 @@ def report(result):
     for n in ARG_COUNTS:
         a, k, b = figures[f"floor {n}"], figures[f"floor keywords {n}"], figures[f"kiln {n}"]
         print(f"{n:>10}  {a:>10.1f}  {k:>10.1f}  {b:>10.1f}  {b - a:>13.1f}  {b - k:>16.1f}")
+    print(f"\nwritten out: f(a0, ..., block=, grid=) and launch_ints(a0, ...)\n"
+          f"{'arguments':>10}  {'floor':>10}  {'kiln':>10}  {'kiln - floor':>13}  "
+          f"{'kiln / floor':>13}")
+    for n in ARG_COUNTS:
+        a, b = figures[f"floor written {n}"], figures[f"kiln written {n}"]
+        print(f"{n:>10}  {a:>10.1f}  {b:>10.1f}  {b - a:>13.1f}  {b / a:>13.2f}")
     p, c = figures["kiln prepared_call 4"], figures["kiln 4"]
     print(f"\nprepared_call, 4 arguments: {p:.1f}, kiln's call {c:.1f} ({p / c:.2f} of it)")
 

@@ -156,10 +156,12 @@ def test_cpu_bench_runs_whole(tmp_path):
     assert done.returncode == 0, done.stderr
     result = json.loads(out.read_text())
     assert result["unit"] == "ns per call"
-    names = [f"{way} {n}" for n in (1, 4, 16, 64) for way in ("floor", "floor keywords", "kiln")]
+    names = [f"{way} {n}" for n in (1, 4, 16, 64)
+             for way in ("floor", "floor keywords", "kiln", "floor written", "kiln written")]
     for name in names + ["kiln prepared_call 4"]:
         assert result["figures"][name] > 0, name
     assert "kiln - floor" in done.stdout and "prepared_call, 4 arguments" in done.stdout
+    assert "written out: f(a0, ..., block=, grid=)" in done.stdout
 
 
 def test_compare_kiln_child_runs_to_the_device(tmp_path):
@@ -237,6 +239,117 @@ def test_compare_child_runs_every_step_on_stand_ins(system, mode, tmp_path):
     assert out["ms"] > 0 and out["hit"] is (True if system == "kiln" else None), out
 
 
+def test_compare_c_disk_hit_runs_every_step_on_the_fake_driver(bench, tmp_path):
+    """compare.c's disk hit in a new process, on bench/fakecuda (a driver that launches
+    nothing): every driver call from the context to the copy back succeeds, and the check after
+    the clock finds that args4 wrote nothing, so a run that computed nothing gives no figure."""
+    program = bench["common"].build_driver_program("compare", tmp_path)
+    fake = bench["cpu"].build(tmp_path / "fake")
+    cubin = tmp_path / "args4.cubin"
+    cubin.write_bytes(b"any image: the fake loads anything")
+    env = {**os.environ, "LD_LIBRARY_PATH": str(fake)}  # before the real driver, if any
+
+    def compare(*args):
+        return subprocess.run([program, *args], capture_output=True, text=True, timeout=60,
+                              env=env)
+    done = compare("disk", cubin)
+    assert done.returncode == 1 and done.stdout == "", done.stdout
+    assert done.stderr.strip() == "compare: args4 wrote 0, not 6"
+    done = compare("disk", tmp_path / "missing.cubin")
+    assert done.returncode == 1 and "missing.cubin" in done.stderr
+    done = compare("disk")
+    assert done.returncode == 2 and "| disk CUBIN |" in done.stderr
+
+
+@pytest.mark.parametrize("count", [1, 4, 16, 64])
+def test_written_out_loop_calls_with_its_arguments_one_by_one(bench, count):
+    """common.written_out: the call in the loop's text names every argument and keyword, and
+    each call gets them all, in order; up to CPython's limit of about 30 arguments on the stack
+    the call is one CALL with no tuple unpacked and no dict built (the form a user's launch
+    with its arguments written out compiles to)."""
+    import dis
+    common = bench["common"]
+    names = [f"a{i}" for i in range(count)]
+    source = common.written_out_source(count, ("block", "grid"))
+    assert f"        call({', '.join(names)}, block=block, grid=grid)\n" in source
+    assert "*" not in source
+    calls, syncs = [], []
+    args = tuple(range(100, 100 + count))
+    loop = common.written_out(lambda *a, **k: calls.append((a, k)), args,
+                              {"block": (32, 1, 1), "grid": (1, 1)}, lambda: syncs.append(1))
+    loop(3)
+    assert calls == [(args, {"block": (32, 1, 1), "grid": (1, 1)})] * 3 and syncs == [1]
+    plain = common.written_out(lambda *a, **k: calls.append((a, k)), args)
+    calls.clear()
+    plain(2)
+    assert calls == [(args, {})] * 2
+    assert common.written_out_source(count, sync=False).count("sync") == 0
+    if count <= 16:
+        ops = {i.opname for i in dis.get_instructions(loop)}
+        assert not ops & {"CALL_FUNCTION_EX", "BUILD_MAP", "DICT_MERGE", "BUILD_LIST"}, ops
+
+
+@pytest.fixture
+def stand_ins(bench, monkeypatch):
+    """compare.py with kiln and the floor replaced by the stand-ins of tests/bench_fakes/, and a
+    PyCUDA made of its stand-ins."""
+    compare = bench["compare"]
+    fakes = pathlib.Path(__file__).resolve().parent / "bench_fakes"
+    monkeypatch.setattr(sys, "path", [*sys.path, str(fakes)])  # fakedevice, after the real ones
+    fake_kiln = load_stand_in("fake_kiln", fakes / "kiln" / "__init__.py")
+    monkeypatch.setitem(sys.modules, "kiln_floor",
+                        load_stand_in("fake_kiln_floor", fakes / "kiln_floor.py"))
+    drv = load_stand_in("fake_pycuda_driver", fakes / "pycuda" / "driver.py")
+    compiler = load_stand_in("fake_pycuda_compiler", fakes / "pycuda" / "compiler.py")
+    monkeypatch.setattr(compare, "kiln", fake_kiln)
+    pycuda = types.SimpleNamespace(
+        reason=None, drv=drv,
+        module=lambda source: compiler.SourceModule(source, no_extern_c=True, cache_dir="unused"))
+    return compare, fake_kiln, pycuda
+
+
+@pytest.mark.parametrize("count", [1, 4, 16, 64])
+def test_compare_launch_ways_on_stand_ins(stand_ins, count):
+    """compare.py's launch ways, both forms of the call, at every argument count: each is set up,
+    checked for the sum its kernel writes and timed on the stand-ins; then split into the two
+    launch figures by form."""
+    compare, fake_kiln, pycuda = stand_ins
+    problems = {}
+    module = fake_kiln.SourceModule(compare.SOURCE)
+    ways = compare.launch_ways(count, module, compare.SOURCE.encode(), pycuda, problems)
+    both = ("floor", "kiln", "pycuda_call", "pycuda_prepared")
+    expected = {*both, "floor_keywords", *(k + compare.WRITTEN for k in both)}
+    assert expected <= set(ways.loops), problems
+    assert not expected & set(problems)
+    measured = ways.measure(20, 2)
+    assert expected <= set(measured) and all(len(measured[k]) == 2 for k in expected)
+    split = compare.by_form(measured, problems)
+    unpacked, written = split["launch_us"][0], split["launch_written_us"][0]
+    assert {*both, "floor_keywords"} <= set(unpacked) and set(both) <= set(written)
+    assert written["kiln"] is measured["kiln_written"]
+    assert not any(k.endswith(compare.WRITTEN) for k in unpacked)
+
+
+def test_compare_written_out_ways_are_checked(stand_ins, monkeypatch):
+    """A written-out loop that passes the wrong arguments is caught before it is timed, and its
+    system is left out of the row with the reason."""
+    compare, fake_kiln, pycuda = stand_ins
+    common = sys.modules["common"]
+
+    def off_by_one(call, args, keywords=None, sync=None):
+        return common.written_out(call, (*args[:-1], args[-1] + 1), keywords, sync)
+
+    monkeypatch.setattr(compare, "written_out", off_by_one)
+    problems = {}
+    ways = compare.launch_ways(4, fake_kiln.SourceModule(compare.SOURCE),
+                               compare.SOURCE.encode(), pycuda, problems)
+    assert "kiln_written" not in ways.loops and "floor_written" not in ways.loops
+    assert problems["kiln_written"] == "AssertionError: kiln, written out wrote 7, not 6"
+    assert problems["floor_written"] == ("AssertionError: the floor, written out wrote 7, "
+                                         "not 6")
+    assert {"kiln", "floor", "floor_keywords"} <= set(ways.loops)
+
+
 def load_stand_in(name, path):
     """A stand-in of tests/bench_fakes/ under a name of its own, beside the real module."""
     spec = importlib.util.spec_from_file_location(name, path)
@@ -245,24 +358,16 @@ def load_stand_in(name, path):
     return module
 
 
-def test_compare_pycuda_surface_ways_on_stand_ins(bench, monkeypatch):
+def test_compare_pycuda_surface_ways_on_stand_ins(stand_ins):
     """compare.py's prepared_call and constant-memory ways, every step (set-up, the check of
     what each wrote, the timed loops), on the stand-ins of kiln and PyCUDA; then the targets
     worked out from figures."""
-    compare = bench["compare"]
-    fakes = pathlib.Path(__file__).resolve().parent / "bench_fakes"
-    monkeypatch.setattr(sys, "path", [*sys.path, str(fakes)])  # fakedevice, after the real ones
-    fake_kiln = load_stand_in("fake_kiln", fakes / "kiln" / "__init__.py")
-    drv = load_stand_in("fake_pycuda_driver", fakes / "pycuda" / "driver.py")
-    compiler = load_stand_in("fake_pycuda_compiler", fakes / "pycuda" / "compiler.py")
-    monkeypatch.setattr(compare, "kiln", fake_kiln)
-    pycuda = types.SimpleNamespace(
-        reason=None, drv=drv,
-        module=lambda source: compiler.SourceModule(source, no_extern_c=True, cache_dir="unused"))
+    compare, fake_kiln, pycuda = stand_ins
     problems = {}
     module = fake_kiln.SourceModule(compare.SOURCE)
     measured = compare.prepared_ways(module, pycuda, problems).measure(20, 2)
-    assert problems == {} and set(measured) == {"kiln_call", "kiln", "pycuda_prepared"}
+    ways = {"kiln_call", "kiln", "pycuda_prepared"}
+    assert problems == {} and set(measured) == ways | {w + compare.WRITTEN for w in ways}
     assert all(len(t) == 2 and min(t) > 0 for t in measured.values())
     measured = compare.global_ways(pycuda, problems).measure(20, 2)
     assert problems == {} and set(measured) == {"kiln", "pycuda_call"}
@@ -271,17 +376,47 @@ def test_compare_pycuda_surface_ways_on_stand_ins(bench, monkeypatch):
     measured = compare.global_ways(broken, problems).measure(20, 2)
     assert set(measured) == {"kiln"} and problems == {"pycuda_call": "RuntimeError: PyCUDA is "
                                                                       "not built"}
-    figures = {"prepared_us": {"kiln": [3.0, 3.2], "kiln_call": [3.0], "pycuda_prepared": [5.0]},
+    figures = {"launch_written_us": {str(n): {"kiln": [1.0 + n], "floor": [1.0], "c": [9.0]}
+                                     for n in (1, 4, 16, 64)},
+               "launch_us": {str(n): {"kiln": [2.0], "floor_keywords": [n], "floor": [9.0]}
+                             for n in (1, 4, 16, 64)},
+               "prepared_us": {"kiln": [3.0, 3.2], "kiln_call": [3.0], "pycuda_prepared": [5.0],
+                               "kiln_written": [2.2], "kiln_call_written": [2.0]},
                "global_us": {"kiln": [2.5], "c": [2.0]},
                "cold_compile_ms": {"kiln": [10.0, 10.4, 30.0], "c": [10.0], "cuda_core": [11.0]},
                "cold_compile_c_ms": {"kiln": [9.9], "c": [9.0]}}
     assert list(compare.targets({"figures": figures}).values()) == [
-        pytest.approx(3.1 / 3.0), pytest.approx(3.1 / 5.0), pytest.approx(0.5),
-        pytest.approx(1.04), pytest.approx(1.1), pytest.approx(10.4 / 11.0)]
+        2.0, 5.0, 17.0, 65.0, 2.0, 0.5, 0.125, pytest.approx(2 / 64),
+        pytest.approx(3.1 / 3.0), pytest.approx(1.1), pytest.approx(3.1 / 5.0),
+        pytest.approx(0.5), pytest.approx(1.04), pytest.approx(1.1), pytest.approx(10.4 / 11.0)]
+    assert list(compare.targets({"figures": figures}))[0] == (
+        "launch x the floor, written out, at 1 argument (at most 1.05)")
+    ratios = compare.floor_ratios({"figures": figures})
+    assert "| 1 | 0.22 | 2.00 | 2.00 |" in ratios and "| 64 | 0.22 | 0.03 | 65.00 |" in ratios
     assert set(compare.targets({"figures": {}}).values()) == {None}
     short = printed(compare.short_table, {**newest_results(""), "targets": compare.targets(
         {"figures": figures})})
     assert "prepared_call over kiln's own call, 4 arguments (at most 1.05)" in short
+
+
+def test_compare_disk_hit_row_keeps_c_new_process_and_reload_apart(bench):
+    """C's disk hit is a new process; the module reloaded in a warm process has a row of its
+    own. A results file from before that has its C disk hit read as the reload it was."""
+    compare = bench["compare"]
+    old = {"figures": {"disk_hit_ms": {"c": [0.05], "kiln": [1.4]}}, "problems": {}}
+    read = compare.as_measured(old)
+    assert read["figures"]["reload_hit_ms"] == {"c": [0.05]}
+    assert read["figures"]["disk_hit_ms"] == {"kiln": [1.4]}
+    assert read["problems"]["c:disk_hit_ms"].startswith("not measured in this run")
+    assert old["figures"]["disk_hit_ms"] == {"c": [0.05], "kiln": [1.4]}  # left as it was
+    current = {"figures": {"disk_hit_ms": {"c": [0.125], "kiln": [1.5]},
+                           "reload_hit_ms": {"c": [0.05]}}, "problems": {}}
+    assert compare.as_measured(current) is current
+    table = compare.markdown(current)
+    assert "| disk hit, new process, ms | 0.125 | — | 1.5 (12.00×) |" in table
+    assert "| module reload in a warm process, ms | 0.05 | — [" in table
+    assert "raw C only: the module loaded again from its file" in table
+    assert "| disk hit, new process, ms | — [" in compare.markdown(old)
 
 
 def test_cold_compile_systems_take_turns(bench):
