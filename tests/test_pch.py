@@ -382,3 +382,17 @@ def test_what_the_helper_compiled_is_stored_though_this_process_never_opened_nvr
     assert first["compiles"] == 1 and first["stores"] == 1 and first["pch_used"] == 1, first
     again = stats(src)
     assert again["disk_hits"] == 1 and again["compiles"] == 0, again
+
+
+def test_a_helper_killed_while_compiling_is_a_compile_error_not_a_crash(lasting, tmp_path,
+                                                                         monkeypatch):
+    crashing = tmp_path / "crashing-helper"
+    crashing.write_text("#!/bin/sh\nkill -SEGV $$\n")
+    crashing.chmod(0o755)
+    monkeypatch.setenv("KILN_NVRTC_HELPER", str(crashing))
+    with pytest.raises(kiln.CompileError, match=r"NVRTC crashed .*signal 11"):
+        kiln.SourceModule(kernel(fresh_value()), arch=ARCH, no_extern_c=True)
+    monkeypatch.delenv("KILN_NVRTC_HELPER")  # the real helper again: nothing was given up
+    created, used = counts()
+    kiln.SourceModule(kernel(fresh_value()), arch=ARCH, no_extern_c=True)
+    assert counts()[0] + counts()[1] == created + used + 1

@@ -518,9 +518,10 @@ static int kiln__remote_run(const char *path, const kiln__out *req, unsigned cha
     }
     int status = 0;
     kiln__helper_end(&h, &status);
+    /* An idle helper may have ended while it waited (idle too long, or killed): a new one is
+     * asked, and only what a new one does is held against the source. */
+    if (idle) continue;
     if (WIFSIGNALED(status)) return WTERMSIG(status);
-    /* An idle helper may have ended on its own (idle too long): a new one is asked. */
-    if (idle && WIFEXITED(status) && WEXITSTATUS(status) == 0) continue;
     *why = WIFEXITED(status) && WEXITSTATUS(status) != 0 ? "failed (it exited with an error)"
                                                          : "ended without an answer";
     return -1;
@@ -597,10 +598,13 @@ kiln_status kiln__remote_compile(const char *src, const kiln_compile_opts *opts,
   if (ran > 0) {
     *handled = 1;
     free(path);
-    return kiln__fail(KILN_ERROR_COMPILE,
-                      "NVRTC crashed compiling this source for %s (signal %d "
-                      "in kiln's compile helper)",
-                      arch, ran);
+    char said[160]; /* the log too: a compile error is read from its log */
+    snprintf(said, sizeof said,
+             "NVRTC crashed compiling this source for %s (signal %d in kiln's compile helper)",
+             arch, ran);
+    memset(out, 0, sizeof *out);
+    out->log = kiln__dup_str(said);
+    return kiln__fail(KILN_ERROR_COMPILE, "%s", said);
   }
   if (ran < 0) {
     kiln__remote_give_up(path, why);
