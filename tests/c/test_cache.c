@@ -927,9 +927,11 @@ TEST(cache_precompiled_header_through_the_helper_serves_a_new_process) {
   ASSERT_OK(kiln_nvrtc_set_helper(KILN_SOURCE_DIR "/build/kiln-nvrtc"));
   char first[256], edited[256];
   long stamp = (long)getpid() ^ (long)time(NULL) ^ 0x5a5a;
+  /* The stamp in the beginning: a lasting PCH of an earlier run would serve it otherwise. */
 #define KILN_TEST_HALF_SOURCE(value) \
   "#include <cuda_fp16.h>\n"         \
-  "__global__ void g(__half *x, long s) { x[0] = __float2half(" value "); } // %ld\n"
+  "#define RUN %ld\n"                \
+  "__global__ void g(__half *x, long s) { x[0] = __float2half(" value "); }\n"
   snprintf(first, sizeof first, KILN_TEST_HALF_SOURCE("1.0f"), stamp);
   snprintf(edited, sizeof edited, KILN_TEST_HALF_SOURCE("3.0f"), stamp);
 #undef KILN_TEST_HALF_SOURCE
