@@ -225,6 +225,15 @@ FAKE_EXPORT CUresult cuModuleGetFunction(CUfunction *fn, CUmodule module, const 
   return CUDA_SUCCESS;
 }
 
+/* bench/c/compare.c links it (its global mode); a program bound at load time needs it there. */
+FAKE_EXPORT CUresult cuModuleGetGlobal_v2(CUdeviceptr *dptr, size_t *bytes, CUmodule module,
+                                          const char *name) {
+  (void)module, (void)name;
+  if (dptr) *dptr = 0;
+  if (bytes) *bytes = 0;
+  return CUDA_ERROR_NOT_FOUND;
+}
+
 /* What the launches were given, for tests (tests/test_fake_driver.py): the number of
  * launches, and, once fakecuda_record has said the parameters' sizes, the last launch's shape
  * and the bytes of its parameters, copied while the caller's pointers are good. */
