@@ -296,6 +296,11 @@ def stand_ins(bench, monkeypatch):
     compare = bench["compare"]
     fakes = pathlib.Path(__file__).resolve().parent / "bench_fakes"
     monkeypatch.setattr(sys, "path", [*sys.path, str(fakes)])  # fakedevice, after the real ones
+    # The real CuPy and cuda.core, where installed, stay out of this process's ways: they would
+    # run beside the stand-in kiln, and cuda's namespace package would take in the stand-ins'
+    # folder for the rest of the session (a later real import of CuPy then fails).
+    for name in ("cupy", "cuda", "cuda.core"):
+        monkeypatch.setitem(sys.modules, name, None)
     fake_kiln = load_stand_in("fake_kiln", fakes / "kiln" / "__init__.py")
     monkeypatch.setitem(sys.modules, "kiln_floor",
                         load_stand_in("fake_kiln_floor", fakes / "kiln_floor.py"))
