@@ -136,7 +136,7 @@ demo: ext
 
 test: test-c test-py
 
-test-c: $(BUILD)/test_engine
+test-c: $(BUILD)/test_engine $(BUILD)/kiln-nvrtc
 	$(BUILD)/test_engine
 
 test-py: ext lib deps-notebook
@@ -216,7 +216,7 @@ sanitize: ext lib
 VALGRIND_FLAGS = --tool=memcheck --leak-check=full --errors-for-leak-kinds=definite \
                  --error-exitcode=99 --suppressions=tests/c/valgrind.supp --quiet
 
-valgrind: $(BUILD)/test_engine
+valgrind: $(BUILD)/test_engine $(BUILD)/kiln-nvrtc
 	valgrind $(VALGRIND_FLAGS) $(BUILD)/test_engine
 
 # ---- Fuzzing ---------------------------------------------------------------------------------
