@@ -396,3 +396,23 @@ def test_a_helper_killed_while_compiling_is_a_compile_error_not_a_crash(lasting,
     created, used = counts()
     kiln.SourceModule(kernel(fresh_value()), arch=ARCH, no_extern_c=True)
     assert counts()[0] + counts()[1] == created + used + 1
+
+
+def test_a_helper_that_cannot_fix_its_layout_is_left_quietly(lasting, tmp_path, monkeypatch):
+    """Where the helper cannot turn address randomisation off (here: told it tried already),
+    its PCH files could serve no later run: the compile it made is used, no file is kept, and
+    the process compiles itself from then on, without a word."""
+    wrapper = tmp_path / "randomised-helper"
+    wrapper.write_text(f'#!/bin/sh\nKILN__NVRTC_AGAIN=1 exec {HELPER} "$@"\n')
+    wrapper.chmod(0o755)
+    monkeypatch.setenv("KILN_NVRTC_HELPER", str(wrapper))
+    import warnings
+    value = fresh_value()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        m = kiln.SourceModule(kernel(value), arch=ARCH, no_extern_c=True)
+        assert code_of(m.ptx) == code_of(without_pch(kernel(value)))
+        for _ in range(2):  # in this process now: its second compile of the beginning makes one
+            kiln.SourceModule(kernel(fresh_value()), arch=ARCH, no_extern_c=True)
+    assert lasting_files(lasting) == []
+    assert [p.name for p in (lasting / "pch").glob(f"{os.getpid()}-*.pch")]

@@ -377,12 +377,14 @@ static char *kiln__remote_helper(void) {
   return path;
 }
 
+/* Stops using the helper in this process; says why once, unless why is NULL (nothing is
+ * wrong, there is only nothing to gain). */
 static void kiln__remote_give_up(const char *path, const char *why) {
   pthread_mutex_lock(&kiln__remote_lock);
   int first = !kiln__remote_broken;
   kiln__remote_broken = 1;
   pthread_mutex_unlock(&kiln__remote_lock);
-  if (first)
+  if (first && why)
     kiln__warn("the compile helper %s %s; compiles run in this process from now on, and "
                "their precompiled headers serve it alone",
                path, why);
@@ -632,7 +634,9 @@ kiln_status kiln__remote_compile(const char *src, const kiln_compile_opts *opts,
   }
   *handled = 1;
   kiln__pch_add_counts(created, used);
-  if (!fixed) kiln__remote_give_up(path, "cannot fix its memory layout here");
+  /* Where the helper cannot turn randomisation off (a seccomp profile that refuses the
+   * personality call, say), its PCH files serve no later run: the process compiles itself. */
+  if (!fixed) kiln__remote_give_up(path, NULL);
   if (s) kiln__fail(s, "%s", message);
   free(message);
   free(path);
