@@ -332,3 +332,28 @@ def test_gpu_a_module_trimmed_from_the_table_is_loaded_again_and_launches():
             assert kiln.module_table()[0] == held  # m's module went from the table
     finally:
         kiln.module_table(limit=before)
+
+
+def test_every_spelling_of_the_call_gives_the_same_module():
+    """SourceModule(src) alone takes a path of its own (no argument tuple, no keyword parsing):
+    it answers as the other spellings do, and bad arguments are refused alike."""
+    src = fresh("*p = 3;")
+    first = kiln.SourceModule(src, arch=ARCH)
+    plain = kiln.SourceModule(src)  # the default arch may differ: compiled once more, or hit
+    before = memory_hits()
+    again = kiln.SourceModule(src)
+    assert memory_hits() == before + 1
+    assert type(again) is kiln.SourceModule and again.ptx == plain.ptx
+    by_name = kiln.SourceModule(source=src)
+    assert memory_hits() == before + 2 and by_name.ptx == plain.ptx
+    assert kiln.SourceModule(src, arch=ARCH).ptx == first.ptx
+
+    class Text(str):
+        pass
+    assert kiln.SourceModule(Text(src)).ptx == plain.ptx  # a str subclass: the general path
+    with pytest.raises(TypeError, match="str"):
+        kiln.SourceModule(5)
+    with pytest.raises(TypeError):
+        kiln.SourceModule()
+    with pytest.raises(TypeError, match="unexpected|invalid keyword"):
+        kiln.SourceModule(src, colour="blue")

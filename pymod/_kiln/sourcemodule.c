@@ -414,6 +414,38 @@ static PyObject *kpy_sourcemodule_wrap(kpy_state *st, PyTypeObject *tp, kiln_mod
   return (PyObject *)self;
 }
 
+static PyObject *kpy_sourcemodule_new(PyTypeObject *tp, PyObject *args, PyObject *kwargs);
+
+/* Calls of SourceModule itself (a subclass's calls take tp_new): SourceModule(src) with the
+ * source alone, seen before, is answered from the memo without the argument tuple and the
+ * keyword parsing, a third of such a call; everything else goes to tp_new as a call of the
+ * type would. */
+static PyObject *kpy_sourcemodule_call(PyObject *type, PyObject *const *args, size_t nargsf,
+                                       PyObject *kwnames) {
+  PyTypeObject *tp = (PyTypeObject *)type;
+  Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
+  if (nargs == 1 && !kwnames && PyUnicode_CheckExact(args[0])) {
+    kpy_state *st = kpy_state_of_type(tp);
+    if (!st) return NULL;
+    Py_hash_t hash = PyObject_Hash(args[0]); /* a str keeps its hash */
+    if (hash == -1) return NULL;
+    kpy_memo_entry *e = kpy_memo_find(st, args[0], hash, NULL);
+    kiln_module *found = NULL;
+    if (e && kiln_module_recall(e->memo, &found)) return kpy_sourcemodule_wrap(st, tp, found, 1);
+  }
+  Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
+  PyObject *tuple = PyTuple_New(nargs), *kwargs = nkw ? PyDict_New() : NULL, *obj = NULL;
+  if (!tuple || (nkw && !kwargs)) goto done;
+  for (Py_ssize_t i = 0; i < nargs; i++) PyTuple_SET_ITEM(tuple, i, Py_NewRef(args[i]));
+  for (Py_ssize_t i = 0; i < nkw; i++)
+    if (PyDict_SetItem(kwargs, PyTuple_GET_ITEM(kwnames, i), args[nargs + i]) < 0) goto done;
+  obj = kpy_sourcemodule_new(tp, tuple, kwargs); /* Module's tp_init is object's: nothing */
+done:
+  Py_XDECREF(tuple);
+  Py_XDECREF(kwargs);
+  return obj;
+}
+
 /* SourceModule(source, nvcc="nvcc", options=None, keep=False, no_extern_c=False, arch=None,
  * code=None, cache_dir=None, include_dirs=None, *, name_expressions=None, headers=None): PyCUDA's
  * arguments in PyCUDA's order, and kiln's own after them. */
@@ -878,5 +910,6 @@ int kpy_sourcemodule_init(PyObject *module, kpy_state *st) {
   if (!st->ref.Module_type) return -1;
   st->ref.SourceModule_type = kpy_add_type(module, &kpy_sourcemodule_spec, st->ref.Module_type);
   if (!st->ref.SourceModule_type) return -1;
+  st->ref.SourceModule_type->tp_vectorcall = kpy_sourcemodule_call; /* not inherited */
   return PyModule_AddFunctions(module, kpy_sourcemodule_functions);
 }
