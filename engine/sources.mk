@@ -6,6 +6,7 @@ KILN_ENGINE_SOURCES = \
 	engine/src/driver.c \
 	engine/src/nvrtc.c \
 	engine/src/hash.c \
+	engine/src/wire.c \
 	engine/src/demangle.c \
 	engine/src/ptx.c \
 	engine/src/headers.c \

@@ -5,6 +5,7 @@
 #include "compile.h"
 #include "headers.h"
 #include "ptx.h"
+#include "wire.h"
 
 /* Part of every key, so two formats never share a file name. */
 #define KILN__ENTRY_VERSION 1
@@ -41,6 +42,11 @@ const char *kiln__entry_decode_body(const void *body, size_t size, kiln__cached 
  * before its body is read. */
 const char *kiln__entry_check_header(const unsigned char head[KILN__ENTRY_HEADER_SIZE],
                                      uint64_t file_size, const unsigned char key[KILN__KEY_SIZE]);
+
+/* The code part of an entry's body (arch, CUBIN, PTX, log, name expressions), which the
+ * compile helper's answer carries too (remote.c); the reader holds it to what kiln writes. */
+void kiln__entry_put_code(kiln__wire_out *w, const kiln__code *code);
+void kiln__entry_get_code(kiln__wire_in *r, kiln__code *code);
 
 /* Frees what c holds and leaves it empty. */
 void kiln__entry_free_cached(kiln__cached *c);

@@ -20,13 +20,15 @@
  * none; one killed by a signal while compiling is reported as NVRTC's crash, not retried here
  * (the same crash would end this process).
  *
- * The messages on the socket are flat: u32 and u64 little-endian, strings and blobs as a u64
- * length and the bytes. */
+ * The messages on the socket are wire.h's fields, each message after its u64 length; the code in
+ * an answer is written as a cache entry holds it (entry.c), and read back with the same checks. */
 #include "remote.h"
 
 #include "dup.h"
+#include "entry.h"
 #include "nvrtc.h"
 #include "pch.h"
+#include "wire.h"
 
 #include <errno.h>
 #include <malloc.h>
@@ -73,99 +75,22 @@ kiln_status kiln_nvrtc_set_helper(const char *path) {
 
 /* ---- The messages ------------------------------------------------------------------------- */
 
-typedef struct kiln__out {
-  unsigned char *p;
-  size_t n, cap;
-  int oom;
-} kiln__out;
-
-static void kiln__out_put(kiln__out *w, const void *data, size_t n) {
-  if (w->oom || !n) return;
-  if (w->n + n > w->cap) {
-    size_t cap = w->cap ? w->cap : 4096;
-    while (cap < w->n + n) cap *= 2;
-    unsigned char *p = realloc(w->p, cap);
-    if (!p) {
-      w->oom = 1;
-      return;
-    }
-    w->p = p;
-    w->cap = cap;
-  }
-  memcpy(w->p + w->n, data, n);
-  w->n += n;
+/* A list of strings: a count, then each. */
+static void kiln__put_strs(kiln__wire_out *w, const char *const *v, int n) {
+  kiln__wire_put_u32(w, (uint32_t)(n > 0 ? n : 0));
+  for (int i = 0; i < n; i++) kiln__wire_put_str(w, v[i]);
 }
 
-static void kiln__out_u64(kiln__out *w, uint64_t v) {
-  unsigned char b[8];
-  for (int i = 0; i < 8; i++) b[i] = (unsigned char)(v >> (8 * i));
-  kiln__out_put(w, b, 8);
-}
-
-static void kiln__out_blob(kiln__out *w, const void *data, size_t n) {
-  kiln__out_u64(w, n);
-  kiln__out_put(w, data, n);
-}
-
-static void kiln__out_str(kiln__out *w, const char *s) { kiln__out_blob(w, s, s ? strlen(s) : 0); }
-
-static void kiln__out_strs(kiln__out *w, const char *const *v, int n) {
-  kiln__out_u64(w, (uint64_t)(n > 0 ? n : 0));
-  for (int i = 0; i < n; i++) kiln__out_str(w, v[i]);
-}
-
-typedef struct kiln__in {
-  const unsigned char *p;
-  size_t left;
-  int bad;
-} kiln__in;
-
-static uint64_t kiln__in_u64(kiln__in *r) {
-  if (r->bad || r->left < 8) {
-    r->bad = 1;
-    return 0;
-  }
-  uint64_t v = 0;
-  for (int i = 0; i < 8; i++) v |= (uint64_t)r->p[i] << (8 * i);
-  r->p += 8;
-  r->left -= 8;
-  return v;
-}
-
-/* A copy of the next blob, NUL-terminated; NULL (and bad) when it does not fit. */
-static char *kiln__in_blob(kiln__in *r, size_t *size) {
-  uint64_t n = kiln__in_u64(r);
-  if (r->bad || n > r->left) {
-    r->bad = 1;
-    return NULL;
-  }
-  char *s = malloc((size_t)n + 1);
-  if (!s) {
-    r->bad = 1;
-    return NULL;
-  }
-  memcpy(s, r->p, (size_t)n);
-  s[n] = '\0';
-  r->p += n;
-  r->left -= (size_t)n;
-  if (size) *size = (size_t)n;
-  return s;
-}
-
-static char **kiln__in_strs(kiln__in *r, int *n_out) {
-  uint64_t n = kiln__in_u64(r);
+static char **kiln__get_strs(kiln__wire_in *r, int *n_out) {
+  int n = kiln__wire_get_count(r, 8); /* each string takes its length at least */
   *n_out = 0;
-  if (r->bad || n > r->left / 8) { /* each string takes its length at least */
-    r->bad = 1;
-    return NULL;
-  }
-  char **v = calloc((size_t)n + 1, sizeof *v);
+  char **v = r->why ? NULL : calloc((size_t)n + 1, sizeof *v);
   if (!v) {
-    r->bad = 1;
+    kiln__wire_bad(r, "out of memory reading it");
     return NULL;
   }
-  for (uint64_t i = 0; i < n && !r->bad; i++) v[i] = kiln__in_blob(r, NULL);
-  *n_out = (int)n;
+  for (int i = 0; i < n && !r->why; i++) v[i] = kiln__wire_get_str(r);
+  *n_out = n;
   return v;
 }
 
@@ -218,7 +143,7 @@ static int kiln__recv_all(int fd, unsigned char *p, size_t n) {
 }
 
 /* One message: its length (u64), then its bytes. */
-static int kiln__send_message(int fd, const kiln__out *w) {
+static int kiln__send_message(int fd, const kiln__wire_out *w) {
   unsigned char len[8];
   for (int i = 0; i < 8; i++) len[i] = (unsigned char)((uint64_t)w->n >> (8 * i));
   return kiln__send_all(fd, len, 8) || kiln__send_all(fd, w->p, w->n) ? -1 : 0;
@@ -243,42 +168,24 @@ static int kiln__recv_message(int fd, unsigned char **out, size_t *size) {
   return 0;
 }
 
-static void kiln__answer_code(kiln__out *w, const kiln__code *c) {
-  kiln__out_str(w, c->arch);
-  kiln__out_u64(w, (uint64_t)c->arch_num);
-  kiln__out_blob(w, c->ptx, c->ptx ? c->ptx_size : 0);
-  kiln__out_u64(w, c->cubin ? 1 : 0);
-  kiln__out_blob(w, c->cubin, c->cubin ? c->cubin_size : 0);
-  kiln__out_str(w, c->log);
-  kiln__out_u64(w, (uint64_t)c->n_names);
-  for (int i = 0; i < c->n_names; i++) {
-    kiln__out_str(w, c->names[i]);
-    kiln__out_str(w, c->lowered[i]);
-  }
-  kiln__out_u64(w, (uint64_t)c->pch);
-  uint64_t bits;
-  memcpy(&bits, &c->seconds, sizeof bits);
-  kiln__out_u64(w, bits);
-}
-
 /* Answers one request: the compile it asks for, as kiln__compile does it here. */
 static void kiln__remote_serve(const unsigned char *req, size_t req_size, int fixed,
-                               kiln_status loaded, kiln__out *w) {
-  kiln__in r = {req, req_size, 0};
+                               kiln_status loaded, kiln__wire_out *w) {
+  kiln__wire_in r = {req, req_size, NULL};
   kiln__nvrtc_id want;
   memset(&want, 0, sizeof want);
   int n_opt = 0, n_inc = 0, n_names = 0, n_hn = 0, n_hs = 0;
-  int ask = kiln__in_u64(&r) == KILN__REMOTE_ASK;
+  int ask = kiln__wire_get_u32(&r) == KILN__REMOTE_ASK;
   size_t id_size = 0;
-  char *id = kiln__in_blob(&r, &id_size);
-  char *src = kiln__in_blob(&r, NULL), *arch = kiln__in_blob(&r, NULL);
-  char *dir = kiln__in_blob(&r, NULL), *cwd = kiln__in_blob(&r, NULL);
-  unsigned flags = (unsigned)kiln__in_u64(&r);
-  char **options = kiln__in_strs(&r, &n_opt), **includes = kiln__in_strs(&r, &n_inc);
-  char **names = kiln__in_strs(&r, &n_names);
-  char **header_names = kiln__in_strs(&r, &n_hn), **header_sources = kiln__in_strs(&r, &n_hs);
+  char *id = kiln__wire_get_blob(&r, &id_size);
+  char *src = kiln__wire_get_str(&r), *arch = kiln__wire_get_str(&r);
+  char *dir = kiln__wire_get_str(&r), *cwd = kiln__wire_get_str(&r);
+  unsigned flags = kiln__wire_get_u32(&r);
+  char **options = kiln__get_strs(&r, &n_opt), **includes = kiln__get_strs(&r, &n_inc);
+  char **names = kiln__get_strs(&r, &n_names);
+  char **header_names = kiln__get_strs(&r, &n_hn), **header_sources = kiln__get_strs(&r, &n_hs);
   kiln_status s = loaded;
-  if (!ask || r.bad || r.left || id_size != sizeof want || n_hn != n_hs)
+  if (!ask || r.why || r.left || id_size != sizeof want || n_hn != n_hs)
     s = kiln__fail(KILN_ERROR_INVALID, "the compile helper could not read the request");
   else memcpy(&want, id, sizeof want);
   if (!s && !kiln__nvrtc_is(&want))
@@ -309,13 +216,23 @@ static void kiln__remote_serve(const unsigned char *req, size_t req_size, int fi
     s = kiln__compile(src, &opts, arch, *dir ? dir : NULL, cwd, &code);
   }
   kiln__pch_counts(&created, &used);
-  kiln__out_u64(w, KILN__REMOTE_ANSWER);
-  kiln__out_u64(w, (uint64_t)s);
-  kiln__out_str(w, s ? kiln_last_error() : "");
-  kiln__out_u64(w, (uint64_t)fixed);
-  kiln__out_u64(w, created - created0);
-  kiln__out_u64(w, used - used0);
-  kiln__answer_code(w, &code);
+  kiln__wire_put_u32(w, KILN__REMOTE_ANSWER);
+  kiln__wire_put_u32(w, (uint32_t)s);
+  kiln__wire_put_str(w, s ? kiln_last_error() : "");
+  kiln__wire_put_u32(w, (uint32_t)fixed);
+  kiln__wire_put_u64(w, created - created0);
+  kiln__wire_put_u64(w, used - used0);
+  kiln__wire_put_u32(w, (uint32_t)code.pch);
+  uint64_t seconds;
+  memcpy(&seconds, &code.seconds, sizeof seconds);
+  kiln__wire_put_u64(w, seconds);
+  /* The code as a cache entry holds it, when there is code; a compile error has its log. */
+  if (!s) {
+    kiln__entry_put_code(w, &code);
+  } else {
+    kiln__wire_put_str(w, code.arch);
+    kiln__wire_put_str(w, code.log);
+  }
   kiln__compile_free_code(&code);
   kiln__strs_free(options, n_opt);
   kiln__strs_free(includes, n_inc);
@@ -352,7 +269,7 @@ int kiln__remote_main(int argc, char **argv) {
     size_t req_size = 0;
     int r = kiln__recv_message(0, &req, &req_size);
     if (r) return r > 0 ? 0 : 3;
-    kiln__out w = {0};
+    kiln__wire_out w = {0};
     kiln__remote_serve(req, req_size, fixed, loaded, &w);
     free(req);
     int sent = !w.oom && kiln__send_message(1, &w) == 0;
@@ -504,7 +421,7 @@ static int kiln__helper_start(const char *path, kiln__helper *out) {
 /* Has a helper answer req: an idle one, else a new one. 0 with the answer in *answer; -1
  * with *why set (the helper could not start or ended without an answer); or a signal's
  * number when one killed the helper while it compiled. */
-static int kiln__remote_run(const char *path, const kiln__out *req, unsigned char **answer,
+static int kiln__remote_run(const char *path, const kiln__wire_out *req, unsigned char **answer,
                             size_t *answer_size, const char **why) {
   for (int fresh = 0; fresh < 2; fresh++) {
     kiln__helper h;
@@ -532,40 +449,6 @@ static int kiln__remote_run(const char *path, const kiln__out *req, unsigned cha
   return -1;
 }
 
-static int kiln__remote_read_code(kiln__in *r, kiln__code *out) {
-  char *arch = kiln__in_blob(r, NULL);
-  if (arch) snprintf(out->arch, sizeof out->arch, "%s", arch);
-  free(arch);
-  out->arch_num = (int)kiln__in_u64(r);
-  out->ptx = kiln__in_blob(r, &out->ptx_size);
-  int has_cubin = kiln__in_u64(r) != 0;
-  size_t cubin_size = 0;
-  char *cubin = kiln__in_blob(r, &cubin_size);
-  if (has_cubin) {
-    out->cubin = cubin;
-    out->cubin_size = cubin_size;
-  } else {
-    free(cubin);
-  }
-  out->log = kiln__in_blob(r, NULL);
-  uint64_t n = kiln__in_u64(r);
-  if (!r->bad && n > r->left / 16) r->bad = 1;
-  if (!r->bad && n) {
-    out->names = calloc((size_t)n, sizeof(char *));
-    out->lowered = calloc((size_t)n, sizeof(char *));
-    if (!out->names || !out->lowered) r->bad = 1;
-    for (uint64_t i = 0; i < n && !r->bad; i++) {
-      out->names[i] = kiln__in_blob(r, NULL);
-      out->lowered[i] = kiln__in_blob(r, NULL);
-      out->n_names = (int)i + 1;
-    }
-  }
-  out->pch = (int)kiln__in_u64(r);
-  uint64_t bits = kiln__in_u64(r);
-  memcpy(&out->seconds, &bits, sizeof bits);
-  return r->bad || r->left ? -1 : 0;
-}
-
 kiln_status kiln__remote_compile(const char *src, const kiln_compile_opts *opts, const char *arch,
                                  const char *pch_dir, const char *cwd, const kiln__nvrtc_id *id,
                                  kiln__code *out, int *handled) {
@@ -574,19 +457,19 @@ kiln_status kiln__remote_compile(const char *src, const kiln_compile_opts *opts,
   char *path = kiln__remote_helper();
   if (!path) return KILN_OK;
 
-  kiln__out w = {0};
-  kiln__out_u64(&w, KILN__REMOTE_ASK);
-  kiln__out_blob(&w, id, sizeof *id);
-  kiln__out_str(&w, src);
-  kiln__out_str(&w, arch);
-  kiln__out_str(&w, pch_dir);
-  kiln__out_str(&w, cwd);
-  kiln__out_u64(&w, opts ? opts->flags : 0);
-  kiln__out_strs(&w, opts ? opts->options : NULL, opts ? opts->n_options : 0);
-  kiln__out_strs(&w, opts ? opts->include_dirs : NULL, opts ? opts->n_include_dirs : 0);
-  kiln__out_strs(&w, opts ? opts->name_expressions : NULL, opts ? opts->n_name_expressions : 0);
-  kiln__out_strs(&w, opts ? opts->header_names : NULL, opts ? opts->n_headers : 0);
-  kiln__out_strs(&w, opts ? opts->header_sources : NULL, opts ? opts->n_headers : 0);
+  kiln__wire_out w = {0};
+  kiln__wire_put_u32(&w, KILN__REMOTE_ASK);
+  kiln__wire_put_blob(&w, id, sizeof *id);
+  kiln__wire_put_str(&w, src);
+  kiln__wire_put_str(&w, arch);
+  kiln__wire_put_str(&w, pch_dir);
+  kiln__wire_put_str(&w, cwd);
+  kiln__wire_put_u32(&w, opts ? opts->flags : 0);
+  kiln__put_strs(&w, opts ? opts->options : NULL, opts ? opts->n_options : 0);
+  kiln__put_strs(&w, opts ? opts->include_dirs : NULL, opts ? opts->n_include_dirs : 0);
+  kiln__put_strs(&w, opts ? opts->name_expressions : NULL, opts ? opts->n_name_expressions : 0);
+  kiln__put_strs(&w, opts ? opts->header_names : NULL, opts ? opts->n_headers : 0);
+  kiln__put_strs(&w, opts ? opts->header_sources : NULL, opts ? opts->n_headers : 0);
   if (w.oom) {
     free(w.p);
     free(path);
@@ -613,15 +496,25 @@ kiln_status kiln__remote_compile(const char *src, const kiln_compile_opts *opts,
     free(path);
     return KILN_OK;
   }
-  kiln__in r = {answer, answer_size, 0};
-  kiln_status s = KILN_OK;
-  int ok = kiln__in_u64(&r) == KILN__REMOTE_ANSWER;
-  s = (kiln_status)kiln__in_u64(&r);
-  char *message = kiln__in_blob(&r, NULL);
-  int fixed = (int)kiln__in_u64(&r);
-  uint64_t created = kiln__in_u64(&r), used = kiln__in_u64(&r);
+  kiln__wire_in r = {answer, answer_size, NULL};
+  int ok = kiln__wire_get_u32(&r) == KILN__REMOTE_ANSWER;
+  kiln_status s = (kiln_status)kiln__wire_get_u32(&r);
+  char *message = kiln__wire_get_str(&r);
+  int fixed = (int)kiln__wire_get_u32(&r);
+  uint64_t created = kiln__wire_get_u64(&r), used = kiln__wire_get_u64(&r);
   memset(out, 0, sizeof *out);
-  ok = ok && kiln__remote_read_code(&r, out) == 0 && message;
+  out->pch = (int)kiln__wire_get_u32(&r);
+  uint64_t seconds = kiln__wire_get_u64(&r);
+  memcpy(&out->seconds, &seconds, sizeof seconds);
+  if (!s) {
+    kiln__entry_get_code(&r, out);
+  } else {
+    char *built_for = kiln__wire_get_str(&r);
+    if (built_for) snprintf(out->arch, sizeof out->arch, "%s", built_for);
+    free(built_for);
+    out->log = kiln__wire_get_str(&r);
+  }
+  ok = ok && !r.why && !r.left;
   free(answer);
   if (!ok || (s && s != KILN_ERROR_COMPILE)) {
     /* Nonsense, or the helper's own trouble (another NVRTC, no memory): this process
