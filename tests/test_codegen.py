@@ -144,7 +144,8 @@ def test_reductions_compile_with_and_without_range(dtype_out, neutral, reduce_ex
         src = _reduce_src.source(dtype_out, neutral, reduce_expr, map_expr, args, "r",
                                  use_range=use_range)
         f = compile_(src).get_function("r")
-        assert len(f.signature) == len(args) + (5 if use_range else 3)
+        # out, scratch, mirror, the arguments, [start, step,] n
+        assert len(f.signature) == len(args) + (6 if use_range else 4)
 
 
 def test_reduction_kernel_checks_its_declaration():

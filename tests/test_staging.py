@@ -63,7 +63,8 @@ def run_child(code, env, timeout=120):
 def test_staging_info_names_its_settings():
     info = kiln.staging_info()
     assert set(info) == {"min_bytes", "chunk_bytes", "threads", "copies", "bytes",
-                         "pinned_buffers", "pinned_bytes", "small_buffer_bytes"}
+                         "pinned_buffers", "pinned_bytes", "small_buffer_bytes",
+                         "mirror_slots", "mirrors_held", "mirror_reads"}
     assert info["pinned_buffers"] == 0 and info["pinned_bytes"] == 0  # nothing copied here
     assert info["chunk_bytes"] % 4096 == 0 and info["chunk_bytes"] >= 4096
     assert 1 <= info["threads"] <= len(os.sched_getaffinity(0))

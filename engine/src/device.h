@@ -31,4 +31,11 @@ kiln_status kiln__device_capability(int *major, int *minor);
  * it sizes the per-device tables of the files above. */
 int kiln__device_count_known(void);
 
+/* stream.c's count of the work queued (kiln_work_count): each launch, copy, memset and graph
+ * launch adds one as it is queued, before the driver is asked. */
+extern unsigned long long kiln__stream_work;
+static inline void kiln__stream_note_work(void) {
+  __atomic_add_fetch(&kiln__stream_work, 1, __ATOMIC_RELAXED);
+}
+
 #endif

@@ -227,6 +227,7 @@ static kiln_status kiln__graph_enter(const kiln_graph *g, const char *what) {
 kiln_status kiln_graph_launch(kiln_graph *g, kiln_stream stream) {
   kiln_status s = kiln__graph_enter(g, "kiln_graph_launch");
   if (s) return s;
+  kiln__stream_note_work();
   CUresult rc = kiln__driver.GraphLaunch(g->exec, stream);
   if (KILN__UNLIKELY(rc != CUDA_SUCCESS)) {
     s = kiln__cuda_fail("cuGraphLaunch", (int)rc);

@@ -103,6 +103,7 @@ static int kiln__limits_ok(const kiln_function *f, const kiln__device *d,
 static kiln_status kiln__prepare(kiln_function *f, const kiln_launch_config *cfg,
                                  kiln__device **d) {
   kiln_status s = KILN__LIKELY(kiln__shape_ok(cfg)) ? KILN_OK : kiln__check_shape(cfg);
+  kiln__stream_note_work(); /* a check alone (kiln_function_check_launch) counts too: harmless */
   if (!s) s = kiln__device_enter(d);
   if (!s) s = kiln__module_function_ready(f, *d);
   if (!s && KILN__UNLIKELY(!kiln__limits_ok(f, *d, cfg))) s = kiln__check_limits(f, *d, cfg);

@@ -234,6 +234,7 @@ static kiln_status kiln__check_range(kiln_deviceptr p, size_t nbytes, const char
 }
 
 kiln_status kiln_memcpy_htod(kiln_deviceptr dst, const void *src, size_t nbytes) {
+  kiln__stream_note_work();
   kiln__device *d;
   kiln_status s = kiln__device_enter(&d);
   if (s || nbytes == 0) return s;
@@ -244,6 +245,7 @@ kiln_status kiln_memcpy_htod(kiln_deviceptr dst, const void *src, size_t nbytes)
 }
 
 kiln_status kiln_memcpy_dtoh(void *dst, kiln_deviceptr src, size_t nbytes) {
+  kiln__stream_note_work();
   kiln__device *d;
   kiln_status s = kiln__device_enter(&d);
   if (s || nbytes == 0) return s;
@@ -337,6 +339,7 @@ kiln_status kiln_mem_free_async(kiln_deviceptr p, size_t nbytes, kiln_stream str
 
 kiln_status kiln_memcpy_htod_async(kiln_deviceptr dst, const void *src, size_t nbytes,
                                    kiln_stream stream) {
+  kiln__stream_note_work();
   kiln__device *d;
   kiln_status s = kiln__device_enter(&d);
   if (s || nbytes == 0) return s;
@@ -348,6 +351,7 @@ kiln_status kiln_memcpy_htod_async(kiln_deviceptr dst, const void *src, size_t n
 
 kiln_status kiln_memcpy_dtoh_async(void *dst, kiln_deviceptr src, size_t nbytes,
                                    kiln_stream stream) {
+  kiln__stream_note_work();
   kiln__device *d;
   kiln_status s = kiln__device_enter(&d);
   if (s || nbytes == 0) return s;
@@ -359,6 +363,7 @@ kiln_status kiln_memcpy_dtoh_async(void *dst, kiln_deviceptr src, size_t nbytes,
 
 kiln_status kiln_memcpy_dtod_async(kiln_deviceptr dst, kiln_deviceptr src, size_t nbytes,
                                    kiln_stream stream) {
+  kiln__stream_note_work();
   kiln__device *d;
   kiln_status s = kiln__device_enter(&d);
   if (s || nbytes == 0) return s;
@@ -372,6 +377,7 @@ kiln_status kiln_memcpy_dtod_async(kiln_deviceptr dst, kiln_deviceptr src, size_
 
 kiln_status kiln_memset_async(kiln_deviceptr dst, unsigned char value, size_t nbytes,
                               kiln_stream stream) {
+  kiln__stream_note_work();
   kiln__device *d;
   kiln_status s = kiln__device_enter(&d);
   if (s || nbytes == 0) return s;
@@ -382,6 +388,7 @@ kiln_status kiln_memset_async(kiln_deviceptr dst, unsigned char value, size_t nb
 }
 
 kiln_status kiln_memcpy_dtod(kiln_deviceptr dst, kiln_deviceptr src, size_t nbytes) {
+  kiln__stream_note_work();
   kiln__device *d;
   kiln_status s = kiln__device_enter(&d);
   if (s || nbytes == 0) return s;
@@ -411,6 +418,7 @@ static kiln_status kiln__memset_check(kiln_deviceptr dst, size_t count, unsigned
 }
 
 kiln_status kiln_memset_d8(kiln_deviceptr dst, uint8_t value, size_t count) {
+  kiln__stream_note_work();
   kiln__device *d;
   kiln_status s = kiln__memset_check(dst, count, 1, &d);
   if (s || count == 0) return s;
@@ -420,6 +428,7 @@ kiln_status kiln_memset_d8(kiln_deviceptr dst, uint8_t value, size_t count) {
 }
 
 kiln_status kiln_memset_d16(kiln_deviceptr dst, uint16_t value, size_t count) {
+  kiln__stream_note_work();
   kiln__device *d;
   kiln_status s = kiln__memset_check(dst, count, 2, &d);
   if (s || count == 0) return s;
@@ -429,6 +438,7 @@ kiln_status kiln_memset_d16(kiln_deviceptr dst, uint16_t value, size_t count) {
 }
 
 kiln_status kiln_memset_d32(kiln_deviceptr dst, uint32_t value, size_t count) {
+  kiln__stream_note_work();
   kiln__device *d;
   kiln_status s = kiln__memset_check(dst, count, 4, &d);
   if (s || count == 0) return s;
@@ -439,6 +449,7 @@ kiln_status kiln_memset_d32(kiln_deviceptr dst, uint32_t value, size_t count) {
 
 kiln_status kiln_memset_d16_async(kiln_deviceptr dst, uint16_t value, size_t count,
                                   kiln_stream stream) {
+  kiln__stream_note_work();
   kiln__device *d;
   kiln_status s = kiln__memset_check(dst, count, 2, &d);
   if (s || count == 0) return s;
@@ -449,6 +460,7 @@ kiln_status kiln_memset_d16_async(kiln_deviceptr dst, uint16_t value, size_t cou
 
 kiln_status kiln_memset_d32_async(kiln_deviceptr dst, uint32_t value, size_t count,
                                   kiln_stream stream) {
+  kiln__stream_note_work();
   kiln__device *d;
   kiln_status s = kiln__memset_check(dst, count, 4, &d);
   if (s || count == 0) return s;

@@ -8,6 +8,12 @@ _Static_assert(KILN_EVENT_BLOCKING_SYNC == CU_EVENT_BLOCKING_SYNC &&
                    KILN_EVENT_INTERPROCESS == CU_EVENT_INTERPROCESS,
                "kiln's event flags are the driver's");
 
+unsigned long long kiln__stream_work;
+
+unsigned long long kiln_work_count(void) {
+  return __atomic_load_n(&kiln__stream_work, __ATOMIC_ACQUIRE);
+}
+
 kiln_status kiln_stream_create(unsigned flags, int priority, kiln_stream *out) {
   *out = NULL;
   kiln__device *d;

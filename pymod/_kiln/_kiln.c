@@ -15,6 +15,7 @@
 #include "interop.h"
 #include "launches.h"
 #include "memory.h"
+#include "mirror.h"
 #include "pin.h"
 #include "portable.h"
 #include "reduce.h"
@@ -59,6 +60,7 @@ static int kpy_clear(PyObject *module) {
 static void kpy_free(void *module) {
   kpy_clear((PyObject *)module);
   kpy_reduce_free(kpy_state_of_module((PyObject *)module));
+  kpy_mirror_free(kpy_state_of_module((PyObject *)module));
   kpy_stream_free(kpy_state_of_module((PyObject *)module));
   kpy_hostmem_free(kpy_state_of_module((PyObject *)module));
 }

@@ -36,7 +36,9 @@ static int kpy_copy(kpy_state *st, kpy_array *dev, PyObject *host, size_t n, int
   /* A small copy to the host that blocks goes through kiln's page-locked buffer, queued at
    * once and then waited for. */
   if (to_host && !kpy_stream_is_kiln(st, on->arg)) {
-    int r = kpy_small_get(st, data, p, n, h);
+    /* A reduction's result whose host mirror holds is read from it, no copy queued. */
+    int r = n == (size_t)dev->nbytes ? kpy_mirror_get(st, &dev->mirror, dev->device, data, n) : 0;
+    if (!r) r = kpy_small_get(st, data, p, n, h);
     if (r) return r < 0 ? -1 : 0;
   }
   /* A copy that blocks waits behind its stream's work first, where Ctrl-C can end the wait:

@@ -145,6 +145,7 @@ kpy_array *kpy_array_view(kpy_array *a, PyArray_Descr *dtype, int ndim, const Py
                           const Py_ssize_t *strides, kiln_deviceptr ptr) {
   kpy_state *st = kpy_state_of_type(Py_TYPE(a));
   if (!st) return NULL;
+  kpy_mirror_drop(st, &a->mirror); /* the view's address is a way to write a's memory */
   kpy_array *v = kpy_array_blank(st, dtype ? dtype : a->dtype, ndim, shape);
   if (!v) return NULL;
   memcpy(v->strides, strides, (size_t)ndim * sizeof *strides);
@@ -372,6 +373,16 @@ void kpy_array_dealloc(PyObject *op) {
   kpy_array *a = (kpy_array *)op;
   PyTypeObject *tp = Py_TYPE(op);
   PyObject_GC_UnTrack(op);
+  if (a->mirror.slot) {
+    /* The type holds the module, so its state is found; the lookup's error is kept out of any
+     * exception in flight all the same. */
+    PyObject *type, *value, *tb;
+    PyErr_Fetch(&type, &value, &tb);
+    kpy_state *st = kpy_state_of_type(tp);
+    kpy_mirror_drop(st, &a->mirror);
+    if (!st) PyErr_Clear();
+    PyErr_Restore(type, value, tb);
+  }
   if (a->dlpack && a->dlpack->deleter) a->dlpack->deleter(a->dlpack);
   kpy_array_clear(op); /* the allocation frees the memory where it was made */
   Py_XDECREF(a->dtype);

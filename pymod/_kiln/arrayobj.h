@@ -5,6 +5,7 @@
 #define KPY_ARRAYOBJ_H
 
 #include "dlpack.h"
+#include "mirror.h"
 #include "shape.h"
 #include "state.h"
 
@@ -29,6 +30,7 @@ typedef struct kpy_array {
    * array was made with, handed on to its views. */
   PyObject *gpudata, *base, *allocator;
   DLManagedTensor *dlpack; /* an imported DLPack tensor, released with the array */
+  kpy_mirror mirror;       /* a reduction result's host copy (mirror.h); slot 0 for none */
 } kpy_array;
 
 static inline int kpy_array_check(kpy_state *st, PyObject *obj) {

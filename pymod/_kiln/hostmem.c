@@ -2,6 +2,7 @@
 #include "hostmem.h"
 
 #include "errors.h"
+#include "mirror.h"
 #include "pin.h"
 #include "shape.h"
 #include "wait.h"
@@ -290,12 +291,16 @@ static PyObject *kpy_staging_info(PyObject *module, PyObject *unused) {
   kpy_state *st = kpy_state_of_module(module);
   kpy_pin_counts(st, &pinned, &pinned_bytes);
   Py_ssize_t small = st->small_get ? (Py_ssize_t)KPY_SMALL_GET_MAX : 0;
-  return Py_BuildValue("{snsnsisKsKsnsnsn}", "min_bytes",
+  Py_ssize_t mirror_slots, mirrors_held;
+  unsigned long long mirror_reads;
+  kpy_mirror_counts(st, &mirror_slots, &mirrors_held, &mirror_reads);
+  return Py_BuildValue("{snsnsisKsKsnsnsnsnsnsK}", "min_bytes",
                        (Py_ssize_t)(i.min_bytes > PY_SSIZE_T_MAX ? PY_SSIZE_T_MAX : i.min_bytes),
                        "chunk_bytes", (Py_ssize_t)i.chunk_bytes, "threads", i.threads, "copies",
                        (unsigned long long)i.copies, "bytes", (unsigned long long)i.bytes,
                        "pinned_buffers", pinned, "pinned_bytes", pinned_bytes, "small_buffer_bytes",
-                       small);
+                       small, "mirror_slots", mirror_slots, "mirrors_held", mirrors_held,
+                       "mirror_reads", mirror_reads);
 }
 
 static PyMethodDef kpy_hostmem_functions[] = {
@@ -317,7 +322,9 @@ static PyMethodDef kpy_hostmem_functions[] = {
      "chunk_bytes, threads, the copies and bytes staged so far, and the pinned_buffers and "
      "pinned_bytes of large arrays copied again and again, page-locked in place, and "
      "small_buffer_bytes, the page-locked buffer of small blocking copies to the host (0 "
-     "until the ninth such copy)."},
+     "until the ninth such copy), and the host mirrors of reduction results: mirror_slots (0 "
+     "until the ninth reduction), mirrors_held by live results, and the mirror_reads they "
+     "answered."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -96,9 +96,24 @@ void kpy_launches_clear(void) {
   }
 }
 
+/* The kernel's name as its source has it: its declaration ("far_sum(float *, ...)" for a C++
+ * kernel, whose entry is mangled; the name alone for an extern "C" one) up to the parenthesis. */
+static PyObject *kpy_launch_name(PyObject *function) {
+  PyObject *declaration = PyObject_GetAttrString(function, "declaration");
+  if (!declaration) return NULL;
+  Py_ssize_t paren = PyUnicode_FindChar(declaration, '(', 0, PyUnicode_GET_LENGTH(declaration), 1);
+  if (paren < 0) {
+    if (PyErr_Occurred()) Py_CLEAR(declaration);
+    return declaration;
+  }
+  PyObject *name = PyUnicode_Substring(declaration, 0, paren);
+  Py_DECREF(declaration);
+  return name;
+}
+
 /* (name, file, line) of one note. */
 static PyObject *kpy_launch_describe(const kpy_launch *l) {
-  PyObject *name = PyObject_GetAttrString(l->function, "name");
+  PyObject *name = kpy_launch_name(l->function);
   if (!name) return NULL;
   PyObject *file = NULL, *line = NULL;
   if (l->code) {

@@ -151,11 +151,16 @@ static PyObject *kpy_reduce_launch(kpy_reduce *r, PyObject *const *objs, PyObjec
   if (grid > 1 && kpy_reduce_scratch(st, device, stream, &scratch) < 0) return NULL;
   kpy_array *out = kpy_reduce_out(r, out_obj, stream, stream_owner);
   if (!out) return NULL;
+  /* A new result gets a host mirror, which a read of it on the host waits for. */
+  kiln_deviceptr mirror =
+      out_obj && out_obj != Py_None
+          ? 0
+          : kpy_mirror_take(st, &out->mirror, (size_t)out->nbytes, stream, !stream || stream_owner);
 
   /* Owned for the call: packing a scalar can run Python code, which could rebind it. */
   kpy_function *f = (kpy_function *)Py_NewRef(r->fn);
   _Alignas(16) unsigned char stack_storage[KPY_REDUCE_STACK];
-  void *params[KPY_REDUCE_MAX_ARGS + 3];
+  void *params[KPY_REDUCE_MAX_ARGS + 4];
   unsigned char *storage = stack_storage;
   if (f->storage_size > sizeof stack_storage && !(storage = PyMem_Malloc(f->storage_size))) {
     Py_DECREF(out);
@@ -169,13 +174,14 @@ static PyObject *kpy_reduce_launch(kpy_reduce *r, PyObject *const *objs, PyObjec
   packed.waited_on = NULL;
   packed.n_pointers = 0;
   PyObject *result = NULL;
-  for (int i = 0; i < r->nargs + 3; i++) params[i] = storage + f->slots[i].offset;
+  for (int i = 0; i < r->nargs + 4; i++) params[i] = storage + f->slots[i].offset;
   memcpy(params[0], &out->ptr, sizeof out->ptr);
   memcpy(params[1], &scratch, sizeof scratch);
+  memcpy(params[2], &mirror, sizeof mirror);
   for (int i = 0; i < r->nargs; i++) {
     if (r->vector[i]) {
-      memcpy(params[2 + i], &((kpy_array *)objs[i])->ptr, sizeof(kiln_deviceptr));
-    } else if (kpy_pack_arg(st, f->fn, 2 + i, objs[i], params[2 + i], &packed) < 0) {
+      memcpy(params[3 + i], &((kpy_array *)objs[i])->ptr, sizeof(kiln_deviceptr));
+    } else if (kpy_pack_arg(st, f->fn, 3 + i, objs[i], params[3 + i], &packed) < 0) {
       goto done;
     }
   }
@@ -188,7 +194,7 @@ static PyObject *kpy_reduce_launch(kpy_reduce *r, PyObject *const *objs, PyObjec
     goto done;
   }
   unsigned long long count = (unsigned long long)n;
-  memcpy(params[r->nargs + 2], &count, sizeof count);
+  memcpy(params[r->nargs + 3], &count, sizeof count);
   kiln_launch_config cfg = {{grid, 1, 1}, {block, 1, 1}, 0, stream};
   kpy_launches_record((PyObject *)f, stream);
   kiln_status s = kiln_function_launch(f->fn, &cfg, params);
@@ -196,6 +202,7 @@ static PyObject *kpy_reduce_launch(kpy_reduce *r, PyObject *const *objs, PyObjec
     kpy_raise(st, s);
     goto done;
   }
+  if (mirror) kpy_mirror_queued(&out->mirror);
   if (kpy_array_used_on(st, (PyObject *)out, stream) < 0) goto done;
   for (int i = 0; i < r->nargs; i++)
     if (r->vector[i] && kpy_array_used_on(st, objs[i], stream) < 0) goto done;
@@ -203,6 +210,7 @@ static PyObject *kpy_reduce_launch(kpy_reduce *r, PyObject *const *objs, PyObjec
   out = NULL;
 done:
   if (storage != stack_storage) PyMem_Free(storage);
+  if (out && mirror) kpy_mirror_drop(st, &out->mirror); /* not queued, or a failure after */
   Py_XDECREF(out);
   Py_DECREF(f);
   return result;
@@ -256,7 +264,7 @@ static PyObject *kpy_reduce_bind(PyObject *op, PyObject *args) {
   }
   Py_ssize_t n = PyTuple_GET_SIZE(fast);
   int first = -1;
-  int ok = n <= KPY_REDUCE_MAX_ARGS && ((kpy_function *)fn)->n_params == n + 3 && block > 0 &&
+  int ok = n <= KPY_REDUCE_MAX_ARGS && ((kpy_function *)fn)->n_params == n + 4 && block > 0 &&
            per_thread > 0 && blocks_per_sm > 0 && PyDataType_ELSIZE(dtype) <= 16;
   for (Py_ssize_t i = 0; ok && i < n; i++) {
     int v = PyObject_IsTrue(PyTuple_GET_ITEM(fast, i));

@@ -11,9 +11,9 @@
 typedef struct kpy_reduce {
   PyObject_HEAD
   vectorcallfunc vectorcall;
-  kpy_state *st;           /* the module state, alive while this type is */
-  kpy_function *fn;        /* the one-launch kernel: (out, scratch, arguments..., n); strong */
-  PyArray_Descr *dtype;    /* of the result; strong */
+  kpy_state *st;        /* the module state, alive while this type is */
+  kpy_function *fn;     /* the one-launch kernel: (out, scratch, mirror, arguments..., n); strong */
+  PyArray_Descr *dtype; /* of the result; strong */
   int nargs, first_vector; /* the declared arguments; the array whose size is n */
   unsigned block, per_thread, blocks_per_sm;
   unsigned char vector[KPY_REDUCE_MAX_ARGS]; /* 1 where the argument is an array */

@@ -160,6 +160,10 @@ typedef struct kpy_state {
   void *small_get;
   kiln_event small_get_done;
   int small_get_device, small_get_busy, small_get_pending, small_get_before;
+  /* mirror.c's: the host slots of reduction results (made after KPY_MIRROR_AFTER reductions,
+   * NULL until then or when they could not be made), and the reductions counted before. */
+  struct kpy_mirrors *mirrors;
+  int mirror_before;
   /* sourcemodule.c's: the memo of SourceModule's arguments, made on first use. */
   struct kpy_memo *memo;
   int (*capture_note)(PyObject *graph, PyObject *function, PyObject *const *args, int n,

@@ -26,6 +26,8 @@ BLOCKS_PER_SM = 2
 # The smallest block a launch is cut down to when the input is small (reduce.c's
 # KPY_REDUCE_MIN_BLOCK; see launch_block).
 MIN_BLOCK = 256
+# Where the flag of a result's host mirror sits in its slot (mirror.h's KPY_MIRROR_FLAG).
+MIRROR_FLAG = 16
 
 
 def launch_block(count):
@@ -45,9 +47,10 @@ def _shuffles(dtype):
 
 def source(dtype_out, neutral, reduce_expr, map_expr, arguments, name, preamble="",
            use_range=False):
-    """The kernel (out, scratch, arguments..., n), or with use_range
-    (out, scratch, arguments..., start, step, n) folding map_expr at i = start + k * step for
-    k from 0 to n - 1."""
+    """The kernel (out, scratch, mirror, arguments..., n), or with use_range
+    (out, scratch, mirror, arguments..., start, step, n) folding map_expr at i = start + k * step
+    for k from 0 to n - 1. mirror: 0, or the host slot the result is also written to, then a
+    flag (kiln's C call path gives a new result one)."""
     if np.dtype(dtype_out).itemsize > 16:
         raise ValueError(f"a reduction's result is at most 16 bytes, not {dtype_out}")
     out_t = _cgen.dtype_to_ctype(dtype_out)
@@ -62,8 +65,8 @@ def source(dtype_out, neutral, reduce_expr, map_expr, arguments, name, preamble=
         else:
             params.append(a.declarator())
     index = ["long start", "long step"] if use_range else []
-    params = ", ".join([f"{out_t} *__restrict__ _out", "unsigned char *_scratch"] + params
-                       + index + ["unsigned long n"])
+    params = ", ".join([f"{out_t} *__restrict__ _out", "unsigned char *_scratch",
+                        "unsigned char *_mirror"] + params + index + ["unsigned long n"])
     at = "start + (long)_k2 * step" if use_range else "_k2"
     fold = f"""  __syncthreads(); /* the caller may fold twice */
   sm[threadIdx.x] = v;
@@ -111,6 +114,17 @@ __device__ __forceinline__ {out_t} _kiln_block_fold({out_t} v) {{
 {fold}
 }}
 
+/* The result, and its host mirror when given: the value, then (once the value is there for the
+ * host to see) the flag the host waits for. */
+__device__ __forceinline__ void _kiln_finish({out_t} *_out, unsigned char *_mirror, {out_t} v) {{
+  *_out = v;
+  if (_mirror) {{
+    *reinterpret_cast<{out_t} *>(_mirror) = v;
+    __threadfence_system();
+    *reinterpret_cast<volatile unsigned *>(_mirror + {MIRROR_FLAG}) = 1u;
+  }}
+}}
+
 __global__ void {name}({params})
 {{
   const {out_t} _neutral = ({out_t})({neutral});
@@ -132,7 +146,7 @@ __global__ void {name}({params})
   {out_t} v = REDUCE(REDUCE(_acc[0], _acc[1]), REDUCE(_acc[2], _acc[3]));
   v = _kiln_block_fold(v);
   if (gridDim.x == 1) {{
-    if (threadIdx.x == 0) *_out = v;
+    if (threadIdx.x == 0) _kiln_finish(_out, _mirror, v);
     return;
   }}
   unsigned *_count = reinterpret_cast<unsigned *>(_scratch);
@@ -151,6 +165,6 @@ __global__ void {name}({params})
   v = _neutral;
   for (unsigned j = threadIdx.x; j < gridDim.x; j += blockDim.x) v = REDUCE(v, _partial[j]);
   v = _kiln_block_fold(v);
-  if (threadIdx.x == 0) *_out = v;
+  if (threadIdx.x == 0) _kiln_finish(_out, _mirror, v);
 }}
 """

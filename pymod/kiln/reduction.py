@@ -109,7 +109,7 @@ class ReductionKernel(ReductionBase):
         grid = max(1, min(-(-count // (block * _reduce_src.UNROLL)), self._max_grid()))
         scratch = self._scratch(stream) if grid > 1 else 0
         f = self._function(range is not None)
-        f(out, scratch, *args, *extra, block=(block, 1, 1), grid=(grid, 1), stream=stream)
+        f(out, scratch, 0, *args, *extra, block=(block, 1, 1), grid=(grid, 1), stream=stream)
         return out
 
 

@@ -38,9 +38,11 @@ TEST(gpu_launch_with_device_pointers) {
   int n = N;
   void *params[] = {&dc, &da, &db, &n};
   kiln_launch_config cfg = {.grid = {1, 1, 1}, .block = {N, 1, 1}};
+  unsigned long long work = kiln_work_count();
   ASSERT_OK(kiln_function_launch(f, &cfg, params));
   ASSERT_OK(kiln_synchronize());
   ASSERT_OK(kiln_memcpy_dtoh(c, dc, sizeof c));
+  ASSERT_EQ(kiln_work_count(), work + 2); /* the launch and the copy */
   for (int i = 0; i < N; i++)
     if (c[i] != a[i] * b[i]) FAIL("c[%d] = %g, want %g", i, c[i], a[i] * b[i]);
   ASSERT_OK(kiln_mem_free(da));

@@ -33,6 +33,7 @@ TEST(gpu_stream_ordered_copies_and_events) {
   kiln_deviceptr a = 0, b = 0;
   ASSERT_EQ(kiln_mem_alloc_async(n, stream, &a), KILN_OK);
   ASSERT_EQ(kiln_mem_alloc_async(n, stream, &b), KILN_OK);
+  unsigned long long work = kiln_work_count();
   ASSERT_EQ(kiln_event_record(start, stream), KILN_OK);
   ASSERT_EQ(kiln_memcpy_htod_async(a, host, n, stream), KILN_OK);
   ASSERT_EQ(kiln_memcpy_dtod_async(b, a, n, stream), KILN_OK);
@@ -41,6 +42,8 @@ TEST(gpu_stream_ordered_copies_and_events) {
   ASSERT_EQ(kiln_memcpy_dtoh_async(host, b, n, stream), KILN_OK);
   ASSERT_EQ(kiln_event_record(end, stream), KILN_OK);
   ASSERT_EQ(kiln_stream_synchronize(stream), KILN_OK);
+  /* Four copies and memsets queued; events and waits are no work that writes memory. */
+  ASSERT_EQ(kiln_work_count(), work + 4);
   for (size_t i = 0; i < n; i++) ASSERT_EQ(host[i], (unsigned char)(i * 7));
   int done = 0;
   ASSERT_EQ(kiln_event_query(end, &done), KILN_OK);
