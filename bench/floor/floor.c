@@ -31,6 +31,8 @@
 
 #include <cuda.h>
 #include <limits.h>
+#include <stdint.h>
+#include <string.h>
 
 static CUfunction floor_function;
 
@@ -196,6 +198,20 @@ static PyObject *floor_read_float(PyObject *self, PyObject *arg) {
   return PyFloat_FromDouble(value);
 }
 
+/* The value a kernel wrote into mapped host memory at p, waited for by spinning on the flag it
+ * writes after it (at p + 16), which is then cleared for the next launch. */
+static PyObject *floor_wait_float(PyObject *self, PyObject *arg) {
+  (void)self;
+  unsigned long long p = PyLong_AsUnsignedLongLong(arg);
+  if (p == (unsigned long long)-1 && PyErr_Occurred()) return NULL;
+  unsigned *flag = (unsigned *)(uintptr_t)(p + 16);
+  while (!__atomic_load_n(flag, __ATOMIC_ACQUIRE)) {}
+  float value;
+  memcpy(&value, (const void *)(uintptr_t)p, sizeof value);
+  __atomic_store_n(flag, 0u, __ATOMIC_RELEASE);
+  return PyFloat_FromDouble(value);
+}
+
 static PyObject *floor_copy(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
   (void)self;
   if (nargs != 3) {
@@ -225,6 +241,9 @@ static PyMethodDef floor_methods[] = {
     {"synchronize", floor_synchronize, METH_NOARGS, "cuCtxSynchronize()."},
     {"select", floor_select, METH_O, "select(kernel): launch the kernel load() returned."},
     {"read_float", floor_read_float, METH_O, "read_float(p): cuMemcpyDtoH of one float."},
+    {"wait_float", floor_wait_float, METH_O,
+     "wait_float(p): the float a kernel wrote at host address p, once its flag at p + 16 is "
+     "set; clears the flag."},
     {"copy", (PyCFunction)(void (*)(void))floor_copy, METH_FASTCALL,
      "copy(dst, src, nbytes): cuMemcpyDtoDAsync on the legacy stream."},
     {NULL, NULL, 0, NULL},
