@@ -24,6 +24,10 @@ def pytest_configure(config):
     os.environ["KILN_CACHE_DIR"] = _cache_dir
     os.environ.pop("KILN_CACHE_PATH", None)
     os.environ.pop("KILN_CACHE", None)
+    # The lasting compile helper of a cache folder outlives the process that started it (ten
+    # minutes idle): a test folder's would outlive its test. The suite turns it off; the tests
+    # of it (test_pch.py) turn it on and end theirs.
+    os.environ["KILN_NVRTC_SERVER"] = "0"
 
 
 def pytest_unconfigure(config):

@@ -249,6 +249,7 @@ def lasting(tmp_path, monkeypatch):
     monkeypatch.delenv("KILN_CACHE_MAX_BYTES", raising=False)
     monkeypatch.delenv("KILN_PCH", raising=False)
     monkeypatch.delenv("KILN_NVRTC_HELPER", raising=False)
+    monkeypatch.setenv("KILN_NVRTC_SERVER", "0")  # helpers of the process's own (conftest.py)
     kiln._kiln._nvrtc_set_helper(HELPER)
     yield folder
     kiln._kiln._nvrtc_set_helper(HELPER)
@@ -416,3 +417,111 @@ def test_a_helper_that_cannot_fix_its_layout_is_left_quietly(lasting, tmp_path, 
             kiln.SourceModule(kernel(fresh_value()), arch=ARCH, no_extern_c=True)
     assert lasting_files(lasting) == []
     assert [p.name for p in (lasting / "pch").glob(f"{os.getpid()}-*.pch")]
+
+
+# ---- The lasting compile helper of a cache folder ---------------------------------------------
+
+def helper_report(src):
+    """(helper, pch) of the last compile report of src compiled in a new Python."""
+    r = run_python(f"""
+        import json, kiln
+        kiln.SourceModule({src!r}, arch={ARCH!r}, no_extern_c=True)
+        r = kiln._kiln.last_compile_report()
+        print(json.dumps([r["helper"], r["pch"]]))
+        """)
+    assert r.returncode == 0, r.stderr
+    import json
+    return tuple(json.loads(r.stdout.strip().splitlines()[-1]))
+
+
+def server_pids(sock):
+    """The processes serving on sock (by their command line)."""
+    pids = []
+    for entry in os.listdir("/proc"):
+        try:
+            with open(f"/proc/{entry}/cmdline", "rb") as f:
+                args = f.read().split(b"\0")
+        except OSError:
+            continue
+        if b"--serve" in args and str(sock).encode() in args:
+            pids.append(int(entry))
+    return pids
+
+
+def wait_until(condition, seconds=10):
+    import time
+    end = time.monotonic() + seconds
+    while not condition() and time.monotonic() < end:
+        time.sleep(0.05)
+    return condition()
+
+
+@pytest.fixture
+def served(lasting, monkeypatch):
+    """The lasting fixture with the cache folder's lasting helper on; ended after the test."""
+    monkeypatch.setenv("KILN_NVRTC_SERVER", "1")
+    yield lasting
+    socks = list((lasting / "pch").glob("nvrtc-*.sock"))
+    kiln.cache_clear()  # removes the socket: the helper ends within a second
+    for sock in socks:
+        assert wait_until(lambda: not server_pids(sock)), f"the helper on {sock} did not end"
+
+
+def test_the_lasting_helper_outlives_its_process_and_answers_the_next(served):
+    """The first process starts it; the next process's edit is compiled there, with the PCH
+    the first made, and the code is right."""
+    assert helper_report(kernel(fresh_value())) == ("lasting", "made")
+    (sock,) = (served / "pch").glob("nvrtc-*.sock")
+    assert oct(sock.stat().st_mode & 0o777) == oct(0o700) and sock.is_socket()
+    (pid,) = server_pids(sock)
+    value = fresh_value()
+    assert helper_report(kernel(value)) == ("lasting", "used")
+    assert server_pids(sock) == [pid]  # the same one
+    # what it compiled, read back from the cache by another process, is NVRTC's without a PCH
+    ptx = compile_in_new_process(kernel(value))[2]
+    assert code_of(ptx) == code_of(without_pch(kernel(value)))
+
+
+def test_a_busy_lasting_helper_leaves_the_compile_to_the_process_own(served):
+    """One connection at a time: while another process holds it, a compile goes to a helper of
+    the process's own."""
+    import socket
+    assert helper_report(kernel(fresh_value()))[0] == "lasting"
+    (sock,) = (served / "pch").glob("nvrtc-*.sock")
+    holder = socket.socket(socket.AF_UNIX)
+    holder.connect(str(sock))
+    assert holder.recv(1) == b"k"  # greeted: the helper is ours now
+    try:
+        value = fresh_value()
+        assert helper_report(kernel(value)) == ("own", "used")
+    finally:
+        holder.close()
+    assert helper_report(kernel(fresh_value()))[0] == "lasting"
+
+
+def test_a_lasting_helper_killed_is_replaced(served):
+    import signal
+    helper_report(kernel(fresh_value()))
+    (sock,) = (served / "pch").glob("nvrtc-*.sock")
+    (pid,) = server_pids(sock)
+    os.kill(pid, signal.SIGKILL)
+    assert wait_until(lambda: not server_pids(sock))
+    assert sock.exists()  # left behind: refused connections say no one listens
+    value = fresh_value()
+    created, used, ptx = compile_in_new_process(kernel(value))
+    assert (created, used) == (0, 1)
+    assert code_of(ptx) == code_of(without_pch(kernel(value)))
+    (again,) = server_pids(sock)
+    assert again != pid
+
+
+def test_the_lasting_helper_ends_with_cache_clear_and_is_off_by_environment(served, monkeypatch):
+    helper_report(kernel(fresh_value()))
+    (sock,) = (served / "pch").glob("nvrtc-*.sock")
+    assert server_pids(sock)
+    kiln.cache_clear()
+    assert not sock.exists()
+    assert wait_until(lambda: not server_pids(sock))
+    monkeypatch.setenv("KILN_NVRTC_SERVER", "0")
+    assert helper_report(kernel(fresh_value())) == ("own", "made")
+    assert not list((served / "pch").glob("nvrtc-*.sock"))

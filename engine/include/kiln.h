@@ -222,6 +222,8 @@ typedef struct kiln_compile_report {
   double nvrtc_seconds; /* NVRTC's run, 0 when it did not run */
   uint64_t evictions;   /* cache entries the process evicted during the call */
   char key[65];         /* the cache key in hex, "" before a lookup */
+  int helper; /* where NVRTC ran: 0 in this process, 1 in a compile helper of the process's,
+                 2 in the lasting compile helper of the cache folder */
 } kiln_compile_report;
 void kiln_compile_last_report(kiln_compile_report *out);
 

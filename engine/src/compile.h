@@ -18,6 +18,8 @@ typedef struct kiln__code {
   char **lowered; /* owned: what each became */
   int pch;        /* 0: no precompiled header; 1: this run made one; 2: it used one */
   double seconds; /* NVRTC's run; 0 for code read from the cache */
+  int helper;     /* where NVRTC ran: 0 here, 1 a compile helper of this process's, 2 the
+                     lasting one of the cache folder (remote.c) */
 } kiln__code;
 
 /* Chooses the arch: opts->arch, else KILN_ARCH, else the current device's clamped to what

@@ -258,6 +258,7 @@ static kiln_status kiln__module_compile(const char *src, const kiln_compile_opts
   kiln__report.origin = c.code.seconds > 0 || s ? KILN_ORIGIN_NVRTC : KILN_ORIGIN_DISK;
   kiln__report.nvrtc_seconds = c.code.seconds;
   kiln__report.pch = c.code.pch;
+  kiln__report.helper = c.code.helper;
   kiln_status made = kiln__module_adopt(&c, &m);
   if (made) return made;
   memcpy(m->key, q->key, sizeof q->key);

@@ -173,6 +173,14 @@ static uint64_t kiln__pch_walk(const char *dir, int what, uint64_t *files) {
   if (!d) return 0;
   struct dirent *e;
   while ((e = readdir(d))) {
+    /* The lasting compile helper's socket: removed with the files, it ends (remote.c). */
+    if (what == KILN__PCH_CLEAR && strncmp(e->d_name, "nvrtc-", 6) == 0 && strlen(e->d_name) > 11 &&
+        strcmp(e->d_name + strlen(e->d_name) - 5, ".sock") == 0 &&
+        snprintf(path, sizeof path, "%s/%s", folder, e->d_name) < (int)sizeof path) {
+      struct stat st;
+      if (lstat(path, &st) == 0 && S_ISSOCK(st.st_mode)) unlink(path);
+      continue;
+    }
     long pid = kiln__pch_owner(e->d_name);
     int lasting = !pid && kiln__pch_is_lasting(e->d_name);
     struct stat st;

@@ -26,11 +26,13 @@
 
 #include "dup.h"
 #include "entry.h"
+#include "hash.h"
 #include "nvrtc.h"
 #include "pch.h"
 #include "wire.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <malloc.h>
 #include <poll.h>
 #include <pthread.h>
@@ -42,6 +44,8 @@
 #include <string.h>
 #include <sys/personality.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -55,6 +59,15 @@ extern char **environ;
 #define KILN__REMOTE_IDLE_MS 60000
 /* Idle helpers a process keeps, ready for its next compiles (one per compile at once). */
 #define KILN__REMOTE_KEEP 4
+/* The lasting helper of a cache folder (see "The lasting helper" below): it ends after this
+ * long with no compile, or within a second of its socket being removed (cache clear). */
+#define KILN__SERVER_IDLE_S 600
+/* How long a process waits for the lasting helper's greeting: one busy with another process's
+ * compile gives none, and the process asks a helper of its own instead. */
+#define KILN__SERVER_HELLO_MS 20
+/* A connection with no request for this long is closed, so that no process holds the lasting
+ * helper from the others. */
+#define KILN__SERVER_QUIET_MS 10000
 
 static pthread_mutex_t kiln__remote_lock = PTHREAD_MUTEX_INITIALIZER;
 static char *kiln__remote_path; /* set by kiln_nvrtc_set_helper; NULL: $KILN_NVRTC_HELPER */
@@ -246,36 +259,130 @@ static void kiln__remote_serve(const unsigned char *req, size_t req_size, int fi
   free(cwd);
 }
 
+/* Answers the requests read from in on out until in's other end closes or none comes for
+ * idle_ms: 0, or the exit status of a failure. */
+static int kiln__remote_session(int in, int out, int idle_ms, int fixed, kiln_status loaded) {
+  for (;;) {
+    struct pollfd pfd = {.fd = in, .events = POLLIN};
+    int ready;
+    while ((ready = poll(&pfd, 1, idle_ms)) < 0 && errno == EINTR) {}
+    if (ready <= 0) return 0;
+    unsigned char *req = NULL;
+    size_t req_size = 0;
+    int r = kiln__recv_message(in, &req, &req_size);
+    if (r) return r > 0 ? 0 : 3;
+    kiln__wire_out w = {0};
+    kiln__remote_serve(req, req_size, fixed, loaded, &w);
+    free(req);
+    int sent = !w.oom && kiln__send_message(out, &w) == 0;
+    free(w.p);
+    if (!sent) return 5;
+  }
+}
+
+static kiln_status kiln__remote_load(void) {
+  const char *search = getenv("KILN__NVRTC_SEARCH");
+  if (search && *search) kiln_nvrtc_set_search_path(search);
+  return kiln__nvrtc_load();
+}
+
+/* ---- The lasting helper ------------------------------------------------------------------
+ *
+ * A helper's first use of a PCH file reads its hundreds of MiB into fresh memory, which on some
+ * hosts costs twice the compile that uses it (an H200's host: 0.43-0.53 s against 0.2 s in a
+ * helper that had used it before). So besides the helpers a process starts for itself, each
+ * cache folder has one lasting helper, `kiln-nvrtc --serve <socket>`: detached from the process
+ * that started it (a session of its own, its standard streams /dev/null), listening on
+ * <cache>/pch/nvrtc-<tag>.sock (the tag: the helper's path and NVRTC's identity), taking one
+ * connection at a time from processes of its own user, and ending after KILN__SERVER_IDLE_S
+ * without a compile or once its socket is gone. A process asks it first, one connection per
+ * compile; when it is busy (no greeting at once), the process asks a helper of its own. So the
+ * next process's edit of a kernel with heavy headers meets NVRTC with the PCH in warm memory.
+ * KILN_NVRTC_SERVER=0 turns it off. */
+
+/* The lasting helper's loop on sock: 0 when it ends (idle, its socket removed or taken). */
+static int kiln__server_main(const char *sock, int fixed) {
+  /* The spawner waits for this first process alone, which ends once the helper it forks
+   * listens (or found another listening): the spawner then connects at once. */
+  int ready[2];
+  if (pipe(ready) != 0) return 1;
+  pid_t child = fork();
+  if (child < 0) return 1;
+  if (child > 0) {
+    close(ready[1]);
+    unsigned char byte;
+    ssize_t got;
+    while ((got = read(ready[0], &byte, 1)) < 0 && errno == EINTR) {}
+    _exit(got == 1 ? 0 : 1);
+  }
+  close(ready[0]);
+  setsid();
+  if (chdir("/") != 0) return 1; /* holds no folder of the process; each request enters its own */
+  long max_fd = sysconf(_SC_OPEN_MAX);
+  for (long fd = 3; fd < (max_fd > 0 && max_fd < 65536 ? max_fd : 4096); fd++)
+    if (fd != ready[1]) close((int)fd);
+  const unsigned char byte = 1;
+  struct sockaddr_un a;
+  memset(&a, 0, sizeof a);
+  a.sun_family = AF_UNIX;
+  if (strlen(sock) >= sizeof a.sun_path) return 1;
+  memcpy(a.sun_path, sock, strlen(sock));
+  int lfd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (lfd < 0) return 1;
+  mode_t mask = umask(077);
+  int bound = bind(lfd, (struct sockaddr *)&a, sizeof a);
+  umask(mask);
+  struct stat mine;
+  int listening = bound == 0 && listen(lfd, 8) == 0 && stat(sock, &mine) == 0;
+  if (listening || errno == EADDRINUSE) /* there is one to connect to: this, or another's */
+    while (write(ready[1], &byte, 1) < 0 && errno == EINTR) {}
+  close(ready[1]);
+  if (!listening) {
+    close(lfd);
+    return 0;
+  }
+  kiln_status loaded = kiln__remote_load();
+  kiln__pch_set_lasting(fixed);
+  for (int idle_s = 0; idle_s < KILN__SERVER_IDLE_S;) {
+    struct pollfd pfd = {.fd = lfd, .events = POLLIN};
+    int waiting = poll(&pfd, 1, 1000);
+    struct stat now;
+    if (stat(sock, &now) != 0 || now.st_ino != mine.st_ino || now.st_dev != mine.st_dev)
+      break; /* removed (cache clear) or another's now */
+    if (waiting <= 0) {
+      idle_s += waiting == 0;
+      continue;
+    }
+    int c = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
+    if (c < 0) continue;
+    struct ucred who;
+    socklen_t len = sizeof who;
+    const unsigned char hello = 'k';
+    if (getsockopt(c, SOL_SOCKET, SO_PEERCRED, &who, &len) == 0 && who.uid == geteuid() &&
+        kiln__send_all(c, &hello, 1) == 0)
+      kiln__remote_session(c, c, KILN__SERVER_QUIET_MS, fixed, loaded);
+    close(c);
+    idle_s = 0;
+  }
+  struct stat now;
+  if (stat(sock, &now) == 0 && now.st_ino == mine.st_ino && now.st_dev == mine.st_dev) unlink(sock);
+  close(lfd);
+  return 0;
+}
+
 int kiln__remote_main(int argc, char **argv) {
-  (void)argc;
   int fixed = kiln__remote_fix_layout(argv);
   /* Large allocations from the heap, not from mmap: a source or header read before NVRTC maps
    * its own heap would otherwise move where that lands. */
   mallopt(M_MMAP_MAX, 0);
   kiln__remote_serving = 1;
   signal(SIGPIPE, SIG_IGN);
-  const char *search = getenv("KILN__NVRTC_SEARCH");
-  if (search && *search) kiln_nvrtc_set_search_path(search);
-  kiln_status loaded = kiln__nvrtc_load();
+  if (argc == 3 && strcmp(argv[1], "--serve") == 0) return kiln__server_main(argv[2], fixed);
+  kiln_status loaded = kiln__remote_load();
   kiln__pch_set_lasting(fixed);
   /* Requests until the process's end of the socket closes, or none came for a while: an idle
    * helper gives back its memory (NVRTC and the PCH it read hold hundreds of MiB). */
-  for (;;) {
-    struct pollfd pfd = {.fd = 0, .events = POLLIN};
-    int ready;
-    while ((ready = poll(&pfd, 1, KILN__REMOTE_IDLE_MS)) < 0 && errno == EINTR) {}
-    if (ready <= 0) return 0;
-    unsigned char *req = NULL;
-    size_t req_size = 0;
-    int r = kiln__recv_message(0, &req, &req_size);
-    if (r) return r > 0 ? 0 : 3;
-    kiln__wire_out w = {0};
-    kiln__remote_serve(req, req_size, fixed, loaded, &w);
-    free(req);
-    int sent = !w.oom && kiln__send_message(1, &w) == 0;
-    free(w.p);
-    if (!sent) return 5;
-  }
+  return kiln__remote_session(0, 1, KILN__REMOTE_IDLE_MS, fixed, loaded);
 }
 
 /* ---- The process's side ------------------------------------------------------------------- */
@@ -418,11 +525,133 @@ static int kiln__helper_start(const char *path, kiln__helper *out) {
   return 0;
 }
 
-/* Has a helper answer req: an idle one, else a new one. 0 with the answer in *answer; -1
- * with *why set (the helper could not start or ended without an answer); or a signal's
- * number when one killed the helper while it compiled. */
-static int kiln__remote_run(const char *path, const kiln__wire_out *req, unsigned char **answer,
-                            size_t *answer_size, const char **why) {
+/* ---- The process's side of the lasting helper ----------------------------------------------- */
+
+/* The lasting helper's socket for the helper at path, NVRTC id and the cache folder dir:
+ * dir/pch/nvrtc-<tag>.sock into sock; 0 when there is none to use (turned off, or the path is
+ * too long for a socket's). */
+static int kiln__server_socket(const char *path, const kiln__nvrtc_id *id, const char *dir,
+                               char *sock, size_t cap) {
+  const char *env = getenv("KILN_NVRTC_SERVER");
+  if (env && (strcmp(env, "0") == 0 || strcmp(env, "off") == 0)) return 0;
+  kiln__hasher *h = NULL;
+  unsigned char key[KILN__KEY_SIZE];
+  char hex[2 * KILN__KEY_SIZE + 1];
+  if (kiln__hash_begin(&h)) {
+    kiln__clear_error();
+    return 0;
+  }
+  kiln__hash_string(h, path);
+  kiln__hash_field(h, id, sizeof *id);
+  if (kiln__hash_end(h, key)) {
+    kiln__clear_error();
+    return 0;
+  }
+  kiln__hash_hex(key, hex);
+  struct sockaddr_un a;
+  int n = snprintf(sock, cap, "%s/pch/nvrtc-%.16s.sock", dir, hex);
+  return n > 0 && (size_t)n < cap && (size_t)n < sizeof a.sun_path;
+}
+
+/* A connection to the listening socket sock, checked to be held by this user; -1 with errno. */
+static int kiln__server_connect(const char *sock) {
+  struct sockaddr_un a;
+  memset(&a, 0, sizeof a);
+  a.sun_family = AF_UNIX;
+  memcpy(a.sun_path, sock, strlen(sock));
+  int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return -1;
+  if (connect(fd, (struct sockaddr *)&a, sizeof a) != 0) {
+    int e = errno;
+    close(fd);
+    errno = e;
+    return -1;
+  }
+  struct ucred who;
+  socklen_t len = sizeof who;
+  if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &who, &len) != 0 || who.uid != geteuid()) {
+    close(fd);
+    errno = EACCES;
+    return -1;
+  }
+  return fd;
+}
+
+/* Starts the lasting helper at path on sock, and waits for the process spawned, which ends
+ * once the helper listens: 1 then, 0 when it did not start. */
+static int kiln__server_start(const char *path, const char *sock) {
+  char folder[PATH_MAX];
+  const char *slash = strrchr(sock, '/');
+  if (!slash || (size_t)(slash - sock) >= sizeof folder) return 0;
+  memcpy(folder, sock, (size_t)(slash - sock));
+  folder[slash - sock] = '\0';
+  mkdir(folder, 0700); /* the PCH files' folder, made by the first PCH otherwise */
+  posix_spawn_file_actions_t fa;
+  char *owned[2] = {NULL, NULL};
+  char **env = kiln__remote_env(owned);
+  pid_t pid = 0;
+  int spawned = -1;
+  if (env && posix_spawn_file_actions_init(&fa) == 0) {
+    if (posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0) == 0 &&
+        posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0) == 0 &&
+        posix_spawn_file_actions_addopen(&fa, 2, "/dev/null", O_WRONLY, 0) == 0) {
+      char *args[] = {(char *)"kiln-nvrtc", (char *)"--serve", (char *)sock, NULL};
+      spawned = posix_spawn(&pid, path, &fa, NULL, args, env);
+    }
+    posix_spawn_file_actions_destroy(&fa);
+  }
+  free(env);
+  free(owned[0]);
+  free(owned[1]);
+  int status = 0;
+  if (spawned != 0) return 0;
+  pid_t done;
+  while ((done = waitpid(pid, &status, 0)) < 0 && errno == EINTR) {}
+  return done == pid && WIFEXITED(status) && WEXITSTATUS(status) == 0;
+}
+
+/* Has the lasting helper on sock answer req, starting it when there is none (started is this
+ * process's note that it did, so that it starts one once). 0 with the answer; -1 when it cannot
+ * answer now (none, busy, gone, another NVRTC), and the caller asks a helper of its own. */
+static int kiln__server_run(const char *path, const char *sock, const kiln__wire_out *req,
+                            unsigned char **answer, size_t *answer_size) {
+  static int started;
+  int fd = kiln__server_connect(sock);
+  if (fd < 0 && (errno == ENOENT || errno == ECONNREFUSED) &&
+      !__atomic_exchange_n(&started, 1, __ATOMIC_ACQ_REL)) {
+    if (errno == ECONNREFUSED) unlink(sock); /* left by one that ended without removing it */
+    if (kiln__server_start(path, sock)) fd = kiln__server_connect(sock);
+  }
+  if (fd < 0) return -1;
+  unsigned char hello = 0;
+  struct pollfd pfd = {.fd = fd, .events = POLLIN};
+  int r = -1;
+  if (poll(&pfd, 1, KILN__SERVER_HELLO_MS) == 1 && kiln__recv_all(fd, &hello, 1) == 0 &&
+      hello == 'k' && kiln__send_message(fd, req) == 0)
+    r = kiln__recv_message(fd, answer, answer_size);
+  close(fd);
+  if (r != 0) return -1;
+  /* Another NVRTC behind the same tag cannot answer for this process; its own helper can. */
+  kiln__wire_in peek = {*answer, *answer_size, NULL};
+  kiln__wire_get_u32(&peek);
+  if ((kiln_status)kiln__wire_get_u32(&peek) == KILN_ERROR_NO_NVRTC) {
+    free(*answer);
+    *answer = NULL;
+    return -1;
+  }
+  return 0;
+}
+
+/* Has a helper answer req: the lasting one on sock (when sock is not ""), else an idle one of
+ * this process's, else a new one. 0 with the answer in *answer, and *by 2 for the lasting
+ * helper, 1 for one of this process's; -1 with *why set (the helper could not start or ended
+ * without an answer); or a signal's number when one killed the helper while it compiled. */
+static int kiln__remote_run(const char *path, const char *sock, const kiln__wire_out *req,
+                            unsigned char **answer, size_t *answer_size, int *by,
+                            const char **why) {
+  *by = 2;
+  if (sock[0] && kiln__server_run(path, sock, req, answer, answer_size) == 0) return 0;
+  *by = 1;
   for (int fresh = 0; fresh < 2; fresh++) {
     kiln__helper h;
     int idle = !fresh && kiln__helper_take(path, &h);
@@ -478,7 +707,10 @@ kiln_status kiln__remote_compile(const char *src, const kiln_compile_opts *opts,
   unsigned char *answer = NULL;
   size_t answer_size = 0;
   const char *why = NULL;
-  int ran = kiln__remote_run(path, &w, &answer, &answer_size, &why);
+  char sock[PATH_MAX];
+  if (!kiln__server_socket(path, id, pch_dir, sock, sizeof sock)) sock[0] = '\0';
+  int by = 0;
+  int ran = kiln__remote_run(path, sock, &w, &answer, &answer_size, &by, &why);
   free(w.p);
   if (ran > 0) {
     *handled = 1;
@@ -526,6 +758,7 @@ kiln_status kiln__remote_compile(const char *src, const kiln_compile_opts *opts,
     return KILN_OK;
   }
   *handled = 1;
+  out->helper = by;
   kiln__pch_add_counts(created, used);
   /* Where the helper cannot turn randomisation off (a seccomp profile that refuses the
    * personality call, say), its PCH files serve no later run: the process compiles itself. */

@@ -232,10 +232,13 @@ static PyObject *kpy_last_compile_report(PyObject *module, PyObject *unused) {
   static const char *origins[] = {"none", "memory", "disk", "nvrtc"};
   static const char *pchs[] = {"none", "made", "used"};
   int origin = r.origin >= 0 && r.origin <= 3 ? (int)r.origin : 0;
+  static const char *helpers[] = {"none", "own", "lasting"};
   int pch = r.pch >= 0 && r.pch <= 2 ? r.pch : 0;
-  return Py_BuildValue("{sssisssdsdsKss}", "origin", origins[origin], "stale", r.stale, "pch",
+  int helper = r.helper >= 0 && r.helper <= 2 ? r.helper : 0;
+  return Py_BuildValue("{sssisssdsdsKssss}", "origin", origins[origin], "stale", r.stale, "pch",
                        pchs[pch], "seconds", r.seconds, "nvrtc_seconds", r.nvrtc_seconds,
-                       "evictions", (unsigned long long)r.evictions, "key", r.key);
+                       "evictions", (unsigned long long)r.evictions, "key", r.key, "helper",
+                       helpers[helper]);
 }
 
 /* ---- The memo: a repeated SourceModule(src) answered without hashing src ---------------- */
@@ -901,7 +904,8 @@ static PyMethodDef kpy_sourcemodule_functions[] = {
      "last_compile_report($module, /)\n--\n\n"
      "What this thread's last SourceModule did: origin ('memory', 'disk', 'nvrtc'), stale (a "
      "header had changed), pch ('none', 'made', 'used'), seconds, nvrtc_seconds, evictions, "
-     "key."},
+     "key, helper (where NVRTC ran: 'none' in this process, 'own' in a compile helper of its "
+     "own, 'lasting' in the cache folder's lasting compile helper)."},
     {NULL, NULL, 0, NULL},
 };
 

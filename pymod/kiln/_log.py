@@ -51,9 +51,11 @@ def _on_compile(origin, module):
         return
     if origin == "nvrtc" and logger.isEnabledFor(logging.INFO):
         pch = {"made": "; precompiled header made", "used": "; precompiled header reused"}
+        where = {"own": " in a compile helper", "lasting": " in the lasting compile helper"}
         why = "recompiled (a header it includes changed)" if report["stale"] else "compiled"
-        logger.info("%s %s for %s in %.3f s (NVRTC %.3f s%s; cache miss, key %s)", why,
-                    _kernels(module), module.arch, report["seconds"], report["nvrtc_seconds"],
+        logger.info("%s %s for %s in %.3f s (NVRTC%s %.3f s%s; cache miss, key %s)", why,
+                    _kernels(module), module.arch, report["seconds"],
+                    where.get(report.get("helper"), ""), report["nvrtc_seconds"],
                     pch.get(report["pch"], ""), report["key"][:16], extra={"kiln": report})
     elif origin in ("disk", "memory") and logger.isEnabledFor(logging.DEBUG):
         where = "the cache on disk" if origin == "disk" else "this process's table"
