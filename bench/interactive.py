@@ -19,7 +19,10 @@ Run from the repository root once the extension is built (make ext):
                          the first version: kiln's seconds, and its time over its first
                          compile. The helper lays NVRTC out at the same addresses in every
                          run, so the PCH the other process's compile wrote serves this one
-                         (bare NVRTC takes a PCH only in the process that made it).
+                         (bare NVRTC takes a PCH only in the process that made it); the cache
+                         folder's lasting helper, started by the first process, compiles it
+                         with that PCH already in its memory (the results say which helper
+                         ran it).
   parallel compiles      16 distinct small kernels compiled one after another, then all at once
                          (kiln.compile_many on as many threads as there are cores; bare NVRTC
                          from as many threads through ctypes, which releases the GIL): parallel
@@ -125,8 +128,9 @@ def child_new_process(arch):
     import kiln
     t = time.perf_counter()
     kiln.SourceModule(edit(0), arch=arch)
-    print(json.dumps({"seconds": time.perf_counter() - t,
-                      "pch_used": kiln.cache_stats()["pch_used"]}))
+    seconds = time.perf_counter() - t
+    print(json.dumps({"seconds": seconds, "pch_used": kiln.cache_stats()["pch_used"],
+                      "helper": kiln._kiln.last_compile_report()["helper"]}))
 
 
 def run_child(args, env):
@@ -157,7 +161,7 @@ def new_process(arch, repeats, env, first_s):
     seconds = [t["seconds"] for t in times]
     r = {"seconds": seconds, "median_s": statistics.median(seconds),
          "over_same_process_first": statistics.median(seconds) / first_s,
-         "pch_used": [t["pch_used"] for t in times]}
+         "pch_used": [t["pch_used"] for t in times], "helper": [t["helper"] for t in times]}
     print(f"  kiln       an edit in a new process {r['median_s']:.3f} s "
           f"({r['over_same_process_first']:.2f} of a first compile)", flush=True)
     return r
