@@ -202,8 +202,13 @@ sanitize: ext lib
 	    rm -f $(SAN_PKG)/kiln/_kiln*.so && cp $(SAN_BUILD)/lib/kiln/_kiln*.so $(SAN_PKG)/kiln/
 	ASAN_OPTIONS=$(SAN_ASAN) UBSAN_OPTIONS=$(SAN_UBSAN) $(SAN_BUILD)/test_engine
 	@test -f "$(SAN_RT)" || { echo "sanitize: no ASan runtime for $(SAN_CC)"; exit 1; }
-	LD_PRELOAD=$(SAN_RT) ASAN_OPTIONS=$(SAN_ASAN):detect_leaks=0 UBSAN_OPTIONS=$(SAN_UBSAN) \
-	    PYTHONPATH=$(CURDIR)/$(SAN_PKG) $(PYTHON) -m pytest -q -rs -p no:cacheprovider tests
+	@# Reports go to files, not stderr: pytest captures a test's stderr, and a report that
+	@# ends the interpreter would go with it. They are shown when the run fails.
+	rm -f $(SAN_BUILD)/report.*
+	LD_PRELOAD=$(SAN_RT) ASAN_OPTIONS=$(SAN_ASAN):detect_leaks=0:log_path=$(CURDIR)/$(SAN_BUILD)/report \
+	    UBSAN_OPTIONS=$(SAN_UBSAN):log_path=$(CURDIR)/$(SAN_BUILD)/report \
+	    PYTHONPATH=$(CURDIR)/$(SAN_PKG) $(PYTHON) -m pytest -q -rs -p no:cacheprovider tests || \
+	    { for f in $(SAN_BUILD)/report.*; do [ -f "$$f" ] && echo "== $$f" && cat "$$f"; done; exit 1; }
 
 # ---- valgrind --------------------------------------------------------------------------------
 # `make valgrind` runs the C tests under memcheck. valgrind follows the runner's fork, so each

@@ -525,3 +525,13 @@ def test_the_lasting_helper_ends_with_cache_clear_and_is_off_by_environment(serv
     monkeypatch.setenv("KILN_NVRTC_SERVER", "0")
     assert helper_report(kernel(fresh_value())) == ("own", "made")
     assert not list((served / "pch").glob("nvrtc-*.sock"))
+
+
+def test_a_process_whose_environment_steers_nvrtc_otherwise_has_a_lasting_helper_of_its_own(
+        served, monkeypatch):
+    """Where NVRTC and the toolkit's headers are found is the lasting helper's environment: a
+    process that would find them otherwise meets another one."""
+    assert helper_report(kernel(fresh_value()))[0] == "lasting"
+    monkeypatch.setenv("CUDA_HOME", "/nonexistent/cuda-home")
+    assert helper_report(kernel(fresh_value()))[0] == "lasting"
+    assert len(list((served / "pch").glob("nvrtc-*.sock"))) == 2

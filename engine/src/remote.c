@@ -529,7 +529,9 @@ static int kiln__helper_start(const char *path, kiln__helper *out) {
 
 /* The lasting helper's socket for the helper at path, NVRTC id and the cache folder dir:
  * dir/pch/nvrtc-<tag>.sock into sock; 0 when there is none to use (turned off, or the path is
- * too long for a socket's). */
+ * too long for a socket's). The tag also holds the environment that steers which NVRTC the
+ * helper opens and where it finds the toolkit's headers: a process whose environment differs
+ * there meets a lasting helper of its own. */
 static int kiln__server_socket(const char *path, const kiln__nvrtc_id *id, const char *dir,
                                char *sock, size_t cap) {
   const char *env = getenv("KILN_NVRTC_SERVER");
@@ -543,6 +545,11 @@ static int kiln__server_socket(const char *path, const kiln__nvrtc_id *id, const
   }
   kiln__hash_string(h, path);
   kiln__hash_field(h, id, sizeof *id);
+  const char *names[] = {"KILN_NVRTC_PATH", "LD_LIBRARY_PATH", "CUDA_HOME", "CUDA_PATH",
+                         "CONDA_PREFIX",    "KILN_LINEINFO",   "KILN_PCH"};
+  for (size_t i = 0; i < KILN__COUNT(names); i++) kiln__hash_string(h, getenv(names[i]));
+  char search[4096];
+  kiln__hash_string(h, kiln__nvrtc_search_path(search, sizeof search) ? search : NULL);
   if (kiln__hash_end(h, key)) {
     kiln__clear_error();
     return 0;
