@@ -45,6 +45,7 @@
 #include <sys/personality.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/time.h>
 #include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -358,7 +359,12 @@ static int kiln__server_main(const char *sock, int fixed) {
     struct ucred who;
     socklen_t len = sizeof who;
     const unsigned char hello = 'k';
+    /* A message begun and never finished, or an answer never read, ends the connection rather
+     * than holding the helper from every other process. */
+    struct timeval stall = {KILN__SERVER_QUIET_MS / 1000, 0};
     if (getsockopt(c, SOL_SOCKET, SO_PEERCRED, &who, &len) == 0 && who.uid == geteuid() &&
+        setsockopt(c, SOL_SOCKET, SO_RCVTIMEO, &stall, sizeof stall) == 0 &&
+        setsockopt(c, SOL_SOCKET, SO_SNDTIMEO, &stall, sizeof stall) == 0 &&
         kiln__send_all(c, &hello, 1) == 0)
       kiln__remote_session(c, c, KILN__SERVER_QUIET_MS, fixed, loaded);
     close(c);
