@@ -503,25 +503,36 @@ static void kiln__helper_keep(const char *path, kiln__helper *h) {
   if (!kept) kiln__helper_end(h, NULL);
 }
 
-/* Starts the helper at path; 0, or -1. */
-static int kiln__helper_start(const char *path, kiln__helper *out) {
-  int sv[2];
-  if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) return -1;
+/* Spawns the helper at path with args and kiln__remote_env's environment. Its standard input
+ * and output are the socket end `io`, or /dev/null (its standard error too) when io is -1.
+ * 0 with *pid, or -1. */
+static int kiln__helper_spawn(const char *path, char *const args[], int io, pid_t *pid) {
   posix_spawn_file_actions_t fa;
   char *owned[2] = {NULL, NULL};
   char **env = kiln__remote_env(owned);
   int spawned = -1;
   if (env && posix_spawn_file_actions_init(&fa) == 0) {
-    if (posix_spawn_file_actions_adddup2(&fa, sv[1], 0) == 0 &&
-        posix_spawn_file_actions_adddup2(&fa, sv[1], 1) == 0) {
-      char *args[] = {(char *)"kiln-nvrtc", NULL};
-      spawned = posix_spawn(&out->pid, path, &fa, NULL, args, env);
-    }
+    int ok = io >= 0
+                 ? posix_spawn_file_actions_adddup2(&fa, io, 0) == 0 &&
+                       posix_spawn_file_actions_adddup2(&fa, io, 1) == 0
+                 : posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0) == 0 &&
+                       posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0) == 0 &&
+                       posix_spawn_file_actions_addopen(&fa, 2, "/dev/null", O_WRONLY, 0) == 0;
+    if (ok) spawned = posix_spawn(pid, path, &fa, NULL, args, env) == 0 ? 0 : -1;
     posix_spawn_file_actions_destroy(&fa);
   }
   free(env);
   free(owned[0]);
   free(owned[1]);
+  return spawned;
+}
+
+/* Starts the helper at path; 0, or -1. */
+static int kiln__helper_start(const char *path, kiln__helper *out) {
+  int sv[2];
+  if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) return -1;
+  char *args[] = {(char *)"kiln-nvrtc", NULL};
+  int spawned = kiln__helper_spawn(path, args, sv[1], &out->pid);
   close(sv[1]);
   if (spawned != 0) {
     close(sv[0]);
@@ -599,25 +610,10 @@ static int kiln__server_start(const char *path, const char *sock) {
   memcpy(folder, sock, (size_t)(slash - sock));
   folder[slash - sock] = '\0';
   mkdir(folder, 0700); /* the PCH files' folder, made by the first PCH otherwise */
-  posix_spawn_file_actions_t fa;
-  char *owned[2] = {NULL, NULL};
-  char **env = kiln__remote_env(owned);
+  char *args[] = {(char *)"kiln-nvrtc", (char *)"--serve", (char *)sock, NULL};
   pid_t pid = 0;
-  int spawned = -1;
-  if (env && posix_spawn_file_actions_init(&fa) == 0) {
-    if (posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0) == 0 &&
-        posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0) == 0 &&
-        posix_spawn_file_actions_addopen(&fa, 2, "/dev/null", O_WRONLY, 0) == 0) {
-      char *args[] = {(char *)"kiln-nvrtc", (char *)"--serve", (char *)sock, NULL};
-      spawned = posix_spawn(&pid, path, &fa, NULL, args, env);
-    }
-    posix_spawn_file_actions_destroy(&fa);
-  }
-  free(env);
-  free(owned[0]);
-  free(owned[1]);
   int status = 0;
-  if (spawned != 0) return 0;
+  if (kiln__helper_spawn(path, args, -1, &pid) != 0) return 0;
   pid_t done;
   while ((done = waitpid(pid, &status, 0)) < 0 && errno == EINTR) {}
   return done == pid && WIFEXITED(status) && WEXITSTATUS(status) == 0;
