@@ -100,14 +100,21 @@ static int kiln__limits_ok(const kiln_function *f, const kiln__device *d,
   return !over && b[0] * b[1] * b[2] <= (unsigned)f->max_threads;
 }
 
-static kiln_status kiln__prepare(kiln_function *f, const kiln_launch_config *cfg,
-                                 kiln__device **d) {
+/* What every launch checks first: the shape, the context, the kernel loaded there, its limits. */
+static kiln_status kiln__check(kiln_function *f, const kiln_launch_config *cfg, kiln__device **d) {
   kiln_status s = KILN__LIKELY(kiln__shape_ok(cfg)) ? KILN_OK : kiln__check_shape(cfg);
-  kiln__stream_note_work(); /* a check alone (kiln_function_check_launch) counts too: harmless */
   if (!s) s = kiln__device_enter(d);
   if (!s) s = kiln__module_function_ready(f, *d);
   if (!s && KILN__UNLIKELY(!kiln__limits_ok(f, *d, cfg))) s = kiln__check_limits(f, *d, cfg);
   return s;
+}
+
+/* kiln__check before a launch, which is work queued (kiln_work_count): counted even when the
+ * check fails, which only ends a reduction's host mirror early. */
+static kiln_status kiln__prepare(kiln_function *f, const kiln_launch_config *cfg,
+                                 kiln__device **d) {
+  kiln__stream_note_work();
+  return kiln__check(f, cfg, d);
 }
 
 static kiln_status kiln__launch(kiln_function *f, const kiln_launch_config *cfg, void **params) {
@@ -133,7 +140,7 @@ kiln_status kiln_function_launch(kiln_function *f, const kiln_launch_config *cfg
 
 kiln_status kiln_function_check_launch(kiln_function *f, const kiln_launch_config *cfg) {
   kiln__device *d;
-  kiln_status s = kiln__prepare(f, cfg, &d);
+  kiln_status s = kiln__check(f, cfg, &d);
   if (!s) kiln__clear_error();
   return s;
 }

@@ -39,6 +39,8 @@ TEST(gpu_launch_with_device_pointers) {
   void *params[] = {&dc, &da, &db, &n};
   kiln_launch_config cfg = {.grid = {1, 1, 1}, .block = {N, 1, 1}};
   unsigned long long work = kiln_work_count();
+  ASSERT_OK(kiln_function_check_launch(f, &cfg)); /* queues nothing, so counts nothing */
+  ASSERT_EQ(kiln_work_count(), work);
   ASSERT_OK(kiln_function_launch(f, &cfg, params));
   ASSERT_OK(kiln_synchronize());
   ASSERT_OK(kiln_memcpy_dtoh(c, dc, sizeof c));
