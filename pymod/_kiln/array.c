@@ -172,18 +172,9 @@ static PyObject *kpy_array_get_ndim(PyObject *op, void *c) {
   return PyLong_FromLong(KPY_ARRAY(op)->ndim);
 }
 
-/* The address handed out: anything may write the memory now, so a result's mirror goes. */
-static void kpy_array_address_out(PyObject *op) {
-  kpy_array *a = KPY_ARRAY(op);
-  if (!a->mirror.slot) return;
-  kpy_state *st = kpy_state_of_type(Py_TYPE(op));
-  kpy_mirror_drop(st, &a->mirror);
-  if (!st) PyErr_Clear(); /* not for a kiln type, which always finds it */
-}
-
 static PyObject *kpy_array_get_ptr(PyObject *op, void *c) {
   (void)c;
-  kpy_array_address_out(op);
+  kpy_array_address_out(KPY_ARRAY(op));
   return PyLong_FromUnsignedLongLong(KPY_ARRAY(op)->ptr);
 }
 
@@ -210,7 +201,7 @@ static PyObject *kpy_array_get_allocator(PyObject *op, void *c) {
 static PyObject *kpy_array_get_gpudata(PyObject *op, void *c) {
   (void)c;
   kpy_array *a = KPY_ARRAY(op);
-  kpy_array_address_out(op);
+  kpy_array_address_out(KPY_ARRAY(op));
   if (a->gpudata) return Py_NewRef(a->gpudata);
   kpy_state *st = kpy_state_of_type(Py_TYPE(op));
   if (!st) return NULL;

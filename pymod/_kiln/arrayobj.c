@@ -141,11 +141,18 @@ kpy_array *kpy_array_new(kpy_state *st, PyArray_Descr *dtype, int ndim, const Py
   return kpy_array_new_order(st, dtype, ndim, shape, 0, stream, owner);
 }
 
+void kpy_array_address_out(kpy_array *a) {
+  if (!a->mirror.slot) return;
+  kpy_state *st = kpy_state_of_type(Py_TYPE(a));
+  kpy_mirror_drop(st, &a->mirror); /* without st, the slot is left to the process's end */
+  if (!st) PyErr_Clear();          /* not for a kiln type, which always finds it */
+}
+
 kpy_array *kpy_array_view(kpy_array *a, PyArray_Descr *dtype, int ndim, const Py_ssize_t *shape,
                           const Py_ssize_t *strides, kiln_deviceptr ptr) {
   kpy_state *st = kpy_state_of_type(Py_TYPE(a));
   if (!st) return NULL;
-  kpy_mirror_drop(st, &a->mirror); /* the view's address is a way to write a's memory */
+  kpy_array_address_out(a); /* the view's address is a way to write a's memory */
   kpy_array *v = kpy_array_blank(st, dtype ? dtype : a->dtype, ndim, shape);
   if (!v) return NULL;
   memcpy(v->strides, strides, (size_t)ndim * sizeof *strides);

@@ -93,6 +93,11 @@ kpy_array *kpy_array_new_order(kpy_state *st, PyArray_Descr *dtype, int ndim,
 kpy_array *kpy_array_view(kpy_array *a, PyArray_Descr *dtype, int ndim, const Py_ssize_t *shape,
                           const Py_ssize_t *strides, kiln_deviceptr ptr);
 
+/* a's address goes out (ptr, gpudata, __cuda_array_interface__, __dlpack__, a view): anything
+ * may write its memory from now on, so a reduction result's host mirror (mirror.h) no longer
+ * holds. */
+void kpy_array_address_out(kpy_array *a);
+
 /* 0 when a is on the current device, where its new arrays and kernels go; else -1 with a
  * ValueError saying how to make its device current. */
 int kpy_array_check_device(kpy_array *a);

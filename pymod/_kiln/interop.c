@@ -176,11 +176,7 @@ int kpy_cai_is_c_contiguous(const kpy_cai *cai) {
 PyObject *kpy_array_cai(PyObject *op, void *closure) {
   (void)closure;
   kpy_array *a = (kpy_array *)op;
-  if (a->mirror.slot) { /* the address goes out: anything may write the memory now */
-    kpy_state *st = kpy_state_of_type(Py_TYPE(op));
-    if (!st) return NULL;
-    kpy_mirror_drop(st, &a->mirror);
-  }
+  kpy_array_address_out(a);
   PyObject *stream =
       a->stream ? PyLong_FromUnsignedLongLong((uintptr_t)a->stream) : PyLong_FromLong(1);
   PyObject *typestr = PyObject_GetAttrString((PyObject *)a->dtype, "str");
@@ -246,7 +242,7 @@ PyObject *kpy_array_dlpack(PyObject *op, PyObject *args, PyObject *kwargs) {
     PyErr_SetString(PyExc_BufferError, "a DeviceArray exports its memory; it does not copy");
     return NULL;
   }
-  if (st) kpy_mirror_drop(st, &a->mirror); /* the address goes out */
+  kpy_array_address_out(a);
   DLDataType dt;
   if (kpy_dl_dtype(a->dtype, &dt) < 0) return NULL;
   for (int i = 0; i < a->ndim; i++) { /* DLPack counts strides in elements */
