@@ -27,6 +27,7 @@ mem_alloc mem_alloc_like mem_alloc_pitch mem_get_info to_device from_device from
 memcpy_htod memcpy_dtoh memcpy_dtod memcpy_htod_async memcpy_dtoh_async memcpy_dtod_async
 memset_d8 memset_d16 memset_d32 memset_d8_async memset_d16_async memset_d32_async
 pagelocked_empty pagelocked_zeros pagelocked_empty_like pagelocked_zeros_like
+aligned_empty aligned_zeros aligned_empty_like aligned_zeros_like AlignedHostAllocation
 register_host_memory RegisteredHostMemory PointerHolderBase In Out InOut DeviceAllocation
 Function Module module_from_buffer module_from_file synchronize
 Error LogicError LaunchError MemoryError RuntimeError CompileError
@@ -77,24 +78,68 @@ def test_the_error_classes_map_onto_kilns():
         assert issubclass(cls, drv.Error)
 
 
-def test_the_autoinit_of_a_machine_without_a_gpu_fails_as_pycudas_does():
-    done = run_python("""
+@pytest.mark.parametrize("name", ["autoinit", "autoprimaryctx"])
+def test_the_autoinit_of_a_machine_without_a_gpu_fails_as_pycudas_does(name):
+    done = run_python(f"""
         import kiln
         try:
-            import kiln.autoinit
+            import kiln.{name} as auto
         except kiln.NoDeviceError as e:
             print("NoDeviceError:", e)
         else:
-            print("device", kiln.autoinit.device.name(), kiln.autoinit.context)
+            print("device", auto.device.name(), auto.context)
+            import kiln.autoinit
+            print("same", auto.context is kiln.autoinit.context)
         import kiln.driver as drv
         print("still", drv.get_version())
     """)
     assert done.returncode == 0, done.stderr
     if HAVE_GPU:
         assert "device " in done.stdout and "kiln.Context" in done.stdout
+        assert "same True" in done.stdout
     else:
         assert "NoDeviceError: " in done.stdout
     assert "still (" in done.stdout
+
+
+def test_the_version_names():
+    assert kiln.VERSION_TEXT == kiln.__version__ and kiln.VERSION_STATUS == ""
+    assert ".".join(map(str, kiln.VERSION)) == kiln.__version__
+    assert kiln.VERSION >= (0, 1) and all(isinstance(part, int) for part in kiln.VERSION)
+
+
+@pytest.mark.parametrize("alignment", [1, 3, 8, 64, 4096, 8192, 1 << 16, 1 << 21])
+@pytest.mark.parametrize("order", ["C", "F"])
+def test_aligned_arrays_start_on_the_alignment(alignment, order):
+    a = drv.aligned_empty((5, 7), np.float64, order, alignment)
+    assert a.ctypes.data % alignment == 0 and a.shape == (5, 7) and a.dtype == np.float64
+    assert a.flags.c_contiguous if order == "C" else a.flags.f_contiguous
+    assert isinstance(a.base, drv.AlignedHostAllocation) and a.flags.writeable
+    a[...] = np.arange(35).reshape(5, 7)
+    assert a.sum() == 595
+    z = drv.aligned_zeros(1000, np.int16, alignment=alignment)
+    assert z.ctypes.data % alignment == 0 and z.shape == (1000,) and not z.any()
+
+
+def test_aligned_arrays_like_others_and_of_nothing():
+    like = drv.aligned_zeros_like(np.ones((3, 4), np.complex64, order="F"), alignment=256)
+    assert like.dtype == np.complex64 and like.shape == (3, 4) and like.flags.f_contiguous
+    assert not like.any() and like.ctypes.data % 256 == 0
+    e = drv.aligned_empty_like(np.ones(10, np.uint8))
+    assert e.shape == (10,) and e.ctypes.data % 4096 == 0
+    assert drv.aligned_empty((0, 3), np.float32).shape == (0, 3)
+    # The memory stays while an array over it does, and goes with the last.
+    a = drv.aligned_empty(8, np.float32)
+    a[:] = 2
+    view = a[2:]
+    del a
+    assert view.sum() == 12
+
+
+@pytest.mark.parametrize("alignment", [0, -4096, 2.5, True, "4096"])
+def test_aligned_arrays_refuse_a_bad_alignment(alignment):
+    with pytest.raises(ValueError, match="alignment is a number of bytes > 0"):
+        drv.aligned_empty(4, np.float32, alignment=alignment)
 
 
 @pytest.mark.skipif(not CUDA_H.exists(), reason=f"no {CUDA_H} to compare with")
@@ -643,5 +688,13 @@ def test_memory_calls_on_the_gpu():
     assert s.is_done() and np.array_equal(back, src)
     registered.base.unregister()
     del registered
+    # PyCUDA's own test: an aligned array page-locked in place, copied on a stream.
+    aligned = drv.aligned_empty((2**20,), np.float64)
+    aligned[:] = np.arange(2**20)
+    pinned = drv.register_host_memory(aligned)
+    on_gpu = drv.mem_alloc_like(aligned)
+    drv.memcpy_htod_async(on_gpu, pinned, s)
+    drv.Context.synchronize()
+    assert np.array_equal(drv.from_device_like(on_gpu, aligned), aligned)
     with pytest.raises(MemoryError, match="CUDA_ERROR_OUT_OF_MEMORY"):
         drv.mem_alloc(1 << 45)

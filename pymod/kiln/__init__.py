@@ -113,6 +113,12 @@ def module_from_file(path):
 
 _MAX_IMAGE_BYTES = 1 << 30  # as kiln_module_from_file in the engine
 
+# PyCUDA's version names, holding kiln's own version (a program that compares VERSION with
+# PyCUDA's year-numbered releases compares kiln's: docs/pycuda.md).
+VERSION = tuple(int(part) for part in __version__.split("."))
+VERSION_STATUS = ""
+VERSION_TEXT = __version__
+
 
 __all__ = [
     "STREAM_NON_BLOCKING",
@@ -139,6 +145,9 @@ __all__ = [
     "ReloadingModule",
     "SourceModule",
     "Stream",
+    "VERSION",
+    "VERSION_STATUS",
+    "VERSION_TEXT",
     "asarray",
     "cache_clear",
     "cache_info",

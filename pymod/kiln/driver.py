@@ -6,6 +6,8 @@ PyCUDA's is Python too (to_device, from_device, PointerHolderBase, the *_like he
 works in each device's primary context, shares it with PyTorch and CuPy, and checks every
 argument by the kernel's signature; docs/pycuda.md says where that makes kiln differ.
 """
+import mmap as _mmap
+
 import numpy as _np
 
 from . import _kiln
@@ -136,6 +138,46 @@ def pagelocked_empty_like(array, mem_flags=0):
 def pagelocked_zeros_like(array, mem_flags=0):
     """The same, zeroed."""
     return pagelocked_zeros(array.shape, array.dtype, _order(array), mem_flags)
+
+
+class AlignedHostAllocation(_mmap.mmap):
+    """The memory under an aligned_empty array (its .base): anonymous pages of the process's
+    own, so page-aligned, which register_host_memory can page-lock in place. The memory goes
+    when the last array over it does."""
+
+
+def aligned_empty(shape, dtype, order="C", alignment=4096):
+    """A numpy array of shape, dtype and order whose data starts at a multiple of alignment
+    bytes (a power of two or not), in ordinary pageable memory."""
+    if not isinstance(alignment, (int, _np.integer)) or isinstance(alignment, bool) \
+            or alignment <= 0:
+        raise ValueError(f"alignment is a number of bytes > 0, not {alignment!r}")
+    alignment = int(alignment)
+    dtype = _np.dtype(dtype)
+    shape = (shape,) if isinstance(shape, (int, _np.integer)) else tuple(shape)
+    nbytes = dtype.itemsize * int(_np.prod(shape, dtype=_np.int64))
+    # mmap gives whole pages, so a page or less of alignment comes free; more is found inside
+    # an allocation larger by the alignment.
+    extra = alignment if alignment > _mmap.PAGESIZE or _mmap.PAGESIZE % alignment else 0
+    memory = AlignedHostAllocation(-1, max(nbytes, 1) + extra)
+    start = _np.frombuffer(memory, _np.uint8, 1).ctypes.data
+    offset = -start % alignment
+    return _np.ndarray(shape, dtype, buffer=memory, offset=offset, order=order)
+
+
+def aligned_zeros(shape, dtype, order="C", alignment=4096):
+    """aligned_empty's array, zeroed (fresh anonymous pages are zeros already)."""
+    return aligned_empty(shape, dtype, order, alignment)
+
+
+def aligned_empty_like(array, alignment=4096):
+    """An aligned_empty array of array's shape, dtype and order."""
+    return aligned_empty(array.shape, array.dtype, _order(array), alignment)
+
+
+def aligned_zeros_like(array, alignment=4096):
+    """The same, zeroed."""
+    return aligned_zeros(array.shape, array.dtype, _order(array), alignment)
 
 
 # CuPy's names of the occupancy calculator (cupy.cuda.driver, cupy.cuda.runtime): functions of

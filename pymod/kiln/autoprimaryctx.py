@@ -1,0 +1,8 @@
+"""`import kiln.autoprimaryctx` in place of `import pycuda.autoprimaryctx`: the device that
+CUDA_DEVICE names (or ~/.cuda-device, else the first that works) with its primary context
+current, the context PyTorch, CuPy and Numba use too.
+
+kiln works in primary contexts alone, so this is kiln.autoinit under PyCUDA's other name:
+`device` and `context` are the same objects, and the context stays when the process ends.
+"""
+from .autoinit import context, device  # noqa: F401
