@@ -114,6 +114,9 @@ def test_compile_error_has_log_and_source_lines():
     with pytest.raises(kiln.CompileError) as info:
         kiln.SourceModule(src, arch=ARCH)
     assert "undefined_thing" in info.value.log
+    # PyCUDA's attributes: nvcc's diagnostics are its .stderr, NVRTC's log is kiln's.
+    assert info.value.stderr == info.value.log and info.value.stdout == ""
+    assert info.value.msg == str(info.value) and info.value.command_line is None
     message = str(info.value)
     assert "kernel.cu(3): error" in message
     assert "> 3 |   x[0] = undefined_thing;" in message

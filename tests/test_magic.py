@@ -89,6 +89,7 @@ def test_compile_error_shows_nvrtc_message_and_the_cell_lines(shell):
     assert any(line.startswith(">") and "x[0] = y;" in line for line in lines), text
     assert "Traceback" not in text
     assert isinstance(info.value, kiln.CompileError) and "error" in info.value.log
+    assert info.value.stderr == info.value.log and info.value.stdout == ""
 
 
 def test_compile_error_in_run_cell_prints_no_traceback(shell, capsys):

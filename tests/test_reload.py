@@ -72,7 +72,8 @@ def test_load_of_a_file_that_does_not_compile_raises_naming_the_file(tmp_path):
     _write(cu, "__global__ void k() { nope; }\n")
     with pytest.raises(kiln.CompileError, match="bad.cu") as info:
         kiln.load(cu, arch=ARCH)
-    assert "nope" in info.value.log
+    assert "nope" in info.value.log and info.value.stderr == info.value.log
+    assert info.value.msg == str(info.value) and info.value.command_line is None
     with pytest.raises(FileNotFoundError):
         kiln.load(tmp_path / "missing.cu")
 

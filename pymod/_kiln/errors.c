@@ -51,9 +51,11 @@ int kpy_errors_init(PyObject *module, kpy_state *st) {
             "folder it cannot write or will not trust.")))
     return -1;
   if (!(st->ref.Error = kpy_new_exception(module, "Error", NULL, "Base of every kiln error.")) ||
-      !(st->ref.CompileError =
-            kpy_new_exception(module, "CompileError", st->ref.Error,
-                              "NVRTC could not compile the source; .log holds NVRTC's log.")) ||
+      !(st->ref.CompileError = kpy_new_exception(
+            module, "CompileError", st->ref.Error,
+            "NVRTC could not compile the source; .log holds NVRTC's log (.stderr too, as "
+            "PyCUDA names it; .msg the message, .stdout '', .command_line "
+            "None).")) ||
       !(st->ref.CudaError = kpy_new_exception(
             module, "CudaError", st->ref.Error,
             "A CUDA driver call failed; .code is the CUresult, .name its name. After a fault "
@@ -227,13 +229,24 @@ static void kpy_raise_compile_error(kpy_state *st, const char *msg, const char *
     if (!message) return;
   }
   PyObject *exc = PyObject_CallOneArg(st->ref.CompileError, message);
-  Py_DECREF(message);
-  if (!exc) return;
+  if (!exc) {
+    Py_DECREF(message);
+    return;
+  }
   if (!log) log = "";
+  /* PyCUDA's names too: its .stderr is where nvcc's diagnostics go, NVRTC's log here; NVRTC
+   * runs in the process, so there is no command line and nothing on standard output. */
   PyObject *py_log = PyUnicode_DecodeUTF8(log, (Py_ssize_t)strlen(log), "replace");
-  if (py_log && PyObject_SetAttrString(exc, "log", py_log) == 0)
+  PyObject *empty = PyUnicode_FromString("");
+  if (py_log && empty && PyObject_SetAttrString(exc, "log", py_log) == 0 &&
+      PyObject_SetAttrString(exc, "stderr", py_log) == 0 &&
+      PyObject_SetAttrString(exc, "stdout", empty) == 0 &&
+      PyObject_SetAttrString(exc, "command_line", Py_None) == 0 &&
+      PyObject_SetAttrString(exc, "msg", message) == 0)
     PyErr_SetObject(st->ref.CompileError, exc);
   Py_XDECREF(py_log);
+  Py_XDECREF(empty);
+  Py_DECREF(message);
   Py_DECREF(exc);
 }
 

@@ -25,3 +25,12 @@ def message(log, source):
         out.append(f"{marker} {n:>{width}} | {lines[n - 1]}")
         last = n
     return text + "\n\nin the source:\n" + "\n".join(out)
+
+
+def again(cls, error, text):
+    """A CompileError of cls saying text, with error's log and PyCUDA's names for it (as the
+    extension sets them: .stderr the log, .stdout '', .command_line None, .msg the text)."""
+    err = cls(text)
+    err.log = err.stderr = error.log
+    err.stdout, err.command_line, err.msg = "", None, text
+    return err

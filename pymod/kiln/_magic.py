@@ -26,6 +26,7 @@ import shlex
 import sys
 import threading
 
+from . import _compile_error
 from ._kiln import CompileError, SourceModule, _launch_count, synchronize
 from ._kiln import Error as _KilnError
 
@@ -225,9 +226,7 @@ class KilnMagics:
             try:
                 module = SourceModule(cell, options=options)
             except CompileError as e:
-                err = CellCompileError(str(e))
-                err.log = e.log
-                raise err from None
+                raise _compile_error.again(CellCompileError, e, str(e)) from None
             if len(self.cells) >= _CELL_CACHE_SIZE:
                 self.cells.pop(next(iter(self.cells)))
             self.cells[key] = module

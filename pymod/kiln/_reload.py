@@ -15,6 +15,7 @@ import os
 import re
 import warnings
 
+from . import _compile_error
 from ._kiln import CompileError, SourceModule
 
 _INCLUDE = re.compile(r'^[ \t]*#[ \t]*include[ \t]*([<"])([^>"\n]+)[>"]', re.M)
@@ -116,9 +117,8 @@ class ReloadingModule:
                                 **self.kwargs)
         except CompileError as e:
             # NVRTC calls the program kernel.cu; the user knows it by its file's name.
-            err = CompileError(str(e).replace("kernel.cu(", f"{self.path}("))
-            err.log = e.log
-            raise err from None
+            text = str(e).replace("kernel.cu(", f"{self.path}(")
+            raise _compile_error.again(CompileError, e, text) from None
 
     @property
     def files(self):
