@@ -45,7 +45,8 @@ FUNCTION_NAMES = ("prepare prepared_call prepared_async_call prepared_timed_call
                   "const_size_bytes max_threads_per_block attributes").split()
 TOOLS_NAMES = ("DeviceMemoryPool PageLockedMemoryPool PageLockedAllocator make_default_context "
                "clear_context_caches dtype_to_ctype get_default_device DeviceData "
-               "OccupancyRecord context_dependent_memoize bitlog2 mark_cuda_test").split()
+               "OccupancyRecord context_dependent_memoize bitlog2 mark_cuda_test "
+               "init_cuda_context_fixture register_dtype get_or_register_dtype").split()
 
 
 def test_every_name_of_the_surface_exists():
@@ -539,6 +540,57 @@ def test_context_dependent_memoize_caches_per_context():
     assert calls == [3, 3]
     kiln.tools.clear_context_caches()
     assert build(3) == 3 and calls == [3, 3, 3]
+
+
+def test_characterize_without_a_gpu():
+    import kiln.characterize as characterize
+    assert characterize.platform_bits() == 64
+    # Read from the PTX of a kernel never launched: NVRTC alone.
+    assert [characterize.sizeof(t) for t in ("char", "int", "double", "float3", "size_t")] == \
+        [1, 4, 8, 12, 8]
+    assert characterize.sizeof("S", "struct S { double a; char b; };") == 16
+    assert characterize.sizeof("kiln_pair", "typedef int2 kiln_pair;") == 8
+    if not HAVE_GPU:
+        with pytest.raises(kiln.NoDeviceError):
+            characterize.has_double_support()
+
+
+@pytest.mark.gpu
+def test_characterize_on_the_gpu():
+    import kiln.characterize as characterize
+    assert characterize.has_double_support() is True and characterize.has_stack() is True
+
+
+def test_register_dtype_names_a_struct_for_generated_kernels():
+    pair = np.dtype([("lo", np.float32), ("hi", np.float32)])
+    kiln.tools.register_dtype(pair, "kiln_test_pair")
+    assert kiln.tools.dtype_to_ctype(pair) == "kiln_test_pair"
+    assert kiln.tools.get_or_register_dtype("kiln_test_pair") == pair
+    with pytest.raises(RuntimeError, match="already the C type 'kiln_test_pair'; pass alias_ok"):
+        kiln.tools.register_dtype(pair, "kiln_other_pair")
+    kiln.tools.register_dtype(pair, ["kiln_other_pair", "kiln_third_pair"], alias_ok=True)
+    assert kiln.tools.dtype_to_ctype(pair) == "kiln_test_pair"  # the first name stays
+    assert kiln.tools.get_or_register_dtype(["kiln_third_pair"]) == pair
+    triple = np.dtype([("a", np.int32), ("b", np.int32), ("c", np.int32)])
+    assert kiln.tools.get_or_register_dtype(["kiln_triple", "kiln_triple_t"], triple) == triple
+    assert kiln.tools.dtype_to_ctype(triple) == "kiln_triple"
+    assert kiln.tools.get_or_register_dtype("unsigned int") == np.uint32
+    with pytest.raises(TypeError, match="no dtype is known for the C type 'kiln_nothing'"):
+        kiln.tools.get_or_register_dtype("kiln_nothing")
+    with pytest.raises(TypeError, match="c_names is a C type's name or a list"):
+        kiln.tools.register_dtype(triple, [])
+
+
+def test_init_cuda_context_fixture_is_a_generator():
+    body = kiln.tools.init_cuda_context_fixture()
+    if not HAVE_GPU:
+        with pytest.raises(kiln.NoDeviceError):
+            next(body)
+        return
+    next(body)
+    assert drv.Context.get_current() is not None
+    with pytest.raises(StopIteration):
+        next(body)
 
 
 def test_mark_cuda_test_marks_and_wraps():

@@ -12,6 +12,7 @@ import stat
 import numpy as _np
 
 from . import _kiln
+from . import _cgen
 from ._cgen import dtype_to_ctype  # noqa: F401
 from .driver import Context, Device, PointerHolderBase, device_attribute, init, mem_alloc
 
@@ -121,6 +122,63 @@ def mark_cuda_test(inner_f):
     except ImportError:
         return f
     return pytest.mark.cuda(f)
+
+
+def init_cuda_context_fixture():
+    """A pytest fixture's body, as PyCUDA's tests use it (`yield from
+    init_cuda_context_fixture()`): a context made current for the test, popped after it with
+    the context caches cleared."""
+    init()
+    ctx = make_default_context()
+    try:
+        yield
+    finally:
+        ctx.pop()
+        clear_context_caches()
+        import gc
+        gc.collect()
+
+
+# ---- Struct dtypes in generated kernels ----------------------------------------------------------
+
+def _c_names(c_names):
+    names = [c_names] if isinstance(c_names, str) else list(c_names)
+    if not names or not all(isinstance(n, str) and n.strip() for n in names):
+        raise TypeError(f"c_names is a C type's name or a list of them, not {c_names!r}")
+    return names
+
+
+def register_dtype(dtype, c_names, alias_ok=False):
+    """Makes dtype (a struct dtype, say) known to generated kernels as the C type c_names (a
+    name, or a list whose first is the one kernels are written with). A dtype that has another
+    C name already keeps it unless alias_ok; the new names are then also read as dtype."""
+    dtype = _np.dtype(dtype)
+    names = _c_names(c_names)
+    try:
+        known = dtype_to_ctype(dtype)
+    except ValueError:
+        known = None
+    if known is not None and known not in names and not alias_ok:
+        raise RuntimeError(f"dtype {dtype!r} is already the C type {known!r}; pass "
+                           f"alias_ok=True to name it {names[0]!r} too")
+    for name in reversed(names) if known is None else names:
+        _cgen.register_dtype(dtype, name)  # the first name last: the one dtype_to_ctype gives
+    if known is not None:
+        _cgen.register_dtype(dtype, known)
+
+
+def get_or_register_dtype(c_names, dtype=None):
+    """With dtype, register_dtype(dtype, c_names) and dtype; without, the dtype the C type
+    c_names (or the first of them) stands for."""
+    if dtype is not None:
+        register_dtype(dtype, c_names, alias_ok=True)
+        return _np.dtype(dtype)
+    name = _c_names(c_names)[0]
+    try:
+        return _cgen.ctype_to_dtype(name)
+    except ValueError:
+        raise TypeError(f"no dtype is known for the C type {name!r}; register_dtype() names "
+                        f"one") from None
 
 
 # ---- Device data and occupancy -------------------------------------------------------------------
