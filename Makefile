@@ -42,7 +42,7 @@ EXT     = pymod/kiln/_kiln$(shell $(PYTHON) -c 'import sysconfig; print(sysconfi
 # The package, then what deps-wheels installed from the wheelhouse (an absent folder is no harm).
 PYENV   = PYTHONPATH=$(CURDIR)/pymod:$(CURDIR)/$(WHEEL_SITE)$${PYTHONPATH:+:$$PYTHONPATH}
 
-.PHONY: all lib ext deps deps-notebook deps-wheels wheelhouse valgrind demo test test-c test-py bench bench-detail bench-cpu gpu-check sanitize fuzz fuzz-cc clean \
+.PHONY: all lib ext deps deps-notebook deps-wheels wheelhouse valgrind demo test test-c test-py pycuda-suite bench bench-detail bench-cpu gpu-check sanitize fuzz fuzz-cc clean \
         lint lint-build lint-layers lint-format lint-tools format
 
 all: lib ext
@@ -141,6 +141,12 @@ test-c: $(BUILD)/test_engine $(BUILD)/kiln-nvrtc
 
 test-py: ext lib deps-notebook
 	$(PYENV) $(PY) -m pytest -q -rs tests
+
+# PyCUDA's own test files, unchanged, with `pycuda` imported as kiln (tests/pycuda_suite.py;
+# PyCUDA's sources come from vendor/, which python3 bench/peers.py fetch fills). On the GPU
+# machine: its tests need a GPU.
+pycuda-suite: ext lib
+	$(PYENV) $(PY) tests/pycuda_suite.py -q -rs $(PYCUDA_SUITE_ARGS)
 
 # The comparison with PyCUDA, CuPy, cuda.core and raw C (PyCUDA built from vendor/ first:
 # python3 bench/peers.py fetch fills it where a registry is reachable), then the large
