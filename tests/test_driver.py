@@ -375,6 +375,49 @@ def test_pycudas_positional_order(tmp_path):
     assert m.arch == "sm_80" and len(cache_entries(tmp_path)) == 1
 
 
+def _stored_value(module):
+    """The float the kernel k below stores, read from its PTX."""
+    import struct
+    (bits,) = re.findall(r"mov\.u32\s+%r\d+, (\d+);", module.ptx)
+    return struct.unpack("<f", struct.pack("<I", int(bits)))[0]
+
+
+def test_default_nvcc_flags_are_the_options_of_a_call_without_any(monkeypatch):
+    src = "__global__ void k(float *x) { x[0] = FLAG; }"
+    try:
+        assert kiln.compiler.DEFAULT_NVCC_FLAGS == []
+        with pytest.raises(kiln.CompileError, match="FLAG"):
+            kiln.SourceModule(src, arch=ARCH)
+        kiln.compiler.DEFAULT_NVCC_FLAGS.append("-DFLAG=3")  # appended: read at each call
+        assert _stored_value(kiln.SourceModule(src)) == 3.0
+        kiln.compiler.DEFAULT_NVCC_FLAGS = ["-DFLAG=5"]  # assigned: the new list
+        assert _stored_value(kiln.compiler.SourceModule(src, arch=ARCH)) == 5.0
+        assert _stored_value(kiln.SourceModule(src)) == 5.0  # the one-argument call too
+        assert kiln.compiler.compile(src, arch=ARCH, target="ptx").count(b"1084227584") == 1
+        # Options given are the call's own, as in PyCUDA.
+        assert _stored_value(kiln.SourceModule(src, options=["-DFLAG=7"])) == 7.0
+        with pytest.raises(kiln.CompileError, match="FLAG"):
+            kiln.SourceModule(src, options=[])
+        with pytest.raises(TypeError, match="DEFAULT_NVCC_FLAGS must be a list"):
+            kiln.compiler.DEFAULT_NVCC_FLAGS = "-DFLAG=1"
+        del kiln.compiler.DEFAULT_NVCC_FLAGS
+        with pytest.raises(kiln.CompileError, match="FLAG"):
+            kiln.SourceModule(src)
+    finally:
+        kiln.compiler.DEFAULT_NVCC_FLAGS = []
+
+
+def test_default_nvcc_flags_start_from_the_environment():
+    done = run_python("""
+        import kiln, kiln.compiler
+        print(kiln.compiler.DEFAULT_NVCC_FLAGS)
+        m = kiln.SourceModule("__global__ void k(float *x) { x[0] = FLAG; }")
+        print("compiled", "1091567616" in m.ptx)
+    """, env={"KILN_DEFAULT_NVCC_FLAGS": " -DFLAG=9   -lineinfo "})
+    assert done.returncode == 0, done.stderr
+    assert "['-DFLAG=9', '-lineinfo']" in done.stdout and "compiled True" in done.stdout
+
+
 def test_nvcc_is_accepted_and_another_compiler_is_named():
     with warnings.catch_warnings():
         warnings.simplefilter("error")

@@ -419,6 +419,12 @@ static PyObject *kpy_sourcemodule_wrap(kpy_state *st, PyTypeObject *tp, kiln_mod
 
 static PyObject *kpy_sourcemodule_new(PyTypeObject *tp, PyObject *args, PyObject *kwargs);
 
+/* kiln.compiler.DEFAULT_NVCC_FLAGS when it holds any (a borrowed reference), else NULL. */
+static PyObject *kpy_default_options(kpy_state *st) {
+  PyObject *list = st->ref.default_options;
+  return list && PyList_GET_SIZE(list) > 0 ? list : NULL;
+}
+
 /* Calls of SourceModule itself (a subclass's calls take tp_new): SourceModule(src) with the
  * source alone, seen before, is answered from the memo without the argument tuple and the
  * keyword parsing, a third of such a call; everything else goes to tp_new as a call of the
@@ -430,9 +436,13 @@ static PyObject *kpy_sourcemodule_call(PyObject *type, PyObject *const *args, si
   if (nargs == 1 && !kwnames && PyUnicode_CheckExact(args[0])) {
     kpy_state *st = kpy_state_of_type(tp);
     if (!st) return NULL;
-    Py_hash_t hash = PyObject_Hash(args[0]); /* a str keeps its hash */
-    if (hash == -1) return NULL;
-    kpy_memo_entry *e = kpy_memo_find(st, args[0], hash, NULL);
+    /* With DEFAULT_NVCC_FLAGS set, the call has options: tp_new's way below. */
+    kpy_memo_entry *e = NULL;
+    if (!kpy_default_options(st)) {
+      Py_hash_t hash = PyObject_Hash(args[0]); /* a str keeps its hash */
+      if (hash == -1) return NULL;
+      e = kpy_memo_find(st, args[0], hash, NULL);
+    }
     kiln_module *found = NULL;
     if (e && kiln_module_recall(e->memo, &found)) return kpy_sourcemodule_wrap(st, tp, found, 1);
   }
@@ -480,6 +490,11 @@ static PyObject *kpy_sourcemodule_new(PyTypeObject *tp, PyObject *args, PyObject
     return NULL;
   }
   if (kpy_nvcc(nvcc) < 0) return NULL;
+  /* PyCUDA's rule: no options, DEFAULT_NVCC_FLAGS's. Held for the call, which may run code
+   * (an __fspath__) that replaces the list. */
+  PyObject *defaults = !options || options == Py_None ? kpy_default_options(st) : NULL;
+  if (defaults) options = defaults;
+  Py_XINCREF(defaults);
   /* The memo first: the same arguments as an earlier call give its module while the engine
    * finds it unchanged. keep=True writes files, so it takes the whole path. Taken before any
    * of the arguments' own code (an __fspath__) could run, and never across a release of the
@@ -497,6 +512,7 @@ static PyObject *kpy_sourcemodule_new(PyTypeObject *tp, PyObject *args, PyObject
     kiln_module *found = NULL;
     if (e && kiln_module_recall(e->memo, &found)) {
       Py_XDECREF(extras);
+      Py_XDECREF(defaults);
       return kpy_sourcemodule_wrap(st, tp, found, 1);
     }
   }
@@ -505,6 +521,7 @@ static PyObject *kpy_sourcemodule_new(PyTypeObject *tp, PyObject *args, PyObject
   PyObject *keep_alive = Py_BuildValue("[OOOO]", source, arch, code, cache_dir);
   if (!keep_alive) {
     Py_XDECREF(extras);
+    Py_XDECREF(defaults);
     return NULL;
   }
   kiln_compile_opts opts = {0};
@@ -569,6 +586,7 @@ done:
   PyMem_Free(hs);
   Py_DECREF(keep_alive);
   Py_XDECREF(extras);
+  Py_XDECREF(defaults);
   return self;
 }
 
@@ -844,6 +862,17 @@ static PyObject *kpy_set_compile_hook(PyObject *module, PyObject *args) {
   Py_RETURN_NONE;
 }
 
+static PyObject *kpy_set_default_options(PyObject *module, PyObject *list) {
+  kpy_state *st = kpy_state_of_module(module);
+  if (list != Py_None && !PyList_Check(list)) {
+    PyErr_Format(PyExc_TypeError, "DEFAULT_NVCC_FLAGS must be a list of option strings, not %.100s",
+                 Py_TYPE(list)->tp_name);
+    return NULL;
+  }
+  Py_XSETREF(st->ref.default_options, list == Py_None ? NULL : Py_NewRef(list));
+  Py_RETURN_NONE;
+}
+
 static PyObject *kpy_nvrtc_info(PyObject *module, PyObject *unused) {
   (void)unused;
   kpy_state *st = kpy_state_of_module(module);
@@ -894,6 +923,10 @@ static PyMethodDef kpy_sourcemodule_functions[] = {
     {"module_from_buffer", kpy_module_from_buffer, METH_O,
      "module_from_buffer(data, /)\n--\n\n"
      "A Module from a CUBIN, a fatbin or PTX (bytes, or str PTX)."},
+    {"_set_default_options", kpy_set_default_options, METH_O,
+     "_set_default_options(list, /)\n--\n\n"
+     "The list a SourceModule given no options compiles with (None: none); "
+     "kiln.compiler.DEFAULT_NVCC_FLAGS sets it."},
     {"_set_compile_hook", kpy_set_compile_hook, METH_VARARGS,
      "_set_compile_hook(hook, logger=None, /)\n--\n\n"
      "hook(origin, module) is called after every SourceModule (origin 1: the process's table, "

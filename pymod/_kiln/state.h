@@ -95,6 +95,9 @@ typedef struct kpy_state {
     PyObject *compile_log_dict;
     /* graph.c's. */
     PyTypeObject *Graph_type;
+    /* kiln.compiler.DEFAULT_NVCC_FLAGS, the list a SourceModule given no options compiles
+     * with (read at each call, so appending to it counts); NULL until kiln.compiler sets it. */
+    PyObject *default_options;
   } ref;
   /* Interned strings: never in a reference cycle, so cleared but not visited. */
   struct kpy_strings {

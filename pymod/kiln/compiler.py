@@ -4,10 +4,38 @@ kiln compiles with NVRTC, in the process, and keeps what it compiled in its cach
 (docs/cache.md). SourceModule takes PyCUDA's arguments in PyCUDA's order; options spelled for
 nvcc are translated (docs/sourcemodule.md says how), cache_dir names the cache folder (False:
 none), keep=True writes the source, PTX and CUBIN to a folder it names.
+
+DEFAULT_NVCC_FLAGS is PyCUDA's: the options of a SourceModule (or compile, or
+DynamicSourceModule) given none, read at each call, so that appending to the list or
+assigning another counts. It starts from $KILN_DEFAULT_NVCC_FLAGS, split at white space.
 """
 import os
+import sys
+import types
 
+from . import _kiln
 from ._kiln import CompileError, SourceModule  # noqa: F401
+
+DEFAULT_NVCC_FLAGS = os.environ.get("KILN_DEFAULT_NVCC_FLAGS", "").split()
+_kiln._set_default_options(DEFAULT_NVCC_FLAGS)
+
+
+class _CompilerModule(types.ModuleType):
+    """This module, which hands a new DEFAULT_NVCC_FLAGS to the extension when it is assigned
+    (the extension reads the list at each call, and sees appends by itself)."""
+
+    def __setattr__(self, name, value):
+        if name == "DEFAULT_NVCC_FLAGS":
+            _kiln._set_default_options(value)
+        super().__setattr__(name, value)
+
+    def __delattr__(self, name):
+        if name == "DEFAULT_NVCC_FLAGS":
+            _kiln._set_default_options(None)
+        super().__delattr__(name)
+
+
+sys.modules[__name__].__class__ = _CompilerModule
 
 
 class DynamicSourceModule(SourceModule):
@@ -22,6 +50,8 @@ class DynamicSourceModule(SourceModule):
                 **kiln_options):
         if isinstance(options, (str, bytes)):
             raise TypeError("options must be a list of strings, not a single string")
+        if options is None:
+            options = globals().get("DEFAULT_NVCC_FLAGS") or ()
         options = [*(options or ()), "-rdc=true"]
         if cuda_libdir is not None:
             options.append("-L" + os.fspath(cuda_libdir))
