@@ -12,6 +12,7 @@ import pytest
 
 import kiln
 import kiln.curandom as curandom
+import kiln.gpuarray
 from kiln import SourceModule, _curand_src
 
 from helpers import ARCH, run_python
@@ -116,8 +117,9 @@ def test_bad_input_is_refused_before_a_launch():
         g.fill_log_normal(stand_in((4,), np.float32), "zero", 1.0)
     with pytest.raises(TypeError, match="fill_poisson fills arrays of uint32, not float32"):
         g.fill_poisson(stand_in((4,), np.float32), 2.0)
-    with pytest.raises(TypeError, match="needs lambda_value"):
-        g.fill_poisson(stand_in((4,), np.uint32))
+    with pytest.raises(TypeError, match="fill_poisson without lambda_value fills arrays of "
+                                        "float32, float64, uint32, not int8"):
+        g.fill_poisson(stand_in((4,), np.int8))
     with pytest.raises(ValueError, match="lambda_value must be > 0"):
         g.fill_poisson(stand_in((4,), np.uint32), 0.0)
     with pytest.raises(ValueError, match=r"lambda_value has shape \(3,\); data has \(4,\)"):
@@ -148,6 +150,74 @@ def test_seed_getters_that_give_the_wrong_seeds_are_refused(cls):
         cls(curandom.seed_getter_unique, seed=3)
     with pytest.raises(TypeError, match="seed is an int"):
         cls(seed=1.5)
+
+
+SOBOLS = [curandom.Sobol32RandomNumberGenerator, curandom.ScrambledSobol32RandomNumberGenerator,
+          curandom.Sobol64RandomNumberGenerator, curandom.ScrambledSobol64RandomNumberGenerator]
+S = _curand_src.SOBOL_GENERATORS
+
+
+def test_sobol_generators_take_pycudas_arguments():
+    for cls in SOBOLS:
+        scrambled = "Scrambled" in cls.__name__
+        assert params(cls) == (["dir_vector", "scramble_vector", "offset"] if scrambled
+                               else ["dir_vector", "offset"])
+        for name in ("fill_uniform", "gen_uniform", "fill_normal", "gen_normal",
+                     "fill_log_normal", "gen_log_normal", "fill_poisson", "gen_poisson",
+                     "call_skip_ahead", "call_skip_ahead_array"):
+            assert callable(getattr(cls, name)), (cls, name)
+    assert params(curandom.generate_direction_vectors) == ["count", "direction"]
+    assert curandom.direction_vector_set.VECTOR_32 == 101
+    assert curandom.direction_vector_set.SCRAMBLED_VECTOR_64 == 104
+
+
+@pytest.mark.parametrize("kind", list(_curand_src.SOBOL_KINDS))
+def test_each_sobol_type_is_one_module_with_all_its_kernels(kind):
+    m = SourceModule(_curand_src.source(kind), arch=ARCH or "sm_90")
+    assert {"kiln_rng_init", "kiln_rng_skip", "kiln_rng_f32", "kiln_rng_f64", "kiln_rng_u32",
+            "kiln_rng_u64", "kiln_rng_normal_f64", "kiln_rng_lognormal_f32",
+            "kiln_rng_poisson", "kiln_rng_poisson_array"} <= set(m.kernels)
+    bits = _curand_src.SOBOL_KINDS[kind][1]
+    assert curandom._state_size(m) > bits * bits // 8  # the state holds the direction vectors
+    assert S <= _curand_src.SOBOL_DIMENSIONS  # every generator a dimension of its own
+
+
+def test_the_direction_vectors_and_scramble_constants_from_curand():
+    from kiln import _curand_host
+    v = _curand_host.direction_vectors(S, curandom.direction_vector_set.VECTOR_32)
+    assert v.shape == (S, 32) and v.dtype == np.uint32
+    # The first dimension is van der Corput's sequence: v_k = 2**(31 - k).
+    np.testing.assert_array_equal(v[0], (1 << (31 - np.arange(32))).astype(np.uint32))
+    assert len({row.tobytes() for row in v}) == S  # no two dimensions alike
+    v64 = _curand_host.direction_vectors(3, curandom.direction_vector_set.VECTOR_64)
+    assert v64.shape == (3, 64) and v64.dtype == np.uint64
+    np.testing.assert_array_equal(v64[0], np.uint64(1) << (np.uint64(63) -
+                                                          np.arange(64, dtype=np.uint64)))
+    # Past the 20,000 dimensions the vectors start again, as PyCUDA's do.
+    many = _curand_host.direction_vectors(20002, curandom.direction_vector_set.VECTOR_32)
+    np.testing.assert_array_equal(many[20000:], many[:2])
+    c32 = _curand_host.scramble_constants(5, 32)
+    c64 = _curand_host.scramble_constants(5, 64)
+    assert c32.dtype == np.uint32 and c64.dtype == np.uint64 and len(set(c32)) == 5
+    with pytest.raises(ValueError, match="direction is one of direction_vector_set's values"):
+        _curand_host.direction_vectors(3, 7)
+
+
+def test_sobol_arguments_are_checked_before_the_gpu():
+    with pytest.raises(ValueError, match="offset is a point of the 32-bit sequence"):
+        curandom.Sobol32RandomNumberGenerator(offset=2**32)
+    with pytest.raises(ValueError, match="offset is an int >= 0"):
+        curandom.Sobol64RandomNumberGenerator(offset=-1)
+    with pytest.raises(TypeError, match=rf"dir_vector must be a device array of shape "
+                                        rf"\({S}, 32\) and dtype uint32, not list"):
+        curandom.Sobol32RandomNumberGenerator(dir_vector=[1, 2])
+    with pytest.raises(TypeError, match=rf"of shape \({S}, 64\) and dtype uint64, not an array "
+                                        rf"of {S * 32} uint32"):
+        curandom.Sobol64RandomNumberGenerator(dir_vector=stand_in((S, 32), np.uint32))
+    with pytest.raises(TypeError, match=rf"scramble_vector must be a device array of shape "
+                                        rf"\({S},\)"):
+        curandom.ScrambledSobol32RandomNumberGenerator(
+            dir_vector=stand_in((S, 32), np.uint32), scramble_vector=stand_in((3,), np.uint32))
 
 
 # ---- on the GPU ------------------------------------------------------------------------------
@@ -349,3 +419,130 @@ def test_rand_and_the_seed_getters():
     assert xw.gen_uniform(10, np.float32).get().max() < 1
     xu = curandom.XORWOWRandomNumberGenerator()
     assert xu.state.nbytes == G * curandom._state_size(xu.module)
+
+
+def sobol_points(vectors, count, offset, scramble=None):
+    """Points offset ... offset + count - 1 of each dimension (rows of vectors), as cuRAND's
+    Gray-code Sobol makes them: the XOR of the direction vectors of the bits of k ^ (k >> 1)."""
+    bits = vectors.shape[1]
+    k = np.arange(offset, offset + count, dtype=np.uint64)
+    gray = k ^ (k >> np.uint64(1))
+    out = np.zeros((count, vectors.shape[0]), vectors.dtype)
+    for j in range(bits):
+        on = ((gray >> np.uint64(j)) & np.uint64(1)).astype(bool)
+        out[on] ^= vectors[:, j]
+    if scramble is not None:
+        out ^= scramble
+    return out  # out[p, d]: point offset + p of dimension d
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("cls", SOBOLS)
+def test_sobol_points_are_curands_for_element_i_from_dimension_i_mod_16384(cls):
+    from kiln import _curand_host
+    bits = 64 if "64" in cls.__name__ else 32
+    scrambled = "Scrambled" in cls.__name__
+    vectors = _curand_host.direction_vectors(S, cls._set)
+    scramble = _curand_host.scramble_constants(S, bits) if scrambled else None
+    g = cls(offset=5)
+    if bits == 32:
+        got = g.gen_uniform(3 * S, np.uint32).get().reshape(3, S)
+        expect = sobol_points(vectors, 3, 5, scramble)
+    else:
+        got = g.gen_uniform(3 * S, np.uint64).get().reshape(3, S)
+        expect = sobol_points(vectors, 3, 5, scramble)
+    np.testing.assert_array_equal(got, expect)
+    # The next call goes on with each dimension's next point; floats are the points in [0, 1).
+    nxt = g.gen_uniform(S, np.float64).get()
+    point = sobol_points(vectors, 1, 8, scramble)[0]
+    unit = point / 2.0**32 if bits == 32 else (point >> np.uint64(11)) / 2.0**53
+    np.testing.assert_array_equal(nxt, unit)
+    g.call_skip_ahead(10)  # points 9 ... 18 skipped
+    f32 = g.gen_uniform(S, np.float32).get()
+    top = sobol_points(vectors, 1, 19, scramble)[0]
+    top = top if bits == 32 else top >> np.uint64(32)
+    np.testing.assert_array_equal(f32, (top >> np.uint64(8) if bits == 64 else top >> 8)
+                                  .astype(np.float32) / np.float32(2**24))
+    # Given vectors and constants are used as given.
+    again = (cls(dir_vector=kiln.to_device(vectors), scramble_vector=kiln.to_device(scramble),
+                 offset=5) if scrambled else cls(dir_vector=vectors, offset=5))
+    np.testing.assert_array_equal(again.gen_uniform(3 * S, got.dtype).get().reshape(3, S),
+                                  expect)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("cls", SOBOLS)
+def test_sobol_distributions(cls):
+    from statistics import NormalDist
+    from kiln import _curand_host
+    bits = 64 if "64" in cls.__name__ else 32
+    vectors = _curand_host.direction_vectors(S, cls._set)
+    scramble = (_curand_host.scramble_constants(S, bits) if "Scrambled" in cls.__name__
+                else None)
+    g = cls()
+    # The first 64 points of each dimension fall one in each 64th of [0, 1).
+    u = g.gen_uniform(64 * S, np.float32).get()
+    assert u.min() >= 0 and u.max() < 1
+    np.testing.assert_array_equal(np.histogram(u, 64, (0, 1))[0], np.full(64, S))
+    # Normals are cuRAND's inverse normal CDF of each point, off zero by half a step.
+    z = g.gen_normal(2 * S, np.float64).get().reshape(2, S)
+    x = sobol_points(vectors, 2, 64, scramble)
+    unit = ((x if bits == 32 else x >> np.uint64(11)).astype(np.float64) + 0.5) / \
+        2.0**(32 if bits == 32 else 53)
+    expect = [NormalDist().inv_cdf(v) for v in unit[:, :500].ravel()]
+    np.testing.assert_allclose(z[:, :500].ravel(), expect, rtol=1e-7, atol=1e-9)
+    ln = g.gen_log_normal(S, np.float32, 1.0, 0.5).get()
+    top = sobol_points(vectors, 1, 66, scramble)[0]
+    top = top if bits == 32 else top >> np.uint64(32)
+    unit = (top.astype(np.float64) + 0.5) / 2.0**32
+    expect = [np.exp(1.0 + 0.5 * NormalDist().inv_cdf(v)) for v in unit[:500]]
+    np.testing.assert_allclose(ln[:500], expect, rtol=1e-4)
+    p = g.gen_poisson(64 * S, np.uint32, 13.0).get().astype(np.float64)
+    within(p.mean(), 13.0, 0.02, "mean of the Poisson values")
+    if bits == 64:
+        assert g.gen_uniform(10, np.int64).dtype == np.int64
+    else:
+        with pytest.raises(TypeError, match="gen_uniform makes arrays of .* not uint64"):
+            g.gen_uniform(10, np.uint64)
+    with pytest.raises(ValueError, match=r"i is below 2\*\*"):
+        g.call_skip_ahead(2**bits)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("cls", GENERATORS + SOBOLS)
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.uint32])
+def test_poisson_in_place_takes_each_elements_mean_from_it(cls, dtype):
+    a = kiln.empty(200000, dtype)
+    a.fill(10)
+    a[:100000].fill(2)
+    g = cls() if cls in SOBOLS else make(cls, 11)
+    assert g.fill_poisson(a) is None
+    got = a.get().astype(np.float64)
+    assert got.dtype == np.float64 and np.all(got == np.round(got)) and got.min() >= 0
+    within(got[:100000].mean(), 2.0, 0.02, "mean where lambda is 2")
+    within(got[100000:].mean(), 10.0, 0.05, "mean where lambda is 10")
+
+
+@pytest.mark.gpu
+def test_pycudas_curand_wrappers_loop():
+    """The loop of PyCUDA's own test_curand_wrappers, on every generator it names."""
+    for cls in [curandom.XORWOWRandomNumberGenerator, curandom.Sobol32RandomNumberGenerator,
+                curandom.ScrambledSobol32RandomNumberGenerator,
+                curandom.Sobol64RandomNumberGenerator,
+                curandom.ScrambledSobol64RandomNumberGenerator,
+                curandom.MRG32k3aRandomNumberGenerator]:
+        gen = cls()
+        for dtype in (np.float32, np.float64):
+            gen.gen_normal(10000, dtype)
+            gen.gen_normal(10001, dtype)
+            gen.gen_log_normal(10000, dtype, 10.0, 3.0)
+            gen.gen_log_normal(10001, dtype, 10.0, 3.0)
+            x = gen.gen_uniform(10000, dtype).get()
+            assert (x >= -1).all() and (x <= 1).all()
+        gen.gen_uniform(10000, np.uint32)
+        gen.gen_poisson(10000, np.uint32, 13.0)
+        for dtype in (np.float32, np.float64, np.uint32):
+            a = kiln.gpuarray.empty(1000000, dtype=dtype)
+            a.fill(10)
+            gen.fill_poisson(a)
+            assert 0.1 < (a.get() == 9).sum() / a.size < 0.16  # Poisson(10) at 9: 0.1251

@@ -30,6 +30,18 @@ PHILOX_PER_BLOCK = {"f16": 4, "f32": 4, "u32": 4, "normal_f32": 4, "lognormal_f3
 
 STATE_TYPES = {"xorwow": "curandStateXORWOW_t", "mrg32k3a": "curandStateMRG32k3a_t"}
 
+# Sobol generators: one quasi-random dimension each, SOBOL_GENERATORS of them (no more than the
+# 20,000 dimensions cuRAND's direction vectors have, so no two give the same sequence): in a
+# call of n elements, element i is the next point of dimension i % SOBOL_GENERATORS.
+SOBOL_BLOCKS = 64
+SOBOL_GENERATORS = BLOCK * SOBOL_BLOCKS
+SOBOL_DIMENSIONS = 20000  # cuRAND's direction vector sets (Joe and Kuo's)
+# kind: (state type, bits of a point, scrambled)
+SOBOL_KINDS = {"sobol32": ("curandStateSobol32_t", 32, False),
+               "scrambled_sobol32": ("curandStateScrambledSobol32_t", 32, True),
+               "sobol64": ("curandStateSobol64_t", 64, False),
+               "scrambled_sobol64": ("curandStateScrambledSobol64_t", 64, True)}
+
 _COMMON = r"""
 #include <curand_kernel.h>
 #include <cuda_fp16.h>
@@ -285,6 +297,107 @@ extern "C" __global__ void kiln_rng_poisson_array(unsigned *d, kiln_u64 n, kiln_
 }
 """
 
+_SOBOL = r"""
+typedef {state} kiln_state;
+typedef {point} kiln_point; /* one point of a dimension: unsigned or kiln_u64 */
+#define KILN_GENERATORS {generators}ull
+#define KILN_BITS {bits}
+
+/* Never launched: its parameter's size, read from the PTX, is the state's. */
+extern "C" __global__ void kiln_rng_state_size(kiln_state s) {{ (void)s; }}
+
+/* Generator g is dimension g: its KILN_BITS direction vectors, its scramble constant (when
+ * scrambled), `offset` points in. */
+extern "C" __global__ void kiln_rng_init(kiln_state *states, kiln_point *vectors, const kiln_point *scramble,
+                                         kiln_u64 offset) {{
+  kiln_u64 g = blockIdx.x * (kiln_u64)blockDim.x + threadIdx.x;
+  if (g >= KILN_GENERATORS) return;
+  kiln_state s;
+  curand_init(vectors + g * KILN_BITS, {scramble_arg}(kiln_point)offset, &s);
+  states[g] = s;
+}}
+
+/* Generator g draws elements g, g + GENERATORS, ... of the call, in order. */
+template <class Op>
+__device__ __forceinline__ void kiln_fill(kiln_state *states, typename Op::T *d, kiln_u64 n, Op op) {{
+  kiln_u64 g = blockIdx.x * (kiln_u64)blockDim.x + threadIdx.x;
+  if (g >= n || g >= KILN_GENERATORS) return;
+  kiln_state s = states[g];
+  for (kiln_u64 i = g; i < n; i += KILN_GENERATORS) d[i] = op(&s, i);
+  states[g] = s;
+}}
+
+/* A point's top 32 bits, and the point in [0, 1) as a double (exact for 32-bit points, the
+ * top 53 bits of 64-bit ones): one point per element keeps the sequence's low discrepancy. */
+__device__ __forceinline__ unsigned kiln_top32(unsigned x) {{ return x; }}
+__device__ __forceinline__ unsigned kiln_top32(kiln_u64 x) {{ return (unsigned)(x >> 32); }}
+__device__ __forceinline__ double kiln_unit(unsigned x) {{ return (double)x * (1.0 / 4294967296.0); }}
+__device__ __forceinline__ double kiln_unit(kiln_u64 x) {{ return (double)(x >> 11) * (1.0 / 9007199254740992.0); }}
+
+#define KILN_OP(name, type, expr) \
+  struct kiln_op_##name {{ \
+    typedef type T; \
+    __device__ T operator()(kiln_state *s, kiln_u64) const {{ return expr; }} \
+  }};
+KILN_OP(f16, __half, kiln_f16(kiln_top32(curand(s))))
+KILN_OP(f32, float, kiln_f32(kiln_top32(curand(s))))
+KILN_OP(f64, double, kiln_unit(curand(s)))
+KILN_OP(u32, unsigned, kiln_top32(curand(s)))
+KILN_OP(u64, kiln_u64, (kiln_u64)curand(s))
+KILN_OP(normal_f32, float, curand_normal(s))
+KILN_OP(normal_f64, double, curand_normal_double(s))
+struct kiln_op_lognormal_f32 {{
+  typedef float T; float mean, stddev;
+  __device__ T operator()(kiln_state *s, kiln_u64) const {{ return curand_log_normal(s, mean, stddev); }}
+}};
+struct kiln_op_lognormal_f64 {{
+  typedef double T; double mean, stddev;
+  __device__ T operator()(kiln_state *s, kiln_u64) const {{ return curand_log_normal_double(s, mean, stddev); }}
+}};
+struct kiln_op_poisson {{
+  typedef unsigned T; double lambda;
+  __device__ T operator()(kiln_state *s, kiln_u64) const {{ return curand_poisson(s, lambda); }}
+}};
+struct kiln_op_poisson_array {{
+  typedef unsigned T; const double *lambda;
+  __device__ T operator()(kiln_state *s, kiln_u64 i) const {{ return curand_poisson(s, lambda[i]); }}
+}};
+
+#define KILN_FILL(name, op, type) \
+  extern "C" __global__ void kiln_rng_##name(kiln_state *s, type *d, kiln_u64 n) {{ kiln_fill(s, d, n, op()); }}
+KILN_FILL(f16, kiln_op_f16, __half)
+KILN_FILL(f32, kiln_op_f32, float)
+KILN_FILL(f64, kiln_op_f64, double)
+KILN_FILL(u32, kiln_op_u32, unsigned)
+KILN_FILL(u64, kiln_op_u64, kiln_u64)
+KILN_FILL(normal_f32, kiln_op_normal_f32, float)
+KILN_FILL(normal_f64, kiln_op_normal_f64, double)
+
+extern "C" __global__ void kiln_rng_lognormal_f32(kiln_state *s, float *d, kiln_u64 n, float mean, float stddev) {{
+  kiln_op_lognormal_f32 op = {{mean, stddev}};
+  kiln_fill(s, d, n, op);
+}}
+extern "C" __global__ void kiln_rng_lognormal_f64(kiln_state *s, double *d, kiln_u64 n, double mean, double stddev) {{
+  kiln_op_lognormal_f64 op = {{mean, stddev}};
+  kiln_fill(s, d, n, op);
+}}
+extern "C" __global__ void kiln_rng_poisson(kiln_state *s, unsigned *d, kiln_u64 n, double lambda) {{
+  kiln_op_poisson op = {{lambda}};
+  kiln_fill(s, d, n, op);
+}}
+extern "C" __global__ void kiln_rng_poisson_array(kiln_state *s, unsigned *d, kiln_u64 n, const double *lambda) {{
+  kiln_op_poisson_array op = {{lambda}};
+  kiln_fill(s, d, n, op);
+}}
+
+/* Skips of every dimension: by counts[g] points for dimension g, or by count when counts is
+ * null. */
+extern "C" __global__ void kiln_rng_skip(kiln_state *s, kiln_u64 count, const kiln_u64 *counts) {{
+  kiln_u64 g = blockIdx.x * (kiln_u64)blockDim.x + threadIdx.x;
+  if (g < KILN_GENERATORS) skipahead((kiln_point)(counts ? counts[g] : count), &s[g]);
+}}
+"""
+
 VERSION_SOURCE = r"""
 #include <curand.h>
 /* Read back from the PTX: the version of the cuRAND headers NVRTC compiles with. */
@@ -294,9 +407,16 @@ extern "C" __global__ void kiln_curand_version_kernel(unsigned int *v) { *v = ki
 
 
 def source(kind):
-    """The module of generator type `kind`: "xorwow", "mrg32k3a" or "philox"."""
+    """The module of generator type `kind`: "xorwow", "mrg32k3a", "philox", or one of
+    SOBOL_KINDS."""
     if kind == "philox":
         return _COMMON + _PHILOX
+    if kind in SOBOL_KINDS:
+        state, bits, scrambled = SOBOL_KINDS[kind]
+        return _COMMON + _SOBOL.format(state=state, bits=bits,
+                                       point="unsigned" if bits == 32 else "kiln_u64",
+                                       generators=SOBOL_GENERATORS,
+                                       scramble_arg="scramble[g], " if scrambled else "")
     try:
         state = STATE_TYPES[kind]
     except KeyError:

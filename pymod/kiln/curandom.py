@@ -7,8 +7,8 @@
     gen.fill_poisson(counts_gpu, 3.5)
     xw = curandom.XORWOWRandomNumberGenerator(curandom.seed_getter_uniform)
 
-Three generators, each with every kernel it needs in one module (`_curand_src`), compiled the
-first time one of its kind is made (then found in kiln's cache):
+The generators, each type with every kernel it needs in one module (`_curand_src`), compiled
+the first time one of its kind is made (then found in kiln's cache):
 
 - `PhiloxRandomNumberGenerator(seed=None, offset=0)`: counter-based and stateless on the
   device, so making one costs nothing on the GPU; the default behind `rand`.
@@ -16,6 +16,10 @@ first time one of its kind is made (then found in kiln's cache):
   `MRG32k3aRandomNumberGenerator(seed_getter=None, offset=0)`: PyCUDA's, with one cuRAND
   state per generator kept on the device (set up once, at construction: cuRAND's curand_init
   is slow for XORWOW).
+- `Sobol32RandomNumberGenerator(dir_vector=None, offset=0)`, `Sobol64...` and their
+  `ScrambledSobol...` forms: quasi-random, 16384 dimensions with a state each on the device;
+  element i of a call is the next point of dimension i % 16384 (docs/cumath.md). Their tables
+  (direction vectors, scramble constants) come from cuRAND's host library (`_curand_host`).
 
 Reproducibility: the same seed (or seeds) and offset, and the same sequence of calls (the same
 methods, sizes and dtypes), give the same numbers, in every process and on every GPU. XORWOW
@@ -38,19 +42,27 @@ import re
 
 import numpy as np
 
-from . import _curand_src, _ops
+from . import _curand_host, _curand_src, _ops
 from ._kiln import DeviceArray, empty, to_device
 from .elementwise import compile_source
 
 __all__ = ["rand", "get_curand_version", "seed_getter_uniform", "seed_getter_unique",
            "XORWOWRandomNumberGenerator", "MRG32k3aRandomNumberGenerator",
-           "PhiloxRandomNumberGenerator"]
+           "PhiloxRandomNumberGenerator", "Sobol32RandomNumberGenerator",
+           "ScrambledSobol32RandomNumberGenerator", "Sobol64RandomNumberGenerator",
+           "ScrambledSobol64RandomNumberGenerator", "direction_vector_set",
+           "generate_direction_vectors", "generate_scramble_constants32",
+           "generate_scramble_constants64"]
 
 _UNIFORM = {np.dtype(np.float16): "f16", np.dtype(np.float32): "f32",
             np.dtype(np.float64): "f64", np.dtype(np.uint32): "u32", np.dtype(np.int32): "u32",
             np.dtype(np.uint64): "u64", np.dtype(np.int64): "u64"}
 _FLOATS = {np.dtype(np.float32): "f32", np.dtype(np.float64): "f64"}
 _POISSON = {np.dtype(np.uint32): "u32"}
+_POISSON_IN_PLACE = {np.dtype(np.float32): "f32", np.dtype(np.float64): "f64",
+                     np.dtype(np.uint32): "u32"}
+# A 32-bit Sobol point makes no 64-bit integer.
+_UNIFORM_32 = {d: k for d, k in _UNIFORM.items() if k != "u64"}
 
 # Philox launches: one thread per counter block up to this many blocks of threads, then each
 # thread takes several (a grid-stride loop); the numbers do not depend on it.
@@ -133,6 +145,8 @@ class _Generator:
     """fill_* and gen_* over a generator's _run(kernel name, data, n, params, stream): the
     kernels are kiln_rng_<name> of the generator's module."""
 
+    _uniform = _UNIFORM  # the dtypes fill_uniform fills
+
     def _function(self, name):
         f = self._functions.get(name)
         if f is None:
@@ -155,7 +169,7 @@ class _Generator:
     def fill_uniform(self, data, stream=None):
         """Fills data with uniform values in [0, 1) (float16, float32, float64), or with random
         bits (int32, uint32, int64, uint64)."""
-        self._fill("fill_uniform", _UNIFORM, data, "uniform", (), stream)
+        self._fill("fill_uniform", self._uniform, data, "uniform", (), stream)
 
     def fill_normal(self, data, stream=None):
         """Fills data (float32 or float64) with values of the standard normal distribution."""
@@ -170,9 +184,16 @@ class _Generator:
 
     def fill_poisson(self, data, lambda_value=None, stream=None):
         """Fills data (uint32) with Poisson values of mean lambda_value: a number > 0, or a
-        device array of data's shape giving each element's mean."""
+        device array of data's shape giving each element's mean. Without lambda_value,
+        PyCUDA's in-place form: each element of data (float32, float64 or uint32) is the
+        mean of the value that replaces it."""
         if lambda_value is None:
-            raise TypeError("fill_poisson needs lambda_value, the mean of the distribution")
+            _check_data(data, _POISSON_IN_PLACE, "fill_poisson without lambda_value")
+            if data.size:
+                counts = empty(data.shape, np.uint32, stream=stream)
+                self.fill_poisson(counts, _ops.astype(data, np.float64, stream=stream), stream)
+                _ops.copy(data, counts, stream=stream)
+            return
         _check_data(data, _POISSON, "fill_poisson")
         if isinstance(lambda_value, DeviceArray):
             if tuple(lambda_value.shape) != tuple(data.shape):
@@ -191,7 +212,7 @@ class _Generator:
 
     def gen_uniform(self, shape, dtype=np.float32, stream=None):
         """A new array of shape and dtype filled by fill_uniform."""
-        return self._gen(shape, dtype, _UNIFORM, "gen_uniform", stream,
+        return self._gen(shape, dtype, self._uniform, "gen_uniform", stream,
                          lambda a: self.fill_uniform(a, stream))
 
     def gen_normal(self, shape, dtype=np.float32, stream=None):
@@ -263,12 +284,52 @@ def _count(value, name):
 
 # ---- Generators with states on the device ------------------------------------------------------
 
-class _StatefulGenerator(_Generator):
-    """One cuRAND state per generator, GENERATORS of them, on the device."""
+class _StatesOnDevice(_Generator):
+    """One cuRAND state per generator, block_count blocks of generators_per_block of them, on
+    the device (self.state)."""
 
     _kind = None
     generators_per_block = _curand_src.BLOCK
     block_count = _curand_src.STATE_BLOCKS
+
+    @property
+    def _generators(self):
+        return self.block_count * self.generators_per_block
+
+    def _make_states(self):
+        self.module = _module(self._kind)
+        self._functions = {}
+        self.state = empty((self._generators * _state_size(self.module),), np.uint8)
+
+    def _launch(self, name, *args, stream=None, threads=None):
+        threads = self._generators if threads is None else threads
+        grid = max(1, -(-threads // self.generators_per_block))
+        self._function(name)(self.state, *args, block=(self.generators_per_block, 1, 1),
+                             grid=(min(grid, self.block_count), 1), stream=stream)
+
+    def _run(self, name, data, n, params, stream):
+        self._launch(name, data, n, *params, stream=stream, threads=n)
+
+    def _skip_array(self, name, counts, stream):
+        if isinstance(counts, np.ndarray):
+            counts = to_device(np.ascontiguousarray(counts, dtype=np.uint64))
+        count = self._generators
+        if not (isinstance(counts, DeviceArray) and counts.dtype in (np.uint64, np.int64)
+                and counts.size == count):
+            raise TypeError(f"{name} takes a device array of {count} uint64 counts, one per "
+                            f"generator, not {_describe(counts)}")
+        if not counts.flags.c_contiguous:
+            counts = _ops.ascontiguous(counts, stream=stream)
+        self._launch(name, 0, counts, stream=stream)
+
+    def call_skip_ahead_array(self, i, stream=None):
+        """Moves generator g i[g] values on; i holds one uint64 per generator."""
+        self._skip_array("skip", i, stream)
+
+
+class _StatefulGenerator(_StatesOnDevice):
+    """The pseudo-random generators with states: GENERATORS of them, seeded."""
+
     has_box_muller = True
 
     def __init__(self, seed_getter=None, offset=0, *, seed=None):
@@ -290,39 +351,12 @@ class _StatefulGenerator(_Generator):
             if not seeds.flags.c_contiguous:
                 seeds = _ops.ascontiguous(seeds)
         self.offset = _count(offset, "offset")
-        self.module = _module(self._kind)
-        self._functions = {}
-        size = _state_size(self.module)
-        self.state = empty((count * size,), np.uint8)
+        self._make_states()
         self._launch("init", seeds, self.offset)
-
-    def _launch(self, name, *args, stream=None, threads=_curand_src.GENERATORS):
-        grid = max(1, -(-threads // _curand_src.BLOCK))
-        self._function(name)(self.state, *args, block=(_curand_src.BLOCK, 1, 1),
-                             grid=(min(grid, _curand_src.STATE_BLOCKS), 1), stream=stream)
-
-    def _run(self, name, data, n, params, stream):
-        self._launch(name, data, n, *params, stream=stream, threads=n)
-
-    def _skip_array(self, name, counts, stream):
-        if isinstance(counts, np.ndarray):
-            counts = to_device(np.ascontiguousarray(counts, dtype=np.uint64))
-        count = _curand_src.GENERATORS
-        if not (isinstance(counts, DeviceArray) and counts.dtype in (np.uint64, np.int64)
-                and counts.size == count):
-            raise TypeError(f"{name} takes a device array of {count} uint64 counts, one per "
-                            f"generator, not {_describe(counts)}")
-        if not counts.flags.c_contiguous:
-            counts = _ops.ascontiguous(counts, stream=stream)
-        self._launch(name, 0, counts, stream=stream)
 
     def call_skip_ahead(self, i, stream=None):
         """Moves every generator i values on (as drawing and dropping them would)."""
         self._launch("skip", _count(i, "i"), 0, stream=stream)
-
-    def call_skip_ahead_array(self, i, stream=None):
-        """Moves generator g i[g] values on; i holds one uint64 per generator."""
-        self._skip_array("skip", i, stream)
 
     def call_skip_ahead_sequence(self, i, stream=None):
         """Moves every generator i subsequences (XORWOW's: 2**67 values) on."""
@@ -379,3 +413,135 @@ class MRG32k3aRandomNumberGenerator(_StatefulGenerator):
     def call_skip_ahead_sequence(self, i, stream=None):
         """Moves every generator i sequences (of 2**127 values) on."""
         self._launch("skip_sequence", _count(i, "i"), 0, stream=stream)
+
+
+# ---- Sobol: quasi-random numbers -----------------------------------------------------------------
+
+class direction_vector_set:  # noqa: N801 (PyCUDA's name)
+    """cuRAND's sets of Sobol direction vectors (Joe and Kuo's, 20,000 dimensions), by the
+    numbers curand.h gives them."""
+    VECTOR_32 = 101
+    SCRAMBLED_VECTOR_32 = 102
+    VECTOR_64 = 103
+    SCRAMBLED_VECTOR_64 = 104
+
+
+def generate_direction_vectors(count, direction=direction_vector_set.VECTOR_32):
+    """A device array of count direction vectors from cuRAND's set `direction`: (count, 32)
+    uint32 for the 32-bit sets, (count, 64) uint64 for the 64-bit ones. Past the set's 20,000
+    dimensions the vectors start again from the first, as PyCUDA's do."""
+    return to_device(_curand_host.direction_vectors(_count(count, "count"), direction))
+
+
+def generate_scramble_constants32(count):
+    """A device array of count uint32 scramble constants for ScrambledSobol32."""
+    return to_device(_curand_host.scramble_constants(_count(count, "count"), 32))
+
+
+def generate_scramble_constants64(count):
+    """A device array of count uint64 scramble constants for ScrambledSobol64."""
+    return to_device(_curand_host.scramble_constants(_count(count, "count"), 64))
+
+
+class _SobolGenerator(_StatesOnDevice):
+    """SOBOL_GENERATORS dimensions of a Sobol sequence, one state each on the device."""
+
+    block_count = _curand_src.SOBOL_BLOCKS
+    has_box_muller = False
+    _bits = 32
+    _set = direction_vector_set.VECTOR_32
+    _scrambled = False
+
+    def __init__(self, dir_vector=None, scramble_vector=None, offset=0):
+        limit = 2**self._bits
+        self.offset = _count(offset, "offset")
+        if self.offset >= limit:
+            raise ValueError(f"offset is a point of the {self._bits}-bit sequence, below "
+                             f"2**{self._bits}, not {offset}")
+        count = self._generators
+        point = np.dtype(np.uint32 if self._bits == 32 else np.uint64)
+        vectors = _points(generate_direction_vectors(count, self._set)
+                          if dir_vector is None else dir_vector,
+                          (count, self._bits), point, "dir_vector")
+        scramble = 0
+        if self._scrambled:
+            made = (generate_scramble_constants32 if self._bits == 32
+                    else generate_scramble_constants64)
+            scramble = _points(made(count) if scramble_vector is None else scramble_vector,
+                               (count,), point, "scramble_vector")
+        self._make_states()
+        self._launch("init", vectors, scramble, self.offset)
+        self._uniform = _UNIFORM_32 if self._bits == 32 else _UNIFORM
+
+    def call_skip_ahead(self, i, stream=None):
+        """Moves every dimension i points on."""
+        i = _count(i, "i")
+        if i >= 2**self._bits:
+            raise ValueError(f"i is below 2**{self._bits}, the sequence's length, not {i}")
+        self._launch("skip", i, 0, stream=stream)
+
+
+def _points(value, shape, dtype, name):
+    """value (a device or NumPy array of shape, of dtype or its signed twin) as a contiguous
+    device array of dtype."""
+    if isinstance(value, np.ndarray):
+        value = to_device(np.ascontiguousarray(value))
+    signed = np.dtype(dtype.str.replace("u", "i"))
+    if not (isinstance(value, DeviceArray) and tuple(value.shape) == shape
+            and value.dtype in (dtype, signed)):
+        raise TypeError(f"{name} must be a device array of shape {shape} and dtype {dtype}, "
+                        f"not {_describe(value)}"
+                        + (f" of shape {tuple(value.shape)}" if hasattr(value, "shape") else ""))
+    if not value.flags.c_contiguous:
+        value = _ops.ascontiguous(value)
+    return value.view(dtype) if value.dtype != dtype else value
+
+
+class Sobol32RandomNumberGenerator(_SobolGenerator):
+    """Sobol32RandomNumberGenerator(dir_vector=None, offset=0)
+
+    cuRAND's 32-bit Sobol sequence: 16384 dimensions (generators), dimension g with
+    direction vectors dir_vector[g] (a (16384, 32) uint32 array; None: cuRAND's first 16384
+    dimensions), each `offset` points in. In a call of n elements, element i is the next
+    point of dimension i % 16384."""
+
+    _kind = "sobol32"
+
+    def __init__(self, dir_vector=None, offset=0):
+        super().__init__(dir_vector, None, offset)
+
+
+class ScrambledSobol32RandomNumberGenerator(_SobolGenerator):
+    """ScrambledSobol32RandomNumberGenerator(dir_vector=None, scramble_vector=None, offset=0)
+
+    Sobol32's scrambled form: scramble_vector (16384 uint32; None: cuRAND's constants) is
+    XORed into each dimension's points."""
+
+    _kind = "scrambled_sobol32"
+    _set = direction_vector_set.SCRAMBLED_VECTOR_32
+    _scrambled = True
+
+
+class Sobol64RandomNumberGenerator(_SobolGenerator):
+    """Sobol64RandomNumberGenerator(dir_vector=None, offset=0)
+
+    cuRAND's 64-bit Sobol sequence, as Sobol32 with (16384, 64) uint64 direction vectors; it
+    also fills int64 and uint64 arrays."""
+
+    _kind = "sobol64"
+    _bits = 64
+    _set = direction_vector_set.VECTOR_64
+
+    def __init__(self, dir_vector=None, offset=0):
+        super().__init__(dir_vector, None, offset)
+
+
+class ScrambledSobol64RandomNumberGenerator(_SobolGenerator):
+    """ScrambledSobol64RandomNumberGenerator(dir_vector=None, scramble_vector=None, offset=0)
+
+    Sobol64's scrambled form, with 16384 uint64 scramble constants."""
+
+    _kind = "scrambled_sobol64"
+    _bits = 64
+    _set = direction_vector_set.SCRAMBLED_VECTOR_64
+    _scrambled = True
