@@ -32,7 +32,7 @@ register_host_memory RegisteredHostMemory PointerHolderBase In Out InOut DeviceA
 Function Module module_from_buffer module_from_file synchronize
 Error LogicError LaunchError MemoryError RuntimeError CompileError
 device_attribute function_attribute func_cache shared_config limit ctx_flags event_flags
-host_alloc_flags mem_host_register_flags compute_mode
+host_alloc_flags mem_host_register_flags compute_mode jit_input_type
 """.split()
 
 DEVICE_METHODS = ("count get_attribute get_attributes name compute_capability total_memory "
@@ -60,7 +60,8 @@ def test_every_name_of_the_surface_exists():
                                        "time_till") if not hasattr(drv.Event, n)]
     missing += [f"Stream.{n}" for n in ("synchronize", "is_done", "wait_for_event")
                 if not hasattr(drv.Stream, n)]
-    missing += [f"compiler.{n}" for n in ("SourceModule", "DynamicSourceModule", "compile")
+    missing += [f"compiler.{n}" for n in ("SourceModule", "DynamicSourceModule", "compile",
+                                          "DynamicModule", "DEFAULT_NVCC_FLAGS")
                 if not hasattr(kiln.compiler, n)]
     missing += [f"tools.{n}" for n in TOOLS_NAMES if not hasattr(kiln.tools, n)]
     assert not missing, missing
@@ -151,7 +152,8 @@ def test_the_enumerations_are_cuda_hs():
                 drv.shared_config: "CU_SHARED_MEM_CONFIG_", drv.limit: "CU_LIMIT_",
                 drv.ctx_flags: "CU_CTX_", drv.event_flags: "CU_EVENT_",
                 drv.compute_mode: "CU_COMPUTEMODE_", drv.host_alloc_flags: "CU_MEMHOSTALLOC_",
-                drv.mem_host_register_flags: "CU_MEMHOSTREGISTER_"}
+                drv.mem_host_register_flags: "CU_MEMHOSTREGISTER_",
+                drv.jit_input_type: "CU_JIT_INPUT_"}
     for enum, prefix in prefixes.items():
         for name, member in enum.__members__.items():
             m = re.search(r"\b%s%s\s*=\s*(0x[0-9a-fA-F]+|\d+)" % (prefix, name), text) or \
@@ -537,6 +539,84 @@ def test_dynamic_source_module_links_the_device_runtime():
         kiln.SourceModule(src, arch=ARCH)
     with pytest.raises(ValueError, match="neither libcudadevrt.a nor a folder holding it"):
         kiln.compiler.DynamicSourceModule(unique(src), arch=ARCH, cuda_libdir="/nonexistent")
+
+
+# PyCUDA's own test of DynamicModule (test_jit_link_module): two sources, the device runtime.
+OUTER = """#include <cstdio>
+__global__ void test_kernel(int *p) {
+    extern __global__ void test_kernel_inner(int *p);
+    printf("Hello outer world!\\n");
+    test_kernel_inner<<<2, 1>>>(p);
+}"""
+INNER = """#include <cstdio>
+__global__ void test_kernel_inner(int *p) { p[blockIdx.x] = 40 + blockIdx.x; }"""
+
+
+def _dynamic(arch=ARCH, **kwargs):
+    mod = kiln.compiler.DynamicModule(arch=arch, **kwargs)
+    flags = ["-rdc=true", "-lcudadevrt", *kiln.compiler.DEFAULT_NVCC_FLAGS]
+    mod.add_source(OUTER, nvcc_options=flags).add_source(INNER, nvcc_options=flags)
+    return mod.add_stdlib("cudadevrt")
+
+
+def test_dynamic_module_compiles_and_links_without_a_gpu():
+    mod = _dynamic()
+    kinds = [kind for kind, _, _, _ in mod._inputs]
+    assert kinds == [drv.jit_input_type.CUBIN] * 2 + [drv.jit_input_type.LIBRARY]
+    assert mod._inputs[2][2].endswith("libcudadevrt.a")
+    # Each source compiled as relocatable code left unlinked (ET_REL), through the cache.
+    rel = kiln.SourceModule(INNER, options=["-rdc=true", "-dc"], arch=ARCH)
+    assert rel.cubin[16] == 1 and mod._inputs[1][1] == rel.cubin
+    linked = kiln._kiln._link(mod._inputs, mod._link_arch)
+    assert linked[:4] == b"\x7fELF" and linked[16] == 2  # ET_EXEC: one module, linked
+    if not HAVE_GPU:
+        with pytest.raises(kiln.NoDeviceError):
+            mod.link()  # loading the module needs the driver; linking did not
+
+
+def test_dynamic_module_errors():
+    seen = []
+    mod = kiln.compiler.DynamicModule(arch=ARCH, message_handler=lambda *a: seen.append(a))
+    mod.add_source(OUTER)
+    with pytest.raises(kiln.CompileError, match="Undefined reference to '_Z17test_kernel_innerPi'"):
+        mod.link()
+    assert seen and seen[0][0] is False and "Undefined reference" in seen[0][2]
+    with pytest.raises(RuntimeError, match="call link"):
+        mod.get_function("test_kernel")
+    with pytest.raises(ValueError, match="takes no link_options"):
+        kiln.compiler.DynamicModule(link_options=[(1, 2)])
+    with pytest.raises(OSError, match="libnothing.a not found in /nonexistent"):
+        kiln.compiler.DynamicModule(cuda_libdir="/nonexistent").add_stdlib("nothing")
+    with pytest.raises(TypeError, match="nvcc_options must be a list"):
+        kiln.compiler.DynamicModule().add_source(INNER, nvcc_options="-O3")
+    other = kiln.compiler.DynamicModule()
+    other.add_source(INNER, nvcc_options=["-arch=sm_80"])
+    with pytest.raises(ValueError, match="compiled for sm_90, an earlier one for sm_80"):
+        other.add_source(OUTER, nvcc_options=["-arch=sm_90"])
+    with pytest.raises(ValueError, match="kind 9, not a jit_input_type"):
+        kiln._kiln._link([(9, b"x", None, None)])
+    with pytest.raises(ValueError, match="neither data nor a path"):
+        kiln._kiln._link([(0, None, None, None)])
+    with pytest.raises(ValueError, match="nothing to link"):
+        kiln._kiln._link([])
+    with pytest.raises(ValueError, match="a real GPU's, such as sm_90, not 'compute_90'"):
+        kiln._kiln._link([(1, b".version 8.0", None, None)], "compute_90")
+    with pytest.raises(kiln.CompileError, match="nvJitLink"):
+        kiln._kiln._link([(drv.jit_input_type.LIBRARY, None, "/nonexistent/lib.a", None)],
+                         "sm_90")
+
+
+@pytest.mark.gpu
+def test_dynamic_module_runs_kernels_that_launch_kernels(capfd):
+    mod = _dynamic(arch=None).link()
+    out = drv.mem_alloc(8)
+    drv.memset_d32(out, 0, 2)
+    mod.get_function("test_kernel")(out, grid=(2, 1), block=(1, 1, 1))
+    drv.Context.synchronize()
+    assert drv.from_device(out, (2,), np.int32).tolist() == [40, 41]
+    assert capfd.readouterr().out.count("Hello outer world!") == 2
+    with pytest.raises(RuntimeError, match="linked already"):
+        mod.add_source(INNER)
 
 
 def test_dynamic_source_module_without_nvjitlink_needs_the_driver():

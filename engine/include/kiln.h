@@ -153,6 +153,9 @@ typedef struct kiln_compile_opts {
  * kernel can launch kernels: with nvJitLink when it can be opened (no driver needed), else
  * with the driver's linker. The linked CUBIN is cached like any other. */
 #define KILN_COMPILE_DEVICE_RUNTIME 2u
+/* Relocatable device code (-rdc=true) left unlinked, nvcc's -dc: the module's CUBIN is an
+ * input of kiln_module_link, not a module to launch from. Wins over DEVICE_RUNTIME. */
+#define KILN_COMPILE_RELOCATABLE 4u
 
 /* Compiles src with NVRTC (one run gives CUBIN and PTX), unless the in-process table or the
  * kernel cache on disk (below) already holds it: the same source, options, arch and headers
@@ -249,6 +252,31 @@ kiln_status kiln_module_save(const kiln_module *m, const char *source, const cha
  * signatures come from the PTX when there is PTX; for a CUBIN or fatbin they come from the
  * driver (parameter sizes, sharpened by mangled names), which needs a CUDA device. */
 kiln_status kiln_module_from_image(const void *image, size_t size, kiln_module **out);
+
+/* Linking several pieces of device code into one CUBIN (PyCUDA's DynamicModule): relocatable
+ * CUBINs (compiled with KILN_COMPILE_RELOCATABLE, nvcc's -dc), PTX, fatbins, objects and
+ * libraries such as libcudadevrt.a, each given by its bytes or by its file. The kinds are
+ * numbered as cuda.h's CUjitInputType. */
+typedef enum kiln_link_kind {
+  KILN_LINK_CUBIN = 0,
+  KILN_LINK_PTX = 1,
+  KILN_LINK_FATBIN = 2,
+  KILN_LINK_OBJECT = 3,
+  KILN_LINK_LIBRARY = 4,
+} kiln_link_kind;
+typedef struct kiln_link_input {
+  kiln_link_kind kind;
+  const void *data; /* the bytes (size of them), or NULL and path */
+  size_t size;
+  const char *path; /* the file, when data is NULL */
+  const char *name; /* what the linker's messages call it; NULL: "input" */
+} kiln_link_input;
+/* Links inputs for arch ("sm_90"; NULL: the arch a compile naming none takes) with nvJitLink,
+ * which needs no driver, else with the driver's linker. *cubin is malloc'd (release it with
+ * free()); load it with kiln_module_from_image. A link that fails is KILN_ERROR_COMPILE with
+ * the linker's log in the message. */
+kiln_status kiln_link(const kiln_link_input *inputs, int n_inputs, const char *arch, void **cubin,
+                      size_t *size);
 kiln_status kiln_module_from_file(const char *path, kiln_module **out);
 
 /* A module as bytes to send to another process or machine (pickling): its compiled code (CUBIN

@@ -383,8 +383,10 @@ static kiln_status kiln__cache_key_in(const char *src, const kiln_compile_opts *
   for (int i = 0; i < n_names; i++) kiln__hash_string(h, opts->name_expressions[i]);
   /* The headers kiln gives NVRTC; and for a link with the device runtime, which one. */
   kiln__stdheaders_hash(h);
-  unsigned linked = opts && (opts->flags & KILN_COMPILE_DEVICE_RUNTIME);
+  unsigned relocatable = opts && (opts->flags & KILN_COMPILE_RELOCATABLE);
+  unsigned linked = !relocatable && opts && (opts->flags & KILN_COMPILE_DEVICE_RUNTIME);
   kiln__hash_field(h, &linked, sizeof linked);
+  kiln__hash_field(h, &relocatable, sizeof relocatable);
   if (linked) {
     char runtime[PATH_MAX];
     uint64_t bytes = 0;
@@ -925,7 +927,8 @@ static kiln_status kiln__cache_compile(const char *src, const kiln_compile_opts 
   int remote = 0; /* in the compile helper, whose PCH files serve later processes too */
   s = kiln__remote_compile(src, opts, q->arch, pch_dir, cwd, &q->id, &out->code, &remote);
   if (!remote) s = kiln__compile(src, opts, q->arch, pch_dir, cwd, &out->code);
-  if (!s && opts && (opts->flags & KILN_COMPILE_DEVICE_RUNTIME))
+  if (!s && opts && (opts->flags & KILN_COMPILE_DEVICE_RUNTIME) &&
+      !(opts->flags & KILN_COMPILE_RELOCATABLE))
     s = kiln__link_device_runtime(opts, &out->code);
   if (s) return s;
   if (out->code.pch == 1) { /* a new PCH file: the next store checks the bound */

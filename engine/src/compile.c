@@ -133,7 +133,7 @@ static kiln_status kiln__compile_program(const char *src, nvrtcProgram prog,
                                          const kiln_compile_opts *opts, const char *arch,
                                          const char *pch_dir, const char *cwd, kiln__code *out) {
   int n_inc = opts ? opts->n_include_dirs : 0, n_opt = opts ? opts->n_options : 0;
-  int rdc = opts && (opts->flags & KILN_COMPILE_DEVICE_RUNTIME);
+  int rdc = opts && (opts->flags & (KILN_COMPILE_DEVICE_RUNTIME | KILN_COMPILE_RELOCATABLE));
   size_t n_args = 6 + (size_t)n_inc + (size_t)n_opt;
   const char **args = calloc(n_args, sizeof *args);
   char **owned = calloc(n_args, sizeof *owned);
@@ -166,7 +166,7 @@ static kiln_status kiln__compile_program(const char *src, nvrtcProgram prog,
     snprintf(cccl, sizeof cccl, "-I%s", kiln__nvrtc.cccl_dir);
     args[k++] = cccl;
   }
-  if (rdc) args[k++] = "-rdc=true"; /* linked with the device runtime after */
+  if (rdc) args[k++] = "-rdc=true"; /* linked after, with the device runtime or by the caller */
   for (int i = 0; i < n_opt; i++) args[k++] = opts->options[i];
   kiln__pch_plan pch;
   kiln__pch_plan_for(src, opts, args, (int)k, pch_dir, cwd, &pch);

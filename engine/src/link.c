@@ -18,7 +18,6 @@
 /* nvJitLink's ABI, declared here rather than taken from nvJitLink.h, whose functions are
  * inline wrappers of symbols versioned by the toolkit's major version. */
 typedef struct kiln__jl *kiln__jl_handle;
-enum { KILN__JL_INPUT_CUBIN = 1, KILN__JL_INPUT_LIBRARY = 6 };
 
 typedef struct kiln__jl_table {
   int (*Create)(kiln__jl_handle *, uint32_t, const char **);
@@ -133,61 +132,50 @@ kiln_status kiln__link_runtime_path(const kiln_compile_opts *opts, char path[PAT
                     kiln__nvrtc.lib_path[0] ? kiln__nvrtc.lib_path : "not loaded");
 }
 
-/* Appends the linker's log to code->log, and its first line to the message. */
-static kiln_status kiln__link_failed(kiln__code *code, const char *linker, const char *log) {
-  const char *line_end = strchr(log, '\n');
-  kiln__fail(KILN_ERROR_COMPILE, "linking with the device runtime failed in %s: %.*s", linker,
-             (int)(line_end ? line_end - log : (ptrdiff_t)strlen(log)), log[0] ? log : "no log");
-  size_t old = code->log ? strlen(code->log) : 0, add = strlen(log);
-  char *joined = malloc(old + add + 2);
-  if (joined) {
-    if (old) memcpy(joined, code->log, old);
-    memcpy(joined + old, log, add);
-    joined[old + add] = '\n';
-    joined[old + add + 1] = '\0';
-    free(code->log);
-    code->log = joined;
-  }
-  return KILN_ERROR_COMPILE;
-}
+/* nvJitLink's input kinds, by kiln_link_kind (cuda.h's CUjitInputType numbering). */
+static const int kiln__jl_kinds[] = {1 /* CUBIN */, 2 /* PTX */, 4 /* FATBIN */, 5 /* OBJECT */,
+                                     6 /* LIBRARY */};
 
-static kiln_status kiln__link_nvjitlink(kiln__code *code, const char *runtime) {
-  char arch[48];
-  snprintf(arch, sizeof arch, "-arch=%s", code->arch);
-  const char *options[] = {arch};
+/* Links inputs for arch with nvJitLink: 0 with the linked CUBIN in *cubin (malloc'd), or the
+ * status with *log (malloc'd, may be NULL) holding the linker's log when it gave one. */
+static kiln_status kiln__link_nvjitlink(const char *arch, const kiln_link_input *in, int n,
+                                        void **cubin, size_t *size, char **log) {
+  char option[48];
+  snprintf(option, sizeof option, "-arch=%s", arch);
+  const char *options[] = {option};
   kiln__jl_handle h = NULL;
   if (kiln__jl.Create(&h, 1, options) != 0)
-    return kiln__fail(KILN_ERROR_COMPILE, "nvJitLinkCreate failed for %s", code->arch);
-  kiln_status s = KILN_OK;
-  int rc = kiln__jl.AddData(h, KILN__JL_INPUT_CUBIN, code->cubin, code->cubin_size, "kernel.cubin");
-  if (!rc) rc = kiln__jl.AddFile(h, KILN__JL_INPUT_LIBRARY, runtime);
-  if (!rc) rc = kiln__jl.Complete(h);
-  if (rc) {
-    size_t n = 0;
-    char *log = NULL;
-    if (kiln__jl.GetErrorLogSize(h, &n) == 0 && (log = calloc(n + 1, 1)))
-      kiln__jl.GetErrorLog(h, log);
-    s = kiln__link_failed(code, "nvJitLink", log ? log : "");
-    free(log);
+    return kiln__fail(KILN_ERROR_COMPILE, "nvJitLinkCreate failed for %s", arch);
+  int rc = 0;
+  for (int i = 0; i < n && !rc; i++) {
+    const char *name = in[i].name ? in[i].name : "input";
+    int kind = kiln__jl_kinds[in[i].kind];
+    rc = in[i].data ? kiln__jl.AddData(h, kind, in[i].data, in[i].size, name)
+                    : kiln__jl.AddFile(h, kind, in[i].path);
   }
-  size_t size = 0;
-  void *linked = NULL;
-  if (!s && (kiln__jl.GetLinkedCubinSize(h, &size) != 0 || !(linked = malloc(size))))
+  if (!rc) rc = kiln__jl.Complete(h);
+  kiln_status s = KILN_OK;
+  if (rc) {
+    size_t bytes = 0;
+    if (kiln__jl.GetErrorLogSize(h, &bytes) == 0 && (*log = calloc(bytes + 1, 1)))
+      kiln__jl.GetErrorLog(h, *log);
+    s = KILN_ERROR_COMPILE;
+  }
+  if (!s && (kiln__jl.GetLinkedCubinSize(h, size) != 0 || !(*cubin = malloc(*size))))
     s = kiln__fail(KILN_ERROR_NO_MEMORY, "out of memory for the linked CUBIN");
-  if (!s && kiln__jl.GetLinkedCubin(h, linked) != 0)
+  if (!s && kiln__jl.GetLinkedCubin(h, *cubin) != 0)
     s = kiln__fail(KILN_ERROR_COMPILE, "nvJitLink could not give the linked CUBIN");
   kiln__jl.Destroy(&h);
   if (s) {
-    free(linked);
-    return s;
+    free(*cubin);
+    *cubin = NULL;
   }
-  free(code->cubin);
-  code->cubin = linked;
-  code->cubin_size = size;
-  return KILN_OK;
+  return s;
 }
 
-static kiln_status kiln__link_driver(kiln__code *code, const char *runtime) {
+/* The same with the driver's linker, in the current context. */
+static kiln_status kiln__link_driver(const char *arch, const kiln_link_input *in, int n,
+                                     void **cubin, size_t *size, char **log) {
   kiln__device *d;
   kiln_status s = kiln__device_enter(&d);
   if (s) {
@@ -200,32 +188,50 @@ static kiln_status kiln__link_driver(kiln__code *code, const char *runtime) {
       !kiln__driver.LinkComplete || !kiln__driver.LinkDestroy)
     return kiln__fail(KILN_ERROR_CUDA, "this CUDA driver has no cuLinkCreate, and %s",
                       kiln__jl_why);
-  char log[8192] = "";
-  int target = code->arch_num;
-  size_t n = strlen(code->arch);
-  if (n && code->arch[n - 1] == 'a') target += CU_COMPUTE_ACCELERATED_TARGET_BASE;
-  else if (n && code->arch[n - 1] == 'f') target += CU_COMPUTE_FAMILY_TARGET_BASE;
+  char text[8192] = "";
+  int target = atoi(arch + 3);
+  size_t len = strlen(arch);
+  if (len && arch[len - 1] == 'a') target += CU_COMPUTE_ACCELERATED_TARGET_BASE;
+  else if (len && arch[len - 1] == 'f') target += CU_COMPUTE_FAMILY_TARGET_BASE;
   CUjit_option keys[] = {CU_JIT_TARGET, CU_JIT_ERROR_LOG_BUFFER,
                          CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES};
-  void *values[] = {(void *)(uintptr_t)target, log, (void *)(uintptr_t)sizeof log};
+  void *values[] = {(void *)(uintptr_t)target, text, (void *)(uintptr_t)sizeof text};
   CUlinkState state = NULL;
   KILN__CU(LinkCreate, (3, keys, values, &state));
-  CUresult rc = kiln__driver.LinkAddData(state, CU_JIT_INPUT_CUBIN, code->cubin, code->cubin_size,
-                                         "kernel.cubin", 0, NULL, NULL);
-  if (!rc) rc = kiln__driver.LinkAddFile(state, CU_JIT_INPUT_LIBRARY, runtime, 0, NULL, NULL);
-  void *cubin = NULL;
-  size_t size = 0;
-  if (!rc) rc = kiln__driver.LinkComplete(state, &cubin, &size);
-  void *copy = NULL;
-  if (rc) s = kiln__link_failed(code, "the driver's linker", log);
-  else if (!(copy = kiln__dup_mem(cubin, size)))
+  CUresult rc = CUDA_SUCCESS;
+  for (int i = 0; i < n && !rc; i++) {
+    CUjitInputType kind = (CUjitInputType)in[i].kind; /* kiln_link_kind is cuda.h's numbering */
+    rc = in[i].data ? kiln__driver.LinkAddData(state, kind, (void *)in[i].data, in[i].size,
+                                               in[i].name ? in[i].name : "input", 0, NULL, NULL)
+                    : kiln__driver.LinkAddFile(state, kind, in[i].path, 0, NULL, NULL);
+  }
+  void *linked = NULL;
+  if (!rc) rc = kiln__driver.LinkComplete(state, &linked, size);
+  if (rc) {
+    *log = kiln__dup_str(text);
+    s = KILN_ERROR_COMPILE;
+  } else if (!(*cubin = kiln__dup_mem(linked, *size)))
     s = kiln__fail(KILN_ERROR_NO_MEMORY, "out of memory for the linked CUBIN");
-  kiln__driver.LinkDestroy(state); /* owns cubin */
-  if (s) return s;
-  free(code->cubin);
-  code->cubin = copy;
-  code->cubin_size = size;
-  return KILN_OK;
+  kiln__driver.LinkDestroy(state); /* owns linked */
+  return s;
+}
+
+/* Links with nvJitLink when it opens, else the driver's linker. */
+static kiln_status kiln__link_inputs(const char *arch, const kiln_link_input *in, int n,
+                                     void **cubin, size_t *size, char **log, const char **linker) {
+  *cubin = NULL;
+  *size = 0;
+  *log = NULL;
+  pthread_once(&kiln__jl_once, kiln__jl_load_once);
+  *linker = kiln__jl_ok ? "nvJitLink" : "the driver's linker";
+  return kiln__jl_ok ? kiln__link_nvjitlink(arch, in, n, cubin, size, log)
+                     : kiln__link_driver(arch, in, n, cubin, size, log);
+}
+
+/* The first line of a linker's log, for a message. */
+static int kiln__first_line(const char *log) {
+  const char *end = strchr(log, '\n');
+  return (int)(end ? end - log : (ptrdiff_t)strlen(log));
 }
 
 kiln_status kiln__link_device_runtime(const kiln_compile_opts *opts, kiln__code *code) {
@@ -235,6 +241,74 @@ kiln_status kiln__link_device_runtime(const kiln_compile_opts *opts, kiln__code 
   if (s) return s;
   if (!code->cubin)
     return kiln__fail(KILN_ERROR_COMPILE, "NVRTC gave no CUBIN for %s to link", code->arch);
-  pthread_once(&kiln__jl_once, kiln__jl_load_once);
-  return kiln__jl_ok ? kiln__link_nvjitlink(code, runtime) : kiln__link_driver(code, runtime);
+  kiln_link_input in[] = {
+      {.kind = KILN_LINK_CUBIN,
+       .data = code->cubin,
+       .size = code->cubin_size,
+       .name = "kernel.cubin"},
+      {.kind = KILN_LINK_LIBRARY, .path = runtime},
+  };
+  void *linked;
+  size_t size;
+  char *log;
+  const char *linker;
+  s = kiln__link_inputs(code->arch, in, 2, &linked, &size, &log, &linker);
+  if (s == KILN_ERROR_COMPILE && !linked) {
+    const char *text = log ? log : "";
+    kiln__fail(KILN_ERROR_COMPILE, "linking with the device runtime failed in %s: %.*s", linker,
+               kiln__first_line(text), text[0] ? text : "no log");
+    /* The linker's log after NVRTC's, in the module's log. */
+    size_t old = code->log ? strlen(code->log) : 0, add = strlen(text);
+    char *joined = malloc(old + add + 2);
+    if (joined) {
+      if (old) memcpy(joined, code->log, old);
+      memcpy(joined + old, text, add);
+      joined[old + add] = '\n';
+      joined[old + add + 1] = '\0';
+      free(code->log);
+      code->log = joined;
+    }
+  }
+  free(log);
+  if (s) return s;
+  free(code->cubin);
+  code->cubin = linked;
+  code->cubin_size = size;
+  return KILN_OK;
+}
+
+kiln_status kiln_link(const kiln_link_input *inputs, int n_inputs, const char *arch, void **cubin,
+                      size_t *size) {
+  *cubin = NULL;
+  *size = 0;
+  if (n_inputs <= 0 || !inputs) return kiln__fail(KILN_ERROR_INVALID, "there is nothing to link");
+  for (int i = 0; i < n_inputs; i++) {
+    const kiln_link_input *in = &inputs[i];
+    if ((unsigned)in->kind > KILN_LINK_LIBRARY)
+      return kiln__fail(KILN_ERROR_INVALID,
+                        "input %d of the link has kind %d, not one of "
+                        "kiln_link_kind's (0 to 4)",
+                        i, (int)in->kind);
+    if (in->data ? !in->size : !in->path)
+      return kiln__fail(KILN_ERROR_INVALID, "input %d of the link has %s", i,
+                        in->data ? "no bytes" : "neither bytes nor a path");
+  }
+  char chosen[32];
+  kiln_status s = KILN_OK;
+  if (!arch || !*arch) s = kiln_compile_default_arch(chosen, sizeof chosen), arch = chosen;
+  if (s) return s;
+  if (strncmp(arch, "sm_", 3) != 0 || atoi(arch + 3) < 10 || strlen(arch) > 16)
+    return kiln__fail(KILN_ERROR_INVALID,
+                      "the link's arch is a real GPU's, such as sm_90, not "
+                      "'%s'",
+                      arch);
+  char *log;
+  const char *linker;
+  s = kiln__link_inputs(arch, inputs, n_inputs, cubin, size, &log, &linker);
+  if (s == KILN_ERROR_COMPILE && !*cubin)
+    kiln__fail(KILN_ERROR_COMPILE, "the link for %s failed in %s:\n%s", arch, linker,
+               log && log[0] ? log : "no log");
+  free(log);
+  if (!s) kiln__clear_error();
+  return s;
 }

@@ -61,8 +61,9 @@ static const kiln__rule kiln__rules[] = {
     /* relocatable device code: linked with the device runtime */
     {"-rdc", 1, 0, KILN__RDC, NULL},
     {"--relocatable-device-code", 1, 0, KILN__RDC, NULL},
-    {"-dc", 0, 0, KILN__RDC, "true"},
-    {"--device-c", 0, 0, KILN__RDC, "true"},
+    /* ... or left unlinked, for a link of several (kiln.compiler.DynamicModule) */
+    {"-dc", 0, 0, KILN__RDC, "unlinked"},
+    {"--device-c", 0, 0, KILN__RDC, "unlinked"},
     {"-L", 1, 1, KILN__LIBDIR, NULL},
     {"--library-path", 1, 0, KILN__LIBDIR, NULL},
     /* -lcudadevrt: the link takes the device runtime itself. Not "-l" with any value attached:
@@ -276,6 +277,8 @@ kiln_status kiln__options_translate(const kiln_compile_opts *in, kiln__options *
     case KILN__RDC:
       if (!value) value = rule->to;
       if (strcmp(value, "true") == 0) o->opts.flags |= KILN_COMPILE_DEVICE_RUNTIME;
+      else if (strcmp(value, "unlinked") == 0 && rule->to)
+        o->opts.flags |= KILN_COMPILE_RELOCATABLE;
       else if (strcmp(value, "false") != 0)
         s = kiln__fail(KILN_ERROR_INVALID, "-rdc takes true or false, not '%s'", value);
       break;

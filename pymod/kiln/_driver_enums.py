@@ -276,3 +276,13 @@ class mem_host_register_flags(_Names):
 
     PORTABLE = 1
     DEVICEMAP = 2
+
+
+class jit_input_type(_Names):
+    """What an input of kiln.compiler.DynamicModule's link is (add_data, add_file)."""
+
+    CUBIN = 0
+    PTX = 1
+    FATBINARY = 2
+    OBJECT = 3
+    LIBRARY = 4

@@ -13,7 +13,7 @@ import os
 import sys
 import types
 
-from . import _kiln
+from . import _driver_enums, _kiln
 from ._kiln import CompileError, SourceModule  # noqa: F401
 
 DEFAULT_NVCC_FLAGS = os.environ.get("KILN_DEFAULT_NVCC_FLAGS", "").split()
@@ -68,3 +68,129 @@ def compile(source, nvcc="nvcc", options=None, keep=False, no_extern_c=False, ar
     module = SourceModule(source, nvcc, options, keep, no_extern_c, arch, code, cache_dir,
                           include_dirs)
     return module.cubin if target == "cubin" else module.ptx.encode()
+
+
+class DynamicModule:
+    """PyCUDA's DynamicModule: sources, PTX, objects and libraries linked into one module, whose
+    kernels may launch kernels and call device functions of the others.
+
+        mod = DynamicModule()
+        mod.add_source(outer_src, nvcc_options=["-rdc=true"]).add_source(inner_src)
+        mod.add_stdlib("cudadevrt")
+        mod.link()
+        mod.get_function("outer")(..., block=..., grid=...)
+
+    add_source compiles at once, as relocatable device code left unlinked (nvcc's -dc), through
+    kiln's cache like any SourceModule; add_data and add_file take inputs of a jit_input_type;
+    add_stdlib adds lib<name>.a (cudadevrt) from cuda_libdir, else from beside NVRTC or the
+    toolkit. link() links them for the arch the sources were compiled for (nvJitLink, which
+    needs no GPU, else the driver's linker) and loads the module: a link error is a
+    CompileError with the linker's log. link_options (driver JIT options) are not taken;
+    message_handler, when given, is called as PyCUDA calls it: (success, info_log, error_log).
+    """
+
+    def __init__(self, nvcc="nvcc", link_options=None, keep=False, no_extern_c=False, arch=None,
+                 code=None, cache_dir=None, include_dirs=None, message_handler=None,
+                 log_verbose=False, cuda_libdir=None):
+        if link_options:
+            raise ValueError("DynamicModule takes no link_options: kiln links with nvJitLink (or "
+                             "the driver's linker) without JIT options")
+        self.nvcc, self.keep, self.no_extern_c = nvcc, keep, no_extern_c
+        self.arch, self.code, self.cache_dir = arch, code, cache_dir
+        self.include_dirs = list(include_dirs or ())
+        self.message_handler, self.log_verbose = message_handler, log_verbose
+        self.cuda_libdir = cuda_libdir
+        self.module = None
+        self._inputs = []
+        self._link_arch = None
+
+    def _adding(self):
+        if self.module is not None:
+            raise RuntimeError("this DynamicModule is linked already; make another to link more")
+
+    def add_source(self, source, nvcc_options=None, name="kernel.ptx"):
+        """Compiles source (nvcc_options, else DEFAULT_NVCC_FLAGS) as relocatable device code
+        and adds it to the link."""
+        self._adding()
+        if isinstance(nvcc_options, (str, bytes)):
+            raise TypeError("nvcc_options must be a list of strings, not a single string")
+        options = list(globals().get("DEFAULT_NVCC_FLAGS") or ()) if nvcc_options is None \
+            else list(nvcc_options)
+        module = SourceModule(source, self.nvcc, [*options, "-dc"], False, self.no_extern_c,
+                              self.arch, self.code, self.cache_dir, self.include_dirs or None)
+        if self._link_arch not in (None, module.arch):
+            raise ValueError(f"this source compiled for {module.arch}, an earlier one for "
+                             f"{self._link_arch}: a link takes code of one arch")
+        self._link_arch = module.arch
+        self._inputs.append((int(_driver_enums.jit_input_type.CUBIN), module.cubin, None,
+                             str(name)))
+        return self
+
+    def add_data(self, data, input_type, name="unknown"):
+        """Adds data (bytes: a CUBIN, PTX, fatbin, object or library, as input_type says)."""
+        self._adding()
+        self._inputs.append((int(input_type), data, None, str(name)))
+        return self
+
+    def add_file(self, filename, input_type):
+        """Adds the file filename, of input_type."""
+        self._adding()
+        self._inputs.append((int(input_type), None, os.fspath(filename), None))
+        return self
+
+    def add_stdlib(self, libname):
+        """Adds the toolkit's static library lib<libname>.a (PyCUDA's use: "cudadevrt")."""
+        self._adding()
+        name = f"lib{libname}.a"
+        folders = [self.cuda_libdir] if self.cuda_libdir is not None else _library_folders()
+        for folder in folders:
+            path = os.path.join(os.fspath(folder), name)
+            if os.path.isfile(path):
+                return self.add_file(path, _driver_enums.jit_input_type.LIBRARY)
+        raise OSError(f"CUDA library file {name} not found in {', '.join(map(str, folders))}")
+
+    def link(self):
+        """Links what was added and loads the module (needs a GPU to load)."""
+        self._adding()
+        try:
+            cubin = _kiln._link(self._inputs, self._link_arch or self.arch)
+        except CompileError as e:
+            if self.message_handler is not None:
+                self.message_handler(False, "", str(e))
+            raise
+        if self.message_handler is not None:
+            self.message_handler(True, "", "")
+        self.module = _kiln.module_from_buffer(cubin)
+        self.cubin = cubin
+        return self
+
+    def _linked(self):
+        if self.module is None:
+            raise RuntimeError("call link() first: the module exists once linked")
+        return self.module
+
+    def get_function(self, name):
+        return self._linked().get_function(name)
+
+    def get_global(self, name):
+        return self._linked().get_global(name)
+
+    def get_texref(self, name):
+        return self._linked().get_texref(name)
+
+    def get_surfref(self, name):
+        return self._linked().get_surfref(name)
+
+
+def _library_folders():
+    """Where the toolkit's static libraries are: beside NVRTC, then lib64 under $CUDA_HOME,
+    $CUDA_PATH and /usr/local/cuda (as libcudadevrt.a is found for DynamicSourceModule)."""
+    folders = []
+    try:
+        folders.append(os.path.dirname(_kiln.nvrtc_info()["path"]))
+    except Exception:  # no NVRTC: the toolkit's folders all the same
+        pass
+    for root in (os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH"), "/usr/local/cuda"):
+        if root:
+            folders.append(os.path.join(root, "lib64"))
+    return list(dict.fromkeys(folders))

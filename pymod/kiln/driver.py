@@ -20,6 +20,7 @@ from ._driver_enums import (  # noqa: F401
     func_cache,
     function_attribute,
     host_alloc_flags,
+    jit_input_type,
     limit,
     mem_host_register_flags,
     shared_config,

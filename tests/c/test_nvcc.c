@@ -353,3 +353,93 @@ TEST(gpu_kernel_launches_a_kernel) {
   ASSERT_OK(kiln_mem_free(p));
   kiln_module_free(m);
 }
+
+/* Two sources compiled as relocatable code left unlinked, then linked with the device runtime:
+ * the parent calls into the other source (PyCUDA's DynamicModule). */
+static const char *parent_src = "extern __global__ void child(int *p, int base);\n"
+                                "__global__ void parent(int *p) { child<<<1, 32>>>(p, 7); }\n";
+static const char *child_src =
+    "__global__ void child(int *p, int base) { p[threadIdx.x] = base * (int)threadIdx.x; }\n";
+
+static void *link_parent_and_child(const char *arch, size_t *size) {
+  kiln_compile_opts opts = {.arch = arch, .flags = KILN_COMPILE_RELOCATABLE};
+  kiln_module *parent = compile_ok(parent_src, &opts), *child = compile_ok(child_src, &opts);
+  size_t np = 0, nc = 0;
+  const unsigned char *cp = kiln_module_cubin(parent, &np), *cc = kiln_module_cubin(child, &nc);
+  ASSERT(cp && cc);
+  ASSERT_EQ(cp[16], 1); /* ET_REL: left unlinked */
+  char runtime[4096];
+  snprintf(runtime, sizeof runtime, "%s/lib64/libcudadevrt.a",
+           getenv("CUDA_HOME") ? getenv("CUDA_HOME") : "/usr/local/cuda");
+  kiln_link_input in[] = {
+      {.kind = KILN_LINK_CUBIN, .data = cp, .size = np, .name = "parent.cubin"},
+      {.kind = KILN_LINK_CUBIN, .data = cc, .size = nc, .name = "child.cubin"},
+      {.kind = KILN_LINK_LIBRARY, .path = runtime},
+  };
+  void *cubin = NULL;
+  ASSERT_OK(kiln_link(in, 3, kiln_module_arch(parent), &cubin, size));
+  kiln_module_free(parent);
+  kiln_module_free(child);
+  return cubin;
+}
+
+TEST(compile_relocatable_then_link_several) {
+  size_t size = 0;
+  unsigned char *cubin = link_parent_and_child("sm_90", &size);
+  ASSERT(size > 64 && memcmp(cubin,
+                             "\x7f"
+                             "ELF",
+                             4) == 0);
+  ASSERT_EQ(cubin[16], 2); /* ET_EXEC: linked */
+  free(cubin);
+  /* The parent alone does not link: its child and the runtime are missing. */
+  kiln_compile_opts opts = {.arch = "sm_90", .flags = KILN_COMPILE_RELOCATABLE};
+  kiln_module *parent = compile_ok(parent_src, &opts);
+  size_t n = 0;
+  const void *cp = kiln_module_cubin(parent, &n);
+  kiln_link_input one = {.kind = KILN_LINK_CUBIN, .data = cp, .size = n};
+  void *out = NULL;
+  ASSERT_STATUS(kiln_link(&one, 1, "sm_90", &out, &size), KILN_ERROR_COMPILE);
+  ASSERT_CONTAINS(kiln_last_error(), "Undefined reference");
+  ASSERT(out == NULL);
+  kiln_module_free(parent);
+  /* What a link cannot take. */
+  ASSERT_STATUS(kiln_link(&one, 0, "sm_90", &out, &size), KILN_ERROR_INVALID);
+  kiln_link_input bad = {.kind = (kiln_link_kind)9, .data = "x", .size = 1};
+  ASSERT_STATUS(kiln_link(&bad, 1, "sm_90", &out, &size), KILN_ERROR_INVALID);
+  ASSERT_CONTAINS(kiln_last_error(), "kind 9");
+  kiln_link_input nothing = {.kind = KILN_LINK_CUBIN};
+  ASSERT_STATUS(kiln_link(&nothing, 1, "sm_90", &out, &size), KILN_ERROR_INVALID);
+  ASSERT_STATUS(kiln_link(&one, 1, "compute_90", &out, &size), KILN_ERROR_INVALID);
+  /* -dc, nvcc's spelling, is the same flag, and wins over -rdc=true's link. */
+  const char *dc[] = {"-rdc=true", "-dc"};
+  kiln_compile_opts spelled = {.arch = "sm_90", .options = dc, .n_options = 2};
+  kiln_module *m = compile_ok(parent_src, &spelled);
+  ASSERT_EQ(((const unsigned char *)kiln_module_cubin(m, NULL))[16], 1);
+  kiln_module_free(m);
+}
+
+TEST(gpu_linked_module_launches_across_sources) {
+  kiln_test_require_gpu();
+  char arch[32];
+  ASSERT_OK(kiln_compile_default_arch(arch, sizeof arch));
+  size_t size = 0;
+  void *cubin = link_parent_and_child(arch, &size);
+  kiln_module *m = NULL;
+  ASSERT_OK(kiln_module_from_image(cubin, size, &m));
+  free(cubin);
+  kiln_function *parent = NULL;
+  ASSERT_OK(kiln_module_get_function(m, "parent", &parent));
+  kiln_deviceptr p = 0;
+  ASSERT_OK(kiln_mem_alloc(32 * sizeof(int), &p));
+  ASSERT_OK(kiln_memset_d32(p, 0, 32));
+  void *params[] = {&p};
+  kiln_launch_config cfg = {.grid = {1, 1, 1}, .block = {1, 1, 1}};
+  ASSERT_OK(kiln_function_launch(parent, &cfg, params));
+  ASSERT_OK(kiln_synchronize());
+  int got[32];
+  ASSERT_OK(kiln_memcpy_dtoh(got, p, sizeof got));
+  for (int i = 0; i < 32; i++) ASSERT_EQ(got[i], 7 * i);
+  ASSERT_OK(kiln_mem_free(p));
+  kiln_module_free(m);
+}
