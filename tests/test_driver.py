@@ -28,6 +28,9 @@ memcpy_htod memcpy_dtoh memcpy_dtod memcpy_htod_async memcpy_dtoh_async memcpy_d
 memset_d8 memset_d16 memset_d32 memset_d8_async memset_d16_async memset_d32_async
 pagelocked_empty pagelocked_zeros pagelocked_empty_like pagelocked_zeros_like
 aligned_empty aligned_zeros aligned_empty_like aligned_zeros_like AlignedHostAllocation
+managed_empty managed_zeros managed_empty_like managed_zeros_like ManagedAllocation mem_attach_flags
+memset_d2d8 memset_d2d16 memset_d2d32 memset_d2d8_async memset_d2d16_async memset_d2d32_async
+start_profiler stop_profiler initialize_profiler
 register_host_memory RegisteredHostMemory PointerHolderBase In Out InOut DeviceAllocation
 Function Module module_from_buffer module_from_file synchronize
 Error LogicError LaunchError MemoryError RuntimeError CompileError
@@ -153,7 +156,7 @@ def test_the_enumerations_are_cuda_hs():
                 drv.ctx_flags: "CU_CTX_", drv.event_flags: "CU_EVENT_",
                 drv.compute_mode: "CU_COMPUTEMODE_", drv.host_alloc_flags: "CU_MEMHOSTALLOC_",
                 drv.mem_host_register_flags: "CU_MEMHOSTREGISTER_",
-                drv.jit_input_type: "CU_JIT_INPUT_"}
+                drv.jit_input_type: "CU_JIT_INPUT_", drv.mem_attach_flags: "CU_MEM_ATTACH_"}
     for enum, prefix in prefixes.items():
         for name, member in enum.__members__.items():
             m = re.search(r"\b%s%s\s*=\s*(0x[0-9a-fA-F]+|\d+)" % (prefix, name), text) or \
@@ -822,6 +825,79 @@ def test_function_attributes(module):
     f.set_cache_config(drv.func_cache.PREFER_L1)
     with pytest.raises(ValueError, match="function attribute 4 is read-only"):
         f.set_attribute(drv.function_attribute.NUM_REGS, 8)
+
+
+def test_managed_memory_2d_memsets_and_the_profiler_check_arguments_first():
+    with pytest.raises(ValueError, match="made attached GLOBAL .1. or HOST .2., not 4"):
+        drv.managed_empty(3, np.float32, mem_flags=drv.mem_attach_flags.SINGLE)
+    with pytest.raises(ValueError, match="order must be 'C' or 'F'"):
+        drv.managed_zeros((2, 2), np.float32, order="K")
+    with pytest.raises(ValueError, match="value is an int of 1 bytes, signed or not, not 256"):
+        drv.memset_d2d8(0x1000, 4, 256, 1, 1)
+    with pytest.raises(ValueError, match="value is an int of 4 bytes"):
+        drv.memset_d2d32_async(0x1000, 4, 1.5, 1, 1)
+    with pytest.raises(TypeError, match="dest is device memory"):
+        drv.memset_d2d16("here", 4, 1, 1, 1)
+    with pytest.raises(ValueError, match="pitch, width and height are counts >= 0"):
+        drv.memset_d2d16(0x1000, -4, 1, 1, 1)
+    with pytest.raises(TypeError):
+        drv.memset_d2d8(0x1000, 4, 1, 1, 1, None)  # the blocking form takes no stream
+    with pytest.raises(NotImplementedError, match="CUDA 12 removed cuProfilerInitialize"):
+        drv.initialize_profiler("config", "out.csv", 0)
+
+
+@pytest.mark.gpu
+def test_managed_arrays_pass_to_kernels_as_they_are():
+    # PyCUDA's example of managed memory, word for word but for the imports.
+    a = drv.managed_empty(shape=10, dtype=np.float32, mem_flags=drv.mem_attach_flags.GLOBAL)
+    a[:] = np.linspace(0, 9, len(a))
+    doublify = kiln.SourceModule("""
+    __global__ void doublify(float *a) { a[threadIdx.x] *= 2; }
+    """).get_function("doublify")
+    doublify(a, grid=(1, 1), block=(len(a), 1, 1))
+    drv.Context.synchronize()
+    assert np.median(a) == 9.0 and a.tolist() == [2.0 * i for i in range(10)]
+    assert isinstance(a.base, drv.ManagedAllocation)
+    assert a.base.get_device_pointer() == a.ctypes.data == int(a.base)
+    assert a.base.size == 40
+    # A view of it passes too when contiguous; a strided one is refused.
+    doublify(a[5:], grid=(1, 1), block=(5, 1, 1))
+    drv.Context.synchronize()
+    assert a[5:].tolist() == [4.0 * i for i in range(5, 10)]
+    with pytest.raises(ValueError, match="strided view of a managed array"):
+        doublify(a[::2], grid=(1, 1), block=(5, 1, 1))
+    z = drv.managed_zeros((4, 3), np.int32, order="F")
+    assert z.flags.f_contiguous and not z.any()
+    like = drv.managed_zeros_like(np.ones((2, 5), np.float64))
+    assert like.shape == (2, 5) and like.dtype == np.float64 and not like.any()
+    assert drv.managed_empty_like(z).flags.f_contiguous
+    host_only = drv.managed_empty(8, np.uint8, mem_flags=drv.mem_attach_flags.HOST)
+    host_only[:] = 3
+    s = drv.Stream()
+    host_only.base.attach(drv.mem_attach_flags.SINGLE, stream=s)
+    drv.memset_d8_async(host_only.base, 9, 8, stream=s)
+    s.synchronize()
+    assert host_only.tolist() == [9] * 8
+    host_only.base.attach(drv.mem_attach_flags.GLOBAL)
+    drv.Context.synchronize()
+
+
+@pytest.mark.gpu
+def test_2d_memsets_and_the_profiler_on_the_gpu():
+    alloc, pitch = drv.mem_alloc_pitch(64, 4, 4)
+    drv.memset_d8(alloc, 0, pitch * 4)
+    drv.memset_d2d8(alloc, pitch, 0xAB, 10, 3)
+    drv.memset_d2d16(int(alloc) + 16, pitch, -1, 4, 2)
+    drv.memset_d2d32_async(int(alloc) + 32, pitch, 0x01020304, 2, 4, stream=drv.Stream())
+    drv.Context.synchronize()
+    got = drv.from_device(alloc, (4, pitch), np.uint8)
+    assert got[:3, :10].tolist() == [[0xAB] * 10] * 3 and not got[3, :10].any()
+    assert got[:2, 16:24].tolist() == [[0xFF] * 8] * 2 and not got[2:, 16:24].any()
+    assert got[:, 32:40].view(np.uint32).tolist() == [[0x01020304] * 2] * 4
+    with pytest.raises(ValueError, match="runs past its allocation"):
+        drv.memset_d2d8(alloc, pitch, 1, 10, 5)
+    drv.start_profiler()
+    drv.stop_profiler()
 
 
 @pytest.mark.gpu

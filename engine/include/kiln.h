@@ -467,6 +467,32 @@ kiln_status kiln_memset_d16_async(kiln_deviceptr dst, uint16_t value, size_t cou
 kiln_status kiln_memset_d32_async(kiln_deviceptr dst, uint32_t value, size_t count,
                                   kiln_stream stream);
 
+/* height rows of width values of 1, 2 or 4 bytes (value_bytes), the rows pitch bytes apart
+ * (a multiple of the value's size, at least the row's bytes), as cuMemsetD2D*: the whole
+ * stretch must lie in one allocation. The async form is ordered on stream. */
+kiln_status kiln_memset_2d(kiln_deviceptr dst, size_t pitch, uint32_t value, unsigned value_bytes,
+                           size_t width, size_t height);
+kiln_status kiln_memset_2d_async(kiln_deviceptr dst, size_t pitch, uint32_t value,
+                                 unsigned value_bytes, size_t width, size_t height,
+                                 kiln_stream stream);
+
+/* Managed (unified) memory, reachable from the host and every device, as cuMemAllocManaged:
+ * flags KILN_MEM_ATTACH_GLOBAL (any stream may use it) or KILN_MEM_ATTACH_HOST (the host
+ * alone, until attached to a stream). Free it with kiln_mem_free. kiln_stream_attach_mem
+ * attaches length bytes of it from p (0: the whole allocation) to stream, as
+ * cuStreamAttachMemAsync: KILN_MEM_ATTACH_GLOBAL, _HOST or _SINGLE (that stream alone). */
+#define KILN_MEM_ATTACH_GLOBAL 1u
+#define KILN_MEM_ATTACH_HOST 2u
+#define KILN_MEM_ATTACH_SINGLE 4u
+kiln_status kiln_mem_alloc_managed(size_t nbytes, unsigned flags, kiln_deviceptr *out);
+kiln_status kiln_stream_attach_mem(kiln_stream stream, kiln_deviceptr p, size_t length,
+                                   unsigned flags);
+
+/* The profiler's collection on or off, for a tool that starts with it off (nsys, ncu), as
+ * cuProfilerStart and cuProfilerStop. */
+kiln_status kiln_profiler_start(void);
+kiln_status kiln_profiler_stop(void);
+
 /* height rows of at least width bytes, each row starting at a multiple of *pitch bytes, read
  * in elements of element_bytes (4, 8 or 16), as cuMemAllocPitch. */
 kiln_status kiln_mem_alloc_pitch(size_t width, size_t height, unsigned element_bytes,

@@ -158,3 +158,27 @@ kiln_status kiln_context_api_version(unsigned *version) {
   kiln__clear_error();
   return KILN_OK;
 }
+
+/* ---- Profiler control -------------------------------------------------------------------- */
+
+kiln_status kiln_profiler_start(void) {
+  kiln__device *d;
+  kiln_status s = kiln__device_enter(&d);
+  if (s) return s;
+  if (!kiln__driver.ProfilerStart)
+    return kiln__fail(KILN_ERROR_CUDA, "this CUDA driver has no cuProfilerStart");
+  KILN__CU(ProfilerStart, ());
+  kiln__clear_error();
+  return KILN_OK;
+}
+
+kiln_status kiln_profiler_stop(void) {
+  kiln__device *d;
+  kiln_status s = kiln__device_enter(&d);
+  if (s) return s;
+  if (!kiln__driver.ProfilerStop)
+    return kiln__fail(KILN_ERROR_CUDA, "this CUDA driver has no cuProfilerStop");
+  KILN__CU(ProfilerStop, ());
+  kiln__clear_error();
+  return KILN_OK;
+}

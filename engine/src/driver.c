@@ -190,6 +190,16 @@ static void kiln__driver_load_once(void) {
       {"cuLinkAddFile", (void **)&kiln__driver.LinkAddFile, KILN__DRIVER_ABI},
       {"cuLinkComplete", (void **)&kiln__driver.LinkComplete, KILN__DRIVER_ABI},
       {"cuLinkDestroy", (void **)&kiln__driver.LinkDestroy, KILN__DRIVER_ABI},
+      {"cuMemAllocManaged", (void **)&kiln__driver.MemAllocManaged, KILN__DRIVER_ABI},
+      {"cuStreamAttachMemAsync", (void **)&kiln__driver.StreamAttachMemAsync, KILN__DRIVER_ABI},
+      {"cuMemsetD2D8", (void **)&kiln__driver.MemsetD2D8, KILN__DRIVER_ABI},
+      {"cuMemsetD2D16", (void **)&kiln__driver.MemsetD2D16, KILN__DRIVER_ABI},
+      {"cuMemsetD2D32", (void **)&kiln__driver.MemsetD2D32, KILN__DRIVER_ABI},
+      {"cuMemsetD2D8Async", (void **)&kiln__driver.MemsetD2D8Async, KILN__DRIVER_ABI},
+      {"cuMemsetD2D16Async", (void **)&kiln__driver.MemsetD2D16Async, KILN__DRIVER_ABI},
+      {"cuMemsetD2D32Async", (void **)&kiln__driver.MemsetD2D32Async, KILN__DRIVER_ABI},
+      {"cuProfilerStart", (void **)&kiln__driver.ProfilerStart, KILN__DRIVER_ABI},
+      {"cuProfilerStop", (void **)&kiln__driver.ProfilerStop, KILN__DRIVER_ABI},
   };
   for (size_t i = 0; i < KILN__COUNT(optional); i++) {
     CUdriverProcAddressQueryResult found;

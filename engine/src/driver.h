@@ -118,6 +118,17 @@ typedef struct kiln__driver_table {
                           void **);
   CUresult (*LinkComplete)(CUlinkState, void **, size_t *);
   CUresult (*LinkDestroy)(CUlinkState);
+  /* PyCUDA's managed memory, 2D memsets and profiler control. */
+  CUresult (*MemAllocManaged)(CUdeviceptr *, size_t, unsigned);
+  CUresult (*StreamAttachMemAsync)(CUstream, CUdeviceptr, size_t, unsigned);
+  CUresult (*MemsetD2D8)(CUdeviceptr, size_t, unsigned char, size_t, size_t);
+  CUresult (*MemsetD2D16)(CUdeviceptr, size_t, unsigned short, size_t, size_t);
+  CUresult (*MemsetD2D32)(CUdeviceptr, size_t, unsigned, size_t, size_t);
+  CUresult (*MemsetD2D8Async)(CUdeviceptr, size_t, unsigned char, size_t, size_t, CUstream);
+  CUresult (*MemsetD2D16Async)(CUdeviceptr, size_t, unsigned short, size_t, size_t, CUstream);
+  CUresult (*MemsetD2D32Async)(CUdeviceptr, size_t, unsigned, size_t, size_t, CUstream);
+  CUresult (*ProfilerStart)(void);
+  CUresult (*ProfilerStop)(void);
 } kiln__driver_table;
 
 /* The driver's entry points, named for this file: kiln__driver.MemAlloc(&p, n). */

@@ -417,6 +417,108 @@ static kiln_status kiln__memset_check(kiln_deviceptr dst, size_t count, unsigned
   return kiln__check_range(dst, count * width, "destination");
 }
 
+/* The checks of a 2D memset, then the device: aligned, a pitch that holds a row, the whole
+ * stretch in one allocation. */
+static kiln_status kiln__memset_2d_check(kiln_deviceptr dst, size_t pitch, unsigned bytes,
+                                         size_t width, size_t height, kiln__device **d) {
+  if (bytes != 1 && bytes != 2 && bytes != 4)
+    return kiln__fail(KILN_ERROR_INVALID, "a 2D memset sets values of 1, 2 or 4 bytes, not %u",
+                      bytes);
+  if (width > SIZE_MAX / bytes)
+    return kiln__fail(KILN_ERROR_INVALID, "%zu values of %u bytes is more than memory holds", width,
+                      bytes);
+  if (height > 1 && (pitch < width * bytes || pitch % bytes))
+    return kiln__fail(KILN_ERROR_INVALID,
+                      "the pitch of a 2D memset is the bytes from one row to the next: at least "
+                      "a row's %zu and a multiple of %u, not %zu",
+                      width * bytes, bytes, pitch);
+  if (height > 1 && (height - 1) > (SIZE_MAX - width * bytes) / (pitch ? pitch : 1))
+    return kiln__fail(KILN_ERROR_INVALID, "%zu rows %zu bytes apart is more than memory holds",
+                      height, pitch);
+  size_t extent = height && width ? (height - 1) * pitch + width * bytes : 0;
+  return kiln__memset_check(dst, extent / bytes, bytes, d);
+}
+
+kiln_status kiln_memset_2d(kiln_deviceptr dst, size_t pitch, uint32_t value, unsigned value_bytes,
+                           size_t width, size_t height) {
+  kiln__stream_note_work();
+  kiln__device *d;
+  kiln_status s = kiln__memset_2d_check(dst, pitch, value_bytes, width, height, &d);
+  if (s || !width || !height) return s;
+  if (!kiln__driver.MemsetD2D8 || !kiln__driver.MemsetD2D16 || !kiln__driver.MemsetD2D32)
+    return kiln__fail(KILN_ERROR_CUDA, "this CUDA driver has no cuMemsetD2D*");
+  CUdeviceptr p = (CUdeviceptr)dst;
+  if (value_bytes == 1) KILN__CU(MemsetD2D8, (p, pitch, (unsigned char)value, width, height));
+  else if (value_bytes == 2)
+    KILN__CU(MemsetD2D16, (p, pitch, (unsigned short)value, width, height));
+  else KILN__CU(MemsetD2D32, (p, pitch, value, width, height));
+  kiln__clear_error();
+  return KILN_OK;
+}
+
+kiln_status kiln_memset_2d_async(kiln_deviceptr dst, size_t pitch, uint32_t value,
+                                 unsigned value_bytes, size_t width, size_t height,
+                                 kiln_stream stream) {
+  kiln__stream_note_work();
+  kiln__device *d;
+  kiln_status s = kiln__memset_2d_check(dst, pitch, value_bytes, width, height, &d);
+  if (s || !width || !height) return s;
+  if (!kiln__driver.MemsetD2D8Async || !kiln__driver.MemsetD2D16Async ||
+      !kiln__driver.MemsetD2D32Async)
+    return kiln__fail(KILN_ERROR_CUDA, "this CUDA driver has no cuMemsetD2D*Async");
+  CUdeviceptr p = (CUdeviceptr)dst;
+  if (value_bytes == 1)
+    KILN__CU(MemsetD2D8Async, (p, pitch, (unsigned char)value, width, height, stream));
+  else if (value_bytes == 2)
+    KILN__CU(MemsetD2D16Async, (p, pitch, (unsigned short)value, width, height, stream));
+  else KILN__CU(MemsetD2D32Async, (p, pitch, value, width, height, stream));
+  kiln__clear_error();
+  return KILN_OK;
+}
+
+kiln_status kiln_mem_alloc_managed(size_t nbytes, unsigned flags, kiln_deviceptr *out) {
+  *out = 0;
+  if (flags != KILN_MEM_ATTACH_GLOBAL && flags != KILN_MEM_ATTACH_HOST)
+    return kiln__fail(KILN_ERROR_INVALID,
+                      "managed memory is attached GLOBAL (1) or HOST (2) "
+                      "when made, not %u",
+                      flags);
+  if (nbytes == 0) return kiln__fail(KILN_ERROR_INVALID, "cannot allocate 0 bytes");
+  kiln__device *d;
+  kiln_status s = kiln__device_enter(&d);
+  if (s) return s;
+  if (!kiln__driver.MemAllocManaged)
+    return kiln__fail(KILN_ERROR_CUDA, "this CUDA driver has no cuMemAllocManaged");
+  CUdeviceptr p = 0;
+  CUresult rc = kiln__driver.MemAllocManaged(&p, nbytes, flags);
+  if (rc) {
+    s = kiln__cuda_fail("cuMemAllocManaged", (int)rc);
+    if (s == KILN_ERROR_OUT_OF_MEMORY) kiln__append_free(nbytes);
+    return s;
+  }
+  *out = (kiln_deviceptr)p;
+  kiln__clear_error();
+  return KILN_OK;
+}
+
+kiln_status kiln_stream_attach_mem(kiln_stream stream, kiln_deviceptr p, size_t length,
+                                   unsigned flags) {
+  if (flags != KILN_MEM_ATTACH_GLOBAL && flags != KILN_MEM_ATTACH_HOST &&
+      flags != KILN_MEM_ATTACH_SINGLE)
+    return kiln__fail(KILN_ERROR_INVALID,
+                      "memory is attached GLOBAL (1), HOST (2) or SINGLE "
+                      "(4), not %u",
+                      flags);
+  kiln__device *d;
+  kiln_status s = kiln__device_enter(&d);
+  if (s) return s;
+  if (!kiln__driver.StreamAttachMemAsync)
+    return kiln__fail(KILN_ERROR_CUDA, "this CUDA driver has no cuStreamAttachMemAsync");
+  KILN__CU(StreamAttachMemAsync, (stream, (CUdeviceptr)p, length, flags));
+  kiln__clear_error();
+  return KILN_OK;
+}
+
 kiln_status kiln_memset_d8(kiln_deviceptr dst, uint8_t value, size_t count) {
   kiln__stream_note_work();
   kiln__device *d;

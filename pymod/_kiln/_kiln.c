@@ -15,6 +15,7 @@
 #include "interop.h"
 #include "launches.h"
 #include "linking.h"
+#include "managed.h"
 #include "memory.h"
 #include "mirror.h"
 #include "pin.h"
@@ -39,7 +40,7 @@ static int kpy_exec(PyObject *module) {
       kpy_reduce_init(module, st) < 0 || kpy_context_init(module, st) < 0 ||
       kpy_wait_init(module, st) < 0 || kpy_portable_init(module, st) < 0 ||
       kpy_launches_init(module, st) < 0 || kpy_graph_init(module, st) < 0 ||
-      kpy_link_init(module, st) < 0)
+      kpy_link_init(module, st) < 0 || kpy_managed_init(module, st) < 0)
     return -1;
   char version[32];
   PyOS_snprintf(version, sizeof version, "%d.%d.%d", KILN_VERSION_MAJOR, KILN_VERSION_MINOR,

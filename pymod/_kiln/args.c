@@ -5,6 +5,7 @@
 #include "arrayobj.h"
 #include "errors.h"
 #include "interop.h"
+#include "managed.h"
 #include "memory.h"
 #include "stream.h"
 #include "transfer.h"
@@ -321,6 +322,16 @@ int kpy_pack_arg(kpy_state *st, const kiln_function *f, int index, PyObject *obj
   }
   if (PyArray_Check(obj)) {
     if (cls == KILN_PARAM_AGGREGATE) return kpy_pack_bytes(f, index, obj, slot);
+    if (kpy_is_pointer_class(cls) && kpy_managed_array(st, obj)) { /* kernels reach it */
+      if (!PyArray_ISCONTIGUOUS((PyArrayObject *)obj) && !PyArray_ISFORTRAN((PyArrayObject *)obj) &&
+          PyArray_SIZE((PyArrayObject *)obj) > 1)
+        return kpy_arg_error(PyExc_ValueError, f, index,
+                             "a strided view of a managed array does not pass as a pointer; "
+                             "pass a contiguous one");
+      kiln_deviceptr p = (kiln_deviceptr)(uintptr_t)PyArray_DATA((PyArrayObject *)obj);
+      memcpy(slot, &p, sizeof p);
+      return 0;
+    }
     if (kpy_is_pointer_class(cls))
       return kpy_arg_error(PyExc_TypeError, f, index,
                            "a numpy array lives in host memory; wrap it in kiln.In, kiln.Out "

@@ -98,6 +98,8 @@ typedef struct kpy_state {
     /* kiln.compiler.DEFAULT_NVCC_FLAGS, the list a SourceModule given no options compiles
      * with (read at each call, so appending to it counts); NULL until kiln.compiler sets it. */
     PyObject *default_options;
+    /* managed.c's. */
+    PyTypeObject *ManagedAllocation_type;
   } ref;
   /* Interned strings: never in a reference cycle, so cleared but not visited. */
   struct kpy_strings {

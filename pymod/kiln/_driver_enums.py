@@ -286,3 +286,11 @@ class jit_input_type(_Names):
     FATBINARY = 2
     OBJECT = 3
     LIBRARY = 4
+
+
+class mem_attach_flags(_Names):
+    """Who may use managed memory (managed_empty's mem_flags, ManagedAllocation.attach)."""
+
+    GLOBAL = 1
+    HOST = 2
+    SINGLE = 4

@@ -22,6 +22,7 @@ from ._driver_enums import (  # noqa: F401
     host_alloc_flags,
     jit_input_type,
     limit,
+    mem_attach_flags,
     mem_host_register_flags,
     shared_config,
 )
@@ -37,6 +38,7 @@ from ._kiln import (  # noqa: F401
     InOut,
     LaunchError,
     LogicError,
+    ManagedAllocation,
     Module,
     NoDeviceError,
     Out,
@@ -47,6 +49,8 @@ from ._kiln import (  # noqa: F401
     get_version,
     init,
     mem_alloc,
+    managed_empty,
+    managed_zeros,
     mem_alloc_pitch,
     memcpy_dtod,
     memcpy_dtod_async,
@@ -60,10 +64,18 @@ from ._kiln import (  # noqa: F401
     memset_d16_async,
     memset_d32,
     memset_d32_async,
+    memset_d2d8,
+    memset_d2d8_async,
+    memset_d2d16,
+    memset_d2d16_async,
+    memset_d2d32,
+    memset_d2d32_async,
     module_from_buffer,
     pagelocked_empty,
     pagelocked_zeros,
     register_host_memory,
+    start_profiler,
+    stop_profiler,
     synchronize,
 )
 from ._kiln import mem_info as mem_get_info  # noqa: F401
@@ -179,6 +191,25 @@ def aligned_empty_like(array, alignment=4096):
 def aligned_zeros_like(array, alignment=4096):
     """The same, zeroed."""
     return aligned_zeros(array.shape, array.dtype, _order(array), alignment)
+
+
+def managed_empty_like(array, mem_flags=0):
+    """A managed array of array's shape, dtype and order."""
+    return managed_empty(array.shape, array.dtype, _order(array), mem_flags)
+
+
+def managed_zeros_like(array, mem_flags=0):
+    """The same, zeroed."""
+    return managed_zeros(array.shape, array.dtype, _order(array), mem_flags)
+
+
+def initialize_profiler(config_file, output_file, output_mode):
+    """PyCUDA's call of cuProfilerInitialize, which CUDA 12 removed: the profiler is configured
+    by the tool that runs the program (nsys, ncu); start_profiler and stop_profiler remain."""
+    raise NotImplementedError("CUDA 12 removed cuProfilerInitialize: configure the profiler "
+                              "through the tool that runs the program (nsys, ncu); "
+                              "start_profiler() and stop_profiler() turn its collection on "
+                              "and off")
 
 
 # CuPy's names of the occupancy calculator (cupy.cuda.driver, cupy.cuda.runtime): functions of

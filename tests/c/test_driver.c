@@ -271,3 +271,56 @@ TEST(gpu_function_attributes) {
   ASSERT_OK(kiln_mem_free(p));
   kiln_module_free(m);
 }
+
+TEST(managed_memory_and_2d_memsets_check_arguments_first) {
+  setenv("KILN_CUDA_PATH", "/nonexistent/libcuda.so.1", 1);
+  kiln_deviceptr p = 1;
+  ASSERT_STATUS(kiln_mem_alloc_managed(64, 0, &p), KILN_ERROR_INVALID);
+  ASSERT_CONTAINS(kiln_last_error(), "attached GLOBAL (1) or HOST (2) when made, not 0");
+  ASSERT_EQ(p, 0);
+  ASSERT_STATUS(kiln_mem_alloc_managed(0, KILN_MEM_ATTACH_GLOBAL, &p), KILN_ERROR_INVALID);
+  ASSERT_STATUS(kiln_stream_attach_mem(NULL, 0x1000, 0, 3), KILN_ERROR_INVALID);
+  ASSERT_CONTAINS(kiln_last_error(), "GLOBAL (1), HOST (2) or SINGLE (4), not 3");
+  ASSERT_STATUS(kiln_memset_2d(0x1000, 8, 0, 3, 2, 2), KILN_ERROR_INVALID);
+  ASSERT_CONTAINS(kiln_last_error(), "values of 1, 2 or 4 bytes, not 3");
+  ASSERT_STATUS(kiln_memset_2d(0x1000, 6, 0, 4, 2, 2), KILN_ERROR_INVALID);
+  ASSERT_CONTAINS(kiln_last_error(), "at least a row's 8 and a multiple of 4, not 6");
+  ASSERT_STATUS(kiln_memset_2d_async(0x1000, 10, 0, 4, 2, 2, NULL), KILN_ERROR_INVALID);
+  ASSERT_STATUS(kiln_memset_2d(0x1001, 8, 0, 4, 2, 2), KILN_ERROR_INVALID);
+  ASSERT_CONTAINS(kiln_last_error(), "aligned to 4 bytes");
+  ASSERT_STATUS(kiln_memset_2d(0x1000, SIZE_MAX / 2, 0, 1, 1, 4), KILN_ERROR_INVALID);
+  ASSERT_CONTAINS(kiln_last_error(), "more than memory holds");
+  /* Past the checks, no driver: a status, not a crash. */
+  ASSERT_STATUS(kiln_memset_2d(0x1000, 8, 0, 4, 2, 2), KILN_ERROR_NO_DRIVER);
+  ASSERT_STATUS(kiln_profiler_start(), KILN_ERROR_NO_DRIVER);
+}
+
+TEST(gpu_managed_memory_2d_memsets_and_the_profiler) {
+  kiln_test_require_gpu();
+  kiln_deviceptr m = 0;
+  ASSERT_OK(kiln_mem_alloc_managed(256, KILN_MEM_ATTACH_GLOBAL, &m));
+  unsigned char *host = (unsigned char *)(uintptr_t)m; /* the host reaches managed memory */
+  memset(host, 7, 256);
+  ASSERT_OK(kiln_memset_2d(m, 64, 0xABCD, 2, 8, 3)); /* 3 rows of 16 bytes, 64 apart */
+  ASSERT_OK(kiln_synchronize());
+  for (int row = 0; row < 4; row++)
+    for (int i = 0; i < 64; i++) {
+      unsigned char want = row < 3 && i < 16 ? (i % 2 ? 0xAB : 0xCD) : 7;
+      if (host[row * 64 + i] != want) FAIL("byte %d of row %d is %d", i, row, host[row * 64 + i]);
+    }
+  kiln_stream s = NULL;
+  ASSERT_OK(kiln_stream_create(0, 0, &s));
+  ASSERT_OK(kiln_stream_attach_mem(s, m, 0, KILN_MEM_ATTACH_SINGLE));
+  ASSERT_OK(kiln_memset_2d_async(m + 192, 16, 0x11223344u, 4, 4, 4, s));
+  ASSERT_OK(kiln_stream_synchronize(s));
+  ASSERT_EQ(((uint32_t *)(uintptr_t)m)[48], 0x11223344u);
+  ASSERT_OK(kiln_stream_attach_mem(s, m, 0, KILN_MEM_ATTACH_GLOBAL));
+  ASSERT_OK(kiln_stream_synchronize(s));
+  ASSERT_OK(kiln_stream_destroy(s));
+  /* A stretch past the allocation is refused before the driver sees it. */
+  ASSERT_STATUS(kiln_memset_2d(m, 128, 0, 1, 16, 3), KILN_ERROR_INVALID);
+  ASSERT_CONTAINS(kiln_last_error(), "runs past its allocation");
+  ASSERT_OK(kiln_mem_free(m));
+  ASSERT_OK(kiln_profiler_start());
+  ASSERT_OK(kiln_profiler_stop());
+}
