@@ -11,6 +11,7 @@ there, as their own pytest root. Most need a GPU. The tests of what kiln does no
 references, which CUDA 12 removed, and the CUDA arrays they read) are deselected, each with its
 reason printed; every other failure is kiln's to mend.
 """
+import os
 import subprocess
 import sys
 import tarfile
@@ -93,10 +94,8 @@ def main(args):
     for node, why in NOT_PROVIDED.items():
         print(f"  deselected {node}: {why}")
     deselect = [arg for node in NOT_PROVIDED for arg in ("--deselect", node)]
-    env_path = str(ROOT / "pymod")
-    import os
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(
-        p for p in (env_path, os.environ.get("PYTHONPATH")) if p)}
+        p for p in (str(ROOT / "pymod"), os.environ.get("PYTHONPATH")) if p)}
     return subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *deselect,
                            *args], cwd=SUITE, env=env).returncode
 

@@ -439,41 +439,40 @@ static kiln_status kiln__memset_2d_check(kiln_deviceptr dst, size_t pitch, unsig
   return kiln__memset_check(dst, extent / bytes, bytes, d);
 }
 
-kiln_status kiln_memset_2d(kiln_deviceptr dst, size_t pitch, uint32_t value, unsigned value_bytes,
-                           size_t width, size_t height) {
+/* The 2D memsets, blocking or queued on stream. */
+static kiln_status kiln__memset_2d(kiln_deviceptr dst, size_t pitch, uint32_t value, unsigned bytes,
+                                   size_t width, size_t height, kiln_stream stream, int async) {
   kiln__stream_note_work();
   kiln__device *d;
-  kiln_status s = kiln__memset_2d_check(dst, pitch, value_bytes, width, height, &d);
+  kiln_status s = kiln__memset_2d_check(dst, pitch, bytes, width, height, &d);
   if (s || !width || !height) return s;
-  if (!kiln__driver.MemsetD2D8 || !kiln__driver.MemsetD2D16 || !kiln__driver.MemsetD2D32)
-    return kiln__fail(KILN_ERROR_CUDA, "this CUDA driver has no cuMemsetD2D*");
+  if (async ? !kiln__driver.MemsetD2D8Async || !kiln__driver.MemsetD2D16Async ||
+                  !kiln__driver.MemsetD2D32Async
+            : !kiln__driver.MemsetD2D8 || !kiln__driver.MemsetD2D16 || !kiln__driver.MemsetD2D32)
+    return kiln__fail(KILN_ERROR_CUDA, "this CUDA driver has no cuMemsetD2D*%s",
+                      async ? "Async" : "");
   CUdeviceptr p = (CUdeviceptr)dst;
-  if (value_bytes == 1) KILN__CU(MemsetD2D8, (p, pitch, (unsigned char)value, width, height));
-  else if (value_bytes == 2)
-    KILN__CU(MemsetD2D16, (p, pitch, (unsigned short)value, width, height));
+  unsigned char v8 = (unsigned char)value;
+  unsigned short v16 = (unsigned short)value;
+  if (async && bytes == 1) KILN__CU(MemsetD2D8Async, (p, pitch, v8, width, height, stream));
+  else if (async && bytes == 2) KILN__CU(MemsetD2D16Async, (p, pitch, v16, width, height, stream));
+  else if (async) KILN__CU(MemsetD2D32Async, (p, pitch, value, width, height, stream));
+  else if (bytes == 1) KILN__CU(MemsetD2D8, (p, pitch, v8, width, height));
+  else if (bytes == 2) KILN__CU(MemsetD2D16, (p, pitch, v16, width, height));
   else KILN__CU(MemsetD2D32, (p, pitch, value, width, height));
   kiln__clear_error();
   return KILN_OK;
 }
 
+kiln_status kiln_memset_2d(kiln_deviceptr dst, size_t pitch, uint32_t value, unsigned value_bytes,
+                           size_t width, size_t height) {
+  return kiln__memset_2d(dst, pitch, value, value_bytes, width, height, NULL, 0);
+}
+
 kiln_status kiln_memset_2d_async(kiln_deviceptr dst, size_t pitch, uint32_t value,
                                  unsigned value_bytes, size_t width, size_t height,
                                  kiln_stream stream) {
-  kiln__stream_note_work();
-  kiln__device *d;
-  kiln_status s = kiln__memset_2d_check(dst, pitch, value_bytes, width, height, &d);
-  if (s || !width || !height) return s;
-  if (!kiln__driver.MemsetD2D8Async || !kiln__driver.MemsetD2D16Async ||
-      !kiln__driver.MemsetD2D32Async)
-    return kiln__fail(KILN_ERROR_CUDA, "this CUDA driver has no cuMemsetD2D*Async");
-  CUdeviceptr p = (CUdeviceptr)dst;
-  if (value_bytes == 1)
-    KILN__CU(MemsetD2D8Async, (p, pitch, (unsigned char)value, width, height, stream));
-  else if (value_bytes == 2)
-    KILN__CU(MemsetD2D16Async, (p, pitch, (unsigned short)value, width, height, stream));
-  else KILN__CU(MemsetD2D32Async, (p, pitch, value, width, height, stream));
-  kiln__clear_error();
-  return KILN_OK;
+  return kiln__memset_2d(dst, pitch, value, value_bytes, width, height, stream, 1);
 }
 
 kiln_status kiln_mem_alloc_managed(size_t nbytes, unsigned flags, kiln_deviceptr *out) {

@@ -13,6 +13,19 @@ static void kpy_pagelocked_free(PyObject *capsule) {
   kiln_host_free(PyCapsule_GetPointer(capsule, "kiln.pagelocked"));
 }
 
+PyObject *kpy_host_array_over(PyArray_Descr *dtype, int ndim, const npy_intp *dims, int fortran,
+                              void *data, PyObject *owner) {
+  Py_INCREF(dtype); /* NewFromDescr steals it */
+  PyObject *arr = PyArray_NewFromDescr(&PyArray_Type, dtype, ndim, (npy_intp *)dims, NULL, data,
+                                       (fortran ? NPY_ARRAY_FARRAY : NPY_ARRAY_CARRAY), NULL);
+  if (!arr || PyArray_SetBaseObject((PyArrayObject *)arr, owner) < 0) { /* steals owner */
+    Py_XDECREF(arr);
+    if (!arr) Py_DECREF(owner);
+    return NULL;
+  }
+  return arr;
+}
+
 PyObject *kpy_pagelocked_array_with_flags(kpy_state *st, PyArray_Descr *dtype, int ndim,
                                           const npy_intp *dims, int fortran, int zero,
                                           unsigned mem_flags) {
@@ -36,15 +49,7 @@ PyObject *kpy_pagelocked_array_with_flags(kpy_state *st, PyArray_Descr *dtype, i
     kiln_host_free(p);
     return NULL;
   }
-  Py_INCREF(dtype); /* NewFromDescr steals it */
-  PyObject *arr = PyArray_NewFromDescr(&PyArray_Type, dtype, ndim, (npy_intp *)dims, NULL, p,
-                                       (fortran ? NPY_ARRAY_FARRAY : NPY_ARRAY_CARRAY), NULL);
-  if (!arr || PyArray_SetBaseObject((PyArrayObject *)arr, owner) < 0) { /* steals owner */
-    Py_XDECREF(arr);
-    if (!arr) Py_DECREF(owner);
-    return NULL;
-  }
-  return arr;
+  return kpy_host_array_over(dtype, ndim, dims, fortran, p, owner);
 }
 
 PyObject *kpy_pagelocked_array(kpy_state *st, PyArray_Descr *dtype, int ndim, const npy_intp *dims,
@@ -52,34 +57,48 @@ PyObject *kpy_pagelocked_array(kpy_state *st, PyArray_Descr *dtype, int ndim, co
   return kpy_pagelocked_array_with_flags(st, dtype, ndim, dims, fortran, zero, 0);
 }
 
-static PyObject *kpy_pagelocked(PyObject *module, PyObject *args, PyObject *kwargs, int zero,
-                                const char *fmt) {
+int kpy_host_array_parse(PyObject *args, PyObject *kwargs, const char *fmt,
+                         kpy_host_array_args *a) {
   static char *kwlist[] = {(char *)"shape", (char *)"dtype", (char *)"order", (char *)"mem_flags",
                            NULL};
-  kpy_state *st = kpy_state_of_module(module);
   PyObject *shape_obj;
-  PyArray_Descr *dtype = NULL;
   const char *order = "C";
-  unsigned mem_flags = 0;
+  a->dtype = NULL;
+  a->mem_flags = 0;
   if (!PyArg_ParseTupleAndKeywords(args, kwargs, fmt, kwlist, &shape_obj, PyArray_DescrConverter,
-                                   &dtype, &order, &mem_flags))
-    return NULL;
-  int fortran = order[0] == 'F' && !order[1];
-  if (!fortran && !(order[0] == 'C' && !order[1])) {
-    Py_XDECREF(dtype);
+                                   &a->dtype, &order, &a->mem_flags))
+    return -1;
+  a->fortran = order[0] == 'F' && !order[1];
+  if (!a->fortran && !(order[0] == 'C' && !order[1])) {
     PyErr_Format(PyExc_ValueError, "order must be 'C' or 'F', not '%s'", order);
-    return NULL;
+    goto fail;
   }
-  if (!dtype) dtype = PyArray_DescrFromType(NPY_DOUBLE);
+  if (!a->dtype) a->dtype = PyArray_DescrFromType(NPY_DOUBLE);
   Py_ssize_t shape[KPY_MAX_DIMS];
-  npy_intp dims[KPY_MAX_DIMS];
-  int ndim = 0;
-  PyObject *arr = NULL;
-  if (kpy_shape_parse(shape_obj, &ndim, shape) == 0) {
-    for (int i = 0; i < ndim; i++) dims[i] = shape[i];
-    arr = kpy_pagelocked_array_with_flags(st, dtype, ndim, dims, fortran, zero, mem_flags);
+  if (kpy_shape_parse(shape_obj, &a->ndim, shape) < 0) goto fail;
+  a->nbytes = (size_t)PyDataType_ELSIZE(a->dtype);
+  for (int i = 0; i < a->ndim; i++) {
+    if (shape[i] < 0 || (shape[i] && a->nbytes > (size_t)PY_SSIZE_T_MAX / (size_t)shape[i])) {
+      PyErr_SetString(PyExc_ValueError, "negative or too large a shape");
+      goto fail;
+    }
+    a->nbytes *= (size_t)shape[i];
+    a->dims[i] = shape[i];
   }
-  Py_DECREF(dtype);
+  return 0;
+fail:
+  Py_CLEAR(a->dtype);
+  return -1;
+}
+
+static PyObject *kpy_pagelocked(PyObject *module, PyObject *args, PyObject *kwargs, int zero,
+                                const char *fmt) {
+  kpy_state *st = kpy_state_of_module(module);
+  kpy_host_array_args a;
+  if (kpy_host_array_parse(args, kwargs, fmt, &a) < 0) return NULL;
+  PyObject *arr =
+      kpy_pagelocked_array_with_flags(st, a.dtype, a.ndim, a.dims, a.fortran, zero, a.mem_flags);
+  Py_DECREF(a.dtype);
   return arr;
 }
 

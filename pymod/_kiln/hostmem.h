@@ -3,6 +3,7 @@
 #ifndef KPY_HOSTMEM_H
 #define KPY_HOSTMEM_H
 
+#include "shape.h"
 #include "state.h"
 
 int kpy_hostmem_init(PyObject *module, kpy_state *st);
@@ -17,6 +18,23 @@ PyObject *kpy_pagelocked_array(kpy_state *st, PyArray_Descr *dtype, int ndim, co
 PyObject *kpy_pagelocked_array_with_flags(kpy_state *st, PyArray_Descr *dtype, int ndim,
                                           const npy_intp *dims, int fortran, int zero,
                                           unsigned mem_flags);
+
+/* The arguments of a NumPy array made over memory of kiln's (pagelocked_empty, managed_empty):
+ * (shape, dtype=float64, order="C", mem_flags=0), parsed with fmt ("O|O&sI:name"), the shape's
+ * bytes counted. dtype is a new reference the caller releases (NULL after a failure). */
+typedef struct kpy_host_array_args {
+  PyArray_Descr *dtype;
+  int ndim, fortran;
+  npy_intp dims[KPY_MAX_DIMS];
+  size_t nbytes;
+  unsigned mem_flags;
+} kpy_host_array_args;
+int kpy_host_array_parse(PyObject *args, PyObject *kwargs, const char *fmt, kpy_host_array_args *a);
+
+/* A NumPy array of dtype and dims over data, whose base is owner (a new reference taken from
+ * the caller, released on failure too); NULL with the error raised. */
+PyObject *kpy_host_array_over(PyArray_Descr *dtype, int ndim, const npy_intp *dims, int fortran,
+                              void *data, PyObject *owner);
 
 /* The most bytes kpy_small_get takes: its page-locked buffer's size. */
 #define KPY_SMALL_GET_MAX ((size_t)1 << 20)

@@ -6,7 +6,7 @@
 #include "managed.h"
 
 #include "errors.h"
-#include "shape.h"
+#include "hostmem.h"
 #include "stream.h"
 
 #include <inttypes.h>
@@ -104,28 +104,13 @@ int kpy_managed_array(kpy_state *st, PyObject *arr) {
 /* managed_empty / managed_zeros(shape, dtype=float64, order="C", mem_flags=0) */
 static PyObject *kpy_managed_array_new(PyObject *module, PyObject *args, PyObject *kwargs, int zero,
                                        const char *fmt) {
-  static char *kwlist[] = {(char *)"shape", (char *)"dtype", (char *)"order", (char *)"mem_flags",
-                           NULL};
   kpy_state *st = kpy_state_of_module(module);
-  PyObject *shape_obj;
-  PyArray_Descr *dtype = NULL;
-  const char *order = "C";
-  unsigned flags = 0;
-  if (!PyArg_ParseTupleAndKeywords(args, kwargs, fmt, kwlist, &shape_obj, PyArray_DescrConverter,
-                                   &dtype, &order, &flags))
-    return NULL;
+  kpy_host_array_args a;
+  if (kpy_host_array_parse(args, kwargs, fmt, &a) < 0) return NULL;
   PyObject *arr = NULL;
   kpy_managed *owner = NULL;
-  int fortran = order[0] == 'F' && !order[1];
-  Py_ssize_t shape[KPY_MAX_DIMS];
-  npy_intp dims[KPY_MAX_DIMS];
-  int ndim = 0;
-  if (!fortran && !(order[0] == 'C' && !order[1])) {
-    PyErr_Format(PyExc_ValueError, "order must be 'C' or 'F', not '%s'", order);
-    goto done;
-  }
   /* PyCUDA's default of 0 is no attachment the driver takes: GLOBAL, as CUDA's own default. */
-  if (flags == 0) flags = KILN_MEM_ATTACH_GLOBAL;
+  unsigned flags = a.mem_flags ? a.mem_flags : KILN_MEM_ATTACH_GLOBAL;
   if (flags != KILN_MEM_ATTACH_GLOBAL && flags != KILN_MEM_ATTACH_HOST) {
     PyErr_Format(PyExc_ValueError,
                  "managed memory is made attached GLOBAL (1) or HOST (2), not "
@@ -133,37 +118,24 @@ static PyObject *kpy_managed_array_new(PyObject *module, PyObject *args, PyObjec
                  flags);
     goto done;
   }
-  if (!dtype) dtype = PyArray_DescrFromType(NPY_DOUBLE);
-  if (kpy_shape_parse(shape_obj, &ndim, shape) < 0) goto done;
-  size_t nbytes = (size_t)PyDataType_ELSIZE(dtype);
-  for (int i = 0; i < ndim; i++) {
-    if (shape[i] && nbytes > (size_t)PY_SSIZE_T_MAX / (size_t)shape[i]) {
-      PyErr_SetString(PyExc_ValueError, "the shape is too large for memory");
-      goto done;
-    }
-    nbytes *= (size_t)shape[i];
-    dims[i] = shape[i];
-  }
   PyTypeObject *tp = st->ref.ManagedAllocation_type;
   if (!(owner = (kpy_managed *)tp->tp_alloc(tp, 0))) goto done;
   kiln_status s;
   Py_BEGIN_ALLOW_THREADS
-    s = kiln_mem_alloc_managed(nbytes ? nbytes : 1, flags, &owner->ptr);
+    s = kiln_mem_alloc_managed(a.nbytes ? a.nbytes : 1, flags, &owner->ptr);
   Py_END_ALLOW_THREADS
   if (s) {
     kpy_raise(st, s);
     goto done;
   }
-  owner->size = nbytes;
-  if (zero && nbytes) memset((void *)(uintptr_t)owner->ptr, 0, nbytes); /* host-reachable */
-  Py_INCREF(dtype);                                                     /* NewFromDescr steals it */
-  arr = PyArray_NewFromDescr(&PyArray_Type, dtype, ndim, dims, NULL, (void *)(uintptr_t)owner->ptr,
-                             fortran ? NPY_ARRAY_FARRAY : NPY_ARRAY_CARRAY, NULL);
-  if (arr && PyArray_SetBaseObject((PyArrayObject *)arr, (PyObject *)owner) < 0) Py_CLEAR(arr);
-  else if (arr) owner = NULL; /* the array's now */
+  owner->size = a.nbytes;
+  if (zero && a.nbytes) memset((void *)(uintptr_t)owner->ptr, 0, a.nbytes); /* host-reachable */
+  arr = kpy_host_array_over(a.dtype, a.ndim, a.dims, a.fortran, (void *)(uintptr_t)owner->ptr,
+                            (PyObject *)owner);
+  owner = NULL; /* the array's, or released with it */
 done:
   Py_XDECREF(owner);
-  Py_XDECREF(dtype);
+  Py_DECREF(a.dtype);
   return arr;
 }
 

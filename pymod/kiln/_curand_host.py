@@ -3,8 +3,9 @@ scramble constants, from the toolkit's libcurand (opened on first use, through c
 is needed to read them). Only these tables come from the library: the numbers themselves are
 drawn on the device through curand_kernel.h, as for every other generator.
 
-libcurand is looked for where kiln found NVRTC, then in $CUDA_HOME, $CUDA_PATH,
-/usr/local/cuda and $CONDA_PREFIX (lib64/, lib/), then NVIDIA's wheels, then by the loader.
+libcurand is looked for where kiln.compiler finds the toolkit's libraries (beside NVRTC, lib64/
+under $CUDA_HOME, $CUDA_PATH, /usr/local/cuda), then in their lib/, $CONDA_PREFIX/lib and
+NVIDIA's wheels, then by the loader.
 """
 import ctypes
 import ctypes.util
@@ -20,16 +21,13 @@ _SETS = {101: 32, 102: 32, 103: 64, 104: 64}  # curandDirectionVectorSet_t: bits
 
 
 def _candidates():
-    folders = []
-    try:
-        from . import _kiln
-        folders.append(os.path.dirname(_kiln.nvrtc_info()["path"]))
-    except Exception:  # no NVRTC: the other places are searched all the same
-        pass
-    for var in ("CUDA_HOME", "CUDA_PATH"):
-        if os.environ.get(var):
-            folders += [os.path.join(os.environ[var], d) for d in ("lib64", "lib")]
-    folders += ["/usr/local/cuda/lib64", "/usr/local/cuda/lib"]
+    # The toolkit's folders that the static libraries are found in, then their lib/ forms,
+    # conda's and NVIDIA's wheels'.
+    from .compiler import _library_folders
+    folders = _library_folders()
+    for root in (os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH"), "/usr/local/cuda"):
+        if root:
+            folders.append(os.path.join(root, "lib"))
     if os.environ.get("CONDA_PREFIX"):
         folders.append(os.path.join(os.environ["CONDA_PREFIX"], "lib"))
     for site in sys.path:

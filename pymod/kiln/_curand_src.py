@@ -57,66 +57,59 @@ __device__ __forceinline__ double kiln_f64(unsigned a, unsigned b) {
 __device__ __forceinline__ kiln_u64 kiln_bits64(unsigned a, unsigned b) { return ((kiln_u64)a << 32) | b; }
 """
 
-_STATEFUL = r"""
+# What every module with states on the device has: the state type, its size, and the fills.
+# Before it, each kind defines kiln_draw_<kind>(kiln_state *) for f16, f32, f64, u32, u64.
+_STATES = r"""
 typedef {state} kiln_state;
 #define KILN_GENERATORS {generators}ull
 
 /* Never launched: its parameter's size, read from the PTX, is the state's. */
 extern "C" __global__ void kiln_rng_state_size(kiln_state s) {{ (void)s; }}
+"""
 
-extern "C" __global__ void kiln_rng_init(kiln_state *states, const int *seeds, kiln_u64 offset) {{
-  kiln_u64 g = blockIdx.x * (kiln_u64)blockDim.x + threadIdx.x;
-  if (g >= KILN_GENERATORS) return;
-  kiln_state s;
-  curand_init((kiln_u64)(unsigned)seeds[g], g, offset, &s);
-  states[g] = s;
-}}
-
+_FILLS = r"""
 /* Generator g draws elements g, g + GENERATORS, ... of the call, in order. */
 template <class Op>
-__device__ __forceinline__ void kiln_fill(kiln_state *states, typename Op::T *d, kiln_u64 n, Op op) {{
+__device__ __forceinline__ void kiln_fill(kiln_state *states, typename Op::T *d, kiln_u64 n, Op op) {
   kiln_u64 g = blockIdx.x * (kiln_u64)blockDim.x + threadIdx.x;
   if (g >= n || g >= KILN_GENERATORS) return;
   kiln_state s = states[g];
   for (kiln_u64 i = g; i < n; i += KILN_GENERATORS) d[i] = op(&s, i);
   states[g] = s;
-}}
+}
 
 /* What one element is, from a generator's state. */
 #define KILN_OP(name, type, expr) \
-  struct kiln_op_##name {{ \
+  struct kiln_op_##name { \
     typedef type T; \
-    __device__ T operator()(kiln_state *s, kiln_u64) const {{ return expr; }} \
-  }};
-/* Two draws in a fixed order: the first is the high part. */
-__device__ __forceinline__ double kiln_draw_f64(kiln_state *s) {{ unsigned a = curand(s); return kiln_f64(a, curand(s)); }}
-__device__ __forceinline__ kiln_u64 kiln_draw_u64(kiln_state *s) {{ unsigned a = curand(s); return kiln_bits64(a, curand(s)); }}
-KILN_OP(f16, __half, kiln_f16(curand(s)))
-KILN_OP(f32, float, kiln_f32(curand(s)))
+    __device__ T operator()(kiln_state *s, kiln_u64) const { return expr; } \
+  };
+KILN_OP(f16, __half, kiln_draw_f16(s))
+KILN_OP(f32, float, kiln_draw_f32(s))
 KILN_OP(f64, double, kiln_draw_f64(s))
-KILN_OP(u32, unsigned, curand(s))
+KILN_OP(u32, unsigned, kiln_draw_u32(s))
 KILN_OP(u64, kiln_u64, kiln_draw_u64(s))
 KILN_OP(normal_f32, float, curand_normal(s))
 KILN_OP(normal_f64, double, curand_normal_double(s))
-struct kiln_op_lognormal_f32 {{
+struct kiln_op_lognormal_f32 {
   typedef float T; float mean, stddev;
-  __device__ T operator()(kiln_state *s, kiln_u64) const {{ return curand_log_normal(s, mean, stddev); }}
-}};
-struct kiln_op_lognormal_f64 {{
+  __device__ T operator()(kiln_state *s, kiln_u64) const { return curand_log_normal(s, mean, stddev); }
+};
+struct kiln_op_lognormal_f64 {
   typedef double T; double mean, stddev;
-  __device__ T operator()(kiln_state *s, kiln_u64) const {{ return curand_log_normal_double(s, mean, stddev); }}
-}};
-struct kiln_op_poisson {{
+  __device__ T operator()(kiln_state *s, kiln_u64) const { return curand_log_normal_double(s, mean, stddev); }
+};
+struct kiln_op_poisson {
   typedef unsigned T; double lambda;
-  __device__ T operator()(kiln_state *s, kiln_u64) const {{ return curand_poisson(s, lambda); }}
-}};
-struct kiln_op_poisson_array {{
+  __device__ T operator()(kiln_state *s, kiln_u64) const { return curand_poisson(s, lambda); }
+};
+struct kiln_op_poisson_array {
   typedef unsigned T; const double *lambda;
-  __device__ T operator()(kiln_state *s, kiln_u64 i) const {{ return curand_poisson(s, lambda[i]); }}
-}};
+  __device__ T operator()(kiln_state *s, kiln_u64 i) const { return curand_poisson(s, lambda[i]); }
+};
 
 #define KILN_FILL(name, op, type) \
-  extern "C" __global__ void kiln_rng_##name(kiln_state *s, type *d, kiln_u64 n) {{ kiln_fill(s, d, n, op()); }}
+  extern "C" __global__ void kiln_rng_##name(kiln_state *s, type *d, kiln_u64 n) { kiln_fill(s, d, n, op()); }
 KILN_FILL(f16, kiln_op_f16, __half)
 KILN_FILL(f32, kiln_op_f32, float)
 KILN_FILL(f64, kiln_op_f64, double)
@@ -125,33 +118,50 @@ KILN_FILL(u64, kiln_op_u64, kiln_u64)
 KILN_FILL(normal_f32, kiln_op_normal_f32, float)
 KILN_FILL(normal_f64, kiln_op_normal_f64, double)
 
-extern "C" __global__ void kiln_rng_lognormal_f32(kiln_state *s, float *d, kiln_u64 n, float mean, float stddev) {{
-  kiln_op_lognormal_f32 op = {{mean, stddev}};
+extern "C" __global__ void kiln_rng_lognormal_f32(kiln_state *s, float *d, kiln_u64 n, float mean, float stddev) {
+  kiln_op_lognormal_f32 op = {mean, stddev};
   kiln_fill(s, d, n, op);
-}}
-extern "C" __global__ void kiln_rng_lognormal_f64(kiln_state *s, double *d, kiln_u64 n, double mean, double stddev) {{
-  kiln_op_lognormal_f64 op = {{mean, stddev}};
+}
+extern "C" __global__ void kiln_rng_lognormal_f64(kiln_state *s, double *d, kiln_u64 n, double mean, double stddev) {
+  kiln_op_lognormal_f64 op = {mean, stddev};
   kiln_fill(s, d, n, op);
-}}
-extern "C" __global__ void kiln_rng_poisson(kiln_state *s, unsigned *d, kiln_u64 n, double lambda) {{
-  kiln_op_poisson op = {{lambda}};
+}
+extern "C" __global__ void kiln_rng_poisson(kiln_state *s, unsigned *d, kiln_u64 n, double lambda) {
+  kiln_op_poisson op = {lambda};
   kiln_fill(s, d, n, op);
-}}
-extern "C" __global__ void kiln_rng_poisson_array(kiln_state *s, unsigned *d, kiln_u64 n, const double *lambda) {{
-  kiln_op_poisson_array op = {{lambda}};
+}
+extern "C" __global__ void kiln_rng_poisson_array(kiln_state *s, unsigned *d, kiln_u64 n, const double *lambda) {
+  kiln_op_poisson_array op = {lambda};
   kiln_fill(s, d, n, op);
-}}
+}
+"""
 
+# XORWOW and MRG32k3a: seeded states; each element one draw, or two for 64-bit values.
+_STATEFUL = r"""
+extern "C" __global__ void kiln_rng_init(kiln_state *states, const int *seeds, kiln_u64 offset) {
+  kiln_u64 g = blockIdx.x * (kiln_u64)blockDim.x + threadIdx.x;
+  if (g >= KILN_GENERATORS) return;
+  kiln_state s;
+  curand_init((kiln_u64)(unsigned)seeds[g], g, offset, &s);
+  states[g] = s;
+}
+
+/* Two draws in a fixed order: the first is the high part. */
+__device__ __forceinline__ __half kiln_draw_f16(kiln_state *s) { return kiln_f16(curand(s)); }
+__device__ __forceinline__ float kiln_draw_f32(kiln_state *s) { return kiln_f32(curand(s)); }
+__device__ __forceinline__ double kiln_draw_f64(kiln_state *s) { unsigned a = curand(s); return kiln_f64(a, curand(s)); }
+__device__ __forceinline__ unsigned kiln_draw_u32(kiln_state *s) { return curand(s); }
+__device__ __forceinline__ kiln_u64 kiln_draw_u64(kiln_state *s) { unsigned a = curand(s); return kiln_bits64(a, curand(s)); }
+""" + _FILLS + r"""
 /* Skips of every generator: by counts[g] for generator g, or by count when counts is null
  * (one kernel for both: each skip function is large to compile). */
 #define KILN_SKIP(name, call) \
-  extern "C" __global__ void kiln_rng_##name(kiln_state *s, kiln_u64 count, const kiln_u64 *counts) {{ \
+  extern "C" __global__ void kiln_rng_##name(kiln_state *s, kiln_u64 count, const kiln_u64 *counts) { \
     kiln_u64 g = blockIdx.x * (kiln_u64)blockDim.x + threadIdx.x; \
     if (g < KILN_GENERATORS) call(counts ? counts[g] : count, &s[g]); \
-  }}
+  }
 KILN_SKIP(skip, skipahead)
 KILN_SKIP(skip_sequence, skipahead_sequence)
-{extra}
 """
 
 _MRG_EXTRA = "KILN_SKIP(skip_subsequence, skipahead_subsequence)\n"
@@ -297,14 +307,11 @@ extern "C" __global__ void kiln_rng_poisson_array(unsigned *d, kiln_u64 n, kiln_
 }
 """
 
-_SOBOL = r"""
-typedef {state} kiln_state;
-typedef {point} kiln_point; /* one point of a dimension: unsigned or kiln_u64 */
-#define KILN_GENERATORS {generators}ull
+# Sobol: one dimension a state, its points as they are (kiln_point: unsigned or kiln_u64). The
+# format fields: kiln_point, the bits of a point, and the scramble constant's argument.
+_SOBOL_INIT = r"""
+typedef {point} kiln_point;
 #define KILN_BITS {bits}
-
-/* Never launched: its parameter's size, read from the PTX, is the state's. */
-extern "C" __global__ void kiln_rng_state_size(kiln_state s) {{ (void)s; }}
 
 /* Generator g is dimension g: its KILN_BITS direction vectors, its scramble constant (when
  * scrambled), `offset` points in. */
@@ -316,86 +323,27 @@ extern "C" __global__ void kiln_rng_init(kiln_state *states, kiln_point *vectors
   curand_init(vectors + g * KILN_BITS, {scramble_arg}(kiln_point)offset, &s);
   states[g] = s;
 }}
+"""
 
-/* Generator g draws elements g, g + GENERATORS, ... of the call, in order. */
-template <class Op>
-__device__ __forceinline__ void kiln_fill(kiln_state *states, typename Op::T *d, kiln_u64 n, Op op) {{
-  kiln_u64 g = blockIdx.x * (kiln_u64)blockDim.x + threadIdx.x;
-  if (g >= n || g >= KILN_GENERATORS) return;
-  kiln_state s = states[g];
-  for (kiln_u64 i = g; i < n; i += KILN_GENERATORS) d[i] = op(&s, i);
-  states[g] = s;
-}}
-
+_SOBOL = r"""
 /* A point's top 32 bits, and the point in [0, 1) as a double (exact for 32-bit points, the
  * top 53 bits of 64-bit ones): one point per element keeps the sequence's low discrepancy. */
-__device__ __forceinline__ unsigned kiln_top32(unsigned x) {{ return x; }}
-__device__ __forceinline__ unsigned kiln_top32(kiln_u64 x) {{ return (unsigned)(x >> 32); }}
-__device__ __forceinline__ double kiln_unit(unsigned x) {{ return (double)x * (1.0 / 4294967296.0); }}
-__device__ __forceinline__ double kiln_unit(kiln_u64 x) {{ return (double)(x >> 11) * (1.0 / 9007199254740992.0); }}
-
-#define KILN_OP(name, type, expr) \
-  struct kiln_op_##name {{ \
-    typedef type T; \
-    __device__ T operator()(kiln_state *s, kiln_u64) const {{ return expr; }} \
-  }};
-KILN_OP(f16, __half, kiln_f16(kiln_top32(curand(s))))
-KILN_OP(f32, float, kiln_f32(kiln_top32(curand(s))))
-KILN_OP(f64, double, kiln_unit(curand(s)))
-KILN_OP(u32, unsigned, kiln_top32(curand(s)))
-KILN_OP(u64, kiln_u64, (kiln_u64)curand(s))
-KILN_OP(normal_f32, float, curand_normal(s))
-KILN_OP(normal_f64, double, curand_normal_double(s))
-struct kiln_op_lognormal_f32 {{
-  typedef float T; float mean, stddev;
-  __device__ T operator()(kiln_state *s, kiln_u64) const {{ return curand_log_normal(s, mean, stddev); }}
-}};
-struct kiln_op_lognormal_f64 {{
-  typedef double T; double mean, stddev;
-  __device__ T operator()(kiln_state *s, kiln_u64) const {{ return curand_log_normal_double(s, mean, stddev); }}
-}};
-struct kiln_op_poisson {{
-  typedef unsigned T; double lambda;
-  __device__ T operator()(kiln_state *s, kiln_u64) const {{ return curand_poisson(s, lambda); }}
-}};
-struct kiln_op_poisson_array {{
-  typedef unsigned T; const double *lambda;
-  __device__ T operator()(kiln_state *s, kiln_u64 i) const {{ return curand_poisson(s, lambda[i]); }}
-}};
-
-#define KILN_FILL(name, op, type) \
-  extern "C" __global__ void kiln_rng_##name(kiln_state *s, type *d, kiln_u64 n) {{ kiln_fill(s, d, n, op()); }}
-KILN_FILL(f16, kiln_op_f16, __half)
-KILN_FILL(f32, kiln_op_f32, float)
-KILN_FILL(f64, kiln_op_f64, double)
-KILN_FILL(u32, kiln_op_u32, unsigned)
-KILN_FILL(u64, kiln_op_u64, kiln_u64)
-KILN_FILL(normal_f32, kiln_op_normal_f32, float)
-KILN_FILL(normal_f64, kiln_op_normal_f64, double)
-
-extern "C" __global__ void kiln_rng_lognormal_f32(kiln_state *s, float *d, kiln_u64 n, float mean, float stddev) {{
-  kiln_op_lognormal_f32 op = {{mean, stddev}};
-  kiln_fill(s, d, n, op);
-}}
-extern "C" __global__ void kiln_rng_lognormal_f64(kiln_state *s, double *d, kiln_u64 n, double mean, double stddev) {{
-  kiln_op_lognormal_f64 op = {{mean, stddev}};
-  kiln_fill(s, d, n, op);
-}}
-extern "C" __global__ void kiln_rng_poisson(kiln_state *s, unsigned *d, kiln_u64 n, double lambda) {{
-  kiln_op_poisson op = {{lambda}};
-  kiln_fill(s, d, n, op);
-}}
-extern "C" __global__ void kiln_rng_poisson_array(kiln_state *s, unsigned *d, kiln_u64 n, const double *lambda) {{
-  kiln_op_poisson_array op = {{lambda}};
-  kiln_fill(s, d, n, op);
-}}
-
+__device__ __forceinline__ unsigned kiln_top32(unsigned x) { return x; }
+__device__ __forceinline__ unsigned kiln_top32(kiln_u64 x) { return (unsigned)(x >> 32); }
+__device__ __forceinline__ double kiln_unit(unsigned x) { return (double)x * (1.0 / 4294967296.0); }
+__device__ __forceinline__ double kiln_unit(kiln_u64 x) { return (double)(x >> 11) * (1.0 / 9007199254740992.0); }
+__device__ __forceinline__ __half kiln_draw_f16(kiln_state *s) { return kiln_f16(kiln_top32(curand(s))); }
+__device__ __forceinline__ float kiln_draw_f32(kiln_state *s) { return kiln_f32(kiln_top32(curand(s))); }
+__device__ __forceinline__ double kiln_draw_f64(kiln_state *s) { return kiln_unit(curand(s)); }
+__device__ __forceinline__ unsigned kiln_draw_u32(kiln_state *s) { return kiln_top32(curand(s)); }
+__device__ __forceinline__ kiln_u64 kiln_draw_u64(kiln_state *s) { return (kiln_u64)curand(s); }
+""" + _FILLS + r"""
 /* Skips of every dimension: by counts[g] points for dimension g, or by count when counts is
  * null. */
-extern "C" __global__ void kiln_rng_skip(kiln_state *s, kiln_u64 count, const kiln_u64 *counts) {{
+extern "C" __global__ void kiln_rng_skip(kiln_state *s, kiln_u64 count, const kiln_u64 *counts) {
   kiln_u64 g = blockIdx.x * (kiln_u64)blockDim.x + threadIdx.x;
   if (g < KILN_GENERATORS) skipahead((kiln_point)(counts ? counts[g] : count), &s[g]);
-}}
+}
 """
 
 VERSION_SOURCE = r"""
@@ -413,13 +361,13 @@ def source(kind):
         return _COMMON + _PHILOX
     if kind in SOBOL_KINDS:
         state, bits, scrambled = SOBOL_KINDS[kind]
-        return _COMMON + _SOBOL.format(state=state, bits=bits,
-                                       point="unsigned" if bits == 32 else "kiln_u64",
-                                       generators=SOBOL_GENERATORS,
-                                       scramble_arg="scramble[g], " if scrambled else "")
+        states = _STATES.format(state=state, generators=SOBOL_GENERATORS)
+        return _COMMON + states + _SOBOL_INIT.format(
+            point="unsigned" if bits == 32 else "kiln_u64", bits=bits,
+            scramble_arg="scramble[g], " if scrambled else "") + _SOBOL
     try:
         state = STATE_TYPES[kind]
     except KeyError:
         raise ValueError(f"unknown generator type {kind!r}") from None
     extra = _MRG_EXTRA if kind == "mrg32k3a" else ""
-    return _COMMON + _STATEFUL.format(state=state, generators=GENERATORS, extra=extra)
+    return _COMMON + _STATES.format(state=state, generators=GENERATORS) + _STATEFUL + extra

@@ -38,6 +38,11 @@ class _CompilerModule(types.ModuleType):
 sys.modules[__name__].__class__ = _CompilerModule
 
 
+def _default_options():
+    """DEFAULT_NVCC_FLAGS as it is now (deleted: none)."""
+    return globals().get("DEFAULT_NVCC_FLAGS") or ()
+
+
 class DynamicSourceModule(SourceModule):
     """A SourceModule whose kernels may launch kernels: compiled as relocatable device code
     (-rdc=true) and linked with the device runtime, libcudadevrt.a, found beside NVRTC (or in
@@ -50,9 +55,7 @@ class DynamicSourceModule(SourceModule):
                 **kiln_options):
         if isinstance(options, (str, bytes)):
             raise TypeError("options must be a list of strings, not a single string")
-        if options is None:
-            options = globals().get("DEFAULT_NVCC_FLAGS") or ()
-        options = [*(options or ()), "-rdc=true"]
+        options = [*(_default_options() if options is None else options), "-rdc=true"]
         if cuda_libdir is not None:
             options.append("-L" + os.fspath(cuda_libdir))
         return super().__new__(cls, source, nvcc, options, keep, no_extern_c, arch, code,
@@ -114,8 +117,7 @@ class DynamicModule:
         self._adding()
         if isinstance(nvcc_options, (str, bytes)):
             raise TypeError("nvcc_options must be a list of strings, not a single string")
-        options = list(globals().get("DEFAULT_NVCC_FLAGS") or ()) if nvcc_options is None \
-            else list(nvcc_options)
+        options = list(_default_options() if nvcc_options is None else nvcc_options)
         module = SourceModule(source, self.nvcc, [*options, "-dc"], False, self.no_extern_c,
                               self.arch, self.code, self.cache_dir, self.include_dirs or None)
         if self._link_arch not in (None, module.arch):
@@ -161,7 +163,6 @@ class DynamicModule:
         if self.message_handler is not None:
             self.message_handler(True, "", "")
         self.module = _kiln.module_from_buffer(cubin)
-        self.cubin = cubin
         return self
 
     def _linked(self):
