@@ -348,6 +348,10 @@ VIEWS = [(), (slice(None, None, 2),), (slice(None), slice(None, None, 2)),
          (slice(None), None, slice(None, None, -2)), (slice(1, 3), slice(0, 4, 3))]
 
 
+def in_order(h, order):
+    return h.flags.c_contiguous if order == "C" else h.flags.f_contiguous
+
+
 @pytest.mark.parametrize("view", VIEWS, ids=repr)
 @pytest.mark.parametrize("base_order", ["C", "F"])
 def test_reshape_without_a_copy_is_numpys(view, base_order):
@@ -359,6 +363,9 @@ def test_reshape_without_a_copy_is_numpys(view, base_order):
                 r = hv.reshape(shape, order=order)
                 if not np.shares_memory(r, h):
                     continue  # NumPy copies: a kernel's work, checked on the GPU
+                if r.shape == hv.shape and not in_order(hv, order) and \
+                        in_order(hv, "F" if order == "C" else "C"):
+                    continue  # copied into the order asked, as PyCUDA's: on the GPU too
                 assert_layout(v.reshape(shape, order=order), r, d, h)
                 assert_layout(v.reshape(*shape, order=order), r, d, h)
             r = hv.ravel(order)
@@ -425,6 +432,27 @@ def test_transpose_is_numpys(axes):
             assert got[1] == want[1]
     else:
         assert_layout(got, want, d, h)
+
+
+def test_transpose_takes_axes_as_a_keyword():
+    d, h = fake((2, 3, 4), np.float64)
+    assert_layout(d.transpose(axes=(1, 0, 2)), h.transpose((1, 0, 2)), d, h)
+    assert_layout(d.transpose(axes=None), h.transpose(None), d, h)
+    assert_layout(d[:, 1:3].transpose(axes=[2, 0, 1]), h[:, 1:3].transpose([2, 0, 1]), d, h)
+    with pytest.raises(TypeError, match="not both"):
+        d.transpose(1, 0, 2, axes=(1, 0, 2))
+    with pytest.raises(TypeError, match="axis"):
+        d.transpose(axis=(1, 0, 2))
+
+
+def test_reshape_in_its_own_order_or_of_either_order_is_a_view():
+    d, h = fake((4, 6), np.float32)
+    assert_layout(d.reshape(4, 6, order="C"), h.reshape(4, 6, order="C"), d, h)
+    assert_layout(d.reshape(2, 2, 6, order="C"), h.reshape(2, 2, 6, order="C"), d, h)
+    e, g = fake((4, 6), np.float32, "F")
+    assert_layout(e.reshape(4, 6, order="F"), g.reshape(4, 6, order="F"), e, g)
+    v, w = fake((1, 6), np.float32)  # both C- and F-contiguous: a view in either order
+    assert_layout(v.reshape(1, 6, order="F"), w.reshape(1, 6, order="F"), v, w)
 
 
 def test_T_and_swapaxes():
@@ -549,10 +577,10 @@ def test_a_strided_array_is_refused_as_a_kernel_argument(scale):
         scale(d[:, ::2].ptr, 2.0, 4, block=4, grid=0)
 
 
-def test_the_cuda_array_interface_has_strides_when_not_c_contiguous():
+def test_the_cuda_array_interface_always_has_strides():
     d, _ = fake((3, 4), np.int16)
     cai = d.__cuda_array_interface__
-    assert cai["strides"] is None and cai["data"] == (FAKE, False) and cai["shape"] == (3, 4)
+    assert cai["strides"] == (8, 2) and cai["data"] == (FAKE, False) and cai["shape"] == (3, 4)
     t = d[:, ::-2].__cuda_array_interface__
     assert t["strides"] == (8, -4) and t["data"] == (FAKE + 6, False)
     assert d[1:1].__cuda_array_interface__["data"] == (0, False)

@@ -230,6 +230,19 @@ def test_every_binary_operation_compiles_with_numpys_dtype_or_refuses(plans_on_h
             kernel, out, converter, fits = _ops.binary_plan(op, array(dtype), other)
             assert isinstance(kernel, ElementwiseKernel)
             assert out == want, (op, np.dtype(dtype), other)
+            if not isinstance(other, HostStandIn):
+                accepts_scalar(kernel.arguments[2].dtype, converter(other) if converter else other)
+
+
+def accepts_scalar(param, value):
+    """Whether the call path takes value for a scalar parameter of dtype param without losing
+    it: a bool parameter only bools (its byte must be 0 or 1), an integer one no floats."""
+    if param.kind == "b":
+        assert isinstance(value, (bool, np.bool_)), (param, value)
+    elif param.kind in "iu":
+        assert isinstance(value, (int, np.integer)), (param, value)
+    elif param.kind == "f":
+        assert isinstance(value, (int, float, np.integer, np.floating)), (param, value)
 
 
 @pytest.mark.parametrize("dtype", DTYPES)

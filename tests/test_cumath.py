@@ -56,7 +56,11 @@ def stand_in(shape, dtype):
 @pytest.mark.parametrize("name", PYCUDA_UNARY + NUMPY_UNARY)
 def test_one_array_functions_take_pycudas_arguments(name):
     params = inspect.signature(getattr(cumath, name)).parameters
-    assert list(params) == ["array", "stream", "out"]
+    if name in ("real", "imag"):  # views, not kernels: kiln's own
+        assert list(params) == ["array", "stream", "out"]
+    else:
+        assert list(params) == ["array", "stream_or_out", "stream", "out"]  # PyCUDA's
+        assert params["out"].kind is inspect.Parameter.KEYWORD_ONLY
     assert params["stream"].default is None and params["out"].default is None
 
 
@@ -128,6 +132,12 @@ def test_bad_input_is_refused_before_a_launch():
         cumath.fmod(f32, stand_in((5,), np.float32))
     with pytest.raises(ValueError, match=r"result has shape \(4,\); out has \(5,\)"):
         cumath.exp(f32, out=stand_in((5,), np.float32))
+    with pytest.raises(ValueError, match=r"result has shape \(4,\); out has \(5,\)"):
+        cumath.exp(f32, stand_in((5,), np.float32))  # PyCUDA's out as the second argument
+    with pytest.raises(TypeError, match="exp\\(\\) got out twice"):
+        cumath.exp(f32, f32, out=f32)
+    with pytest.raises(TypeError, match="exp\\(\\) got stream twice"):
+        cumath.exp(f32, 0, stream=0)
     with pytest.raises(TypeError, match="cannot cast the result from float64 to out's int32"):
         cumath.sqrt(i32, out=stand_in((4,), np.int32))
     with pytest.raises(TypeError, match="out is a pair"):

@@ -654,6 +654,21 @@ def test_bitlog2_and_the_default_device(monkeypatch):
         kiln.tools.make_default_context() if HAVE_GPU else kiln.tools._chosen_ordinal()
 
 
+def test_the_pools_number_their_bins_as_pycudas_do():
+    import random
+    rng = random.Random(3)
+    for pool in (kiln.tools.DeviceMemoryPool(), kiln.tools.PageLockedMemoryPool()):
+        for _ in range(3000):  # PyCUDA's test_mempool_2
+            s = rng.randrange(1 << 31) >> rng.randrange(32)
+            b = pool.bin_number(s)
+            size = pool.alloc_size(b)
+            assert size >= s and pool.bin_number(size) == b and size <= max(256, s * 5 // 4)
+        assert [pool.alloc_size(pool.bin_number(n)) for n in (0, 256, 257, 1000, 1 << 30)] == \
+            [256, 256, 320, 1024, 1 << 30]
+        with pytest.raises(ValueError, match="no pool bin is numbered 3"):
+            pool.alloc_size(3)
+
+
 def test_context_dependent_memoize_caches_per_context():
     calls = []
 

@@ -622,3 +622,103 @@ def test_reduction_kernel_maximum_and_complex():
     cs = ReductionKernel(np.complex64, "0", "a+b", "x[i]*x[i]", "pycuda::complex<float> *x")
     z = (np.arange(1000) * (1 + 1j) / 1000).astype(np.complex64)
     np.testing.assert_allclose(complex(cs(gpuarray.to_gpu(z)).get()), np.sum(z * z), rtol=1e-4)
+
+
+def test_pycudas_call_forms():
+    """The forms PyCUDA's own test files call, with NumPy's values."""
+    import kiln.cumath as cumath
+    import kiln.driver as drv
+    from kiln.tools import DeviceMemoryPool
+    rng = np.random.default_rng(9)
+    x = rng.random(40) - 0.5
+    xd = gpuarray.to_gpu(x)
+    # cumath's second argument: out when an array, else the stream.
+    out = gpuarray.empty_like(xd)
+    assert cumath.exp(xd, out) is out
+    close(out.get(), np.exp(x))
+    s = drv.Stream()
+    close(cumath.sin(xd, s).get(), np.sin(x))
+    with pytest.raises(TypeError, match="got out twice"):
+        cumath.exp(xd, out, out=out)
+    # mul_add into out; conj into out; any/all with an allocator.
+    a, b = np.arange(10, dtype=np.float32), np.arange(10, dtype=np.float32) * 10
+    ad, bd, cd = gpuarray.to_gpu(a), gpuarray.to_gpu(b), gpuarray.empty(10, np.float32)
+    assert ad.mul_add(2, bd, 3, out=cd) is cd
+    np.testing.assert_array_equal(cd.get(), 2 * a + 3 * b)
+    wide = gpuarray.empty(10, np.float64)
+    ad.mul_add(2, bd, 3, out=wide)
+    np.testing.assert_array_equal(wide.get(), 2 * a + 3 * b)
+    with pytest.raises(TypeError, match="Cannot cast mul_add output"):
+        ad.mul_add(2, bd, 3, out=gpuarray.empty(10, np.int32))
+    z = (x + 1j * x[::-1]).astype(np.complex64)
+    zout = gpuarray.empty(40, np.complex64)
+    assert gpuarray.to_gpu(z).conj(out=zout) is zout
+    np.testing.assert_array_equal(zout.get(), np.conj(z))
+    assert xd.conj() is xd
+    pool = DeviceMemoryPool()
+    some = gpuarray.to_gpu(np.array([0.5, 0.0, 2.0]))
+    assert bool(some.any(allocator=pool.allocate).get()) and \
+        not bool(gpuarray.all(some, allocator=pool.allocate).get()) and \
+        bool(xd.all(allocator=pool.allocate).get())
+    # where with PyCUDA's keyword names.
+    np.testing.assert_array_equal(
+        gpuarray.where(xd > 0, then_=xd, else_=0.0).get(), np.where(x > 0, x, 0.0))
+    # transpose(axes=) on a view that is not contiguous.
+    d = gpuarray.to_gpu(rng.random((4, 6, 5)).astype(np.float32))
+    np.testing.assert_array_equal(d[:, 2:4, :].transpose(axes=(1, 0, 2)).get(),
+                                  d.get()[:, 2:4, :].transpose(1, 0, 2))
+    # The CUDA array interface gives strides, as NumPy's.
+    assert d.__cuda_array_interface__["strides"] == d.get().strides
+    # retain_primary_context takes no arguments and gives the context kiln uses.
+    ctx = drv.Context.get_device().retain_primary_context()
+    assert isinstance(ctx, drv.Context)
+    with pytest.raises(TypeError):
+        drv.Context.get_device().retain_primary_context(0)
+
+
+def test_reshape_in_an_order_gives_that_order_with_numpys_values():
+    h = np.arange(128, dtype=np.float32).reshape(4, 32)
+    a = gpuarray.to_gpu(h)
+    f = a.reshape(4, 32, order="F")  # the same shape, asked for in the other order: a copy
+    assert f.flags.f_contiguous and not f.flags.c_contiguous
+    np.testing.assert_array_equal(f.get(), h.reshape(4, 32, order="F"))
+    back = f.reshape((4, 32))
+    assert back.flags.c_contiguous and not back.flags.f_contiguous
+    np.testing.assert_array_equal(back.get(), h)
+    g = a.reshape(8, 16, order="F")
+    assert g.flags.f_contiguous
+    np.testing.assert_array_equal(g.get(), h.reshape(8, 16, order="F"))
+    assert a.reshape(4, 32).gpudata == a.gpudata  # in its own order, still a view
+
+
+@pytest.mark.parametrize("func", [gpuarray.empty_like, gpuarray.zeros_like, gpuarray.ones_like])
+def test_like_functions_keep_the_order_for_a_and_k(func):
+    h = np.ones((16, 8), np.float32)
+    for src in (gpuarray.to_gpu(h), gpuarray.to_gpu(np.asfortranarray(h))):
+        for order in ("A", "K"):
+            new = func(src, order=order)
+            assert (new.flags.c_contiguous, new.flags.f_contiguous) == \
+                (src.flags.c_contiguous, src.flags.f_contiguous)
+        assert func(src, order="F").flags.f_contiguous
+        assert func(src, order="C").flags.c_contiguous
+
+
+@pytest.mark.parametrize("op", ["logical_and", "logical_or"])
+def test_logical_operations_with_scalars_and_allocators(op):
+    from kiln.tools import DeviceMemoryPool
+    x = np.random.default_rng(0).random((10, 4))
+    x[0, :2] = 0
+    xd = gpuarray.to_gpu(x)
+    f, g = getattr(gpuarray, op), getattr(np, op)
+    for scalar in (1.0, 0.0, 0, 2, 0.5, True, np.float32(0)):
+        np.testing.assert_array_equal(f(xd, scalar).get(), g(x, scalar))
+        np.testing.assert_array_equal(f(scalar, xd).get(), g(scalar, x))
+    both = f(1.0, 0.0)
+    assert both.shape == () and bool(both.get()) == g(1.0, 0.0)
+    pool = DeviceMemoryPool()
+    pooled = f(xd, xd, allocator=pool.allocate)
+    assert pool.active_blocks == 1
+    np.testing.assert_array_equal(pooled.get(), g(x, x))
+    np.testing.assert_array_equal(gpuarray.logical_not(xd, allocator=pool.allocate).get(),
+                                  np.logical_not(x))
+    assert bool(gpuarray.logical_not(0.0).get())

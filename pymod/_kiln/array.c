@@ -418,8 +418,9 @@ static PyMethodDef kpy_array_methods[] = {
      "of size)."},
     {"squeeze", KPY_KW(kpy_array_squeeze),
      "squeeze($self, axis=None)\n--\n\nA view without the axes of length 1 (or those named)."},
-    {"transpose", kpy_array_transpose, METH_VARARGS,
-     "transpose($self, *axes)\n--\n\nA view with the axes permuted (reversed by default)."},
+    {"transpose", KPY_KW(kpy_array_transpose),
+     "transpose($self, *axes)\n--\n\nA view with the axes permuted (reversed by default); the "
+     "axes may be given as axes= too."},
     {"swapaxes", kpy_array_swapaxes, METH_VARARGS,
      "swapaxes($self, axis1, axis2)\n--\n\nA view with two axes exchanged."},
     /* Conversions */

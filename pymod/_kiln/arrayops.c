@@ -377,22 +377,25 @@ PyMethodDef kpy_arrayops_methods[KPY_ARRAYOPS_METHODS] = {
         "fill($self, value, stream=None)\n--\n\nEvery element set to value; returns the array."),
     KPY_METHOD(astype,
                "astype($self, dtype, stream=None)\n--\n\nA new array of the values as dtype."),
-    KPY_METHOD(conj,
-               "conj($self, /)\n--\n\nThe complex conjugate (the array itself when it is real)."),
+    KPY_METHOD(
+        conj,
+        "conj($self, stream=None, out=None)\n--\n\nThe complex conjugate (the array itself when it "
+        "is real and no out is given)."),
     {"conjugate", (PyCFunction)(void (*)(void))kpy_method_conj, METH_FASTCALL | METH_KEYWORDS,
-     "conjugate($self, /)\n--\n\nThe same as conj()."},
-    KPY_METHOD(mul_add, "mul_add($self, selffac, other, otherfac, add_timer=None, stream=None)"
-                        "\n--\n\nselffac * self + otherfac * other in one kernel."),
+     "conjugate($self, stream=None, out=None)\n--\n\nThe same as conj()."},
+    KPY_METHOD(mul_add,
+               "mul_add($self, selffac, other, otherfac, add_timer=None, stream=None, out=None)"
+               "\n--\n\nselffac * self + otherfac * other in one kernel (into out when given)."),
     KPY_METHOD(
         reverse,
         "reverse($self, stream=None)\n--\n\nA new 1-d array of the elements in reverse order."),
     KPY_METHOD(sum, "sum($self, dtype=None, stream=None)\n--\n\nThe sum as a 0-d array."),
     KPY_METHOD(max, "max($self, stream=None)\n--\n\nThe largest element as a 0-d array."),
     KPY_METHOD(min, "min($self, stream=None)\n--\n\nThe smallest element as a 0-d array."),
-    KPY_METHOD(any,
-               "any($self, stream=None)\n--\n\nWhether any element is nonzero, as a 0-d array."),
-    KPY_METHOD(all,
-               "all($self, stream=None)\n--\n\nWhether every element is nonzero, as a 0-d array."),
+    KPY_METHOD(any, "any($self, stream=None, allocator=None)\n--\n\nWhether any element is "
+                    "nonzero, as a 0-d array."),
+    KPY_METHOD(all, "all($self, stream=None, allocator=None)\n--\n\nWhether every element is "
+                    "nonzero, as a 0-d array."),
     {NULL, NULL, 0, NULL},
 };
 

@@ -185,10 +185,11 @@ static PyObject *kpy_device_pci_bus_id(PyObject *op, PyObject *unused) {
  * (retain_primary_context). kiln makes no context of its own: the flags PyCUDA passes to a
  * new context are the primary context's business, so they are accepted and not applied. */
 static PyObject *kpy_device_context(PyObject *op, PyObject *args, PyObject *kwargs, int push) {
-  static char *kwlist[] = {(char *)"flags", NULL};
+  static char *with_flags[] = {(char *)"flags", NULL};
+  static char *without[] = {NULL};
   unsigned flags = 0;
-  if (!PyArg_ParseTupleAndKeywords(
-          args, kwargs, push ? "|I:make_context" : ":retain_primary_context", kwlist, &flags))
+  if (push ? !PyArg_ParseTupleAndKeywords(args, kwargs, "|I:make_context", with_flags, &flags)
+           : !PyArg_ParseTupleAndKeywords(args, kwargs, ":retain_primary_context", without))
     return NULL;
   kpy_state *st = kpy_state_of_type(Py_TYPE(op));
   PyObject *ctx = PyObject_CallOneArg((PyObject *)st->ref.Context_type, op);

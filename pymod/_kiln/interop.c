@@ -181,8 +181,9 @@ PyObject *kpy_array_cai(PyObject *op, void *closure) {
       a->stream ? PyLong_FromUnsignedLongLong((uintptr_t)a->stream) : PyLong_FromLong(1);
   PyObject *typestr = PyObject_GetAttrString((PyObject *)a->dtype, "str");
   PyObject *shape = kpy_shape_tuple(a->shape, a->ndim);
-  PyObject *strides =
-      a->flags & KPY_C_CONTIGUOUS ? Py_NewRef(Py_None) : kpy_shape_tuple(a->strides, a->ndim);
+  /* Strides always, never the None the interface allows for C order: PyCUDA gives them, and
+   * code written for it compares them with NumPy's. */
+  PyObject *strides = kpy_shape_tuple(a->strides, a->ndim);
   PyObject *d = NULL;
   if (stream && typestr && shape && strides)
     d = Py_BuildValue("{sOsOs(KO)sisOsO}", "shape", shape, "typestr", typestr, "data",

@@ -223,10 +223,18 @@ static int kpy_reshape_strides(const kpy_array *a, int ndim, const Py_ssize_t *s
 
 PyObject *kpy_array_reshaped(kpy_array *a, int ndim, const Py_ssize_t *shape, int fortran) {
   Py_ssize_t strides[KPY_MAX_DIMS];
-  if (ndim == a->ndim && !memcmp(shape, a->shape, (size_t)ndim * sizeof *shape))
-    return (PyObject *)kpy_array_view(a, NULL, ndim, shape, a->strides, a->ptr);
-  if (a->flags & (fortran ? KPY_F_CONTIGUOUS : KPY_C_CONTIGUOUS))
-    kpy_strides_contiguous(ndim, shape, a->itemsize, fortran, strides);
+  int same_shape = ndim == a->ndim && !memcmp(shape, a->shape, (size_t)ndim * sizeof *shape);
+  int in_order = a->flags & (fortran ? KPY_F_CONTIGUOUS : KPY_C_CONTIGUOUS);
+  int other_order = a->flags & (fortran ? KPY_C_CONTIGUOUS : KPY_F_CONTIGUOUS);
+  /* The same shape is NumPy's view, except that an array contiguous only in the other order is
+   * copied into the order asked: PyCUDA's reshape(order=) promises that order, and code written
+   * for it checks the flags. The values stay NumPy's. */
+  if (same_shape && !in_order && other_order) {
+    kpy_state *st = kpy_state_of_type(Py_TYPE(a));
+    return st ? (PyObject *)kpy_array_copy_order(st, a, fortran, Py_None, NULL) : NULL;
+  }
+  if (same_shape) return (PyObject *)kpy_array_view(a, NULL, ndim, shape, a->strides, a->ptr);
+  if (in_order) kpy_strides_contiguous(ndim, shape, a->itemsize, fortran, strides);
   else if (!kpy_reshape_strides(a, ndim, shape, fortran, strides)) {
     kpy_state *st = kpy_state_of_type(Py_TYPE(a));
     kpy_array *c = st ? kpy_array_copy_order(st, a, fortran, Py_None, NULL) : NULL;
@@ -353,11 +361,26 @@ static PyObject *kpy_array_permuted(kpy_array *a, const int *perm) {
   return (PyObject *)kpy_array_view(a, NULL, a->ndim, shape, strides, a->ptr);
 }
 
-PyObject *kpy_array_transpose(PyObject *op, PyObject *args) {
+PyObject *kpy_array_transpose(PyObject *op, PyObject *args, PyObject *kwargs) {
   kpy_array *a = (kpy_array *)op;
   int perm[KPY_MAX_DIMS], seen[KPY_MAX_DIMS] = {0};
   Py_ssize_t n = PyTuple_GET_SIZE(args);
   PyObject *first = n == 1 ? PyTuple_GET_ITEM(args, 0) : NULL;
+  if (kwargs && PyDict_GET_SIZE(kwargs)) { /* transpose(axes=...), PyCUDA's and NumPy's keyword */
+    static char *kwlist[] = {(char *)"axes", NULL};
+    PyObject *empty = PyTuple_New(0);
+    first = Py_None;
+    int ok =
+        empty && !n && PyArg_ParseTupleAndKeywords(empty, kwargs, "|O:transpose", kwlist, &first);
+    Py_XDECREF(empty);
+    if (!ok) {
+      if (n)
+        PyErr_SetString(PyExc_TypeError, "transpose() takes the axes either as arguments "
+                                         "or as axes=, not both");
+      return NULL;
+    }
+    n = 1;
+  }
   if (n == 0 || first == Py_None) { /* reversed */
     for (int i = 0; i < a->ndim; i++) perm[i] = a->ndim - 1 - i;
     return kpy_array_permuted(a, perm);
@@ -398,7 +421,7 @@ PyObject *kpy_array_swapaxes(PyObject *op, PyObject *args) {
 PyObject *kpy_array_get_T(PyObject *op, void *closure) {
   (void)closure;
   PyObject *none = PyTuple_New(0);
-  PyObject *r = none ? kpy_array_transpose(op, none) : NULL;
+  PyObject *r = none ? kpy_array_transpose(op, none, NULL) : NULL;
   Py_XDECREF(none);
   return r;
 }

@@ -28,7 +28,7 @@ PyObject *kpy_array_reshape(PyObject *op, PyObject *args, PyObject *kwargs);
 PyObject *kpy_array_ravel(PyObject *op, PyObject *args, PyObject *kwargs);
 PyObject *kpy_array_view_as(PyObject *op, PyObject *args, PyObject *kwargs);
 PyObject *kpy_array_squeeze(PyObject *op, PyObject *args, PyObject *kwargs);
-PyObject *kpy_array_transpose(PyObject *op, PyObject *args);
+PyObject *kpy_array_transpose(PyObject *op, PyObject *args, PyObject *kwargs);
 PyObject *kpy_array_swapaxes(PyObject *op, PyObject *args);
 PyObject *kpy_array_get_T(PyObject *op, void *closure);
 PyObject *kpy_array_get_real(PyObject *op, void *closure);

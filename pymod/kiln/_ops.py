@@ -391,7 +391,10 @@ def _make_binary_plan(op, dx, x_arr, dy, y_arr, inplace_dtype):
             wire = _wire_dtype(loop)
             args.append(f"{_cgen.dtype_to_ctype(wire)} {name}")
             xs.append(_scalar_operand(name, loop))
-            if wire.kind == "c" or (isinstance(d, np.dtype) and d != wire):
+            # A Python float or int meeting a bool loop (the logical operations) becomes a
+            # NumPy bool first: the kernel's bool parameter takes only 0 and 1.
+            if wire.kind == "c" or (isinstance(d, np.dtype) and d != wire) or \
+                    (not isinstance(d, np.dtype) and wire.kind == "b"):
                 converter = wire.type
             if d is int and wire.kind in "iu":
                 fits = wire
@@ -790,21 +793,35 @@ def method_astype(a, dtype, stream=None):
     return astype(a, dtype, stream=stream)
 
 
-def method_conj(a, stream=None):
-    return unary("conjugate", a, stream=stream) if a.dtype.kind == "c" else a
+def method_conj(a, stream=None, out=None):
+    """PyCUDA's conj: the array itself when real (unless out is given), else a new array."""
+    if a.dtype.kind != "c" and out is None:
+        return a
+    return unary("conjugate", a, out=out, stream=stream)
 
 
 _AXPBYZ = {}
 
 
-def method_mul_add(a, selffac, other, otherfac, add_timer=None, stream=None):
-    """selffac * a + otherfac * other in one kernel, with NumPy's promotion of the four."""
+def method_mul_add(a, selffac, other, otherfac, add_timer=None, stream=None, out=None):
+    """selffac * a + otherfac * other in one kernel, with NumPy's promotion of the four, into out
+    when given (its dtype one the result casts to)."""
     if not isinstance(other, DeviceArray):
         raise TypeError("mul_add() takes a device array as other")
     if other.shape != a.shape:
         raise ValueError(f"mul_add() of shapes {a.shape} and {other.shape}")
-    out_dtype = np.result_type(a.dtype, other.dtype, selffac, otherfac)
-    key = (a.dtype, other.dtype, out_dtype)
+    result = np.result_type(a.dtype, other.dtype, selffac, otherfac)
+    if out is not None:
+        if not isinstance(out, DeviceArray) or out.shape != a.shape:
+            what = (f"one of shape {out.shape}" if isinstance(out, DeviceArray)
+                    else type(out).__name__)
+            raise TypeError(f"mul_add() takes as out a device array of shape {a.shape}, not "
+                            f"{what}")
+        if not np.can_cast(result, out.dtype, "same_kind"):
+            raise TypeError(f"Cannot cast mul_add output from {result!r} to {out.dtype!r}")
+    out_dtype = result
+    store_dtype = result if out is None else out.dtype
+    key = (a.dtype, other.dtype, out_dtype, store_dtype)
     k = _AXPBYZ.get(key)
     if k is None:
         from .elementwise import ElementwiseKernel
@@ -816,12 +833,13 @@ def method_mul_add(a, selffac, other, otherfac, add_timer=None, stream=None):
                  f" + ({ct})({_scalar_operand('q', out_dtype)}) * "
                  f"{load('y', 'y_i', other.dtype, out_dtype)}")
         k = _AXPBYZ[key] = ElementwiseKernel(
-            f"{_cgen.dtype_to_ctype(out_dtype)} *z, {t} p, {_cgen.dtype_to_ctype(a.dtype)} *x, "
+            f"{_cgen.dtype_to_ctype(store_dtype)} *z, {t} p, {_cgen.dtype_to_ctype(a.dtype)} *x, "
             f"{t} q, {_cgen.dtype_to_ctype(other.dtype)} *y",
-            f"z[z_i] = {store(value, out_dtype, out_dtype)}", "kiln_axpbyz",
-            preamble=_preamble([out_dtype, a.dtype, other.dtype]), _same_ok=True)
+            f"z[z_i] = {store(value, out_dtype, store_dtype)}", "kiln_axpbyz",
+            preamble=_preamble([out_dtype, store_dtype, a.dtype, other.dtype]), _same_ok=True)
     wire = _wire_dtype(out_dtype).type
-    out = _empty(a.shape, out_dtype, stream)
+    if out is None:
+        out = _empty(a.shape, out_dtype, stream)
     if out.size:
         start = _timer_start(add_timer, stream)
         k(out, wire(selffac), a, wire(otherfac), other, stream=stream)
@@ -864,9 +882,9 @@ def method_min(a, stream=None):
     return reduce("min", a, stream=stream)
 
 
-def method_any(a, stream=None):
-    return reduce("any", a, stream=stream)
+def method_any(a, stream=None, allocator=None):
+    return reduce("any", a, stream=stream, allocator=allocator)
 
 
-def method_all(a, stream=None):
-    return reduce("all", a, stream=stream)
+def method_all(a, stream=None, allocator=None):
+    return reduce("all", a, stream=stream, allocator=allocator)

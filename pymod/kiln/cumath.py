@@ -6,7 +6,8 @@
     m, e = cumath.frexp(x_gpu)                # x == m * 2**e
 
 Every function takes `(array, stream=None, out=None)` (fmod, ldexp, arctan2, hypot and
-copysign take two operands) and gives what NumPy's function of the same name gives: its
+copysign take two operands; the functions of one array take PyCUDA's older second argument,
+`out` when it is an array and the stream otherwise, before the keywords) and gives what NumPy's function of the same name gives: its
 dtype (`sqrt` of an int32 array is float64, of a float16 array float16), its values to the
 rounding of CUDA's math library, and NaN and infinity where NumPy gives them (`log(0)` is
 -inf, `sqrt(-1)` NaN). Arrays of any strides are read in place; the result is a new
@@ -115,12 +116,22 @@ def unary_kernel(func, dtype, out_dtype=None):
     return _ops.unary_plan(func, _Like(src), None if out_dtype == result else out_dtype)[0]
 
 
+def _one_of(given, positional, what, name):
+    if given is not None:
+        raise TypeError(f"{name}() got {what} twice: as its second argument and as {what}=")
+    return positional
+
+
 def _unary(func, pycuda_name=None):
     """cumath's function of one array for NumPy's ufunc `func`."""
     ufunc = _ops._UNARY[func]
     name = pycuda_name or func
 
-    def f(array, stream=None, out=None):
+    def f(array, stream_or_out=None, *, stream=None, out=None):
+        if isinstance(stream_or_out, DeviceArray):  # PyCUDA's second argument: out or stream
+            out = _one_of(out, stream_or_out, "out", name)
+        elif stream_or_out is not None:
+            stream = _one_of(stream, stream_or_out, "stream", name)
         _require_array(array, name)
         result = _result_dtype(ufunc, array.dtype)
         _check_out(out, array.shape, result, name)
@@ -132,8 +143,9 @@ def _unary(func, pycuda_name=None):
         return out
 
     f.__name__ = f.__qualname__ = name
-    f.__doc__ = (f"{name}(array, stream=None, out=None): NumPy's {func} of each element, "
-                 f"with its dtype.")
+    f.__doc__ = (f"{name}(array, stream_or_out=None, *, stream=None, out=None): NumPy's {func} "
+                 f"of each element, with its dtype; the second argument is out when it is an "
+                 f"array, else the stream.")
     return f
 
 

@@ -83,7 +83,8 @@ def ones(shape, dtype=np.float64, allocator=None, order="C"):
 
 
 def _like_order(other, order):
-    if order == "K":
+    """NumPy's "K" and "A" keep a Fortran-ordered array's order (and give C order otherwise)."""
+    if order in ("K", "A"):
         return "F" if other.flags.f_contiguous and not other.flags.c_contiguous else "C"
     return order
 
@@ -308,9 +309,10 @@ def transpose(a, axes=None):
 _WHERE = {}
 
 
-def where(criterion, x, y, out=None, stream=None):
-    """NumPy's where: x where criterion is true (nonzero), else y; arrays broadcast, x and y may
-    be scalars."""
+def where(criterion, then_, else_, out=None, stream=None):
+    """NumPy's where: then_ where criterion is true (nonzero), else else_; arrays broadcast,
+    then_ and else_ may be scalars. (PyCUDA's names; NumPy's x and y.)"""
+    x, y = then_, else_
     ops = [v for v in (criterion, x, y) if isinstance(v, DeviceArray)]
     if not isinstance(criterion, DeviceArray):
         raise TypeError("where() takes the criterion as a device array")
@@ -359,16 +361,34 @@ def minimum(a, b, out=None, stream=None):
     return _ops.binary("minimum", a, b, out=out, stream=stream)
 
 
-def logical_and(a, b, out=None, stream=None):
-    return _ops.binary("logical_and", a, b, out=out, stream=stream)
+def _logical(op, operands, out, allocator, stream):
+    """NumPy's logical op of arrays and scalars as a bool array (0-d when all are scalars), in
+    memory from allocator when given and no out is."""
+    arrays = [v for v in operands if isinstance(v, DeviceArray)]
+    if out is None and (allocator is not None or not arrays):
+        shape = np.broadcast_shapes(*[v.shape for v in arrays]) if arrays else ()
+        out = DeviceArray(shape, np.bool_, allocator=allocator)
+    if not arrays:  # PyCUDA's scalars-only form: the host's answer in a 0-d array
+        out.fill(getattr(np, op)(*operands), stream=stream)
+        return out
+    if len(operands) == 1:
+        return _ops.unary(op, operands[0], out=out, stream=stream)
+    return _ops.binary(op, *operands, out=out, stream=stream)
 
 
-def logical_or(a, b, out=None, stream=None):
-    return _ops.binary("logical_or", a, b, out=out, stream=stream)
+def logical_and(x1, x2, /, out=None, *, allocator=None, stream=None):
+    """NumPy's logical_and of arrays or scalars, as a bool array."""
+    return _logical("logical_and", (x1, x2), out, allocator, stream)
 
 
-def logical_not(a, out=None, stream=None):
-    return _ops.unary("logical_not", a, out=out, stream=stream)
+def logical_or(x1, x2, /, out=None, *, allocator=None, stream=None):
+    """NumPy's logical_or of arrays or scalars, as a bool array."""
+    return _logical("logical_or", (x1, x2), out, allocator, stream)
+
+
+def logical_not(x, /, out=None, *, allocator=None, stream=None):
+    """NumPy's logical_not of an array or a scalar, as a bool array."""
+    return _logical("logical_not", (x,), out, allocator, stream)
 
 
 def real(a):
@@ -433,11 +453,11 @@ def subset_dot(subset, a, b, dtype=None, stream=None, allocator=None):
     return _ops.dot(a, b, dtype=dtype, stream=stream, allocator=allocator, subset=subset)
 
 
-def any(a, stream=None):  # noqa: A001
+def any(a, stream=None, allocator=None):  # noqa: A001
     """True (a 0-d bool GPUArray) when some element is nonzero."""
-    return _ops.reduce("any", a, stream=stream)
+    return _ops.reduce("any", a, stream=stream, allocator=allocator)
 
 
-def all(a, stream=None):  # noqa: A001
+def all(a, stream=None, allocator=None):  # noqa: A001
     """True (a 0-d bool GPUArray) when every element is nonzero."""
-    return _ops.reduce("all", a, stream=stream)
+    return _ops.reduce("all", a, stream=stream, allocator=allocator)

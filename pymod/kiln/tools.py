@@ -278,6 +278,25 @@ def _bin_size(nbytes):
     return -(-nbytes >> shift) << shift
 
 
+class _Bins:
+    """PyCUDA's numbering of a pool's bins: bin_number(size) names the bin an allocation of
+    size bytes comes from, alloc_size(bin) the size of that bin's blocks (the exponent above
+    two bits of mantissa: the three significant bits of _bin_size)."""
+
+    @staticmethod
+    def bin_number(size):
+        size = _bin_size(max(int(size), 1))
+        exponent = size.bit_length() - 1
+        return exponent << 2 | (size >> (exponent - 2)) & 3
+
+    @staticmethod
+    def alloc_size(bin_nr):
+        bin_nr = int(bin_nr)
+        if bin_nr < _Bins.bin_number(1):
+            raise ValueError(f"no pool bin is numbered {bin_nr}")
+        return (4 | bin_nr & 3) << ((bin_nr >> 2) - 2)
+
+
 class PooledDeviceAllocation(PointerHolderBase):
     """Device memory from a DeviceMemoryPool: passes as a pointer (int() gives it), len() is its
     size, and it goes back to the pool when collected or freed."""
@@ -306,7 +325,7 @@ class PooledDeviceAllocation(PointerHolderBase):
             pass
 
 
-class DeviceMemoryPool:
+class DeviceMemoryPool(_Bins):
     """Keeps freed device memory by size for the next allocation of a similar size."""
 
     def __init__(self):
@@ -404,7 +423,7 @@ class PooledHostAllocation:
             pass
 
 
-class PageLockedMemoryPool:
+class PageLockedMemoryPool(_Bins):
     """Keeps freed page-locked host memory by size for the next array of a similar size."""
 
     def __init__(self, allocator=None):
