@@ -30,7 +30,7 @@ pagelocked_empty pagelocked_zeros pagelocked_empty_like pagelocked_zeros_like
 aligned_empty aligned_zeros aligned_empty_like aligned_zeros_like AlignedHostAllocation
 managed_empty managed_zeros managed_empty_like managed_zeros_like ManagedAllocation mem_attach_flags
 memset_d2d8 memset_d2d16 memset_d2d32 memset_d2d8_async memset_d2d16_async memset_d2d32_async
-start_profiler stop_profiler initialize_profiler
+start_profiler stop_profiler initialize_profiler Memcpy2D Memcpy3D
 register_host_memory RegisteredHostMemory PointerHolderBase In Out InOut DeviceAllocation
 Function Module module_from_buffer module_from_file synchronize
 Error LogicError LaunchError MemoryError RuntimeError CompileError
@@ -895,6 +895,111 @@ def test_managed_arrays_pass_to_kernels_as_they_are():
     assert host_only.tolist() == [9] * 8
     host_only.base.attach(drv.mem_attach_flags.GLOBAL)
     drv.Context.synchronize()
+
+
+def test_2d_and_3d_copies_check_their_shape_before_the_device():
+    host = np.zeros((4, 8), np.float32)
+    c = drv.Memcpy2D()
+    assert (c.src_x_in_bytes, c.src_y, c.dst_x_in_bytes, c.dst_y) == (0, 0, 0, 0)
+    with pytest.raises(ValueError, match="no source was set"):
+        c()
+    c.set_src_host(host)
+    c.set_dst_device(0x1000)
+    c.src_pitch, c.dst_pitch, c.width_in_bytes, c.height = 32, 16, 32, 4
+    with pytest.raises(ValueError, match="destination's pitch .16 bytes.* less than a row's 32"):
+        c()
+    c.dst_pitch, c.height = 64, 5
+    with pytest.raises(ValueError, match="reaches 160 bytes into its source, which has 128"):
+        c()
+    c.set_dst_host(b"read-only" * 100)
+    c.height = 4
+    with pytest.raises(ValueError, match="destination is read-only"):
+        c()
+    c.src_y = -1
+    with pytest.raises(ValueError, match="not negative"):
+        c()
+    for setter in (c.set_src_array, c.set_dst_array):
+        with pytest.raises(NotImplementedError, match="no CUDA arrays"):
+            setter(None)
+    d = drv.Memcpy3D()
+    d.set_src_host(np.zeros(64, np.uint8))
+    d.set_dst_host(np.zeros(64, np.uint8))
+    d.width_in_bytes, d.height, d.depth, d.src_pitch, d.dst_pitch = 8, 2, 2, 8, 8
+    with pytest.raises(ValueError, match="source's slices hold 0 rows; the copy needs 2"):
+        d()
+    d.src_height = d.dst_height = 4
+    d.src_z = 7
+    with pytest.raises(ValueError, match="reaches 272 bytes into its source, which has 64"):
+        d()
+
+
+@pytest.mark.gpu
+def test_2d_and_3d_copies_on_the_gpu():
+    rng = np.random.default_rng(5)
+    host = rng.integers(0, 255, (6, 40), dtype=np.uint8)
+    alloc, pitch = drv.mem_alloc_pitch(40, 6, 4)
+    up = drv.Memcpy2D()
+    up.set_src_host(host)
+    up.set_dst_device(alloc)
+    up.src_pitch, up.dst_pitch, up.width_in_bytes, up.height = 40, pitch, 40, 6
+    up()
+    rows = drv.from_device(alloc, (6, pitch), np.uint8)
+    np.testing.assert_array_equal(rows[:, :40], host)
+    # A window back, into the middle of a larger host array, queued on a stream.
+    back = drv.pagelocked_zeros((8, 64), np.uint8)
+    down = drv.Memcpy2D()
+    down.set_src_device(int(alloc))
+    down.set_dst_host(back)
+    down.src_x_in_bytes, down.src_y, down.src_pitch = 3, 1, pitch
+    down.dst_x_in_bytes, down.dst_y, down.dst_pitch = 10, 2, 64
+    down.width_in_bytes, down.height = 20, 4
+    s = drv.Stream()
+    down(s)
+    s.synchronize()
+    np.testing.assert_array_equal(back[2:6, 10:30], host[1:5, 3:23])
+    assert not back[:2].any() and not back[6:].any() and not back[:, :10].any()
+    # Device to device, with a pitch mem_alloc_pitch did not give: aligned=False.
+    other = drv.mem_alloc(33 * 6)
+    dd = drv.Memcpy2D()
+    dd.set_src_device(alloc)
+    dd.set_dst_device(other)
+    dd.src_pitch, dd.dst_pitch, dd.width_in_bytes, dd.height = pitch, 33, 33, 6
+    dd(aligned=False)
+    np.testing.assert_array_equal(drv.from_device(other, (6, 33), np.uint8), host[:, :33])
+    # A DeviceArray's memory, and a managed array as unified memory.
+    import kiln.gpuarray
+    arr = kiln.gpuarray.zeros((6, 40), np.uint8)
+    dd.set_dst_device(arr.gpudata)
+    dd.dst_pitch, dd.width_in_bytes = 40, 40
+    dd(False)
+    np.testing.assert_array_equal(arr.get(), host)
+    managed = drv.managed_zeros((6, 40), np.uint8)
+    dd.set_dst_unified(managed)
+    dd(aligned=False)
+    drv.Context.synchronize()
+    np.testing.assert_array_equal(managed, host)
+    # A device side past its allocation is refused before the driver sees it.
+    up.height, up.dst_pitch = 6, pitch * 2
+    with pytest.raises(ValueError, match="runs past its allocation"):
+        up()
+    # 3D: a 2 x 3 x 5 block from the middle of a 4 x 5 x 8 volume, there and back.
+    vol = rng.random((4, 5, 8)).astype(np.float32)
+    dev, dpitch = drv.mem_alloc_pitch(8 * 4, 5 * 4, 4)  # 4 slices of 5 rows
+    c3 = drv.Memcpy3D()
+    c3.set_src_host(vol)
+    c3.set_dst_device(dev)
+    c3.src_pitch, c3.src_height, c3.dst_pitch, c3.dst_height = 32, 5, dpitch, 5
+    c3.width_in_bytes, c3.height, c3.depth = 32, 5, 4
+    c3()
+    out = np.zeros((2, 3, 5), np.float32)
+    c3 = drv.Memcpy3D()
+    c3.set_src_device(dev)
+    c3.set_dst_host(out)
+    c3.src_pitch, c3.src_height, c3.dst_pitch, c3.dst_height = dpitch, 5, 20, 3
+    c3.src_x_in_bytes, c3.src_y, c3.src_z = 8, 1, 1
+    c3.width_in_bytes, c3.height, c3.depth = 20, 3, 2
+    c3(drv.Stream())
+    np.testing.assert_array_equal(out, vol[1:3, 1:4, 2:7])
 
 
 @pytest.mark.gpu

@@ -476,6 +476,39 @@ kiln_status kiln_memset_2d_async(kiln_deviceptr dst, size_t pitch, uint32_t valu
                                  unsigned value_bytes, size_t width, size_t height,
                                  kiln_stream stream);
 
+/* One side of a 2D or 3D copy (kiln_memcpy_3d): host memory (KILN_COPY_HOST, host_size
+ * bytes at host), device memory (KILN_COPY_DEVICE, at device) or either (KILN_COPY_UNIFIED,
+ * host_size bytes at host: the driver tells which); the copy's first byte at x_in_bytes, row
+ * y, slice z of it, its rows pitch bytes apart and its slices height rows apart (3D only). */
+#define KILN_COPY_HOST 1u
+#define KILN_COPY_DEVICE 2u
+#define KILN_COPY_UNIFIED 4u
+typedef struct kiln_copy_side {
+  unsigned kind;
+  const void *host;
+  size_t host_size; /* the copy must stay inside it */
+  kiln_deviceptr device;
+  size_t x_in_bytes, y, z;
+  size_t pitch, height;
+} kiln_copy_side;
+
+/* depth slices of height rows of width_in_bytes each, from src to dst, as cuMemcpy2D (one
+ * slice from slice 0; cuMemcpy2DUnaligned with unaligned set, for device pitches that
+ * cuMemAllocPitch did not give) or cuMemcpy3D. Rows may not be wider than a side's pitch, nor
+ * a side's slices hold fewer rows than the copy's (when it has slices: depth above 1 or z); a host
+ * side's whole stretch must lie in its host_size bytes, a device side's in one allocation. The
+ * async form is ordered on stream (its host memory should be page-locked, else the copy is done
+ * before it returns). */
+kiln_status kiln_memcpy_3d(const kiln_copy_side *src, const kiln_copy_side *dst,
+                           size_t width_in_bytes, size_t height, size_t depth, int unaligned);
+kiln_status kiln_memcpy_3d_async(const kiln_copy_side *src, const kiln_copy_side *dst,
+                                 size_t width_in_bytes, size_t height, size_t depth,
+                                 kiln_stream stream);
+/* The checks of kiln_memcpy_3d that need no device: the kinds, pitches, heights, the host
+ * sides' sizes and offsets that would wrap. */
+kiln_status kiln_memcpy_3d_check(const kiln_copy_side *src, const kiln_copy_side *dst,
+                                 size_t width_in_bytes, size_t height, size_t depth);
+
 /* Managed (unified) memory, reachable from the host and every device, as cuMemAllocManaged:
  * flags KILN_MEM_ATTACH_GLOBAL (any stream may use it) or KILN_MEM_ATTACH_HOST (the host
  * alone, until attached to a stream). Free it with kiln_mem_free. kiln_stream_attach_mem

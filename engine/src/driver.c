@@ -198,6 +198,11 @@ static void kiln__driver_load_once(void) {
       {"cuMemsetD2D8Async", (void **)&kiln__driver.MemsetD2D8Async, KILN__DRIVER_ABI},
       {"cuMemsetD2D16Async", (void **)&kiln__driver.MemsetD2D16Async, KILN__DRIVER_ABI},
       {"cuMemsetD2D32Async", (void **)&kiln__driver.MemsetD2D32Async, KILN__DRIVER_ABI},
+      {"cuMemcpy2D", (void **)&kiln__driver.Memcpy2D, KILN__DRIVER_ABI},
+      {"cuMemcpy2DUnaligned", (void **)&kiln__driver.Memcpy2DUnaligned, KILN__DRIVER_ABI},
+      {"cuMemcpy2DAsync", (void **)&kiln__driver.Memcpy2DAsync, KILN__DRIVER_ABI},
+      {"cuMemcpy3D", (void **)&kiln__driver.Memcpy3D, KILN__DRIVER_ABI},
+      {"cuMemcpy3DAsync", (void **)&kiln__driver.Memcpy3DAsync, KILN__DRIVER_ABI},
       {"cuProfilerStart", (void **)&kiln__driver.ProfilerStart, KILN__DRIVER_ABI},
       {"cuProfilerStop", (void **)&kiln__driver.ProfilerStop, KILN__DRIVER_ABI},
   };

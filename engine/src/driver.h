@@ -127,6 +127,11 @@ typedef struct kiln__driver_table {
   CUresult (*MemsetD2D8Async)(CUdeviceptr, size_t, unsigned char, size_t, size_t, CUstream);
   CUresult (*MemsetD2D16Async)(CUdeviceptr, size_t, unsigned short, size_t, size_t, CUstream);
   CUresult (*MemsetD2D32Async)(CUdeviceptr, size_t, unsigned, size_t, size_t, CUstream);
+  CUresult (*Memcpy2D)(const CUDA_MEMCPY2D *);
+  CUresult (*Memcpy2DUnaligned)(const CUDA_MEMCPY2D *);
+  CUresult (*Memcpy2DAsync)(const CUDA_MEMCPY2D *, CUstream);
+  CUresult (*Memcpy3D)(const CUDA_MEMCPY3D *);
+  CUresult (*Memcpy3DAsync)(const CUDA_MEMCPY3D *, CUstream);
   CUresult (*ProfilerStart)(void);
   CUresult (*ProfilerStop)(void);
 } kiln__driver_table;

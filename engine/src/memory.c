@@ -211,7 +211,7 @@ static int kiln__memory_find_range(CUdeviceptr p, CUdeviceptr *base, size_t *siz
 /* A copy must stay inside one allocation: checked here so a wrong size is a sentence, not
  * a corrupted neighbour or an illegal-address error later. A module variable kiln handed out
  * is its own extent: the driver may know only the larger block the module's variables share. */
-static kiln_status kiln__check_range(kiln_deviceptr p, size_t nbytes, const char *what) {
+kiln_status kiln__memory_check_range(kiln_deviceptr p, size_t nbytes, const char *what) {
   CUdeviceptr base = 0;
   size_t size = 0;
   int known = __atomic_load_n(&kiln__n_ranges, __ATOMIC_RELAXED) &&
@@ -238,7 +238,7 @@ kiln_status kiln_memcpy_htod(kiln_deviceptr dst, const void *src, size_t nbytes)
   kiln__device *d;
   kiln_status s = kiln__device_enter(&d);
   if (s || nbytes == 0) return s;
-  if ((s = kiln__check_range(dst, nbytes, "destination"))) return s;
+  if ((s = kiln__memory_check_range(dst, nbytes, "destination"))) return s;
   if ((s = kiln__stage_htod(d, (CUdeviceptr)dst, src, nbytes, NULL, 1))) return s;
   kiln__clear_error();
   return KILN_OK;
@@ -249,7 +249,7 @@ kiln_status kiln_memcpy_dtoh(void *dst, kiln_deviceptr src, size_t nbytes) {
   kiln__device *d;
   kiln_status s = kiln__device_enter(&d);
   if (s || nbytes == 0) return s;
-  if ((s = kiln__check_range(src, nbytes, "source"))) return s;
+  if ((s = kiln__memory_check_range(src, nbytes, "source"))) return s;
   if ((s = kiln__stage_dtoh(d, dst, (CUdeviceptr)src, nbytes, NULL, 1))) return s;
   kiln__clear_error();
   return KILN_OK;
@@ -343,7 +343,7 @@ kiln_status kiln_memcpy_htod_async(kiln_deviceptr dst, const void *src, size_t n
   kiln__device *d;
   kiln_status s = kiln__device_enter(&d);
   if (s || nbytes == 0) return s;
-  if ((s = kiln__check_range(dst, nbytes, "destination"))) return s;
+  if ((s = kiln__memory_check_range(dst, nbytes, "destination"))) return s;
   if ((s = kiln__stage_htod(d, (CUdeviceptr)dst, src, nbytes, stream, 0))) return s;
   kiln__clear_error();
   return KILN_OK;
@@ -355,7 +355,7 @@ kiln_status kiln_memcpy_dtoh_async(void *dst, kiln_deviceptr src, size_t nbytes,
   kiln__device *d;
   kiln_status s = kiln__device_enter(&d);
   if (s || nbytes == 0) return s;
-  if ((s = kiln__check_range(src, nbytes, "source"))) return s;
+  if ((s = kiln__memory_check_range(src, nbytes, "source"))) return s;
   if ((s = kiln__stage_dtoh(d, dst, (CUdeviceptr)src, nbytes, stream, 0))) return s;
   kiln__clear_error();
   return KILN_OK;
@@ -367,8 +367,8 @@ kiln_status kiln_memcpy_dtod_async(kiln_deviceptr dst, kiln_deviceptr src, size_
   kiln__device *d;
   kiln_status s = kiln__device_enter(&d);
   if (s || nbytes == 0) return s;
-  if ((s = kiln__check_range(dst, nbytes, "destination")) ||
-      (s = kiln__check_range(src, nbytes, "source")))
+  if ((s = kiln__memory_check_range(dst, nbytes, "destination")) ||
+      (s = kiln__memory_check_range(src, nbytes, "source")))
     return s;
   KILN__CU(MemcpyDtoDAsync, ((CUdeviceptr)dst, (CUdeviceptr)src, nbytes, stream));
   kiln__clear_error();
@@ -381,7 +381,7 @@ kiln_status kiln_memset_async(kiln_deviceptr dst, unsigned char value, size_t nb
   kiln__device *d;
   kiln_status s = kiln__device_enter(&d);
   if (s || nbytes == 0) return s;
-  if ((s = kiln__check_range(dst, nbytes, "destination"))) return s;
+  if ((s = kiln__memory_check_range(dst, nbytes, "destination"))) return s;
   KILN__CU(MemsetD8Async, ((CUdeviceptr)dst, value, nbytes, stream));
   kiln__clear_error();
   return KILN_OK;
@@ -392,8 +392,8 @@ kiln_status kiln_memcpy_dtod(kiln_deviceptr dst, kiln_deviceptr src, size_t nbyt
   kiln__device *d;
   kiln_status s = kiln__device_enter(&d);
   if (s || nbytes == 0) return s;
-  if ((s = kiln__check_range(dst, nbytes, "destination")) ||
-      (s = kiln__check_range(src, nbytes, "source")))
+  if ((s = kiln__memory_check_range(dst, nbytes, "destination")) ||
+      (s = kiln__memory_check_range(src, nbytes, "source")))
     return s;
   KILN__CU(MemcpyDtoD, ((CUdeviceptr)dst, (CUdeviceptr)src, nbytes));
   kiln__clear_error();
@@ -414,7 +414,7 @@ static kiln_status kiln__memset_check(kiln_deviceptr dst, size_t count, unsigned
                       width);
   kiln_status s = kiln__device_enter(d);
   if (s || count == 0) return s;
-  return kiln__check_range(dst, count * width, "destination");
+  return kiln__memory_check_range(dst, count * width, "destination");
 }
 
 /* The checks of a 2D memset, then the device: aligned, a pitch that holds a row, the whole

@@ -42,4 +42,8 @@ void kiln__memory_small_release(const kiln__device *d, CUstream stream, int all)
 void kiln__memory_note_range(const void *owner, CUdeviceptr base, size_t size);
 void kiln__memory_forget_ranges(const void *owner);
 
+/* KILN_OK when nbytes from p lie in one allocation (or one module variable) of the current
+ * context; else KILN_ERROR_INVALID saying so, `what` naming p ("destination"). */
+kiln_status kiln__memory_check_range(kiln_deviceptr p, size_t nbytes, const char *what);
+
 #endif

@@ -12,6 +12,7 @@ import numpy as _np
 
 from . import _kiln
 from . import module_from_file  # noqa: F401
+from ._memcpy import Memcpy2D, Memcpy3D  # noqa: F401
 from ._driver_enums import (  # noqa: F401
     compute_mode,
     ctx_flags,

@@ -295,6 +295,101 @@ TEST(managed_memory_and_2d_memsets_check_arguments_first) {
   ASSERT_STATUS(kiln_profiler_start(), KILN_ERROR_NO_DRIVER);
 }
 
+/* A side of a 2D or 3D copy: host memory of `size` bytes at host, or device memory. */
+static kiln_copy_side copy_side(unsigned kind, const void *host, size_t size, kiln_deviceptr device,
+                                size_t pitch, size_t height) {
+  kiln_copy_side side = {0};
+  side.kind = kind;
+  side.host = host;
+  side.host_size = size;
+  side.device = device;
+  side.pitch = pitch;
+  side.height = height;
+  return side;
+}
+
+TEST(copies_in_2d_and_3d_check_their_shape_first) {
+  setenv("KILN_CUDA_PATH", "/nonexistent/libcuda.so.1", 1);
+  unsigned char host[256];
+  kiln_copy_side h = copy_side(KILN_COPY_HOST, host, sizeof host, 0, 32, 8);
+  kiln_copy_side d = copy_side(KILN_COPY_DEVICE, NULL, 0, 0x1000, 64, 8);
+  ASSERT_OK(kiln_memcpy_3d_check(&h, &d, 32, 8, 1));
+  ASSERT_STATUS(kiln_memcpy_3d_check(&h, &d, 33, 8, 1), KILN_ERROR_INVALID);
+  ASSERT_CONTAINS(kiln_last_error(), "source's pitch (32 bytes from one row to the next) is "
+                                     "less than a row's 33 bytes");
+  ASSERT_STATUS(kiln_memcpy_3d_check(&h, &d, 32, 9, 1), KILN_ERROR_INVALID);
+  ASSERT_CONTAINS(kiln_last_error(), "reaches 288 bytes into its source, which has 256");
+  h.x_in_bytes = 1; /* one byte further: the last row runs one past the buffer */
+  ASSERT_STATUS(kiln_memcpy_3d_check(&h, &d, 32, 8, 1), KILN_ERROR_INVALID);
+  h.x_in_bytes = 0;
+  /* Three slices of 8 rows: the third's fourth row ends 2 * 256 + 3 * 32 + 32 bytes in. */
+  ASSERT_STATUS(kiln_memcpy_3d_check(&h, &d, 32, 4, 3), KILN_ERROR_INVALID);
+  ASSERT_CONTAINS(kiln_last_error(), "reaches 640 bytes");
+  h.height = 2;
+  ASSERT_STATUS(kiln_memcpy_3d_check(&h, &d, 32, 4, 2), KILN_ERROR_INVALID);
+  ASSERT_CONTAINS(kiln_last_error(), "source's slices hold 2 rows; the copy needs 4");
+  h.height = 4;
+  ASSERT_OK(kiln_memcpy_3d_check(&h, &d, 32, 4, 2));
+  h.z = 1; /* one slice from slice 1: rows 4 to 7 of the buffer */
+  ASSERT_OK(kiln_memcpy_3d_check(&h, &d, 32, 4, 1));
+  h.z = 2;
+  ASSERT_STATUS(kiln_memcpy_3d_check(&h, &d, 32, 4, 1), KILN_ERROR_INVALID);
+  ASSERT_CONTAINS(kiln_last_error(), "reaches 384 bytes into its source, which has 256");
+  h.z = 0;
+  d.y = SIZE_MAX / 2; /* offsets whose arithmetic wraps */
+  ASSERT_STATUS(kiln_memcpy_3d_check(&h, &d, 32, 4, 1), KILN_ERROR_INVALID);
+  ASSERT_CONTAINS(kiln_last_error(), "reach past the end of memory");
+  d.y = 0;
+  d.kind = 3; /* a CUDA array: not a kind kiln has */
+  ASSERT_STATUS(kiln_memcpy_3d_check(&h, &d, 32, 4, 1), KILN_ERROR_INVALID);
+  ASSERT_CONTAINS(kiln_last_error(), "host (1), device (2) or unified (4) memory, not kind 3");
+  d.kind = KILN_COPY_DEVICE;
+  ASSERT_STATUS(kiln_memcpy_3d(NULL, &d, 32, 4, 1, 0), KILN_ERROR_INVALID);
+  /* Past the checks, no driver: a status, not a crash. */
+  ASSERT_STATUS(kiln_memcpy_3d(&h, &d, 32, 4, 1, 0), KILN_ERROR_NO_DRIVER);
+  ASSERT_STATUS(kiln_memcpy_3d_async(&h, &d, 32, 4, 2, NULL), KILN_ERROR_NO_DRIVER);
+}
+
+TEST(gpu_copies_in_2d_and_3d) {
+  kiln_test_require_gpu();
+  enum { W = 24, H = 5, D = 3, PITCH = 64 };
+  unsigned char src[D][H][W], back[D][H][W];
+  for (int z = 0; z < D; z++)
+    for (int y = 0; y < H; y++)
+      for (int x = 0; x < W; x++) src[z][y][x] = (unsigned char)(z * 100 + y * 10 + x);
+  kiln_deviceptr dev = 0;
+  ASSERT_OK(kiln_mem_alloc((size_t)PITCH * H * D, &dev));
+  kiln_copy_side h = copy_side(KILN_COPY_HOST, src, sizeof src, 0, W, H);
+  kiln_copy_side d = copy_side(KILN_COPY_DEVICE, NULL, 0, dev, PITCH, H);
+  ASSERT_OK(kiln_memcpy_3d(&h, &d, W, H, D, 0));
+  memset(back, 0, sizeof back);
+  kiln_copy_side b = copy_side(KILN_COPY_HOST, back, sizeof back, 0, W, H);
+  ASSERT_OK(kiln_memcpy_3d(&d, &b, W, H, D, 0));
+  ASSERT_EQ(memcmp(src, back, sizeof src), 0);
+  /* One slice's rows 1 to 3, bytes 4 to 11, from slice 2 on the device, queued on a stream. */
+  memset(back, 0, sizeof back);
+  d.x_in_bytes = 4;
+  d.y = 1;
+  d.z = 2;
+  b.x_in_bytes = 4;
+  b.y = 1;
+  kiln_stream s = NULL;
+  ASSERT_OK(kiln_stream_create(0, 0, &s));
+  ASSERT_OK(kiln_memcpy_3d_async(&d, &b, 8, 3, 1, s)); /* one slice, not the first */
+  ASSERT_OK(kiln_stream_synchronize(s));
+  ASSERT_OK(kiln_stream_destroy(s));
+  ASSERT_EQ(back[0][1][4], src[2][1][4]);
+  ASSERT_EQ(back[0][3][11], src[2][3][11]);
+  ASSERT_EQ(back[0][1][3], 0);
+  ASSERT_EQ(back[0][4][4], 0);
+  /* A device side past its allocation is refused before the driver sees it. */
+  d.x_in_bytes = d.y = d.z = 0;
+  d.pitch = PITCH * 2;
+  ASSERT_STATUS(kiln_memcpy_3d(&h, &d, W, H, D, 0), KILN_ERROR_INVALID);
+  ASSERT_CONTAINS(kiln_last_error(), "runs past its allocation");
+  ASSERT_OK(kiln_mem_free(dev));
+}
+
 TEST(gpu_managed_memory_2d_memsets_and_the_profiler) {
   kiln_test_require_gpu();
   kiln_deviceptr m = 0;

@@ -1,0 +1,179 @@
+/* 2D and 3D copies between pitched host and device memory (PyCUDA's Memcpy2D and Memcpy3D):
+ * the shape checked here, each device side against its allocation, then one cuMemcpy2D or
+ * cuMemcpy3D. CUDA arrays are not a kind kiln has, so neither side is one. */
+#include "memory.h"
+
+#include <inttypes.h>
+#include <string.h>
+
+_Static_assert(KILN_COPY_HOST == CU_MEMORYTYPE_HOST && KILN_COPY_DEVICE == CU_MEMORYTYPE_DEVICE &&
+                   KILN_COPY_UNIFIED == CU_MEMORYTYPE_UNIFIED,
+               "kiln's copy kinds are the driver's memory types");
+
+/* The bytes from a side's first byte to one past its last, in *out; the shape's own checks. */
+static kiln_status kiln__copy_side_extent(const kiln_copy_side *side, const char *what,
+                                          size_t width, size_t height, size_t depth, size_t *out) {
+  *out = 0;
+  if (side->kind != KILN_COPY_HOST && side->kind != KILN_COPY_DEVICE &&
+      side->kind != KILN_COPY_UNIFIED)
+    return kiln__fail(KILN_ERROR_INVALID,
+                      "the %s of a 2D or 3D copy is host (1), device (2) or unified (4) memory, "
+                      "not kind %u",
+                      what, side->kind);
+  if ((height > 1 || depth > 1) && side->pitch < width)
+    return kiln__fail(KILN_ERROR_INVALID,
+                      "the %s's pitch (%zu bytes from one row to the next) is less than a row's "
+                      "%zu bytes",
+                      what, side->pitch, width);
+  int slices = depth > 1 || side->z; /* the side's height matters */
+  if (slices && side->height < side->y + height)
+    return kiln__fail(KILN_ERROR_INVALID,
+                      "the %s's slices hold %zu rows; the copy needs %zu (rows %zu from row %zu)",
+                      what, side->height, side->y + height, height, side->y);
+  if (!width || !height || !depth) return KILN_OK;
+  /* (z + depth - 1) * pitch * slice_rows + (y + height - 1) * pitch + x + width, overflow
+   * checked: a side whose arithmetic wraps would pass any bound. */
+  size_t slice = 0, last_slice = 0, last_row = 0, end = 0;
+  int wraps = __builtin_mul_overflow(side->pitch, slices ? side->height : 0, &slice) ||
+              __builtin_mul_overflow(side->z + depth - 1, slice, &last_slice) ||
+              side->z + depth - 1 < side->z ||
+              __builtin_mul_overflow(side->y + height - 1, side->pitch, &last_row) ||
+              __builtin_add_overflow(last_slice, last_row, &end) ||
+              __builtin_add_overflow(end, side->x_in_bytes, &end) ||
+              __builtin_add_overflow(end, width, &end);
+  if (wraps)
+    return kiln__fail(KILN_ERROR_INVALID, "the %s's offsets and pitch reach past the end of memory",
+                      what);
+  *out = end;
+  return KILN_OK;
+}
+
+/* The shape of both sides and their host sizes, in *extents: no device needed. */
+static kiln_status kiln__copy_shape(const kiln_copy_side *src, const kiln_copy_side *dst,
+                                    size_t width, size_t height, size_t depth, size_t *extents) {
+  if (!src || !dst) return kiln__fail(KILN_ERROR_INVALID, "a 2D or 3D copy needs both sides");
+  const kiln_copy_side *sides[2] = {src, dst};
+  const char *names[2] = {"source", "destination"};
+  for (int i = 0; i < 2; i++) {
+    kiln_status s = kiln__copy_side_extent(sides[i], names[i], width, height, depth, &extents[i]);
+    if (s) return s;
+    if (sides[i]->kind != KILN_COPY_DEVICE && extents[i] > sides[i]->host_size)
+      return kiln__fail(KILN_ERROR_INVALID, "the copy reaches %zu bytes into its %s, which has %zu",
+                        extents[i], names[i], sides[i]->host_size);
+  }
+  return KILN_OK;
+}
+
+kiln_status kiln_memcpy_3d_check(const kiln_copy_side *src, const kiln_copy_side *dst,
+                                 size_t width_in_bytes, size_t height, size_t depth) {
+  size_t extents[2];
+  kiln_status s = kiln__copy_shape(src, dst, width_in_bytes, height, depth, extents);
+  if (!s) kiln__clear_error();
+  return s;
+}
+
+/* The shape, then each device side against its allocation. */
+static kiln_status kiln__copy_check(const kiln_copy_side *src, const kiln_copy_side *dst,
+                                    size_t width, size_t height, size_t depth) {
+  size_t extents[2];
+  kiln_status s = kiln__copy_shape(src, dst, width, height, depth, extents);
+  kiln__device *d;
+  if (s || (s = kiln__device_enter(&d))) return s;
+  if (extents[0] && src->kind == KILN_COPY_DEVICE &&
+      (s = kiln__memory_check_range(src->device, extents[0], "source")))
+    return s;
+  if (extents[1] && dst->kind == KILN_COPY_DEVICE)
+    s = kiln__memory_check_range(dst->device, extents[1], "destination");
+  return s;
+}
+
+static void kiln__copy_fill_2d(CUDA_MEMCPY2D *c, const kiln_copy_side *src,
+                               const kiln_copy_side *dst, size_t width, size_t height) {
+  memset(c, 0, sizeof *c);
+  c->srcXInBytes = src->x_in_bytes;
+  c->srcY = src->y;
+  c->srcMemoryType = (CUmemorytype)src->kind;
+  c->srcHost = src->host;
+  c->srcDevice = (CUdeviceptr)src->device;
+  c->srcPitch = src->pitch;
+  c->dstXInBytes = dst->x_in_bytes;
+  c->dstY = dst->y;
+  c->dstMemoryType = (CUmemorytype)dst->kind;
+  c->dstHost = (void *)(uintptr_t)dst->host;
+  c->dstDevice = (CUdeviceptr)dst->device;
+  c->dstPitch = dst->pitch;
+  c->WidthInBytes = width;
+  c->Height = height;
+  /* A unified side names its memory by its host field's address. */
+  if (src->kind == KILN_COPY_UNIFIED) c->srcDevice = (CUdeviceptr)(uintptr_t)src->host;
+  if (dst->kind == KILN_COPY_UNIFIED) c->dstDevice = (CUdeviceptr)(uintptr_t)dst->host;
+}
+
+static void kiln__copy_fill_3d(CUDA_MEMCPY3D *c, const kiln_copy_side *src,
+                               const kiln_copy_side *dst, size_t width, size_t height,
+                               size_t depth) {
+  CUDA_MEMCPY2D flat;
+  kiln__copy_fill_2d(&flat, src, dst, width, height);
+  memset(c, 0, sizeof *c);
+  c->srcXInBytes = flat.srcXInBytes;
+  c->srcY = flat.srcY;
+  c->srcZ = src->z;
+  c->srcMemoryType = flat.srcMemoryType;
+  c->srcHost = flat.srcHost;
+  c->srcDevice = flat.srcDevice;
+  c->srcPitch = flat.srcPitch;
+  c->srcHeight = src->height;
+  c->dstXInBytes = flat.dstXInBytes;
+  c->dstY = flat.dstY;
+  c->dstZ = dst->z;
+  c->dstMemoryType = flat.dstMemoryType;
+  c->dstHost = flat.dstHost;
+  c->dstDevice = flat.dstDevice;
+  c->dstPitch = flat.dstPitch;
+  c->dstHeight = dst->height;
+  c->WidthInBytes = width;
+  c->Height = height;
+  c->Depth = depth;
+}
+
+static kiln_status kiln__memcpy_3d(const kiln_copy_side *src, const kiln_copy_side *dst,
+                                   size_t width, size_t height, size_t depth, int unaligned,
+                                   kiln_stream stream, int async) {
+  kiln__stream_note_work();
+  kiln_status s = kiln__copy_check(src, dst, width, height, depth);
+  if (s || !width || !height || !depth) return s;
+  if (depth == 1 && !src->z && !dst->z) { /* one slice from the first: cuMemcpy2D's */
+    CUresult (*copy)(const CUDA_MEMCPY2D *) =
+        unaligned ? kiln__driver.Memcpy2DUnaligned : kiln__driver.Memcpy2D;
+    if (async ? !kiln__driver.Memcpy2DAsync : !copy)
+      return kiln__fail(KILN_ERROR_CUDA, "this CUDA driver has no cuMemcpy2D%s",
+                        async       ? "Async"
+                        : unaligned ? "Unaligned"
+                                    : "");
+    CUDA_MEMCPY2D c;
+    kiln__copy_fill_2d(&c, src, dst, width, height);
+    CUresult rc = async ? kiln__driver.Memcpy2DAsync(&c, stream) : copy(&c);
+    if (rc) return kiln__cuda_fail(async ? "cuMemcpy2DAsync" : "cuMemcpy2D", (int)rc);
+  } else {
+    if (async ? !kiln__driver.Memcpy3DAsync : !kiln__driver.Memcpy3D)
+      return kiln__fail(KILN_ERROR_CUDA, "this CUDA driver has no cuMemcpy3D%s",
+                        async ? "Async" : "");
+    CUDA_MEMCPY3D c;
+    kiln__copy_fill_3d(&c, src, dst, width, height, depth);
+    CUresult rc = async ? kiln__driver.Memcpy3DAsync(&c, stream) : kiln__driver.Memcpy3D(&c);
+    if (rc) return kiln__cuda_fail(async ? "cuMemcpy3DAsync" : "cuMemcpy3D", (int)rc);
+  }
+  kiln__clear_error();
+  return KILN_OK;
+}
+
+kiln_status kiln_memcpy_3d(const kiln_copy_side *src, const kiln_copy_side *dst,
+                           size_t width_in_bytes, size_t height, size_t depth, int unaligned) {
+  return kiln__memcpy_3d(src, dst, width_in_bytes, height, depth, unaligned, NULL, 0);
+}
+
+kiln_status kiln_memcpy_3d_async(const kiln_copy_side *src, const kiln_copy_side *dst,
+                                 size_t width_in_bytes, size_t height, size_t depth,
+                                 kiln_stream stream) {
+  return kiln__memcpy_3d(src, dst, width_in_bytes, height, depth, 0, stream, 1);
+}

@@ -1,0 +1,120 @@
+"""PyCUDA's Memcpy2D and Memcpy3D (kiln.driver's): a copy of rows, or of slices of rows,
+between pitched host and device memory, described by attributes and then called.
+
+    copy = drv.Memcpy2D()
+    copy.set_src_host(host)            # a numpy array or another buffer
+    copy.set_dst_device(dev)           # mem_alloc_pitch's memory, say
+    copy.src_pitch, copy.dst_pitch = host.strides[0], pitch
+    copy.width_in_bytes, copy.height = host.strides[0], host.shape[0]
+    copy()                             # or copy(stream), queued on it
+
+Each side is checked before anything is copied: a host side's rows must lie in its buffer, a
+device side's in one allocation, and a row may not be wider than a pitch (kiln_memcpy_3d). kiln
+has no CUDA arrays, so set_src_array and set_dst_array say so (docs/pycuda.md).
+"""
+from . import _kiln
+
+_HOST, _DEVICE, _UNIFIED = 1, 2, 4
+
+
+class Memcpy2D:
+    """height rows of width_in_bytes from the source to the destination."""
+
+    _what = "Memcpy2D"
+
+    def __init__(self):
+        self.src_x_in_bytes = self.src_y = self.src_pitch = 0
+        self.dst_x_in_bytes = self.dst_y = self.dst_pitch = 0
+        self.width_in_bytes = self.height = 0
+        self._src = self._dst = None  # (kind, memory): the memory is kept until the next set
+
+    def set_src_host(self, buffer):
+        """The source: host memory, a numpy array or another object with the buffer protocol."""
+        self._src = (_HOST, buffer)
+
+    def set_src_device(self, devptr):
+        """The source: a device address (an int, a DeviceAllocation, a DeviceArray's .gpudata)."""
+        self._src = (_DEVICE, _address(devptr))
+
+    def set_src_unified(self, buffer):
+        """The source: a buffer the driver may find in host or device memory (managed memory)."""
+        self._src = (_UNIFIED, buffer)
+
+    def set_src_array(self, array):
+        _no_arrays()
+
+    def set_dst_host(self, buffer):
+        """The destination: writable host memory (a numpy array or another buffer)."""
+        self._dst = (_HOST, buffer)
+
+    def set_dst_device(self, devptr):
+        """The destination: a device address (an int, a DeviceAllocation, .gpudata)."""
+        self._dst = (_DEVICE, _address(devptr))
+
+    def set_dst_unified(self, buffer):
+        """The destination: a buffer in host or device memory (managed memory)."""
+        self._dst = (_UNIFIED, buffer)
+
+    def set_dst_array(self, array):
+        _no_arrays()
+
+    def _side(self, which, z, height):
+        memory = self._src if which == "src" else self._dst
+        if memory is None:
+            raise ValueError(f"{self._what}: no {'source' if which == 'src' else 'destination'} "
+                             f"was set (set_{which}_host, set_{which}_device or "
+                             f"set_{which}_unified)")
+        return (memory[0], memory[1], getattr(self, which + "_x_in_bytes"),
+                getattr(self, which + "_y"), z, getattr(self, which + "_pitch"), height)
+
+    def _sides(self):
+        return self._side("src", 0, 0), self._side("dst", 0, 0), 1
+
+    def __call__(self, stream_or_aligned=True, aligned=None):
+        """The copy, waited for; or, given a stream, queued on it (PyCUDA's two forms).
+        aligned=False tolerates device pitches that mem_alloc_pitch did not give (2D only)."""
+        src, dst, depth = self._sides()
+        if isinstance(stream_or_aligned, bool) or stream_or_aligned is None:
+            unaligned = not (stream_or_aligned if aligned is None else aligned)
+            _kiln._memcpy_3d(src, dst, self.width_in_bytes, self.height, depth, unaligned,
+                             False, None)
+        else:
+            _kiln._memcpy_3d(src, dst, self.width_in_bytes, self.height, depth, False, True,
+                             stream_or_aligned)
+
+
+class Memcpy3D(Memcpy2D):
+    """depth slices of height rows of width_in_bytes; each side's slices are its height rows
+    apart (src_height, dst_height: 0 will do when depth is 1)."""
+
+    _what = "Memcpy3D"
+
+    def __init__(self):
+        super().__init__()
+        self.src_z = self.src_height = 0
+        self.dst_z = self.dst_height = 0
+        self.depth = 0
+
+    def _sides(self):
+        return (self._side("src", self.src_z, self.src_height),
+                self._side("dst", self.dst_z, self.dst_height), self.depth)
+
+    def __call__(self, stream=None):
+        """The copy, waited for; or, given a stream, queued on it."""
+        src, dst, depth = self._sides()
+        _kiln._memcpy_3d(src, dst, self.width_in_bytes, self.height, depth, False,
+                         stream is not None, stream)
+
+
+def _address(devptr):
+    """A device address as _memcpy_3d takes it: a DeviceArray's is its pointer; an int, a
+    DeviceAllocation or a PointerHolderBase pass as they are."""
+    if isinstance(devptr, _kiln.DeviceArray):
+        return devptr.ptr
+    return devptr
+
+
+def _no_arrays():
+    raise NotImplementedError("kiln has no CUDA arrays (they serve texture references, which "
+                              "CUDA 12 removed): copy to and from pitched device memory "
+                              "(mem_alloc_pitch) instead")
