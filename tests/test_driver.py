@@ -669,6 +669,35 @@ def test_the_pools_number_their_bins_as_pycudas_do():
             pool.alloc_size(3)
 
 
+def test_the_device_pool_counts_active_and_managed_bytes(monkeypatch):
+    freed = []
+
+    class Block:  # a DeviceAllocation as the pool uses one, without a device
+        def __init__(self, size):
+            self.size = size
+
+        def __int__(self):
+            return 0x1000
+
+        def free(self):
+            freed.append(self.size)
+
+    monkeypatch.setattr(kiln.tools, "mem_alloc", Block)
+    pool = kiln.tools.DeviceMemoryPool()
+    a, b = pool.allocate(1000), pool.allocate(100)
+    assert (pool.active_bytes, pool.managed_bytes, pool.active_blocks) == (1100, 1024 + 256, 2)
+    a.free()
+    assert (pool.active_bytes, pool.managed_bytes, pool.held_blocks) == (100, 1280, 1)
+    c = pool.allocate(900)  # the kept block of 1024 again: nothing new is managed
+    assert (pool.active_bytes, pool.managed_bytes, pool.held_blocks) == (1000, 1280, 0)
+    del b
+    pool.free_held()
+    assert (pool.active_bytes, pool.managed_bytes, freed) == (900, 1024, [256])
+    pool.stop_holding()
+    c.free()
+    assert (pool.active_bytes, pool.managed_bytes, freed) == (0, 0, [256, 1024])
+
+
 def test_context_dependent_memoize_caches_per_context():
     calls = []
 

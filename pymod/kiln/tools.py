@@ -316,7 +316,7 @@ class PooledDeviceAllocation(PointerHolderBase):
         """Gives the memory back to the pool now."""
         allocation, self._allocation = self._allocation, None
         if allocation is not None:
-            self._pool._give_back(allocation)
+            self._pool._give_back(allocation, self._size)
 
     def __del__(self):
         try:
@@ -326,13 +326,17 @@ class PooledDeviceAllocation(PointerHolderBase):
 
 
 class DeviceMemoryPool(_Bins):
-    """Keeps freed device memory by size for the next allocation of a similar size."""
+    """Keeps freed device memory by size for the next allocation of a similar size.
+    active_bytes counts the bytes asked for by the allocations in use, managed_bytes the
+    blocks behind them and those the pool keeps (PyCUDA's two counts)."""
 
     def __init__(self):
         self._held = {}  # bin size -> [DeviceAllocation]
         self._holding = True
         self.held_blocks = 0
         self.active_blocks = 0
+        self.active_bytes = 0
+        self.managed_bytes = 0
 
     def allocate(self, size):
         """A PooledDeviceAllocation of at least size bytes."""
@@ -350,15 +354,19 @@ class DeviceMemoryPool(_Bins):
             except _kiln.OutOfMemoryError:
                 self.free_held()  # what the pool keeps may be what the device lacks
                 allocation = mem_alloc(bin_size)
+            self.managed_bytes += bin_size
         self.active_blocks += 1
+        self.active_bytes += size
         return PooledDeviceAllocation(self, allocation, size)
 
-    def _give_back(self, allocation):
+    def _give_back(self, allocation, size):
         self.active_blocks -= 1
+        self.active_bytes -= size
         if self._holding:
             self._held.setdefault(allocation.size, []).append(allocation)
             self.held_blocks += 1
         else:
+            self.managed_bytes -= allocation.size
             allocation.free()
 
     def free_held(self):
@@ -367,6 +375,7 @@ class DeviceMemoryPool(_Bins):
         self.held_blocks = 0
         for blocks in held.values():
             for allocation in blocks:
+                self.managed_bytes -= allocation.size
                 allocation.free()
 
     def stop_holding(self):
