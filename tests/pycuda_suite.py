@@ -11,7 +11,9 @@ there, as their own pytest root. Most need a GPU. The tests of what kiln does no
 references, which CUDA 12 removed, and the CUDA arrays they read) are deselected, each with its
 reason printed; every other failure is kiln's to mend.
 """
+import importlib.util
 import os
+import shutil
 import subprocess
 import sys
 import tarfile
@@ -114,13 +116,18 @@ SITE = ROOT / "build" / "pycuda-suite-site"
 
 def unpack_helpers(vendor=VENDOR, into=SITE):
     """The pure-Python wheels in vendor/ (pytools, which PyCUDA's tests import, and what it
-    needs) unpacked into `into`: a folder for PYTHONPATH, so no interpreter is changed."""
-    into.mkdir(parents=True, exist_ok=True)
+    needs) that this interpreter cannot import already, unpacked afresh into `into`: a folder
+    for PYTHONPATH, so no interpreter is changed and none of its packages is shadowed."""
+    shutil.rmtree(into, ignore_errors=True)
+    into.mkdir(parents=True)
     names = []
     for wheel in sorted(vendor.glob("*-py3-none-any.whl")):
+        name = wheel.name.split("-")[0]
+        if importlib.util.find_spec(name) is not None:
+            continue
         with zipfile.ZipFile(wheel) as z:
             z.extractall(into)
-        names.append(wheel.name.split("-")[0])
+        names.append(name)
     return names
 
 

@@ -443,6 +443,11 @@ def test_transpose_takes_axes_as_a_keyword():
         d.transpose(1, 0, 2, axes=(1, 0, 2))
     with pytest.raises(TypeError, match="axis"):
         d.transpose(axis=(1, 0, 2))
+    v, w = fake((5,), np.float64)
+    assert_layout(v.transpose(axes=0), w.transpose(0), v, w)
+    z = kiln.DeviceArray((), np.float32, gpudata=FAKE)
+    with pytest.raises(ValueError, match="axes don't match array"):
+        z.transpose(axes=0)
 
 
 def test_reshape_in_its_own_order_or_of_either_order_is_a_view():

@@ -696,6 +696,16 @@ def test_the_device_pool_counts_active_and_managed_bytes(monkeypatch):
     pool.stop_holding()
     c.free()
     assert (pool.active_bytes, pool.managed_bytes, freed) == (0, 0, [256, 1024])
+    host = kiln.tools.PageLockedMemoryPool(lambda n: np.zeros(n, np.uint8))  # no device
+    x = host.allocate((10, 10), np.float32)
+    y = host.allocate(3, np.float64)
+    assert (host.active_bytes, host.managed_bytes) == (424, 448 + 256)
+    del x
+    assert (host.active_bytes, host.managed_bytes, host.held_blocks) == (24, 704, 1)
+    host.free_held()
+    assert (host.active_bytes, host.managed_bytes) == (24, 256)
+    del y
+    assert (host.active_bytes, host.managed_bytes) == (0, 256)
 
 
 def test_context_dependent_memoize_caches_per_context():
@@ -935,7 +945,7 @@ def test_2d_and_3d_copies_check_their_shape_before_the_device():
     c.set_src_host(host)
     c.set_dst_device(0x1000)
     c.src_pitch, c.dst_pitch, c.width_in_bytes, c.height = 32, 16, 32, 4
-    with pytest.raises(ValueError, match="destination's pitch .16 bytes.* less than a row's 32"):
+    with pytest.raises(ValueError, match="destination's pitch .16 bytes.* less than its rows' 32"):
         c()
     c.dst_pitch, c.height = 64, 5
     with pytest.raises(ValueError, match="reaches 160 bytes into its source, which has 128"):
@@ -946,6 +956,18 @@ def test_2d_and_3d_copies_check_their_shape_before_the_device():
         c()
     c.src_y = -1
     with pytest.raises(ValueError, match="not negative"):
+        c()
+    c.src_y = 1.5
+    with pytest.raises(TypeError, match="source's x_in_bytes, y, z, pitch and height are ints"):
+        c()
+    c.src_y = 0
+    c.set_src_host(np.zeros((4, 8), np.float32)[:, ::-1])
+    with pytest.raises(ValueError, match="source array has a negative stride"):
+        c()
+    c.set_dst_host(np.zeros(1024, np.uint8))
+    c.set_src_host(np.zeros((5, 16), np.float32)[1:, 2:10])  # a window: 4 rows of 64 bytes
+    c.src_pitch, c.height = 64, 5
+    with pytest.raises(ValueError, match="reaches 288 bytes into its source, which has 224"):
         c()
     for setter in (c.set_src_array, c.set_dst_array):
         with pytest.raises(NotImplementedError, match="no CUDA arrays"):
@@ -987,6 +1009,13 @@ def test_2d_and_3d_copies_on_the_gpu():
     s.synchronize()
     np.testing.assert_array_equal(back[2:6, 10:30], host[1:5, 3:23])
     assert not back[:2].any() and not back[6:].any() and not back[:, :10].any()
+    # A window of a larger host array as the source: its rows are the big array's pitch apart.
+    big = rng.integers(0, 255, (10, 100), dtype=np.uint8)
+    up.set_src_host(big[2:8, 30:70])
+    up.src_pitch = 100
+    up()
+    np.testing.assert_array_equal(drv.from_device(alloc, (6, pitch), np.uint8)[:, :40],
+                                  big[2:8, 30:70])
     # Device to device, with a pitch mem_alloc_pitch did not give: aligned=False.
     other = drv.mem_alloc(33 * 6)
     dd = drv.Memcpy2D()

@@ -691,6 +691,15 @@ def test_reshape_in_an_order_gives_that_order_with_numpys_values():
     assert a.reshape(4, 32).gpudata == a.gpudata  # in its own order, still a view
 
 
+def test_ravel_is_contiguous_as_numpys():
+    h = np.arange(20, dtype=np.float32)
+    a = gpuarray.to_gpu(h)
+    r = a[::3].ravel()
+    assert r.flags.c_contiguous and r.gpudata != a.gpudata
+    np.testing.assert_array_equal(r.get(), h[::3])
+    assert a.ravel().gpudata == a.gpudata  # contiguous already: a view
+
+
 @pytest.mark.parametrize("func", [gpuarray.empty_like, gpuarray.zeros_like, gpuarray.ones_like])
 def test_like_functions_keep_the_order_for_a_and_k(func):
     h = np.ones((16, 8), np.float32)

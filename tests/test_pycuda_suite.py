@@ -81,8 +81,12 @@ def test_the_pure_python_wheels_beside_the_sdist_are_unpacked_for_the_tests(tmp_
         z.writestr("helperpkg/__init__.py", "def match_precision(): return 1\n")
     with zipfile.ZipFile(vendor / "native-1.0-cp312-cp312-manylinux_2_17_x86_64.whl", "w") as z:
         z.writestr("native/__init__.py", "")
+    with zipfile.ZipFile(vendor / "pytest-1.0-py3-none-any.whl", "w") as z:  # importable here
+        z.writestr("pytest/__init__.py", "raise ImportError('shadowed')\n")
     site = tmp_path / "site"
+    (site / "stale").mkdir(parents=True)  # what an older unpacking left is gone
     assert pycuda_suite.unpack_helpers(vendor, site) == ["helperpkg"]
+    assert not (site / "stale").exists() and not (site / "pytest").exists()
     done = subprocess.run([sys.executable, "-c", "import helperpkg; print(helperpkg.match_precision())"],
                           env={"PYTHONPATH": str(site), "PATH": "/usr/bin:/bin"},
                           capture_output=True, text=True)

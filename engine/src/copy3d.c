@@ -20,28 +20,32 @@ static kiln_status kiln__copy_side_extent(const kiln_copy_side *side, const char
                       "the %s of a 2D or 3D copy is host (1), device (2) or unified (4) memory, "
                       "not kind %u",
                       what, side->kind);
-  if ((height > 1 || depth > 1) && side->pitch < width)
-    return kiln__fail(KILN_ERROR_INVALID,
-                      "the %s's pitch (%zu bytes from one row to the next) is less than a row's "
-                      "%zu bytes",
-                      what, side->pitch, width);
+  /* Every sum and product overflow checked: a side whose arithmetic wraps would pass any
+   * bound below. */
+  size_t row_bytes, rows_end, slices_end;
+  if (__builtin_add_overflow(side->x_in_bytes, width, &row_bytes) ||
+      __builtin_add_overflow(side->y, height, &rows_end) ||
+      __builtin_add_overflow(side->z, depth, &slices_end))
+    return kiln__fail(KILN_ERROR_INVALID, "the %s's offsets reach past the end of memory", what);
   int slices = depth > 1 || side->z; /* the side's height matters */
-  if (slices && side->height < side->y + height)
+  if ((height > 1 || slices) && side->pitch < row_bytes)
+    return kiln__fail(KILN_ERROR_INVALID,
+                      "the %s's pitch (%zu bytes from one row to the next) is less than its "
+                      "rows' %zu bytes (x_in_bytes %zu and width_in_bytes %zu)",
+                      what, side->pitch, row_bytes, side->x_in_bytes, width);
+  if (slices && side->height < rows_end)
     return kiln__fail(KILN_ERROR_INVALID,
                       "the %s's slices hold %zu rows; the copy needs %zu (rows %zu from row %zu)",
-                      what, side->height, side->y + height, height, side->y);
+                      what, side->height, rows_end, height, side->y);
   if (!width || !height || !depth) return KILN_OK;
-  /* (z + depth - 1) * pitch * slice_rows + (y + height - 1) * pitch + x + width, overflow
-   * checked: a side whose arithmetic wraps would pass any bound. */
+  /* One past the last byte: (z + depth - 1) slices of height rows, (y + height - 1) rows,
+   * x + width bytes. */
   size_t slice = 0, last_slice = 0, last_row = 0, end = 0;
-  int wraps = __builtin_mul_overflow(side->pitch, slices ? side->height : 0, &slice) ||
-              __builtin_mul_overflow(side->z + depth - 1, slice, &last_slice) ||
-              side->z + depth - 1 < side->z ||
-              __builtin_mul_overflow(side->y + height - 1, side->pitch, &last_row) ||
-              __builtin_add_overflow(last_slice, last_row, &end) ||
-              __builtin_add_overflow(end, side->x_in_bytes, &end) ||
-              __builtin_add_overflow(end, width, &end);
-  if (wraps)
+  if (__builtin_mul_overflow(side->pitch, slices ? side->height : 0, &slice) ||
+      __builtin_mul_overflow(slices_end - 1, slice, &last_slice) ||
+      __builtin_mul_overflow(rows_end - 1, side->pitch, &last_row) ||
+      __builtin_add_overflow(last_slice, last_row, &end) ||
+      __builtin_add_overflow(end, row_bytes, &end))
     return kiln__fail(KILN_ERROR_INVALID, "the %s's offsets and pitch reach past the end of memory",
                       what);
   *out = end;

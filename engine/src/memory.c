@@ -225,7 +225,9 @@ kiln_status kiln__memory_check_range(kiln_deviceptr p, size_t nbytes, const char
     return kiln__fail(KILN_ERROR_INVALID,
                       "%s 0x%" PRIx64 " is not device memory of the current context", what,
                       (uint64_t)p);
-  if ((uint64_t)p + nbytes > (uint64_t)base + size)
+  /* The lookup gives base <= p; written so that no sum can wrap (a 2D copy's extent is the
+   * caller's arithmetic, as large as a size_t holds). */
+  if (nbytes > size || (uint64_t)p - (uint64_t)base > size - nbytes)
     return kiln__fail(KILN_ERROR_INVALID,
                       "copying %zu bytes at %s 0x%" PRIx64 " runs past its allocation (%zu "
                       "bytes at 0x%" PRIx64 ")",

@@ -412,7 +412,9 @@ static PyMethodDef kpy_array_methods[] = {
      "reshape($self, *shape, order='C')\n--\n\nThe same elements in another shape (one entry may "
      "be -1); a "
      "view when the layout allows, else a contiguous copy."},
-    {"ravel", KPY_KW(kpy_array_ravel), "ravel($self, order='C')\n--\n\nreshape(size)."},
+    {"ravel", KPY_KW(kpy_array_ravel),
+     "ravel($self, order='C')\n--\n\nThe elements along one contiguous axis: reshape(size), "
+     "copied when that is a strided view, as NumPy's."},
     {"view", KPY_KW(kpy_array_view_as),
      "view($self, dtype=None)\n--\n\nThe same bytes as another dtype (the last axis takes a change "
      "of size)."},

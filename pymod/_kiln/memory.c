@@ -414,6 +414,31 @@ static PyObject *kpy_memcpy_dtoh_async(PyObject *module, PyObject *const *args, 
 
 /* ---- 2D and 3D copies (kiln.driver.Memcpy2D and Memcpy3D) --------------------------------- */
 
+/* A host side of a 2D or 3D copy: as kpy_host_side, but a numpy array may be strided too (a
+ * window of a larger array, its rows pitch apart), its strides not negative: the bytes from
+ * its first element to one past its last bound the copy. */
+static int kpy_strided_host_side(PyObject *obj, int writeable, const char *what, Py_buffer *view) {
+  PyArrayObject *a = PyArray_Check(obj) ? (PyArrayObject *)obj : NULL;
+  if (!a || PyArray_IS_C_CONTIGUOUS(a) || PyArray_IS_F_CONTIGUOUS(a))
+    return kpy_host_side(obj, writeable, what, view);
+  if (writeable && !PyArray_ISWRITEABLE(a)) {
+    PyErr_Format(PyExc_ValueError, "the %s array is read-only", what);
+    return -1;
+  }
+  Py_ssize_t extent = PyArray_SIZE(a) ? PyArray_ITEMSIZE(a) : 0;
+  for (int i = 0; i < PyArray_NDIM(a) && extent; i++) {
+    if (PyArray_STRIDE(a, i) < 0) {
+      PyErr_Format(PyExc_ValueError,
+                   "the %s array has a negative stride; a copy of rows goes forward from its "
+                   "first element",
+                   what);
+      return -1;
+    }
+    extent += (PyArray_DIM(a, i) - 1) * PyArray_STRIDE(a, i);
+  }
+  return PyBuffer_FillInfo(view, obj, PyArray_DATA(a), extent, !writeable, PyBUF_SIMPLE);
+}
+
 /* One side, given as (kind, memory, x_in_bytes, y, z, pitch, height): a buffer for host (1) and
  * unified (4) memory, held in *view until released; a device address for device (2) memory. */
 static int kpy_copy_side_parse(kpy_state *st, PyObject *tuple, int is_dst, kiln_copy_side *side,
@@ -424,11 +449,16 @@ static int kpy_copy_side_parse(kpy_state *st, PyObject *tuple, int is_dst, kiln_
   memset(side, 0, sizeof *side);
   view->obj = NULL;
   *host_obj = NULL;
-  if (!PyTuple_Check(tuple) || !PyArg_ParseTuple(tuple, "IOnnnnn", &side->kind, &memory, &at[0],
-                                                 &at[1], &at[2], &at[3], &at[4])) {
-    if (!PyErr_Occurred() || PyErr_ExceptionMatches(PyExc_TypeError)) {
+  if (!PyTuple_Check(tuple)) {
+    PyErr_Format(PyExc_TypeError, "the %s of a 2D or 3D copy is not set", what);
+    return -1;
+  }
+  if (!PyArg_ParseTuple(tuple, "IOnnnnn", &side->kind, &memory, &at[0], &at[1], &at[2], &at[3],
+                        &at[4])) {
+    if (PyErr_ExceptionMatches(PyExc_TypeError)) {
       PyErr_Clear();
-      PyErr_Format(PyExc_TypeError, "the %s of a 2D or 3D copy is not set", what);
+      PyErr_Format(PyExc_TypeError, "the %s's x_in_bytes, y, z, pitch and height are ints, not %R",
+                   what, tuple);
     }
     return -1;
   }
@@ -443,7 +473,7 @@ static int kpy_copy_side_parse(kpy_state *st, PyObject *tuple, int is_dst, kiln_
   side->pitch = (size_t)at[3];
   side->height = (size_t)at[4];
   if (side->kind == KILN_COPY_DEVICE) return kpy_device_pointer(st, memory, 0, what, &side->device);
-  if (kpy_host_side(memory, is_dst, what, view) < 0) return -1;
+  if (kpy_strided_host_side(memory, is_dst, what, view) < 0) return -1;
   side->host = view->buf;
   side->host_size = (size_t)view->len;
   *host_obj = memory;

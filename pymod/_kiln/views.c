@@ -309,7 +309,13 @@ PyObject *kpy_array_ravel(PyObject *op, PyObject *args, PyObject *kwargs) {
   int fortran = kpy_order_arg(order);
   if (fortran < 0) return NULL;
   kpy_array *a = (kpy_array *)op;
-  return kpy_array_reshaped(a, 1, &a->size, fortran);
+  kpy_array *r = (kpy_array *)kpy_array_reshaped(a, 1, &a->size, fortran);
+  if (!r || r->flags & KPY_C_CONTIGUOUS) return (PyObject *)r;
+  /* A strided 1-d view (of a 1-d strided array): NumPy's ravel is always contiguous. */
+  kpy_state *st = kpy_state_of_type(Py_TYPE(a));
+  kpy_array *c = st ? kpy_array_copy_order(st, r, 0, Py_None, NULL) : NULL;
+  Py_DECREF(r);
+  return (PyObject *)c;
 }
 
 /* ---- Reinterpreting and permuting --------------------------------------------------------- */
@@ -385,7 +391,9 @@ PyObject *kpy_array_transpose(PyObject *op, PyObject *args, PyObject *kwargs) {
     for (int i = 0; i < a->ndim; i++) perm[i] = a->ndim - 1 - i;
     return kpy_array_permuted(a, perm);
   }
-  PyObject *axes = first && PySequence_Check(first) ? PySequence_Tuple(first) : Py_NewRef(args);
+  PyObject *axes = first && PySequence_Check(first)    ? PySequence_Tuple(first)
+                   : kwargs && PyDict_GET_SIZE(kwargs) ? PyTuple_Pack(1, first) /* axes=0 */
+                                                       : Py_NewRef(args);
   if (!axes) return NULL;
   PyObject *r = NULL;
   if (PyTuple_GET_SIZE(axes) != a->ndim) {

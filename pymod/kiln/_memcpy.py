@@ -29,7 +29,8 @@ class Memcpy2D:
         self._src = self._dst = None  # (kind, memory): the memory is kept until the next set
 
     def set_src_host(self, buffer):
-        """The source: host memory, a numpy array or another object with the buffer protocol."""
+        """The source: host memory, a numpy array (strided too: a window of a larger one) or
+        another object with the buffer protocol."""
         self._src = (_HOST, buffer)
 
     def set_src_device(self, devptr):
@@ -102,7 +103,9 @@ class Memcpy3D(Memcpy2D):
     def __call__(self, stream=None):
         """The copy, waited for; or, given a stream, queued on it."""
         src, dst, depth = self._sides()
-        _kiln._memcpy_3d(src, dst, self.width_in_bytes, self.height, depth, False,
+        # Unaligned: a blocking copy of one slice goes through cuMemcpy2D, whose aligned form
+        # may refuse device pitches that cuMemcpy3D takes.
+        _kiln._memcpy_3d(src, dst, self.width_in_bytes, self.height, depth, True,
                          stream is not None, stream)
 
 

@@ -279,9 +279,11 @@ def _bin_size(nbytes):
 
 
 class _Bins:
-    """PyCUDA's numbering of a pool's bins: bin_number(size) names the bin an allocation of
-    size bytes comes from, alloc_size(bin) the size of that bin's blocks (the exponent above
-    two bits of mantissa: the three significant bits of _bin_size)."""
+    """PyCUDA's bin_number and alloc_size over kiln's own bins: bin_number(size) names the bin
+    an allocation of size bytes comes from, alloc_size(bin) the size of that bin's blocks (the
+    exponent above two bits of mantissa: the three significant bits of _bin_size). PyCUDA's
+    bins are finer (four bits of mantissa), so the numbers differ; the properties its tests
+    check hold."""
 
     @staticmethod
     def bin_number(size):
@@ -423,7 +425,7 @@ class PooledHostAllocation:
         """Gives the block back to the pool now; the array must not be used after."""
         block, self._block = self._block, None
         if block is not None:
-            self._pool._give_back(block)
+            self._pool._give_back(block, len(self))
 
     def __del__(self):
         try:
@@ -433,7 +435,8 @@ class PooledHostAllocation:
 
 
 class PageLockedMemoryPool(_Bins):
-    """Keeps freed page-locked host memory by size for the next array of a similar size."""
+    """Keeps freed page-locked host memory by size for the next array of a similar size; counts
+    active_bytes and managed_bytes as DeviceMemoryPool does."""
 
     def __init__(self, allocator=None):
         self._allocator = allocator or PageLockedAllocator()
@@ -441,6 +444,8 @@ class PageLockedMemoryPool(_Bins):
         self._holding = True
         self.held_blocks = 0
         self.active_blocks = 0
+        self.active_bytes = 0
+        self.managed_bytes = 0
 
     def allocate(self, shape, dtype, order="C"):
         """An uninitialized page-locked numpy array; its .base is a PooledHostAllocation."""
@@ -456,19 +461,25 @@ class PageLockedMemoryPool(_Bins):
             self.held_blocks -= 1
         else:
             block = self._allocator(bin_size)
+            self.managed_bytes += block.nbytes
         self.active_blocks += 1
+        self.active_bytes += nbytes
         return _np.asarray(PooledHostAllocation(self, block, shape, dtype, order))
 
-    def _give_back(self, block):
+    def _give_back(self, block, nbytes):
         self.active_blocks -= 1
+        self.active_bytes -= nbytes
         if self._holding:
             self._held.setdefault(block.nbytes, []).append(block)
             self.held_blocks += 1
+        else:
+            self.managed_bytes -= block.nbytes
 
     def free_held(self):
         """Frees every block the pool keeps."""
-        self._held = {}
+        held, self._held = self._held, {}
         self.held_blocks = 0
+        self.managed_bytes -= sum(b.nbytes for blocks in held.values() for b in blocks)
 
     def stop_holding(self):
         """Frees what the pool keeps, and from now on what comes back."""

@@ -316,7 +316,11 @@ TEST(copies_in_2d_and_3d_check_their_shape_first) {
   ASSERT_OK(kiln_memcpy_3d_check(&h, &d, 32, 8, 1));
   ASSERT_STATUS(kiln_memcpy_3d_check(&h, &d, 33, 8, 1), KILN_ERROR_INVALID);
   ASSERT_CONTAINS(kiln_last_error(), "source's pitch (32 bytes from one row to the next) is "
-                                     "less than a row's 33 bytes");
+                                     "less than its rows' 33 bytes");
+  h.x_in_bytes = 8; /* the rows start 8 bytes in: 32 of them no longer fit a pitch of 32 */
+  ASSERT_STATUS(kiln_memcpy_3d_check(&h, &d, 32, 2, 1), KILN_ERROR_INVALID);
+  ASSERT_CONTAINS(kiln_last_error(), "less than its rows' 40 bytes (x_in_bytes 8");
+  h.x_in_bytes = 0;
   ASSERT_STATUS(kiln_memcpy_3d_check(&h, &d, 32, 9, 1), KILN_ERROR_INVALID);
   ASSERT_CONTAINS(kiln_last_error(), "reaches 288 bytes into its source, which has 256");
   h.x_in_bytes = 1; /* one byte further: the last row runs one past the buffer */
@@ -340,6 +344,15 @@ TEST(copies_in_2d_and_3d_check_their_shape_first) {
   ASSERT_STATUS(kiln_memcpy_3d_check(&h, &d, 32, 4, 1), KILN_ERROR_INVALID);
   ASSERT_CONTAINS(kiln_last_error(), "reach past the end of memory");
   d.y = 0;
+  h.y = SIZE_MAX; /* y + height wraps to a row inside the buffer: still refused */
+  ASSERT_STATUS(kiln_memcpy_3d_check(&h, &d, 8, 2, 1), KILN_ERROR_INVALID);
+  ASSERT_CONTAINS(kiln_last_error(), "source's offsets reach past the end of memory");
+  h.z = 1;
+  ASSERT_STATUS(kiln_memcpy_3d_check(&h, &d, 8, 2, 1), KILN_ERROR_INVALID);
+  h.y = 0;
+  h.z = SIZE_MAX;
+  ASSERT_STATUS(kiln_memcpy_3d_check(&h, &d, 8, 2, 2), KILN_ERROR_INVALID);
+  h.z = 0;
   d.kind = 3; /* a CUDA array: not a kind kiln has */
   ASSERT_STATUS(kiln_memcpy_3d_check(&h, &d, 32, 4, 1), KILN_ERROR_INVALID);
   ASSERT_CONTAINS(kiln_last_error(), "host (1), device (2) or unified (4) memory, not kind 3");
@@ -386,6 +399,12 @@ TEST(gpu_copies_in_2d_and_3d) {
   d.x_in_bytes = d.y = d.z = 0;
   d.pitch = PITCH * 2;
   ASSERT_STATUS(kiln_memcpy_3d(&h, &d, W, H, D, 0), KILN_ERROR_INVALID);
+  ASSERT_CONTAINS(kiln_last_error(), "runs past its allocation");
+  /* An extent so large that the address after it wraps below the allocation. */
+  d.pitch = (size_t)1 << 20;
+  d.y = ((size_t)1 << 44) - 1;
+  d.height = 0;
+  ASSERT_STATUS(kiln_memcpy_3d(&h, &d, 1, 1, 1, 0), KILN_ERROR_INVALID);
   ASSERT_CONTAINS(kiln_last_error(), "runs past its allocation");
   ASSERT_OK(kiln_mem_free(dev));
 }
