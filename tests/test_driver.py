@@ -936,7 +936,7 @@ def test_managed_arrays_pass_to_kernels_as_they_are():
     drv.Context.synchronize()
 
 
-def test_2d_and_3d_copies_check_their_shape_before_the_device():
+def test_2d_and_3d_copies_check_their_shape_before_the_device(monkeypatch):
     host = np.zeros((4, 8), np.float32)
     c = drv.Memcpy2D()
     assert (c.src_x_in_bytes, c.src_y, c.dst_x_in_bytes, c.dst_y) == (0, 0, 0, 0)
@@ -972,6 +972,18 @@ def test_2d_and_3d_copies_check_their_shape_before_the_device():
     for setter in (c.set_src_array, c.set_dst_array):
         with pytest.raises(NotImplementedError, match="no CUDA arrays"):
             setter(None)
+    calls = []  # which form each call takes, PyCUDA's way: an int is `aligned`, not a stream
+    c.set_src_host(np.zeros(64, np.uint8))
+    c.src_pitch, c.height = 32, 1
+    with monkeypatch.context() as m:
+        m.setattr(kiln._kiln, "_memcpy_3d", lambda *args: calls.append(args[5:]))
+        c()
+        c(0)
+        c(aligned=False)
+        c(stream_or_aligned=True, aligned=False)
+        c(stream := object())
+    assert calls == [(False, False, None), (True, False, None), (True, False, None),
+                     (True, False, None), (False, True, stream)]
     d = drv.Memcpy3D()
     d.set_src_host(np.zeros(64, np.uint8))
     d.set_dst_host(np.zeros(64, np.uint8))

@@ -72,10 +72,12 @@ class Memcpy2D:
         return self._side("src", 0, 0), self._side("dst", 0, 0), 1
 
     def __call__(self, stream_or_aligned=True, aligned=None):
-        """The copy, waited for; or, given a stream, queued on it (PyCUDA's two forms).
-        aligned=False tolerates device pitches that mem_alloc_pitch did not give (2D only)."""
+        """The copy, waited for; or, given a stream (a Stream, not an int), queued on it
+        (PyCUDA's two forms). aligned=False tolerates device pitches that mem_alloc_pitch did
+        not give."""
         src, dst, depth = self._sides()
-        if isinstance(stream_or_aligned, bool) or stream_or_aligned is None:
+        # An int is PyCUDA's aligned flag (its overloads take a Stream object alone as a stream).
+        if isinstance(stream_or_aligned, int) or stream_or_aligned is None:
             unaligned = not (stream_or_aligned if aligned is None else aligned)
             _kiln._memcpy_3d(src, dst, self.width_in_bytes, self.height, depth, unaligned,
                              False, None)
