@@ -91,54 +91,28 @@ static kiln_status kiln__copy_check(const kiln_copy_side *src, const kiln_copy_s
   return s;
 }
 
-static void kiln__copy_fill_2d(CUDA_MEMCPY2D *c, const kiln_copy_side *src,
-                               const kiln_copy_side *dst, size_t width, size_t height) {
-  memset(c, 0, sizeof *c);
-  c->srcXInBytes = src->x_in_bytes;
-  c->srcY = src->y;
-  c->srcMemoryType = (CUmemorytype)src->kind;
-  c->srcHost = src->host;
-  c->srcDevice = (CUdeviceptr)src->device;
-  c->srcPitch = src->pitch;
-  c->dstXInBytes = dst->x_in_bytes;
-  c->dstY = dst->y;
-  c->dstMemoryType = (CUmemorytype)dst->kind;
-  c->dstHost = (void *)(uintptr_t)dst->host;
-  c->dstDevice = (CUdeviceptr)dst->device;
-  c->dstPitch = dst->pitch;
-  c->WidthInBytes = width;
-  c->Height = height;
-  /* A unified side names its memory by its host field's address. */
-  if (src->kind == KILN_COPY_UNIFIED) c->srcDevice = (CUdeviceptr)(uintptr_t)src->host;
-  if (dst->kind == KILN_COPY_UNIFIED) c->dstDevice = (CUdeviceptr)(uintptr_t)dst->host;
-}
-
-static void kiln__copy_fill_3d(CUDA_MEMCPY3D *c, const kiln_copy_side *src,
-                               const kiln_copy_side *dst, size_t width, size_t height,
-                               size_t depth) {
-  CUDA_MEMCPY2D flat;
-  kiln__copy_fill_2d(&flat, src, dst, width, height);
-  memset(c, 0, sizeof *c);
-  c->srcXInBytes = flat.srcXInBytes;
-  c->srcY = flat.srcY;
-  c->srcZ = src->z;
-  c->srcMemoryType = flat.srcMemoryType;
-  c->srcHost = flat.srcHost;
-  c->srcDevice = flat.srcDevice;
-  c->srcPitch = flat.srcPitch;
-  c->srcHeight = src->height;
-  c->dstXInBytes = flat.dstXInBytes;
-  c->dstY = flat.dstY;
-  c->dstZ = dst->z;
-  c->dstMemoryType = flat.dstMemoryType;
-  c->dstHost = flat.dstHost;
-  c->dstDevice = flat.dstDevice;
-  c->dstPitch = flat.dstPitch;
-  c->dstHeight = dst->height;
-  c->WidthInBytes = width;
-  c->Height = height;
-  c->Depth = depth;
-}
+/* The fields CUDA_MEMCPY2D and CUDA_MEMCPY3D share, named alike in both: one body for the
+ * two descriptors. A unified side names its memory by its host field's address. */
+#define KILN__COPY_FILL(c, src, dst, width, height)                                         \
+  do {                                                                                      \
+    memset((c), 0, sizeof *(c));                                                            \
+    (c)->srcXInBytes = (src)->x_in_bytes;                                                   \
+    (c)->srcY = (src)->y;                                                                   \
+    (c)->srcMemoryType = (CUmemorytype)(src)->kind;                                         \
+    (c)->srcHost = (src)->host;                                                             \
+    (c)->srcDevice = (src)->kind == KILN_COPY_UNIFIED ? (CUdeviceptr)(uintptr_t)(src)->host \
+                                                      : (CUdeviceptr)(src)->device;         \
+    (c)->srcPitch = (src)->pitch;                                                           \
+    (c)->dstXInBytes = (dst)->x_in_bytes;                                                   \
+    (c)->dstY = (dst)->y;                                                                   \
+    (c)->dstMemoryType = (CUmemorytype)(dst)->kind;                                         \
+    (c)->dstHost = (void *)(uintptr_t)(dst)->host;                                          \
+    (c)->dstDevice = (dst)->kind == KILN_COPY_UNIFIED ? (CUdeviceptr)(uintptr_t)(dst)->host \
+                                                      : (CUdeviceptr)(dst)->device;         \
+    (c)->dstPitch = (dst)->pitch;                                                           \
+    (c)->WidthInBytes = (width);                                                            \
+    (c)->Height = (height);                                                                 \
+  } while (0)
 
 static kiln_status kiln__memcpy_3d(const kiln_copy_side *src, const kiln_copy_side *dst,
                                    size_t width, size_t height, size_t depth, int unaligned,
@@ -155,7 +129,7 @@ static kiln_status kiln__memcpy_3d(const kiln_copy_side *src, const kiln_copy_si
                         : unaligned ? "Unaligned"
                                     : "");
     CUDA_MEMCPY2D c;
-    kiln__copy_fill_2d(&c, src, dst, width, height);
+    KILN__COPY_FILL(&c, src, dst, width, height);
     CUresult rc = async ? kiln__driver.Memcpy2DAsync(&c, stream) : copy(&c);
     if (rc) return kiln__cuda_fail(async ? "cuMemcpy2DAsync" : "cuMemcpy2D", (int)rc);
   } else {
@@ -163,7 +137,12 @@ static kiln_status kiln__memcpy_3d(const kiln_copy_side *src, const kiln_copy_si
       return kiln__fail(KILN_ERROR_CUDA, "this CUDA driver has no cuMemcpy3D%s",
                         async ? "Async" : "");
     CUDA_MEMCPY3D c;
-    kiln__copy_fill_3d(&c, src, dst, width, height, depth);
+    KILN__COPY_FILL(&c, src, dst, width, height);
+    c.srcZ = src->z;
+    c.srcHeight = src->height;
+    c.dstZ = dst->z;
+    c.dstHeight = dst->height;
+    c.Depth = depth;
     CUresult rc = async ? kiln__driver.Memcpy3DAsync(&c, stream) : kiln__driver.Memcpy3D(&c);
     if (rc) return kiln__cuda_fail(async ? "cuMemcpy3DAsync" : "cuMemcpy3D", (int)rc);
   }

@@ -391,9 +391,10 @@ PyObject *kpy_array_transpose(PyObject *op, PyObject *args, PyObject *kwargs) {
     for (int i = 0; i < a->ndim; i++) perm[i] = a->ndim - 1 - i;
     return kpy_array_permuted(a, perm);
   }
-  PyObject *axes = first && PySequence_Check(first)    ? PySequence_Tuple(first)
-                   : kwargs && PyDict_GET_SIZE(kwargs) ? PyTuple_Pack(1, first) /* axes=0 */
-                                                       : Py_NewRef(args);
+  /* One argument (or axes=) is a sequence of axes, or the one axis of a 1-d array. */
+  PyObject *axes = !first                    ? Py_NewRef(args)
+                   : PySequence_Check(first) ? PySequence_Tuple(first)
+                                             : PyTuple_Pack(1, first);
   if (!axes) return NULL;
   PyObject *r = NULL;
   if (PyTuple_GET_SIZE(axes) != a->ndim) {

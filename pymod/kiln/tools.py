@@ -278,12 +278,19 @@ def _bin_size(nbytes):
     return -(-nbytes >> shift) << shift
 
 
-class _Bins:
-    """PyCUDA's bin_number and alloc_size over kiln's own bins: bin_number(size) names the bin
-    an allocation of size bytes comes from, alloc_size(bin) the size of that bin's blocks (the
-    exponent above two bits of mantissa: the three significant bits of _bin_size). PyCUDA's
-    bins are finer (four bits of mantissa), so the numbers differ; the properties its tests
-    check hold."""
+class _Pool:
+    """What both pools share: freed blocks kept by bin size (_bin_size), PyCUDA's counts
+    (held_blocks, active_blocks, active_bytes asked for by the arrays and allocations in use,
+    managed_bytes of the blocks behind them and those kept), and PyCUDA's bin_number and
+    alloc_size over kiln's bins (the exponent above two bits of mantissa: the three significant
+    bits of _bin_size; PyCUDA's bins are finer, four bits, so the numbers differ, but the
+    properties its tests check hold). A pool says how big a block is and how to let it go."""
+
+    def __init__(self):
+        self._held = {}  # bin size -> [block]
+        self._holding = True
+        self.held_blocks = self.active_blocks = 0
+        self.active_bytes = self.managed_bytes = 0
 
     @staticmethod
     def bin_number(size):
@@ -294,9 +301,48 @@ class _Bins:
     @staticmethod
     def alloc_size(bin_nr):
         bin_nr = int(bin_nr)
-        if bin_nr < _Bins.bin_number(1):
+        if bin_nr < _Pool.bin_number(1):
             raise ValueError(f"no pool bin is numbered {bin_nr}")
         return (4 | bin_nr & 3) << ((bin_nr >> 2) - 2)
+
+    def _take(self, nbytes, make):
+        """A block for nbytes: a kept one of its bin, else make(bin size)."""
+        bin_size = _bin_size(max(nbytes, 1))
+        held = self._held.get(bin_size)
+        if held:
+            block = held.pop()
+            self.held_blocks -= 1
+        else:
+            block = make(bin_size)
+            self.managed_bytes += bin_size
+        self.active_blocks += 1
+        self.active_bytes += nbytes
+        return block
+
+    def _give_back(self, block, nbytes):
+        self.active_blocks -= 1
+        self.active_bytes -= nbytes
+        size = self._block_size(block)
+        if self._holding:
+            self._held.setdefault(size, []).append(block)
+            self.held_blocks += 1
+        else:
+            self.managed_bytes -= size
+            self._release(block)
+
+    def free_held(self):
+        """Frees every block the pool keeps."""
+        held, self._held = self._held, {}
+        self.held_blocks = 0
+        for blocks in held.values():
+            for block in blocks:
+                self.managed_bytes -= self._block_size(block)
+                self._release(block)
+
+    def stop_holding(self):
+        """Frees what the pool keeps, and from now on what comes back."""
+        self._holding = False
+        self.free_held()
 
 
 class PooledDeviceAllocation(PointerHolderBase):
@@ -327,63 +373,30 @@ class PooledDeviceAllocation(PointerHolderBase):
             pass
 
 
-class DeviceMemoryPool(_Bins):
-    """Keeps freed device memory by size for the next allocation of a similar size.
-    active_bytes counts the bytes asked for by the allocations in use, managed_bytes the
-    blocks behind them and those the pool keeps (PyCUDA's two counts)."""
-
-    def __init__(self):
-        self._held = {}  # bin size -> [DeviceAllocation]
-        self._holding = True
-        self.held_blocks = 0
-        self.active_blocks = 0
-        self.active_bytes = 0
-        self.managed_bytes = 0
+class DeviceMemoryPool(_Pool):
+    """Keeps freed device memory by size for the next allocation of a similar size."""
 
     def allocate(self, size):
         """A PooledDeviceAllocation of at least size bytes."""
         size = int(size)
         if size <= 0:
             raise ValueError(f"allocate() needs a positive number of bytes, not {size}")
-        bin_size = _bin_size(size)
-        held = self._held.get(bin_size)
-        if held:
-            allocation = held.pop()
-            self.held_blocks -= 1
-        else:
-            try:
-                allocation = mem_alloc(bin_size)
-            except _kiln.OutOfMemoryError:
-                self.free_held()  # what the pool keeps may be what the device lacks
-                allocation = mem_alloc(bin_size)
-            self.managed_bytes += bin_size
-        self.active_blocks += 1
-        self.active_bytes += size
-        return PooledDeviceAllocation(self, allocation, size)
+        return PooledDeviceAllocation(self, self._take(size, self._alloc), size)
 
-    def _give_back(self, allocation, size):
-        self.active_blocks -= 1
-        self.active_bytes -= size
-        if self._holding:
-            self._held.setdefault(allocation.size, []).append(allocation)
-            self.held_blocks += 1
-        else:
-            self.managed_bytes -= allocation.size
-            allocation.free()
+    def _alloc(self, nbytes):
+        try:
+            return mem_alloc(nbytes)
+        except _kiln.OutOfMemoryError:
+            self.free_held()  # what the pool keeps may be what the device lacks
+            return mem_alloc(nbytes)
 
-    def free_held(self):
-        """Frees every block the pool keeps."""
-        held, self._held = self._held, {}
-        self.held_blocks = 0
-        for blocks in held.values():
-            for allocation in blocks:
-                self.managed_bytes -= allocation.size
-                allocation.free()
+    @staticmethod
+    def _block_size(allocation):
+        return allocation.size
 
-    def stop_holding(self):
-        """Frees what the pool keeps, and from now on what comes back."""
-        self._holding = False
-        self.free_held()
+    @staticmethod
+    def _release(allocation):
+        allocation.free()
 
 
 class PageLockedAllocator:
@@ -434,18 +447,12 @@ class PooledHostAllocation:
             pass
 
 
-class PageLockedMemoryPool(_Bins):
-    """Keeps freed page-locked host memory by size for the next array of a similar size; counts
-    active_bytes and managed_bytes as DeviceMemoryPool does."""
+class PageLockedMemoryPool(_Pool):
+    """Keeps freed page-locked host memory by size for the next array of a similar size."""
 
     def __init__(self, allocator=None):
+        super().__init__()
         self._allocator = allocator or PageLockedAllocator()
-        self._held = {}
-        self._holding = True
-        self.held_blocks = 0
-        self.active_blocks = 0
-        self.active_bytes = 0
-        self.managed_bytes = 0
 
     def allocate(self, shape, dtype, order="C"):
         """An uninitialized page-locked numpy array; its .base is a PooledHostAllocation."""
@@ -454,34 +461,13 @@ class PageLockedMemoryPool(_Bins):
         dtype = _np.dtype(dtype)
         shape = (shape,) if _np.ndim(shape) == 0 else tuple(shape)
         nbytes = int(_np.prod(shape, dtype=_np.int64)) * dtype.itemsize
-        bin_size = _bin_size(max(nbytes, 1))
-        held = self._held.get(bin_size)
-        if held:
-            block = held.pop()
-            self.held_blocks -= 1
-        else:
-            block = self._allocator(bin_size)
-            self.managed_bytes += block.nbytes
-        self.active_blocks += 1
-        self.active_bytes += nbytes
+        block = self._take(nbytes, self._allocator)
         return _np.asarray(PooledHostAllocation(self, block, shape, dtype, order))
 
-    def _give_back(self, block, nbytes):
-        self.active_blocks -= 1
-        self.active_bytes -= nbytes
-        if self._holding:
-            self._held.setdefault(block.nbytes, []).append(block)
-            self.held_blocks += 1
-        else:
-            self.managed_bytes -= block.nbytes
+    @staticmethod
+    def _block_size(block):
+        return block.nbytes
 
-    def free_held(self):
-        """Frees every block the pool keeps."""
-        held, self._held = self._held, {}
-        self.held_blocks = 0
-        self.managed_bytes -= sum(b.nbytes for blocks in held.values() for b in blocks)
-
-    def stop_holding(self):
-        """Frees what the pool keeps, and from now on what comes back."""
-        self._holding = False
-        self.free_held()
+    @staticmethod
+    def _release(block):
+        pass  # the array's memory goes with its last reference
