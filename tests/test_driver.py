@@ -149,14 +149,20 @@ def test_aligned_arrays_refuse_a_bad_alignment(alignment):
 
 @pytest.mark.skipif(not CUDA_H.exists(), reason=f"no {CUDA_H} to compare with")
 def test_the_enumerations_are_cuda_hs():
-    text = CUDA_H.read_text()
+    # cudaProfiler.h, beside it, has the profiler's output modes.
+    text = CUDA_H.read_text() + CUDA_H.with_name("cudaProfiler.h").read_text()
     prefixes = {drv.device_attribute: "CU_DEVICE_ATTRIBUTE_",
                 drv.function_attribute: "CU_FUNC_ATTRIBUTE_", drv.func_cache: "CU_FUNC_CACHE_",
                 drv.shared_config: "CU_SHARED_MEM_CONFIG_", drv.limit: "CU_LIMIT_",
                 drv.ctx_flags: "CU_CTX_", drv.event_flags: "CU_EVENT_",
                 drv.compute_mode: "CU_COMPUTEMODE_", drv.host_alloc_flags: "CU_MEMHOSTALLOC_",
                 drv.mem_host_register_flags: "CU_MEMHOSTREGISTER_",
-                drv.jit_input_type: "CU_JIT_INPUT_", drv.mem_attach_flags: "CU_MEM_ATTACH_"}
+                drv.jit_input_type: "CU_JIT_INPUT_", drv.mem_attach_flags: "CU_MEM_ATTACH_",
+                drv.memory_type: "CU_MEMORYTYPE_", drv.pointer_attribute: "CU_POINTER_ATTRIBUTE_",
+                drv.jit_option: "CU_JIT_", drv.jit_target: "CU_TARGET_",
+                drv.jit_fallback: "CU_", drv.profiler_output_mode: "CU_OUT_",
+                drv.graphics_register_flags: "CU_GRAPHICS_REGISTER_FLAGS_",
+                drv.address_mode: "CU_TR_ADDRESS_MODE_", drv.filter_mode: "CU_TR_FILTER_MODE_"}
     for enum, prefix in prefixes.items():
         for name, member in enum.__members__.items():
             m = re.search(r"\b%s%s\s*=\s*(0x[0-9a-fA-F]+|\d+)" % (prefix, name), text) or \
@@ -164,9 +170,19 @@ def test_the_enumerations_are_cuda_hs():
             if m:
                 assert int(m.group(1), 0) == member, f"{enum.__name__}.{name}"
             else:  # a member counted from the one before it in the enum
-                assert re.search(r"\b%s%s\s*[,}]" % (prefix, name), text), \
+                assert re.search(r"\b%s%s\s*(/\*.*?\*/\s*)?[,}=]" % (prefix, name), text, re.S), \
                     f"{prefix}{name} is not in {CUDA_H}"
     assert drv.device_attribute.MAX_THREADS_PER_BLOCK == 1
+    # Members cuda.h writes as sums or counts, and its #defines.
+    assert drv.jit_target.COMPUTE_90A == int(re.search(
+        r"#define\s+CU_COMPUTE_ACCELERATED_TARGET_BASE\s+(0x[0-9a-fA-F]+)", text).group(1), 0) + 90
+    attributes = re.search(r"typedef enum CUfunction_attribute_enum \{(.*?)\}", text, re.S)
+    counted = re.findall(r"^\s*CU_FUNC_ATTRIBUTE_(\w+)", attributes.group(1), re.M)
+    assert counted[-1] == "MAX" and drv.function_attribute.MAX == len(set(counted)) - 1
+    for name in ("TRSA_OVERRIDE_FORMAT", "TRSF_READ_AS_INTEGER", "TRSF_NORMALIZED_COORDINATES"):
+        assert int(re.search(r"#define\s+CU_%s\s+(0x[0-9a-fA-F]+)" % name, text).group(1), 0) \
+            == getattr(drv, name)
+    assert drv.TR_DEFAULT == int(re.search(r"#define\s+CU_PARAM_TR_DEFAULT\s+(-1)", text).group(1))
     assert drv.function_attribute.NUM_REGS == 4 and drv.limit.MALLOC_HEAP_SIZE == 2
     assert str(drv.device_attribute.WARP_SIZE) == "WARP_SIZE"
     assert f"{drv.func_cache.PREFER_L1}: {drv.func_cache.PREFER_L1:d}" == "PREFER_L1: 2"

@@ -220,6 +220,7 @@ class function_attribute(_Names):
     REQUIRED_CLUSTER_DEPTH = 13
     NON_PORTABLE_CLUSTER_SIZE_ALLOWED = 14
     CLUSTER_SCHEDULING_POLICY_PREFERENCE = 15
+    MAX = 16  # how many there are, no attribute
 
 
 class func_cache(_Names):
@@ -294,3 +295,124 @@ class mem_attach_flags(_Names):
     GLOBAL = 1
     HOST = 2
     SINGLE = 4
+
+
+class memory_type(_Names):
+    """What kind of memory a pointer or a Memcpy2D/Memcpy3D side is."""
+
+    HOST = 1
+    DEVICE = 2
+    ARRAY = 3
+    UNIFIED = 4
+
+
+class pointer_attribute(_Names):
+    """Attributes of a pointer, as cuPointerGetAttribute numbers them (PyCUDA names four)."""
+
+    CONTEXT = 1
+    MEMORY_TYPE = 2
+    DEVICE_POINTER = 3
+    HOST_POINTER = 4
+
+
+class jit_option(_Names):
+    """Options of the driver's loader, module_from_buffer's options=[(jit_option, value)].
+    The log buffers are kiln's own (module_from_buffer's message_handler reads them)."""
+
+    MAX_REGISTERS = 0
+    THREADS_PER_BLOCK = 1
+    WALL_TIME = 2
+    INFO_LOG_BUFFER = 3
+    INFO_LOG_BUFFER_SIZE_BYTES = 4
+    ERROR_LOG_BUFFER = 5
+    ERROR_LOG_BUFFER_SIZE_BYTES = 6
+    OPTIMIZATION_LEVEL = 7
+    TARGET_FROM_CUCONTEXT = 8
+    TARGET = 9
+    FALLBACK_STRATEGY = 10
+    GENERATE_DEBUG_INFO = 11
+    LOG_VERBOSE = 12
+    GENERATE_LINE_INFO = 13
+    CACHE_MODE = 14
+    FAST_COMPILE = 16
+    POSITION_INDEPENDENT_CODE = 30
+    MIN_CTA_PER_SM = 31
+    MAX_THREADS_PER_BLOCK = 32
+    OVERRIDE_DIRECTIVE_VALUES = 33
+
+
+class jit_target(_Names):
+    """jit_option.TARGET's values: the compute capability the loader compiles PTX for."""
+
+    COMPUTE_30 = 30
+    COMPUTE_32 = 32
+    COMPUTE_35 = 35
+    COMPUTE_37 = 37
+    COMPUTE_50 = 50
+    COMPUTE_52 = 52
+    COMPUTE_53 = 53
+    COMPUTE_60 = 60
+    COMPUTE_61 = 61
+    COMPUTE_62 = 62
+    COMPUTE_70 = 70
+    COMPUTE_72 = 72
+    COMPUTE_75 = 75
+    COMPUTE_80 = 80
+    COMPUTE_86 = 86
+    COMPUTE_87 = 87
+    COMPUTE_89 = 89
+    COMPUTE_90 = 90
+    COMPUTE_100 = 100
+    COMPUTE_103 = 103
+    COMPUTE_110 = 110
+    COMPUTE_120 = 120
+    COMPUTE_121 = 121
+    COMPUTE_90A = 0x10000 + 90  # CU_COMPUTE_ACCELERATED_TARGET_BASE + 90
+
+
+class jit_fallback(_Names):
+    """jit_option.FALLBACK_STRATEGY's values."""
+
+    PREFER_PTX = 0
+    PREFER_BINARY = 1
+
+
+class profiler_output_mode(_Names):
+    """initialize_profiler's output_mode (CUDA 12 removed the call itself)."""
+
+    KEY_VALUE_PAIR = 0
+    CSV = 1
+
+
+class graphics_register_flags(_Names):
+    """Flags of registering OpenGL resources (kiln has no OpenGL interop; the names are
+    PyCUDA's)."""
+
+    NONE = 0
+    READ_ONLY = 1
+    WRITE_DISCARD = 2
+    SURFACE_LDST = 4
+    TEXTURE_GATHER = 8
+
+
+class address_mode(_Names):
+    """Texture address modes; CUDA 12 removed the texture references PyCUDA set them on."""
+
+    WRAP = 0
+    CLAMP = 1
+    MIRROR = 2
+    BORDER = 3
+
+
+class filter_mode(_Names):
+    """Texture filter modes (see address_mode)."""
+
+    POINT = 0
+    LINEAR = 1
+
+
+# Texture reference flags and the texture unit, cuda.h's #defines under PyCUDA's names.
+TRSA_OVERRIDE_FORMAT = 0x01
+TRSF_READ_AS_INTEGER = 0x01
+TRSF_NORMALIZED_COORDINATES = 0x02
+TR_DEFAULT = -1

@@ -14,17 +14,30 @@ from . import _kiln
 from . import module_from_file  # noqa: F401
 from ._memcpy import Memcpy2D, Memcpy3D  # noqa: F401
 from ._driver_enums import (  # noqa: F401
+    TR_DEFAULT,
+    TRSA_OVERRIDE_FORMAT,
+    TRSF_NORMALIZED_COORDINATES,
+    TRSF_READ_AS_INTEGER,
+    address_mode,
     compute_mode,
     ctx_flags,
     device_attribute,
     event_flags,
+    filter_mode,
     func_cache,
     function_attribute,
+    graphics_register_flags,
     host_alloc_flags,
+    jit_fallback,
     jit_input_type,
+    jit_option,
+    jit_target,
     limit,
     mem_attach_flags,
     mem_host_register_flags,
+    memory_type,
+    pointer_attribute,
+    profiler_output_mode,
     shared_config,
 )
 from ._kiln import (  # noqa: F401
