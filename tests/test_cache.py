@@ -301,6 +301,72 @@ def test_module_from_cubin_without_a_driver_says_why(cache, tmp_path):
     assert "no CUDA driver" in r.stdout and "PTX needs no device" in r.stdout
 
 
+def test_module_from_buffer_checks_pycudas_options_first(cache):
+    import kiln.driver as drv
+    ptx = kiln.SourceModule(SOURCE, arch="sm_80").ptx
+    with pytest.raises(TypeError, match="list of .jit_option, value. pairs"):
+        kiln.module_from_buffer(ptx, options=3)
+    with pytest.raises(TypeError, match="option 0 must be a .jit_option, value. tuple"):
+        kiln.module_from_buffer(ptx, options=[drv.jit_option.MAX_REGISTERS])
+    with pytest.raises(TypeError, match="a kiln.driver.jit_option is expected"):
+        kiln.module_from_buffer(ptx, options=[("MAX_REGISTERS", 16)])
+    with pytest.raises(TypeError, match="an int is expected"):
+        kiln.module_from_buffer(ptx, [(drv.jit_option.MAX_REGISTERS, 16.5)])
+    with pytest.raises(ValueError, match="log buffers are kiln's own"):
+        kiln.module_from_buffer(ptx, [(drv.jit_option.INFO_LOG_BUFFER, 0)])
+    with pytest.raises(ValueError, match="unsigned 32-bit"):
+        kiln.module_from_buffer(ptx, [(drv.jit_option.MAX_REGISTERS, -2)])
+    with pytest.raises(TypeError, match="message_handler must be callable"):
+        kiln.module_from_buffer(ptx, message_handler="print")
+    with pytest.raises(ValueError, match="at most 64 options"):
+        kiln.module_from_buffer(ptx, [(drv.jit_option.MAX_REGISTERS, 16)] * 65)
+    # No options and no handler: PTX loads at the first launch, with no device until then.
+    assert kiln.module_from_buffer(ptx, options=[]).kernels == ("twice",)
+
+
+@pytest.mark.gpu
+def test_gpu_module_from_buffer_with_pycudas_options_and_handler(cache):
+    import kiln.driver as drv
+    src = r"""
+    __global__ void heavy(float *out, const float *in) {
+      float v[24];
+      #pragma unroll
+      for (int i = 0; i < 24; i++) v[i] = in[threadIdx.x * 24 + i] * (i + 1);
+      float s = 0;
+      #pragma unroll
+      for (int i = 0; i < 24; i++) s += v[i] * v[23 - i] + v[(i * 7) % 24];
+      out[threadIdx.x] = s;
+    }"""
+    ptx = kiln.SourceModule(src).ptx
+    heard = []
+    capped = drv.module_from_buffer(
+        ptx.encode(), options=[(drv.jit_option.MAX_REGISTERS, 16),
+                               (drv.jit_option.LOG_VERBOSE, 1)],
+        message_handler=lambda ok, info, error: heard.append((ok, info, error)))
+    assert len(heard) == 1 and heard[0][0] is True and "registers" in heard[0][1]
+    assert 0 < capped.get_function("heavy").num_regs <= 16
+    assert drv.module_from_buffer(ptx).get_function("heavy").num_regs > 16
+    # The capped kernel computes what numpy does.
+    x = np.random.default_rng(3).random(32 * 24, dtype=np.float32)
+    out = np.zeros(32, np.float32)
+    capped.get_function("heavy")(drv.Out(out), drv.In(x), block=(32, 1, 1))
+    v = x.reshape(32, 24) * np.arange(1, 25, dtype=np.float32)
+    want = (v * v[:, ::-1] + v[:, (np.arange(24) * 7) % 24]).sum(axis=1)
+    np.testing.assert_allclose(out, want, rtol=1e-5)
+    # PTX the loader refuses: the handler hears it first, then the error says the log.
+    broken = (".version 8.0\n.target sm_90\n.address_size 64\n"
+              ".visible .entry k()\n{\n  bogus.instruction;\n  ret;\n}\n")
+    heard.clear()
+    with pytest.raises(drv.CudaError, match="the loader said"):
+        drv.module_from_buffer(broken, message_handler=lambda *a: heard.append(a))
+    assert len(heard) == 1 and heard[0][0] is False and heard[0][2]
+    # A handler that raises: its exception, and no module.
+    def fails(ok, info, error):
+        raise KeyError("from the handler")
+    with pytest.raises(KeyError, match="from the handler"):
+        drv.module_from_buffer(ptx, message_handler=fails)
+
+
 @pytest.mark.gpu
 def test_gpu_a_disk_hit_launches(cache):
     assert child(launch=True)["launched"]

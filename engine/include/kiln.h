@@ -253,6 +253,23 @@ kiln_status kiln_module_save(const kiln_module *m, const char *source, const cha
  * driver (parameter sizes, sharpened by mangled names), which needs a CUDA device. */
 kiln_status kiln_module_from_image(const void *image, size_t size, kiln_module **out);
 
+/* An option of the driver's loader: a CUjit_option number and its integer value. */
+typedef struct kiln_jit_option {
+  int option;
+  long long value;
+} kiln_jit_option;
+
+/* kiln_module_from_image loaded now, on the current device, by the driver's loader with these
+ * options (PyCUDA's module_from_buffer options; PTX is compiled here rather than at the first
+ * launch). The loader's info and error logs are written, NUL-terminated, into info_log and
+ * error_log when they are not NULL (sizes in bytes), whether the load succeeds or not; a load
+ * that fails says the error log in its message too. The log buffers are kiln's: options naming
+ * them, options whose values are pointers, and unknown numbers are KILN_ERROR_INVALID. */
+kiln_status kiln_module_from_image_jit(const void *image, size_t size,
+                                       const kiln_jit_option *options, int n_options,
+                                       char *info_log, size_t info_size, char *error_log,
+                                       size_t error_size, kiln_module **out);
+
 /* Linking several pieces of device code into one CUBIN (PyCUDA's DynamicModule): relocatable
  * CUBINs (compiled with KILN_COMPILE_RELOCATABLE, nvcc's -dc), PTX, fatbins, objects and
  * libraries such as libcudadevrt.a, each given by its bytes or by its file. The kinds are

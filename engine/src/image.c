@@ -7,6 +7,7 @@
 #include "file.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -148,7 +149,52 @@ static kiln_status kiln__describe(CUlibrary lib, kiln__kernel **out, int *n_out)
   return KILN_OK;
 }
 
-static kiln_status kiln__from_binary(const void *image, size_t size, kiln_module **out) {
+/* The driver loader's options for one load: the caller's, then the log buffers. */
+#define KILN__JIT_MAX 64
+typedef struct kiln__jit {
+  CUjit_option keys[KILN__JIT_MAX + 4];
+  void *values[KILN__JIT_MAX + 4];
+  unsigned n;
+  char *error_log; /* never NULL when there is a kiln__jit: a failed load says it */
+} kiln__jit;
+
+/* The options whose values are plain integers (CUjit_option's numbers): the rest are pointers,
+ * or the log buffers kiln gives the loader itself. WALL_TIME is written by the loader. */
+static int kiln__jit_option_known(int option) {
+  switch (option) {
+  case CU_JIT_MAX_REGISTERS:
+  case CU_JIT_THREADS_PER_BLOCK:
+  case CU_JIT_WALL_TIME:
+  case CU_JIT_OPTIMIZATION_LEVEL:
+  case CU_JIT_TARGET_FROM_CUCONTEXT:
+  case CU_JIT_TARGET:
+  case CU_JIT_FALLBACK_STRATEGY:
+  case CU_JIT_GENERATE_DEBUG_INFO:
+  case CU_JIT_LOG_VERBOSE:
+  case CU_JIT_GENERATE_LINE_INFO:
+  case CU_JIT_CACHE_MODE:
+  case 16: /* CU_JIT_FAST_COMPILE */
+  case 30: /* CU_JIT_POSITION_INDEPENDENT_CODE */
+  case 31: /* CU_JIT_MIN_CTA_PER_SM */
+  case 32: /* CU_JIT_MAX_THREADS_PER_BLOCK */
+  case 33: /* CU_JIT_OVERRIDE_DIRECTIVE_VALUES */ return 1;
+  default: return 0;
+  }
+}
+
+/* One load by the driver's loader; jit may be NULL (no options). */
+static kiln_status kiln__load(CUlibrary *lib, const void *image, kiln__jit *jit) {
+  CUresult rc =
+      kiln__driver.LibraryLoadData(lib, image, jit ? jit->keys : NULL, jit ? jit->values : NULL,
+                                   jit ? jit->n : 0, NULL, NULL, 0);
+  if (!rc) return KILN_OK;
+  kiln_status s = kiln__cuda_fail("cuLibraryLoadData", (int)rc);
+  if (jit && jit->error_log[0]) kiln__fail_append("; the loader said: %s", jit->error_log);
+  return s;
+}
+
+static kiln_status kiln__from_binary(const void *image, size_t size, kiln__jit *jit,
+                                     kiln_module **out) {
   kiln__device *d;
   kiln_status s = kiln__device_enter(&d);
   if (s) {
@@ -161,10 +207,9 @@ static kiln_status kiln__from_binary(const void *image, size_t size, kiln_module
     return kiln__fail(KILN_ERROR_NO_MEMORY, "out of memory for the CUBIN");
   code.cubin_size = size;
   CUlibrary lib = NULL;
-  CUresult rc = kiln__driver.LibraryLoadData(&lib, code.cubin, NULL, NULL, 0, NULL, NULL, 0);
-  if (rc) {
+  if ((s = kiln__load(&lib, code.cubin, jit))) {
     kiln__compile_free_code(&code);
-    return kiln__cuda_fail("cuLibraryLoadData", (int)rc);
+    return s;
   }
   kiln__kernel *kernels = NULL;
   int n = 0;
@@ -190,12 +235,77 @@ kiln_status kiln_module_from_image(const void *image, size_t size, kiln_module *
   switch (kiln__image_kind_of(p, size)) {
   case KILN__PTX: s = kiln__from_ptx(image, size, out); break;
   case KILN__CUBIN:
-  case KILN__FATBIN: s = kiln__from_binary(image, size, out); break;
+  case KILN__FATBIN: s = kiln__from_binary(image, size, NULL, out); break;
   default:
     return kiln__fail(KILN_ERROR_INVALID,
                       "the image is neither a CUBIN (ELF), a fatbin nor PTX text; it starts "
                       "with bytes %02x %02x %02x %02x",
                       p[0], size > 1 ? p[1] : 0, size > 2 ? p[2] : 0, size > 3 ? p[3] : 0);
+  }
+  if (!s) kiln__clear_error();
+  return s;
+}
+
+kiln_status kiln_module_from_image_jit(const void *image, size_t size,
+                                       const kiln_jit_option *options, int n_options,
+                                       char *info_log, size_t info_size, char *error_log,
+                                       size_t error_size, kiln_module **out) {
+  *out = NULL;
+  if (info_log && info_size) info_log[0] = '\0';
+  if (error_log && error_size) error_log[0] = '\0';
+  if (n_options < 0 || n_options > KILN__JIT_MAX || (n_options && !options))
+    return kiln__fail(KILN_ERROR_INVALID, "%d loader options given; 0 to %d are taken", n_options,
+                      KILN__JIT_MAX);
+  char own_error[4096];
+  kiln__jit jit = {.n = 0, .error_log = error_log && error_size > 1 ? error_log : own_error};
+  size_t error_cap = jit.error_log == own_error ? sizeof own_error : error_size;
+  memset(jit.error_log, 0, error_cap);
+  for (int i = 0; i < n_options; i++) {
+    int option = options[i].option;
+    long long value = options[i].value;
+    if (!kiln__jit_option_known(option))
+      return kiln__fail(KILN_ERROR_INVALID,
+                        "loader option %d (a CUjit_option) is not one kiln passes: %s", option,
+                        option >= CU_JIT_INFO_LOG_BUFFER &&
+                                option <= CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES
+                            ? "the log buffers are kiln's own; read the logs it returns"
+                            : "only options with integer values are taken");
+    if (value < 0 || value > UINT_MAX)
+      return kiln__fail(KILN_ERROR_INVALID,
+                        "loader option %d has the value %lld; an unsigned 32-bit integer is "
+                        "expected",
+                        option, value);
+    jit.keys[jit.n] = (CUjit_option)option;
+    jit.values[jit.n++] = (void *)(uintptr_t)value;
+  }
+  /* The sizes exclude the last byte, which stays the NUL whatever the loader writes. */
+  if (info_log && info_size > 1) {
+    memset(info_log, 0, info_size);
+    jit.keys[jit.n] = CU_JIT_INFO_LOG_BUFFER;
+    jit.values[jit.n++] = info_log;
+    jit.keys[jit.n] = CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES;
+    jit.values[jit.n++] = (void *)(uintptr_t)(info_size - 1 > UINT_MAX ? UINT_MAX : info_size - 1);
+  }
+  jit.keys[jit.n] = CU_JIT_ERROR_LOG_BUFFER;
+  jit.values[jit.n++] = jit.error_log;
+  jit.keys[jit.n] = CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES;
+  jit.values[jit.n++] = (void *)(uintptr_t)(error_cap - 1 > UINT_MAX ? UINT_MAX : error_cap - 1);
+
+  if (!image || !size) return kiln__fail(KILN_ERROR_INVALID, "the image is empty");
+  const unsigned char *p = image;
+  kiln_status s;
+  switch (kiln__image_kind_of(p, size)) {
+  case KILN__PTX:
+    if ((s = kiln__from_ptx(image, size, out))) return s;
+    kiln__device *d;
+    if (!(s = kiln__device_enter(&d)) && !(s = kiln__load(&(*out)->lib, (*out)->code.ptx, &jit)))
+      break;
+    kiln_module_free(*out);
+    *out = NULL;
+    return s;
+  case KILN__CUBIN:
+  case KILN__FATBIN: s = kiln__from_binary(image, size, &jit, out); break;
+  default: return kiln_module_from_image(image, size, out); /* says what the bytes are not */
   }
   if (!s) kiln__clear_error();
   return s;

@@ -807,29 +807,138 @@ static PyType_Spec kpy_sourcemodule_spec = {
         Py_TPFLAGS_BASETYPE, /* GC and the rest come from Module */
     kpy_sourcemodule_slots};
 
-static PyObject *kpy_module_from_buffer(PyObject *module, PyObject *data) {
+/* module_from_buffer's options: a sequence of (jit_option, int) pairs, into *out (malloc'd). */
+static int kpy_jit_options(PyObject *seq, kiln_jit_option **out, int *n_out) {
+  *out = NULL;
+  *n_out = 0;
+  if (!seq || seq == Py_None) return 0;
+  PyObject *items = PySequence_Fast(seq, "module_from_buffer()'s options must be a list of "
+                                         "(jit_option, value) pairs");
+  if (!items) return -1;
+  Py_ssize_t n = PySequence_Fast_GET_SIZE(items);
+  if (n > 64) {
+    PyErr_Format(PyExc_ValueError, "module_from_buffer() takes at most 64 options, not %zd", n);
+    Py_DECREF(items);
+    return -1;
+  }
+  kiln_jit_option *options = PyMem_Calloc(n ? (size_t)n : 1, sizeof *options);
+  if (!options) {
+    Py_DECREF(items);
+    PyErr_NoMemory();
+    return -1;
+  }
+  for (Py_ssize_t i = 0; i < n; i++) {
+    PyObject *pair = PySequence_Fast_GET_ITEM(items, i);
+    if (!PyTuple_Check(pair) || PyTuple_GET_SIZE(pair) != 2) {
+      PyErr_Format(PyExc_TypeError,
+                   "module_from_buffer()'s option %zd must be a (jit_option, value) tuple, not "
+                   "%.100s",
+                   i, Py_TYPE(pair)->tp_name);
+      goto fail;
+    }
+    int overflow = 0;
+    long option = PyLong_Check(PyTuple_GET_ITEM(pair, 0))
+                      ? PyLong_AsLongAndOverflow(PyTuple_GET_ITEM(pair, 0), &overflow)
+                      : -1;
+    if (option == -1 && PyErr_Occurred()) goto fail;
+    if (!PyLong_Check(PyTuple_GET_ITEM(pair, 0)) || overflow || option < INT_MIN ||
+        option > INT_MAX) {
+      PyErr_Format(PyExc_TypeError,
+                   "module_from_buffer()'s option %zd names %R; a kiln.driver.jit_option is "
+                   "expected",
+                   i, PyTuple_GET_ITEM(pair, 0));
+      goto fail;
+    }
+    PyObject *value = PyTuple_GET_ITEM(pair, 1);
+    long long v = PyLong_Check(value) ? PyLong_AsLongLongAndOverflow(value, &overflow) : -1;
+    if (v == -1 && PyErr_Occurred()) goto fail;
+    if (!PyLong_Check(value) || overflow) {
+      PyErr_Format(PyExc_TypeError,
+                   "module_from_buffer()'s option %zd (%R) has the value %R; an int is expected", i,
+                   PyTuple_GET_ITEM(pair, 0), value);
+      goto fail;
+    }
+    options[i].option = (int)option;
+    options[i].value = v;
+  }
+  Py_DECREF(items);
+  *out = options;
+  *n_out = (int)n;
+  return 0;
+fail:
+  Py_DECREF(items);
+  PyMem_Free(options);
+  return -1;
+}
+
+/* The loader's logs for message_handler, as PyCUDA sizes them. */
+#define KPY_JIT_LOG_BYTES 32768
+
+static PyObject *kpy_module_from_buffer(PyObject *module, PyObject *args, PyObject *kwargs) {
   kpy_state *st = kpy_state_of_module(module);
+  static char *kwlist[] = {(char *)"buffer", (char *)"options", (char *)"message_handler", NULL};
+  PyObject *data, *py_options = NULL, *handler = Py_None;
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|OO:module_from_buffer", kwlist, &data,
+                                   &py_options, &handler))
+    return NULL;
+  if (handler != Py_None && !PyCallable_Check(handler)) {
+    PyErr_Format(PyExc_TypeError,
+                 "module_from_buffer()'s message_handler must be callable or None, not %.100s",
+                 Py_TYPE(handler)->tp_name);
+    return NULL;
+  }
+  kiln_jit_option *options = NULL;
+  int n_options = 0;
+  if (kpy_jit_options(py_options, &options, &n_options) < 0) return NULL;
+  /* Options or a handler load now with the loader's logs, as PyCUDA does; else the code loads
+   * at its first launch, and PTX needs no device until then. */
+  int now = n_options || handler != Py_None;
+  char *logs = now ? PyMem_Calloc(2, KPY_JIT_LOG_BYTES) : NULL;
+  if (now && !logs) {
+    PyMem_Free(options);
+    return PyErr_NoMemory();
+  }
   Py_buffer view;
   if (PyUnicode_Check(data)) { /* PTX as text */
     const char *text = kpy_cstring(data, "the PTX");
     if (!text ||
         PyBuffer_FillInfo(&view, data, (void *)text, (Py_ssize_t)strlen(text), 1, PyBUF_SIMPLE) < 0)
-      return NULL;
+      goto fail;
   } else if (PyObject_GetBuffer(data, &view, PyBUF_SIMPLE) < 0) {
     PyErr_Format(PyExc_TypeError,
                  "module_from_buffer() takes bytes (a CUBIN, a fatbin or "
                  "PTX) or str (PTX), not %.100s",
                  Py_TYPE(data)->tp_name);
-    return NULL;
+    goto fail;
   }
   kiln_module *m = NULL;
   kiln_status s;
   Py_BEGIN_ALLOW_THREADS
-    s = kiln_module_from_image(view.buf, (size_t)view.len, &m);
+    if (now)
+      s = kiln_module_from_image_jit(view.buf, (size_t)view.len, options, n_options, logs,
+                                     KPY_JIT_LOG_BYTES, logs + KPY_JIT_LOG_BYTES, KPY_JIT_LOG_BYTES,
+                                     &m);
+    else s = kiln_module_from_image(view.buf, (size_t)view.len, &m);
   Py_END_ALLOW_THREADS
   PyBuffer_Release(&view);
+  PyMem_Free(options);
+  options = NULL;
+  if (handler != Py_None) {
+    PyObject *r = PyObject_CallFunction(handler, "Oss", s ? Py_False : Py_True, logs,
+                                        logs + KPY_JIT_LOG_BYTES);
+    if (!r) {
+      kiln_module_free(m);
+      goto fail;
+    }
+    Py_DECREF(r);
+  }
+  PyMem_Free(logs);
   if (s) return kpy_raise(st, s);
   return kpy_module_adopt(st, m);
+fail:
+  PyMem_Free(options);
+  PyMem_Free(logs);
+  return NULL;
 }
 
 PyObject *kpy_module_adopt(kpy_state *st, kiln_module *m) {
@@ -920,9 +1029,14 @@ static PyMethodDef kpy_sourcemodule_functions[] = {
      "default_arch()\n--\n\n"
      "The arch a SourceModule that names none compiles for: $KILN_ARCH, else the current "
      "device's (clamped to what NVRTC supports), else with no GPU the oldest NVRTC supports."},
-    {"module_from_buffer", kpy_module_from_buffer, METH_O,
-     "module_from_buffer(data, /)\n--\n\n"
-     "A Module from a CUBIN, a fatbin or PTX (bytes, or str PTX)."},
+    {"module_from_buffer", (PyCFunction)(void (*)(void))kpy_module_from_buffer,
+     METH_VARARGS | METH_KEYWORDS,
+     "module_from_buffer(buffer, options=None, message_handler=None)\n--\n\n"
+     "A Module from a CUBIN, a fatbin or PTX (bytes or any buffer, or str PTX). options, a "
+     "list of (kiln.driver.jit_option, int) pairs, go to the driver's loader; with options or "
+     "a message_handler the code loads now, on the current device, and "
+     "message_handler(success, info_log, error_log) is called with the loader's logs before "
+     "a failed load raises. Without either it loads at its first launch."},
     {"_set_default_options", kpy_set_default_options, METH_O,
      "_set_default_options(list, /)\n--\n\n"
      "The list a SourceModule given no options compiles with (None: none); "

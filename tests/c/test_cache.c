@@ -910,6 +910,77 @@ TEST(gpu_module_from_cubin_launches) {
   kiln_module_free(m);
 }
 
+TEST(jit_options_are_checked_before_the_device) {
+  char info[64] = "x", error[64] = "x";
+  kiln_module *p = (kiln_module *)&p;
+  kiln_jit_option log_buffer = {3, 0}; /* CU_JIT_INFO_LOG_BUFFER: kiln's own */
+  ASSERT_EQ(kiln_module_from_image_jit("garbage", 7, &log_buffer, 1, info, sizeof info, error,
+                                       sizeof error, &p),
+            KILN_ERROR_INVALID);
+  ASSERT_CONTAINS(kiln_last_error(), "log buffers are kiln's own");
+  ASSERT(p == NULL && info[0] == '\0' && error[0] == '\0');
+  kiln_jit_option pointer = {17, 0}; /* CU_JIT_GLOBAL_SYMBOL_NAMES: a pointer */
+  ASSERT_EQ(kiln_module_from_image_jit("garbage", 7, &pointer, 1, NULL, 0, NULL, 0, &p),
+            KILN_ERROR_INVALID);
+  ASSERT_CONTAINS(kiln_last_error(), "integer values");
+  kiln_jit_option negative = {0, -1}; /* CU_JIT_MAX_REGISTERS */
+  ASSERT_EQ(kiln_module_from_image_jit("garbage", 7, &negative, 1, NULL, 0, NULL, 0, &p),
+            KILN_ERROR_INVALID);
+  ASSERT_CONTAINS(kiln_last_error(), "unsigned 32-bit");
+  ASSERT_EQ(kiln_module_from_image_jit("garbage", 7, NULL, 1, NULL, 0, NULL, 0, &p),
+            KILN_ERROR_INVALID);
+  ASSERT_EQ(kiln_module_from_image_jit("garbage", 7, NULL, 0, NULL, 0, NULL, 0, &p),
+            KILN_ERROR_INVALID);
+  ASSERT_CONTAINS(kiln_last_error(), "neither a CUBIN");
+}
+
+/* Many live values, so that a cap on registers shows. */
+static const char *registers_src =
+    "__global__ void heavy(float *out, const float *in) {\n"
+    "  float v[24];\n"
+    "  #pragma unroll\n"
+    "  for (int i = 0; i < 24; i++) v[i] = in[threadIdx.x * 24 + i] * (i + 1);\n"
+    "  float s = 0;\n"
+    "  #pragma unroll\n"
+    "  for (int i = 0; i < 24; i++) s += v[i] * v[23 - i] + v[(i * 7) % 24];\n"
+    "  out[threadIdx.x] = s;\n"
+    "}\n";
+
+TEST(gpu_module_from_ptx_with_loader_options) {
+  kiln_test_require_gpu();
+  kiln_module *m = compile_ok(registers_src, NULL);
+  size_t n;
+  const char *ptx = kiln_module_ptx(m, &n);
+  char info[8192], error[8192];
+  kiln_jit_option options[] = {{0, 16}, {12, 1}}; /* MAX_REGISTERS 16, LOG_VERBOSE */
+  kiln_module *p = NULL;
+  kiln_status s =
+      kiln_module_from_image_jit(ptx, n, options, 2, info, sizeof info, error, sizeof error, &p);
+  if (s) FAIL("%s", kiln_last_error());
+  ASSERT_CONTAINS(info, "registers");
+  kiln_function *f;
+  ASSERT_EQ(kiln_module_get_function(p, "heavy", &f), KILN_OK);
+  int regs = 0;
+  ASSERT_EQ(kiln_function_get_attribute(f, 4 /* NUM_REGS */, &regs), KILN_OK);
+  ASSERT(regs > 0 && regs <= 16);
+  kiln_module_free(p);
+  /* The same PTX without the cap takes more. */
+  ASSERT_EQ(kiln_module_from_image_jit(ptx, n, NULL, 0, NULL, 0, NULL, 0, &p), KILN_OK);
+  ASSERT_EQ(kiln_module_get_function(p, "heavy", &f), KILN_OK);
+  ASSERT_EQ(kiln_function_get_attribute(f, 4, &regs), KILN_OK);
+  ASSERT(regs > 16);
+  kiln_module_free(p);
+  /* PTX the loader refuses: the error log is returned and in the message. */
+  static const char broken[] = ".version 8.0\n.target sm_90\n.address_size 64\n"
+                               ".visible .entry k()\n{\n  bogus.instruction;\n  ret;\n}\n";
+  s = kiln_module_from_image_jit(broken, sizeof broken, NULL, 0, info, sizeof info, error,
+                                 sizeof error, &p);
+  ASSERT(s != KILN_OK && p == NULL);
+  ASSERT(error[0] != '\0');
+  ASSERT_CONTAINS(kiln_last_error(), "the loader said");
+  kiln_module_free(m);
+}
+
 /* Through kiln-nvrtc, the compile helper: the first compile of a beginning makes a lasting PCH,
  * which an edit compiled in a new process (a fork that never compiled) uses. */
 static void helper_edit_in_child(const void *src) {
