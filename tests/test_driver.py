@@ -952,6 +952,87 @@ def test_managed_arrays_pass_to_kernels_as_they_are():
     drv.Context.synchronize()
 
 
+def test_host_memory_names_pycuda_programs_test_for():
+    assert drv.HostAllocation is drv.PagelockedHostAllocation
+    for host in (drv.PagelockedHostAllocation, drv.RegisteredHostMemory,
+                 drv.AlignedHostAllocation):
+        assert issubclass(host, drv.HostPointer)
+    assert not issubclass(drv.DeviceAllocation, drv.HostPointer)
+    assert isinstance(drv.In(np.ones(2)), drv.ArgumentHandler)
+    assert isinstance(drv.InOut(np.ones(2)), drv.ArgumentHandler)
+    assert not isinstance(np.ones(2), drv.ArgumentHandler)
+    a = drv.aligned_zeros(16, np.float32)
+    assert a.base.free() is None and a.sum() == 0  # the memory stays the array's
+
+    class Holder(drv.PointerHolderBase):
+        def get_pointer(self):
+            return 4096
+
+    with pytest.raises(ValueError, match="offset must be >= 0"):
+        Holder().as_buffer(4, offset=-1)
+    with pytest.raises(ValueError, match="size must be >= 0"):
+        Holder().as_buffer(-4)
+
+
+@pytest.mark.gpu
+def test_mapped_and_managed_memory_as_pycuda_programs_reach_it():
+    twice = kiln.SourceModule("""
+    __global__ void twice(float *a, int n) { int i = threadIdx.x; if (i < n) a[i] *= 2; }
+    """).get_function("twice")
+    # Page-locked memory mapped for the device: a kernel writes the host's array through it.
+    a = drv.pagelocked_zeros(32, np.float32, mem_flags=drv.host_alloc_flags.DEVICEMAP)
+    a[:] = np.arange(32)
+    assert isinstance(a.base, drv.PagelockedHostAllocation) and a.base.size == 128
+    flags = a.base.get_flags()
+    assert flags & drv.host_alloc_flags.DEVICEMAP and flags & drv.host_alloc_flags.PORTABLE
+    twice(np.intp(a.base.get_device_pointer()), np.int32(32), block=(32, 1, 1))
+    drv.Context.synchronize()
+    assert a.tolist() == [2.0 * i for i in range(32)]
+    # Not mapped: no device address, said.
+    plain = drv.pagelocked_empty(8, np.float32)
+    assert not plain.base.get_flags() & drv.host_alloc_flags.DEVICEMAP
+    assert plain.base.free() is None
+    plain[:] = 1  # still the array's memory
+    # Registered memory mapped for the device.
+    host = drv.aligned_zeros(1024, np.float32)
+    host[:] = 3
+    reg = drv.register_host_memory(host, drv.mem_host_register_flags.DEVICEMAP)
+    twice(np.intp(reg.base.get_device_pointer()), np.int32(64), block=(64, 1, 1))
+    drv.Context.synchronize()
+    assert (reg[:64] == 6).all() and (reg[64:] == 3).all()
+    reg.base.unregister()
+    with pytest.raises(ValueError, match="unregistered"):
+        reg.base.get_device_pointer()
+
+    # as_buffer: managed memory through a program's pointer holder, read and written by the host.
+    m = drv.managed_zeros(16, np.int32)
+
+    class Holder(drv.PointerHolderBase):
+        def get_pointer(self):
+            return m.base.get_device_pointer()
+
+    buf = Holder().as_buffer(32, offset=8)
+    view = np.frombuffer(buf, np.int32)
+    view[:] = 7
+    assert m.tolist() == [0, 0] + [7] * 8 + [0] * 6
+    with pytest.raises(ValueError, match="run past their allocation"):
+        Holder().as_buffer(64, offset=8)
+    assert m.base.free() is None and m.sum() == 56
+    # Mapped page-locked memory too, by its device address.
+    holder = Holder()
+    holder.get_pointer = lambda: a.base.get_device_pointer()
+    assert np.frombuffer(holder.as_buffer(128), np.float32).tolist() == a.tolist()
+    # Plain device memory: the host cannot reach it, said before anything is read.
+    d = drv.mem_alloc(64)
+    with pytest.raises(ValueError, match="device memory, which the host cannot read"):
+        d.as_buffer(16)
+    with pytest.raises(ValueError, match="does not fit"):
+        d.as_buffer(16, offset=60)
+    d.free()
+    with pytest.raises(ValueError, match="freed"):
+        d.as_buffer(16)
+
+
 def test_2d_and_3d_copies_check_their_shape_before_the_device(monkeypatch):
     host = np.zeros((4, 8), np.float32)
     c = drv.Memcpy2D()

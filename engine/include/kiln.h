@@ -579,6 +579,18 @@ kiln_status kiln_host_free(void *p); /* NULL is a no-op */
 kiln_status kiln_host_register(void *p, size_t nbytes, unsigned flags);
 kiln_status kiln_host_unregister(void *p);
 
+/* The address kernels use for page-locked host memory mapped into the device's space
+ * (KILN_HOST_DEVICEMAP; with unified addressing the host's own), and the flags it was
+ * allocated or registered with (KILN_HOST_*, as cuMemHostGetFlags). */
+kiln_status kiln_host_get_device_pointer(void *p, kiln_deviceptr *out);
+kiln_status kiln_host_get_flags(void *p, unsigned *out);
+
+/* The host address at which nbytes from p are read and written: managed memory (the same
+ * address) or page-locked host memory. KILN_ERROR_INVALID, before any host access, for memory
+ * the host cannot reach (device memory, or an address the driver does not know) and for a
+ * range running past its allocation. */
+kiln_status kiln_pointer_host_address(kiln_deviceptr p, size_t nbytes, void **out);
+
 /* Copies between pageable host memory and a device of at least min_bytes (the memcpy calls,
  * and In/Out past the 256 KiB that go through one pinned buffer) are staged: split into chunks
  * that several host threads copy through a ring of page-locked buffers while the DMA engine

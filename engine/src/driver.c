@@ -139,6 +139,8 @@ static void kiln__driver_load_once(void) {
       KILN__SYMBOL(MemAllocPitch),
       KILN__SYMBOL(MemHostRegister),
       KILN__SYMBOL(MemHostUnregister),
+      KILN__SYMBOL(MemHostGetDevicePointer),
+      KILN__SYMBOL(MemHostGetFlags),
       KILN__SYMBOL(KernelGetFunction),
       KILN__SYMBOL(LaunchKernelEx),
       KILN__SYMBOL(OccupancyMaxActiveBlocksPerMultiprocessor),

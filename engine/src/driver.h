@@ -80,6 +80,8 @@ typedef struct kiln__driver_table {
   CUresult (*MemAllocPitch)(CUdeviceptr *, size_t *, size_t, size_t, unsigned);
   CUresult (*MemHostRegister)(void *, size_t, unsigned);
   CUresult (*MemHostUnregister)(void *);
+  CUresult (*MemHostGetDevicePointer)(CUdeviceptr *, void *, unsigned);
+  CUresult (*MemHostGetFlags)(unsigned *, void *);
   CUresult (*KernelGetFunction)(CUfunction *, CUkernel);
   CUresult (*LaunchKernelEx)(const CUlaunchConfig *, CUfunction, void **, void **);
   CUresult (*OccupancyMaxActiveBlocksPerMultiprocessor)(int *, CUfunction, int, size_t);

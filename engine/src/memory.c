@@ -713,6 +713,76 @@ kiln_status kiln_host_unregister(void *p) {
   return KILN_OK;
 }
 
+kiln_status kiln_host_get_device_pointer(void *p, kiln_deviceptr *out) {
+  *out = 0;
+  kiln__device *d;
+  kiln_status s = kiln__device_enter(&d);
+  if (s) return s;
+  CUdeviceptr dp = 0;
+  CUresult rc = kiln__driver.MemHostGetDevicePointer(&dp, p, 0);
+  if (rc == CUDA_ERROR_INVALID_VALUE)
+    return kiln__fail(KILN_ERROR_INVALID,
+                      "host memory at %p is not page-locked memory mapped for the device; "
+                      "allocate it with KILN_HOST_DEVICEMAP (host_alloc_flags.DEVICEMAP) or "
+                      "register it so",
+                      p);
+  if (rc) return kiln__cuda_fail("cuMemHostGetDevicePointer", (int)rc);
+  *out = (kiln_deviceptr)dp;
+  kiln__clear_error();
+  return KILN_OK;
+}
+
+kiln_status kiln_host_get_flags(void *p, unsigned *out) {
+  *out = 0;
+  kiln__device *d;
+  kiln_status s = kiln__device_enter(&d);
+  if (s) return s;
+  CUresult rc = kiln__driver.MemHostGetFlags(out, p);
+  if (rc == CUDA_ERROR_INVALID_VALUE)
+    return kiln__fail(KILN_ERROR_INVALID,
+                      "host memory at %p was not allocated page-locked by the driver", p);
+  if (rc) return kiln__cuda_fail("cuMemHostGetFlags", (int)rc);
+  kiln__clear_error();
+  return KILN_OK;
+}
+
+kiln_status kiln_pointer_host_address(kiln_deviceptr p, size_t nbytes, void **out) {
+  *out = NULL;
+  kiln__device *d;
+  kiln_status s = kiln__device_enter(&d);
+  if (s) return s;
+  unsigned managed = 0;
+  void *host = NULL;
+  CUdeviceptr start = 0;
+  size_t size = 0;
+  CUresult rc =
+      kiln__driver.PointerGetAttribute(&managed, CU_POINTER_ATTRIBUTE_IS_MANAGED, (CUdeviceptr)p);
+  if (rc == CUDA_ERROR_INVALID_VALUE)
+    return kiln__fail(KILN_ERROR_INVALID,
+                      "0x%" PRIx64 " is no memory the driver knows, so the host cannot be given "
+                      "it",
+                      (uint64_t)p);
+  if (rc) return kiln__cuda_fail("cuPointerGetAttribute", (int)rc);
+  if (managed) host = (void *)(uintptr_t)p;
+  else if (kiln__driver.PointerGetAttribute(&host, CU_POINTER_ATTRIBUTE_HOST_POINTER,
+                                            (CUdeviceptr)p) != CUDA_SUCCESS ||
+           !host)
+    return kiln__fail(KILN_ERROR_INVALID,
+                      "0x%" PRIx64 " is device memory, which the host cannot read or write; "
+                      "copy it (memcpy_dtoh), or use managed or mapped page-locked memory",
+                      (uint64_t)p);
+  KILN__CU(PointerGetAttribute, (&start, CU_POINTER_ATTRIBUTE_RANGE_START_ADDR, (CUdeviceptr)p));
+  KILN__CU(PointerGetAttribute, (&size, CU_POINTER_ATTRIBUTE_RANGE_SIZE, (CUdeviceptr)p));
+  if (nbytes > size || (uint64_t)p - (uint64_t)start > size - nbytes)
+    return kiln__fail(KILN_ERROR_INVALID,
+                      "%zu bytes at 0x%" PRIx64 " run past their allocation (%zu bytes at "
+                      "0x%" PRIx64 ")",
+                      nbytes, (uint64_t)p, size, (uint64_t)start);
+  *out = host;
+  kiln__clear_error();
+  return KILN_OK;
+}
+
 kiln_status kiln_host_free(void *p) {
   if (!p) return KILN_OK;
   kiln__device *d;

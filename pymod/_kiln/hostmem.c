@@ -9,9 +9,81 @@
 
 #include <string.h>
 
-static void kpy_pagelocked_free(PyObject *capsule) {
-  kiln_host_free(PyCapsule_GetPointer(capsule, "kiln.pagelocked"));
+/* What a page-locked array stands on (its .base, PyCUDA's PagelockedHostAllocation): the
+ * memory, given back when the last array over it goes. */
+typedef struct kpy_pagelocked_memory {
+  PyObject_HEAD
+  void *p; /* owned */
+  size_t nbytes;
+} kpy_pagelocked_memory;
+
+static void kpy_pagelocked_dealloc(PyObject *op) {
+  PyTypeObject *tp = Py_TYPE(op);
+  kiln_host_free(((kpy_pagelocked_memory *)op)->p);
+  tp->tp_free(op);
+  Py_DECREF(tp);
 }
+
+static PyObject *kpy_pagelocked_device_pointer(PyObject *op, PyObject *unused) {
+  (void)unused;
+  kiln_deviceptr dp;
+  kiln_status s = kiln_host_get_device_pointer(((kpy_pagelocked_memory *)op)->p, &dp);
+  if (s) return kpy_raise(kpy_state_of_type(Py_TYPE(op)), s);
+  return PyLong_FromUnsignedLongLong(dp);
+}
+
+static PyObject *kpy_pagelocked_flags(PyObject *op, PyObject *unused) {
+  (void)unused;
+  unsigned flags;
+  kiln_status s = kiln_host_get_flags(((kpy_pagelocked_memory *)op)->p, &flags);
+  if (s) return kpy_raise(kpy_state_of_type(Py_TYPE(op)), s);
+  return PyLong_FromUnsignedLong(flags);
+}
+
+/* Freeing memory that arrays still point at would let them read freed memory; the memory goes
+ * with the last array over it instead, so free() has nothing to do now. */
+PyObject *kpy_host_free_later(PyObject *op, PyObject *unused) {
+  (void)op;
+  (void)unused;
+  Py_RETURN_NONE;
+}
+
+static PyObject *kpy_pagelocked_get_size(PyObject *op, void *closure) {
+  (void)closure;
+  return PyLong_FromSize_t(((kpy_pagelocked_memory *)op)->nbytes);
+}
+
+static PyMethodDef kpy_pagelocked_methods[] = {
+    {"get_device_pointer", kpy_pagelocked_device_pointer, METH_NOARGS,
+     "get_device_pointer($self, /)\n--\n\nThe address kernels use for this memory, when it was "
+     "allocated with host_alloc_flags.DEVICEMAP."},
+    {"get_flags", kpy_pagelocked_flags, METH_NOARGS,
+     "get_flags($self, /)\n--\n\nThe host_alloc_flags it was allocated with (PORTABLE always "
+     "among them)."},
+    {"free", kpy_host_free_later, METH_NOARGS,
+     "free($self, /)\n--\n\nReturns at once: the memory goes with the last array over it, so "
+     "that no array is left over freed memory."},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyGetSetDef kpy_pagelocked_getset[] = {
+    {"size", kpy_pagelocked_get_size, NULL, "Size in bytes.", NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+static PyType_Slot kpy_pagelocked_slots[] = {
+    {Py_tp_dealloc, kpy_pagelocked_dealloc},
+    {Py_tp_methods, kpy_pagelocked_methods},
+    {Py_tp_getset, kpy_pagelocked_getset},
+    {Py_tp_doc, (void *)"Page-locked host memory under a pagelocked_empty array (its .base); "
+                        "given back when the last array over it goes."},
+    {0, NULL},
+};
+
+static PyType_Spec kpy_pagelocked_spec = {
+    "kiln.PagelockedHostAllocation", sizeof(kpy_pagelocked_memory), 0,
+    Py_TPFLAGS_DEFAULT | Py_TPFLAGS_IMMUTABLETYPE | Py_TPFLAGS_DISALLOW_INSTANTIATION,
+    kpy_pagelocked_slots};
 
 PyObject *kpy_host_array_over(PyArray_Descr *dtype, int ndim, const npy_intp *dims, int fortran,
                               void *data, PyObject *owner) {
@@ -44,12 +116,15 @@ PyObject *kpy_pagelocked_array_with_flags(kpy_state *st, PyArray_Descr *dtype, i
   Py_END_ALLOW_THREADS
   if (s) return kpy_raise(st, s);
   if (zero) memset(p, 0, (size_t)nbytes);
-  PyObject *owner = PyCapsule_New(p, "kiln.pagelocked", kpy_pagelocked_free);
+  PyTypeObject *tp = st->ref.PagelockedHostAllocation_type;
+  kpy_pagelocked_memory *owner = PyObject_New(kpy_pagelocked_memory, tp);
   if (!owner) {
     kiln_host_free(p);
     return NULL;
   }
-  return kpy_host_array_over(dtype, ndim, dims, fortran, p, owner);
+  owner->p = p;
+  owner->nbytes = (size_t)nbytes;
+  return kpy_host_array_over(dtype, ndim, dims, fortran, p, (PyObject *)owner);
 }
 
 PyObject *kpy_pagelocked_array(kpy_state *st, PyArray_Descr *dtype, int ndim, const npy_intp *dims,
@@ -160,7 +235,24 @@ static PyObject *kpy_registered_get_base(PyObject *op, void *closure) {
   return Py_NewRef(base ? base : Py_None);
 }
 
+static PyObject *kpy_registered_device_pointer(PyObject *op, PyObject *unused) {
+  (void)unused;
+  kpy_registered *self = (kpy_registered *)op;
+  kpy_state *st = kpy_state_of_type(Py_TYPE(op));
+  if (!self->ptr) {
+    PyErr_SetString(PyExc_ValueError, "the memory was unregistered: it has no device address");
+    return NULL;
+  }
+  kiln_deviceptr dp;
+  kiln_status s = kiln_host_get_device_pointer(self->ptr, &dp);
+  if (s) return kpy_raise(st, s);
+  return PyLong_FromUnsignedLongLong(dp);
+}
+
 static PyMethodDef kpy_registered_methods[] = {
+    {"get_device_pointer", kpy_registered_device_pointer, METH_NOARGS,
+     "get_device_pointer($self, /)\n--\n\nThe address kernels use for this memory, when it was "
+     "registered with mem_host_register_flags.DEVICEMAP."},
     {"unregister", kpy_registered_unregister, METH_NOARGS,
      "unregister($self, /)\n--\n\nEnds the page-locking now; the memory itself stays the "
      "array's."},
@@ -302,6 +394,35 @@ void kpy_hostmem_free(kpy_state *st) {
   st->small_get_done = NULL;
 }
 
+PyObject *kpy_host_view(kpy_state *st, PyObject *owner, kiln_deviceptr p, size_t size) {
+  if (size > (size_t)PY_SSIZE_T_MAX) {
+    PyErr_Format(PyExc_ValueError, "a buffer of %zu bytes is larger than Python allows", size);
+    return NULL;
+  }
+  void *host = NULL;
+  kiln_status s = size ? kiln_pointer_host_address(p, size, &host) : KILN_OK;
+  if (s) return kpy_raise(st, s);
+  npy_intp dims[1] = {(npy_intp)size};
+  PyObject *arr = kpy_host_array_over(PyArray_DescrFromType(NPY_UINT8), 1, dims, 0,
+                                      size ? host : (void *)st, Py_NewRef(owner));
+  if (!arr) return NULL;
+  PyObject *view = PyMemoryView_FromObject(arr);
+  Py_DECREF(arr);
+  return view;
+}
+
+static PyObject *kpy_host_view_of(PyObject *module, PyObject *args) {
+  PyObject *owner;
+  unsigned long long p;
+  Py_ssize_t size;
+  if (!PyArg_ParseTuple(args, "OKn:_host_view", &owner, &p, &size)) return NULL;
+  if (size < 0) {
+    PyErr_Format(PyExc_ValueError, "a buffer of %zd bytes: the size must be >= 0", size);
+    return NULL;
+  }
+  return kpy_host_view(kpy_state_of_module(module), owner, (kiln_deviceptr)p, (size_t)size);
+}
+
 static PyObject *kpy_staging_info(PyObject *module, PyObject *unused) {
   (void)unused;
   kiln_staging_info i;
@@ -323,6 +444,9 @@ static PyObject *kpy_staging_info(PyObject *module, PyObject *unused) {
 }
 
 static PyMethodDef kpy_hostmem_functions[] = {
+    {"_host_view", kpy_host_view_of, METH_VARARGS,
+     "_host_view(owner, address, size, /)\n--\n\nA writable memoryview of size bytes of managed "
+     "or page-locked host memory at address, keeping owner alive (as_buffer)."},
     {"pagelocked_empty", (PyCFunction)(void (*)(void))kpy_pagelocked_empty,
      METH_VARARGS | METH_KEYWORDS,
      "pagelocked_empty($module, shape, dtype='float64', order='C', mem_flags=0)\n--\n\nA numpy "
@@ -350,5 +474,7 @@ static PyMethodDef kpy_hostmem_functions[] = {
 int kpy_hostmem_init(PyObject *module, kpy_state *st) {
   st->ref.RegisteredHostMemory_type = kpy_add_type(module, &kpy_registered_spec, NULL);
   if (!st->ref.RegisteredHostMemory_type) return -1;
+  st->ref.PagelockedHostAllocation_type = kpy_add_type(module, &kpy_pagelocked_spec, NULL);
+  if (!st->ref.PagelockedHostAllocation_type) return -1;
   return PyModule_AddFunctions(module, kpy_hostmem_functions);
 }

@@ -54,6 +54,15 @@ PyObject *kpy_host_array_over(PyArray_Descr *dtype, int ndim, const npy_intp *di
  * -1 with the error raised. With the GIL held. */
 int kpy_small_get(kpy_state *st, void *data, kiln_deviceptr p, size_t n, kiln_stream stream);
 
+/* PyCUDA's free() of host memory under arrays (PagelockedHostAllocation, ManagedAllocation):
+ * it returns at once, as the memory goes with the last array over it. A METH_NOARGS method. */
+PyObject *kpy_host_free_later(PyObject *op, PyObject *unused);
+
+/* A writable memoryview of size bytes at p for the host (PyCUDA's as_buffer): p must be managed
+ * or page-locked host memory, the whole range in its allocation, else a ValueError naming it.
+ * The view keeps owner alive. */
+PyObject *kpy_host_view(kpy_state *st, PyObject *owner, kiln_deviceptr p, size_t size);
+
 /* Frees the buffer; the module's m_free calls it. */
 void kpy_hostmem_free(kpy_state *st);
 

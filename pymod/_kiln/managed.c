@@ -70,6 +70,9 @@ static PyMethodDef kpy_managed_methods[] = {
      "attach($self, /, mem_flags, stream=None)\n--\n\nWho may use the memory: "
      "mem_attach_flags.GLOBAL (any stream), HOST (the host alone) or SINGLE (the host and "
      "stream alone), ordered on stream."},
+    {"free", kpy_host_free_later, METH_NOARGS,
+     "free($self, /)\n--\n\nReturns at once: the memory goes with the last array over it, so "
+     "that no array is left over freed memory."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -209,7 +209,33 @@ static PyObject *kpy_allocation_get_size(PyObject *op, void *closure) {
   return PyLong_FromSize_t(((kpy_allocation *)op)->size);
 }
 
+static PyObject *kpy_allocation_as_buffer(PyObject *op, PyObject *args, PyObject *kwargs) {
+  kpy_allocation *self = (kpy_allocation *)op;
+  static char *kwlist[] = {(char *)"size", (char *)"offset", NULL};
+  Py_ssize_t size, offset = 0;
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "n|n:as_buffer", kwlist, &size, &offset))
+    return NULL;
+  if (!self->ptr) {
+    PyErr_SetString(PyExc_ValueError, "the allocation was freed");
+    return NULL;
+  }
+  if (size < 0 || offset < 0 || (size_t)offset > self->size ||
+      (size_t)size > self->size - (size_t)offset) {
+    PyErr_Format(PyExc_ValueError,
+                 "as_buffer(size=%zd, offset=%zd) does not fit the allocation's %zu bytes", size,
+                 offset, self->size);
+    return NULL;
+  }
+  return kpy_host_view(kpy_state_of_type(Py_TYPE(op)), op, self->ptr + (kiln_deviceptr)offset,
+                       (size_t)size);
+}
+
 static PyMethodDef kpy_allocation_methods[] = {
+    {"as_buffer", (PyCFunction)(void (*)(void))kpy_allocation_as_buffer,
+     METH_VARARGS | METH_KEYWORDS,
+     "as_buffer($self, /, size, offset=0)\n--\n\nsize bytes from offset as a writable "
+     "memoryview for the host, where the host can reach the memory (managed or mapped "
+     "page-locked memory); plain device memory is a ValueError: copy it instead."},
     {"free", kpy_allocation_free, METH_NOARGS,
      "free($self, /)\n--\n\nFrees the memory now rather than when collected."},
     {NULL, NULL, 0, NULL},

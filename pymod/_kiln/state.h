@@ -85,7 +85,7 @@ typedef struct kpy_state {
     /* PyCUDA's surface: the context, a LogicError beside LaunchError, registered host memory. */
     PyObject *LogicError;
     PyTypeObject *Context_type;
-    PyTypeObject *RegisteredHostMemory_type;
+    PyTypeObject *RegisteredHostMemory_type, *PagelockedHostAllocation_type;
     /* The array object's: its flags' type. */
     PyTypeObject *ArrayFlags_type;
     /* kiln._log's: called after every SourceModule compile or lookup; NULL when none. */

@@ -6,6 +6,7 @@ PyCUDA's is Python too (to_device, from_device, PointerHolderBase, the *_like he
 works in each device's primary context, shares it with PyTorch and CuPy, and checks every
 argument by the kernel's signature; docs/pycuda.md says where that makes kiln differ.
 """
+import abc as _abc
 import mmap as _mmap
 
 import numpy as _np
@@ -57,6 +58,7 @@ from ._kiln import (  # noqa: F401
     NoDeviceError,
     Out,
     OutOfMemoryError,
+    PagelockedHostAllocation,
     RegisteredHostMemory,
     Stream,
     get_driver_version,
@@ -118,6 +120,13 @@ class PointerHolderBase:
     def get_pointer(self):
         raise NotImplementedError(f"{type(self).__name__} must define get_pointer()")
 
+    def as_buffer(self, size, offset=0):
+        """size bytes from offset as a writable memoryview for the host, where the host can
+        reach the memory (managed or mapped page-locked); device memory is a ValueError."""
+        if offset < 0:
+            raise ValueError(f"as_buffer's offset must be >= 0, not {offset}")
+        return _kiln._host_view(self, int(self.get_pointer()) + offset, size)
+
     def __int__(self):
         return int(self.get_pointer())
 
@@ -171,6 +180,33 @@ class AlignedHostAllocation(_mmap.mmap):
     """The memory under an aligned_empty array (its .base): anonymous pages of the process's
     own, so page-aligned, which register_host_memory can page-lock in place. The memory goes
     when the last array over it does."""
+
+    def free(self):
+        """Returns at once: the memory goes with the last array over it, so that no array is
+        left over freed memory."""
+
+
+# PyCUDA's older name of the memory under a pagelocked_empty array.
+HostAllocation = PagelockedHostAllocation
+
+
+class HostPointer(_abc.ABC):
+    """PyCUDA's base of host memory objects: PagelockedHostAllocation, RegisteredHostMemory
+    (each with get_device_pointer()) and AlignedHostAllocation are its subclasses."""
+
+
+for _host in (PagelockedHostAllocation, RegisteredHostMemory, AlignedHostAllocation):
+    HostPointer.register(_host)
+
+
+class ArgumentHandler(_abc.ABC):
+    """PyCUDA's base of In, Out and InOut, which are its subclasses here. kiln's call knows
+    those three; a handler class of the program's own is not called."""
+
+
+for _handler in (In, Out, InOut):
+    ArgumentHandler.register(_handler)
+del _host, _handler
 
 
 def aligned_empty(shape, dtype, order="C", alignment=4096):

@@ -86,6 +86,13 @@ TEST(driver_calls_without_a_driver_are_statuses) {
   ASSERT_STATUS(kiln_memcpy_dtod(0x1000, 0x2000, 4), KILN_ERROR_NO_DRIVER);
   kiln_event e = NULL;
   ASSERT_STATUS(kiln_event_create_with_flags(KILN_EVENT_BLOCKING_SYNC, &e), KILN_ERROR_NO_DRIVER);
+  kiln_deviceptr dp = 1;
+  unsigned flags = 1;
+  void *host = &flags;
+  ASSERT_STATUS(kiln_host_get_device_pointer(&flags, &dp), KILN_ERROR_NO_DRIVER);
+  ASSERT_STATUS(kiln_host_get_flags(&flags, &flags), KILN_ERROR_NO_DRIVER);
+  ASSERT_STATUS(kiln_pointer_host_address(0x1000, 4, &host), KILN_ERROR_NO_DRIVER);
+  ASSERT(dp == 0 && flags == 0 && host == NULL);
 }
 
 TEST(module_variables_are_found_in_the_ptx_before_the_device) {
