@@ -757,6 +757,20 @@ def test_characterize_on_the_gpu():
     assert characterize.has_double_support() is True and characterize.has_stack() is True
 
 
+def test_tools_parses_c_arguments_as_pycuda():
+    import kiln.tools as tools
+    x = tools.parse_c_arg("const float *x")
+    assert isinstance(x, tools.VectorArg) and isinstance(x, tools.Argument)
+    assert x.dtype == np.float32 and x.name == "x" and x.declarator() == "float *x"
+    n = tools.parse_c_arg("unsigned int n")
+    assert isinstance(n, tools.ScalarArg) and n.dtype == np.uint32
+    assert tools.get_arg_type("double a") == "d" and tools.get_arg_type("int *p") == "P"
+    from kiln.elementwise import ElementwiseKernel
+    k = ElementwiseKernel([tools.VectorArg(np.float32, "y"), tools.ScalarArg(np.float32, "a")],
+                          "y[i] *= a", "scale")
+    assert [a.name for a in k.arguments] == ["y", "a"]
+
+
 def test_register_dtype_names_a_struct_for_generated_kernels():
     pair = np.dtype([("lo", np.float32), ("hi", np.float32)])
     kiln.tools.register_dtype(pair, "kiln_test_pair")

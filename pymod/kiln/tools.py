@@ -13,7 +13,14 @@ import numpy as _np
 
 from . import _kiln
 from . import _cgen
-from ._cgen import dtype_to_ctype  # noqa: F401
+from ._cgen import (  # noqa: F401  (PyCUDA's argument descriptions, tools'd names)
+    Argument,
+    ScalarArg,
+    VectorArg,
+    dtype_to_ctype,
+    get_arg_type,
+    parse_c_arg,
+)
 from .driver import Context, Device, PointerHolderBase, device_attribute, init, mem_alloc
 
 # ---- Choosing a device ---------------------------------------------------------------------------
