@@ -757,6 +757,40 @@ def test_characterize_on_the_gpu():
     assert characterize.has_double_support() is True and characterize.has_stack() is True
 
 
+def test_set_debugging_compiles_for_the_debugger_and_back(tmp_path):
+    src = "__global__ void dbg(float *x) { x[threadIdx.x] *= 2; }"
+    plain = kiln.SourceModule(src, arch="sm_90")
+    assert ".debug_info" not in plain.ptx
+    try:
+        drv.set_debugging()
+        assert drv.CUDA_DEBUGGING is True
+        debug = kiln.SourceModule(src, arch="sm_90")
+        # Given -G already: the same build.
+        assert kiln.SourceModule(src, arch="sm_90", options=["-G"]).ptx == debug.ptx
+    finally:
+        drv.set_debugging(False)
+    assert ".debug_info" in debug.ptx and debug.ptx != plain.ptx
+    assert drv.CUDA_DEBUGGING is False
+    assert kiln.SourceModule(src, arch="sm_90").ptx == plain.ptx  # not the debug build
+    # python -m kiln.debug runs a script so, its arguments given to it.
+    script = tmp_path / "script.py"
+    script.write_text("import sys, kiln, kiln.driver as drv\n"
+                      "m = kiln.SourceModule('__global__ void s(int *p) { *p = 1; }', "
+                      "arch='sm_90')\n"
+                      "print(drv.CUDA_DEBUGGING, '.debug_info' in m.ptx, sys.argv[1:])\n")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
+        [str(Path(kiln.__file__).parent.parent), os.environ.get("PYTHONPATH", "")]))
+    import subprocess
+    import sys
+    r = subprocess.run([sys.executable, "-m", "kiln.debug", str(script), "-x", "1"],
+                       capture_output=True, text=True, env=env)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == "True True ['-x', '1']"
+    r = subprocess.run([sys.executable, "-m", "kiln.debug", str(tmp_path / "missing.py")],
+                       capture_output=True, text=True, env=env)
+    assert r.returncode == 2 and "does not exist" in r.stderr
+
+
 def test_tools_parses_c_arguments_as_pycuda():
     import kiln.tools as tools
     x = tools.parse_c_arg("const float *x")

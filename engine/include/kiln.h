@@ -191,6 +191,12 @@ kiln_status kiln_module_from_source_memo(const char *src, const kiln_compile_opt
  * otherwise: compile with kiln_module_from_source_memo. Never compiles, never blocks on I/O.
  * Its report (kiln_compile_last_report) is a memory hit with seconds 0: it is not timed. */
 int kiln_module_recall(const kiln_compile_memo *memo, kiln_module **out);
+
+/* Device debugging (NVRTC's -G: no optimization, device code a debugger steps through) for
+ * every compile from now on whose options do not give -G already; 0 turns it off. PyCUDA's
+ * set_debugging. The option is part of the compile's key, so a debug build never stands in for
+ * an ordinary one. */
+void kiln_compile_set_device_debug(int on);
 void kiln_compile_memo_free(kiln_compile_memo *memo); /* NULL is a no-op */
 
 /* The NVRTC kiln compiles with, for `python -m kiln doctor` and bug reports: it opens NVRTC

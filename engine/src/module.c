@@ -226,6 +226,7 @@ struct kiln_compile_memo {
   char suffix[4];   /* ... and its suffix ("a") */
   int lineinfo_env; /* $KILN_LINEINFO decided -lineinfo ... */
   int lineinfo_off; /* ... and turned it off */
+  int device_debug; /* kiln_compile_set_device_debug's setting then */
 };
 
 static kiln_status kiln__module_compile(const char *src, const kiln_compile_opts *opts,
@@ -299,6 +300,7 @@ static kiln_compile_memo *kiln__memo_of(const kiln__options *t, const kiln__cach
   }
   memo->lineinfo_env = t->lineinfo_env;
   memo->lineinfo_off = t->lineinfo_env && kiln__options_lineinfo_off();
+  memo->device_debug = kiln__options_device_debug();
   return memo;
 }
 
@@ -334,6 +336,7 @@ int kiln_module_recall(const kiln_compile_memo *memo, kiln_module **out) {
   /* What the compile read from the environment must read the same now: the same inputs then
    * give the same key, without the source being hashed again. */
   if (memo->lineinfo_env && kiln__options_lineinfo_off() != memo->lineinfo_off) return 0;
+  if (kiln__options_device_debug() != memo->device_debug) return 0;
   if (memo->arch_num) {
     const kiln__nvrtc_id *id = kiln__nvrtc_known_id();
     char suffix[4];

@@ -234,6 +234,23 @@ int kiln__options_lineinfo_off(void) {
   return env && strcmp(env, "0") == 0;
 }
 
+static int kiln__device_debug; /* atomic */
+
+void kiln_compile_set_device_debug(int on) {
+  __atomic_store_n(&kiln__device_debug, on != 0, __ATOMIC_RELEASE);
+}
+
+int kiln__options_device_debug(void) {
+  return __atomic_load_n(&kiln__device_debug, __ATOMIC_ACQUIRE);
+}
+
+static int kiln__names_device_debug(const char *const *options, int n) {
+  for (int i = 0; i < n; i++)
+    if (options[i] && (strcmp(options[i], "-G") == 0 || strcmp(options[i], "--device-debug") == 0))
+      return 1;
+  return 0;
+}
+
 static int kiln__names_lineinfo(const char *const *options, int n) {
   for (int i = 0; i < n; i++)
     if (options[i] &&
@@ -247,8 +264,8 @@ kiln_status kiln__options_translate(const kiln_compile_opts *in, kiln__options *
   memset(o, 0, sizeof *o);
   if (in) o->opts = *in;
   int n = in ? in->n_options : 0;
-  /* One more place, for -lineinfo; strings needs one at least for calloc's sake. */
-  o->options = calloc((size_t)n + 1, sizeof *o->options);
+  /* Two more places, for -G and -lineinfo; strings needs one at least for calloc's sake. */
+  o->options = calloc((size_t)n + 2, sizeof *o->options);
   o->strings = calloc((size_t)n + 1, sizeof *o->strings);
   if (!o->options || !o->strings) {
     kiln__options_free(o);
@@ -288,6 +305,8 @@ kiln_status kiln__options_translate(const kiln_compile_opts *in, kiln__options *
     }
     i += used - 1;
   }
+  if (!s && kiln__options_device_debug() && !kiln__names_device_debug(o->options, k))
+    o->options[k++] = "-G";
   o->lineinfo_env = !kiln__names_lineinfo(o->options, k);
   if (!s && o->lineinfo_env && !kiln__options_lineinfo_off()) o->options[k++] = "-lineinfo";
   o->opts.options = o->options;

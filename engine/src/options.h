@@ -19,9 +19,13 @@ typedef struct kiln__options {
 /* Whether KILN_LINEINFO=0 turns the default -lineinfo off now. */
 int kiln__options_lineinfo_off(void);
 
+/* Whether kiln_compile_set_device_debug asks for -G in every compile now. */
+int kiln__options_device_debug(void);
+
 /* Fills o from in (NULL: no options). -arch, -code or -gencode set o->opts.arch and .code (a
  * disagreement with in's is KILN_ERROR_INVALID), -rdc=true sets KILN_COMPILE_DEVICE_RUNTIME,
- * -L sets device_runtime; -lineinfo is added unless the options give it or -G, or
+ * -L sets device_runtime; -G is added while kiln_compile_set_device_debug says so and the
+ * options do not give it; -lineinfo is added unless the options give it or -G, or
  * KILN_LINEINFO=0. Free with kiln__options_free, whose strings o->opts points at. */
 kiln_status kiln__options_translate(const kiln_compile_opts *in, kiln__options *o);
 void kiln__options_free(kiln__options *o);

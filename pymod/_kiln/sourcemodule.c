@@ -951,6 +951,14 @@ PyObject *kpy_module_adopt(kpy_state *st, kiln_module *m) {
   return (PyObject *)self;
 }
 
+static PyObject *kpy_set_device_debug(PyObject *module, PyObject *flag) {
+  (void)module;
+  int on = PyObject_IsTrue(flag);
+  if (on < 0) return NULL;
+  kiln_compile_set_device_debug(on);
+  Py_RETURN_NONE;
+}
+
 static PyObject *kpy_set_compile_hook(PyObject *module, PyObject *args) {
   kpy_state *st = kpy_state_of_module(module);
   PyObject *hook, *logger = Py_None;
@@ -1041,6 +1049,9 @@ static PyMethodDef kpy_sourcemodule_functions[] = {
      "_set_default_options(list, /)\n--\n\n"
      "The list a SourceModule given no options compiles with (None: none); "
      "kiln.compiler.DEFAULT_NVCC_FLAGS sets it."},
+    {"_set_device_debug", kpy_set_device_debug, METH_O,
+     "_set_device_debug(on, /)\n--\n\nEvery compile from now on with -G (device debugging) "
+     "where its options do not give it; kiln.driver.set_debugging sets it."},
     {"_set_compile_hook", kpy_set_compile_hook, METH_VARARGS,
      "_set_compile_hook(hook, logger=None, /)\n--\n\n"
      "hook(origin, module) is called after every SourceModule (origin 1: the process's table, "

@@ -96,6 +96,20 @@ from ._kiln import (  # noqa: F401
 )
 from ._kiln import mem_info as mem_get_info  # noqa: F401
 
+# PyCUDA's debugging switch: set_debugging() makes every compile from then on a device debug
+# build (-G), as `python -m kiln.debug script.py` does for a whole script.
+CUDA_DEBUGGING = False
+
+
+def set_debugging(flag=True):
+    """Compile every kernel from now on with device debugging (-G: unoptimized, for
+    cuda-gdb and compute-sanitizer), or not (flag False). The option is part of the cache's
+    key: debug builds are cached beside the ordinary ones, never in their place."""
+    global CUDA_DEBUGGING
+    CUDA_DEBUGGING = bool(flag)
+    _kiln._set_device_debug(CUDA_DEBUGGING)
+
+
 # PyCUDA's error names. Its MemoryError is kiln's OutOfMemoryError, which is also Python's
 # MemoryError; its RuntimeError, a failure of the run-time environment, is any CudaError.
 MemoryError = OutOfMemoryError  # noqa: A001

@@ -219,6 +219,19 @@ TEST(compile_memo_recalls_only_what_a_compile_would_give) {
   unsetenv("KILN_LINEINFO");
   setenv("KILN_ARCH", "sm_80", 1);
 
+  /* Device debugging turned on: a different build (-G, debug sections), never the memo's. */
+  kiln_compile_set_device_debug(1);
+  ASSERT(recall(memo) == NULL);
+  kiln_module *debug = compile_ok(multiply_src, NULL);
+  ASSERT(debug != m);
+  size_t ptx_size = 0;
+  ASSERT(strstr(kiln_module_ptx(debug, &ptx_size), ".debug_info") != NULL);
+  ASSERT(strstr(kiln_module_ptx(m, &ptx_size), ".debug_info") == NULL);
+  kiln_module_free(debug);
+  kiln_compile_set_device_debug(0);
+  ASSERT((again = recall(memo)) == m);
+  kiln_module_free(again);
+
   /* The table's bound holds: a memo holds no module, and one freed is not recalled. */
   kiln_module_free(n);
   kiln_module_free(m);
