@@ -294,3 +294,9 @@ class mem_attach_flags(_Names):
     GLOBAL = 1
     HOST = 2
     SINGLE = 4
+
+
+class ipc_mem_flags(_Names):
+    """flags of IPCMemoryHandle: how memory another process shared is mapped."""
+
+    LAZY_ENABLE_PEER_ACCESS = 1
