@@ -607,9 +607,10 @@ typedef struct kiln_ipc_event_handle {
  * memory cannot be shared this way, and are refused with a sentence saying so. */
 kiln_status kiln_ipc_mem_get_handle(kiln_deviceptr p, kiln_ipc_mem_handle *out);
 /* Maps the memory another process shared into the current device's context: *out its address
- * here, *size (NULL: not wanted) its bytes (0 if the driver cannot tell). flags: 0, or KILN_IPC_LAZY_ENABLE_PEER_ACCESS,
- * which lets memory of another device be mapped, peer access enabled as needed. Unmap it with
- * kiln_ipc_mem_close, with the same device current, before the other process frees it. */
+ * here, *size (NULL: not wanted) its bytes (0 if the driver cannot tell). flags: 0, or
+ * KILN_IPC_LAZY_ENABLE_PEER_ACCESS, which lets memory of another device be mapped, peer access
+ * enabled as needed. Unmap it with kiln_ipc_mem_close, with the same device current, before the
+ * other process frees it. */
 #define KILN_IPC_LAZY_ENABLE_PEER_ACCESS 1u
 kiln_status kiln_ipc_mem_open(const kiln_ipc_mem_handle *handle, unsigned flags,
                               kiln_deviceptr *out, size_t *size);

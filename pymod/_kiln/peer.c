@@ -12,16 +12,19 @@ static PyObject *kpy_memcpy_peer_any(PyObject *module, PyObject *args, PyObject 
                                      int async) {
   kpy_state *st = kpy_state_of_module(module);
   /* The blocking form's list stops before stream. */
-  static char *kwlist[] = {(char *)"dest",         (char *)"src",         (char *)"size",
-                           (char *)"dest_context", (char *)"src_context", (char *)"stream",
+  static char *kwlist[] = {(char *)"dest",
+                           (char *)"src",
+                           (char *)"size",
+                           (char *)"dest_context",
+                           (char *)"src_context",
+                           (char *)"stream",
                            NULL};
   static char *kwlist_sync[] = {(char *)"dest",         (char *)"src",         (char *)"size",
                                 (char *)"dest_context", (char *)"src_context", NULL};
   PyObject *dest, *src, *size_obj, *dest_ctx = Py_None, *src_ctx = Py_None, *stream = Py_None;
-  if (!PyArg_ParseTupleAndKeywords(args, kwargs,
-                                   async ? "OOO|OOO:memcpy_peer_async" : "OOO|OO:memcpy_peer",
-                                   async ? kwlist : kwlist_sync, &dest, &src, &size_obj, &dest_ctx,
-                                   &src_ctx, &stream))
+  if (!PyArg_ParseTupleAndKeywords(
+          args, kwargs, async ? "OOO|OOO:memcpy_peer_async" : "OOO|OO:memcpy_peer",
+          async ? kwlist : kwlist_sync, &dest, &src, &size_obj, &dest_ctx, &src_ctx, &stream))
     return NULL;
   if (!PyIndex_Check(size_obj) || PyBool_Check(size_obj)) {
     PyErr_Format(PyExc_TypeError, "size must be an int, not %.100s", Py_TYPE(size_obj)->tp_name);
