@@ -22,6 +22,8 @@ KILN_ENGINE_SOURCES = \
 	engine/src/context.c \
 	engine/src/memory.c \
 	engine/src/copy3d.c \
+	engine/src/ipc.c \
+	engine/src/peer.c \
 	engine/src/stage.c \
 	engine/src/module.c \
 	engine/src/globals.c \

@@ -36,13 +36,14 @@ Function Module module_from_buffer module_from_file synchronize
 Error LogicError LaunchError MemoryError RuntimeError CompileError
 device_attribute function_attribute func_cache shared_config limit ctx_flags event_flags
 host_alloc_flags mem_host_register_flags compute_mode jit_input_type
+mem_get_ipc_handle IPCMemoryHandle ipc_mem_flags memcpy_peer memcpy_peer_async Memcpy3DPeer
 """.split()
 
 DEVICE_METHODS = ("count get_attribute get_attributes name compute_capability total_memory "
-                  "pci_bus_id make_context retain_primary_context").split()
+                  "pci_bus_id make_context retain_primary_context can_access_peer").split()
 CONTEXT_METHODS = ("get_current get_device synchronize push pop detach get_limit set_limit "
                    "get_cache_config set_cache_config get_shared_config set_shared_config "
-                   "get_api_version").split()
+                   "get_api_version enable_peer_access disable_peer_access").split()
 FUNCTION_NAMES = ("prepare prepared_call prepared_async_call prepared_timed_call get_attribute "
                   "set_attribute set_cache_config num_regs shared_size_bytes local_size_bytes "
                   "const_size_bytes max_threads_per_block attributes").split()
@@ -60,7 +61,13 @@ def test_every_name_of_the_surface_exists():
     missing += [f"Module.{n}" for n in ("get_function", "get_global", "get_texref",
                                         "get_surfref") if not hasattr(drv.Module, n)]
     missing += [f"Event.{n}" for n in ("record", "synchronize", "query", "time_since",
-                                       "time_till") if not hasattr(drv.Event, n)]
+                                       "time_till", "ipc_handle", "from_ipc_handle")
+                if not hasattr(drv.Event, n)]
+    missing += [f"IPCMemoryHandle.{n}" for n in ("close", "__int__", "__index__")
+                if not hasattr(drv.IPCMemoryHandle, n)]
+    missing += [f"Memcpy3DPeer.{n}" for n in ("set_src_context", "set_dst_context",
+                                              "set_src_device", "set_dst_host", "depth")
+                if not hasattr(drv.Memcpy3DPeer(), n)]
     missing += [f"Stream.{n}" for n in ("synchronize", "is_done", "wait_for_event")
                 if not hasattr(drv.Stream, n)]
     missing += [f"compiler.{n}" for n in ("SourceModule", "DynamicSourceModule", "compile",
@@ -162,7 +169,8 @@ def test_the_enumerations_are_cuda_hs():
                 drv.jit_option: "CU_JIT_", drv.jit_target: "CU_TARGET_",
                 drv.jit_fallback: "CU_", drv.profiler_output_mode: "CU_OUT_",
                 drv.graphics_register_flags: "CU_GRAPHICS_REGISTER_FLAGS_",
-                drv.address_mode: "CU_TR_ADDRESS_MODE_", drv.filter_mode: "CU_TR_FILTER_MODE_"}
+                drv.address_mode: "CU_TR_ADDRESS_MODE_", drv.filter_mode: "CU_TR_FILTER_MODE_",
+                drv.ipc_mem_flags: "CU_IPC_MEM_"}
     for enum, prefix in prefixes.items():
         for name, member in enum.__members__.items():
             m = re.search(r"\b%s%s\s*=\s*(0x[0-9a-fA-F]+|\d+)" % (prefix, name), text) or \
@@ -186,6 +194,7 @@ def test_the_enumerations_are_cuda_hs():
     assert drv.function_attribute.NUM_REGS == 4 and drv.limit.MALLOC_HEAP_SIZE == 2
     assert str(drv.device_attribute.WARP_SIZE) == "WARP_SIZE"
     assert f"{drv.func_cache.PREFER_L1}: {drv.func_cache.PREFER_L1:d}" == "PREFER_L1: 2"
+    assert drv.ipc_mem_flags.LAZY_ENABLE_PEER_ACCESS == 1
 
 
 # ---- Arguments checked before the GPU ------------------------------------------------------------
@@ -337,6 +346,36 @@ def test_get_global_finds_the_name_before_the_gpu(module):
     (lambda: drv.Context.get_limit(99), ValueError, "limit 99 is not a CUlimit"),
     (lambda: drv.Context.set_cache_config(9), ValueError, "not a CUfunc_cache"),
     (lambda: in_new_thread(drv.Context.pop), ValueError, "no context is pushed on this thread"),
+    (lambda: drv.IPCMemoryHandle(5), TypeError, "an IPC memory handle is the 64 bytes "
+                                                "mem_get_ipc_handle.. gives .bytes or bytearray"),
+    (lambda: drv.IPCMemoryHandle("x" * 64), TypeError, "not str"),
+    (lambda: drv.IPCMemoryHandle(b"x" * 63), ValueError, "an IPC memory handle is 64 bytes .* "
+                                                         "not 63"),
+    (lambda: drv.IPCMemoryHandle(bytearray(65)), ValueError, "not 65"),
+    (lambda: drv.IPCMemoryHandle(bytes(64), flags=2), ValueError, "flags are 0 or "
+                                                                  "ipc_mem_flags.LAZY_ENABLE"),
+    (lambda: drv.IPCMemoryHandle(bytes(64), flags=-1), ValueError, "flags are 0 or"),
+    (lambda: drv.IPCMemoryHandle(bytes(64), flags="1"), ValueError, "flags are 0 or"),
+    (lambda: drv.Event.from_ipc_handle(12), TypeError, "an IPC event handle is the 64 bytes "
+                                                       "Event.ipc_handle.. gives"),
+    (lambda: drv.Event.from_ipc_handle(bytearray(3)), ValueError, "64 bytes .* not 3"),
+    (lambda: drv.mem_get_ipc_handle("x"), TypeError, "the memory to share must be a "
+                                                     "kiln.DeviceAllocation"),
+    (lambda: drv.mem_get_ipc_handle(0), ValueError, "address 0 is no allocation to share"),
+    (lambda: drv.memcpy_peer(0x1000, 0x2000, -4), ValueError, "size must not be negative"),
+    (lambda: drv.memcpy_peer(0x1000, 0x2000, 1.5), TypeError, "size must be an int"),
+    (lambda: drv.memcpy_peer(0x1000, 0x2000, 4, dest_context=0), TypeError,
+     "dest_context must be a kiln.Context or kiln.Device, or None"),
+    (lambda: drv.memcpy_peer(0x1000, 0x2000, 4, src_context="ctx"), TypeError, "src_context"),
+    (lambda: drv.memcpy_peer("a", 0x2000, 4), TypeError, "the destination must be a "
+                                                        "kiln.DeviceAllocation"),
+    (lambda: drv.memcpy_peer(0x1000, 0x2000, 4, stream=None), TypeError,
+     "'stream' is an invalid keyword|unexpected keyword argument 'stream'"),
+    (lambda: drv.memcpy_peer_async(0x1000, 0x2000, 4, stream="x"), TypeError,
+     "stream must be None"),
+    (lambda: drv.Context.enable_peer_access(1), TypeError, "peer must be a kiln.Context or "
+                                                          "kiln.Device, not int"),
+    (lambda: drv.Context.disable_peer_access(None), TypeError, "peer must be a kiln.Context"),
 ])
 def test_driver_calls_refuse_bad_arguments_before_the_gpu(call, error, phrase):
     with pytest.raises(error, match=phrase):
@@ -1285,3 +1324,299 @@ def test_memory_calls_on_the_gpu():
     assert np.array_equal(drv.from_device_like(on_gpu, aligned), aligned)
     with pytest.raises(MemoryError, match="CUDA_ERROR_OUT_OF_MEMORY"):
         drv.mem_alloc(1 << 45)
+
+
+# ---- IPC handles and peer access -------------------------------------------------------------
+
+
+def test_memcpy_3d_peer_checks_its_shape_and_contexts_before_the_device(monkeypatch):
+    c = drv.Memcpy3DPeer()
+    c.set_src_host(np.zeros(64, np.uint8))
+    c.set_dst_device(0x1000)
+    c.width_in_bytes, c.height, c.depth, c.src_pitch, c.dst_pitch = 16, 2, 1, 16, 8
+    with pytest.raises(ValueError, match="destination's pitch .8 bytes.* less than its rows' 16"):
+        c()
+    c.dst_pitch, c.height = 16, 5
+    with pytest.raises(ValueError, match="reaches 80 bytes into its source, which has 64"):
+        c()
+    c.height = 2
+    c.set_src_context(3)
+    with pytest.raises(TypeError, match="the source's context must be a kiln.Context or "
+                                        "kiln.Device, or None"):
+        c()
+    c.set_src_context(None)
+    c.set_dst_context("x")
+    with pytest.raises(TypeError, match="the destination's context must be"):
+        c()
+    # The contexts travel with the copy; Memcpy3D's own copy takes none.
+    calls = []
+    src_ctx, dst_ctx, stream = object(), object(), object()
+    c.set_src_context(src_ctx)
+    c.set_dst_context(dst_ctx)
+    with monkeypatch.context() as m:
+        m.setattr(kiln._kiln, "_memcpy_3d", lambda *args: calls.append(args[6:]))
+        c()
+        c(stream)
+        d = drv.Memcpy3D()
+        d.set_src_host(np.zeros(64, np.uint8))
+        d.set_dst_host(np.zeros(64, np.uint8))
+        d()
+    assert calls == [(False, None, src_ctx, dst_ctx), (True, stream, src_ctx, dst_ctx),
+                     (False, None)]
+
+
+@pytest.mark.skipif(HAVE_GPU, reason="where there is a GPU the handle reaches the driver")
+@pytest.mark.parametrize("handle", [bytes(64), bytearray(64), memoryview(bytes(128))[::2],
+                                    memoryview(bytes(64)), np.zeros(8, np.int64)])
+def test_ipc_handles_are_any_64_bytes_and_then_need_the_driver(handle):
+    if isinstance(handle, memoryview) and not handle.c_contiguous:
+        with pytest.raises(TypeError, match="an IPC memory handle is the 64 bytes"):
+            drv.IPCMemoryHandle(handle)
+        return
+    with pytest.raises(kiln.NoDeviceError):
+        drv.IPCMemoryHandle(handle, flags=drv.ipc_mem_flags.LAZY_ENABLE_PEER_ACCESS)
+    with pytest.raises(kiln.NoDeviceError):
+        drv.Event.from_ipc_handle(handle)
+
+
+IPC_CHILD = r"""
+import pickle, sys
+import numpy as np
+import kiln, kiln.driver as drv
+
+mem_handle = pickle.loads(bytes.fromhex(sys.stdin.readline()))
+event_handle = pickle.loads(bytes.fromhex(sys.stdin.readline()))
+n = int(sys.stdin.readline())
+h = drv.IPCMemoryHandle(mem_handle)
+assert h.size >= n * 4, h.size
+# Read what the parent wrote, through each way kiln takes an address.
+got = drv.from_device(h, (n,), np.float32)
+assert np.array_equal(got, np.arange(n, dtype=np.float32)), got[:8]
+same = np.empty(n, np.float32)
+drv.memcpy_dtoh(same, int(h))
+assert np.array_equal(same, got)
+print("read", float(got.sum()), flush=True)
+# A slow kernel writes 2x+1 into the parent's memory; the parent's interprocess event is
+# recorded after it, here.
+mod = kiln.SourceModule(r'''
+extern "C" __global__ void slow_update(float *x, int n, long long cycles) {
+  long long start = clock64();
+  while (clock64() - start < cycles) {}
+  for (int i = threadIdx.x; i < n; i += blockDim.x) x[i] = 2 * x[i] + 1;
+}''')
+s = drv.Stream()
+event = drv.Event.from_ipc_handle(event_handle)
+assert isinstance(event, drv.Event)
+mod.get_function("slow_update")(h, np.int32(n), np.int64(400_000_000), block=(256, 1, 1),
+                                stream=s)
+event.record(s)
+print("recorded", flush=True)
+assert sys.stdin.readline().strip() == "seen"
+s.synchronize()
+h.close()
+try:
+    int(h)
+except ValueError as e:
+    print("closed:", e, flush=True)
+try:
+    h.close()
+except ValueError as e:
+    print("twice:", e, flush=True)
+"""
+
+
+@pytest.mark.gpu
+def test_ipc_memory_and_event_across_processes():
+    import pickle
+    import subprocess
+    import sys
+    n = 4096
+    a = drv.mem_alloc(n * 4)
+    drv.memcpy_htod(a, np.arange(n, dtype=np.float32))
+    handle = drv.mem_get_ipc_handle(a)
+    assert isinstance(handle, bytes) and len(handle) == 64
+    assert drv.mem_get_ipc_handle(int(a)) == handle  # the same allocation, however named
+    event = drv.Event(drv.event_flags.INTERPROCESS | drv.event_flags.DISABLE_TIMING)
+    event_handle = event.ipc_handle()
+    assert isinstance(event_handle, bytes) and len(event_handle) == 64
+    child = subprocess.Popen([sys.executable, "-c", IPC_CHILD], stdin=subprocess.PIPE,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        for line in (pickle.dumps(handle).hex(), pickle.dumps(event_handle).hex(), str(n)):
+            child.stdin.write(line + "\n")
+        child.stdin.flush()
+        assert child.stdout.readline().split() == ["read", str(float(n * (n - 1) // 2))]
+        assert child.stdout.readline().strip() == "recorded"
+        # The child's kernel spins for a while before it writes: only waiting for the event
+        # the child recorded makes the copy below see its writes.
+        s = drv.Stream()
+        s.wait_for_event(event)
+        back = drv.pagelocked_empty(n, np.float32)
+        drv.memcpy_dtoh_async(back, a, s)
+        s.synchronize()
+        assert event.query()
+        np.testing.assert_array_equal(back, 2 * np.arange(n, dtype=np.float32) + 1)
+        child.stdin.write("seen\n")
+        child.stdin.flush()
+        out, err = child.communicate(timeout=120)
+    finally:
+        if child.poll() is None:
+            child.kill()
+    assert child.returncode == 0, err
+    assert "closed: the IPCMemoryHandle was closed" in out
+    assert "twice: the IPCMemoryHandle is closed already" in out
+
+
+@pytest.mark.gpu
+def test_ipc_handles_refused_where_cuda_cannot_share():
+    a = drv.mem_alloc(1024)
+    handle = drv.mem_get_ipc_handle(a)
+    # CUDA opens a handle only in another process than the one that made it.
+    with pytest.raises(drv.LogicError, match="made in this process") as raised:
+        drv.IPCMemoryHandle(handle)
+    assert raised.value.name == "CUDA_ERROR_INVALID_CONTEXT"
+    # A handle names a whole allocation: an address inside one is refused, not shared wrong.
+    with pytest.raises(ValueError, match="is 256 bytes into its allocation"):
+        drv.mem_get_ipc_handle(int(a) + 256)
+    # kiln's arrays come from the stream-ordered pool, which has no IPC handle; an array made
+    # with mem_alloc as its allocator has one.
+    import kiln.gpuarray
+    if drv.Context.get_device().get_attribute(drv.device_attribute.MEMORY_POOLS_SUPPORTED):
+        with pytest.raises(ValueError, match="stream-ordered pool"):
+            drv.mem_get_ipc_handle(kiln.gpuarray.zeros(256, np.float32).gpudata)
+    shared = kiln.gpuarray.zeros(256, np.float32, allocator=drv.mem_alloc)
+    assert len(drv.mem_get_ipc_handle(shared.gpudata)) == 64
+    with pytest.raises(ValueError, match="not device memory of the current context"):
+        drv.mem_get_ipc_handle(0x10)
+    # Events: only one made to be shared, and without timing.
+    for flags in (0, drv.event_flags.DISABLE_TIMING, drv.event_flags.BLOCKING_SYNC):
+        with pytest.raises(ValueError, match=re.escape("INTERPROCESS | event_flags.DISABLE")):
+            drv.Event(flags).ipc_handle()
+    shareable = drv.Event(drv.event_flags.INTERPROCESS | drv.event_flags.DISABLE_TIMING)
+    assert len(shareable.record().synchronize().ipc_handle()) == 64
+    # Bytes the driver never made are its refusal, named (in a process of its own, should the
+    # driver take them worse than that).
+    done = run_python("""
+        import kiln, kiln.driver as drv
+        try:
+            drv.IPCMemoryHandle(bytes(range(64)))
+        except kiln.CudaError as e:
+            print("refused:", e)
+    """)
+    assert done.returncode == 0, done.stderr
+    assert "refused: cuIpcOpenMemHandle failed with CUDA_ERROR_" in done.stdout
+
+
+@pytest.mark.gpu
+def test_peer_access_and_peer_copies_on_one_gpu():
+    dev = drv.Context.get_device()
+    ctx = drv.Context.get_current()
+    assert dev.can_access_peer(dev) is False  # a device is not its own peer
+    with pytest.raises(ValueError, match="not its own peer"):
+        drv.Context.enable_peer_access(ctx)
+    with pytest.raises(ValueError, match="not its own peer"):
+        drv.Context.disable_peer_access(dev)
+    with pytest.raises(ValueError, match="flags 0"):
+        drv.Context.enable_peer_access(ctx, flags=1)
+    n = 1 << 16
+    data = np.random.default_rng(3).integers(0, 255, n, dtype=np.uint8)
+    a, b = drv.to_device(data), drv.mem_alloc(n)
+    drv.memset_d8(b, 0, n)
+    drv.memcpy_peer(b, a, n)  # both in the current context
+    np.testing.assert_array_equal(drv.from_device(b, (n,), np.uint8), data)
+    drv.memset_d8(b, 0, n)
+    drv.memcpy_peer(int(b) + 16, a, 1024, dest_context=ctx, src_context=dev)
+    got = drv.from_device(b, (n,), np.uint8)
+    np.testing.assert_array_equal(got[16:1040], data[:1024])
+    assert not got[:16].any() and not got[1040:].any()
+    s = drv.Stream()
+    drv.memcpy_peer_async(b, int(a) + 100, 4096, stream=s)
+    s.synchronize()
+    np.testing.assert_array_equal(drv.from_device(b, (4096,), np.uint8), data[100:4196])
+    with pytest.raises(ValueError, match="copying 65537 bytes, but the destination allocation"):
+        drv.memcpy_peer(b, a, n + 1)
+    with pytest.raises(ValueError, match="runs past its allocation"):
+        drv.memcpy_peer(int(b) + 8, a, n)
+    with pytest.raises(ValueError, match="source 0x10 is not device memory"):
+        drv.memcpy_peer(b, 0x10, 16)
+    # Memcpy3DPeer within the device: 8 rows of 32 bytes, from a pitch of 128 to one of 64.
+    drv.memset_d8(b, 0, n)
+    c = drv.Memcpy3DPeer()
+    c.set_src_device(a)
+    c.set_dst_device(b)
+    c.set_src_context(ctx)
+    c.set_dst_context(ctx)
+    c.src_x_in_bytes, c.src_pitch, c.dst_pitch = 5, 128, 64
+    c.width_in_bytes, c.height, c.depth = 32, 8, 1
+    c()
+    rows = drv.from_device(b, (n // 64, 64), np.uint8)
+    np.testing.assert_array_equal(rows[:8, :32], data[:1024].reshape(8, 128)[:, 5:37])
+    assert not rows[:8, 32:].any() and not rows[8:].any()
+    c.dst_pitch = n // 4  # 8 rows n/4 bytes apart run past the destination
+    with pytest.raises(ValueError, match="runs past its allocation"):
+        c()
+
+
+@pytest.mark.gpu
+@pytest.mark.gpus2
+def test_peer_access_and_copies_between_two_gpus():
+    d0, d1 = drv.Device(0), drv.Device(1)
+    c0, c1 = drv.Context(d0), drv.Context(d1)
+    n = 1 << 20
+    data = np.random.default_rng(4).integers(0, 255, n, dtype=np.uint8)
+    with d0:
+        a = drv.to_device(data)
+    with d1:
+        b = drv.mem_alloc(n)
+        drv.memset_d8(b, 0, n)
+    # A copy between devices needs no peer access; each side is checked on its own device.
+    with d0:
+        drv.memcpy_peer(b, a, n, dest_context=c1, src_context=c0)
+        with pytest.raises(ValueError, match="runs past its allocation"):
+            drv.memcpy_peer(int(b) + 1, a, n, dest_context=c1, src_context=c0)
+    with d1:
+        np.testing.assert_array_equal(drv.from_device(b, (n,), np.uint8), data)
+        s = drv.Stream()
+        drv.memset_d8(b, 0, n)
+        drv.memcpy_peer_async(b, a, 4096, dest_context=d1, src_context=d0, stream=s)
+        s.synchronize()
+        np.testing.assert_array_equal(drv.from_device(b, (4096,), np.uint8), data[:4096])
+        # Memcpy3DPeer from device 0 to device 1: 4 rows of 64 bytes, pitch 256 to pitch 64.
+        drv.memset_d8(b, 0, n)
+        c = drv.Memcpy3DPeer()
+        c.set_src_device(a)
+        c.set_src_context(c0)
+        c.set_dst_device(b)
+        c.set_dst_context(c1)
+        c.src_pitch, c.dst_pitch, c.width_in_bytes, c.height, c.depth = 256, 64, 64, 4, 1
+        c()
+        got = drv.from_device(b, (4, 64), np.uint8)
+        np.testing.assert_array_equal(got, data[:1024].reshape(4, 256)[:, :64])
+    # Peer access: a kernel on device 0 reads device 1's memory once it is enabled.
+    assert isinstance(d0.can_access_peer(d1), bool)
+    with d0:
+        if not d0.can_access_peer(d1):
+            with pytest.raises(ValueError, match="cannot be given access to device 1"):
+                drv.Context.enable_peer_access(c1)
+            return
+        drv.Context.enable_peer_access(c1)
+        try:
+            with pytest.raises(kiln.CudaError, match="has access to device 1's memory already") \
+                    as raised:
+                drv.Context.enable_peer_access(c1)
+            assert raised.value.name == "CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED"
+            mod = kiln.SourceModule(r"""
+            extern "C" __global__ void add_peer(int *out, const unsigned char *peer, int n) {
+              int i = blockIdx.x * blockDim.x + threadIdx.x;
+              if (i < n) out[i] = peer[i] + 1;
+            }""")
+            out = drv.mem_alloc(1024 * 4)
+            mod.get_function("add_peer")(out, b, np.int32(1024), block=(256, 1, 1), grid=(4, 1))
+            np.testing.assert_array_equal(drv.from_device(out, (1024,), np.int32)[:64],
+                                          data[:64].astype(np.int32) + 1)
+        finally:
+            drv.Context.disable_peer_access(c1)
+        with pytest.raises(kiln.CudaError, match="was not given access to device 1's memory") \
+                as raised:
+            drv.Context.disable_peer_access(c1)
+        assert raised.value.name == "CUDA_ERROR_PEER_ACCESS_NOT_ENABLED"

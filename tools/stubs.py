@@ -32,9 +32,11 @@ RETURNS = {
     "Event.elapsed": "float", "Event.time_since": "float", "Event.time_till": "float",
     "Event.query": "bool", "Stream.query": "bool", "Stream.is_done": "bool",
     "Function.get_attribute": "int", "get_driver_version": "int",
-    "get_version": "tuple[int, int, int]",
+    "get_version": "tuple[int, int, int]", "mem_get_ipc_handle": "bytes",
+    "Event.ipc_handle": "bytes", "Event.from_ipc_handle": "Event",
+    "Device.can_access_peer": "bool",
 }
-ATTRS = {"Function.name": "str", "Function.declaration": "str",
+ATTRS = {"IPCMemoryHandle.size": "int", "Function.name": "str", "Function.declaration": "str",
          "Function.signature": "tuple[str, ...]", "Module.kernels": "tuple[str, ...]",
          "Module.arch": "str", "Module.ptx": "str", "Module.log": "str",
          "DeviceArray.shape": "tuple[int, ...]", "DeviceArray.dtype": "np.dtype[Any]",

@@ -532,6 +532,16 @@ kiln_status kiln_memcpy_3d_async(const kiln_copy_side *src, const kiln_copy_side
 kiln_status kiln_memcpy_3d_check(const kiln_copy_side *src, const kiln_copy_side *dst,
                                  size_t width_in_bytes, size_t height, size_t depth);
 
+/* kiln_memcpy_3d between devices, as cuMemcpy3DPeer: a device side is memory of its device
+ * (src_device, dst_device), checked there; a host side is as for kiln_memcpy_3d. */
+kiln_status kiln_memcpy_3d_peer(const kiln_copy_side *src, int src_device,
+                                const kiln_copy_side *dst, int dst_device, size_t width_in_bytes,
+                                size_t height, size_t depth);
+kiln_status kiln_memcpy_3d_peer_async(const kiln_copy_side *src, int src_device,
+                                      const kiln_copy_side *dst, int dst_device,
+                                      size_t width_in_bytes, size_t height, size_t depth,
+                                      kiln_stream stream);
+
 /* Managed (unified) memory, reachable from the host and every device, as cuMemAllocManaged:
  * flags KILN_MEM_ATTACH_GLOBAL (any stream may use it) or KILN_MEM_ATTACH_HOST (the host
  * alone, until attached to a stream). Free it with kiln_mem_free. kiln_stream_attach_mem
@@ -611,6 +621,64 @@ typedef struct kiln_staging_info {
   uint64_t copies, bytes; /* staged so far in this process */
 } kiln_staging_info;
 void kiln_staging_get_info(kiln_staging_info *out);
+
+/* ---- Memory and events shared with another process (IPC) ----------------------------------
+ *
+ * A handle is 64 opaque bytes naming device memory or an event of this process, to be sent to
+ * another process (a pipe, a socket, pickled) and opened there. CUDA opens a handle only in
+ * another process than the one that made it: opening one's own fails (KILN_ERROR_CUDA,
+ * CUDA_ERROR_INVALID_CONTEXT, with a sentence saying so). */
+#define KILN_IPC_HANDLE_SIZE 64
+typedef struct kiln_ipc_mem_handle {
+  unsigned char bytes[KILN_IPC_HANDLE_SIZE];
+} kiln_ipc_mem_handle;
+typedef struct kiln_ipc_event_handle {
+  unsigned char bytes[KILN_IPC_HANDLE_SIZE];
+} kiln_ipc_event_handle;
+
+/* The handle of the allocation p is the start of: memory kiln_mem_alloc (cuMemAlloc) made on
+ * the current device. A handle names a whole allocation, so p must be its first byte (send an
+ * offset beside the handle); pool memory (kiln_mem_alloc_async, kiln's arrays) and managed
+ * memory cannot be shared this way, and are refused with a sentence saying so. */
+kiln_status kiln_ipc_mem_get_handle(kiln_deviceptr p, kiln_ipc_mem_handle *out);
+/* Maps the memory another process shared into the current device's context: *out its address
+ * here, *size (NULL: not wanted) its bytes (0 if the driver cannot tell). flags: 0, or
+ * KILN_IPC_LAZY_ENABLE_PEER_ACCESS, which lets memory of another device be mapped, peer access
+ * enabled as needed. Unmap it with kiln_ipc_mem_close, with the same device current, before the
+ * other process frees it. */
+#define KILN_IPC_LAZY_ENABLE_PEER_ACCESS 1u
+kiln_status kiln_ipc_mem_open(const kiln_ipc_mem_handle *handle, unsigned flags,
+                              kiln_deviceptr *out, size_t *size);
+kiln_status kiln_ipc_mem_close(kiln_deviceptr p);
+/* The handle of an event made with KILN_EVENT_INTERPROCESS | KILN_EVENT_DISABLE_TIMING
+ * (another is refused by the driver, with a sentence saying what it needs). */
+kiln_status kiln_ipc_event_get_handle(kiln_event event, kiln_ipc_event_handle *out);
+/* The event another process shared, in the current device's context: record it, wait for it,
+ * query it as any event of this process; free it with kiln_event_destroy. */
+kiln_status kiln_ipc_event_open(const kiln_ipc_event_handle *handle, kiln_event *out);
+
+/* ---- Peer access between devices ---------------------------------------------------------
+ *
+ * A kernel on one device may read and write another device's memory once the first device's
+ * context has peer access to the second's. kiln's contexts are the devices' primary contexts,
+ * so access enabled here holds for every library in the process. */
+
+/* 1 when device's kernels can be given access to peer's memory, else 0. A device is not its
+ * own peer: it reaches its own memory always, and the answer is 0, as the driver gives. */
+kiln_status kiln_device_can_access_peer(int device, int peer, int *can);
+/* The current device's context gains (loses) access to device peer's memory. flags must be 0.
+ * Enabling twice, or disabling what was not enabled, is the driver's error (KILN_ERROR_CUDA,
+ * CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED or _NOT_ENABLED) with a sentence naming both devices. */
+kiln_status kiln_context_enable_peer_access(int peer, unsigned flags);
+kiln_status kiln_context_disable_peer_access(int peer);
+
+/* nbytes from src, memory of device src_device, to dst, memory of device dst_device (the two
+ * may be the same device), as cuMemcpyPeer: no peer access is needed. Each side is checked in
+ * its own device's context to lie in one allocation. The async form is ordered on stream. */
+kiln_status kiln_memcpy_peer(kiln_deviceptr dst, int dst_device, kiln_deviceptr src, int src_device,
+                             size_t nbytes);
+kiln_status kiln_memcpy_peer_async(kiln_deviceptr dst, int dst_device, kiln_deviceptr src,
+                                   int src_device, size_t nbytes, kiln_stream stream);
 
 /* ---- Streams and events ------------------------------------------------------------------
  *

@@ -2,6 +2,7 @@
  * the shape checked here, each device side against its allocation, then one cuMemcpy2D or
  * cuMemcpy3D. CUDA arrays are not a kind kiln has, so neither side is one. */
 #include "memory.h"
+#include "peer.h"
 
 #include <inttypes.h>
 #include <string.h>
@@ -159,4 +160,68 @@ kiln_status kiln_memcpy_3d_async(const kiln_copy_side *src, const kiln_copy_side
                                  size_t width_in_bytes, size_t height, size_t depth,
                                  kiln_stream stream) {
   return kiln__memcpy_3d(src, dst, width_in_bytes, height, depth, 0, stream, 1);
+}
+
+/* ---- Between devices (PyCUDA's Memcpy3DPeer) ------------------------------------------------ */
+
+/* The shape, then each device side against its allocation in its own device's context. */
+static kiln_status kiln__copy_peer_check(const kiln_copy_side *src, int src_device,
+                                         const kiln_copy_side *dst, int dst_device, size_t width,
+                                         size_t height, size_t depth, CUcontext *ctx) {
+  size_t extents[2];
+  kiln_status s = kiln__copy_shape(src, dst, width, height, depth, extents);
+  if (s) return s;
+  if (src_device < 0 || dst_device < 0)
+    return kiln__fail(KILN_ERROR_INVALID, "device %d does not exist; devices are numbered from 0",
+                      src_device < 0 ? src_device : dst_device);
+  s = kiln__peer_check(src_device, src->device, src->kind == KILN_COPY_DEVICE ? extents[0] : 0,
+                       "source", &ctx[0]);
+  if (!s)
+    s = kiln__peer_check(dst_device, dst->device, dst->kind == KILN_COPY_DEVICE ? extents[1] : 0,
+                         "destination", &ctx[1]);
+  kiln__device *d;
+  kiln_status back = kiln__device_enter(&d); /* the current device's context again */
+  return s ? s : back;
+}
+
+static kiln_status kiln__memcpy_3d_peer(const kiln_copy_side *src, int src_device,
+                                        const kiln_copy_side *dst, int dst_device, size_t width,
+                                        size_t height, size_t depth, kiln_stream stream,
+                                        int async) {
+  kiln__stream_note_work();
+  CUcontext ctx[2] = {NULL, NULL};
+  kiln_status s =
+      kiln__copy_peer_check(src, src_device, dst, dst_device, width, height, depth, ctx);
+  if (s || !width || !height || !depth) return s;
+  if (async ? !kiln__driver.Memcpy3DPeerAsync : !kiln__driver.Memcpy3DPeer)
+    return kiln__fail(KILN_ERROR_CUDA, "this CUDA driver has no cuMemcpy3DPeer%s",
+                      async ? "Async" : "");
+  CUDA_MEMCPY3D_PEER c;
+  KILN__COPY_FILL(&c, src, dst, width, height);
+  c.srcZ = src->z;
+  c.srcHeight = src->height;
+  c.srcContext = ctx[0];
+  c.dstZ = dst->z;
+  c.dstHeight = dst->height;
+  c.dstContext = ctx[1];
+  c.Depth = depth;
+  CUresult rc = async ? kiln__driver.Memcpy3DPeerAsync(&c, stream) : kiln__driver.Memcpy3DPeer(&c);
+  if (rc) return kiln__cuda_fail(async ? "cuMemcpy3DPeerAsync" : "cuMemcpy3DPeer", (int)rc);
+  kiln__clear_error();
+  return KILN_OK;
+}
+
+kiln_status kiln_memcpy_3d_peer(const kiln_copy_side *src, int src_device,
+                                const kiln_copy_side *dst, int dst_device, size_t width_in_bytes,
+                                size_t height, size_t depth) {
+  return kiln__memcpy_3d_peer(src, src_device, dst, dst_device, width_in_bytes, height, depth, NULL,
+                              0);
+}
+
+kiln_status kiln_memcpy_3d_peer_async(const kiln_copy_side *src, int src_device,
+                                      const kiln_copy_side *dst, int dst_device,
+                                      size_t width_in_bytes, size_t height, size_t depth,
+                                      kiln_stream stream) {
+  return kiln__memcpy_3d_peer(src, src_device, dst, dst_device, width_in_bytes, height, depth,
+                              stream, 1);
 }

@@ -136,6 +136,21 @@ kiln_status kiln__device_enter(kiln__device **out) {
   return KILN_OK;
 }
 
+kiln_status kiln__device_visit(int ordinal, kiln__device **out) {
+  kiln__device *d = NULL;
+  if (ordinal >= 0 && __atomic_load_n(&kiln__n_devices, __ATOMIC_ACQUIRE) > ordinal)
+    d = __atomic_load_n(&kiln__devices[ordinal], __ATOMIC_ACQUIRE);
+  if (!d) {
+    kiln_status s = kiln__device_setup(ordinal, &d);
+    if (s) return s;
+  }
+  CUcontext cur = NULL;
+  KILN__CU(CtxGetCurrent, (&cur));
+  if (cur != d->ctx) KILN__CU(CtxSetCurrent, (d->ctx));
+  *out = d;
+  return KILN_OK;
+}
+
 int kiln__device_count_known(void) { return __atomic_load_n(&kiln__n_devices, __ATOMIC_ACQUIRE); }
 
 kiln_status kiln__device_capability(int *major, int *minor) {
@@ -195,8 +210,7 @@ int kiln_device_current(void) { return kiln__current; }
 
 void kiln__device_switch(int ordinal) { kiln__current = ordinal; }
 
-/* The driver's handle of an existing device, without setting it up (no context). */
-static kiln_status kiln__device_handle(int device, CUdevice *out) {
+kiln_status kiln__device_handle(int device, CUdevice *out) {
   if (device < 0)
     return kiln__fail(KILN_ERROR_INVALID, "device %d does not exist; devices are numbered from 0",
                       device);

@@ -20,6 +20,15 @@ typedef struct kiln__device {
  * use) and gives its state. The hot path: one cuCtxGetCurrent when nothing changes. */
 kiln_status kiln__device_enter(kiln__device **out);
 
+/* Sets up device `ordinal` (checked) and makes its primary context current on this thread,
+ * leaving the thread's current device as it was: for a call that works in another device's
+ * context for a moment (a peer copy checks each side in its own). The next kiln__device_enter
+ * makes the current device's context current again. */
+kiln_status kiln__device_visit(int ordinal, kiln__device **out);
+
+/* The driver's handle of an existing device, without setting it up (no context is made). */
+kiln_status kiln__device_handle(int device, CUdevice *out);
+
 /* Makes `ordinal` this thread's current device without checking it: for returning to a device
  * that was current before (context.c's stack), which was checked then. */
 void kiln__device_switch(int ordinal);

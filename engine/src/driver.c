@@ -175,7 +175,8 @@ static void kiln__driver_load_once(void) {
     }
   }
   /* Optional: what describes the kernels of a CUBIN (CUDA 12.4); deprecated calls and the
-   * linker, which a later driver may drop. NULL where this driver lacks them. */
+   * linker, which a later driver may drop; what few programs use (managed memory, 2D and 3D
+   * copies, IPC, peer access). NULL where this driver lacks them. */
   struct {
     const char *name;
     void **slot;
@@ -207,6 +208,18 @@ static void kiln__driver_load_once(void) {
       {"cuMemcpy3DAsync", (void **)&kiln__driver.Memcpy3DAsync, KILN__DRIVER_ABI},
       {"cuProfilerStart", (void **)&kiln__driver.ProfilerStart, KILN__DRIVER_ABI},
       {"cuProfilerStop", (void **)&kiln__driver.ProfilerStop, KILN__DRIVER_ABI},
+      {"cuIpcGetMemHandle", (void **)&kiln__driver.IpcGetMemHandle, KILN__DRIVER_ABI},
+      {"cuIpcOpenMemHandle", (void **)&kiln__driver.IpcOpenMemHandle, KILN__DRIVER_ABI},
+      {"cuIpcCloseMemHandle", (void **)&kiln__driver.IpcCloseMemHandle, KILN__DRIVER_ABI},
+      {"cuIpcGetEventHandle", (void **)&kiln__driver.IpcGetEventHandle, KILN__DRIVER_ABI},
+      {"cuIpcOpenEventHandle", (void **)&kiln__driver.IpcOpenEventHandle, KILN__DRIVER_ABI},
+      {"cuDeviceCanAccessPeer", (void **)&kiln__driver.DeviceCanAccessPeer, KILN__DRIVER_ABI},
+      {"cuCtxEnablePeerAccess", (void **)&kiln__driver.CtxEnablePeerAccess, KILN__DRIVER_ABI},
+      {"cuCtxDisablePeerAccess", (void **)&kiln__driver.CtxDisablePeerAccess, KILN__DRIVER_ABI},
+      {"cuMemcpyPeer", (void **)&kiln__driver.MemcpyPeer, KILN__DRIVER_ABI},
+      {"cuMemcpyPeerAsync", (void **)&kiln__driver.MemcpyPeerAsync, KILN__DRIVER_ABI},
+      {"cuMemcpy3DPeer", (void **)&kiln__driver.Memcpy3DPeer, KILN__DRIVER_ABI},
+      {"cuMemcpy3DPeerAsync", (void **)&kiln__driver.Memcpy3DPeerAsync, KILN__DRIVER_ABI},
   };
   for (size_t i = 0; i < KILN__COUNT(optional); i++) {
     CUdriverProcAddressQueryResult found;

@@ -120,7 +120,7 @@ typedef struct kiln__driver_table {
                           void **);
   CUresult (*LinkComplete)(CUlinkState, void **, size_t *);
   CUresult (*LinkDestroy)(CUlinkState);
-  /* PyCUDA's managed memory, 2D memsets and profiler control. */
+  /* PyCUDA's managed memory, 2D memsets, 2D and 3D copies and profiler control. */
   CUresult (*MemAllocManaged)(CUdeviceptr *, size_t, unsigned);
   CUresult (*StreamAttachMemAsync)(CUstream, CUdeviceptr, size_t, unsigned);
   CUresult (*MemsetD2D8)(CUdeviceptr, size_t, unsigned char, size_t, size_t);
@@ -136,6 +136,19 @@ typedef struct kiln__driver_table {
   CUresult (*Memcpy3DAsync)(const CUDA_MEMCPY3D *, CUstream);
   CUresult (*ProfilerStart)(void);
   CUresult (*ProfilerStop)(void);
+  /* Sharing memory and events with another process; peer access between devices. */
+  CUresult (*IpcGetMemHandle)(CUipcMemHandle *, CUdeviceptr);
+  CUresult (*IpcOpenMemHandle)(CUdeviceptr *, CUipcMemHandle, unsigned);
+  CUresult (*IpcCloseMemHandle)(CUdeviceptr);
+  CUresult (*IpcGetEventHandle)(CUipcEventHandle *, CUevent);
+  CUresult (*IpcOpenEventHandle)(CUevent *, CUipcEventHandle);
+  CUresult (*DeviceCanAccessPeer)(int *, CUdevice, CUdevice);
+  CUresult (*CtxEnablePeerAccess)(CUcontext, unsigned);
+  CUresult (*CtxDisablePeerAccess)(CUcontext);
+  CUresult (*MemcpyPeer)(CUdeviceptr, CUcontext, CUdeviceptr, CUcontext, size_t);
+  CUresult (*MemcpyPeerAsync)(CUdeviceptr, CUcontext, CUdeviceptr, CUcontext, size_t, CUstream);
+  CUresult (*Memcpy3DPeer)(const CUDA_MEMCPY3D_PEER *);
+  CUresult (*Memcpy3DPeerAsync)(const CUDA_MEMCPY3D_PEER *, CUstream);
 } kiln__driver_table;
 
 /* The driver's entry points, named for this file: kiln__driver.MemAlloc(&p, n). */

@@ -13,11 +13,13 @@
 #include "graph.h"
 #include "hostmem.h"
 #include "interop.h"
+#include "ipc.h"
 #include "launches.h"
 #include "linking.h"
 #include "managed.h"
 #include "memory.h"
 #include "mirror.h"
+#include "peer.h"
 #include "pin.h"
 #include "portable.h"
 #include "reduce.h"
@@ -40,7 +42,8 @@ static int kpy_exec(PyObject *module) {
       kpy_reduce_init(module, st) < 0 || kpy_context_init(module, st) < 0 ||
       kpy_wait_init(module, st) < 0 || kpy_portable_init(module, st) < 0 ||
       kpy_launches_init(module, st) < 0 || kpy_graph_init(module, st) < 0 ||
-      kpy_link_init(module, st) < 0 || kpy_managed_init(module, st) < 0)
+      kpy_link_init(module, st) < 0 || kpy_managed_init(module, st) < 0 ||
+      kpy_ipc_init(module, st) < 0 || kpy_peer_init(module, st) < 0)
     return -1;
   char version[32];
   PyOS_snprintf(version, sizeof version, "%d.%d.%d", KILN_VERSION_MAJOR, KILN_VERSION_MINOR,

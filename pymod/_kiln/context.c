@@ -192,6 +192,50 @@ static PyObject *kpy_context_get_api_version(PyObject *op, PyObject *unused) {
   return PyLong_FromUnsignedLong(v);
 }
 
+int kpy_context_device(kpy_state *st, PyObject *obj, int none_ok, const char *what, int *ordinal) {
+  if (none_ok && obj == Py_None) *ordinal = kiln_device_current();
+  else if (PyObject_TypeCheck(obj, st->ref.Context_type)) *ordinal = ((kpy_context *)obj)->ordinal;
+  else if (PyObject_TypeCheck(obj, st->ref.Device_type)) *ordinal = ((kpy_device *)obj)->ordinal;
+  else {
+    PyErr_Format(PyExc_TypeError, "%s must be a kiln.Context or kiln.Device%s, not %.100s", what,
+                 none_ok ? ", or None for the current context" : "", Py_TYPE(obj)->tp_name);
+    return -1;
+  }
+  return 0;
+}
+
+/* Context.enable_peer_access(peer, flags=0) and disable_peer_access(peer): static methods in
+ * PyCUDA, of the current context whatever they are called on; so here. */
+static PyObject *kpy_context_peer_access(PyObject *cls, PyObject *args, PyObject *kwargs,
+                                         int enable) {
+  static char *kwlist[] = {(char *)"peer", (char *)"flags", NULL};
+  PyObject *peer;
+  unsigned flags = 0;
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs,
+                                   enable ? "O|I:enable_peer_access" : "O|I:disable_peer_access",
+                                   kwlist, &peer, &flags))
+    return NULL;
+  kpy_state *st = kpy_context_state(cls);
+  int ordinal;
+  if (kpy_context_device(st, peer, 0, "peer", &ordinal) < 0) return NULL;
+  if (!enable && flags) {
+    PyErr_Format(PyExc_ValueError, "disable_peer_access() takes flags 0, not %u", flags);
+    return NULL;
+  }
+  kiln_status s = enable ? kiln_context_enable_peer_access(ordinal, flags)
+                         : kiln_context_disable_peer_access(ordinal);
+  if (s) return kpy_raise(st, s);
+  Py_RETURN_NONE;
+}
+
+static PyObject *kpy_context_enable_peer_access(PyObject *cls, PyObject *args, PyObject *kwargs) {
+  return kpy_context_peer_access(cls, args, kwargs, 1);
+}
+
+static PyObject *kpy_context_disable_peer_access(PyObject *cls, PyObject *args, PyObject *kwargs) {
+  return kpy_context_peer_access(cls, args, kwargs, 0);
+}
+
 static PyObject *kpy_context_richcompare(PyObject *a, PyObject *b, int op) {
   if (!PyObject_TypeCheck(b, Py_TYPE(a)) || (op != Py_EQ && op != Py_NE)) Py_RETURN_NOTIMPLEMENTED;
   int same = ((kpy_context *)a)->ordinal == ((kpy_context *)b)->ordinal;
@@ -239,6 +283,15 @@ static PyMethodDef kpy_context_methods[] = {
     {"set_shared_config", kpy_context_set_shared_config, METH_O | METH_CLASS,
      "set_shared_config($type, shared_config, /)\n--\n\nSets the shared memory bank size (a "
      "kiln.driver.shared_config)."},
+    {"enable_peer_access", (PyCFunction)(void (*)(void))kpy_context_enable_peer_access,
+     METH_VARARGS | METH_KEYWORDS | METH_CLASS,
+     "enable_peer_access($type, /, peer, flags=0)\n--\n\nGives the current context (as "
+     "PyCUDA's, whatever Context it is called on) access to the memory of peer, a Context "
+     "(or Device); for every library sharing the primary context."},
+    {"disable_peer_access", (PyCFunction)(void (*)(void))kpy_context_disable_peer_access,
+     METH_VARARGS | METH_KEYWORDS | METH_CLASS,
+     "disable_peer_access($type, /, peer, flags=0)\n--\n\nTakes back what "
+     "enable_peer_access(peer) gave the current context."},
     {"get_api_version", kpy_context_get_api_version, METH_NOARGS,
      "get_api_version($self, /)\n--\n\nThe context's API version (cuCtxGetApiVersion)."},
     {NULL, NULL, 0, NULL},

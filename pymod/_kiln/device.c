@@ -181,6 +181,20 @@ static PyObject *kpy_device_pci_bus_id(PyObject *op, PyObject *unused) {
   return PyUnicode_FromString(id);
 }
 
+static PyObject *kpy_device_can_access_peer(PyObject *op, PyObject *dev) {
+  kpy_state *st = kpy_state_of_type(Py_TYPE(op));
+  if (!PyObject_TypeCheck(dev, st->ref.Device_type)) {
+    PyErr_Format(PyExc_TypeError, "can_access_peer() takes a kiln.Device, not %.100s",
+                 Py_TYPE(dev)->tp_name);
+    return NULL;
+  }
+  int can = 0;
+  kiln_status s =
+      kiln_device_can_access_peer(((kpy_device *)op)->ordinal, ((kpy_device *)dev)->ordinal, &can);
+  if (s) return kpy_raise(st, s);
+  return PyBool_FromLong(can);
+}
+
 /* The device's primary context as a kiln.Context, pushed (make_context) or not
  * (retain_primary_context). kiln makes no context of its own: the flags PyCUDA passes to a
  * new context are the primary context's business, so they are accepted and not applied. */
@@ -278,6 +292,9 @@ static PyMethodDef kpy_device_methods[] = {
     {"get_attributes", kpy_device_get_attributes, METH_NOARGS,
      "get_attributes($self, /)\n--\n\n{device_attribute: value} for every attribute the "
      "driver knows."},
+    {"can_access_peer", kpy_device_can_access_peer, METH_O,
+     "can_access_peer($self, dev, /)\n--\n\nWhether this device's kernels can be given access "
+     "to dev's memory (Context.enable_peer_access); False for the device itself."},
     {"pci_bus_id", kpy_device_pci_bus_id, METH_NOARGS,
      "pci_bus_id($self, /)\n--\n\nThe PCI bus id, '0000:3b:00.0'."},
     {"make_context", (PyCFunction)(void (*)(void))kpy_device_make_context,

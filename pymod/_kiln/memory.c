@@ -2,6 +2,7 @@
  * and upkeep. */
 #include "memory.h"
 
+#include "context.h"
 #include "errors.h"
 #include "hostmem.h"
 #include "pin.h"
@@ -512,9 +513,20 @@ static PyObject *kpy_memcpy_3d(PyObject *module, PyObject *args) {
   Py_ssize_t width, height, depth;
   int unaligned, async;
   kpy_copy_stream on = {Py_None, NULL, 1};
-  if (!PyArg_ParseTuple(args, "OOnnnppO:_memcpy_3d", &src_t, &dst_t, &width, &height, &depth,
-                        &unaligned, &async, &on.obj))
+  /* Memcpy3DPeer's: each side's context (None: the current one); without them, one device. */
+  PyObject *src_ctx = NULL, *dst_ctx = NULL;
+  int peer = 0, src_device = 0, dst_device = 0;
+  if (!PyArg_ParseTuple(args, "OOnnnppO|OO:_memcpy_3d", &src_t, &dst_t, &width, &height, &depth,
+                        &unaligned, &async, &on.obj, &src_ctx, &dst_ctx))
     return NULL;
+  if (src_ctx || dst_ctx) {
+    peer = 1;
+    if (kpy_context_device(st, src_ctx ? src_ctx : Py_None, 1, "the source's context",
+                           &src_device) < 0 ||
+        kpy_context_device(st, dst_ctx ? dst_ctx : Py_None, 1, "the destination's context",
+                           &dst_device) < 0)
+      return NULL;
+  }
   if (width < 0 || height < 0 || depth < 0) {
     PyErr_Format(PyExc_ValueError,
                  "a copy's width_in_bytes, height and depth are not negative: %zd, %zd, %zd", width,
@@ -539,7 +551,14 @@ static PyObject *kpy_memcpy_3d(PyObject *module, PyObject *args) {
   waits = !async || !kpy_stream_is_kiln(st, on.obj);
   if (waits && kpy_wait_stream(st, async ? on.handle : NULL, -1) < 0) goto done;
   Py_BEGIN_ALLOW_THREADS
-    s = async ? kiln_memcpy_3d_async(&src, &dst, (size_t)width, (size_t)height, (size_t)depth,
+    if (peer)
+      s = async ? kiln_memcpy_3d_peer_async(&src, src_device, &dst, dst_device, (size_t)width,
+                                            (size_t)height, (size_t)depth, on.handle)
+                : kiln_memcpy_3d_peer(&src, src_device, &dst, dst_device, (size_t)width,
+                                      (size_t)height, (size_t)depth);
+    else
+      s = async
+              ? kiln_memcpy_3d_async(&src, &dst, (size_t)width, (size_t)height, (size_t)depth,
                                      on.handle)
               : kiln_memcpy_3d(&src, &dst, (size_t)width, (size_t)height, (size_t)depth, unaligned);
   Py_END_ALLOW_THREADS
@@ -794,8 +813,9 @@ static PyMethodDef kpy_memory_functions[] = {
      "for height rows of width bytes read in elements of access_size (4, 8 or 16) bytes."},
     {"_memcpy_3d", kpy_memcpy_3d, METH_VARARGS,
      "_memcpy_3d($module, src, dst, width_in_bytes, height, depth, unaligned, async_, stream, "
-     "/)\n--\n\nMemcpy2D's and Memcpy3D's copy: each side (kind, memory, x_in_bytes, y, z, "
-     "pitch, height)."},
+     "src_context=None, dst_context=None, /)\n--\n\nMemcpy2D's, Memcpy3D's and "
+     "Memcpy3DPeer's copy: each side (kind, memory, x_in_bytes, y, z, pitch, height); the "
+     "contexts, given, make it a copy between devices."},
     {"mem_info", kpy_mem_info, METH_NOARGS,
      "mem_info($module, /)\n--\n\n(free, total) bytes of the current device."},
     {"pool_stats", kpy_pool_stats, METH_NOARGS,

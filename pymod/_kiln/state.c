@@ -107,3 +107,21 @@ void kpy_raised_put_back(kpy_raised *r) {
   PyErr_Restore(r->type, r->value, r->tb);
 #endif
 }
+
+int kpy_handle_bytes(PyObject *obj, unsigned char *out, size_t n, const char *what,
+                     const char *from) {
+  Py_buffer view;
+  if (PyUnicode_Check(obj) || PyObject_GetBuffer(obj, &view, PyBUF_C_CONTIGUOUS) < 0) {
+    PyErr_Clear();
+    PyErr_Format(PyExc_TypeError, "%s is the %zu bytes %s gives (bytes or bytearray), not %.100s",
+                 what, n, from, Py_TYPE(obj)->tp_name);
+    return -1;
+  }
+  int ok = (size_t)view.len == n;
+  if (ok) memcpy(out, view.buf, n);
+  else
+    PyErr_Format(PyExc_ValueError, "%s is %zu bytes (what %s gives), not %zd", what, n, from,
+                 view.len);
+  PyBuffer_Release(&view);
+  return ok ? 0 : -1;
+}

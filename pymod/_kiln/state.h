@@ -100,6 +100,8 @@ typedef struct kpy_state {
     PyObject *default_options;
     /* managed.c's. */
     PyTypeObject *ManagedAllocation_type;
+    /* ipc.c's. */
+    PyTypeObject *IPCMemoryHandle_type;
   } ref;
   /* Interned strings: never in a reference cycle, so cleared but not visited. */
   struct kpy_strings {
@@ -214,6 +216,13 @@ void kpy_raised_put_back(kpy_raised *r);
 /* The UTF-8 of str as a C string, which lives as long as str; NULL with ValueError naming
  * `what` when it holds a NUL, since C would read the NUL as its end and drop the rest. */
 const char *kpy_cstring(PyObject *str, const char *what);
+
+/* The n bytes of an opaque handle given as bytes, a bytearray or another contiguous buffer of
+ * exactly n bytes, into out: -1 with TypeError for another type, ValueError for another length,
+ * each naming what the handle is ("an IPC memory handle") and where one comes from
+ * ("mem_get_ipc_handle()"). */
+int kpy_handle_bytes(PyObject *obj, unsigned char *out, size_t n, const char *what,
+                     const char *from);
 
 PyObject *kpy_call_method(PyObject *self, PyObject *name, PyObject *const *args, Py_ssize_t nargs,
                           PyObject *kwnames);

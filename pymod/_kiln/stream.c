@@ -466,6 +466,7 @@ static PyObject *kpy_event_new(PyTypeObject *tp, PyObject *args, PyObject *kwarg
   }
   self->handle = handle;
   self->timing = !(flags & KILN_EVENT_DISABLE_TIMING);
+  self->flags = flags;
   return (PyObject *)self;
 }
 
@@ -532,7 +533,56 @@ static PyObject *kpy_event_time_till(PyObject *op, PyObject *end) {
   return kpy_event_between(op, end);
 }
 
+/* The flags an event needs for another process to see it. */
+#define KPY_EVENT_IPC (KILN_EVENT_INTERPROCESS | KILN_EVENT_DISABLE_TIMING)
+
+static PyObject *kpy_event_ipc_handle(PyObject *op, PyObject *unused) {
+  (void)unused;
+  kpy_event *self = (kpy_event *)op;
+  if ((self->flags & KPY_EVENT_IPC) != KPY_EVENT_IPC) {
+    PyErr_Format(PyExc_ValueError,
+                 "ipc_handle() needs an event made with event_flags.INTERPROCESS | "
+                 "event_flags.DISABLE_TIMING (Event(flags=6)); this one's flags are %u",
+                 self->flags);
+    return NULL;
+  }
+  kiln_ipc_event_handle h;
+  kiln_status s = kiln_ipc_event_get_handle(self->handle, &h);
+  if (s) return kpy_raise(kpy_state_of_type(Py_TYPE(op)), s);
+  return PyBytes_FromStringAndSize((const char *)h.bytes, sizeof h.bytes);
+}
+
+/* Event.from_ipc_handle(handle): an event of the class it is called on (kiln.driver.Event's
+ * gives a kiln.driver.Event), made by another process. */
+static PyObject *kpy_event_from_ipc_handle(PyObject *cls, PyObject *handle) {
+  PyTypeObject *tp = (PyTypeObject *)cls;
+  kpy_state *st = kpy_state_of_type(tp);
+  if (!st) return NULL;
+  kiln_ipc_event_handle h;
+  if (kpy_handle_bytes(handle, h.bytes, sizeof h.bytes, "an IPC event handle",
+                       "Event.ipc_handle()") < 0)
+    return NULL;
+  kiln_event e = NULL;
+  kiln_status s = kiln_ipc_event_open(&h, &e);
+  if (s) return kpy_raise(st, s);
+  kpy_event *self = (kpy_event *)tp->tp_alloc(tp, 0);
+  if (!self) {
+    kiln_event_destroy(e);
+    return NULL;
+  }
+  self->handle = e;
+  self->flags = KPY_EVENT_IPC;
+  return (PyObject *)self;
+}
+
 static PyMethodDef kpy_event_methods[] = {
+    {"ipc_handle", kpy_event_ipc_handle, METH_NOARGS,
+     "ipc_handle($self, /)\n--\n\nThe 64-byte handle (bytes) another process opens with "
+     "Event.from_ipc_handle; the event must be made with event_flags.INTERPROCESS | "
+     "DISABLE_TIMING."},
+    {"from_ipc_handle", kpy_event_from_ipc_handle, METH_O | METH_CLASS,
+     "from_ipc_handle($type, handle, /)\n--\n\nThe event another process shared (its "
+     "ipc_handle() bytes): record, wait for and query it as an event of this process."},
     {"record", (PyCFunction)(void (*)(void))kpy_event_record, METH_VARARGS | METH_KEYWORDS,
      "record($self, stream=None)\n--\n\nMarks this point of the stream; returns the event."},
     {"synchronize", (PyCFunction)(void (*)(void))kpy_event_synchronize,

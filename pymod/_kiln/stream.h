@@ -19,6 +19,7 @@ typedef struct kpy_event {
   PyObject_HEAD
   kiln_event handle; /* owned */
   int timing;
+  unsigned flags; /* kiln.driver.event_flags it was made with */
 } kpy_event;
 
 int kpy_stream_init(PyObject *module, kpy_state *st);

@@ -416,3 +416,9 @@ TRSA_OVERRIDE_FORMAT = 0x01
 TRSF_READ_AS_INTEGER = 0x01
 TRSF_NORMALIZED_COORDINATES = 0x02
 TR_DEFAULT = -1
+
+
+class ipc_mem_flags(_Names):
+    """flags of IPCMemoryHandle: how memory another process shared is mapped."""
+
+    LAZY_ENABLE_PEER_ACCESS = 1

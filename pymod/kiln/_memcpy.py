@@ -1,5 +1,6 @@
-"""PyCUDA's Memcpy2D and Memcpy3D (kiln.driver's): a copy of rows, or of slices of rows,
-between pitched host and device memory, described by attributes and then called.
+"""PyCUDA's Memcpy2D, Memcpy3D and Memcpy3DPeer (kiln.driver's): a copy of rows, or of slices
+of rows, between pitched host and device memory (of two devices, for Memcpy3DPeer), described
+by attributes and then called.
 
     copy = drv.Memcpy2D()
     copy.set_src_host(host)            # a numpy array or another buffer
@@ -109,6 +110,32 @@ class Memcpy3D(Memcpy2D):
         # may refuse device pitches that cuMemcpy3D takes.
         _kiln._memcpy_3d(src, dst, self.width_in_bytes, self.height, depth, True,
                          stream is not None, stream)
+
+
+class Memcpy3DPeer(Memcpy3D):
+    """Memcpy3D between devices: set_src_context and set_dst_context name the context (a
+    Context, or the Device it is of) whose device each side's device memory is on; a side left
+    unset is the current context's."""
+
+    _what = "Memcpy3DPeer"
+
+    def __init__(self):
+        super().__init__()
+        self._src_context = self._dst_context = None
+
+    def set_src_context(self, ctx):
+        """The context of the source's device memory."""
+        self._src_context = ctx
+
+    def set_dst_context(self, ctx):
+        """The context of the destination's device memory."""
+        self._dst_context = ctx
+
+    def __call__(self, stream=None):
+        """The copy, waited for; or, given a stream, queued on it."""
+        src, dst, depth = self._sides()
+        _kiln._memcpy_3d(src, dst, self.width_in_bytes, self.height, depth, True,
+                         stream is not None, stream, self._src_context, self._dst_context)
 
 
 def _address(devptr):

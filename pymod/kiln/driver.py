@@ -13,7 +13,7 @@ import numpy as _np
 
 from . import _kiln
 from . import module_from_file  # noqa: F401
-from ._memcpy import Memcpy2D, Memcpy3D  # noqa: F401
+from ._memcpy import Memcpy2D, Memcpy3D, Memcpy3DPeer  # noqa: F401
 from ._driver_enums import (  # noqa: F401
     TR_DEFAULT,
     TRSA_OVERRIDE_FORMAT,
@@ -29,6 +29,7 @@ from ._driver_enums import (  # noqa: F401
     function_attribute,
     graphics_register_flags,
     host_alloc_flags,
+    ipc_mem_flags,
     jit_fallback,
     jit_input_type,
     jit_option,
@@ -49,6 +50,7 @@ from ._kiln import (  # noqa: F401
     DeviceAllocation,
     Error,
     Function,
+    IPCMemoryHandle,
     In,
     InOut,
     LaunchError,
@@ -65,6 +67,7 @@ from ._kiln import (  # noqa: F401
     get_version,
     init,
     mem_alloc,
+    mem_get_ipc_handle,
     managed_empty,
     managed_zeros,
     mem_alloc_pitch,
@@ -74,6 +77,8 @@ from ._kiln import (  # noqa: F401
     memcpy_dtoh_async,
     memcpy_htod,
     memcpy_htod_async,
+    memcpy_peer,
+    memcpy_peer_async,
     memset_d8,
     memset_d8_async,
     memset_d16,
@@ -118,7 +123,9 @@ RuntimeError = CudaError  # noqa: A001
 
 class Event(_kiln.Event):
     """PyCUDA's Event(flags=0), flags from event_flags: a kiln.Event, which records on a stream,
-    synchronizes, and times with end.time_since(start) or start.time_till(end) (ms)."""
+    synchronizes, and times with end.time_since(start) or start.time_till(end) (ms). One made
+    with INTERPROCESS | DISABLE_TIMING has an ipc_handle() that another process opens with
+    Event.from_ipc_handle()."""
 
     __slots__ = ()
 
