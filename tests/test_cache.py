@@ -331,7 +331,7 @@ def test_gpu_module_from_buffer_with_pycudas_options_and_handler(cache):
     __global__ void heavy(float *out, const float *in) {
       float v[24];
       #pragma unroll
-      for (int i = 0; i < 24; i++) v[i] = in[threadIdx.x * 24 + i] * (i + 1);
+      for (int i = 0; i < 24; i++) v[i] = sinf(in[threadIdx.x * 24 + i] * (i + 1));
       float s = 0;
       #pragma unroll
       for (int i = 0; i < 24; i++) s += v[i] * v[23 - i] + v[(i * 7) % 24];
@@ -340,19 +340,19 @@ def test_gpu_module_from_buffer_with_pycudas_options_and_handler(cache):
     ptx = kiln.SourceModule(src).ptx
     heard = []
     capped = drv.module_from_buffer(
-        ptx.encode(), options=[(drv.jit_option.MAX_REGISTERS, 16),
+        ptx.encode(), options=[(drv.jit_option.MAX_REGISTERS, 32),  # ptxas's least is 24
                                (drv.jit_option.LOG_VERBOSE, 1)],
         message_handler=lambda ok, info, error: heard.append((ok, info, error)))
     assert len(heard) == 1 and heard[0][0] is True and "registers" in heard[0][1]
-    assert 0 < capped.get_function("heavy").num_regs <= 16
-    assert drv.module_from_buffer(ptx).get_function("heavy").num_regs > 16
+    assert 0 < capped.get_function("heavy").num_regs <= 32
+    assert drv.module_from_buffer(ptx).get_function("heavy").num_regs > 32  # 38 for sm_90
     # The capped kernel computes what numpy does.
     x = np.random.default_rng(3).random(32 * 24, dtype=np.float32)
     out = np.zeros(32, np.float32)
     capped.get_function("heavy")(drv.Out(out), drv.In(x), block=(32, 1, 1))
-    v = x.reshape(32, 24) * np.arange(1, 25, dtype=np.float32)
+    v = np.sin(x.reshape(32, 24) * np.arange(1, 25, dtype=np.float32))
     want = (v * v[:, ::-1] + v[:, (np.arange(24) * 7) % 24]).sum(axis=1)
-    np.testing.assert_allclose(out, want, rtol=1e-5)
+    np.testing.assert_allclose(out, want, rtol=1e-4, atol=1e-5)
     # PTX the loader refuses: the handler hears it first, then the error says the log.
     broken = (".version 8.0\n.target sm_90\n.address_size 64\n"
               ".visible .entry k()\n{\n  bogus.instruction;\n  ret;\n}\n")

