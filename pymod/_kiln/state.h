@@ -100,6 +100,8 @@ typedef struct kpy_state {
     PyObject *default_options;
     /* managed.c's. */
     PyTypeObject *ManagedAllocation_type;
+    /* cuarray.c's. */
+    PyTypeObject *Array_type;
   } ref;
   /* Interned strings: never in a reference cycle, so cleared but not visited. */
   struct kpy_strings {
