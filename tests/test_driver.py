@@ -1266,7 +1266,9 @@ def test_array_windows_device_sides_and_array_to_array():
     c.src_x_in_bytes, c.src_y = 2 * 4, 1
     c.dst_x_in_bytes, c.dst_y, c.dst_pitch = 3 * 4, 2, 12 * 4
     c.width_in_bytes, c.height = 5 * 4, 4
-    c()
+    s = drv.Stream()
+    c(s)
+    s.synchronize()
     np.testing.assert_array_equal(out[2:6, 3:8], host[1:5, 2:7])
     assert not out[:2].any() and not out[6:].any() and not out[:, :3].any()
     # Past the array's rows, or its row's end: refused before the driver.
@@ -1279,23 +1281,22 @@ def test_array_windows_device_sides_and_array_to_array():
     c.src_x_in_bytes = 2
     with pytest.raises(ValueError, match="whole elements of 4 bytes"):
         c()
-    # Device to array and back to device, from a GPUArray, queued on a stream.
+    # Device to array and back to device, from a GPUArray (pitches of 40 bytes, which
+    # mem_alloc_pitch did not give: aligned=False, as CUDA asks of copies inside the device).
     dev = kiln.gpuarray.to_gpu(host[::-1].copy())
     up = drv.Memcpy2D()
     up.set_src_device(dev)
     up.set_dst_array(ary)
     up.width_in_bytes = up.src_pitch = 40
     up.height = 6
-    s = drv.Stream()
-    up(s)
+    up(aligned=False)
     back = kiln.gpuarray.zeros((6, 10), np.float32)
     down = drv.Memcpy2D()
     down.set_src_array(ary)
     down.set_dst_device(back.gpudata)
     down.width_in_bytes = down.dst_pitch = 40
     down.height = 6
-    down(s)
-    s.synchronize()
+    down(aligned=False)
     np.testing.assert_array_equal(back.get(), host[::-1])
     # Array to array: rows 0 to 2 of ary into rows 3 to 5, 4 elements in, of a wider one.
     wide = drv.Array(drv.ArrayDescriptor(16, 6, drv.array_format.FLOAT, 1))
@@ -1304,7 +1305,7 @@ def test_array_windows_device_sides_and_array_to_array():
     aa.set_dst_array(wide)
     aa.dst_x_in_bytes, aa.dst_y = 16, 3
     aa.width_in_bytes, aa.height = 40, 3
-    aa()
+    aa(aligned=False)
     np.testing.assert_array_equal(_read_array(wide, np.float32, (6, 16))[3:, 4:14], host[::-1][:3])
     # A window of a 3D array: slices 1 and 2, rows 1 to 2, through Memcpy3D.
     vol = rng.random((3, 4, 5)).astype(np.float32)
