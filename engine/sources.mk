@@ -21,6 +21,7 @@ KILN_ENGINE_SOURCES = \
 	engine/src/device.c \
 	engine/src/context.c \
 	engine/src/memory.c \
+	engine/src/cuarray.c \
 	engine/src/copy3d.c \
 	engine/src/ipc.c \
 	engine/src/peer.c \

@@ -14,6 +14,7 @@ import pytest
 import kiln
 import kiln.compiler
 import kiln.driver as drv
+import kiln.gpuarray
 import kiln.tools
 from helpers import ARCH, HAVE_GPU, run_python
 
@@ -37,6 +38,9 @@ Error LogicError LaunchError MemoryError RuntimeError CompileError
 device_attribute function_attribute func_cache shared_config limit ctx_flags event_flags
 host_alloc_flags mem_host_register_flags compute_mode jit_input_type
 mem_get_ipc_handle IPCMemoryHandle ipc_mem_flags memcpy_peer memcpy_peer_async Memcpy3DPeer
+Array ArrayDescriptor ArrayDescriptor3D array_format array3d_flags array_cubemap_face
+dtype_to_array_format matrix_to_array np_to_array gpuarray_to_array make_multichannel_2d_array
+memcpy_htoa memcpy_atoh memcpy_dtoa memcpy_atod memcpy_atoa bind_array_to_texref matrix_to_texref
 """.split()
 
 DEVICE_METHODS = ("count get_attribute get_attributes name compute_capability total_memory "
@@ -170,9 +174,12 @@ def test_the_enumerations_are_cuda_hs():
                 drv.jit_fallback: "CU_", drv.profiler_output_mode: "CU_OUT_",
                 drv.graphics_register_flags: "CU_GRAPHICS_REGISTER_FLAGS_",
                 drv.address_mode: "CU_TR_ADDRESS_MODE_", drv.filter_mode: "CU_TR_FILTER_MODE_",
-                drv.ipc_mem_flags: "CU_IPC_MEM_"}
+                drv.ipc_mem_flags: "CU_IPC_MEM_",
+                drv.array_format: "CU_AD_FORMAT_", drv.array3d_flags: "CUDA_ARRAY3D_",
+                drv.array_cubemap_face: "CU_CUBEMAP_FACE_"}
     for enum, prefix in prefixes.items():
         for name, member in enum.__members__.items():
+            name = name.removeprefix("ARRAY3D_")  # PyCUDA's longer names of two flags
             m = re.search(r"\b%s%s\s*=\s*(0x[0-9a-fA-F]+|\d+)" % (prefix, name), text) or \
                 re.search(r"#define\s+%s%s\s+(0x[0-9a-fA-F]+|\d+)" % (prefix, name), text)
             if m:
@@ -195,6 +202,12 @@ def test_the_enumerations_are_cuda_hs():
     assert str(drv.device_attribute.WARP_SIZE) == "WARP_SIZE"
     assert f"{drv.func_cache.PREFER_L1}: {drv.func_cache.PREFER_L1:d}" == "PREFER_L1: 2"
     assert drv.ipc_mem_flags.LAZY_ENABLE_PEER_ACCESS == 1
+    assert drv.array_format.FLOAT == 0x20 and drv.array_format.HALF == 0x10
+    assert drv.array3d_flags["2DARRAY"] is drv.array3d_flags.LAYERED
+    assert getattr(drv.array3d_flags, "2DARRAY") == drv.array3d_flags.ARRAY3D_LAYERED == 1
+    assert str(drv.array3d_flags.ARRAY3D_2DARRAY) == "LAYERED"
+    assert drv.array3d_flags.SURFACE_LDST == 2 and drv.array3d_flags.CUBEMAP == 4
+    assert drv.array_cubemap_face.NEGATIVE_Z == 5
 
 
 # ---- Arguments checked before the GPU ------------------------------------------------------------
@@ -1154,9 +1167,12 @@ def test_2d_and_3d_copies_check_their_shape_before_the_device(monkeypatch):
     c.src_pitch, c.height = 64, 5
     with pytest.raises(ValueError, match="reaches 288 bytes into its source, which has 224"):
         c()
-    for setter in (c.set_src_array, c.set_dst_array):
-        with pytest.raises(NotImplementedError, match="no CUDA arrays"):
-            setter(None)
+    c.set_dst_array(None)
+    with pytest.raises(TypeError, match="destination must be a kiln.driver.Array, not NoneType"):
+        c()
+    c.set_src_array(np.zeros(4))
+    with pytest.raises(TypeError, match="source must be a kiln.driver.Array, not numpy.ndarray"):
+        c()
     calls = []  # which form each call takes, PyCUDA's way: an int is `aligned`, not a stream
     c.set_src_host(np.zeros(64, np.uint8))
     c.src_pitch, c.height = 32, 1
@@ -1256,6 +1272,361 @@ def test_2d_and_3d_copies_on_the_gpu():
     c3.width_in_bytes, c3.height, c3.depth = 20, 3, 2
     c3(drv.Stream())
     np.testing.assert_array_equal(out, vol[1:3, 1:4, 2:7])
+
+
+# ---- CUDA arrays ---------------------------------------------------------------------------------
+
+def test_array_descriptors_are_plain_attributes():
+    d = drv.ArrayDescriptor()
+    assert (d.width, d.height, d.format, d.num_channels) == (0, 0, 0, 0)
+    d.width, d.height, d.format, d.num_channels = 64, 32, drv.array_format.FLOAT, 4
+    assert d == drv.ArrayDescriptor(64, 32, drv.array_format.FLOAT, 4)
+    assert d != drv.ArrayDescriptor(64, 32, drv.array_format.FLOAT, 2)
+    assert repr(d) == "ArrayDescriptor(width=64, height=32, format=<array_format.FLOAT: 32>, " \
+                      "num_channels=4)"
+    d3 = drv.ArrayDescriptor3D()
+    assert (d3.depth, d3.flags) == (0, 0)
+    d3.flags |= drv.array3d_flags.ARRAY3D_LAYERED
+    d3.flags |= drv.array3d_flags.SURFACE_LDST
+    assert d3.flags == 3 and d3 != drv.ArrayDescriptor()
+    with pytest.raises(AttributeError):
+        d.depth = 4  # a 2D descriptor has no depth: a typo is an error, not a silent attribute
+
+
+def test_dtypes_and_their_array_formats():
+    f = drv.dtype_to_array_format
+    assert f(np.uint8) == drv.array_format.UNSIGNED_INT8 and f("int16") == 0x09
+    assert f(np.float16) == drv.array_format.HALF and f(np.float32) == drv.array_format.FLOAT
+    assert f(np.dtype(np.uint32)) == drv.array_format.UNSIGNED_INT32
+    for bad in (np.float64, np.complex64, np.int64, "not a dtype"):
+        with pytest.raises(TypeError, match="cannot convert dtype .* to array format"):
+            f(bad)
+
+
+def test_arrays_check_their_descriptor_before_the_device():
+    def make(**fields):
+        d = drv.ArrayDescriptor3D(width=16, height=8, format=drv.array_format.FLOAT,
+                                  num_channels=1)
+        for name, value in fields.items():
+            setattr(d, name, value)
+        return drv.Array(d)
+    with pytest.raises(ValueError, match="format is one of UNSIGNED_INT8 .*, not 0x4"):
+        make(format=4)
+    with pytest.raises(ValueError, match="elements have 1, 2 or 4 channels, not 3"):
+        make(num_channels=3)
+    with pytest.raises(ValueError, match="width is at least 1 element, not 0"):
+        make(width=0)
+    with pytest.raises(ValueError, match="TEXTURE_GATHER .8., not 0x10"):
+        make(flags=0x10)
+    with pytest.raises(ValueError, match="a 1D array .height 0. has no depth, not 4"):
+        make(height=0, depth=4)
+    with pytest.raises(ValueError, match="CUBEMAP array is square"):
+        make(depth=6, flags=drv.array3d_flags.CUBEMAP)
+    with pytest.raises(ValueError, match="descriptor's width is an int from 0 to"):
+        make(width=-1)
+    with pytest.raises(ValueError, match="descriptor's num_channels is an int"):
+        make(num_channels=1.5)
+    with pytest.raises(TypeError, match="ArrayDescriptor or ArrayDescriptor3D; int has no width"):
+        drv.Array(3)
+    with pytest.raises(ValueError, match="1, 2 or 4 channels, not 3"):
+        drv.Array(drv.ArrayDescriptor(4, 4, drv.array_format.UNSIGNED_INT8, 3))
+    assert issubclass(drv.Array, kiln._kiln.Array)
+
+
+def test_array_helpers_and_copies_check_their_arguments_before_the_device():
+    m = np.zeros((3, 4), np.float32)
+    for call in (lambda o: drv.matrix_to_array(m, o), lambda o: drv.np_to_array(m, o),
+                 lambda o: drv.make_multichannel_2d_array(m[None], o)):
+        with pytest.raises(drv.LogicError, match="order must be either F or C, not 'K'"):
+            call("K")
+    with pytest.raises(drv.LogicError, match="matrix_to_array takes a 2D array"):
+        drv.matrix_to_array(np.zeros(4, np.float32), "C")
+    with pytest.raises(drv.LogicError, match="np_to_array makes a 2D or 3D CUDA array.*"
+                                            r"not of shape \(2, 2, 2, 2\)"):
+        drv.np_to_array(np.zeros((2, 2, 2, 2), np.float32), "C")
+    with pytest.raises(TypeError, match="cannot convert dtype 'int64'"):
+        drv.np_to_array(np.zeros((2, 2), np.int64), "C")
+    with pytest.raises(ValueError, match="elements have 1, 2 or 4 channels, not 3"):
+        drv.make_multichannel_2d_array(np.zeros((5, 6, 3), np.float32), "C")
+    with pytest.raises(ValueError, match="elements have 1, 2 or 4 channels, not 5"):
+        drv.make_multichannel_2d_array(np.zeros((5, 6, 2), np.float32), "F")
+    strided = kiln.gpuarray.GPUArray((4, 6), np.float32, gpudata=0x1000)[:, ::2]
+    with pytest.raises(ValueError, match="contiguous in order 'C'; this one of shape .4, 3."):
+        drv.gpuarray_to_array(strided, "C")
+    with pytest.raises(ValueError, match="contiguous in order 'F'"):
+        drv.gpuarray_to_array(kiln.gpuarray.GPUArray((4, 6), np.float32, gpudata=0x1000), "F")
+    for call in (lambda: drv.memcpy_htoa(None, 0, m), lambda: drv.memcpy_atoh(m, "x", 0),
+                 lambda: drv.memcpy_dtoa(m, 0, 0x1000, 4), lambda: drv.memcpy_atod(0x1000, 1, 0, 4),
+                 lambda: drv.memcpy_atoa(None, 0, None, 0, 4)):
+        with pytest.raises(TypeError, match="must be a kiln.driver.Array, not"):
+            call()
+    with pytest.raises(ValueError, match="index is a number of bytes >= 0, not -8"):
+        drv.memcpy_htoa(None, -8, m)
+    with pytest.raises(ValueError, match="len is a number of bytes >= 0"):
+        drv.memcpy_atod(0x1000, None, 0, -1)
+    with pytest.raises(TypeError):
+        drv.memcpy_htoa(ary=None, index=0)  # src is PyCUDA's third argument, and needed
+    with pytest.raises(NotImplementedError, match="bind_array_to_texref: texture references"):
+        drv.bind_array_to_texref(None, None)
+    with pytest.raises(NotImplementedError, match="texture references were removed in CUDA 12"):
+        drv.matrix_to_texref(m, None, "C")
+    dev = kiln.gpuarray.GPUArray((4,), np.float32, gpudata=0x1000)
+    with pytest.raises(NotImplementedError, match="GPUArray.bind_to_texref: texture references"):
+        dev.bind_to_texref(None)
+    with pytest.raises(NotImplementedError, match="bind_to_texref_ext: texture references"):
+        dev.bind_to_texref_ext(None, channels=2, allow_double_hack=True)
+
+
+def _read_array(ary, dtype, shape):
+    """The whole of ary as a numpy array of dtype and shape (C order), through Memcpy3D."""
+    out = np.zeros(shape, dtype)
+    d = ary.get_descriptor_3d()
+    row = out.nbytes // (max(d.height, 1) * max(d.depth, 1))
+    c = drv.Memcpy3D()
+    c.set_src_array(ary)
+    c.set_dst_host(out)
+    c.width_in_bytes = c.dst_pitch = row
+    c.height = c.dst_height = max(d.height, 1)
+    c.depth = max(d.depth, 1)
+    c()
+    return out
+
+
+FORMATS = [(np.uint8, "UNSIGNED_INT8"), (np.int8, "SIGNED_INT8"), (np.uint16, "UNSIGNED_INT16"),
+           (np.int16, "SIGNED_INT16"), (np.uint32, "UNSIGNED_INT32"), (np.int32, "SIGNED_INT32"),
+           (np.float16, "HALF"), (np.float32, "FLOAT")]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("channels", [1, 2, 4])
+@pytest.mark.parametrize("dtype,fmt", FORMATS)
+def test_arrays_round_trip_through_the_host(dtype, fmt, channels):
+    rng = np.random.default_rng(channels)
+    host = rng.integers(1, 100, (5, 7 * channels)).astype(dtype)
+    ary = drv.Array(drv.ArrayDescriptor(7, 5, drv.array_format[fmt], channels))
+    assert isinstance(ary.handle, int) and ary.handle != 0
+    assert ary.get_descriptor() == drv.ArrayDescriptor(7, 5, drv.array_format[fmt], channels)
+    assert ary.get_descriptor_3d().depth == 0 and "7 x 5 x 0" in repr(ary)
+    up = drv.Memcpy2D()
+    up.set_src_host(host)
+    up.set_dst_array(ary)
+    up.width_in_bytes = up.src_pitch = host.strides[0]
+    up.height = 5
+    up()
+    back = np.zeros_like(host)
+    down = drv.Memcpy2D()
+    down.set_src_array(ary)
+    down.set_dst_host(back)
+    down.width_in_bytes = down.dst_pitch = host.strides[0]
+    down.height = 5
+    down(aligned=False)
+    np.testing.assert_array_equal(back, host)
+    # 3D: 3 slices of 4 rows of 6 elements, there and back.
+    vol = rng.integers(1, 100, (3, 4, 6 * channels)).astype(dtype)
+    ary3 = drv.Array(drv.ArrayDescriptor3D(6, 4, 3, drv.array_format[fmt], channels))
+    c = drv.Memcpy3D()
+    c.set_src_host(vol)
+    c.set_dst_array(ary3)
+    c.width_in_bytes = c.src_pitch = vol.strides[1]
+    c.height = c.src_height = 4
+    c.depth = 3
+    c()
+    np.testing.assert_array_equal(_read_array(ary3, dtype, vol.shape), vol)
+    with pytest.raises(ValueError, match="has a depth of 3.*get_descriptor_3d"):
+        ary3.get_descriptor()
+
+
+@pytest.mark.gpu
+def test_array_windows_device_sides_and_array_to_array():
+    rng = np.random.default_rng(7)
+    host = rng.random((6, 10)).astype(np.float32)
+    ary = drv.matrix_to_array(host, "C")  # 10 wide, 6 high
+    assert ary.get_descriptor() == drv.ArrayDescriptor(10, 6, drv.array_format.FLOAT, 1)
+    np.testing.assert_array_equal(_read_array(ary, np.float32, (6, 10)), host)
+    # A window of the array (elements 2 to 6 of rows 1 to 4) into the middle of a host array.
+    out = np.zeros((8, 12), np.float32)
+    c = drv.Memcpy2D()
+    c.set_src_array(ary)
+    c.set_dst_host(out)
+    c.src_x_in_bytes, c.src_y = 2 * 4, 1
+    c.dst_x_in_bytes, c.dst_y, c.dst_pitch = 3 * 4, 2, 12 * 4
+    c.width_in_bytes, c.height = 5 * 4, 4
+    s = drv.Stream()
+    c(s)
+    s.synchronize()
+    np.testing.assert_array_equal(out[2:6, 3:8], host[1:5, 2:7])
+    assert not out[:2].any() and not out[6:].any() and not out[:, :3].any()
+    # Past the array's rows, or its row's end: refused before the driver.
+    c.height = 6
+    with pytest.raises(ValueError, match="reaches row 7 of the source array, which has 6"):
+        c()
+    c.height, c.src_x_in_bytes = 4, 6 * 4
+    with pytest.raises(ValueError, match="rows reach 44 bytes into the source array's rows of 40"):
+        c()
+    c.src_x_in_bytes = 2
+    with pytest.raises(ValueError, match="whole elements of 4 bytes"):
+        c()
+    # Device to array and back to device, from a GPUArray (pitches of 40 bytes, which
+    # mem_alloc_pitch did not give: aligned=False, as CUDA asks of copies inside the device).
+    dev = kiln.gpuarray.to_gpu(host[::-1].copy())
+    up = drv.Memcpy2D()
+    up.set_src_device(dev)
+    up.set_dst_array(ary)
+    up.width_in_bytes = up.src_pitch = 40
+    up.height = 6
+    up(aligned=False)
+    back = kiln.gpuarray.zeros((6, 10), np.float32)
+    down = drv.Memcpy2D()
+    down.set_src_array(ary)
+    down.set_dst_device(back.gpudata)
+    down.width_in_bytes = down.dst_pitch = 40
+    down.height = 6
+    down(aligned=False)
+    np.testing.assert_array_equal(back.get(), host[::-1])
+    # Array to array: rows 0 to 2 of ary into rows 3 to 5, 4 elements in, of a wider one.
+    wide = drv.Array(drv.ArrayDescriptor(16, 6, drv.array_format.FLOAT, 1))
+    aa = drv.Memcpy2D()
+    aa.set_src_array(ary)
+    aa.set_dst_array(wide)
+    aa.dst_x_in_bytes, aa.dst_y = 16, 3
+    aa.width_in_bytes, aa.height = 40, 3
+    aa(aligned=False)
+    np.testing.assert_array_equal(_read_array(wide, np.float32, (6, 16))[3:, 4:14], host[::-1][:3])
+    # A window of a 3D array: slices 1 and 2, rows 1 to 2, through Memcpy3D.
+    vol = rng.random((3, 4, 5)).astype(np.float32)
+    ary3 = drv.np_to_array(vol, "C")
+    got = np.zeros((2, 2, 5), np.float32)
+    c3 = drv.Memcpy3D()
+    c3.set_src_array(ary3)
+    c3.set_dst_host(got)
+    c3.src_y, c3.src_z = 1, 1
+    c3.width_in_bytes, c3.height, c3.depth = 20, 2, 2
+    c3.dst_pitch, c3.dst_height = 20, 2
+    c3()
+    np.testing.assert_array_equal(got, vol[1:3, 1:3])
+    c3.src_z = 2
+    with pytest.raises(ValueError, match="reaches slice 4 of the source array, which has 3"):
+        c3()
+
+
+@pytest.mark.gpu
+def test_array_one_dimensional_copies_with_pycudas_arguments():
+    f = np.arange(1, 65, dtype=np.float32)
+    line = drv.Array(drv.ArrayDescriptor(64, 0, drv.array_format.FLOAT, 1))
+    other = drv.Array(drv.ArrayDescriptor3D(64, 0, 0, drv.array_format.FLOAT, 1))
+    drv.memcpy_htoa(line, 0, f)
+    drv.memcpy_htoa(ary=other, index=0, src=np.zeros(64, np.float32))
+    drv.memcpy_atoa(other, 16, line, 0, 128)  # bytes: floats 4 to 35 of other are f[:32]
+    back = np.zeros(64, np.float32)
+    drv.memcpy_atoh(back, other, 0)
+    assert back[:4].tolist() == [0] * 4 and back[4:36].tolist() == f[:32].tolist()
+    assert not back[36:].any()
+    dev = drv.mem_alloc(256)
+    drv.memcpy_atod(dev, other, 0, 256)
+    np.testing.assert_array_equal(drv.from_device(dev, (64,), np.float32), back)
+    drv.memcpy_dtoa(line, 8, dev, 128)  # floats 2 to 33 of line: other's 0 to 31
+    whole = np.zeros(64, np.float32)
+    drv.memcpy_atoh(whole, line, 0)
+    assert whole[:2].tolist() == f[:2].tolist() and not whole[2:6].any()
+    assert whole[6:34].tolist() == f[:28].tolist() and whole[34:].tolist() == f[34:].tolist()
+    part = np.zeros(10, np.float32)
+    drv.memcpy_atoh(dest=part, ary=line, index=4 * 30)  # floats 30 to 39
+    assert part.tolist() == f[24:28].tolist() + f[34:40].tolist()
+    # Past the end, a device side past its allocation, a host buffer that is not contiguous.
+    with pytest.raises(ValueError, match="copying 256 bytes from byte 4 runs past the end of the "
+                                         "destination array"):
+        drv.memcpy_htoa(line, 4, f)
+    with pytest.raises(ValueError, match="copying 8 bytes from byte 256 runs past the end of the "
+                                         "source array"):
+        drv.memcpy_atoh(np.zeros(2, np.float32), line, 256)
+    with pytest.raises(ValueError, match="runs past its allocation"):
+        drv.memcpy_dtoa(line, 0, int(dev) + 192, 128)
+    with pytest.raises(ValueError, match="copying 512 bytes, but the destination allocation"):
+        drv.memcpy_atod(dev, line, 0, 512)
+    with pytest.raises(ValueError, match="destination array is not contiguous"):
+        drv.memcpy_atoh(np.zeros(20, np.float32)[::2], line, 0)
+    with pytest.raises(ValueError, match="copying 128 bytes from byte 200 runs past the end"):
+        drv.memcpy_atoa(line, 0, other, 200, 128)
+    # After free(): a ValueError, never the driver given a dead handle; a second free is nothing.
+    line.free()
+    line.free()
+    with pytest.raises(ValueError, match="the Array was freed"):
+        line.handle
+    with pytest.raises(ValueError, match="the source Array was freed"):
+        drv.memcpy_atoh(back, line, 0)
+    c = drv.Memcpy2D()
+    c.set_src_host(f)
+    c.set_dst_array(line)
+    c.width_in_bytes, c.height = 256, 1
+    with pytest.raises(ValueError, match="the destination Array was freed"):
+        c()
+    assert "(freed)" in repr(line)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("order", ["C", "F"])
+def test_matrix_to_array_reads_the_matrix_in_its_order(order):
+    m = np.random.default_rng(3).random((5, 7)).astype(np.float32)
+    ary = drv.matrix_to_array(m, order)
+    if order == "C":  # tex2D(x, y) is m[y, x]: rows of 7
+        assert ary.get_descriptor() == drv.ArrayDescriptor(7, 5, drv.array_format.FLOAT, 1)
+        np.testing.assert_array_equal(_read_array(ary, np.float32, (5, 7)), m)
+    else:  # tex2D(x, y) is m[x, y]: rows of 5, the columns
+        assert ary.get_descriptor() == drv.ArrayDescriptor(5, 7, drv.array_format.FLOAT, 1)
+        np.testing.assert_array_equal(_read_array(ary, np.float32, (7, 5)), m.T)
+    d = np.random.default_rng(4).random((3, 4))
+    hack = drv.matrix_to_array(d, order, allow_double_hack=True)
+    assert hack.get_descriptor().format == drv.array_format.SIGNED_INT32
+    assert hack.get_descriptor().num_channels == 2
+    want = d if order == "C" else d.T
+    np.testing.assert_array_equal(_read_array(hack, np.float64, want.shape), want)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("order", ["C", "F"])
+def test_np_to_array_and_gpuarray_to_array_in_2d_and_3d(order):
+    rng = np.random.default_rng(11)
+    for dtype, fmt, channels in [(np.float32, "FLOAT", 1), (np.int16, "SIGNED_INT16", 1),
+                                 (np.float64, "SIGNED_INT32", 2), (np.complex64, "SIGNED_INT32", 2),
+                                 (np.complex128, "SIGNED_INT32", 4), (np.float16, "HALF", 1)]:
+        a2 = (rng.random((4, 6)) * 50).astype(dtype)
+        a3 = (rng.random((3, 4, 5)) * 50).astype(dtype)
+        # In the order's reading: C rows are the last axis, F rows the first.
+        rows2, rows3 = (a2, a3) if order == "C" else (a2.T, a3.transpose(2, 1, 0))
+        for ary, want, depth in ((drv.np_to_array(a2, order), rows2, 0),
+                                 (drv.np_to_array(a3, order), rows3, rows3.shape[0]),
+                                 (drv.gpuarray_to_array(kiln.gpuarray.to_gpu(
+                                     np.asarray(a2, order=order)), order), rows2, 0),
+                                 (drv.gpuarray_to_array(kiln.gpuarray.to_gpu(
+                                     np.asarray(a3, order=order)), order), rows3, rows3.shape[0])):
+            d = ary.get_descriptor_3d()
+            assert (d.width, d.height, d.depth) == (want.shape[-1], want.shape[-2], depth)
+            assert d.format == drv.array_format[fmt] and d.num_channels == channels
+            np.testing.assert_array_equal(_read_array(ary, dtype, want.shape),
+                                          np.ascontiguousarray(want))
+        surf = drv.np_to_array(a2, order, allowSurfaceBind=True)  # one layer of a layered array
+        d = surf.get_descriptor_3d()
+        assert d.depth == 1
+        assert d.flags == drv.array3d_flags.LAYERED | drv.array3d_flags.SURFACE_LDST
+        np.testing.assert_array_equal(_read_array(surf, dtype, rows2.shape),
+                                      np.ascontiguousarray(rows2))
+        surf3 = drv.gpuarray_to_array(kiln.gpuarray.to_gpu(np.asarray(a3, order=order)), order,
+                                      allowSurfaceBind=True)
+        assert surf3.get_descriptor_3d().flags == drv.array3d_flags.SURFACE_LDST
+
+
+@pytest.mark.gpu
+def test_make_multichannel_2d_array_in_both_orders():
+    rng = np.random.default_rng(2)
+    c = rng.random((5, 6, 4)).astype(np.float32)  # height, width, channels
+    ary = drv.make_multichannel_2d_array(c, "C")
+    assert ary.get_descriptor() == drv.ArrayDescriptor(6, 5, drv.array_format.FLOAT, 4)
+    np.testing.assert_array_equal(_read_array(ary, np.float32, (5, 6, 4)), c)
+    # PyCUDA's own test's layout: channels, width, height in F order.
+    f = np.asarray(rng.random((2, 6, 5)), dtype=np.float32, order="F")
+    ary = drv.make_multichannel_2d_array(f, "F")
+    assert ary.get_descriptor() == drv.ArrayDescriptor(6, 5, drv.array_format.FLOAT, 2)
+    np.testing.assert_array_equal(_read_array(ary, np.float32, (5, 6, 2)), f.transpose(2, 1, 0))
 
 
 @pytest.mark.gpu

@@ -499,12 +499,70 @@ kiln_status kiln_memset_2d_async(kiln_deviceptr dst, size_t pitch, uint32_t valu
                                  unsigned value_bytes, size_t width, size_t height,
                                  kiln_stream stream);
 
+/* ---- CUDA arrays ---------------------------------------------------------------------- */
+
+/* A CUDA array: device memory laid out for the texture units, rows of elements of one format
+ * and 1, 2 or 4 channels, reached by copies (its handle is what a texture or surface object is
+ * made over). Made in the current device's context. */
+typedef struct kiln_array kiln_array;
+
+/* An element's format, CUarray_format's values. */
+#define KILN_ARRAY_UINT8 0x01u
+#define KILN_ARRAY_UINT16 0x02u
+#define KILN_ARRAY_UINT32 0x03u
+#define KILN_ARRAY_INT8 0x08u
+#define KILN_ARRAY_INT16 0x09u
+#define KILN_ARRAY_INT32 0x0au
+#define KILN_ARRAY_HALF 0x10u
+#define KILN_ARRAY_FLOAT 0x20u
+/* Flags, CUDA_ARRAY3D_*'s values: layers (depth counts them), surface loads and stores, the
+ * six faces of a cube (width == height, depth 6, or a multiple of 6 when layered), gathers. */
+#define KILN_ARRAY_LAYERED 0x01u
+#define KILN_ARRAY_SURFACE_LDST 0x02u
+#define KILN_ARRAY_CUBEMAP 0x04u
+#define KILN_ARRAY_TEXTURE_GATHER 0x08u
+
+typedef struct kiln_array_desc {
+  size_t width;  /* elements in a row, at least 1 */
+  size_t height; /* rows; 0 for a 1D array */
+  size_t depth;  /* slices (or layers); 0 for a 1D or 2D array */
+  unsigned format;
+  unsigned num_channels; /* 1, 2 or 4 */
+  unsigned flags;
+} kiln_array_desc;
+
+/* A new array of desc's shape, as cuArrayCreate (depth 0 and no flags) or cuArray3DCreate.
+ * The descriptor is checked before the device: the format, the channels, a width of 0, flags
+ * kiln does not know, a depth a 1D array cannot have, a cubemap's shape, a size past memory. */
+kiln_status kiln_array_create(const kiln_array_desc *desc, kiln_array **out);
+/* Destroys the array (cuArrayDestroy); the handle is gone even when the driver fails. NULL is a
+ * no-op. */
+kiln_status kiln_array_free(kiln_array *a);
+const kiln_array_desc *kiln_array_descriptor(const kiln_array *a); /* as created */
+size_t kiln_array_element_size(const kiln_array *a); /* bytes of one element, all channels */
+uintptr_t kiln_array_handle(const kiln_array *a);    /* the CUarray */
+
+/* nbytes from byte offset of the array (its rows end to end) and host or device memory, or
+ * another array, as cuMemcpyHtoA, cuMemcpyAtoH, cuMemcpyDtoA, cuMemcpyAtoD and cuMemcpyAtoA,
+ * which CUDA documents for 1D arrays. A copy past an array's end, or a device side past its
+ * allocation, is refused before the driver sees it. */
+kiln_status kiln_memcpy_htoa(kiln_array *dst, size_t offset, const void *src, size_t nbytes);
+kiln_status kiln_memcpy_atoh(void *dst, const kiln_array *src, size_t offset, size_t nbytes);
+kiln_status kiln_memcpy_dtoa(kiln_array *dst, size_t offset, kiln_deviceptr src, size_t nbytes);
+kiln_status kiln_memcpy_atod(kiln_deviceptr dst, const kiln_array *src, size_t offset,
+                             size_t nbytes);
+kiln_status kiln_memcpy_atoa(kiln_array *dst, size_t dst_offset, const kiln_array *src,
+                             size_t src_offset, size_t nbytes);
+
 /* One side of a 2D or 3D copy (kiln_memcpy_3d): host memory (KILN_COPY_HOST, host_size
- * bytes at host), device memory (KILN_COPY_DEVICE, at device) or either (KILN_COPY_UNIFIED,
- * host_size bytes at host: the driver tells which); the copy's first byte at x_in_bytes, row
- * y, slice z of it, its rows pitch bytes apart and its slices height rows apart (3D only). */
+ * bytes at host), device memory (KILN_COPY_DEVICE, at device), either (KILN_COPY_UNIFIED,
+ * host_size bytes at host: the driver tells which) or a CUDA array (KILN_COPY_ARRAY, array,
+ * whose own rows and slices the copy goes by: pitch and height are not read); the copy's first
+ * byte at x_in_bytes, row y, slice z of it, its rows pitch bytes apart and its slices height
+ * rows apart (3D only). */
 #define KILN_COPY_HOST 1u
 #define KILN_COPY_DEVICE 2u
+#define KILN_COPY_ARRAY 3u
 #define KILN_COPY_UNIFIED 4u
 typedef struct kiln_copy_side {
   unsigned kind;
@@ -513,13 +571,16 @@ typedef struct kiln_copy_side {
   kiln_deviceptr device;
   size_t x_in_bytes, y, z;
   size_t pitch, height;
+  const kiln_array *array; /* borrowed */
 } kiln_copy_side;
 
 /* depth slices of height rows of width_in_bytes each, from src to dst, as cuMemcpy2D (one
  * slice from slice 0; cuMemcpy2DUnaligned with unaligned set, for device pitches that
  * cuMemAllocPitch did not give) or cuMemcpy3D. Rows may not be wider than a side's pitch, nor
  * a side's slices hold fewer rows than the copy's (when it has slices: depth above 1 or z); a host
- * side's whole stretch must lie in its host_size bytes, a device side's in one allocation. The
+ * side's whole stretch must lie in its host_size bytes, a device side's in one allocation, an
+ * array side's in the array's rows, rows and slices (x_in_bytes and width_in_bytes whole
+ * elements). The
  * async form is ordered on stream (its host memory should be page-locked, else the copy is done
  * before it returns). */
 kiln_status kiln_memcpy_3d(const kiln_copy_side *src, const kiln_copy_side *dst,
@@ -528,7 +589,7 @@ kiln_status kiln_memcpy_3d_async(const kiln_copy_side *src, const kiln_copy_side
                                  size_t width_in_bytes, size_t height, size_t depth,
                                  kiln_stream stream);
 /* The checks of kiln_memcpy_3d that need no device: the kinds, pitches, heights, the host
- * sides' sizes and offsets that would wrap. */
+ * and array sides' sizes and offsets that would wrap. */
 kiln_status kiln_memcpy_3d_check(const kiln_copy_side *src, const kiln_copy_side *dst,
                                  size_t width_in_bytes, size_t height, size_t depth);
 

@@ -1,6 +1,7 @@
-/* 2D and 3D copies between pitched host and device memory (PyCUDA's Memcpy2D and Memcpy3D):
- * the shape checked here, each device side against its allocation, then one cuMemcpy2D or
- * cuMemcpy3D. CUDA arrays are not a kind kiln has, so neither side is one. */
+/* 2D and 3D copies between pitched host and device memory and CUDA arrays (PyCUDA's Memcpy2D
+ * and Memcpy3D): the shape checked here, each device side against its allocation and each
+ * array side against the array's shape, then one cuMemcpy2D or cuMemcpy3D. */
+#include "cuarray.h"
 #include "memory.h"
 #include "peer.h"
 
@@ -8,18 +9,49 @@
 #include <string.h>
 
 _Static_assert(KILN_COPY_HOST == CU_MEMORYTYPE_HOST && KILN_COPY_DEVICE == CU_MEMORYTYPE_DEVICE &&
+                   KILN_COPY_ARRAY == CU_MEMORYTYPE_ARRAY &&
                    KILN_COPY_UNIFIED == CU_MEMORYTYPE_UNIFIED,
                "kiln's copy kinds are the driver's memory types");
+
+/* An array side: whole elements, inside the array's rows, rows and slices (a 1D array is one
+ * row, a 2D array one slice). Its pitch and height are the array's own. */
+static kiln_status kiln__copy_array_side(const kiln_copy_side *side, const char *what, size_t width,
+                                         size_t row_end, size_t rows_end, size_t slices_end) {
+  const kiln_array *a = side->array;
+  if (!a) return kiln__fail(KILN_ERROR_INVALID, "the %s is an array side with no array", what);
+  size_t row, rows, slices;
+  kiln__cuarray_extent(a, &row, &rows, &slices);
+  if (side->x_in_bytes % a->element_bytes || width % a->element_bytes)
+    return kiln__fail(KILN_ERROR_INVALID,
+                      "the %s array's x_in_bytes (%zu) and the copy's width_in_bytes (%zu) are "
+                      "whole elements of %zu bytes",
+                      what, side->x_in_bytes, width, a->element_bytes);
+  if (row_end > row)
+    return kiln__fail(KILN_ERROR_INVALID,
+                      "the copy's rows reach %zu bytes into the %s array's rows of %zu (x_in_bytes "
+                      "%zu and width_in_bytes %zu)",
+                      row_end, what, row, side->x_in_bytes, width);
+  if (rows_end > rows)
+    return kiln__fail(KILN_ERROR_INVALID,
+                      "the copy reaches row %zu of the %s array, which has %zu (rows from row %zu)",
+                      rows_end, what, rows, side->y);
+  if (slices_end > slices)
+    return kiln__fail(KILN_ERROR_INVALID,
+                      "the copy reaches slice %zu of the %s array, which has %zu (slices from "
+                      "slice %zu)",
+                      slices_end, what, slices, side->z);
+  return KILN_OK;
+}
 
 /* The bytes from a side's first byte to one past its last, in *out; the shape's own checks. */
 static kiln_status kiln__copy_side_extent(const kiln_copy_side *side, const char *what,
                                           size_t width, size_t height, size_t depth, size_t *out) {
   *out = 0;
   if (side->kind != KILN_COPY_HOST && side->kind != KILN_COPY_DEVICE &&
-      side->kind != KILN_COPY_UNIFIED)
+      side->kind != KILN_COPY_ARRAY && side->kind != KILN_COPY_UNIFIED)
     return kiln__fail(KILN_ERROR_INVALID,
-                      "the %s of a 2D or 3D copy is host (1), device (2) or unified (4) memory, "
-                      "not kind %u",
+                      "the %s of a 2D or 3D copy is host (1), device (2) or unified (4) memory "
+                      "or a CUDA array (3), not kind %u",
                       what, side->kind);
   /* Every sum and product overflow checked: a side whose arithmetic wraps would pass any
    * bound below. */
@@ -28,6 +60,8 @@ static kiln_status kiln__copy_side_extent(const kiln_copy_side *side, const char
       __builtin_add_overflow(side->y, height, &rows_end) ||
       __builtin_add_overflow(side->z, depth, &slices_end))
     return kiln__fail(KILN_ERROR_INVALID, "the %s's offsets reach past the end of memory", what);
+  if (side->kind == KILN_COPY_ARRAY)
+    return kiln__copy_array_side(side, what, width, row_bytes, rows_end, slices_end);
   int slices = depth > 1 || side->z; /* the side's height matters */
   if ((height > 1 || slices) && side->pitch < row_bytes)
     return kiln__fail(KILN_ERROR_INVALID,
@@ -62,7 +96,8 @@ static kiln_status kiln__copy_shape(const kiln_copy_side *src, const kiln_copy_s
   for (int i = 0; i < 2; i++) {
     kiln_status s = kiln__copy_side_extent(sides[i], names[i], width, height, depth, &extents[i]);
     if (s) return s;
-    if (sides[i]->kind != KILN_COPY_DEVICE && extents[i] > sides[i]->host_size)
+    if ((sides[i]->kind == KILN_COPY_HOST || sides[i]->kind == KILN_COPY_UNIFIED) &&
+        extents[i] > sides[i]->host_size)
       return kiln__fail(KILN_ERROR_INVALID, "the copy reaches %zu bytes into its %s, which has %zu",
                         extents[i], names[i], sides[i]->host_size);
   }
@@ -103,6 +138,7 @@ static kiln_status kiln__copy_check(const kiln_copy_side *src, const kiln_copy_s
     (c)->srcHost = (src)->host;                                                             \
     (c)->srcDevice = (src)->kind == KILN_COPY_UNIFIED ? (CUdeviceptr)(uintptr_t)(src)->host \
                                                       : (CUdeviceptr)(src)->device;         \
+    (c)->srcArray = (src)->kind == KILN_COPY_ARRAY ? (src)->array->handle : NULL;           \
     (c)->srcPitch = (src)->pitch;                                                           \
     (c)->dstXInBytes = (dst)->x_in_bytes;                                                   \
     (c)->dstY = (dst)->y;                                                                   \
@@ -110,10 +146,15 @@ static kiln_status kiln__copy_check(const kiln_copy_side *src, const kiln_copy_s
     (c)->dstHost = (void *)(uintptr_t)(dst)->host;                                          \
     (c)->dstDevice = (dst)->kind == KILN_COPY_UNIFIED ? (CUdeviceptr)(uintptr_t)(dst)->host \
                                                       : (CUdeviceptr)(dst)->device;         \
+    (c)->dstArray = (dst)->kind == KILN_COPY_ARRAY ? (dst)->array->handle : NULL;           \
     (c)->dstPitch = (dst)->pitch;                                                           \
     (c)->WidthInBytes = (width);                                                            \
     (c)->Height = (height);                                                                 \
   } while (0)
+
+static int kiln__copy_array_has_slices(const kiln_copy_side *side) {
+  return side->kind == KILN_COPY_ARRAY && side->array->desc.depth;
+}
 
 static kiln_status kiln__memcpy_3d(const kiln_copy_side *src, const kiln_copy_side *dst,
                                    size_t width, size_t height, size_t depth, int unaligned,
@@ -121,7 +162,10 @@ static kiln_status kiln__memcpy_3d(const kiln_copy_side *src, const kiln_copy_si
   kiln__stream_note_work();
   kiln_status s = kiln__copy_check(src, dst, width, height, depth);
   if (s || !width || !height || !depth) return s;
-  if (depth == 1 && !src->z && !dst->z) { /* one slice from the first: cuMemcpy2D's */
+  /* One slice from the first is cuMemcpy2D's, but for an array with slices or layers, which
+   * only cuMemcpy3D addresses. */
+  if (depth == 1 && !src->z && !dst->z && !kiln__copy_array_has_slices(src) &&
+      !kiln__copy_array_has_slices(dst)) {
     CUresult (*copy)(const CUDA_MEMCPY2D *) =
         unaligned ? kiln__driver.Memcpy2DUnaligned : kiln__driver.Memcpy2D;
     if (async ? !kiln__driver.Memcpy2DAsync : !copy)

@@ -175,8 +175,8 @@ static void kiln__driver_load_once(void) {
     }
   }
   /* Optional: what describes the kernels of a CUBIN (CUDA 12.4); deprecated calls and the
-   * linker, which a later driver may drop; what few programs use (managed memory, 2D and 3D
-   * copies, IPC, peer access). NULL where this driver lacks them. */
+   * linker, which a later driver may drop; what only some programs use (managed memory, 2D
+   * memsets and copies, CUDA arrays, IPC, peer access). NULL where this driver lacks them. */
   struct {
     const char *name;
     void **slot;
@@ -220,6 +220,14 @@ static void kiln__driver_load_once(void) {
       {"cuMemcpyPeerAsync", (void **)&kiln__driver.MemcpyPeerAsync, KILN__DRIVER_ABI},
       {"cuMemcpy3DPeer", (void **)&kiln__driver.Memcpy3DPeer, KILN__DRIVER_ABI},
       {"cuMemcpy3DPeerAsync", (void **)&kiln__driver.Memcpy3DPeerAsync, KILN__DRIVER_ABI},
+      {"cuArrayCreate", (void **)&kiln__driver.ArrayCreate, KILN__DRIVER_ABI},
+      {"cuArray3DCreate", (void **)&kiln__driver.Array3DCreate, KILN__DRIVER_ABI},
+      {"cuArrayDestroy", (void **)&kiln__driver.ArrayDestroy, KILN__DRIVER_ABI},
+      {"cuMemcpyHtoA", (void **)&kiln__driver.MemcpyHtoA, KILN__DRIVER_ABI},
+      {"cuMemcpyAtoH", (void **)&kiln__driver.MemcpyAtoH, KILN__DRIVER_ABI},
+      {"cuMemcpyDtoA", (void **)&kiln__driver.MemcpyDtoA, KILN__DRIVER_ABI},
+      {"cuMemcpyAtoD", (void **)&kiln__driver.MemcpyAtoD, KILN__DRIVER_ABI},
+      {"cuMemcpyAtoA", (void **)&kiln__driver.MemcpyAtoA, KILN__DRIVER_ABI},
   };
   for (size_t i = 0; i < KILN__COUNT(optional); i++) {
     CUdriverProcAddressQueryResult found;

@@ -149,6 +149,15 @@ typedef struct kiln__driver_table {
   CUresult (*MemcpyPeerAsync)(CUdeviceptr, CUcontext, CUdeviceptr, CUcontext, size_t, CUstream);
   CUresult (*Memcpy3DPeer)(const CUDA_MEMCPY3D_PEER *);
   CUresult (*Memcpy3DPeerAsync)(const CUDA_MEMCPY3D_PEER *, CUstream);
+  /* CUDA arrays (cuarray.c). */
+  CUresult (*ArrayCreate)(CUarray *, const CUDA_ARRAY_DESCRIPTOR *);
+  CUresult (*Array3DCreate)(CUarray *, const CUDA_ARRAY3D_DESCRIPTOR *);
+  CUresult (*ArrayDestroy)(CUarray);
+  CUresult (*MemcpyHtoA)(CUarray, size_t, const void *, size_t);
+  CUresult (*MemcpyAtoH)(void *, CUarray, size_t, size_t);
+  CUresult (*MemcpyDtoA)(CUarray, size_t, CUdeviceptr, size_t);
+  CUresult (*MemcpyAtoD)(CUdeviceptr, CUarray, size_t, size_t);
+  CUresult (*MemcpyAtoA)(CUarray, size_t, CUarray, size_t, size_t);
 } kiln__driver_table;
 
 /* The driver's entry points, named for this file: kiln__driver.MemAlloc(&p, n). */

@@ -6,6 +6,8 @@
 #include "array.h"
 #include "cache.h"
 #include "context.h"
+#include "copy3d.h"
+#include "cuarray.h"
 #include "device.h"
 #include "errors.h"
 #include "ewise.h"
@@ -43,7 +45,8 @@ static int kpy_exec(PyObject *module) {
       kpy_wait_init(module, st) < 0 || kpy_portable_init(module, st) < 0 ||
       kpy_launches_init(module, st) < 0 || kpy_graph_init(module, st) < 0 ||
       kpy_link_init(module, st) < 0 || kpy_managed_init(module, st) < 0 ||
-      kpy_ipc_init(module, st) < 0 || kpy_peer_init(module, st) < 0)
+      kpy_ipc_init(module, st) < 0 || kpy_peer_init(module, st) < 0 ||
+      kpy_cuarray_init(module, st) < 0 || kpy_copy3d_init(module, st) < 0)
     return -1;
   char version[32];
   PyOS_snprintf(version, sizeof version, "%d.%d.%d", KILN_VERSION_MAJOR, KILN_VERSION_MINOR,

@@ -379,11 +379,39 @@ done:
 static PyObject *kpy_array_repr(PyObject *op) { return kpy_array_text(op, 1); }
 static PyObject *kpy_array_str(PyObject *op) { return kpy_array_text(op, 0); }
 
+/* bind_to_texref and bind_to_texref_ext: PyCUDA's bindings to texture references, which CUDA 12
+ * removed. */
+static PyObject *kpy_array_texref(const char *name) {
+  PyErr_Format(PyExc_NotImplementedError,
+               "GPUArray.%s: texture references were removed in CUDA 12, which kiln needs; "
+               "make a texture object (cuTexObjectCreate) over the array's memory or a "
+               "kiln.driver.Array and pass it to the kernel as a cudaTextureObject_t argument",
+               name);
+  return NULL;
+}
+
+static PyObject *kpy_array_bind_to_texref(PyObject *op, PyObject *args, PyObject *kwargs) {
+  (void)op, (void)args, (void)kwargs;
+  return kpy_array_texref("bind_to_texref");
+}
+
+static PyObject *kpy_array_bind_to_texref_ext(PyObject *op, PyObject *args, PyObject *kwargs) {
+  (void)op, (void)args, (void)kwargs;
+  return kpy_array_texref("bind_to_texref_ext");
+}
+
 /* ---- The type ----------------------------------------------------------------------------- */
 
 #define KPY_KW(f) ((PyCFunction)(void (*)(void))(f)), METH_VARARGS | METH_KEYWORDS
 
 static PyMethodDef kpy_array_methods[] = {
+    {"bind_to_texref", KPY_KW(kpy_array_bind_to_texref),
+     "bind_to_texref($self, texref, allow_offset=False)\n--\n\nRaises NotImplementedError: CUDA "
+     "12 removed texture references."},
+    {"bind_to_texref_ext", KPY_KW(kpy_array_bind_to_texref_ext),
+     "bind_to_texref_ext($self, texref, channels=1, allow_double_hack=False, "
+     "allow_complex_hack=False, allow_offset=False)\n--\n\nRaises NotImplementedError: CUDA 12 "
+     "removed texture references."},
     /* Copies (arraycopy.c) */
     {"get", KPY_KW(kpy_array_get),
      "get($self, ary=None, pagelocked=False, async_=False, stream=None, *, out=None)\n--\n\nThe "

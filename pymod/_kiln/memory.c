@@ -2,7 +2,6 @@
  * and upkeep. */
 #include "memory.h"
 
-#include "context.h"
 #include "errors.h"
 #include "hostmem.h"
 #include "pin.h"
@@ -302,10 +301,7 @@ int kpy_device_pointer(kpy_state *st, PyObject *obj, size_t nbytes, const char *
   return -1;
 }
 
-/* The host side: a contiguous numpy array, or any object with the buffer protocol (bytes, a
- * memoryview, a NumPy scalar), writeable when it is the destination. Release with
- * PyBuffer_Release. */
-static int kpy_host_side(PyObject *obj, int writeable, const char *what, Py_buffer *view) {
+int kpy_host_side(PyObject *obj, int writeable, const char *what, Py_buffer *view) {
   if (PyArray_Check(obj)) {
     PyArrayObject *a = (PyArrayObject *)obj;
     if (!PyArray_IS_C_CONTIGUOUS(a) && !PyArray_IS_F_CONTIGUOUS(a)) {
@@ -334,17 +330,7 @@ static int kpy_host_side(PyObject *obj, int writeable, const char *what, Py_buff
   return -1;
 }
 
-/* stream= of a copy: None, a kiln.Stream, an int handle or another library's stream. */
-typedef struct kpy_copy_stream {
-  PyObject *obj;
-  kiln_stream handle;
-  int given; /* stream= was given (even None): the call is PyCUDA's _async form */
-} kpy_copy_stream;
-
-/* After a copy between host and device was queued on stream: a kiln.Stream keeps host alive
- * until it is seen to be done; any other stream has nothing that could, so the copy is waited
- * for there, as kiln's array copies are. */
-static int kpy_copy_queued(kpy_state *st, const kpy_copy_stream *on, PyObject *host) {
+int kpy_copy_queued(kpy_state *st, const kpy_copy_stream *on, PyObject *host) {
   if (kpy_stream_is_kiln(st, on->obj)) return kpy_stream_keep(on->obj, host);
   kiln_status s;
   Py_BEGIN_ALLOW_THREADS
@@ -437,142 +423,6 @@ static PyObject *kpy_memcpy_htod_async(PyObject *module, PyObject *const *args, 
 static PyObject *kpy_memcpy_dtoh_async(PyObject *module, PyObject *const *args, Py_ssize_t n,
                                        PyObject *kw) {
   return kpy_memcpy(module, args, n, kw, 0, 1);
-}
-
-/* ---- 2D and 3D copies (kiln.driver.Memcpy2D and Memcpy3D) --------------------------------- */
-
-/* A host side of a 2D or 3D copy: as kpy_host_side, but a numpy array may be strided too (a
- * window of a larger array, its rows pitch apart), its strides not negative: the bytes from
- * its first element to one past its last bound the copy. */
-static int kpy_strided_host_side(PyObject *obj, int writeable, const char *what, Py_buffer *view) {
-  PyArrayObject *a = PyArray_Check(obj) ? (PyArrayObject *)obj : NULL;
-  if (!a || PyArray_IS_C_CONTIGUOUS(a) || PyArray_IS_F_CONTIGUOUS(a))
-    return kpy_host_side(obj, writeable, what, view);
-  if (writeable && !PyArray_ISWRITEABLE(a)) {
-    PyErr_Format(PyExc_ValueError, "the %s array is read-only", what);
-    return -1;
-  }
-  Py_ssize_t extent = PyArray_SIZE(a) ? PyArray_ITEMSIZE(a) : 0;
-  for (int i = 0; i < PyArray_NDIM(a) && extent; i++) {
-    if (PyArray_STRIDE(a, i) < 0) {
-      PyErr_Format(PyExc_ValueError,
-                   "the %s array has a negative stride; a copy of rows goes forward from its "
-                   "first element",
-                   what);
-      return -1;
-    }
-    extent += (PyArray_DIM(a, i) - 1) * PyArray_STRIDE(a, i);
-  }
-  return PyBuffer_FillInfo(view, obj, PyArray_DATA(a), extent, !writeable, PyBUF_SIMPLE);
-}
-
-/* One side, given as (kind, memory, x_in_bytes, y, z, pitch, height): a buffer for host (1) and
- * unified (4) memory, held in *view until released; a device address for device (2) memory. */
-static int kpy_copy_side_parse(kpy_state *st, PyObject *tuple, int is_dst, kiln_copy_side *side,
-                               Py_buffer *view, PyObject **host_obj) {
-  const char *what = is_dst ? "destination" : "source";
-  PyObject *memory;
-  Py_ssize_t at[5];
-  memset(side, 0, sizeof *side);
-  view->obj = NULL;
-  *host_obj = NULL;
-  if (!PyTuple_Check(tuple)) {
-    PyErr_Format(PyExc_TypeError, "the %s of a 2D or 3D copy is not set", what);
-    return -1;
-  }
-  if (!PyArg_ParseTuple(tuple, "IOnnnnn", &side->kind, &memory, &at[0], &at[1], &at[2], &at[3],
-                        &at[4])) {
-    if (PyErr_ExceptionMatches(PyExc_TypeError)) {
-      PyErr_Clear();
-      PyErr_Format(PyExc_TypeError, "the %s's x_in_bytes, y, z, pitch and height are ints, not %R",
-                   what, tuple);
-    }
-    return -1;
-  }
-  for (int i = 0; i < 5; i++)
-    if (at[i] < 0) {
-      PyErr_Format(PyExc_ValueError, "the %s's offsets, pitch and height are not negative", what);
-      return -1;
-    }
-  side->x_in_bytes = (size_t)at[0];
-  side->y = (size_t)at[1];
-  side->z = (size_t)at[2];
-  side->pitch = (size_t)at[3];
-  side->height = (size_t)at[4];
-  if (side->kind == KILN_COPY_DEVICE) return kpy_device_pointer(st, memory, 0, what, &side->device);
-  if (kpy_strided_host_side(memory, is_dst, what, view) < 0) return -1;
-  side->host = view->buf;
-  side->host_size = (size_t)view->len;
-  *host_obj = memory;
-  return 0;
-}
-
-static PyObject *kpy_memcpy_3d(PyObject *module, PyObject *args) {
-  kpy_state *st = kpy_state_of_module(module);
-  PyObject *src_t, *dst_t;
-  Py_ssize_t width, height, depth;
-  int unaligned, async;
-  kpy_copy_stream on = {Py_None, NULL, 1};
-  /* Memcpy3DPeer's: each side's context (None: the current one); without them, one device. */
-  PyObject *src_ctx = NULL, *dst_ctx = NULL;
-  int peer = 0, src_device = 0, dst_device = 0;
-  if (!PyArg_ParseTuple(args, "OOnnnppO|OO:_memcpy_3d", &src_t, &dst_t, &width, &height, &depth,
-                        &unaligned, &async, &on.obj, &src_ctx, &dst_ctx))
-    return NULL;
-  if (src_ctx || dst_ctx) {
-    peer = 1;
-    if (kpy_context_device(st, src_ctx ? src_ctx : Py_None, 1, "the source's context",
-                           &src_device) < 0 ||
-        kpy_context_device(st, dst_ctx ? dst_ctx : Py_None, 1, "the destination's context",
-                           &dst_device) < 0)
-      return NULL;
-  }
-  if (width < 0 || height < 0 || depth < 0) {
-    PyErr_Format(PyExc_ValueError,
-                 "a copy's width_in_bytes, height and depth are not negative: %zd, %zd, %zd", width,
-                 height, depth);
-    return NULL;
-  }
-  if (async && kpy_stream_parse(st, on.obj, &on.handle) < 0) return NULL;
-  kiln_copy_side src, dst;
-  Py_buffer views[2];
-  PyObject *hosts[2];
-  PyObject *result = NULL;
-  kiln_status s;
-  int waits;
-  if (kpy_copy_side_parse(st, src_t, 0, &src, &views[0], &hosts[0]) < 0) return NULL;
-  if (kpy_copy_side_parse(st, dst_t, 1, &dst, &views[1], &hosts[1]) < 0) goto done;
-  if ((s = kiln_memcpy_3d_check(&src, &dst, (size_t)width, (size_t)height, (size_t)depth))) {
-    kpy_raise(st, s);
-    goto done;
-  }
-  /* As kpy_memcpy: a blocking copy waits behind the work before it where Ctrl-C can end the
-   * wait, and an async one on another library's stream is waited for after. */
-  waits = !async || !kpy_stream_is_kiln(st, on.obj);
-  if (waits && kpy_wait_stream(st, async ? on.handle : NULL, -1) < 0) goto done;
-  Py_BEGIN_ALLOW_THREADS
-    if (peer)
-      s = async ? kiln_memcpy_3d_peer_async(&src, src_device, &dst, dst_device, (size_t)width,
-                                            (size_t)height, (size_t)depth, on.handle)
-                : kiln_memcpy_3d_peer(&src, src_device, &dst, dst_device, (size_t)width,
-                                      (size_t)height, (size_t)depth);
-    else
-      s = async
-              ? kiln_memcpy_3d_async(&src, &dst, (size_t)width, (size_t)height, (size_t)depth,
-                                     on.handle)
-              : kiln_memcpy_3d(&src, &dst, (size_t)width, (size_t)height, (size_t)depth, unaligned);
-  Py_END_ALLOW_THREADS
-  if (s) {
-    kpy_raise(st, s);
-    goto done;
-  }
-  for (int i = 0; i < 2; i++)
-    if (async && hosts[i] && kpy_copy_queued(st, &on, hosts[i]) < 0) goto done;
-  result = Py_NewRef(Py_None);
-done:
-  for (int i = 0; i < 2; i++)
-    if (views[i].obj) PyBuffer_Release(&views[i]);
-  return result;
 }
 
 /* A count of bytes or elements: a non-negative int. */
@@ -811,11 +661,6 @@ static PyMethodDef kpy_memory_functions[] = {
      METH_VARARGS | METH_KEYWORDS,
      "mem_alloc_pitch($module, width, height, access_size)\n--\n\n(DeviceAllocation, pitch) "
      "for height rows of width bytes read in elements of access_size (4, 8 or 16) bytes."},
-    {"_memcpy_3d", kpy_memcpy_3d, METH_VARARGS,
-     "_memcpy_3d($module, src, dst, width_in_bytes, height, depth, unaligned, async_, stream, "
-     "src_context=None, dst_context=None, /)\n--\n\nMemcpy2D's, Memcpy3D's and "
-     "Memcpy3DPeer's copy: each side (kind, memory, x_in_bytes, y, z, pitch, height); the "
-     "contexts, given, make it a copy between devices."},
     {"mem_info", kpy_mem_info, METH_NOARGS,
      "mem_info($module, /)\n--\n\n(free, total) bytes of the current device."},
     {"pool_stats", kpy_pool_stats, METH_NOARGS,

@@ -37,6 +37,23 @@ int kpy_allocation_is_pooled(kpy_state *st, PyObject *obj);
  * stream after the event so far, so no use is forgotten. -1 with the error raised. */
 int kpy_allocation_used_on(kpy_state *st, PyObject *alloc, kiln_stream stream);
 
+/* The host side of a copy: a contiguous numpy array (any dtype: the bytes are what move), or
+ * any object with the buffer protocol (bytes, a memoryview, a NumPy scalar), writeable when it
+ * is the destination; `what` names it in the errors. Release with PyBuffer_Release. */
+int kpy_host_side(PyObject *obj, int writeable, const char *what, Py_buffer *view);
+
+/* stream= of a copy: None, a kiln.Stream, an int handle or another library's stream. */
+typedef struct kpy_copy_stream {
+  PyObject *obj;
+  kiln_stream handle;
+  int given; /* stream= was given (even None): the call is PyCUDA's _async form */
+} kpy_copy_stream;
+
+/* After a copy was queued on stream: a kiln.Stream keeps keep (the host buffer, an array)
+ * alive until it is seen to be done; any other stream has nothing that could, so the copy is
+ * waited for there, as kiln's array copies are. -1 with the error raised. */
+int kpy_copy_queued(kpy_state *st, const kpy_copy_stream *on, PyObject *keep);
+
 /* A device pointer from obj: a DeviceAllocation (whose size must hold nbytes), an int, or an
  * object with __index__ (a PointerHolderBase). -1 with TypeError or ValueError naming `what`. */
 int kpy_device_pointer(kpy_state *st, PyObject *obj, size_t nbytes, const char *what,

@@ -102,6 +102,8 @@ typedef struct kpy_state {
     PyTypeObject *ManagedAllocation_type;
     /* ipc.c's. */
     PyTypeObject *IPCMemoryHandle_type;
+    /* cuarray.c's. */
+    PyTypeObject *Array_type;
   } ref;
   /* Interned strings: never in a reference cycle, so cleared but not visited. */
   struct kpy_strings {

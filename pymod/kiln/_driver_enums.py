@@ -422,3 +422,45 @@ class ipc_mem_flags(_Names):
     """flags of IPCMemoryHandle: how memory another process shared is mapped."""
 
     LAZY_ENABLE_PEER_ACCESS = 1
+
+
+class array_format(_Names):
+    """The format of a CUDA array's elements (ArrayDescriptor.format): each of 1, 2 or 4
+    channels is one of these."""
+
+    UNSIGNED_INT8 = 0x01
+    UNSIGNED_INT16 = 0x02
+    UNSIGNED_INT32 = 0x03
+    SIGNED_INT8 = 0x08
+    SIGNED_INT16 = 0x09
+    SIGNED_INT32 = 0x0A
+    HALF = 0x10
+    FLOAT = 0x20
+
+
+# PyCUDA's names, one of which ("2DARRAY") is no Python identifier: getattr(array3d_flags,
+# "2DARRAY") or array3d_flags["2DARRAY"] reads it. LAYERED comes first, so it is the name the
+# value prints as; the others are its aliases.
+array3d_flags = _Names("array3d_flags", [
+    ("LAYERED", 0x01),
+    ("ARRAY3D_LAYERED", 0x01),
+    ("2DARRAY", 0x01),
+    ("ARRAY3D_2DARRAY", 0x01),
+    ("SURFACE_LDST", 0x02),
+    ("CUBEMAP", 0x04),
+    ("TEXTURE_GATHER", 0x08),
+], module=__name__)
+array3d_flags.__doc__ = """Flags of a 3D array (ArrayDescriptor3D.flags): LAYERED (its depth counts
+layers; 2DARRAY is the old name), SURFACE_LDST (surface loads and stores), CUBEMAP (six square
+faces), TEXTURE_GATHER."""
+
+
+class array_cubemap_face(_Names):
+    """The faces of a CUBEMAP array, in the order of its depth."""
+
+    POSITIVE_X = 0
+    NEGATIVE_X = 1
+    POSITIVE_Y = 2
+    NEGATIVE_Y = 3
+    POSITIVE_Z = 4
+    NEGATIVE_Z = 5

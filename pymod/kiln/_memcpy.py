@@ -10,12 +10,13 @@ by attributes and then called.
     copy()                             # or copy(stream), queued on it
 
 Each side is checked before anything is copied: a host side's rows must lie in its buffer, a
-device side's in one allocation, and a row may not be wider than a pitch (kiln_memcpy_3d). kiln
-has no CUDA arrays, so set_src_array and set_dst_array say so (docs/pycuda.md).
+device side's in one allocation, an array side's in the array's rows and slices, and a row may
+not be wider than a pitch (kiln_memcpy_3d). An array side goes by the array's own rows: its
+pitch and height are not read.
 """
 from . import _kiln
 
-_HOST, _DEVICE, _UNIFIED = 1, 2, 4
+_HOST, _DEVICE, _ARRAY, _UNIFIED = 1, 2, 3, 4
 
 
 class Memcpy2D:
@@ -43,7 +44,8 @@ class Memcpy2D:
         self._src = (_UNIFIED, buffer)
 
     def set_src_array(self, array):
-        _no_arrays()
+        """The source: a kiln.driver.Array (src_x_in_bytes in whole elements)."""
+        self._src = (_ARRAY, array)
 
     def set_dst_host(self, buffer):
         """The destination: writable host memory (a numpy array or another buffer)."""
@@ -58,14 +60,15 @@ class Memcpy2D:
         self._dst = (_UNIFIED, buffer)
 
     def set_dst_array(self, array):
-        _no_arrays()
+        """The destination: a kiln.driver.Array (dst_x_in_bytes in whole elements)."""
+        self._dst = (_ARRAY, array)
 
     def _side(self, which, z, height):
         memory = self._src if which == "src" else self._dst
         if memory is None:
             raise ValueError(f"{self._what}: no {'source' if which == 'src' else 'destination'} "
-                             f"was set (set_{which}_host, set_{which}_device or "
-                             f"set_{which}_unified)")
+                             f"was set (set_{which}_host, set_{which}_device, "
+                             f"set_{which}_unified or set_{which}_array)")
         return (memory[0], memory[1], getattr(self, which + "_x_in_bytes"),
                 getattr(self, which + "_y"), z, getattr(self, which + "_pitch"), height)
 
@@ -145,8 +148,3 @@ def _address(devptr):
         return devptr.ptr
     return devptr
 
-
-def _no_arrays():
-    raise NotImplementedError("kiln has no CUDA arrays (they serve texture references, which "
-                              "CUDA 12 removed): copy to and from pitched device memory "
-                              "(mem_alloc_pitch) instead")

@@ -20,6 +20,9 @@ from ._driver_enums import (  # noqa: F401
     TRSF_NORMALIZED_COORDINATES,
     TRSF_READ_AS_INTEGER,
     address_mode,
+    array3d_flags,
+    array_cubemap_face,
+    array_format,
     compute_mode,
     ctx_flags,
     device_attribute,
@@ -71,10 +74,15 @@ from ._kiln import (  # noqa: F401
     managed_empty,
     managed_zeros,
     mem_alloc_pitch,
+    memcpy_atoa,
+    memcpy_atod,
+    memcpy_atoh,
+    memcpy_dtoa,
     memcpy_dtod,
     memcpy_dtod_async,
     memcpy_dtoh,
     memcpy_dtoh_async,
+    memcpy_htoa,
     memcpy_htod,
     memcpy_htod_async,
     memcpy_peer,
@@ -272,6 +280,223 @@ def managed_empty_like(array, mem_flags=0):
 def managed_zeros_like(array, mem_flags=0):
     """The same, zeroed."""
     return managed_zeros(array.shape, array.dtype, _order(array), mem_flags)
+
+
+# ---- CUDA arrays -----------------------------------------------------------------------------
+
+class _Descriptor:
+    """Plain attributes, printed and compared by their values."""
+
+    __slots__ = ()
+
+    def __repr__(self):
+        fields = ", ".join(f"{name}={getattr(self, name)!r}" for name in self.__slots__)
+        return f"{type(self).__name__}({fields})"
+
+    def __eq__(self, other):
+        return type(other) is type(self) and all(
+            getattr(self, name) == getattr(other, name) for name in self.__slots__)
+
+    __hash__ = None
+
+
+class ArrayDescriptor(_Descriptor):
+    """The shape of a 1D or 2D Array: width elements in a row, height rows (0 for 1D), each
+    element num_channels (1, 2 or 4) values of an array_format."""
+
+    __slots__ = ("width", "height", "format", "num_channels")
+
+    def __init__(self, width=0, height=0, format=0, num_channels=0):  # noqa: A002
+        self.width, self.height, self.format, self.num_channels = \
+            width, height, format, num_channels
+
+
+class ArrayDescriptor3D(_Descriptor):
+    """The shape of any Array: depth slices (or layers) of height rows as ArrayDescriptor's,
+    and flags from array3d_flags."""
+
+    __slots__ = ("width", "height", "depth", "format", "num_channels", "flags")
+
+    def __init__(self, width=0, height=0, depth=0, format=0, num_channels=0,  # noqa: A002
+                 flags=0):
+        self.width, self.height, self.depth = width, height, depth
+        self.format, self.num_channels, self.flags = format, num_channels, flags
+
+
+class Array(_kiln.Array):
+    """Array(descriptor): a CUDA array of an ArrayDescriptor's or ArrayDescriptor3D's shape,
+    made in the current device's context; destroyed when collected or by free() (after which
+    any use is a ValueError). handle is the driver's CUarray, for a texture or surface object
+    made over it. Memcpy2D and Memcpy3D (set_src_array, set_dst_array) and memcpy_htoa and its
+    kin copy to and from it."""
+
+    __slots__ = ()
+
+    def get_descriptor(self):
+        """The ArrayDescriptor it was made with (an array with depth has get_descriptor_3d)."""
+        width, height, depth, fmt, channels, _ = self._descriptor
+        if depth:
+            raise ValueError(f"this Array has a depth of {depth}, which an ArrayDescriptor "
+                             f"cannot say: get_descriptor_3d() describes it")
+        return ArrayDescriptor(width, height, array_format(fmt), channels)
+
+    def get_descriptor_3d(self):
+        """The ArrayDescriptor3D it was made with (depth and flags 0 for a 1D or 2D one)."""
+        width, height, depth, fmt, channels, flags = self._descriptor
+        return ArrayDescriptor3D(width, height, depth, array_format(fmt), channels, flags)
+
+
+_ARRAY_FORMATS = {
+    _np.dtype(_np.uint8): array_format.UNSIGNED_INT8,
+    _np.dtype(_np.uint16): array_format.UNSIGNED_INT16,
+    _np.dtype(_np.uint32): array_format.UNSIGNED_INT32,
+    _np.dtype(_np.int8): array_format.SIGNED_INT8,
+    _np.dtype(_np.int16): array_format.SIGNED_INT16,
+    _np.dtype(_np.int32): array_format.SIGNED_INT32,
+    _np.dtype(_np.float16): array_format.HALF,
+    _np.dtype(_np.float32): array_format.FLOAT,
+}
+
+
+def dtype_to_array_format(dtype):
+    """The array_format of a dtype's values (float16 is HALF, which PyCUDA's lacks)."""
+    try:
+        return _ARRAY_FORMATS[_np.dtype(dtype)]
+    except (KeyError, TypeError):
+        raise TypeError(f"cannot convert dtype '{dtype}' to array format: an array holds "
+                        f"8-, 16- and 32-bit integers, float16 and float32") from None
+
+
+def _format_and_channels(dtype):
+    """An element for each value of dtype: float64, complex64 and complex128 as 2, 2 and 4
+    SIGNED_INT32 channels (what PyCUDA's pycuda-helpers.hpp reads back), else one channel."""
+    dtype = _np.dtype(dtype)
+    if dtype in (_np.dtype(_np.float64), _np.dtype(_np.complex64)):
+        return array_format.SIGNED_INT32, 2
+    if dtype == _np.dtype(_np.complex128):
+        return array_format.SIGNED_INT32, 4
+    return dtype_to_array_format(dtype), 1
+
+
+def _array_order(order):
+    if not isinstance(order, str) or order.upper() not in ("C", "F"):
+        raise LogicError(f"order must be either F or C, not {order!r}")
+    return order.upper()
+
+
+def _shape_in_order(what, shape, order):
+    """(width, height, depth) of a 2D or 3D shape: C order reads it (height, width) or (depth,
+    height, width), F order (width, height) or (width, height, depth); depth 0 for 2D."""
+    if len(shape) not in (2, 3):
+        raise LogicError(f"{what} makes a 2D or 3D CUDA array, from an array of 2 or 3 "
+                         f"dimensions, not of shape {tuple(shape)}")
+    sizes = tuple(int(n) for n in (shape[::-1] if order == "C" else shape))
+    return sizes + (0,) if len(sizes) == 2 else sizes
+
+
+def _copy_into_array(ary, set_src, row_bytes, height, depth, layered):
+    """Rows of row_bytes, height of them in each of depth slices (0: one, as a 2D copy), from
+    the source set_src sets, into ary."""
+    copy = Memcpy3D() if depth or layered else Memcpy2D()
+    set_src(copy)
+    copy.set_dst_array(ary)
+    copy.width_in_bytes = copy.src_pitch = row_bytes
+    copy.height = height
+    if isinstance(copy, Memcpy3D):
+        copy.src_height = height
+        copy.depth = depth or 1
+        copy()
+    else:
+        copy(aligned=False)  # a device source's pitch is its row, which need not be aligned
+    return ary
+
+
+def matrix_to_array(matrix, order="F", allow_double_hack=False):
+    """A 2D Array holding the 2D numpy array matrix: order "C" reads it as rows (tex2D(x, y)
+    fetches matrix[y, x]), "F" as columns (matrix[x, y]). A float64 matrix with
+    allow_double_hack is made of two SIGNED_INT32 channels."""
+    order = _array_order(order)
+    matrix = _np.asarray(matrix, order=order)
+    if matrix.ndim != 2:
+        raise LogicError(f"matrix_to_array takes a 2D array, not one of shape {matrix.shape}")
+    width, height, _ = _shape_in_order("matrix_to_array", matrix.shape, order)
+    if matrix.dtype == _np.float64 and allow_double_hack:
+        fmt, channels = array_format.SIGNED_INT32, 2
+    else:
+        fmt, channels = dtype_to_array_format(matrix.dtype), 1
+    ary = Array(ArrayDescriptor(width, height, fmt, channels))
+    return _copy_into_array(ary, lambda c: c.set_src_host(matrix), width * matrix.itemsize,
+                            height, 0, False)
+
+
+def _to_array(what, shape, dtype, order, surface, set_src):
+    width, height, depth = _shape_in_order(what, shape, order)
+    fmt, channels = _format_and_channels(dtype)
+    if surface:  # a 2D array becomes one layer, as surfaces of 2D arrays are layered
+        flags = array3d_flags.SURFACE_LDST | (0 if depth else array3d_flags.LAYERED)
+        descr = ArrayDescriptor3D(width, height, depth or 1, fmt, channels, flags)
+    elif depth:
+        descr = ArrayDescriptor3D(width, height, depth, fmt, channels)
+    else:
+        descr = ArrayDescriptor(width, height, fmt, channels)
+    return _copy_into_array(Array(descr), set_src, width * _np.dtype(dtype).itemsize, height,
+                            depth, surface)
+
+
+def np_to_array(nparray, order, allowSurfaceBind=False):  # noqa: N803
+    """A 2D or 3D Array holding the 2D or 3D numpy array nparray, read in order ("C": its
+    shape is (height, width) or (depth, height, width); "F": (width, height) or (width,
+    height, depth)). float64, complex64 and complex128 values are 2, 2 and 4 SIGNED_INT32
+    channels. allowSurfaceBind adds SURFACE_LDST (a 2D array as one LAYERED layer)."""
+    order = _array_order(order)
+    nparray = _np.asarray(nparray, order=order)
+    return _to_array("np_to_array", nparray.shape, nparray.dtype, order, allowSurfaceBind,
+                     lambda c: c.set_src_host(nparray))
+
+
+def gpuarray_to_array(gpuarray, order, allowSurfaceBind=False):  # noqa: N803
+    """np_to_array's Array from a GPUArray on the device, which is contiguous in order."""
+    order = _array_order(order)
+    if not (gpuarray.flags.c_contiguous if order == "C" else gpuarray.flags.f_contiguous):
+        raise ValueError(f"gpuarray_to_array copies a GPUArray contiguous in order {order!r}; "
+                         f"this one of shape {gpuarray.shape} and strides {gpuarray.strides} "
+                         f"is not (.copy() gives a contiguous one)")
+    return _to_array("gpuarray_to_array", gpuarray.shape, gpuarray.dtype, order,
+                     allowSurfaceBind, lambda c: c.set_src_device(gpuarray))
+
+
+def make_multichannel_2d_array(matrix, order):
+    """A 2D Array of elements of several channels (1, 2 or 4) from a 3D numpy array, read in
+    order: "C" as (height, width, num_channels), "F" as (num_channels, width, height)."""
+    order = _array_order(order)
+    matrix = _np.asarray(matrix, order=order)
+    if matrix.ndim != 3:
+        raise LogicError(f"make_multichannel_2d_array takes a 3D array, not one of shape "
+                         f"{matrix.shape}")
+    if order == "C":
+        height, width, channels = matrix.shape
+    else:
+        channels, width, height = matrix.shape
+    ary = Array(ArrayDescriptor(width, height, dtype_to_array_format(matrix.dtype), channels))
+    return _copy_into_array(ary, lambda c: c.set_src_host(matrix),
+                            width * channels * matrix.itemsize, height, 0, False)
+
+
+def _texture_references_removed(name):
+    raise NotImplementedError(f"{name}: texture references were removed in CUDA 12, which kiln "
+                              f"needs; make a texture object over the Array's handle "
+                              f"(cuTexObjectCreate) and pass it to the kernel as a "
+                              f"cudaTextureObject_t argument")
+
+
+def bind_array_to_texref(ary, texref):
+    """PyCUDA's binding of an Array to a texture reference, which CUDA 12 removed."""
+    _texture_references_removed("bind_array_to_texref")
+
+
+def matrix_to_texref(matrix, texref, order):
+    """PyCUDA's matrix_to_array bound to a texture reference, which CUDA 12 removed."""
+    _texture_references_removed("matrix_to_texref")
 
 
 def initialize_profiler(config_file, output_file, output_mode):
