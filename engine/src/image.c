@@ -246,6 +246,25 @@ kiln_status kiln_module_from_image(const void *image, size_t size, kiln_module *
   return s;
 }
 
+/* The driver may put off compiling PTX until a kernel is first asked for (lazy loading), and
+ * a PyCUDA program learns of bad code from module_from_buffer: each kernel is asked for in the
+ * current context now, so that the loader's failure is this call's. */
+static kiln_status kiln__jit_resolve(kiln_module *m, const kiln__jit *jit) {
+  for (int i = 0; i < m->n_kernels; i++) {
+    CUkernel k = NULL;
+    CUfunction f = NULL;
+    CUresult rc = kiln__driver.LibraryGetKernel(&k, m->lib, m->kernels[i].name);
+    if (!rc) rc = kiln__driver.KernelGetFunction(&f, k);
+    if (rc) {
+      kiln_status s = kiln__cuda_fail("cuKernelGetFunction", (int)rc);
+      kiln__fail_append(" compiling kernel %s", m->kernels[i].plain);
+      if (jit->error_log[0]) kiln__fail_append("; the loader said: %s", jit->error_log);
+      return s;
+    }
+  }
+  return KILN_OK;
+}
+
 kiln_status kiln_module_from_image_jit(const void *image, size_t size,
                                        const kiln_jit_option *options, int n_options,
                                        char *info_log, size_t info_size, char *error_log,
@@ -306,6 +325,10 @@ kiln_status kiln_module_from_image_jit(const void *image, size_t size,
   case KILN__CUBIN:
   case KILN__FATBIN: s = kiln__from_binary(image, size, &jit, out); break;
   default: return kiln_module_from_image(image, size, out); /* says what the bytes are not */
+  }
+  if (!s && (s = kiln__jit_resolve(*out, &jit))) {
+    kiln_module_free(*out);
+    *out = NULL;
   }
   if (!s) kiln__clear_error();
   return s;
