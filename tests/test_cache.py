@@ -306,8 +306,12 @@ def test_module_from_buffer_checks_pycudas_options_first(cache):
     ptx = kiln.SourceModule(SOURCE, arch="sm_80").ptx
     with pytest.raises(TypeError, match="list of .jit_option, value. pairs"):
         kiln.module_from_buffer(ptx, options=3)
-    with pytest.raises(TypeError, match="option 0 must be a .jit_option, value. tuple"):
+    with pytest.raises(TypeError, match="option 0 must be a .jit_option, value. pair"):
         kiln.module_from_buffer(ptx, options=[drv.jit_option.MAX_REGISTERS])
+    with pytest.raises(TypeError, match="option 1 must be a .jit_option, value. pair"):
+        kiln.module_from_buffer(ptx, options=[(0, 32), (0, 32, 1)])
+    with pytest.raises(TypeError, match="a kiln.driver.jit_option is expected"):
+        kiln.module_from_buffer(ptx, options=[["MAX_REGISTERS", 16]])  # a list pair is read
     with pytest.raises(TypeError, match="a kiln.driver.jit_option is expected"):
         kiln.module_from_buffer(ptx, options=[("MAX_REGISTERS", 16)])
     with pytest.raises(TypeError, match="an int is expected"):

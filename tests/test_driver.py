@@ -1134,6 +1134,52 @@ def test_mapped_and_managed_memory_as_pycuda_programs_reach_it():
         d.as_buffer(16)
 
 
+def test_host_views_check_their_address_and_keep_no_reference():
+    import sys
+    from kiln import _kiln
+    owner = object()
+    u8 = np.dtype(np.uint8)
+    before = sys.getrefcount(u8)
+    for _ in range(200):
+        assert len(_kiln._host_view(owner, 0, 0)) == 0
+    assert sys.getrefcount(u8) - before < 10  # a leak would hold 200 more
+    for address in (2 ** 64 + 4096, -4096):
+        with pytest.raises(ValueError, match="not one of 64 bits"):
+            _kiln._host_view(owner, address, 4)
+    assert "as_buffer" in dir(drv.ManagedAllocation) and "as_buffer" in dir(drv.DeviceAllocation)
+
+
+def test_a_message_handler_leaves_the_load_failure_as_it_was():
+    import subprocess
+    import sys
+    code = """if True:
+        import kiln, kiln.driver as drv
+        ptx = kiln.SourceModule("__global__ void k(int *p) { *p = 1; }", arch="sm_80").ptx
+        def load(handler):
+            try:
+                drv.module_from_buffer(ptx, [(drv.jit_option.MAX_REGISTERS, 32)],
+                                       message_handler=handler)
+            except drv.Error as e:
+                return type(e).__name__ + ": " + str(e)
+        heard = []
+        def busy(ok, info, error):  # kiln calls that fail and succeed in between
+            heard.append(ok)
+            try:
+                kiln.Device.count()
+            except drv.Error:
+                pass
+            kiln._kiln.default_arch()
+        quiet = load(None)
+        print(quiet == load(busy), heard == [False], "no CUDA driver" in quiet)
+    """
+    env = dict(os.environ, KILN_CUDA_PATH="/nonexistent/libcuda.so.1",
+               PYTHONPATH=os.pathsep.join([str(Path(kiln.__file__).parent.parent),
+                                           os.environ.get("PYTHONPATH", "")]))
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() == ["True", "True", "True"], r.stdout
+
+
 def test_2d_and_3d_copies_check_their_shape_before_the_device(monkeypatch):
     host = np.zeros((4, 8), np.float32)
     c = drv.Memcpy2D()
@@ -1507,6 +1553,35 @@ def test_array_windows_device_sides_and_array_to_array():
     c3.src_z = 2
     with pytest.raises(ValueError, match="reaches slice 4 of the source array, which has 3"):
         c3()
+
+
+@pytest.mark.gpu
+def test_an_array_freed_by_the_copy_using_it_goes_when_the_copy_ends():
+    f = np.arange(16, dtype=np.float32)
+    dev = drv.to_device(f)
+    line = drv.Array(drv.ArrayDescriptor(16, 0, drv.array_format.FLOAT, 1))
+
+    class Freeing(drv.PointerHolderBase):  # Python code run inside the copy
+        def get_pointer(self):
+            line.free()
+            return int(dev)
+
+    drv.memcpy_dtoa(line, 0, Freeing(), 64)  # the copy completes on the leased array
+    with pytest.raises(ValueError, match="freed"):
+        drv.memcpy_atoh(np.zeros(16, np.float32), line, 0)
+    line.free()  # a second free: nothing
+    back = drv.Array(drv.ArrayDescriptor(16, 0, drv.array_format.FLOAT, 1))
+    other = drv.Array(drv.ArrayDescriptor(16, 0, drv.array_format.FLOAT, 1))
+
+    class FreeingOther(drv.PointerHolderBase):
+        def get_pointer(self):
+            other.free()
+            return int(dev)
+
+    drv.memcpy_htoa(other, 0, f)
+    drv.memcpy_atod(FreeingOther(), other, 0, 64)  # from the array freed meanwhile
+    np.testing.assert_array_equal(drv.from_device(dev, (16,), np.float32), f)
+    del back
 
 
 @pytest.mark.gpu

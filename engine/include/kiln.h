@@ -268,7 +268,8 @@ typedef struct kiln_jit_option {
 /* kiln_module_from_image loaded now, on the current device, by the driver's loader with these
  * options (PyCUDA's module_from_buffer options; PTX is compiled here rather than at the first
  * launch). The loader's info and error logs are written, NUL-terminated, into info_log and
- * error_log when they are not NULL (sizes in bytes), whether the load succeeds or not; a load
+ * error_log when they are not NULL and hold more than the NUL (sizes in bytes; at most 1 MiB
+ * of each is kept), whether the load succeeds or not; a load
  * that fails says the error log in its message too. The log buffers are kiln's: options naming
  * them, options whose values are pointers, and unknown numbers are KILN_ERROR_INVALID. */
 kiln_status kiln_module_from_image_jit(const void *image, size_t size,
@@ -658,7 +659,8 @@ kiln_status kiln_host_unregister(void *p);
 
 /* The address kernels use for page-locked host memory mapped into the device's space
  * (KILN_HOST_DEVICEMAP; with unified addressing the host's own), and the flags it was
- * allocated or registered with (KILN_HOST_*, as cuMemHostGetFlags). */
+ * allocated with by kiln_host_alloc_with_flags (KILN_HOST_*, as cuMemHostGetFlags, which knows
+ * no registered memory). */
 kiln_status kiln_host_get_device_pointer(void *p, kiln_deviceptr *out);
 kiln_status kiln_host_get_flags(void *p, unsigned *out);
 

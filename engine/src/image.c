@@ -256,7 +256,7 @@ static kiln_status kiln__jit_resolve(kiln_module *m, const kiln__jit *jit) {
     CUresult rc = kiln__driver.LibraryGetKernel(&k, m->lib, m->kernels[i].name);
     if (!rc) rc = kiln__driver.KernelGetFunction(&f, k);
     if (rc) {
-      kiln_status s = kiln__cuda_fail("cuKernelGetFunction", (int)rc);
+      kiln_status s = kiln__cuda_fail(k ? "cuKernelGetFunction" : "cuLibraryGetKernel", (int)rc);
       kiln__fail_append(" compiling kernel %s", m->kernels[i].plain);
       if (jit->error_log[0]) kiln__fail_append("; the loader said: %s", jit->error_log);
       return s;
@@ -275,10 +275,7 @@ kiln_status kiln_module_from_image_jit(const void *image, size_t size,
   if (n_options < 0 || n_options > KILN__JIT_MAX || (n_options && !options))
     return kiln__fail(KILN_ERROR_INVALID, "%d loader options given; 0 to %d are taken", n_options,
                       KILN__JIT_MAX);
-  char own_error[4096];
-  kiln__jit jit = {.n = 0, .error_log = error_log && error_size > 1 ? error_log : own_error};
-  size_t error_cap = jit.error_log == own_error ? sizeof own_error : error_size;
-  memset(jit.error_log, 0, error_cap);
+  kiln__jit jit = {.n = 0};
   for (int i = 0; i < n_options; i++) {
     int option = options[i].option;
     long long value = options[i].value;
@@ -297,41 +294,50 @@ kiln_status kiln_module_from_image_jit(const void *image, size_t size,
     jit.keys[jit.n] = (CUjit_option)option;
     jit.values[jit.n++] = (void *)(uintptr_t)value;
   }
-  /* The sizes exclude the last byte, which stays the NUL whatever the loader writes. */
-  if (info_log && info_size > 1) {
-    memset(info_log, 0, info_size);
+  if (!image || !size) return kiln__fail(KILN_ERROR_INVALID, "the image is empty");
+  /* The logs live as long as the module: a library loads into other contexts later (another
+   * device, lazily) with the options of this load, the log buffers among them. Each holds its
+   * caller's size, the last byte always the NUL (the sizes given the loader exclude it). */
+  size_t cap = (size_t)1 << 20;
+  size_t info_cap = info_log && info_size > 1 ? (info_size < cap ? info_size : cap) : 0;
+  size_t error_cap = error_log && error_size > 1 ? (error_size < cap ? error_size : cap) : 4096;
+  char *logs = calloc(1, info_cap + error_cap);
+  if (!logs) return kiln__fail(KILN_ERROR_NO_MEMORY, "out of memory for the loader's logs");
+  jit.error_log = logs + info_cap;
+  if (info_cap) {
     jit.keys[jit.n] = CU_JIT_INFO_LOG_BUFFER;
-    jit.values[jit.n++] = info_log;
+    jit.values[jit.n++] = logs;
     jit.keys[jit.n] = CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES;
-    jit.values[jit.n++] = (void *)(uintptr_t)(info_size - 1 > UINT_MAX ? UINT_MAX : info_size - 1);
+    jit.values[jit.n++] = (void *)(uintptr_t)(info_cap - 1);
   }
   jit.keys[jit.n] = CU_JIT_ERROR_LOG_BUFFER;
   jit.values[jit.n++] = jit.error_log;
   jit.keys[jit.n] = CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES;
-  jit.values[jit.n++] = (void *)(uintptr_t)(error_cap - 1 > UINT_MAX ? UINT_MAX : error_cap - 1);
+  jit.values[jit.n++] = (void *)(uintptr_t)(error_cap - 1);
 
-  if (!image || !size) return kiln__fail(KILN_ERROR_INVALID, "the image is empty");
-  const unsigned char *p = image;
-  kiln_status s;
-  switch (kiln__image_kind_of(p, size)) {
+  kiln_status s = KILN_OK;
+  switch (kiln__image_kind_of(image, size)) {
   case KILN__PTX:
-    if ((s = kiln__from_ptx(image, size, out))) return s;
+    if ((s = kiln__from_ptx(image, size, out))) break;
     kiln__device *d;
-    if (!(s = kiln__device_enter(&d)) && !(s = kiln__load(&(*out)->lib, (*out)->code.ptx, &jit)))
-      break;
-    kiln_module_free(*out);
-    *out = NULL;
-    return s;
+    if (!(s = kiln__device_enter(&d))) s = kiln__load(&(*out)->lib, (*out)->code.ptx, &jit);
+    break;
   case KILN__CUBIN:
   case KILN__FATBIN: s = kiln__from_binary(image, size, &jit, out); break;
-  default: return kiln_module_from_image(image, size, out); /* says what the bytes are not */
+  default: free(logs); return kiln_module_from_image(image, size, out); /* says what they are not */
   }
-  if (!s && (s = kiln__jit_resolve(*out, &jit))) {
-    kiln_module_free(*out);
+  if (!s) s = kiln__jit_resolve(*out, &jit);
+  if (info_cap) memcpy(info_log, logs, info_cap);
+  if (error_log && error_size > 1) memcpy(error_log, jit.error_log, error_cap);
+  if (s) {
+    kiln_module_free(*out); /* its library unloaded first: then no loader writes the logs */
     *out = NULL;
+    free(logs);
+    return s;
   }
-  if (!s) kiln__clear_error();
-  return s;
+  (*out)->loader_logs = logs;
+  kiln__clear_error();
+  return KILN_OK;
 }
 
 kiln_status kiln_module_from_file(const char *path, kiln_module **out) {

@@ -111,6 +111,7 @@ static void kiln__module_destroy(kiln_module *m) {
   }
   free(m->globals);
   if (m->lib) kiln__driver.LibraryUnload(m->lib);
+  free(m->loader_logs); /* after the unload: no load writes it now */
   kiln__compile_free_code(&m->code);
   kiln__ptx_free_kernels(m->kernels, m->n_kernels);
   kiln__headers_free(&m->headers);
@@ -300,7 +301,7 @@ static kiln_compile_memo *kiln__memo_of(const kiln__options *t, const kiln__cach
   }
   memo->lineinfo_env = t->lineinfo_env;
   memo->lineinfo_off = t->lineinfo_env && kiln__options_lineinfo_off();
-  memo->device_debug = kiln__options_device_debug();
+  memo->device_debug = t->device_debug;
   return memo;
 }
 

@@ -47,6 +47,8 @@ struct kiln_module {
   kiln__global *globals;     /* owned; read from the PTX at the first kiln_module_get_global */
   int n_globals;
   int globals_read;         /* guarded by load_lock */
+  char *loader_logs;        /* owned: the log buffers of kiln_module_from_image_jit's load, which
+                               the library's later loads in other contexts write */
   struct kiln_module *next; /* the table's chain */
   int in_table;             /* guarded by the table's lock; read without it as a hint */
   unsigned long long used;  /* the table's clock at its last use; guarded by its lock */

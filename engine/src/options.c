@@ -305,8 +305,8 @@ kiln_status kiln__options_translate(const kiln_compile_opts *in, kiln__options *
     }
     i += used - 1;
   }
-  if (!s && kiln__options_device_debug() && !kiln__names_device_debug(o->options, k))
-    o->options[k++] = "-G";
+  o->device_debug = kiln__options_device_debug(); /* once: the memo records what was applied */
+  if (!s && o->device_debug && !kiln__names_device_debug(o->options, k)) o->options[k++] = "-G";
   o->lineinfo_env = !kiln__names_lineinfo(o->options, k);
   if (!s && o->lineinfo_env && !kiln__options_lineinfo_off()) o->options[k++] = "-lineinfo";
   o->opts.options = o->options;

@@ -14,6 +14,7 @@ typedef struct kiln__options {
   char arch[32], code[32]; /* read from -gencode */
   int lineinfo_env;        /* KILN_LINEINFO decided -lineinfo: the options named neither it
                               nor -G */
+  int device_debug;        /* kiln_compile_set_device_debug's setting, read once, as applied */
 } kiln__options;
 
 /* Whether KILN_LINEINFO=0 turns the default -lineinfo off now. */

@@ -151,6 +151,8 @@ static PyObject *kpy_memcpy_3d(PyObject *module, PyObject *args) {
 done:
   for (int i = 0; i < 2; i++)
     if (views[i].obj) PyBuffer_Release(&views[i]);
+  if (src.kind == KILN_COPY_ARRAY && src.array) kpy_cuarray_put(keep[0]);
+  if (dst.kind == KILN_COPY_ARRAY && dst.array) kpy_cuarray_put(keep[1]);
   return result;
 }
 

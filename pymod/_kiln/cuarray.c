@@ -11,7 +11,9 @@
 
 typedef struct kpy_cuarray {
   PyObject_HEAD
-  kiln_array *array; /* owned; NULL once freed */
+  kiln_array *array;  /* owned; NULL once freed */
+  int leases;         /* copies using it now (kpy_cuarray_get) */
+  kiln_array *doomed; /* owned: freed while leased, destroyed when the last lease ends */
 } kpy_cuarray;
 
 static void kpy_cuarray_dealloc(PyObject *op) {
@@ -97,11 +99,24 @@ int kpy_cuarray_get(kpy_state *st, PyObject *obj, const char *what, kiln_array *
                  Py_TYPE(obj)->tp_name);
     return -1;
   }
-  if (!(*out = ((kpy_cuarray *)obj)->array)) {
+  kpy_cuarray *self = (kpy_cuarray *)obj;
+  if (!(*out = self->array)) {
     PyErr_Format(PyExc_ValueError, "the %s Array was freed", what);
     return -1;
   }
+  self->leases++;
+  Py_INCREF(obj);
   return 0;
+}
+
+void kpy_cuarray_put(PyObject *obj) {
+  kpy_cuarray *self = (kpy_cuarray *)obj;
+  if (--self->leases == 0 && self->doomed) {
+    kiln_array *a = self->doomed;
+    self->doomed = NULL;
+    kiln_array_free(a); /* free() returned long ago: nothing to tell of a failure */
+  }
+  Py_DECREF(obj);
 }
 
 /* The array, or NULL with ValueError once it was freed. */
@@ -116,6 +131,10 @@ static PyObject *kpy_cuarray_free(PyObject *op, PyObject *unused) {
   kpy_cuarray *self = (kpy_cuarray *)op;
   kiln_array *a = self->array;
   self->array = NULL; /* a second free() does nothing, as PyCUDA's */
+  if (self->leases) { /* a copy uses it: the last one's end destroys it */
+    if (a) self->doomed = a;
+    Py_RETURN_NONE;
+  }
   kiln_status s = kiln_array_free(a);
   if (s) return kpy_raise(kpy_state_of_type(Py_TYPE(op)), s);
   Py_RETURN_NONE;
@@ -172,7 +191,10 @@ static PyObject *kpy_cuarray_host_copy(PyObject *module, PyObject *args, PyObjec
       kpy_cuarray_get(st, ary, to_array ? "destination" : "source", &a) < 0)
     return NULL;
   Py_buffer view;
-  if (kpy_host_side(host, !to_array, to_array ? "source" : "destination", &view) < 0) return NULL;
+  if (kpy_host_side(host, !to_array, to_array ? "source" : "destination", &view) < 0) {
+    kpy_cuarray_put(ary);
+    return NULL;
+  }
   kiln_status s = KILN_OK;
   int waited = kpy_wait_stream(st, NULL, -1); /* behind the work before it, Ctrl-C can end it */
   if (waited == 0) {
@@ -182,6 +204,7 @@ static PyObject *kpy_cuarray_host_copy(PyObject *module, PyObject *args, PyObjec
     Py_END_ALLOW_THREADS
   }
   PyBuffer_Release(&view);
+  kpy_cuarray_put(ary);
   if (waited < 0) return NULL;
   if (s) return kpy_raise(st, s);
   Py_RETURN_NONE;
@@ -210,14 +233,18 @@ static PyObject *kpy_cuarray_device_copy(PyObject *module, PyObject *args, PyObj
   kiln_array *a;
   kiln_deviceptr dev;
   if (!ok || kpy_cuarray_count(index, "index") < 0 || kpy_cuarray_count(len, "len") < 0 ||
-      kpy_cuarray_get(st, ary, to_array ? "destination" : "source", &a) < 0 ||
-      kpy_device_pointer(st, dev_obj, (size_t)len, to_array ? "source" : "destination", &dev) < 0)
+      kpy_cuarray_get(st, ary, to_array ? "destination" : "source", &a) < 0)
     return NULL;
+  if (kpy_device_pointer(st, dev_obj, (size_t)len, to_array ? "source" : "destination", &dev) < 0) {
+    kpy_cuarray_put(ary);
+    return NULL;
+  }
   kiln_status s;
   Py_BEGIN_ALLOW_THREADS
     s = to_array ? kiln_memcpy_dtoa(a, (size_t)index, dev, (size_t)len)
                  : kiln_memcpy_atod(dev, a, (size_t)index, (size_t)len);
   Py_END_ALLOW_THREADS
+  kpy_cuarray_put(ary);
   if (s) return kpy_raise(st, s);
   Py_RETURN_NONE;
 }
@@ -242,13 +269,18 @@ static PyObject *kpy_memcpy_atoa(PyObject *module, PyObject *args, PyObject *kwa
                                    &src_obj, &src_index, &len) ||
       kpy_cuarray_count(dst_index, "dest_index") < 0 ||
       kpy_cuarray_count(src_index, "src_index") < 0 || kpy_cuarray_count(len, "len") < 0 ||
-      kpy_cuarray_get(st, dst_obj, "destination", &dst) < 0 ||
-      kpy_cuarray_get(st, src_obj, "source", &src) < 0)
+      kpy_cuarray_get(st, dst_obj, "destination", &dst) < 0)
     return NULL;
+  if (kpy_cuarray_get(st, src_obj, "source", &src) < 0) {
+    kpy_cuarray_put(dst_obj);
+    return NULL;
+  }
   kiln_status s;
   Py_BEGIN_ALLOW_THREADS
     s = kiln_memcpy_atoa(dst, (size_t)dst_index, src, (size_t)src_index, (size_t)len);
   Py_END_ALLOW_THREADS
+  kpy_cuarray_put(src_obj);
+  kpy_cuarray_put(dst_obj);
   if (s) return kpy_raise(st, s);
   Py_RETURN_NONE;
 }

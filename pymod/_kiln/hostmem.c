@@ -403,19 +403,43 @@ PyObject *kpy_host_view(kpy_state *st, PyObject *owner, kiln_deviceptr p, size_t
   kiln_status s = size ? kiln_pointer_host_address(p, size, &host) : KILN_OK;
   if (s) return kpy_raise(st, s);
   npy_intp dims[1] = {(npy_intp)size};
-  PyObject *arr = kpy_host_array_over(PyArray_DescrFromType(NPY_UINT8), 1, dims, 0,
-                                      size ? host : (void *)st, Py_NewRef(owner));
+  PyArray_Descr *bytes = PyArray_DescrFromType(NPY_UINT8);
+  if (!bytes) return NULL;
+  /* An empty view reads nothing; any address but NULL keeps numpy from allocating one. */
+  PyObject *arr =
+      kpy_host_array_over(bytes, 1, dims, 0, size ? host : (void *)st, Py_NewRef(owner));
+  Py_DECREF(bytes); /* kpy_host_array_over took its own */
   if (!arr) return NULL;
   PyObject *view = PyMemoryView_FromObject(arr);
   Py_DECREF(arr);
   return view;
 }
 
+PyObject *kpy_as_buffer(kpy_state *st, PyObject *owner, kiln_deviceptr base, size_t total,
+                        PyObject *args, PyObject *kwargs) {
+  static char *kwlist[] = {(char *)"size", (char *)"offset", NULL};
+  Py_ssize_t size, offset = 0;
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "n|n:as_buffer", kwlist, &size, &offset))
+    return NULL;
+  if (size < 0 || offset < 0 || (size_t)offset > total || (size_t)size > total - (size_t)offset) {
+    PyErr_Format(PyExc_ValueError,
+                 "as_buffer(size=%zd, offset=%zd) does not fit the allocation's %zu bytes", size,
+                 offset, total);
+    return NULL;
+  }
+  return kpy_host_view(st, owner, base + (kiln_deviceptr)offset, (size_t)size);
+}
+
 static PyObject *kpy_host_view_of(PyObject *module, PyObject *args) {
-  PyObject *owner;
-  unsigned long long p;
+  PyObject *owner, *address;
   Py_ssize_t size;
-  if (!PyArg_ParseTuple(args, "OKn:_host_view", &owner, &p, &size)) return NULL;
+  if (!PyArg_ParseTuple(args, "OO!n:_host_view", &owner, &PyLong_Type, &address, &size))
+    return NULL;
+  unsigned long long p = PyLong_AsUnsignedLongLong(address); /* no wrapping, unlike "K" */
+  if (p == (unsigned long long)-1 && PyErr_Occurred()) {
+    PyErr_Format(PyExc_ValueError, "the address %R is not one of 64 bits", address);
+    return NULL;
+  }
   if (size < 0) {
     PyErr_Format(PyExc_ValueError, "a buffer of %zd bytes: the size must be >= 0", size);
     return NULL;

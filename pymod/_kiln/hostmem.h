@@ -63,6 +63,11 @@ PyObject *kpy_host_free_later(PyObject *op, PyObject *unused);
  * The view keeps owner alive. */
 PyObject *kpy_host_view(kpy_state *st, PyObject *owner, kiln_deviceptr p, size_t size);
 
+/* PyCUDA's as_buffer(size, offset=0) of an allocation of total bytes at base: the arguments
+ * read and checked against it, then kpy_host_view. */
+PyObject *kpy_as_buffer(kpy_state *st, PyObject *owner, kiln_deviceptr base, size_t total,
+                        PyObject *args, PyObject *kwargs);
+
 /* Frees the buffer; the module's m_free calls it. */
 void kpy_hostmem_free(kpy_state *st);
 

@@ -1,8 +1,8 @@
 /* Managed (unified) memory as PyCUDA has it: managed_empty gives a NumPy array over memory from
  * cuMemAllocManaged, whose .base is a ManagedAllocation; the array is written and read on the
  * host, and passes to a kernel as the memory's address (args.c asks kpy_managed_array). The
- * memory is freed with the ManagedAllocation, which lives as long as any array over it: it has
- * no free(), so no array is ever left over freed memory. */
+ * memory is freed with the ManagedAllocation, which lives as long as any array over it: its
+ * free() returns at once, so no array is ever left over freed memory. */
 #include "managed.h"
 
 #include "errors.h"
@@ -27,6 +27,11 @@ static void kpy_managed_dealloc(PyObject *op) {
 
 static PyObject *kpy_managed_int(PyObject *op) {
   return PyLong_FromUnsignedLongLong(((kpy_managed *)op)->ptr);
+}
+
+static PyObject *kpy_managed_as_buffer(PyObject *op, PyObject *args, PyObject *kwargs) {
+  kpy_managed *self = (kpy_managed *)op;
+  return kpy_as_buffer(kpy_state_of_type(Py_TYPE(op)), op, self->ptr, self->size, args, kwargs);
 }
 
 static PyObject *kpy_managed_pointer(PyObject *op, PyObject *unused) {
@@ -70,6 +75,9 @@ static PyMethodDef kpy_managed_methods[] = {
      "attach($self, /, mem_flags, stream=None)\n--\n\nWho may use the memory: "
      "mem_attach_flags.GLOBAL (any stream), HOST (the host alone) or SINGLE (the host and "
      "stream alone), ordered on stream."},
+    {"as_buffer", (PyCFunction)(void (*)(void))kpy_managed_as_buffer, METH_VARARGS | METH_KEYWORDS,
+     "as_buffer($self, /, size, offset=0)\n--\n\nsize bytes from offset as a writable "
+     "memoryview for the host, as PyCUDA's DeviceAllocation.as_buffer."},
     {"free", kpy_host_free_later, METH_NOARGS,
      "free($self, /)\n--\n\nReturns at once: the memory goes with the last array over it, so "
      "that no array is left over freed memory."},

@@ -211,23 +211,11 @@ static PyObject *kpy_allocation_get_size(PyObject *op, void *closure) {
 
 static PyObject *kpy_allocation_as_buffer(PyObject *op, PyObject *args, PyObject *kwargs) {
   kpy_allocation *self = (kpy_allocation *)op;
-  static char *kwlist[] = {(char *)"size", (char *)"offset", NULL};
-  Py_ssize_t size, offset = 0;
-  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "n|n:as_buffer", kwlist, &size, &offset))
-    return NULL;
   if (!self->ptr) {
     PyErr_SetString(PyExc_ValueError, "the allocation was freed");
     return NULL;
   }
-  if (size < 0 || offset < 0 || (size_t)offset > self->size ||
-      (size_t)size > self->size - (size_t)offset) {
-    PyErr_Format(PyExc_ValueError,
-                 "as_buffer(size=%zd, offset=%zd) does not fit the allocation's %zu bytes", size,
-                 offset, self->size);
-    return NULL;
-  }
-  return kpy_host_view(kpy_state_of_type(Py_TYPE(op)), op, self->ptr + (kiln_deviceptr)offset,
-                       (size_t)size);
+  return kpy_as_buffer(kpy_state_of_type(Py_TYPE(op)), op, self->ptr, self->size, args, kwargs);
 }
 
 static PyMethodDef kpy_allocation_methods[] = {

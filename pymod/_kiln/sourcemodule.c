@@ -807,6 +807,32 @@ static PyType_Spec kpy_sourcemodule_spec = {
         Py_TPFLAGS_BASETYPE, /* GC and the rest come from Module */
     kpy_sourcemodule_slots};
 
+/* One (jit_option, value) pair, a 2-tuple, as options[i]: -1 with TypeError otherwise. */
+static int kpy_jit_option_pair(PyObject *pair, Py_ssize_t i, kiln_jit_option *out) {
+  PyObject *key = PyTuple_GET_ITEM(pair, 0), *value = PyTuple_GET_ITEM(pair, 1);
+  int overflow = 0;
+  long option = PyLong_Check(key) ? PyLong_AsLongAndOverflow(key, &overflow) : -1;
+  if (option == -1 && PyErr_Occurred()) return -1;
+  if (!PyLong_Check(key) || overflow || option < INT_MIN || option > INT_MAX) {
+    PyErr_Format(PyExc_TypeError,
+                 "module_from_buffer()'s option %zd names %R; a kiln.driver.jit_option is "
+                 "expected",
+                 i, key);
+    return -1;
+  }
+  long long v = PyLong_Check(value) ? PyLong_AsLongLongAndOverflow(value, &overflow) : -1;
+  if (v == -1 && PyErr_Occurred()) return -1;
+  if (!PyLong_Check(value) || overflow) {
+    PyErr_Format(PyExc_TypeError,
+                 "module_from_buffer()'s option %zd (%R) has the value %R; an int is expected", i,
+                 key, value);
+    return -1;
+  }
+  out->option = (int)option;
+  out->value = v;
+  return 0;
+}
+
 /* module_from_buffer's options: a sequence of (jit_option, int) pairs, into *out (malloc'd). */
 static int kpy_jit_options(PyObject *seq, kiln_jit_option **out, int *n_out) {
   *out = NULL;
@@ -828,38 +854,23 @@ static int kpy_jit_options(PyObject *seq, kiln_jit_option **out, int *n_out) {
     return -1;
   }
   for (Py_ssize_t i = 0; i < n; i++) {
-    PyObject *pair = PySequence_Fast_GET_ITEM(items, i);
-    if (!PyTuple_Check(pair) || PyTuple_GET_SIZE(pair) != 2) {
+    /* Held: reading a pair of the program's own type runs its code, which may change seq. */
+    PyObject *item = Py_NewRef(PySequence_Fast_GET_ITEM(items, i));
+    PyObject *pair = PyUnicode_Check(item) || PyBytes_Check(item) ? NULL : PySequence_Tuple(item);
+    if (!pair || PyTuple_GET_SIZE(pair) != 2) {
+      Py_XDECREF(pair);
+      PyErr_Clear();
       PyErr_Format(PyExc_TypeError,
-                   "module_from_buffer()'s option %zd must be a (jit_option, value) tuple, not "
+                   "module_from_buffer()'s option %zd must be a (jit_option, value) pair, not "
                    "%.100s",
-                   i, Py_TYPE(pair)->tp_name);
+                   i, Py_TYPE(item)->tp_name);
+      Py_DECREF(item);
       goto fail;
     }
-    int overflow = 0;
-    long option = PyLong_Check(PyTuple_GET_ITEM(pair, 0))
-                      ? PyLong_AsLongAndOverflow(PyTuple_GET_ITEM(pair, 0), &overflow)
-                      : -1;
-    if (option == -1 && PyErr_Occurred()) goto fail;
-    if (!PyLong_Check(PyTuple_GET_ITEM(pair, 0)) || overflow || option < INT_MIN ||
-        option > INT_MAX) {
-      PyErr_Format(PyExc_TypeError,
-                   "module_from_buffer()'s option %zd names %R; a kiln.driver.jit_option is "
-                   "expected",
-                   i, PyTuple_GET_ITEM(pair, 0));
-      goto fail;
-    }
-    PyObject *value = PyTuple_GET_ITEM(pair, 1);
-    long long v = PyLong_Check(value) ? PyLong_AsLongLongAndOverflow(value, &overflow) : -1;
-    if (v == -1 && PyErr_Occurred()) goto fail;
-    if (!PyLong_Check(value) || overflow) {
-      PyErr_Format(PyExc_TypeError,
-                   "module_from_buffer()'s option %zd (%R) has the value %R; an int is expected", i,
-                   PyTuple_GET_ITEM(pair, 0), value);
-      goto fail;
-    }
-    options[i].option = (int)option;
-    options[i].value = v;
+    Py_DECREF(item);
+    int read = kpy_jit_option_pair(pair, i, &options[i]);
+    Py_DECREF(pair);
+    if (read < 0) goto fail;
   }
   Py_DECREF(items);
   *out = options;
@@ -924,13 +935,33 @@ static PyObject *kpy_module_from_buffer(PyObject *module, PyObject *args, PyObje
   PyMem_Free(options);
   options = NULL;
   if (handler != Py_None) {
+    /* The failure is made an exception before the handler runs: kiln calls it makes would
+     * replace kiln's last error. A handler that raises is the exception instead. */
+    kpy_raised failure;
+    if (s) {
+      kpy_raise(st, s);
+      kpy_raised_set_aside(&failure);
+    }
     PyObject *r = PyObject_CallFunction(handler, "Oss", s ? Py_False : Py_True, logs,
                                         logs + KPY_JIT_LOG_BYTES);
+    PyMem_Free(logs);
     if (!r) {
       kiln_module_free(m);
-      goto fail;
+      if (s) {
+        kpy_raised raised;
+        kpy_raised_set_aside(&raised);
+        kpy_raised_put_back(&failure);
+        PyErr_Clear();
+        kpy_raised_put_back(&raised);
+      }
+      return NULL;
     }
     Py_DECREF(r);
+    if (s) {
+      kpy_raised_put_back(&failure);
+      return NULL;
+    }
+    return kpy_module_adopt(st, m);
   }
   PyMem_Free(logs);
   if (s) return kpy_raise(st, s);
