@@ -223,6 +223,10 @@ class HostPointer(_abc.ABC):
     """PyCUDA's base of host memory objects: PagelockedHostAllocation, RegisteredHostMemory
     (each with get_device_pointer()) and AlignedHostAllocation are its subclasses."""
 
+    def get_device_pointer(self):
+        """The address kernels use for the memory, where it is mapped for the device."""
+        raise NotImplementedError(f"{type(self).__name__} has no device address")
+
 
 for _host in (PagelockedHostAllocation, RegisteredHostMemory, AlignedHostAllocation):
     HostPointer.register(_host)
