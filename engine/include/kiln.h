@@ -536,8 +536,8 @@ typedef struct kiln_array_desc {
  * The descriptor is checked before the device: the format, the channels, a width of 0, flags
  * kiln does not know, a depth a 1D array cannot have, a cubemap's shape, a size past memory. */
 kiln_status kiln_array_create(const kiln_array_desc *desc, kiln_array **out);
-/* Destroys the array (cuArrayDestroy); the handle is gone even when the driver fails. NULL is a
- * no-op. */
+/* Destroys the array (cuArrayDestroy) in the context of the device it was made on, whichever
+ * is current; the handle is gone even when the driver fails. NULL is a no-op. */
 kiln_status kiln_array_free(kiln_array *a);
 const kiln_array_desc *kiln_array_descriptor(const kiln_array *a); /* as created */
 size_t kiln_array_element_size(const kiln_array *a); /* bytes of one element, all channels */

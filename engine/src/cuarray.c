@@ -113,6 +113,7 @@ kiln_status kiln_array_create(const kiln_array_desc *desc, kiln_array **out) {
   }
   a->desc = *desc;
   a->element_bytes = element;
+  a->device = d->ordinal;
   *out = a;
   kiln__clear_error();
   return KILN_OK;
@@ -120,12 +121,14 @@ kiln_status kiln_array_create(const kiln_array_desc *desc, kiln_array **out) {
 
 kiln_status kiln_array_free(kiln_array *a) {
   if (!a) return KILN_OK;
+  /* In the context it was made in, whichever device is current now (then current again). */
   kiln__device *d;
-  kiln_status s = kiln__device_enter(&d);
+  kiln_status s = kiln__device_visit(a->device, &d);
   CUresult rc =
       s || !kiln__driver.ArrayDestroy ? CUDA_SUCCESS : kiln__driver.ArrayDestroy(a->handle);
   free(a);
-  if (s) return s;
+  kiln_status back = kiln__device_enter(&d);
+  if (s || (s = back)) return s;
   if (rc) return kiln__cuda_fail("cuArrayDestroy", (int)rc);
   kiln__clear_error();
   return KILN_OK;

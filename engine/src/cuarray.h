@@ -9,6 +9,7 @@ struct kiln_array {
   CUarray handle; /* owned: destroyed by kiln_array_free */
   kiln_array_desc desc;
   size_t element_bytes; /* one element, its channels together */
+  int device;           /* the device whose primary context it was made in */
 };
 
 /* The array as rows of bytes: the bytes of a row, the rows of a slice and the slices, each at
