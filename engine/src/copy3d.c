@@ -152,6 +152,17 @@ static kiln_status kiln__copy_check(const kiln_copy_side *src, const kiln_copy_s
     (c)->Height = (height);                                                                 \
   } while (0)
 
+/* ... and the slices, which CUDA_MEMCPY3D and CUDA_MEMCPY3D_PEER add. */
+#define KILN__COPY_FILL_3D(c, src, dst, width, height, depth) \
+  do {                                                        \
+    KILN__COPY_FILL(c, src, dst, width, height);              \
+    (c)->srcZ = (src)->z;                                     \
+    (c)->srcHeight = (src)->height;                           \
+    (c)->dstZ = (dst)->z;                                     \
+    (c)->dstHeight = (dst)->height;                           \
+    (c)->Depth = (depth);                                     \
+  } while (0)
+
 static int kiln__copy_array_has_slices(const kiln_copy_side *side) {
   return side->kind == KILN_COPY_ARRAY && side->array->desc.depth;
 }
@@ -182,12 +193,7 @@ static kiln_status kiln__memcpy_3d(const kiln_copy_side *src, const kiln_copy_si
       return kiln__fail(KILN_ERROR_CUDA, "this CUDA driver has no cuMemcpy3D%s",
                         async ? "Async" : "");
     CUDA_MEMCPY3D c;
-    KILN__COPY_FILL(&c, src, dst, width, height);
-    c.srcZ = src->z;
-    c.srcHeight = src->height;
-    c.dstZ = dst->z;
-    c.dstHeight = dst->height;
-    c.Depth = depth;
+    KILN__COPY_FILL_3D(&c, src, dst, width, height, depth);
     CUresult rc = async ? kiln__driver.Memcpy3DAsync(&c, stream) : kiln__driver.Memcpy3D(&c);
     if (rc) return kiln__cuda_fail(async ? "cuMemcpy3DAsync" : "cuMemcpy3D", (int)rc);
   }
@@ -241,14 +247,9 @@ static kiln_status kiln__memcpy_3d_peer(const kiln_copy_side *src, int src_devic
     return kiln__fail(KILN_ERROR_CUDA, "this CUDA driver has no cuMemcpy3DPeer%s",
                       async ? "Async" : "");
   CUDA_MEMCPY3D_PEER c;
-  KILN__COPY_FILL(&c, src, dst, width, height);
-  c.srcZ = src->z;
-  c.srcHeight = src->height;
+  KILN__COPY_FILL_3D(&c, src, dst, width, height, depth);
   c.srcContext = ctx[0];
-  c.dstZ = dst->z;
-  c.dstHeight = dst->height;
   c.dstContext = ctx[1];
-  c.Depth = depth;
   CUresult rc = async ? kiln__driver.Memcpy3DPeerAsync(&c, stream) : kiln__driver.Memcpy3DPeer(&c);
   if (rc) return kiln__cuda_fail(async ? "cuMemcpy3DPeerAsync" : "cuMemcpy3DPeer", (int)rc);
   kiln__clear_error();

@@ -444,13 +444,9 @@ static PyObject *kpy_memcpy_dtod_any(PyObject *module, PyObject *args, PyObject 
   size_t n;
   kiln_deviceptr d, s_ptr;
   kiln_stream handle = NULL;
-  /* The stream and an __index__ may run Python code, which may free an allocation read before
-   * it: an allocation's address is read again last. */
+  /* The stream may run Python code too: the pointers are read after it. */
   if (kpy_count(size_obj, "size", &n) < 0 || (async && kpy_stream_parse(st, stream, &handle) < 0) ||
-      kpy_device_pointer(st, dest, n, "destination", &d) < 0 ||
-      kpy_device_pointer(st, src, n, "source", &s_ptr) < 0 ||
-      (Py_IS_TYPE(dest, st->ref.DeviceAllocation_type) &&
-       kpy_device_pointer(st, dest, n, "destination", &d) < 0))
+      kpy_device_pointers(st, dest, src, n, &d, &s_ptr) < 0)
     return NULL;
   kiln_status s;
   Py_BEGIN_ALLOW_THREADS
@@ -466,6 +462,16 @@ static PyObject *kpy_memcpy_dtod(PyObject *module, PyObject *args, PyObject *kwa
 
 static PyObject *kpy_memcpy_dtod_async(PyObject *module, PyObject *args, PyObject *kwargs) {
   return kpy_memcpy_dtod_any(module, args, kwargs, 1);
+}
+
+int kpy_device_pointers(kpy_state *st, PyObject *dest, PyObject *src, size_t nbytes,
+                        kiln_deviceptr *d, kiln_deviceptr *s) {
+  if (kpy_device_pointer(st, dest, nbytes, "destination", d) < 0 ||
+      kpy_device_pointer(st, src, nbytes, "source", s) < 0)
+    return -1;
+  if (Py_IS_TYPE(dest, st->ref.DeviceAllocation_type))
+    return kpy_device_pointer(st, dest, nbytes, "destination", d);
+  return 0;
 }
 
 /* memset_d8/d16/d32(dest, data, count) and the _async forms with stream=None: count values of

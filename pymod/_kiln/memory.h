@@ -54,6 +54,12 @@ typedef struct kpy_copy_stream {
  * waited for there, as kiln's array copies are. -1 with the error raised. */
 int kpy_copy_queued(kpy_state *st, const kpy_copy_stream *on, PyObject *keep);
 
+/* The two sides of a device-to-device copy of nbytes, dest then src, read last of a call's
+ * arguments: src's __index__ may run Python code that frees the allocation dest is, so an
+ * allocation's address is read again after it. -1 with the error raised. */
+int kpy_device_pointers(kpy_state *st, PyObject *dest, PyObject *src, size_t nbytes,
+                        kiln_deviceptr *d, kiln_deviceptr *s);
+
 /* A device pointer from obj: a DeviceAllocation (whose size must hold nbytes), an int, or an
  * object with __index__ (a PointerHolderBase). -1 with TypeError or ValueError naming `what`. */
 int kpy_device_pointer(kpy_state *st, PyObject *obj, size_t nbytes, const char *what,

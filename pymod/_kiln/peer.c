@@ -39,15 +39,11 @@ static PyObject *kpy_memcpy_peer_any(PyObject *module, PyObject *args, PyObject 
   int dst_device, src_device;
   kiln_deviceptr d, s_ptr;
   kiln_stream handle = NULL;
-  /* The stream and an __index__ may run Python code, which may free an allocation read before
-   * it: an allocation's address is read again last, as memcpy_dtod does. */
+  /* The contexts and the stream may run Python code: the pointers are read after them. */
   if (kpy_context_device(st, dest_ctx, 1, "dest_context", &dst_device) < 0 ||
       kpy_context_device(st, src_ctx, 1, "src_context", &src_device) < 0 ||
       (async && kpy_stream_parse(st, stream, &handle) < 0) ||
-      kpy_device_pointer(st, dest, (size_t)n, "destination", &d) < 0 ||
-      kpy_device_pointer(st, src, (size_t)n, "source", &s_ptr) < 0 ||
-      (Py_IS_TYPE(dest, st->ref.DeviceAllocation_type) &&
-       kpy_device_pointer(st, dest, (size_t)n, "destination", &d) < 0))
+      kpy_device_pointers(st, dest, src, (size_t)n, &d, &s_ptr) < 0)
     return NULL;
   kiln_status s;
   Py_BEGIN_ALLOW_THREADS
