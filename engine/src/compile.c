@@ -134,7 +134,7 @@ static kiln_status kiln__compile_program(const char *src, nvrtcProgram prog,
                                          const char *pch_dir, const char *cwd, kiln__code *out) {
   int n_inc = opts ? opts->n_include_dirs : 0, n_opt = opts ? opts->n_options : 0;
   int rdc = opts && (opts->flags & (KILN_COMPILE_DEVICE_RUNTIME | KILN_COMPILE_RELOCATABLE));
-  size_t n_args = 6 + (size_t)n_inc + (size_t)n_opt;
+  size_t n_args = 7 + (size_t)n_inc + (size_t)n_opt;
   const char **args = calloc(n_args, sizeof *args);
   char **owned = calloc(n_args, sizeof *owned);
   kiln_status s = KILN_OK;
@@ -167,6 +167,8 @@ static kiln_status kiln__compile_program(const char *src, nvrtcProgram prog,
     args[k++] = cccl;
   }
   if (rdc) args[k++] = "-rdc=true"; /* linked after, with the device runtime or by the caller */
+  /* Before the user's options, as nvcc puts cuda_runtime.h before any -include of theirs. */
+  args[k++] = "--pre-include=" KILN__NVCC_HOST_HEADER;
   for (int i = 0; i < n_opt; i++) args[k++] = opts->options[i];
   kiln__pch_plan pch;
   kiln__pch_plan_for(src, opts, args, (int)k, pch_dir, cwd, &pch);

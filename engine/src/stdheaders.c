@@ -19,6 +19,50 @@
 #include <string.h>
 #include <sys/stat.h>
 
+/* The C library's macros of <math.h> and <stdlib.h>, which kiln's headers of those names and
+ * the names nvcc's kernels see without an #include (below) share, each guarded, so that
+ * either may come first. */
+#define KILN__MATH_MACROS                                                \
+  "#ifndef INFINITY\n"                                                   \
+  "#define INFINITY __builtin_bit_cast(float, 0x7f800000u)\n"            \
+  "#endif\n"                                                             \
+  "#ifndef NAN\n"                                                        \
+  "#define NAN __builtin_bit_cast(float, 0x7fc00000u)\n"                 \
+  "#endif\n"                                                             \
+  "#ifndef HUGE_VALF\n"                                                  \
+  "#define HUGE_VALF INFINITY\n"                                         \
+  "#endif\n"                                                             \
+  "#ifndef HUGE_VAL\n"                                                   \
+  "#define HUGE_VAL __builtin_bit_cast(double, 0x7ff0000000000000ull)\n" \
+  "#endif\n"                                                             \
+  "#ifndef M_PI\n"                                                       \
+  "#define M_E 2.7182818284590452354\n"                                  \
+  "#define M_LOG2E 1.4426950408889634074\n"                              \
+  "#define M_LOG10E 0.43429448190325182765\n"                            \
+  "#define M_LN2 0.69314718055994530942\n"                               \
+  "#define M_LN10 2.30258509299404568402\n"                              \
+  "#define M_PI 3.14159265358979323846\n"                                \
+  "#define M_PI_2 1.57079632679489661923\n"                              \
+  "#define M_PI_4 0.78539816339744830962\n"                              \
+  "#define M_1_PI 0.31830988618379067154\n"                              \
+  "#define M_2_PI 0.63661977236758134308\n"                              \
+  "#define M_2_SQRTPI 1.12837916709551257390\n"                          \
+  "#define M_SQRT2 1.41421356237309504880\n"                             \
+  "#define M_SQRT1_2 0.70710678118654752440\n"                           \
+  "#endif\n"                                                             \
+  "#ifndef MAXFLOAT\n"                                                   \
+  "#define MAXFLOAT 3.40282347e+38F\n"                                   \
+  "#endif\n"
+
+#define KILN__STDLIB_MACROS       \
+  "#ifndef EXIT_SUCCESS\n"        \
+  "#define EXIT_SUCCESS 0\n"      \
+  "#define EXIT_FAILURE 1\n"      \
+  "#endif\n"                      \
+  "#ifndef RAND_MAX\n"            \
+  "#define RAND_MAX 2147483647\n" \
+  "#endif\n"
+
 typedef struct kiln__stdheader {
   const char *name, *text;
 } kiln__stdheader;
@@ -42,12 +86,7 @@ static const kiln__stdheader kiln__stdheaders[] = {
                  "device code\n"
                  " * (malloc takes from the heap the context's malloc heap limit sizes). */\n"
                  "#ifndef KILN_STDLIB_H\n"
-                 "#define KILN_STDLIB_H\n"
-                 "#ifndef EXIT_SUCCESS\n"
-                 "#define EXIT_SUCCESS 0\n"
-                 "#define EXIT_FAILURE 1\n"
-                 "#endif\n"
-                 "#endif\n"},
+                 "#define KILN_STDLIB_H\n" KILN__STDLIB_MACROS "#endif\n"},
     {"cstdlib",
      "/* kiln's <cstdlib> for NVRTC: <stdlib.h>, and its device functions in std. */\n"
      "#ifndef KILN_CSTDLIB\n"
@@ -59,35 +98,7 @@ static const kiln__stdheader kiln__stdheaders[] = {
      "/* kiln's <math.h> for NVRTC: the functions (sinf, sqrt, isnan, ...) are built into device\n"
      " * code; these are the C library's macros and types. */\n"
      "#ifndef KILN_MATH_H\n"
-     "#define KILN_MATH_H\n"
-     "#ifndef INFINITY\n"
-     "#define INFINITY __builtin_bit_cast(float, 0x7f800000u)\n"
-     "#endif\n"
-     "#ifndef NAN\n"
-     "#define NAN __builtin_bit_cast(float, 0x7fc00000u)\n"
-     "#endif\n"
-     "#ifndef HUGE_VALF\n"
-     "#define HUGE_VALF INFINITY\n"
-     "#endif\n"
-     "#ifndef HUGE_VAL\n"
-     "#define HUGE_VAL __builtin_bit_cast(double, 0x7ff0000000000000ull)\n"
-     "#endif\n"
-     "#ifndef M_PI\n"
-     "#define M_E 2.7182818284590452354\n"
-     "#define M_LOG2E 1.4426950408889634074\n"
-     "#define M_LOG10E 0.43429448190325182765\n"
-     "#define M_LN2 0.69314718055994530942\n"
-     "#define M_LN10 2.30258509299404568402\n"
-     "#define M_PI 3.14159265358979323846\n"
-     "#define M_PI_2 1.57079632679489661923\n"
-     "#define M_PI_4 0.78539816339744830962\n"
-     "#define M_1_PI 0.31830988618379067154\n"
-     "#define M_2_PI 0.63661977236758134308\n"
-     "#define M_2_SQRTPI 1.12837916709551257390\n"
-     "#define M_SQRT2 1.41421356237309504880\n"
-     "#define M_SQRT1_2 0.70710678118654752440\n"
-     "#endif\n"
-     "typedef float float_t;\n"
+     "#define KILN_MATH_H\n" KILN__MATH_MACROS "typedef float float_t;\n"
      "typedef double double_t;\n"
      "#endif\n"},
     {"cmath",
@@ -317,6 +328,25 @@ static const kiln__stdheader kiln__stdheaders[] = {
                 "#endif\n"},
 };
 
+/* What a kernel compiled by nvcc sees without any #include: nvcc puts cuda_runtime.h first,
+ * which brings in the host's <stdlib.h>, <math.h> and with them glibc's <sys/types.h>, so
+ * sources written for it use uint, M_PI or INFINITY bare. Given to every compile and
+ * included before the source (NVRTC's --pre-include), as nvcc includes cuda_runtime.h. The
+ * limits and the fixed-width integer types are left out: nvcc's come from the host's headers,
+ * kiln's from libcu++, whose types can differ (long against long long), and a source that
+ * defines one itself must not meet a conflicting definition it would not meet under nvcc. */
+static const char kiln__nvcc_host_text[] =
+    "/* kiln: the names nvcc's implicit host headers give every kernel. */\n"
+    "#ifndef KILN_NVCC_HOST_H\n"
+    "#define KILN_NVCC_HOST_H\n"
+    "typedef unsigned char u_char;\n"
+    "typedef unsigned short u_short;\n"
+    "typedef unsigned int u_int;\n"
+    "typedef unsigned long u_long;\n"
+    "typedef unsigned short ushort;\n"
+    "typedef unsigned int uint;\n"
+    "typedef unsigned long ulong;\n" KILN__MATH_MACROS KILN__STDLIB_MACROS "#endif\n";
+
 /* 1 when dir (relative to the working folder when not absolute) holds a file called name. */
 static int kiln__stdheaders_in(const char *dir, const char *name) {
   char path[PATH_MAX];
@@ -358,7 +388,7 @@ static int kiln__stdheaders_shadowed(const kiln_compile_opts *opts, size_t which
 kiln_status kiln__stdheaders_select(const char *src, const kiln_compile_opts *opts,
                                     const char ***names, const char ***sources, int *n_out) {
   int given = opts ? opts->n_headers : 0;
-  size_t cap = (size_t)given + KILN__COUNT(kiln__stdheaders);
+  size_t cap = (size_t)given + KILN__COUNT(kiln__stdheaders) + 1;
   *names = calloc(cap, sizeof **names);
   *sources = calloc(cap, sizeof **sources);
   if (!*names || !*sources) {
@@ -368,6 +398,8 @@ kiln_status kiln__stdheaders_select(const char *src, const kiln_compile_opts *op
     return kiln__fail(KILN_ERROR_NO_MEMORY, "out of memory for the compile's headers");
   }
   int n = 0;
+  (*names)[n] = KILN__NVCC_HOST_HEADER;
+  (*sources)[n++] = kiln__nvcc_host_text;
   for (int i = 0; i < given; i++, n++) {
     (*names)[n] = opts->header_names[i];
     (*sources)[n] = opts->header_sources[i];
@@ -388,8 +420,8 @@ kiln_status kiln__stdheaders_select(const char *src, const kiln_compile_opts *op
  * hash these texts, some 10 us, before its first lookup. The C test
  * stdheaders_digest_matches_the_texts recomputes it, so a text edited without it fails. */
 static const unsigned char kiln__stdheaders_sha[KILN__KEY_SIZE] = {
-    0xc3, 0x7d, 0x66, 0xd1, 0x47, 0x4e, 0xd7, 0x66, 0x73, 0x55, 0x81, 0x18, 0x43, 0x63, 0x6a, 0xd3,
-    0x0a, 0x17, 0xcb, 0xbd, 0xf5, 0xb6, 0xcf, 0xa3, 0x0b, 0xf7, 0x73, 0x2a, 0x48, 0xc5, 0x7c, 0xf7};
+    0x69, 0xb6, 0x6e, 0x00, 0xf7, 0x9c, 0x16, 0x33, 0xe4, 0x3a, 0x4a, 0xa4, 0xfa, 0xae, 0x8f, 0x77,
+    0xbd, 0xac, 0x46, 0xfa, 0xec, 0xb4, 0x0f, 0x89, 0xc1, 0xa9, 0xaf, 0x6a, 0xd8, 0xa6, 0x1a, 0x47};
 
 kiln_status kiln__stdheaders_digest(unsigned char out[KILN__KEY_SIZE]) {
   kiln__hasher *h;
@@ -399,6 +431,8 @@ kiln_status kiln__stdheaders_digest(unsigned char out[KILN__KEY_SIZE]) {
     kiln__hash_string(h, kiln__stdheaders[i].name);
     kiln__hash_string(h, kiln__stdheaders[i].text);
   }
+  kiln__hash_string(h, KILN__NVCC_HOST_HEADER);
+  kiln__hash_string(h, kiln__nvcc_host_text);
   return kiln__hash_end(h, out);
 }
 

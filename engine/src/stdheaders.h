@@ -5,10 +5,14 @@
 
 #include "hash.h"
 
-/* The in-memory headers of a compile of src: opts' own, then kiln's that no in-memory header,
- * include folder (include_dirs, -I options, the toolkit's) or the working folder shadows, when
- * any text of the compile can name a header at all. The arrays are malloc'd (free them); their
- * strings belong to opts or to kiln. */
+/* The header every compile is given and includes first (--pre-include): the names nvcc's
+ * implicit host headers give kernels (uint, M_PI, INFINITY, ...). */
+#define KILN__NVCC_HOST_HEADER "kiln_nvcc_host.h"
+
+/* The in-memory headers of a compile of src: kiln's nvcc names, opts' own, then kiln's that no
+ * in-memory header, include folder (include_dirs, -I options, the toolkit's) or the working folder
+ * shadows, when any text of the compile can name a header at all. The arrays are malloc'd (free
+ * them); their strings belong to opts or to kiln. */
 kiln_status kiln__stdheaders_select(const char *src, const kiln_compile_opts *opts,
                                     const char ***names, const char ***sources, int *n);
 

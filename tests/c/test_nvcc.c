@@ -232,13 +232,44 @@ TEST(compile_supplies_the_c_headers_nvrtc_lacks) {
 
 /* 1 when name is one of kiln's own C headers. */
 static int is_kilns_header(const char *name) {
+  if (strcmp(name, KILN__NVCC_HOST_HEADER) == 0) return 1;
   for (int i = 0; i < kiln__stdheaders_count(); i++)
     if (strcmp(kiln__stdheaders_name(i), name) == 0) return 1;
   return 0;
 }
 
+/* A kernel written for nvcc uses what nvcc's implicit host headers define without an #include
+ * of its own (uint, M_PI, INFINITY, ...); it compiles here as it did there, with no warning,
+ * beside a typedef of its own, <math.h> included after, and an -include of its own. */
+TEST(compile_sees_the_names_nvcc_gives_without_an_include) {
+  const char *src =
+      "typedef unsigned int uint;\n"
+      "__global__ void k(float *p, uint n, ushort s, ulong l, u_char c, u_short us, u_int ui,\n"
+      "                  u_long ul) {\n"
+      "  p[0] = (float)M_PI + M_E + M_SQRT2 + M_1_PI + INFINITY + NAN + HUGE_VALF + MAXFLOAT;\n"
+      "  p[1] = (float)HUGE_VAL + n + s + l + c + us + ui + ul + RAND_MAX + EXIT_SUCCESS;\n"
+      "}\n"
+      "#include <math.h>\n#include <stdlib.h>\n"
+      "__global__ void g(float *p) { p[0] = (float)M_PI_2 + EXIT_FAILURE; }\n";
+  const char *own[] = {"-include", "mine.h"}, *hn[] = {"mine.h"}, *hs[] = {"#define MINE 2\n"};
+  kiln_compile_opts opts = {.arch = "sm_90",
+                            .options = own,
+                            .n_options = 2,
+                            .header_names = hn,
+                            .header_sources = hs,
+                            .n_headers = 1};
+  for (int with_own = 0; with_own < 2; with_own++) {
+    kiln_module *m = compile_ok(src, with_own ? &opts : &(kiln_compile_opts){.arch = "sm_90"});
+    if (kiln_module_log(m)[0]) FAIL("the log is not empty: %s", kiln_module_log(m));
+    kiln_module_free(m);
+  }
+  kiln_module *m = compile_ok("__global__ void k(int *p) { p[0] = MINE; }\n", &opts);
+  kiln_module_free(m);
+}
+
 /* kiln's C headers go to NVRTC only when some text of the compile can name a header: a source
- * that includes nothing costs no lookups for them; one that reaches them by #include, by
+ * that includes nothing costs no lookups for them (it gets the one header of nvcc's implicit
+ * names alone, included first by every compile); one that reaches them by #include, by
  * __has_include, by nvcc's -include or through a header given in memory still gets them. */
 TEST(compile_gives_its_c_headers_only_where_a_line_can_reach_them) {
   ASSERT_OK(kiln__nvrtc_load());
@@ -246,15 +277,17 @@ TEST(compile_gives_its_c_headers_only_where_a_line_can_reach_them) {
   int n = -1;
   ASSERT_OK(kiln__stdheaders_select("__global__ void k(int *p) { p[0] = 1; }", NULL, &names,
                                     &sources, &n));
-  ASSERT_EQ(n, 0);
+  ASSERT_EQ(n, 1);
+  ASSERT_STR_EQ(names[0], KILN__NVCC_HOST_HEADER);
   free(names);
   free(sources);
   const char *hn[] = {"h.h"}, *quiet[] = {"#define H 1"}, *chained[] = {"#include <stdio.h>"};
   kiln_compile_opts own = {.header_names = hn, .header_sources = quiet, .n_headers = 1};
   ASSERT_OK(kiln__stdheaders_select("__global__ void k(int *p) { p[0] = 1; }", &own, &names,
                                     &sources, &n));
-  ASSERT_EQ(n, 1); /* the compile's own header, and none of kiln's */
-  ASSERT_STR_EQ(names[0], "h.h");
+  ASSERT_EQ(n, 2); /* the nvcc names and the compile's own header, none of kiln's C headers */
+  ASSERT_STR_EQ(names[0], KILN__NVCC_HOST_HEADER);
+  ASSERT_STR_EQ(names[1], "h.h");
   free(names);
   free(sources);
   const char *reaching[] = {"#include <stdio.h>\n", "#if __has_include(<stdint.h>)\n#endif\n"};
