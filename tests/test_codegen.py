@@ -288,3 +288,13 @@ def test_a_warp_shuffle_is_never_an_argument_of_reduce(reduce_expr):
     assert "__shfl_down_sync" in src
     assert "REDUCE(v, __shfl" not in src.replace(" ", "").replace("REDUCE(v,", "REDUCE(v, ")
     compile_(src)
+
+
+def test_an_elementwise_kernel_whose_preamble_includes_pycudas_complex_header_compiles():
+    # PyCUDA's demo_complex.py includes <pycuda-complex.hpp> in the preamble, beside the
+    # complex header kiln's generated source includes itself: one complex type, no clash.
+    from kiln.elementwise import ElementwiseKernel
+    k = ElementwiseKernel(
+        "pycuda::complex<float> *x, pycuda::complex<float> *y, pycuda::complex<float> *z",
+        "z[i] = x[i] * y[i]", "complex_mul", preamble="#include <pycuda-complex.hpp>")
+    assert k._function("contig").signature == ("ptr", "ptr", "ptr", "u64")

@@ -313,3 +313,30 @@ def test_contradictory_targets_are_refused(arch, code, options, phrase):
 def test_agreeing_targets_compile_for_the_one_they_name(arch, options, built):
     mod = kiln.SourceModule(TWO, arch=arch, options=options, cache_dir=False)
     assert mod.arch == built
+
+
+def test_sources_written_for_nvcc_and_pycuda_compile_as_they_did_there():
+    # nvcc's implicit host headers give kernels uint, M_PI, INFINITY...; PyCUDA's SourceModule
+    # puts its pycuda-complex.hpp and pycuda-helpers.hpp on every include path.
+    src = """
+    #include <pycuda-complex.hpp>
+    __global__ void k(pycuda::complex<float> *z, float *x, uint n, ushort s, ulong l)
+    { uint i = threadIdx.x; if (i < n) { z[i] = pycuda::exp(z[i]) * (float)M_PI;
+      x[i] = INFINITY + s + l + pycuda::abs(z[i]); } }
+    """
+    mod = kiln.SourceModule(src, arch=ARCH)
+    assert mod.log == ""
+    assert mod.get_function("k").signature == ("ptr", "ptr", "u32", "u16", "u64")
+    helpers = kiln.SourceModule('#include "pycuda-helpers.hpp"\n'
+                                "__global__ void h(fp_tex_double *d, pycuda::complex<double> *z)"
+                                "\n{ d[0].x = (int)z[0].real(); }\n", arch=ARCH)
+    assert helpers.get_function("h").signature == ("ptr", "ptr")
+    # A header of the caller's under the same name wins, as an include folder of its own would.
+    own = kiln.SourceModule("#include <pycuda-complex.hpp>\n__global__ void k(int *p)"
+                            "{ p[0] = MINE; }\n", arch=ARCH,
+                            headers={"pycuda-complex.hpp": "#define MINE 7\n"})
+    assert own.get_function("k").signature == ("ptr",)
+    with pytest.raises(kiln.CompileError, match="pycuda::complex"):
+        kiln.SourceModule("#include <pycuda-complex.hpp>\n__global__ void k(int *p)"
+                          "{ pycuda::complex<float> z; p[0] = MINE; }\n", arch=ARCH,
+                          headers={"pycuda-complex.hpp": "#define MINE 7\n"})

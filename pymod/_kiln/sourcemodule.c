@@ -127,6 +127,27 @@ static int kpy_headers(PyObject *headers, PyObject *keep, const char ***names,
   return 0;
 }
 
+/* PyCUDA's own headers (<pycuda-complex.hpp>, <pycuda-helpers.hpp>), which its SourceModule
+ * puts on every compile's include path, as kiln's in-memory headers for a source that names
+ * one: kiln._cgen.PYCUDA_HEADERS under the caller's headers, which win. Gives a new dict, or
+ * headers itself (a new reference) when the source names none of them. */
+static PyObject *kpy_with_pycuda_headers(const char *src, PyObject *headers) {
+  if (!strstr(src, "pycuda-complex.hpp") && !strstr(src, "pycuda-helpers.hpp"))
+    return Py_NewRef(headers ? headers : Py_None);
+  if (headers && headers != Py_None && !PyDict_Check(headers))
+    return Py_NewRef(headers); /* kpy_headers says what is wrong with it */
+  PyObject *cgen = PyImport_ImportModule("kiln._cgen");
+  PyObject *ours = cgen ? PyObject_GetAttrString(cgen, "PYCUDA_HEADERS") : NULL;
+  Py_XDECREF(cgen);
+  PyObject *merged = ours && PyDict_Check(ours) ? PyDict_Copy(ours) : NULL;
+  if (ours && !merged && !PyErr_Occurred())
+    PyErr_SetString(PyExc_TypeError, "kiln._cgen.PYCUDA_HEADERS is not a dict");
+  Py_XDECREF(ours);
+  if (merged && headers && headers != Py_None && PyDict_Update(merged, headers) < 0)
+    Py_CLEAR(merged);
+  return merged;
+}
+
 /* A str or os.PathLike as a str (NULL with TypeError naming `what` otherwise). */
 static PyObject *kpy_path(PyObject *obj, const char *what) {
   PyObject *fs = PyOS_FSPath(obj);
@@ -535,7 +556,10 @@ static PyObject *kpy_sourcemodule_new(PyTypeObject *tp, PyObject *args, PyObject
       kpy_strings(include_dirs, "include_dirs", 1, keep_alive, &inc, &opts.n_include_dirs) < 0 ||
       kpy_strings(names, "name_expressions", 0, keep_alive, &nm, &opts.n_name_expressions) < 0)
     goto done;
-  if (kpy_headers(headers, keep_alive, &hn, &hs, &opts.n_headers) < 0) goto done;
+  PyObject *all_headers = kpy_with_pycuda_headers(src, headers);
+  int given = all_headers ? kpy_headers(all_headers, keep_alive, &hn, &hs, &opts.n_headers) : -1;
+  Py_XDECREF(all_headers); /* keep_alive holds its entries */
+  if (given < 0) goto done;
   opts.options = o;
   opts.include_dirs = inc;
   opts.name_expressions = nm;

@@ -332,6 +332,18 @@ using kiln::log; using kiln::log10; using kiln::sqrt; using kiln::sin; using kil
 using kiln::tan; using kiln::sinh; using kiln::cosh; using kiln::tanh; using kiln::pow; }
 """
 
+# PyCUDA's headers, which sources written for it include (its SourceModule has them on every
+# include path): kiln's complex type under PyCUDA's header name, and of <pycuda-helpers.hpp>
+# what CUDA 12 leaves of it (the fp_tex_* types; its texture fetches need texture references,
+# which CUDA 12 removed). SourceModule gives them to a source that names one.
+PYCUDA_HEADERS = {
+    COMPLEX_HEADER_NAME: COMPLEX_HEADER,
+    "pycuda-complex.hpp": f'#pragma once\n#include "{COMPLEX_HEADER_NAME}"\n',
+    "pycuda-helpers.hpp": ("#pragma once\n#include <pycuda-complex.hpp>\n"
+                           "typedef float fp_tex_float;\ntypedef int2 fp_tex_double;\n"
+                           "typedef uint2 fp_tex_cfloat;\ntypedef int4 fp_tex_cdouble;\n"),
+}
+
 HALF_HEADER = "#include <cuda_fp16.h>\n"
 
 
