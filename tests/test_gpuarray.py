@@ -731,3 +731,38 @@ def test_logical_operations_with_scalars_and_allocators(op):
     np.testing.assert_array_equal(gpuarray.logical_not(xd, allocator=pool.allocate).get(),
                                   np.logical_not(x))
     assert bool(gpuarray.logical_not(0.0).get())
+
+
+@pytest.mark.parametrize("n", [0, 1, 255, 256, 257, 10**6 + 3])
+def test_pycudas_launch_shape_and_new_like_me_serve_a_kernel_of_ones_own(n):
+    # Programs that extend GPUArray launch their own kernels over an array's elements with
+    # f.prepared_call(a._grid, a._block, ...), and make results with a._new_like_me().
+    a = gpuarray.to_gpu(np.arange(n, dtype=np.float32))
+    grid, block = a._grid, a._block
+    assert (grid, block) == gpuarray.splay(n) and grid[0] * block[0] >= n
+    f = kiln.SourceModule("""
+    __global__ void twice(float *out, const float *in, unsigned long n)
+    { for (unsigned long i = blockIdx.x * blockDim.x + threadIdx.x; i < n;
+           i += gridDim.x * blockDim.x) out[i] = 2 * in[i]; }
+    """).get_function("twice")
+    f.prepare("PPL")
+    out = a._new_like_me()
+    assert out.shape == a.shape and out.dtype == a.dtype and out.ptr != a.ptr or n == 0
+    f.prepared_call(grid, block, out.gpudata, a.gpudata, a.mem_size)
+    np.testing.assert_array_equal(out.get(), 2 * np.arange(n, dtype=np.float32))
+    doubled = a._new_like_me(dtype=np.float64)
+    assert doubled.dtype == np.float64 and doubled.shape == (n,)
+
+
+def test_a_complex_kernel_written_for_pycuda_includes_its_header():
+    # PyCUDA's demo_complex.py: the preamble includes <pycuda-complex.hpp>.
+    rng = np.random.default_rng(7)
+    a = (rng.standard_normal(400) + 1j * rng.standard_normal(400)).astype(np.complex64)
+    b = (rng.standard_normal(400) + 1j * rng.standard_normal(400)).astype(np.complex64)
+    complex_mul = ElementwiseKernel(
+        "pycuda::complex<float> *x, pycuda::complex<float> *y, pycuda::complex<float> *z",
+        "z[i] = x[i] * y[i]", "complex_mul", preamble="#include <pycuda-complex.hpp>")
+    a_gpu, b_gpu = gpuarray.to_gpu(a), gpuarray.to_gpu(b)
+    c_gpu = gpuarray.empty_like(a_gpu)
+    complex_mul(a_gpu, b_gpu, c_gpu)
+    np.testing.assert_allclose(c_gpu.get(), a * b, rtol=1e-5, atol=1e-6)

@@ -157,6 +157,41 @@ static PyObject *kpy_array_get_size(PyObject *op, void *c) {
   return PyLong_FromSsize_t(KPY_ARRAY(op)->size);
 }
 
+/* PyCUDA's launch shape for the array's elements, which programs pass to kernels of their
+ * own (f.prepared_call(a._grid, a._block, ...)): one thread an element, 256 a block, as
+ * kiln.gpuarray.splay gives it. */
+enum { KPY_SPLAY_BLOCK = 256 };
+
+static PyObject *kpy_array_get_grid(PyObject *op, void *c) {
+  (void)c;
+  Py_ssize_t n = KPY_ARRAY(op)->size, blocks = n / KPY_SPLAY_BLOCK + (n % KPY_SPLAY_BLOCK != 0);
+  if (blocks < 1) blocks = 1;
+  if (blocks > 0x7fffffff) blocks = 0x7fffffff;
+  return Py_BuildValue("(ni)", blocks, 1);
+}
+
+static PyObject *kpy_array_get_block(PyObject *op, void *c) {
+  (void)op, (void)c;
+  return Py_BuildValue("(iii)", KPY_SPLAY_BLOCK, 1, 1);
+}
+
+/* _new_like_me(dtype=None, order="C"): PyCUDA's name for an empty array of this shape, which
+ * programs extending GPUArray call; kiln.gpuarray.empty_like makes it. */
+static PyObject *kpy_array_new_like_me(PyObject *op, PyObject *args, PyObject *kwargs) {
+  static char *kwlist[] = {(char *)"dtype", (char *)"order", NULL};
+  PyObject *dtype = Py_None, *order = NULL;
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|OO:_new_like_me", kwlist, &dtype, &order))
+    return NULL;
+  PyObject *gpuarray = PyImport_ImportModule("kiln.gpuarray");
+  if (!gpuarray) return NULL;
+  PyObject *order_c = order ? Py_NewRef(order) : PyUnicode_FromString("C");
+  PyObject *res =
+      order_c ? PyObject_CallMethod(gpuarray, "empty_like", "OOO", op, dtype, order_c) : NULL;
+  Py_XDECREF(order_c);
+  Py_DECREF(gpuarray);
+  return res;
+}
+
 static PyObject *kpy_array_get_itemsize(PyObject *op, void *c) {
   (void)c;
   return PyLong_FromSsize_t(KPY_ARRAY(op)->itemsize);
@@ -454,6 +489,9 @@ static PyMethodDef kpy_array_methods[] = {
     {"swapaxes", kpy_array_swapaxes, METH_VARARGS,
      "swapaxes($self, axis1, axis2)\n--\n\nA view with two axes exchanged."},
     /* Conversions */
+    {"_new_like_me", KPY_KW(kpy_array_new_like_me),
+     "_new_like_me($self, dtype=None, order='C')\n--\n\nAn uninitialized array of this shape "
+     "(PyCUDA's name; gpuarray.empty_like)."},
     {"__complex__", kpy_array_complex, METH_NOARGS,
      "__complex__($self, /)\n--\n\ncomplex() of a one-element array."},
     {"tolist", kpy_array_tolist, METH_NOARGS,
@@ -475,6 +513,9 @@ static PyGetSetDef kpy_array_getset[] = {
     {"flags", kpy_array_get_flags, NULL, "c_contiguous, f_contiguous, forc.", NULL},
     {"size", kpy_array_get_size, NULL, "Its number of elements.", NULL},
     {"mem_size", kpy_array_get_size, NULL, "Its number of elements (PyCUDA's name).", NULL},
+    {"_grid", kpy_array_get_grid, NULL,
+     "PyCUDA's grid for a kernel over its elements: (blocks, 1), one thread an element.", NULL},
+    {"_block", kpy_array_get_block, NULL, "PyCUDA's block for the same: (256, 1, 1).", NULL},
     {"itemsize", kpy_array_get_itemsize, NULL, "The bytes of one element.", NULL},
     {"nbytes", kpy_array_get_nbytes, NULL, "size * itemsize.", NULL},
     {"ndim", kpy_array_get_ndim, NULL, "Its number of dimensions.", NULL},
