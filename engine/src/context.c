@@ -74,6 +74,21 @@ kiln_status kiln_context_get_limit(int limit, size_t *value) {
   return KILN_OK;
 }
 
+/* CUlimit's names, for messages ("limit 3" says little). */
+static const char *kiln__limit_name(int limit) {
+  static const char *names[] = {"STACK_SIZE",
+                                "PRINTF_FIFO_SIZE",
+                                "MALLOC_HEAP_SIZE",
+                                "DEV_RUNTIME_SYNC_DEPTH",
+                                "DEV_RUNTIME_PENDING_LAUNCH_COUNT",
+                                "MAX_L2_FETCH_GRANULARITY",
+                                "PERSISTING_L2_CACHE_SIZE",
+                                "SHMEM_SIZE",
+                                "CIG_ENABLED",
+                                "CIG_SHMEM_FALLBACK_ENABLED"};
+  return limit >= 0 && (size_t)limit < KILN__COUNT(names) ? names[limit] : "?";
+}
+
 kiln_status kiln_context_set_limit(int limit, size_t value) {
   if (limit < 0 || limit >= CU_LIMIT_MAX)
     return kiln__fail(KILN_ERROR_INVALID, "limit %d is not a CUlimit (0 to %d)", limit,
@@ -82,9 +97,17 @@ kiln_status kiln_context_set_limit(int limit, size_t value) {
   kiln_status s = kiln__device_enter(&d);
   if (s) return s;
   CUresult rc = kiln__driver.CtxSetLimit((CUlimit)limit, value);
-  if (rc == CUDA_ERROR_INVALID_VALUE || rc == CUDA_ERROR_UNSUPPORTED_LIMIT)
-    return kiln__fail(KILN_ERROR_INVALID, "limit %d cannot be set to %zu on device %d", limit,
-                      value, d->ordinal);
+  /* Device-side synchronization, which the sync depth limits, went with CUDA 12's device
+   * runtime: the driver refuses the limit there. */
+  const char *why = limit == CU_LIMIT_DEV_RUNTIME_SYNC_DEPTH
+                        ? " (cudaDeviceSynchronize in device code was removed in CUDA 12)"
+                        : "";
+  if (rc == CUDA_ERROR_UNSUPPORTED_LIMIT)
+    return kiln__fail(KILN_ERROR_INVALID, "limit %d (%s) is not supported on device %d%s", limit,
+                      kiln__limit_name(limit), d->ordinal, why);
+  if (rc == CUDA_ERROR_INVALID_VALUE)
+    return kiln__fail(KILN_ERROR_INVALID, "limit %d (%s) cannot be set to %zu on device %d%s",
+                      limit, kiln__limit_name(limit), value, d->ordinal, why);
   if (rc) return kiln__cuda_fail("cuCtxSetLimit", (int)rc);
   kiln__clear_error();
   return KILN_OK;
