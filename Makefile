@@ -42,7 +42,7 @@ EXT     = pymod/kiln/_kiln$(shell $(PYTHON) -c 'import sysconfig; print(sysconfi
 # The package, then what deps-wheels installed from the wheelhouse (an absent folder is no harm).
 PYENV   = PYTHONPATH=$(CURDIR)/pymod:$(CURDIR)/$(WHEEL_SITE)$${PYTHONPATH:+:$$PYTHONPATH}
 
-.PHONY: all lib ext deps deps-notebook deps-wheels wheelhouse valgrind demo test test-c test-py pycuda-suite bench bench-detail bench-cpu gpu-check sanitize fuzz fuzz-cc clean \
+.PHONY: all lib ext deps deps-notebook deps-wheels wheelhouse valgrind demo test test-c test-py pycuda-suite pycuda-examples bench bench-detail bench-cpu gpu-check sanitize fuzz fuzz-cc clean \
         lint lint-build lint-layers lint-format lint-tools format
 
 all: lib ext
@@ -147,6 +147,10 @@ test-py: ext lib deps-notebook
 # machine: its tests need a GPU.
 pycuda-suite: ext lib
 	$(PYENV) $(PY) tests/pycuda_suite.py -q -rs $(PYCUDA_SUITE_ARGS)
+
+# PyCUDA's example programs, each run as a script against kiln (tests/pycuda_examples.py).
+pycuda-examples: ext lib
+	$(PYENV) $(PY) tests/pycuda_examples.py $(PYCUDA_EXAMPLES_ARGS)
 
 # The comparison with PyCUDA, CuPy, cuda.core and raw C (PyCUDA built from vendor/ first:
 # python3 bench/peers.py fetch fills it where a registry is reachable), then the large

@@ -38,9 +38,10 @@ DIFFERS = {
         "a.real and a.imag are NumPy's strided views, not PyCUDA's contiguous copies",
 }
 
-# The import alias, written as the suite's conftest.py: `pycuda` and `pycuda.X` are kiln's
-# modules themselves (one module object each, never a second copy of kiln).
-CONFTEST = '''\
+# The import alias, written as the suite's conftest.py (and tests/pycuda_examples.py's
+# runner): `pycuda` and `pycuda.X` are kiln's modules themselves (one module object each, never
+# a second copy of kiln).
+ALIAS = '''\
 import importlib
 import importlib.abc
 import importlib.util
@@ -61,7 +62,9 @@ class _KilnForPyCUDA(importlib.abc.MetaPathFinder, importlib.abc.Loader):
 
 
 sys.meta_path.insert(0, _KilnForPyCUDA())
+'''
 
+CONFTEST = ALIAS + '''
 
 def pytest_collection_modifyitems(items):
     import pytest
