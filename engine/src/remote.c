@@ -29,6 +29,7 @@
 #include "hash.h"
 #include "nvrtc.h"
 #include "pch.h"
+#include "stdheaders.h"
 #include "wire.h"
 
 #include <errno.h>
@@ -547,8 +548,8 @@ static int kiln__helper_start(const char *path, kiln__helper *out) {
 /* The lasting helper's socket for the helper at path, NVRTC id and the cache folder dir:
  * dir/pch/nvrtc-<tag>.sock into sock; 0 when there is none to use (turned off, or the path is
  * too long for a socket's). The tag also holds the environment that steers which NVRTC the
- * helper opens and where it finds the toolkit's headers: a process whose environment differs
- * there meets a lasting helper of its own. */
+ * helper opens and where it finds the toolkit's headers, and the digest of kiln's own headers:
+ * a process whose environment or kiln differs there meets a lasting helper of its own. */
 static int kiln__server_socket(const char *path, const kiln__nvrtc_id *id, const char *dir,
                                char *sock, size_t cap) {
   const char *env = getenv("KILN_NVRTC_SERVER");
@@ -567,6 +568,9 @@ static int kiln__server_socket(const char *path, const kiln__nvrtc_id *id, const
   for (size_t i = 0; i < KILN__COUNT(names); i++) kiln__hash_string(h, getenv(names[i]));
   char search[4096];
   kiln__hash_string(h, kiln__nvrtc_search_path(search, sizeof search) ? search : NULL);
+  /* The headers kiln gives every compile: a helper of a kiln whose headers differ (one left
+   * running by the kiln this one replaced) would compile the same key otherwise. */
+  kiln__hash_field(h, kiln__stdheaders_digest_kept(), KILN__KEY_SIZE);
   if (kiln__hash_end(h, key)) {
     kiln__clear_error();
     return 0;
