@@ -36,8 +36,11 @@ _MAX_GRID = 2**31 - 1
 
 
 def compile_source(src, options=None, keep=False):
-    """A SourceModule of generated source, with the headers it names."""
+    """A SourceModule of generated source, with the headers it names (keep: PyCUDA's, the
+    source and what NVRTC made written to a folder it prints)."""
     headers = _cgen.headers_for(src)
+    if keep:
+        return SourceModule(src, options=list(options or []), keep=True, headers=headers)
     return SourceModule(src, options=list(options or []), headers=headers)
 
 
@@ -104,6 +107,7 @@ class ElementwiseKernel(ElementwiseBase):
                               if isinstance(a, VectorArg)]
         self._bare_i = _elwise_src.uses_bare_i(operation, loop_prep, after_loop)
         self._functions = {}
+        self._modules = {}
         # Compiled now, as PyCUDA does, so errors show at once; the common call is then taken
         # by ElementwiseBase in C.
         self._bind(self._function("contig"),
@@ -119,16 +123,20 @@ class ElementwiseKernel(ElementwiseBase):
             src = _elwise_src.source(self.arguments, self.operation, self.name, self.preamble,
                                      self.loop_prep, self.after_loop, variant=variant,
                                      ndim=ndim)
-            f = self._functions[key] = compile_source(src, self.options).get_function(
-                self.name)
+            module = compile_source(src, self.options)
+            f = self._functions[key] = module.get_function(self.name)
+            self._modules[key] = module
         return f
 
     def generate_stride_kernel_and_types(self, use_range):
-        """PyCUDA's (module, function, arguments) of the kernel, with or without range."""
-        f = self._function("range" if use_range else "contig")
+        """PyCUDA's (module, function, arguments) of the kernel, with or without range: the
+        kernel kiln launches for contiguous arrays (four elements a thread a block apart, for
+        any launch shape) or for range=."""
+        variant = "range" if use_range else "contig"
+        f = self._function(variant)
         extra = ([ScalarArg(np.intp, "start"), ScalarArg(np.intp, "stop"),
                   ScalarArg(np.intp, "step")] if use_range else [ScalarArg(np.uintp, "n")])
-        return None, f, self.arguments + extra
+        return self._modules[(variant, 0)], f, self.arguments + extra
 
     # ---- calls ------------------------------------------------------------------------------
 
@@ -246,37 +254,52 @@ def _overlap(arrays, same_ok=False):
 
 # ---- PyCUDA's module-level helpers -----------------------------------------------------------
 
-def get_elwise_kernel_and_types(arguments, operation, name="kernel", keep=False, options=None,
-                                use_range=False, **kwargs):
-    k = ElementwiseKernel(arguments, operation, name, keep, options, **kwargs)
-    return k.generate_stride_kernel_and_types(use_range)
-
-
-def get_elwise_kernel(arguments, operation, name="kernel", keep=False, options=None, **kwargs):
-    """The Function of an elementwise kernel; its last parameter is n (PyCUDA's)."""
-    return get_elwise_kernel_and_types(arguments, operation, name, keep, options,
-                                       **kwargs)[1]
-
-
-class _ModuleOf:
-    def __init__(self, kernel, use_range):
-        self._kernel, self._range = kernel, use_range
-
-    def get_function(self, name):
-        if name != self._kernel.name:
-            raise AttributeError(f"no kernel {name!r}; this module has {self._kernel.name!r}")
-        return self._kernel._function("range" if self._range else "contig")
+def _module(arguments, operation, name, keep, options, preamble, loop_prep, after_loop,
+            use_range):
+    src = _elwise_src.module_source(_cgen.parse_arguments(arguments), operation, name,
+                                    preamble, loop_prep, after_loop, use_range=use_range)
+    return compile_source(src, options, keep)
 
 
 def get_elwise_module(arguments, operation, name="kernel", keep=False, options=None,
-                      preamble="", loop_prep="", after_loop="", **kwargs):
-    """A module whose kernel `name` runs the operation over `n` elements (PyCUDA's)."""
-    return _ModuleOf(ElementwiseKernel(arguments, operation, name, keep, options, preamble,
-                                       loop_prep, after_loop), False)
+                      preamble="", loop_prep="", after_loop=""):
+    """A SourceModule whose kernel `name` has `arguments` as its whole parameter list, as
+    written, and runs `operation` for each `i` below `n` (PyCUDA's): the caller declares `n`
+    itself, e.g. ScalarArg(np.uintp, "n") last, and launches with any grid and block.
+    `arguments`: VectorArg/ScalarArg objects or C declarators, as a list or one string.
+    `tid`, `total_threads` and `cta_start` are defined as in PyCUDA; `loop_prep` runs before
+    the loop, `after_loop` after it."""
+    return _module(arguments, operation, name, keep, options, preamble, loop_prep, after_loop,
+                   False)
 
 
 def get_elwise_range_module(arguments, operation, name="kernel", keep=False, options=None,
-                            preamble="", loop_prep="", after_loop="", **kwargs):
-    """The same with `start, stop, step` in place of `n`."""
-    return _ModuleOf(ElementwiseKernel(arguments, operation, name, keep, options, preamble,
-                                       loop_prep, after_loop), True)
+                            preamble="", loop_prep="", after_loop=""):
+    """The same, running `i` from `start` while below `stop` (above it for a negative `step`)
+    in steps of `step`: the caller declares `start`, `stop` and `step` (PyCUDA's
+    ScalarArg(np.intp, ...)) among `arguments`."""
+    return _module(arguments, operation, name, keep, options, preamble, loop_prep, after_loop,
+                   True)
+
+
+def get_elwise_kernel_and_types(arguments, operation, name="kernel", keep=False, options=None,
+                                use_range=False, **kwargs):
+    """PyCUDA's (module, function, arguments): the kernel of get_elwise_module (with
+    use_range, get_elwise_range_module) over `arguments` followed by `n` (or `start`, `stop`,
+    `step`), the function prepared for them, and that whole parameter list. kwargs:
+    preamble, loop_prep, after_loop. A list given as `arguments` is left as it was (PyCUDA's
+    appends to it)."""
+    extra = ([ScalarArg(np.intp, "start"), ScalarArg(np.intp, "stop"),
+              ScalarArg(np.intp, "step")] if use_range else [ScalarArg(np.uintp, "n")])
+    arguments = _cgen.parse_arguments(arguments) + extra
+    build = get_elwise_range_module if use_range else get_elwise_module
+    mod = build(arguments, operation, name, keep, options, **kwargs)
+    func = mod.get_function(name)
+    func.prepare("".join(a.struct_char for a in arguments))
+    return mod, func, arguments
+
+
+def get_elwise_kernel(arguments, operation, name="kernel", keep=False, options=None, **kwargs):
+    """The prepared Function of get_elwise_kernel_and_types: its last parameter is `n`."""
+    return get_elwise_kernel_and_types(arguments, operation, name, keep, options,
+                                       **kwargs)[1]
