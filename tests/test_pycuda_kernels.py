@@ -12,6 +12,7 @@ import pytest
 
 import kiln
 import kiln.compiler
+import kiln.gpuarray
 import kiln.tools
 from kiln import elementwise as ew
 from kiln import reduction as red
