@@ -255,11 +255,18 @@ COMPLEX_HEADER_NAME = "kiln_complex.h"
 COMPLEX_HEADER = r"""
 #pragma once
 namespace kiln {
+template <bool B> struct _kiln_if {};
+template <> struct _kiln_if<true> { typedef int type; };
 template <typename T> struct alignas(2 * sizeof(T)) complex {
   T re, im;
   __host__ __device__ complex(T r = T(0), T i = T(0)) : re(r), im(i) {}
-  template <typename U>
+  /* Widening is implicit and narrowing explicit, as std::complex's; assignment takes either,
+   * as PyCUDA's does. */
+  template <typename U, typename _kiln_if<(sizeof(U) < sizeof(T))>::type = 0>
+  __host__ __device__ complex(const complex<U> &o) : re(T(o.re)), im(T(o.im)) {}
+  template <typename U, typename _kiln_if<(sizeof(U) >= sizeof(T))>::type = 0>
   __host__ __device__ explicit complex(const complex<U> &o) : re(T(o.re)), im(T(o.im)) {}
+  template <typename U> __host__ __device__ complex &operator=(const complex<U> &o) { re = T(o.re); im = T(o.im); return *this; }
   __host__ __device__ T real() const { return re; }
   __host__ __device__ T imag() const { return im; }
   __host__ __device__ void real(T v) { re = v; }

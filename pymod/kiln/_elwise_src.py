@@ -14,6 +14,10 @@ One operation becomes up to four kernels, each generated when first needed:
 
 `i` is the element's flat index and `n` the element count, as in PyCUDA; `x_i` is defined for
 every array argument `x`.
+
+`module_source` is apart from these: the kernel of PyCUDA's get_elwise_module, whose caller
+writes the whole parameter list (its own `n`, or `start`, `stop`, `step`) and picks the launch
+shape.
 """
 import re
 
@@ -125,6 +129,46 @@ __global__ void {name}({params})
 }}
 """
     raise ValueError(f"unknown variant {variant!r}")
+
+
+def module_source(arguments, operation, name, preamble="", loop_prep="", after_loop="",
+                  use_range=False):
+    """The kernel of PyCUDA's get_elwise_module (use_range: get_elwise_range_module).
+
+    Unlike `source`, `arguments` are the whole parameter list, written as declared: the
+    caller declares `n` itself (or `start`, `stop` and `step`), and nothing is added. The
+    caller also picks the launch shape, so the loop is a plain grid-stride loop, one element
+    per thread per step: `i` starts at `cta_start + tid` and steps by `total_threads`, which
+    code that also reads those names (shared memory by `tid`, say) may rely on."""
+    head = _head(arguments, preamble, (operation, loop_prep, after_loop))
+    params = ", ".join(a.declarator() for a in arguments)
+    common = ("  size_t tid = threadIdx.x;\n"
+              "  size_t total_threads = (size_t)gridDim.x * blockDim.x;\n"
+              "  size_t cta_start = (size_t)blockDim.x * blockIdx.x;\n"
+              "  (void)tid; (void)total_threads; (void)cta_start;\n")
+    if not use_range:
+        loop = f"""  size_t i;
+  {loop_prep};
+  for (i = cta_start + tid; i < n; i += total_threads)
+    {_body(operation)}
+"""
+    else:
+        loop = f"""  long i;
+  {loop_prep};
+  if (step < 0) {{
+    for (i = start + (long)(cta_start + tid) * step; i > stop; i += (long)total_threads * step)
+      {_body(operation)}
+  }} else {{
+    for (i = start + (long)(cta_start + tid) * step; i < stop; i += (long)total_threads * step)
+      {_body(operation)}
+  }}
+"""
+    return f"""{head}
+__global__ void {name}({params})
+{{
+{common}{loop}  {after_loop};
+}}
+"""
 
 
 def collapse(shape, strides_list):

@@ -681,17 +681,25 @@ def _lowest(dtype, highest=False):
     return f"({_cgen.dtype_to_ctype(dtype)})({v}{suffix})"
 
 
-def _reduction(kind, dtype, out_dtype, subset_dtype=None, second=None, conjugate=False):
+def _reduction(kind, dtype, out_dtype, subset_dtype=None, second=None, conjugate=False,
+               exact=False):
     """The ReductionKernel of `kind` over arrays of dtype (and second, for dot), folding in
-    out_dtype's compute type; arguments (subset, x[, y])."""
-    key = (kind, np.dtype(dtype), np.dtype(out_dtype), subset_dtype, second, conjugate)
+    out_dtype's compute type; arguments (subset, x[, y]). Its result is of the dtype it folds
+    in: float32 for a float16 out_dtype and bool for any and all, unless exact, when it folds
+    in out_dtype and gives that (what PyCUDA's kernel getters return)."""
+    dtype, out = np.dtype(dtype), np.dtype(out_dtype)
+    if kind in ("any", "all"):
+        acc = out if exact else np.dtype(np.bool_)
+    else:
+        acc = out if exact or out != np.float16 else np.dtype(np.float32)
+    subset_dtype = None if subset_dtype is None else np.dtype(subset_dtype)
+    second = None if second is None else np.dtype(second)
+    key = (kind, dtype, out, subset_dtype, second, conjugate, acc)
     k = _REDUCTIONS.get(key)
     if k is not None:
         return k
     from .reduction import ReductionKernel
 
-    dtype, out = np.dtype(dtype), np.dtype(out_dtype)
-    acc = np.dtype(np.float32) if out == np.float16 else out
     index = "subset[i]" if subset_dtype is not None else "i"
     args = ([f"{_cgen.dtype_to_ctype(subset_dtype)} *subset"] if subset_dtype is not None
             else []) + [f"{_cgen.dtype_to_ctype(dtype)} *x"]
@@ -722,9 +730,10 @@ def _reduction(kind, dtype, out_dtype, subset_dtype=None, second=None, conjugate
                  else f"(({x}) != 0)")
         neutral, reduce, mapped = (("false", "a || b", truth) if kind == "any"
                                    else ("true", "a && b", truth))
-        acc = np.dtype(np.bool_)
     else:
         raise ValueError(f"unknown reduction {kind!r}")
+    if acc == np.float16 and kind not in ("any", "all"):
+        mapped = store(mapped, acc, acc)  # computed in float, folded as __half
     preamble = _preamble([acc, dtype] + ([second] if second is not None else []))
     k = _REDUCTIONS[key] = ReductionKernel(acc, neutral, reduce, mapped, ", ".join(args),
                                            name=f"kiln_{kind}", preamble=preamble)

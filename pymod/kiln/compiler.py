@@ -5,10 +5,14 @@ kiln compiles with NVRTC, in the process, and keeps what it compiled in its cach
 nvcc are translated (docs/sourcemodule.md says how), cache_dir names the cache folder (False:
 none), keep=True writes the source, PTX and CUBIN to a folder it names.
 
+CudaModule is PyCUDA's base class of the modules this module makes: SourceModule (kiln's own
+type, registered under it), DynamicSourceModule and DynamicModule are CudaModules.
+
 DEFAULT_NVCC_FLAGS is PyCUDA's: the options of a SourceModule (or compile, or
 DynamicSourceModule) given none, read at each call, so that appending to the list or
 assigning another counts. It starts from $KILN_DEFAULT_NVCC_FLAGS, split at white space.
 """
+import abc
 import os
 import sys
 import types
@@ -43,6 +47,15 @@ def _default_options():
     return globals().get("DEFAULT_NVCC_FLAGS") or ()
 
 
+class CudaModule(abc.ABC):  # noqa: B024  (a base for isinstance; it asks nothing of its kinds)
+    """What SourceModule, DynamicSourceModule and DynamicModule are (PyCUDA's base class of
+    them): `isinstance(mod, CudaModule)` holds for each. SourceModule is kiln's own type, so it
+    is registered here rather than derived."""
+
+
+CudaModule.register(SourceModule)
+
+
 class DynamicSourceModule(SourceModule):
     """A SourceModule whose kernels may launch kernels: compiled as relocatable device code
     (-rdc=true) and linked with the device runtime, libcudadevrt.a, found beside NVRTC (or in
@@ -73,7 +86,7 @@ def compile(source, nvcc="nvcc", options=None, keep=False, no_extern_c=False, ar
     return module.cubin if target == "cubin" else module.ptx.encode()
 
 
-class DynamicModule:
+class DynamicModule(CudaModule):
     """PyCUDA's DynamicModule: sources, PTX, objects and libraries linked into one module, whose
     kernels may launch kernels and call device functions of the others.
 

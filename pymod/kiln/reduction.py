@@ -14,14 +14,27 @@ compiled through kiln's cache and launched by kiln's own call path.
 Where kiln differs from PyCUDA: `range=` and `slice=` take negative steps, arrays that are not
 contiguous are copied to contiguous ones first (on the call's stream), and the result may be
 written into `out=`.
+
+PyCUDA's kernel getters are here too (get_sum_kernel, get_dot_kernel, get_minmax_kernel, their
+subset forms, get_any_kernel, get_all_kernel, get_minmax_neutral): each gives the
+ReductionKernel gpuarray's own reductions use, folding in and giving the dtype asked for. Their
+min and max give NaN when the array has one (NumPy's answer; PyCUDA's fmin/fmax pass over it).
+PyCUDA's get_reduction_module and get_reduction_kernel_and_types are left out: they make the
+two stages of PyCUDA's two-launch reduction (a kernel that writes one partial value per block,
+with parameters (out, arguments, seq_count, n), launched again over those values), which kiln's
+one-launch kernel, whose last block folds the partial values itself, does not have; a
+ReductionKernel is what to build instead.
 """
 import numpy as np
 
 from . import _cgen, _reduce_src
 from ._kiln import DeviceArray, ReductionBase
 from .elementwise import compile_source
+from .tools import context_dependent_memoize
 
-__all__ = ["ReductionKernel"]
+__all__ = ["ReductionKernel", "get_sum_kernel", "get_any_kernel", "get_all_kernel",
+           "get_subset_sum_kernel", "get_dot_kernel", "get_subset_dot_kernel",
+           "get_minmax_neutral", "get_minmax_kernel", "get_subset_minmax_kernel"]
 
 _slice = slice
 
@@ -117,3 +130,95 @@ def _empty_result(dtype, stream):
     from ._kiln import empty
     return empty((), dtype, stream=stream)
 
+
+
+# ---- PyCUDA's kernel getters -----------------------------------------------------------------
+
+def _exact(kind, dtype_in, dtype_out, subset=None, second=None):
+    """The kernel gpuarray's reductions use (kiln._ops), folding in and giving dtype_out."""
+    from . import _ops
+    if dtype_in is None or dtype_out is None:
+        raise ValueError(f"a {kind} kernel needs the dtypes of its input and result; "
+                         "None was given for one")
+    return _ops._reduction(kind, dtype_in, dtype_out, subset, second, exact=True)
+
+
+@context_dependent_memoize
+def get_sum_kernel(dtype_out, dtype_in):
+    """The sum of an array of dtype_in as a 0-d array of dtype_out (None: dtype_in):
+    get_sum_kernel(np.float32, np.float32)(a)."""
+    return _exact("sum", dtype_in, dtype_in if dtype_out is None else dtype_out)
+
+
+@context_dependent_memoize
+def get_any_kernel(dtype_out, dtype_in):
+    """Whether some element of an array of dtype_in is nonzero, as 1 or 0 of dtype_out (None:
+    dtype_in); gpuarray.any asks for bool."""
+    return _exact("any", dtype_in, dtype_in if dtype_out is None else dtype_out)
+
+
+@context_dependent_memoize
+def get_all_kernel(dtype_out, dtype_in):
+    """Whether every element of an array of dtype_in is nonzero, as 1 or 0 of dtype_out."""
+    return _exact("all", dtype_in, dtype_in if dtype_out is None else dtype_out)
+
+
+@context_dependent_memoize
+def get_subset_sum_kernel(dtype_out, dtype_subset, dtype_in):
+    """The sum of in[lookup_tbl[i]]; called (lookup_tbl, in)."""
+    return _exact("sum", dtype_in, dtype_in if dtype_out is None else dtype_out, dtype_subset)
+
+
+@context_dependent_memoize
+def get_dot_kernel(dtype_out, dtype_a=None, dtype_b=None):
+    """The sum of a[i]*b[i]; called (a, b). dtype_a defaults to dtype_out, dtype_b to
+    dtype_a."""
+    dtype_a = dtype_out if dtype_a is None else dtype_a
+    return _exact("dot", dtype_a, dtype_out, None, dtype_a if dtype_b is None else dtype_b)
+
+
+@context_dependent_memoize
+def get_subset_dot_kernel(dtype_out, dtype_subset, dtype_a=None, dtype_b=None):
+    """The sum of a[lookup_tbl[i]]*b[lookup_tbl[i]]; called (lookup_tbl, a, b). dtype_out
+    defaults to dtype_a, dtype_b to dtype_a, dtype_a to dtype_out."""
+    if dtype_out is None:
+        dtype_out = dtype_a
+    if dtype_b is None:
+        dtype_b = dtype_out if dtype_a is None else dtype_a
+    if dtype_a is None:
+        dtype_a = dtype_out
+    return _exact("dot", dtype_a, dtype_out, dtype_subset, dtype_b)
+
+
+def get_minmax_neutral(what, dtype):
+    """PyCUDA's neutral element of a min or max reduction, as C: "MY_INFINITY" or
+    "-MY_INFINITY" for floats (PyCUDA's kernels #define MY_INFINITY (1./0); code using this
+    defines it too), the largest or smallest integer of dtype otherwise."""
+    dtype = np.dtype(dtype)
+    if what not in ("min", "max"):
+        raise ValueError(f"what is 'min' or 'max', not {what!r}")
+    if issubclass(dtype.type, np.inexact):
+        return "MY_INFINITY" if what == "min" else "-MY_INFINITY"
+    info = np.iinfo(dtype)
+    return str(info.max if what == "min" else info.min)
+
+
+def _check_minmax(what):
+    if what not in ("min", "max"):
+        raise ValueError(f"what is 'min' or 'max', not {what!r}")
+
+
+@context_dependent_memoize
+def get_minmax_kernel(what, dtype):
+    """The smallest (what="min") or largest ("max") element of an array of dtype, as a 0-d
+    array of dtype. A NaN is the result when there is one, as in NumPy and gpuarray.min/max
+    (PyCUDA's fminf/fmaxf pass over NaNs)."""
+    _check_minmax(what)
+    return _exact(what, dtype, dtype)
+
+
+@context_dependent_memoize
+def get_subset_minmax_kernel(what, dtype, dtype_subset):
+    """The same over in[lookup_tbl[i]]; called (lookup_tbl, in)."""
+    _check_minmax(what)
+    return _exact(what, dtype, dtype, dtype_subset)

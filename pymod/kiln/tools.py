@@ -76,30 +76,36 @@ def make_default_context(ctx_maker=None):
 
 # ---- Memoizing per context -----------------------------------------------------------------------
 
-_memoized = []
+# PyCUDA's list of the functions context_dependent_memoize has cached a result of (each once,
+# from its first result on); clear_context_caches empties their caches.
+context_dependent_memoized_functions = []
 
 
 def context_dependent_memoize(func):
     """Caches func's result per current context (that is, per current device) and arguments:
-    a kernel built once per device."""
-    cache = {}
-    _memoized.append(cache)
+    a kernel built once per device. The cache is func._pycuda_ctx_dep_memoize_dic, as in
+    PyCUDA: {context: {arguments: result}}."""
+    cache = func._pycuda_ctx_dep_memoize_dic = {}
 
     @functools.wraps(func)
     def wrapper(*args, **kwargs):
-        key = (Context.get_current(), args, tuple(sorted(kwargs.items())))
+        key = (args, frozenset(kwargs.items())) if kwargs else (args,)
+        per_context = cache.setdefault(Context.get_current(), {})
         try:
-            return cache[key]
+            return per_context[key]
         except KeyError:
-            result = cache[key] = func(*args, **kwargs)
-            return result
+            pass
+        result = per_context[key] = func(*args, **kwargs)
+        if not any(f is func for f in context_dependent_memoized_functions):
+            context_dependent_memoized_functions.append(func)
+        return result
     return wrapper
 
 
 def clear_context_caches():
     """Empties every context_dependent_memoize cache."""
-    for cache in _memoized:
-        cache.clear()
+    for func in context_dependent_memoized_functions:
+        func._pycuda_ctx_dep_memoize_dic.clear()
 
 
 # ---- Small helpers -------------------------------------------------------------------------------
