@@ -45,6 +45,13 @@ SKIPPED = {
                               "code, which CUDA 12 removed",
 }
 
+# Parts of third-party packages that a script needs beyond importing them, each tried as a
+# statement of its own: a package whose own modules fail here (numba's CUDA target, built for an
+# older NumPy, fails as it loads) makes the script a skip, with that failure as its reason.
+NEEDS = {
+    "cai_numba.py": "import numba.cuda.cudaimpl",
+}
+
 # Scripts that run until stopped: each runs with its arguments for `seconds` and passes when it
 # printed its line and no traceback by then.
 UNTIL_STOPPED = {
@@ -91,14 +98,15 @@ def third_party_imports(path):
                   and n.split(".")[0] != "pycuda" and n != "__future__")
 
 
-def import_problem(module, env, _seen={}):
-    """None when `module` imports in a fresh interpreter here, else its error's last line."""
-    if module not in _seen:
-        done = subprocess.run([sys.executable, "-c", f"import {module}"], env=env,
+def import_problem(statement, env, _seen={}):
+    """None when `statement` (an import) runs in a fresh interpreter here, else its error's
+    last line."""
+    if statement not in _seen:
+        done = subprocess.run([sys.executable, "-c", statement], env=env,
                               capture_output=True, text=True, timeout=120)
-        _seen[module] = None if done.returncode == 0 else (
+        _seen[statement] = None if done.returncode == 0 else (
             (done.stderr.strip().splitlines() or ["exit status %d" % done.returncode])[-1])
-    return _seen[module]
+    return _seen[statement]
 
 
 def outcome(name, rc, output):
@@ -116,9 +124,12 @@ def run(name, timeout, into=EXAMPLES):
     if name in SKIPPED:
         return "skipped", SKIPPED[name]
     for module in third_party_imports(into / name):
-        problem = import_problem(module, env)
+        problem = import_problem(f"import {module}", env)
         if problem:
             return "skipped", f"needs {module}, which does not import here ({problem})"
+    if name in NEEDS and import_problem(NEEDS[name], env):
+        return "skipped", (f"needs `{NEEDS[name]}` to work, which fails here "
+                           f"({import_problem(NEEDS[name], env)})")
     args, marker, seconds = UNTIL_STOPPED.get(name, ([], None, timeout))
     try:
         # A few Enters for the scripts that pause for one.

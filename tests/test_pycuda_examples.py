@@ -53,6 +53,12 @@ def test_verdicts(tmp_path):
     assert result == "failed" and "a failure of its own" in why
     result, why = pycuda_examples.run("needs.py", 60, into)
     assert result == "skipped" and "needs no_such_module_anywhere" in why
+    pycuda_examples.NEEDS["ok.py"] = "import no_such_module_anywhere.part"
+    try:
+        result, why = pycuda_examples.run("ok.py", 60, into)
+    finally:
+        del pycuda_examples.NEEDS["ok.py"]
+    assert result == "skipped" and "no_such_module_anywhere.part" in why
     result, why = pycuda_examples.run("slow.py", 2, into)
     assert result == "failed" and "still running after 2 s" in why
 
@@ -60,6 +66,8 @@ def test_verdicts(tmp_path):
 def test_every_skip_says_why():
     for name, why in pycuda_examples.SKIPPED.items():
         assert name.endswith(".py") and why
+    for name, statement in pycuda_examples.NEEDS.items():
+        assert name.endswith(".py") and statement.startswith("import ")
     for name, (args, marker, seconds) in pycuda_examples.UNTIL_STOPPED.items():
         assert name.endswith(".py") and marker and seconds > 0
 
