@@ -322,7 +322,7 @@ def test_sources_written_for_nvcc_and_pycuda_compile_as_they_did_there():
     #include <pycuda-complex.hpp>
     __global__ void k(pycuda::complex<float> *z, float *x, uint n, ushort s, ulong l)
     { uint i = threadIdx.x; if (i < n) { z[i] = pycuda::exp(z[i]) * (float)M_PI;
-      x[i] = INFINITY + s + l + pycuda::abs(z[i]); } }
+      x[i] = HUGE_VALF + s + l + pycuda::abs(z[i]); } }
     """
     mod = kiln.SourceModule(src, arch=ARCH)
     assert mod.log == ""

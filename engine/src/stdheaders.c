@@ -21,16 +21,10 @@
 
 /* The C library's macros of <math.h> and <stdlib.h>, which kiln's headers of those names and
  * the names nvcc's kernels see without an #include (below) share, each guarded, so that
- * either may come first. */
+ * either may come first. INFINITY and NAN are <math.h>'s alone (below). */
 #define KILN__MATH_MACROS                                                \
-  "#ifndef INFINITY\n"                                                   \
-  "#define INFINITY __builtin_bit_cast(float, 0x7f800000u)\n"            \
-  "#endif\n"                                                             \
-  "#ifndef NAN\n"                                                        \
-  "#define NAN __builtin_bit_cast(float, 0x7fc00000u)\n"                 \
-  "#endif\n"                                                             \
   "#ifndef HUGE_VALF\n"                                                  \
-  "#define HUGE_VALF INFINITY\n"                                         \
+  "#define HUGE_VALF __builtin_bit_cast(float, 0x7f800000u)\n"           \
   "#endif\n"                                                             \
   "#ifndef HUGE_VAL\n"                                                   \
   "#define HUGE_VAL __builtin_bit_cast(double, 0x7ff0000000000000ull)\n" \
@@ -98,7 +92,13 @@ static const kiln__stdheader kiln__stdheaders[] = {
      "/* kiln's <math.h> for NVRTC: the functions (sinf, sqrt, isnan, ...) are built into device\n"
      " * code; these are the C library's macros and types. */\n"
      "#ifndef KILN_MATH_H\n"
-     "#define KILN_MATH_H\n" KILN__MATH_MACROS "typedef float float_t;\n"
+     "#define KILN_MATH_H\n"
+     "#ifndef INFINITY\n"
+     "#define INFINITY __builtin_bit_cast(float, 0x7f800000u)\n"
+     "#endif\n"
+     "#ifndef NAN\n"
+     "#define NAN __builtin_bit_cast(float, 0x7fc00000u)\n"
+     "#endif\n" KILN__MATH_MACROS "typedef float float_t;\n"
      "typedef double double_t;\n"
      "#endif\n"},
     {"cmath",
@@ -330,11 +330,13 @@ static const kiln__stdheader kiln__stdheaders[] = {
 
 /* What a kernel compiled by nvcc sees without any #include: nvcc puts cuda_runtime.h first,
  * which brings in the host's <stdlib.h>, <math.h> and with them glibc's <sys/types.h>, so
- * sources written for it use uint, M_PI or INFINITY bare. Given to every compile and
- * included before the source (NVRTC's --pre-include), as nvcc includes cuda_runtime.h. The
- * limits and the fixed-width integer types are left out: nvcc's come from the host's headers,
- * kiln's from libcu++, whose types can differ (long against long long), and a source that
- * defines one itself must not meet a conflicting definition it would not meet under nvcc. */
+ * sources written for it use uint or M_PI bare. Given to every compile and included before
+ * the source (NVRTC's --pre-include), as nvcc includes cuda_runtime.h. Left out: INFINITY and
+ * NAN, which libcu++'s <cuda/std/cmath> (and so CUB) defines under NVRTC whatever came before,
+ * warning of a macro of another text, where a constant of the name would be a variable in
+ * every module; and the limits and fixed-width integer types, which come from libcu++ here and
+ * from the host's headers under nvcc (long against long long): a source that defines one itself
+ * must not meet a conflicting definition it would not meet under nvcc. */
 static const char kiln__nvcc_host_text[] =
     "/* kiln: the names nvcc's implicit host headers give every kernel. */\n"
     "#ifndef KILN_NVCC_HOST_H\n"
@@ -420,8 +422,8 @@ kiln_status kiln__stdheaders_select(const char *src, const kiln_compile_opts *op
  * hash these texts, some 10 us, before its first lookup. The C test
  * stdheaders_digest_matches_the_texts recomputes it, so a text edited without it fails. */
 static const unsigned char kiln__stdheaders_sha[KILN__KEY_SIZE] = {
-    0x69, 0xb6, 0x6e, 0x00, 0xf7, 0x9c, 0x16, 0x33, 0xe4, 0x3a, 0x4a, 0xa4, 0xfa, 0xae, 0x8f, 0x77,
-    0xbd, 0xac, 0x46, 0xfa, 0xec, 0xb4, 0x0f, 0x89, 0xc1, 0xa9, 0xaf, 0x6a, 0xd8, 0xa6, 0x1a, 0x47};
+    0xd4, 0x2e, 0xf6, 0x83, 0x66, 0x0d, 0x88, 0x65, 0x17, 0x03, 0x91, 0x1d, 0x71, 0x4c, 0x2a, 0xa7,
+    0xe9, 0x10, 0x73, 0xd0, 0x60, 0x05, 0xbe, 0x12, 0xa5, 0x6a, 0xf2, 0xcd, 0x2c, 0x7f, 0x1a, 0x22};
 
 kiln_status kiln__stdheaders_digest(unsigned char out[KILN__KEY_SIZE]) {
   kiln__hasher *h;
