@@ -1,10 +1,12 @@
 """What the tests share: where the kernels are, whether there is a GPU, the compile arch, and
 helpers that run work in threads or in a new Python. conftest.py keeps the fixtures and hooks;
 pytest.ini puts this folder on sys.path, so a test file says `from helpers import ...`."""
+import io
 import os
 import pathlib
 import subprocess
 import sys
+import tarfile
 import textwrap
 import threading
 
@@ -61,3 +63,12 @@ def run_python(code, env=None, timeout=120):
     process, its output as text."""
     return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True,
                           text=True, timeout=timeout, env={**os.environ, **(env or {})})
+
+
+def write_sdist(path, files):
+    """A source distribution (a .tar.gz) at path holding files, {member name: bytes}."""
+    with tarfile.open(path, "w:gz") as tar:
+        for name, data in files.items():
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))

@@ -1,26 +1,16 @@
 """tests/pycuda_examples.py, which runs PyCUDA's example programs against kiln: the unpacking,
 the reading of a script's imports and the verdicts, on scripts made here; and, on a GPU with
 PyCUDA's source distribution in vendor/, every example (make pycuda-examples)."""
-import io
-import tarfile
-
 import pytest
 
 import pycuda_examples
 import pycuda_suite
-
-
-def _sdist(path, files):
-    with tarfile.open(path, "w:gz") as tar:
-        for name, data in files.items():
-            info = tarfile.TarInfo(name)
-            info.size = len(data)
-            tar.addfile(info, io.BytesIO(data))
+from helpers import write_sdist
 
 
 def test_unpack_takes_the_example_scripts_alone(tmp_path):
     sdist = tmp_path / "pycuda-2099.1.tar.gz"
-    _sdist(sdist, {"pycuda-2099.1/examples/hello.py": b"print('hello')\n",
+    write_sdist(sdist, {"pycuda-2099.1/examples/hello.py": b"print('hello')\n",
                    "pycuda-2099.1/examples/from-wiki/wiki.py": b"",
                    "pycuda-2099.1/examples/from-wiki/deeper/no.py": b"",
                    "pycuda-2099.1/examples/data.txt": b"",

@@ -1,7 +1,6 @@
 """tests/pycuda_suite.py, which runs PyCUDA's own test files against kiln: the unpacking and
 the import alias, on a source distribution made here (PyCUDA's own runs on the GPU machine:
 make pycuda-suite)."""
-import io
 import re
 import subprocess
 import sys
@@ -12,6 +11,7 @@ from pathlib import Path
 import pytest
 
 import pycuda_suite
+from helpers import write_sdist
 
 SUITE_TEST = b'''
 import pycuda
@@ -42,19 +42,12 @@ def test_where_kiln_differs():
 '''
 
 
-def _sdist(path, files):
-    with tarfile.open(path, "w:gz") as tar:
-        for name, data in files.items():
-            info = tarfile.TarInfo(name)
-            info.size = len(data)
-            tar.addfile(info, io.BytesIO(data))
-
 
 def test_unpack_takes_the_test_files_alone(tmp_path, monkeypatch):
     monkeypatch.setattr(pycuda_suite, "DIFFERS", {
         "test_alias.py::test_where_kiln_differs": "a reason"})
     sdist = tmp_path / "pycuda-2099.1.tar.gz"
-    _sdist(sdist, {"pycuda-2099.1/test/test_alias.py": SUITE_TEST,
+    write_sdist(sdist, {"pycuda-2099.1/test/test_alias.py": SUITE_TEST,
                    "pycuda-2099.1/test/undistributed/test_no.py": b"",
                    "pycuda-2099.1/pycuda/driver.py": b"",
                    "pycuda-2099.1/test/helper.py": b""})

@@ -340,6 +340,12 @@ def _prepared(arguments, operation, name):
     return get_elwise_kernel_and_types(arguments, operation, name)[1]
 
 
+def _dests_and_srcs(dtype, k):
+    """The take and put kernels' arrays: dest0, ..., then src0, ..., for j in k."""
+    return ([VectorArg(dtype, f"dest{j}") for j in k]
+            + [VectorArg(dtype, f"src{j}") for j in k])
+
+
 @context_dependent_memoize
 def get_take_kernel(dtype, idx_dtype, vec_count=1):
     """(func, []): dest_k[i] = src_k[idx[i]] for k < vec_count. Parameters (idx, dest0, ...,
@@ -347,8 +353,7 @@ def get_take_kernel(dtype, idx_dtype, vec_count=1):
     (tex_src0, ...) which CUDA 12 removed."""
     dtype, idx_dtype = _dtypes(dtype, idx_dtype)
     k = range(vec_count)
-    args = ([VectorArg(idx_dtype, "idx")] + [VectorArg(dtype, f"dest{j}") for j in k]
-            + [VectorArg(dtype, f"src{j}") for j in k] + [ScalarArg(np.intp, "n")])
+    args = [VectorArg(idx_dtype, "idx")] + _dests_and_srcs(dtype, k) + [ScalarArg(np.intp, "n")]
     body = f"{_ctype(idx_dtype)} src_idx = idx[i];\n" + "\n".join(
         f"dest{j}[i] = src{j}[src_idx];" for j in k)
     return _prepared_module(args, body, "take"), []
@@ -362,8 +367,7 @@ def get_take_put_kernel(dtype, idx_dtype, with_offsets, vec_count=1):
     dtype, idx_dtype = _dtypes(dtype, idx_dtype)
     k = range(vec_count)
     args = ([VectorArg(idx_dtype, "gmem_dest_idx"), VectorArg(idx_dtype, "gmem_src_idx")]
-            + [VectorArg(dtype, f"dest{j}") for j in k]
-            + [VectorArg(dtype, f"src{j}") for j in k]
+            + _dests_and_srcs(dtype, k)
             + [ScalarArg(idx_dtype, f"offset{j}") for j in k if with_offsets]
             + [ScalarArg(np.intp, "n")])
     it = _ctype(idx_dtype)
@@ -379,8 +383,8 @@ def get_put_kernel(dtype, idx_dtype, vec_count=1):
     n)."""
     dtype, idx_dtype = _dtypes(dtype, idx_dtype)
     k = range(vec_count)
-    args = ([VectorArg(idx_dtype, "gmem_dest_idx")] + [VectorArg(dtype, f"dest{j}") for j in k]
-            + [VectorArg(dtype, f"src{j}") for j in k] + [ScalarArg(np.intp, "n")])
+    args = ([VectorArg(idx_dtype, "gmem_dest_idx")] + _dests_and_srcs(dtype, k)
+            + [ScalarArg(np.intp, "n")])
     body = f"{_ctype(idx_dtype)} dest_idx = gmem_dest_idx[i];\n" + "\n".join(
         f"dest{j}[dest_idx] = src{j}[i];" for j in k)
     return _prepared_module(args, body, "put")
