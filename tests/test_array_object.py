@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 import kiln
+import kiln.gpuarray as gpuarray
 from helpers import ARCH
 
 # An address no test reads or writes: arrays over it are layouts only.
@@ -893,3 +894,31 @@ def test_strided_views_with_torch_and_cupy():
     c = cp.asarray(a.T)  # through the interface's strides
     assert c.strides == (4, 24) and c.data.ptr == a.ptr
     np.testing.assert_array_equal(c.get(), host.T)
+
+
+def test_pycudas_new_like_me_and_launch_shape():
+    # PyCUDA's GPUArray._new_like_me: this array's type, allocator and (same dtype) strides;
+    # _grid and _block: one thread an element, 256 a block. An allocator of fake addresses
+    # lets them be checked without a device.
+    class Sub(kiln.DeviceArray):
+        pass
+
+    def allocator(nbytes):
+        return FAKE
+
+    a = Sub((3, 4), np.float32, allocator=allocator, order="F")
+    b = a._new_like_me()
+    assert type(b) is Sub and b.allocator is allocator
+    assert b.strides == a.strides == (4, 12) and b.flags.f_contiguous
+    c = a._new_like_me(np.float64)
+    assert type(c) is Sub and c.dtype == np.float64 and c.strides == (32, 8)
+    assert a._new_like_me(order="F", dtype="f8").strides == (8, 24)
+    # A view that is contiguous in no order gives a contiguous array of its shape.
+    v = kiln.DeviceArray((6, 4), np.float32, allocator=allocator)[::2]
+    w = v._new_like_me()
+    assert w.shape == (3, 4) and w.flags.c_contiguous and type(w) is kiln.DeviceArray
+    with pytest.raises(TypeError):
+        a._new_like_me(dtype="no such dtype")
+    for n, blocks in ((0, 1), (1, 1), (256, 1), (257, 2), (10**6, 3907)):
+        x = kiln.DeviceArray(n, np.uint8, allocator=allocator)
+        assert (x._grid, x._block) == ((blocks, 1), (256, 1, 1)) == gpuarray.splay(n)

@@ -175,20 +175,40 @@ static PyObject *kpy_array_get_block(PyObject *op, void *c) {
   return Py_BuildValue("(iii)", KPY_SPLAY_BLOCK, 1, 1);
 }
 
-/* _new_like_me(dtype=None, order="C"): PyCUDA's name for an empty array of this shape, which
- * programs extending GPUArray call; kiln.gpuarray.empty_like makes it. */
+/* _new_like_me(dtype=None, order="C"): PyCUDA's name for an uninitialized array of this shape,
+ * which programs extending GPUArray call: of this array's type and allocator, and, with the
+ * same dtype, its strides (so a Fortran-ordered array gives one). A view that is neither C- nor
+ * F-contiguous gives a contiguous array in `order`: its strides would reach past a new block
+ * of its size. */
 static PyObject *kpy_array_new_like_me(PyObject *op, PyObject *args, PyObject *kwargs) {
   static char *kwlist[] = {(char *)"dtype", (char *)"order", NULL};
+  kpy_array *a = KPY_ARRAY(op);
   PyObject *dtype = Py_None, *order = NULL;
   if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|OO:_new_like_me", kwlist, &dtype, &order))
     return NULL;
-  PyObject *gpuarray = PyImport_ImportModule("kiln.gpuarray");
-  if (!gpuarray) return NULL;
-  PyObject *order_c = order ? Py_NewRef(order) : PyUnicode_FromString("C");
-  PyObject *res =
-      order_c ? PyObject_CallMethod(gpuarray, "empty_like", "OOO", op, dtype, order_c) : NULL;
-  Py_XDECREF(order_c);
-  Py_DECREF(gpuarray);
+  int same = 1;
+  if (dtype != Py_None) {
+    PyArray_Descr *d = NULL;
+    if (!PyArray_DescrConverter(dtype, &d)) return NULL;
+    same = PyArray_EquivTypes(d, a->dtype);
+    Py_DECREF(d);
+  }
+  PyObject *shape = PyObject_GetAttrString(op, "shape");
+  PyObject *allocator = PyObject_GetAttrString(op, "allocator");
+  PyObject *strides = same && a->flags ? PyObject_GetAttrString(op, "strides") : Py_NewRef(Py_None);
+  PyObject *call_args =
+      shape ? Py_BuildValue("(OO)", shape, dtype == Py_None ? (PyObject *)a->dtype : dtype) : NULL;
+  PyObject *call_kw =
+      call_args && allocator && strides
+          ? Py_BuildValue("{sOsOss}", "allocator", allocator, "strides", strides, "order", "C")
+          : NULL;
+  if (call_kw && order && PyDict_SetItemString(call_kw, "order", order) < 0) Py_CLEAR(call_kw);
+  PyObject *res = call_kw ? PyObject_Call((PyObject *)Py_TYPE(op), call_args, call_kw) : NULL;
+  Py_XDECREF(call_kw);
+  Py_XDECREF(call_args);
+  Py_XDECREF(strides);
+  Py_XDECREF(allocator);
+  Py_XDECREF(shape);
   return res;
 }
 
