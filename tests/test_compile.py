@@ -340,3 +340,26 @@ def test_sources_written_for_nvcc_and_pycuda_compile_as_they_did_there():
         kiln.SourceModule("#include <pycuda-complex.hpp>\n__global__ void k(int *p)"
                           "{ pycuda::complex<float> z; p[0] = MINE; }\n", arch=ARCH,
                           headers={"pycuda-complex.hpp": "#define MINE 7\n"})
+
+
+def test_pycudas_headers_reach_through_other_headers_and_yield_to_the_callers_folders(tmp_path):
+    uses = "__global__ void k(pycuda::complex<float> *z) { z[0] = pycuda::conj(z[0]); }\n"
+    # Named by a header of headers=, by a header in an include folder, by -include.
+    mod = kiln.SourceModule('#include "mine.h"\n' + uses, arch=ARCH,
+                            headers={"mine.h": "#include <pycuda-complex.hpp>\n"})
+    assert mod.get_function("k").signature == ("ptr",)
+    (tmp_path / "wrap.h").write_text("#include <pycuda-complex.hpp>\n")
+    mod = kiln.SourceModule('#include "wrap.h"\n' + uses, arch=ARCH,
+                            include_dirs=[str(tmp_path)])
+    assert mod.get_function("k").signature == ("ptr",)
+    mod = kiln.SourceModule(uses, arch=ARCH, options=["-include", "pycuda-complex.hpp"])
+    assert mod.get_function("k").signature == ("ptr",)
+    # A pycuda-complex.hpp in the caller's include folder is the one included, as under
+    # PyCUDA, whose own folder comes after the caller's; pycuda-helpers.hpp is still kiln's.
+    own = tmp_path / "own"
+    own.mkdir()
+    (own / "pycuda-complex.hpp").write_text("#define FROM_THE_CALLERS_FOLDER 1\n")
+    src = ("#include <pycuda-helpers.hpp>\n#if !FROM_THE_CALLERS_FOLDER\n#error kiln's header won"
+           "\n#endif\n__global__ void k(fp_tex_double *d) { d[0].x = 1; }\n")
+    for how in ({"include_dirs": [str(own)]}, {"options": ["-I" + str(own)]}):
+        assert kiln.SourceModule(src, arch=ARCH, **how).get_function("k").signature == ("ptr",)

@@ -8,6 +8,7 @@
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 /* A list of str (or os.PathLike for folders) as C strings that live as long as `keep`. The
  * items are read from a tuple copy that `keep` holds: an item's __fspath__ may change the list
@@ -127,15 +128,63 @@ static int kpy_headers(PyObject *headers, PyObject *keep, const char ***names,
   return 0;
 }
 
+/* Whether dir (relative to the working folder when not absolute) holds a file called name. */
+static int kpy_dir_has(const char *dir, const char *name) {
+  char path[4096];
+  struct stat sb;
+  int n = PyOS_snprintf(path, sizeof path, "%s/%s", dir, name);
+  return n > 0 && (size_t)n < sizeof path && stat(path, &sb) == 0;
+}
+
+/* Whether the compile would find a file called name in a folder: include_dirs, -I options or
+ * the working folder (a quoted include's first place), searched before PyCUDA's own folder. */
+static int kpy_header_on_disk(const kiln_compile_opts *opts, const char *name) {
+  for (int i = 0; i < opts->n_include_dirs; i++)
+    if (opts->include_dirs[i] && kpy_dir_has(opts->include_dirs[i], name)) return 1;
+  for (int i = 0; i < opts->n_options; i++) {
+    const char *o = opts->options[i];
+    if (o && strncmp(o, "-I", 2) == 0 && o[2] && kpy_dir_has(o + 2, name)) return 1;
+  }
+  return kpy_dir_has(".", name);
+}
+
+/* Whether some text of the compile can reach PyCUDA's headers: the source or a header of
+ * headers= naming one, an option (-include), or an include folder, whose files may. */
+static int kpy_reaches_pycuda_headers(const char *src, PyObject *headers,
+                                      const kiln_compile_opts *opts) {
+  if (strstr(src, "pycuda-") || opts->n_include_dirs > 0) return 1;
+  for (int i = 0; i < opts->n_options; i++)
+    if (opts->options[i] &&
+        (strstr(opts->options[i], "pycuda-") || strncmp(opts->options[i], "-I", 2) == 0))
+      return 1;
+  if (!headers || !PyDict_Check(headers)) return 0;
+  PyObject *needle = PyUnicode_FromString("pycuda-");
+  if (!needle) {
+    PyErr_Clear();
+    return 1; /* give them: a header too many costs nothing */
+  }
+  int found = 0;
+  Py_ssize_t pos = 0;
+  PyObject *key, *value; /* borrowed: nothing below runs Python code */
+  while (!found && PyDict_Next(headers, &pos, &key, &value))
+    found = PyUnicode_Check(value) &&
+            PyUnicode_Find(value, needle, 0, PyUnicode_GET_LENGTH(value), 1) >= 0;
+  Py_DECREF(needle);
+  PyErr_Clear();
+  return found;
+}
+
 /* PyCUDA's own headers (<pycuda-complex.hpp>, <pycuda-helpers.hpp>), which its SourceModule
- * puts on every compile's include path, as kiln's in-memory headers for a source that names
- * one: kiln._cgen.PYCUDA_HEADERS under the caller's headers, which win. Gives a new dict, or
- * headers itself (a new reference) when the source names none of them. */
-static PyObject *kpy_with_pycuda_headers(const char *src, PyObject *headers) {
-  if (!strstr(src, "pycuda-complex.hpp") && !strstr(src, "pycuda-helpers.hpp"))
-    return Py_NewRef(headers ? headers : Py_None);
+ * puts on every compile's include path after the caller's folders, as kiln's in-memory headers
+ * (kiln._cgen.PYCUDA_HEADERS) for a compile that can reach them, under the caller's headers=,
+ * which win, and without those a folder of the caller's holds, which win as under PyCUDA.
+ * Gives a new dict, or headers itself (a new reference) when none is given. */
+static PyObject *kpy_with_pycuda_headers(const char *src, PyObject *headers,
+                                         const kiln_compile_opts *opts) {
   if (headers && headers != Py_None && !PyDict_Check(headers))
     return Py_NewRef(headers); /* kpy_headers says what is wrong with it */
+  if (!kpy_reaches_pycuda_headers(src, headers, opts))
+    return Py_NewRef(headers ? headers : Py_None);
   PyObject *cgen = PyImport_ImportModule("kiln._cgen");
   PyObject *ours = cgen ? PyObject_GetAttrString(cgen, "PYCUDA_HEADERS") : NULL;
   Py_XDECREF(cgen);
@@ -143,6 +192,10 @@ static PyObject *kpy_with_pycuda_headers(const char *src, PyObject *headers) {
   if (ours && !merged && !PyErr_Occurred())
     PyErr_SetString(PyExc_TypeError, "kiln._cgen.PYCUDA_HEADERS is not a dict");
   Py_XDECREF(ours);
+  static const char *const pycudas[] = {"pycuda-complex.hpp", "pycuda-helpers.hpp"};
+  for (size_t i = 0; merged && i < sizeof pycudas / sizeof *pycudas; i++)
+    if (kpy_header_on_disk(opts, pycudas[i]) && PyDict_DelItemString(merged, pycudas[i]) < 0)
+      Py_CLEAR(merged);
   if (merged && headers && headers != Py_None && PyDict_Update(merged, headers) < 0)
     Py_CLEAR(merged);
   return merged;
@@ -556,13 +609,13 @@ static PyObject *kpy_sourcemodule_new(PyTypeObject *tp, PyObject *args, PyObject
       kpy_strings(include_dirs, "include_dirs", 1, keep_alive, &inc, &opts.n_include_dirs) < 0 ||
       kpy_strings(names, "name_expressions", 0, keep_alive, &nm, &opts.n_name_expressions) < 0)
     goto done;
-  PyObject *all_headers = kpy_with_pycuda_headers(src, headers);
-  int given = all_headers ? kpy_headers(all_headers, keep_alive, &hn, &hs, &opts.n_headers) : -1;
-  Py_XDECREF(all_headers); /* keep_alive holds its entries */
-  if (given < 0) goto done;
   opts.options = o;
   opts.include_dirs = inc;
   opts.name_expressions = nm;
+  PyObject *all_headers = kpy_with_pycuda_headers(src, headers, &opts);
+  int given = all_headers ? kpy_headers(all_headers, keep_alive, &hn, &hs, &opts.n_headers) : -1;
+  Py_XDECREF(all_headers); /* keep_alive holds its entries */
+  if (given < 0) goto done;
   opts.header_names = hn;
   opts.header_sources = hs;
   if (arch != Py_None && !(opts.arch = kpy_cstring(arch, "arch"))) goto done;
