@@ -306,6 +306,9 @@ def test_an_elementwise_kernel_gives_its_module_too():
     (lambda: red.get_subset_minmax_kernel("min", F64, I32), F64, ["subset", "x"], [I32, F64]),
     (lambda: red.get_any_kernel(np.bool_, F32), np.bool_, ["x"], [F32]),
     (lambda: red.get_all_kernel(I32, C64), I32, ["x"], [C64]),
+    # dtype_out None: the input's, a complex result folded by the truth of its parts.
+    (lambda: red.get_any_kernel(None, C64), C64, ["x"], [C64]),
+    (lambda: red.get_all_kernel(None, np.complex128), np.complex128, ["x"], [np.complex128]),
 ])
 def test_a_reduction_getter_gives_a_reduction_kernel(make, dtype_out, names, dtypes):
     k = make()
@@ -852,3 +855,5 @@ def test_any_all(rng, dtype, n):
         assert reduced(red.get_all_kernel(np.bool_, dtype), xd) == np.all(x)
         assert reduced(red.get_any_kernel(I32, dtype), xd) == int(np.any(x))
         assert reduced(red.get_all_kernel(I32, dtype), xd) == int(np.all(x))
+        assert reduced(red.get_any_kernel(None, dtype), xd) == np.any(x)  # x's dtype
+        assert reduced(red.get_all_kernel(None, dtype), xd) == np.all(x)

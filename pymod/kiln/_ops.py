@@ -728,8 +728,11 @@ def _reduction(kind, dtype, out_dtype, subset_dtype=None, second=None, conjugate
     elif kind in ("any", "all"):
         truth = (f"(({x}).re != 0 || ({x}).im != 0)" if dtype.kind == "c"
                  else f"(({x}) != 0)")
-        neutral, reduce, mapped = (("false", "a || b", truth) if kind == "any"
-                                   else ("true", "a && b", truth))
+        op = "||" if kind == "any" else "&&"
+        # Folded in the result's dtype: a complex one (get_any_kernel's dtype_out) is true
+        # where a part is nonzero, as the elements are.
+        reduce = f"((a) != 0) {op} ((b) != 0)" if acc.kind == "c" else f"a {op} b"
+        neutral, mapped = ("false" if kind == "any" else "true"), truth
     else:
         raise ValueError(f"unknown reduction {kind!r}")
     if acc == np.float16 and kind not in ("any", "all"):
