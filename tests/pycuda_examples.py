@@ -117,9 +117,10 @@ def outcome(name, rc, output):
 
 
 def run(name, timeout, into=EXAMPLES):
-    env = {**os.environ, "MPLBACKEND": "Agg", "PYTHONPATH": os.pathsep.join(
-        p for p in (str(ROOT / "pymod"), os.environ.get("PYTHONPATH"), str(pycuda_suite.SITE))
-        if p)}
+    # Unbuffered, so that a script killed at its time limit has its output read.
+    path = (str(ROOT / "pymod"), os.environ.get("PYTHONPATH"), str(pycuda_suite.SITE))
+    env = {**os.environ, "MPLBACKEND": "Agg", "PYTHONUNBUFFERED": "1",
+           "PYTHONPATH": os.pathsep.join(p for p in path if p)}
     env.pop("DISPLAY", None)
     if name in SKIPPED:
         return "skipped", SKIPPED[name]

@@ -29,7 +29,7 @@ def test_the_imports_that_decide_a_skip_are_the_third_partys(tmp_path):
     assert pycuda_examples.third_party_imports(script) == ["matplotlib.pyplot", "numpy"]
 
 
-def test_verdicts(tmp_path):
+def test_verdicts(tmp_path, monkeypatch):
     into = tmp_path / "examples"
     into.mkdir()
     (into / "_kiln_runner.py").write_text(pycuda_examples.RUNNER)
@@ -51,6 +51,15 @@ def test_verdicts(tmp_path):
     assert result == "skipped" and "no_such_module_anywhere.part" in why
     result, why = pycuda_examples.run("slow.py", 2, into)
     assert result == "failed" and "still running after 2 s" in why
+    # One that runs until stopped passes once it has printed its line, whatever the
+    # environment says of buffering.
+    (into / "forever.py").write_text("import time\nprint('made it')\n"
+                                     "while True:\n    time.sleep(1)\n")
+    monkeypatch.delenv("PYTHONUNBUFFERED", raising=False)
+    monkeypatch.setitem(pycuda_examples.UNTIL_STOPPED, "forever.py", ([], "made it", 3))
+    assert pycuda_examples.run("forever.py", 60, into) == ("passed", "")
+    monkeypatch.setitem(pycuda_examples.UNTIL_STOPPED, "forever.py", ([], "never said", 3))
+    assert pycuda_examples.run("forever.py", 60, into)[0] == "failed"
 
 
 def test_every_skip_says_why():
