@@ -49,10 +49,8 @@ _MAX_GRID = 2**31 - 1
 def compile_source(src, options=None, keep=False):
     """A SourceModule of generated source, with the headers it names (keep: PyCUDA's, the
     source and what NVRTC made written to a folder it prints)."""
-    headers = _cgen.headers_for(src)
-    if keep:
-        return SourceModule(src, options=list(options or []), keep=True, headers=headers)
-    return SourceModule(src, options=list(options or []), headers=headers)
+    return SourceModule(src, options=list(options or []), keep=bool(keep),
+                        headers=_cgen.headers_for(src))
 
 
 def contiguous_grid(n):

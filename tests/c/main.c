@@ -42,6 +42,18 @@ void kiln_test_remove_tree(const char *dir) {
   nftw(dir, kiln_remove_one, 16, FTW_DEPTH | FTW_PHYS);
 }
 
+kiln_copy_side kiln_test_copy_side(unsigned kind, const void *host, size_t size,
+                                   kiln_deviceptr device, size_t pitch, size_t height) {
+  kiln_copy_side side = {0};
+  side.kind = kind;
+  side.host = host;
+  side.host_size = size;
+  side.device = device;
+  side.pitch = pitch;
+  side.height = height;
+  return side;
+}
+
 /* Each test gets a kernel cache folder of its own, removed after it. */
 static int kiln_run_one(const kiln_test *t) {
   char dir[] = "/tmp/kiln-test-XXXXXX";

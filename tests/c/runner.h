@@ -85,4 +85,8 @@ void kiln_test_require_gpu(void);
 /* Removes a folder and everything under it, read-only parts too. */
 void kiln_test_remove_tree(const char *dir);
 
+/* A side of a 2D or 3D copy: host memory of `size` bytes at host, or device memory. */
+kiln_copy_side kiln_test_copy_side(unsigned kind, const void *host, size_t size,
+                                   kiln_deviceptr device, size_t pitch, size_t height);
+
 #endif

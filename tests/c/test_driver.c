@@ -302,24 +302,11 @@ TEST(managed_memory_and_2d_memsets_check_arguments_first) {
   ASSERT_STATUS(kiln_profiler_start(), KILN_ERROR_NO_DRIVER);
 }
 
-/* A side of a 2D or 3D copy: host memory of `size` bytes at host, or device memory. */
-static kiln_copy_side copy_side(unsigned kind, const void *host, size_t size, kiln_deviceptr device,
-                                size_t pitch, size_t height) {
-  kiln_copy_side side = {0};
-  side.kind = kind;
-  side.host = host;
-  side.host_size = size;
-  side.device = device;
-  side.pitch = pitch;
-  side.height = height;
-  return side;
-}
-
 TEST(copies_in_2d_and_3d_check_their_shape_first) {
   setenv("KILN_CUDA_PATH", "/nonexistent/libcuda.so.1", 1);
   unsigned char host[256];
-  kiln_copy_side h = copy_side(KILN_COPY_HOST, host, sizeof host, 0, 32, 8);
-  kiln_copy_side d = copy_side(KILN_COPY_DEVICE, NULL, 0, 0x1000, 64, 8);
+  kiln_copy_side h = kiln_test_copy_side(KILN_COPY_HOST, host, sizeof host, 0, 32, 8);
+  kiln_copy_side d = kiln_test_copy_side(KILN_COPY_DEVICE, NULL, 0, 0x1000, 64, 8);
   ASSERT_OK(kiln_memcpy_3d_check(&h, &d, 32, 8, 1));
   ASSERT_STATUS(kiln_memcpy_3d_check(&h, &d, 33, 8, 1), KILN_ERROR_INVALID);
   ASSERT_CONTAINS(kiln_last_error(), "source's pitch (32 bytes from one row to the next) is "
@@ -379,11 +366,11 @@ TEST(gpu_copies_in_2d_and_3d) {
       for (int x = 0; x < W; x++) src[z][y][x] = (unsigned char)(z * 100 + y * 10 + x);
   kiln_deviceptr dev = 0;
   ASSERT_OK(kiln_mem_alloc((size_t)PITCH * H * D, &dev));
-  kiln_copy_side h = copy_side(KILN_COPY_HOST, src, sizeof src, 0, W, H);
-  kiln_copy_side d = copy_side(KILN_COPY_DEVICE, NULL, 0, dev, PITCH, H);
+  kiln_copy_side h = kiln_test_copy_side(KILN_COPY_HOST, src, sizeof src, 0, W, H);
+  kiln_copy_side d = kiln_test_copy_side(KILN_COPY_DEVICE, NULL, 0, dev, PITCH, H);
   ASSERT_OK(kiln_memcpy_3d(&h, &d, W, H, D, 0));
   memset(back, 0, sizeof back);
-  kiln_copy_side b = copy_side(KILN_COPY_HOST, back, sizeof back, 0, W, H);
+  kiln_copy_side b = kiln_test_copy_side(KILN_COPY_HOST, back, sizeof back, 0, W, H);
   ASSERT_OK(kiln_memcpy_3d(&d, &b, W, H, D, 0));
   ASSERT_EQ(memcmp(src, back, sizeof src), 0);
   /* One slice's rows 1 to 3, bytes 4 to 11, from slice 2 on the device, queued on a stream. */

@@ -2,18 +2,6 @@
  * devices, from C. */
 #include "runner.h"
 
-static kiln_copy_side side(unsigned kind, void *host, size_t host_size, kiln_deviceptr device,
-                           size_t pitch) {
-  kiln_copy_side s;
-  memset(&s, 0, sizeof s);
-  s.kind = kind;
-  s.host = host;
-  s.host_size = host_size;
-  s.device = device;
-  s.pitch = pitch;
-  return s;
-}
-
 TEST(ipc_and_peer_calls_check_arguments_before_the_driver) {
   /* Anything that reached the driver would be NO_DRIVER: each refusal is kiln's own. */
   setenv("KILN_CUDA_PATH", "/nonexistent/libcuda.so.1", 1);
@@ -52,8 +40,8 @@ TEST(ipc_and_peer_calls_check_arguments_before_the_driver) {
   ASSERT_CONTAINS(kiln_last_error(), "device -3 does not exist");
   /* A 3D copy between devices checks its shape first, as kiln_memcpy_3d does. */
   unsigned char host[64];
-  kiln_copy_side src = side(KILN_COPY_HOST, host, sizeof host, 0, 16);
-  kiln_copy_side dst = side(KILN_COPY_DEVICE, NULL, 0, 0x1000, 8);
+  kiln_copy_side src = kiln_test_copy_side(KILN_COPY_HOST, host, sizeof host, 0, 16, 0);
+  kiln_copy_side dst = kiln_test_copy_side(KILN_COPY_DEVICE, NULL, 0, 0x1000, 8, 0);
   ASSERT_STATUS(kiln_memcpy_3d_peer(&src, 0, &dst, 0, 16, 2, 1), KILN_ERROR_INVALID);
   ASSERT_CONTAINS(kiln_last_error(), "destination's pitch (8 bytes");
   dst.pitch = 16;
@@ -142,8 +130,8 @@ TEST(gpu_ipc_handles_and_peer_copies_on_one_device) {
   ASSERT_EQ(back[n / 2], 0);
   /* A 3D peer copy on one device: rows 16 bytes wide, from a pitch of 64 to one of 32. */
   ASSERT_OK(kiln_memset_d8(b, 0, n));
-  kiln_copy_side src = side(KILN_COPY_DEVICE, NULL, 0, a, 64);
-  kiln_copy_side dst = side(KILN_COPY_DEVICE, NULL, 0, b, 32);
+  kiln_copy_side src = kiln_test_copy_side(KILN_COPY_DEVICE, NULL, 0, a, 64, 0);
+  kiln_copy_side dst = kiln_test_copy_side(KILN_COPY_DEVICE, NULL, 0, b, 32, 0);
   src.x_in_bytes = 8;
   ASSERT_OK(kiln_memcpy_3d_peer(&src, device, &dst, device, 16, 4, 1));
   ASSERT_OK(kiln_memcpy_dtoh(back, b, n));
