@@ -54,11 +54,15 @@ class _KilnForPyCUDA(importlib.abc.MetaPathFinder, importlib.abc.Loader):
             return importlib.util.spec_from_loader(name, self)
         return None
 
+    # The import system stamps the alias's spec on the module it is given; kiln's own is put
+    # back, or kiln's relative imports would see a package other than theirs.
     def create_module(self, spec):
-        return importlib.import_module("kiln" + spec.name[len("pycuda"):])
+        module = importlib.import_module("kiln" + spec.name[len("pycuda"):])
+        self.own_spec = module.__spec__
+        return module
 
     def exec_module(self, module):
-        pass
+        module.__spec__ = self.own_spec
 
 
 sys.meta_path.insert(0, _KilnForPyCUDA())
