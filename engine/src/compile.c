@@ -64,12 +64,12 @@ static kiln_status kiln__code_and_arch(const kiln_compile_opts *opts, const kiln
 }
 
 kiln_status kiln__compile_arch_pick(const kiln_compile_opts *opts, const kiln__nvrtc_id *id,
-                                    int *arch_num, char suffix[4]) {
+                                    const char *env_arch, int *arch_num, char suffix[4]) {
   const char *asked = NULL;
   suffix[0] = '\0';
   kiln_status s = kiln__code_and_arch(opts, id, &asked);
   if (s) return s;
-  if (!asked) asked = getenv("KILN_ARCH");
+  if (!asked) asked = env_arch;
   if (asked && *asked) {
     int n = kiln__parse_arch(asked, suffix, 4);
     if (!n || kiln__nvrtc_clamp_arch(id, n) != n) return kiln__unsupported_arch(id, asked);
@@ -96,7 +96,7 @@ kiln_status kiln__compile_arch_pick(const kiln_compile_opts *opts, const kiln__n
 kiln_status kiln__compile_arch(const kiln_compile_opts *opts, const kiln__nvrtc_id *id, char *arch,
                                size_t cap, int *arch_num) {
   char suffix[4];
-  kiln_status s = kiln__compile_arch_pick(opts, id, arch_num, suffix);
+  kiln_status s = kiln__compile_arch_pick(opts, id, getenv("KILN_ARCH"), arch_num, suffix);
   if (!s) snprintf(arch, cap, "sm_%d%s", *arch_num, suffix);
   return s;
 }

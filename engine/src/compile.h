@@ -26,9 +26,10 @@ typedef struct kiln__code {
  * NVRTC (id) supports, else the oldest arch it supports. Writes "sm_XY[a]" into arch. */
 kiln_status kiln__compile_arch(const kiln_compile_opts *opts, const kiln__nvrtc_id *id, char *arch,
                                size_t cap, int *arch_num);
-/* The same choice as its number and suffix ("", "a" or "f"), nothing formatted. */
+/* The same choice as its number and suffix ("", "a" or "f"), nothing formatted, with env_arch
+ * the value of KILN_ARCH as the caller read it (NULL: unset). */
 kiln_status kiln__compile_arch_pick(const kiln_compile_opts *opts, const kiln__nvrtc_id *id,
-                                    int *arch_num, char suffix[4]);
+                                    const char *env_arch, int *arch_num, char suffix[4]);
 
 /* Compiles src for arch (with -rdc=true for KILN_COMPILE_DEVICE_RUNTIME, whose link is
  * link.c's). With a cache folder pch_dir, the #include lines src begins with go through a

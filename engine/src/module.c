@@ -336,14 +336,17 @@ int kiln_module_recall(const kiln_compile_memo *memo, kiln_module **out) {
   if (!memo) return 0;
   /* What the compile read from the environment must read the same now: the same inputs then
    * give the same key, without the source being hashed again. */
-  if (memo->lineinfo_env && kiln__options_lineinfo_off() != memo->lineinfo_off) return 0;
+  const char *env_arch, *env_lineinfo;
+  kiln__options_env(&env_arch, &env_lineinfo);
+  if (memo->lineinfo_env && kiln__options_lineinfo_off_in(env_lineinfo) != memo->lineinfo_off)
+    return 0;
   if (kiln__options_device_debug() != memo->device_debug) return 0;
   if (memo->arch_num) {
     const kiln__nvrtc_id *id = kiln__nvrtc_known_id();
     char suffix[4];
     int n = 0;
     if (!id) return 0;
-    kiln_status s = kiln__compile_arch_pick(NULL, id, &n, suffix);
+    kiln_status s = kiln__compile_arch_pick(NULL, id, env_arch, &n, suffix);
     if (s || n != memo->arch_num || strcmp(suffix, memo->suffix) != 0) {
       kiln__clear_error(); /* the compile that follows tells what is wrong */
       return 0;

@@ -230,8 +230,23 @@ static const char *kiln__own(kiln__options *o, const char *prefix, const char *v
  * them compute-sanitizer and the profilers name the source line of a fault: so -lineinfo,
  * unless the options give it or ask for device debugging, or KILN_LINEINFO=0. */
 int kiln__options_lineinfo_off(void) {
-  const char *env = getenv("KILN_LINEINFO");
-  return env && strcmp(env, "0") == 0;
+  return kiln__options_lineinfo_off_in(getenv("KILN_LINEINFO"));
+}
+
+int kiln__options_lineinfo_off_in(const char *value) { return value && strcmp(value, "0") == 0; }
+
+extern char **environ;
+
+void kiln__options_env(const char **arch, const char **lineinfo) {
+  *arch = *lineinfo = NULL;
+  for (char **e = environ; e && *e; e++) {
+    const char *v = *e;
+    if (v[0] != 'K' || strncmp(v, "KILN_", 5) != 0) continue;
+    v += 5;
+    /* getenv's answer is the first entry of a name: so is this one's */
+    if (!*arch && strncmp(v, "ARCH=", 5) == 0) *arch = v + 5;
+    else if (!*lineinfo && strncmp(v, "LINEINFO=", 9) == 0) *lineinfo = v + 9;
+  }
 }
 
 static int kiln__device_debug; /* atomic */

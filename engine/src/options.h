@@ -19,6 +19,12 @@ typedef struct kiln__options {
 
 /* Whether KILN_LINEINFO=0 turns the default -lineinfo off now. */
 int kiln__options_lineinfo_off(void);
+/* The same of a value of KILN_LINEINFO (NULL: unset). */
+int kiln__options_lineinfo_off_in(const char *value);
+
+/* $KILN_ARCH and $KILN_LINEINFO, NULL where unset, read in one pass over the environment: a
+ * memo's recall (kiln_module_recall) reads both on every call, and each getenv is a pass. */
+void kiln__options_env(const char **arch, const char **lineinfo);
 
 /* Whether kiln_compile_set_device_debug asks for -G in every compile now. */
 int kiln__options_device_debug(void);

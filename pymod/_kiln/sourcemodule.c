@@ -259,19 +259,16 @@ static int kpy_keep(kiln_module *m, const char *src) {
 
 /* Whether the logger behind the compile hook is known to record no hit: its level cache (what
  * Logger.isEnabledFor fills, and logging empties whenever a level changes) holds False for
- * DEBUG, the level kiln._log records hits at. Unknown is not quiet: the hook asks then. */
+ * DEBUG, the level kiln._log records hits at. Unknown is not quiet: the hook asks then. The
+ * cache is held, not looked up on the logger each time: logging empties a logger's cache with
+ * clear(), never gives it another. */
 static int kpy_log_quiet(kpy_state *st) {
-  PyObject *dict = st->ref.compile_log_dict;
-  if (!dict) return 0;
-  PyObject *cache = PyDict_GetItemWithError(dict, st->str.log_cache); /* borrowed */
-  if (!cache || !PyDict_CheckExact(cache)) {
-    PyErr_Clear();
-    return 0;
-  }
-  PyObject *debug = PyLong_FromLong(10); /* logging.DEBUG */
-  PyObject *enabled = debug ? PyDict_GetItemWithError(cache, debug) : NULL;
+  PyObject *cache = st->ref.compile_log_cache;
+  if (!cache) return 0;
+  PyObject *debug = PyLong_FromLong(10); /* logging.DEBUG, a small int: no allocation */
+  PyObject *enabled = debug ? PyDict_GetItemWithError(cache, debug) : NULL; /* borrowed */
   Py_XDECREF(debug);
-  PyErr_Clear();
+  if (!enabled && PyErr_Occurred()) PyErr_Clear();
   return enabled == Py_False;
 }
 
@@ -1076,14 +1073,13 @@ static PyObject *kpy_set_compile_hook(PyObject *module, PyObject *args) {
                  Py_TYPE(hook)->tp_name);
     return NULL;
   }
-  PyObject *dict = NULL;
+  PyObject *cache = NULL;
   if (logger != Py_None && hook != Py_None) {
-    dict = PyObject_GetAttrString(logger, "__dict__");
-    if (!dict) return NULL;
-    if (!PyDict_Check(dict)) Py_CLEAR(dict); /* no level cache to read: the hook always asks */
+    if (kpy_get_optional_attr(logger, st->str.log_cache, &cache) < 0) return NULL;
+    if (cache && !PyDict_CheckExact(cache)) Py_CLEAR(cache); /* none to read: the hook asks */
   }
   Py_XSETREF(st->ref.compile_hook, hook == Py_None ? NULL : Py_NewRef(hook));
-  Py_XSETREF(st->ref.compile_log_dict, dict);
+  Py_XSETREF(st->ref.compile_log_cache, cache);
   Py_RETURN_NONE;
 }
 

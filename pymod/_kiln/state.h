@@ -90,9 +90,9 @@ typedef struct kpy_state {
     PyTypeObject *ArrayFlags_type;
     /* kiln._log's: called after every SourceModule compile or lookup; NULL when none. */
     PyObject *compile_hook;
-    /* ... and the __dict__ of the logger it feeds, whose level cache (its "_cache") says when
-     * a hit need not call it; NULL when none was given. */
-    PyObject *compile_log_dict;
+    /* ... and the level cache (the "_cache" dict) of the logger it feeds, which says when a
+     * hit need not call it; NULL when none was given. */
+    PyObject *compile_log_cache;
     /* graph.c's. */
     PyTypeObject *Graph_type;
     /* kiln.compiler.DEFAULT_NVCC_FLAGS, the list a SourceModule given no options compiles

@@ -205,6 +205,13 @@ TEST(compile_memo_recalls_only_what_a_compile_would_give) {
   unsetenv("KILN_LINEINFO");
   ASSERT((again = recall(memo)) == m);
   kiln_module_free(again);
+  /* Names that only begin as theirs are other variables. */
+  setenv("KILN_ARCHS", "sm_90", 1);
+  setenv("KILN_LINEINFO_", "0", 1);
+  ASSERT((again = recall(memo)) == m);
+  kiln_module_free(again);
+  unsetenv("KILN_ARCHS");
+  unsetenv("KILN_LINEINFO_");
 
   /* An arch the options name, and -lineinfo given: the environment no longer matters. */
   const char *o[] = {"-lineinfo"};
