@@ -251,8 +251,6 @@ kiln.synchronize(timeout=30)
 report["stopped"] = True
 """
 
-SMALL_BUFFER = "for _ in range(9): kiln.to_device(np.ones(1, np.int8))\n"
-
 SPIN_WAITS = {
     "kiln.synchronize": ("launch()", "kiln.synchronize()", "the device"),
     "Context.synchronize": ("launch()", "kiln.Context.synchronize()", "the device"),
@@ -267,12 +265,6 @@ SPIN_WAITS = {
     # wait sees through an event recorded there.
     "get behind a blocking stream": ("b = kiln.Stream(); launch(b)", "flag.get()",
                                      "the default stream"),
-    # Small copies to the device, once kiln's page-locked buffer of small copies is made (at
-    # the ninth): queued from it and waited for.
-    "to_device": (SMALL_BUFFER + "launch()", "kiln.to_device(np.ones(4, np.float32))",
-                  "the default stream"),
-    "DeviceArray.set": (SMALL_BUFFER + "launch(); other = kiln.zeros(4, np.float32)",
-                        "other.set(np.ones(4, np.float32))", "the default stream"),
 }
 
 
@@ -299,23 +291,6 @@ report["flag"] = flag.get().tolist()
     report, sent = interrupt_child("flag.get()", prelude=SPIN_PRELUDE + "launch()\n", stop=stop)
     assert report["raised"] == "KeyboardInterrupt", report
     assert report["x"] == list(range(10)) and report["flag"] == [1]
-
-
-@pytest.mark.gpu
-def test_a_small_copy_to_the_device_after_an_interrupted_one_is_right():
-    # The interrupted copy to the device left its copy queued from kiln's page-locked buffer,
-    # which held its bytes: it lands once the kernel ends, and the copies after it, which wait
-    # for it or go the driver's way, bring their own bytes.
-    stop = SPIN_STOP + """
-report["other"] = other.get().tolist()
-x = kiln.to_device(np.arange(10, dtype=np.float32))
-report["x"] = x.get().tolist()
-"""
-    prelude = SPIN_PRELUDE + SMALL_BUFFER + "launch(); other = kiln.zeros(4, np.float32)\n"
-    report, sent = interrupt_child("other.set(np.full(4, 2, np.float32))", prelude=prelude,
-                                   stop=stop)
-    assert report["raised"] == "KeyboardInterrupt", report
-    assert report["other"] == [2, 2, 2, 2] and report["x"] == list(range(10))
 
 
 # A launch with In/Out waits for its kernel inside the call, to copy back: Ctrl-C ends that wait

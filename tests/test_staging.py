@@ -9,7 +9,6 @@ import numpy as np
 import pytest
 
 import kiln
-import kiln.driver as drv
 from helpers import DTYPES, run_in_threads, run_python
 
 COPY = r"""
@@ -181,6 +180,7 @@ SMALL = [1, 3, 4096 // 4 + 1, (1 << 20) // 4, (1 << 20) // 4 + 1]
 @pytest.mark.parametrize("n", SMALL, ids=str)
 @pytest.mark.parametrize("dtype", [np.float32, np.int8, np.complex128], ids=lambda d: np.dtype(d).name)
 def test_small_copies_to_the_host_are_right(n, dtype):
+    import kiln.driver as drv
     h = sample(dtype, n)
     d = kiln.to_device(h)
     np.testing.assert_array_equal(d.get(), h)
@@ -198,44 +198,21 @@ def test_small_copies_to_the_host_are_right(n, dtype):
 
 @pytest.mark.gpu
 def test_the_small_copy_buffer_is_made_at_the_ninth_small_copy():
-    """The first 8 small blocking copies, either way, go the driver's way (the buffer costs a
-    process more than it saves a copy or two); from the ninth on, kiln's page-locked buffer.
-    Each is right."""
+    """The first 8 small blocking copies go the driver's way (the buffer costs a process more
+    than it saves a copy or two); from the ninth on, kiln's page-locked buffer. Each is right."""
     out = run_child("""
         import numpy as np
         import kiln
         sizes = []
         for k in range(12):
             h = np.arange(100 + 7 * k, dtype=np.float32) * (k + 1)
-            d = kiln.to_device(h)                   # copy 2k + 1, to the device
-            sizes.append(kiln.staging_info()["small_buffer_bytes"])
-            assert np.array_equal(d.get(), h), k    # copy 2k + 2, back
+            d = kiln.to_device(h)
+            assert np.array_equal(d.get(), h), k
             sizes.append(kiln.staging_info()["small_buffer_bytes"])
         print(sizes)
     """, {})
     sizes = eval(out.strip().splitlines()[-1])
-    assert sizes[:8] == [0] * 8 and sizes[8:] == [1 << 20] * 16, sizes
-
-
-@pytest.mark.gpu
-def test_small_copies_to_the_device_through_the_buffer_at_its_edges():
-    """Copies to the device up to the buffer's size go through it, one byte more the driver's
-    way; every byte arrives, by every call that copies in (to_device, set, memcpy_htod), over
-    bytes that were there before."""
-    for _ in range(9):                                 # the buffer is made by now
-        kiln.to_device(np.zeros(1, np.uint8)).get()
-    assert kiln.staging_info()["small_buffer_bytes"] == 1 << 20
-    for n in (1, 3, 4095, 4096, 65537, (1 << 20) - 1, 1 << 20, (1 << 20) + 1):
-        h = sample(np.uint8, n)
-        np.testing.assert_array_equal(kiln.to_device(h).get(), h)
-        d = kiln.to_device(np.full(n, 0xA5, np.uint8))
-        d.set(h[::-1].copy())
-        np.testing.assert_array_equal(d.get(), h[::-1])
-        drv.memcpy_htod(d.gpudata, h)
-        np.testing.assert_array_equal(d.get(), h)
-    wide = sample(np.float64, 1000)                    # another dtype, a 2-d shape
-    np.testing.assert_array_equal(kiln.to_device(wide.reshape(10, 100)).get(),
-                                  wide.reshape(10, 100))
+    assert sizes[:8] == [0] * 8 and sizes[8:] == [1 << 20] * 4, sizes
 
 
 @pytest.mark.gpu

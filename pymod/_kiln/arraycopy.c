@@ -40,9 +40,6 @@ static int kpy_copy(kpy_state *st, kpy_array *dev, PyObject *host, size_t n, int
     int r = n == (size_t)dev->nbytes ? kpy_mirror_get(st, &dev->mirror, dev->device, data, n) : 0;
     if (!r) r = kpy_small_get(st, data, p, n, h);
     if (r) return r < 0 ? -1 : 0;
-  } else if (!to_host && !kpy_stream_is_kiln(st, on->arg)) {
-    int r = kpy_small_put(st, p, data, n, h);
-    if (r) return r < 0 ? -1 : 0;
   }
   /* A copy that blocks waits behind its stream's work first, where Ctrl-C can end the wait:
    * once queued, it may not be left behind with host given back. */

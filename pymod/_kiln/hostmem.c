@@ -336,76 +336,62 @@ static PyObject *kpy_register_host_memory(PyObject *module, PyObject *args, PyOb
   return view;
 }
 
-static kiln_status kpy_small_poll(void *event, int *done) {
+static kiln_status kpy_small_get_poll(void *event, int *done) {
   return kiln_event_query((kiln_event)event, done);
 }
 
-/* kpy_small_get and kpy_small_put: to_host copies device memory p into data, else data into p. */
-static int kpy_small_copy(kpy_state *st, int to_host, void *data, kiln_deviceptr p, size_t n,
-                          kiln_stream stream) {
+int kpy_small_get(kpy_state *st, void *data, kiln_deviceptr p, size_t n, kiln_stream stream) {
   int device = kiln_device_current();
-  if (n > KPY_SMALL_COPY_MAX || st->small_busy || device < 0) return 0;
+  if (n > KPY_SMALL_GET_MAX || st->small_get_busy || device < 0) return 0;
   kiln_staging_info staging;
   kiln_staging_get_info(&staging);
   if (n >= staging.min_bytes) return 0; /* the stager's (KILN_STAGING_MIN may be small) */
   kiln_status s = KILN_OK;
-  if (!st->small_buf) {
-    if (st->small_before < KPY_SMALL_COPY_AFTER) {
-      st->small_before++;
+  if (!st->small_get) {
+    if (st->small_get_before < KPY_SMALL_GET_AFTER) {
+      st->small_get_before++;
       return 0;
     }
-    s = kiln_host_alloc(KPY_SMALL_COPY_MAX, &st->small_buf);
-    if (!s && (s = kiln_event_create(0, &st->small_done))) {
-      kiln_host_free(st->small_buf);
-      st->small_buf = NULL;
+    s = kiln_host_alloc(KPY_SMALL_GET_MAX, &st->small_get);
+    if (!s && (s = kiln_event_create(0, &st->small_get_done))) {
+      kiln_host_free(st->small_get);
+      st->small_get = NULL;
     }
     if (s) return 0; /* no buffer: the copy goes the driver's way */
-    st->small_device = device;
+    st->small_get_device = device;
   }
-  if (device != st->small_device) return 0;
-  if (st->small_pending) {
+  if (device != st->small_get_device) return 0;
+  if (st->small_get_pending) {
     int done = 0;
-    if (kiln_event_query(st->small_done, &done) || !done) return 0;
-    st->small_pending = 0;
+    if (kiln_event_query(st->small_get_done, &done) || !done) return 0;
+    st->small_get_pending = 0;
   }
-  /* Coming in, the bytes are in the buffer before the copy is queued: once it is, the caller's
-   * memory is no longer read, and a Ctrl-C leaves nothing of the caller's behind. */
-  if (!to_host) memcpy(st->small_buf, data, n);
-  s = to_host ? kiln_memcpy_dtoh_async(st->small_buf, p, n, stream)
-              : kiln_memcpy_htod_async(p, st->small_buf, n, stream);
-  if (!s) s = kiln_event_record(st->small_done, stream);
+  s = kiln_memcpy_dtoh_async(st->small_get, p, n, stream);
+  if (!s) s = kiln_event_record(st->small_get_done, stream);
   if (s) {
     kpy_raise(st, s);
     return -1;
   }
   /* The GIL goes in the wait: the buffer is this thread's until the copy is out of it. */
-  st->small_busy = 1;
+  st->small_get_busy = 1;
   /* The event follows the copy, the last of the stream's work: the wait is the stream's. */
-  int r = kpy_wait(st, kpy_small_poll, st->small_done, -1,
+  int r = kpy_wait(st, kpy_small_get_poll, st->small_get_done, -1,
                    (uintptr_t)stream <= 1 ? "the default stream" : "the stream");
-  st->small_busy = 0;
+  st->small_get_busy = 0;
   if (r < 0) {
-    st->small_pending = 1; /* reused once the event says the copy is over */
+    st->small_get_pending = 1; /* reused once the event says the copy is over */
     return -1;
   }
-  if (to_host) memcpy(data, st->small_buf, n);
+  memcpy(data, st->small_get, n);
   return 1;
-}
-
-int kpy_small_get(kpy_state *st, void *data, kiln_deviceptr p, size_t n, kiln_stream stream) {
-  return kpy_small_copy(st, 1, data, p, n, stream);
-}
-
-int kpy_small_put(kpy_state *st, kiln_deviceptr p, const void *data, size_t n, kiln_stream stream) {
-  return kpy_small_copy(st, 0, (void *)data, p, n, stream);
 }
 
 void kpy_hostmem_free(kpy_state *st) {
   /* A copy a Ctrl-C left queued may still write the buffer: it is left to the process then. */
-  if (st->small_buf && !st->small_pending) kiln_host_free(st->small_buf);
-  kiln_event_destroy(st->small_done);
-  st->small_buf = NULL;
-  st->small_done = NULL;
+  if (st->small_get && !st->small_get_pending) kiln_host_free(st->small_get);
+  kiln_event_destroy(st->small_get_done);
+  st->small_get = NULL;
+  st->small_get_done = NULL;
 }
 
 PyObject *kpy_host_view(kpy_state *st, PyObject *owner, kiln_deviceptr p, size_t size) {
@@ -468,7 +454,7 @@ static PyObject *kpy_staging_info(PyObject *module, PyObject *unused) {
   Py_ssize_t pinned = 0, pinned_bytes = 0;
   kpy_state *st = kpy_state_of_module(module);
   kpy_pin_counts(st, &pinned, &pinned_bytes);
-  Py_ssize_t small = st->small_buf ? (Py_ssize_t)KPY_SMALL_COPY_MAX : 0;
+  Py_ssize_t small = st->small_get ? (Py_ssize_t)KPY_SMALL_GET_MAX : 0;
   Py_ssize_t mirror_slots, mirrors_held;
   unsigned long long mirror_reads;
   kpy_mirror_counts(st, &mirror_slots, &mirrors_held, &mirror_reads);
@@ -502,7 +488,7 @@ static PyMethodDef kpy_hostmem_functions[] = {
      "staging_info($module, /)\n--\n\nHow large pageable copies are staged: min_bytes, "
      "chunk_bytes, threads, the copies and bytes staged so far, and the pinned_buffers and "
      "pinned_bytes of large arrays copied again and again, page-locked in place, and "
-     "small_buffer_bytes, the page-locked buffer of small blocking copies either way (0 "
+     "small_buffer_bytes, the page-locked buffer of small blocking copies to the host (0 "
      "until the ninth such copy), and the host mirrors of reduction results: mirror_slots (0 "
      "until the ninth reduction), mirrors_held by live results, and the mirror_reads they "
      "answered."},

@@ -36,29 +36,23 @@ int kpy_host_array_parse(PyObject *args, PyObject *kwargs, const char *fmt, kpy_
 PyObject *kpy_host_array_over(PyArray_Descr *dtype, int ndim, const npy_intp *dims, int fortran,
                               void *data, PyObject *owner);
 
-/* The most bytes kpy_small_get and kpy_small_put take: their page-locked buffer's size. */
-#define KPY_SMALL_COPY_MAX ((size_t)1 << 20)
+/* The most bytes kpy_small_get takes: its page-locked buffer's size. */
+#define KPY_SMALL_GET_MAX ((size_t)1 << 20)
 
 /* The small copies that go the driver's way before the buffer is made: making it costs 0.7 to
  * 1.6 ms (an H200's host), a hundred times what it saves a copy, so a process that reads a
  * result or two never pays for it. */
-#define KPY_SMALL_COPY_AFTER 8
+#define KPY_SMALL_GET_AFTER 8
 
 /* Copies n bytes of device memory p into host memory data, queued on stream and waited for
  * (where Ctrl-C and a device fault end the wait), through a page-locked buffer of kiln's: a
  * small copy into pageable memory costs the driver about 7 us more than one into page-locked
  * memory and a memcpy (an H200: a 4-byte result 20 us against 12.7 after a kernel). 1 when
- * copied; 0 when not taken (over KPY_SMALL_COPY_MAX or large enough for the stager, one of the
- * first KPY_SMALL_COPY_AFTER, the buffer busy in another thread or still the target of a copy a
+ * copied; 0 when not taken (over KPY_SMALL_GET_MAX or large enough for the stager, one of the
+ * first KPY_SMALL_GET_AFTER, the buffer busy in another thread or still the target of a copy a
  * Ctrl-C left behind, another device), and the caller copies as before;
  * -1 with the error raised. With the GIL held. */
 int kpy_small_get(kpy_state *st, void *data, kiln_deviceptr p, size_t n, kiln_stream stream);
-
-/* The same the other way, n bytes of host memory data into device memory p, through the same
- * buffer: data is copied into it, the copy queued from it and waited for. The driver's own
- * blocking copy from pageable memory costs about 2 us more at 4 KiB, and pipelines less well
- * behind kiln's interruptible wait for the stream's earlier work, which this wait is too. */
-int kpy_small_put(kpy_state *st, kiln_deviceptr p, const void *data, size_t n, kiln_stream stream);
 
 /* PyCUDA's free() of host memory under arrays (PagelockedHostAllocation, ManagedAllocation):
  * it returns at once, as the memory goes with the last array over it. A METH_NOARGS method. */

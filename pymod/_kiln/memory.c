@@ -363,10 +363,8 @@ static PyObject *kpy_memcpy(PyObject *module, PyObject *const *args, Py_ssize_t 
     return NULL;
   }
   void *data = view.buf;
-  if (!async || !kpy_stream_is_kiln(st, on.obj)) {
-    kiln_stream on_stream = async ? on.handle : NULL;
-    int r = to_device ? kpy_small_put(st, dev, data, nbytes, on_stream)
-                      : kpy_small_get(st, data, dev, nbytes, on_stream);
+  if (!to_device && (!async || !kpy_stream_is_kiln(st, on.obj))) {
+    int r = kpy_small_get(st, data, dev, nbytes, async ? on.handle : NULL);
     if (r) {
       PyBuffer_Release(&view);
       if (r < 0) return NULL;

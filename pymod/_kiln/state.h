@@ -162,13 +162,13 @@ typedef struct kpy_state {
   int n_pins, pin_ready, pin_enabled;
   size_t pinned_bytes, pin_bound;
   PyObject *pin_callback;
-  /* hostmem.c's: the page-locked buffer of small blocking copies, both ways (made once
-   * KPY_SMALL_COPY_AFTER copies have gone the driver's way, on small_device), the event
-   * recorded after its last copy, whether a thread is using it or a Ctrl-C left a copy to or
-   * from it queued, and the small copies made before it. */
-  void *small_buf;
-  kiln_event small_done;
-  int small_device, small_busy, small_pending, small_before;
+  /* hostmem.c's: the page-locked buffer of small copies to the host (made once
+   * KPY_SMALL_GET_AFTER copies have gone the driver's way, on small_get_device), the event
+   * recorded after its last copy, whether a thread is using it or a Ctrl-C left a copy into it
+   * queued, and the small copies made before it. */
+  void *small_get;
+  kiln_event small_get_done;
+  int small_get_device, small_get_busy, small_get_pending, small_get_before;
   /* mirror.c's: the host slots of reduction results (made after KPY_MIRROR_AFTER reductions,
    * NULL until then or when they could not be made), and the reductions counted before. */
   struct kpy_mirrors *mirrors;
