@@ -570,7 +570,7 @@ static void assert_entries_whole(const char *dir) {
       if (strlen(e->d_name) != 62) continue;
       unsigned char key[KILN__KEY_SIZE];
       char hex[65];
-      snprintf(hex, sizeof hex, "%s%s", d->d_name, e->d_name);
+      snprintf(hex, sizeof hex, "%.2s%.62s", d->d_name, e->d_name); /* lengths checked above */
       for (int i = 0; i < KILN__KEY_SIZE; i++) sscanf(hex + 2 * i, "%2hhx", &key[i]);
       char path[2048];
       snprintf(path, sizeof path, "%s/%s", shard, e->d_name);

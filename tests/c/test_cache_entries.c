@@ -53,7 +53,8 @@ static int entry_paths(const char *dir, char paths[][1024], int cap) {
     DIR *sub = opendir(shard);
     struct dirent *e;
     while (sub && (e = readdir(sub)))
-      if (strlen(e->d_name) == 62 && n < cap) snprintf(paths[n++], 1024, "%s/%s", shard, e->d_name);
+      if (strlen(e->d_name) == 62 && n < cap)
+        snprintf(paths[n++], 1024, "%.900s/%.62s", shard, e->d_name);
     if (sub) closedir(sub);
   }
   if (top) closedir(top);
