@@ -205,7 +205,7 @@ SAN_RT     = $(shell if $(SAN_CC) --version 2>/dev/null | grep -q clang; \
 sanitize: ext lib
 	$(MAKE) --no-print-directory BUILD=$(SAN_BUILD) CC=$(SAN_CC) CFLAGS='-O1 -g $(SAN_FLAGS)' \
 	    $(SAN_BUILD)/test_engine
-	CC=$(SAN_CC) CFLAGS='$(SAN_FLAGS)' LDFLAGS='$(SAN_FLAGS)' $(PYTHON) setup.py --quiet \
+	CC=$(SAN_CC) CFLAGS='$(SAN_FLAGS)' LDFLAGS='$(SAN_FLAGS)' $(PY) setup.py --quiet \
 	    build_ext --force --build-temp $(SAN_BUILD)/ext --build-lib $(SAN_BUILD)/lib
 	@# The package's Python files with the sanitized extension beside them.
 	rm -rf $(SAN_PKG) && mkdir -p $(SAN_PKG) && cp -R pymod/kiln $(SAN_PKG)/ && \
@@ -217,7 +217,7 @@ sanitize: ext lib
 	rm -f $(SAN_BUILD)/report.*
 	LD_PRELOAD=$(SAN_RT) ASAN_OPTIONS=$(SAN_ASAN):detect_leaks=0:log_path=$(CURDIR)/$(SAN_BUILD)/report \
 	    UBSAN_OPTIONS=$(SAN_UBSAN):log_path=$(CURDIR)/$(SAN_BUILD)/report \
-	    PYTHONPATH=$(CURDIR)/$(SAN_PKG) $(PYTHON) -m pytest -q -rs -p no:cacheprovider tests || \
+	    PYTHONPATH=$(CURDIR)/$(SAN_PKG) $(PY) -m pytest -q -rs -p no:cacheprovider tests || \
 	    { for f in $(SAN_BUILD)/report.*; do [ -f "$$f" ] && echo "== $$f" && cat "$$f"; done; exit 1; }
 
 # ---- valgrind --------------------------------------------------------------------------------
