@@ -62,6 +62,32 @@ def test_kiln_log_info_shows_compiles_but_not_hits():
     assert len(lines) == 1 and lines[0].startswith("kiln INFO: compiled outside for sm_")
 
 
+def test_hits_are_recorded_once_the_level_lets_them_through():
+    # Hits answered from the memo skip the hook while the logger's level cache says DEBUG is
+    # off; logging empties that cache in place when a level changes, and the next hit is seen.
+    src = fresh("later")
+    r = run_python(f"""
+        import logging
+        import kiln
+        logger = logging.getLogger("kiln")
+        logger.setLevel(logging.INFO)
+        got = []
+        class Keep(logging.Handler):
+            def emit(self, record):
+                got.append(record.getMessage().split()[0])
+        logger.addHandler(Keep())
+        for _ in range(3):
+            kiln.SourceModule({src!r})
+        logger.setLevel(logging.DEBUG)
+        kiln.SourceModule({src!r})
+        logger.setLevel(logging.INFO)
+        kiln.SourceModule({src!r})
+        print(got)
+        """, env={"KILN_LOG": ""})
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip().splitlines()[-1] == "['compiled', 'hit']"
+
+
 def test_no_kiln_log_no_output():
     r = run_python(f"""
         import kiln
