@@ -336,14 +336,18 @@ static int kiln__server_main(const char *sock, int fixed) {
   umask(mask);
   struct stat mine;
   int listening = bound == 0 && listen(lfd, 8) == 0 && stat(sock, &mine) == 0;
-  if (listening || errno == EADDRINUSE) /* there is one to connect to: this, or another's */
+  int another = !listening && errno == EADDRINUSE;
+  /* NVRTC is loaded before the spawner hears: it connects at once and waits only
+   * KILN__SERVER_HELLO_MS for the greeting, which a helper still loading NVRTC (10-20 ms, more
+   * on a busy machine or under a sanitizer) would not give in time. */
+  kiln_status loaded = listening ? kiln__remote_load() : KILN_OK;
+  if (listening || another) /* there is one to connect to: this, or another's */
     while (write(ready[1], &byte, 1) < 0 && errno == EINTR) {}
   close(ready[1]);
   if (!listening) {
     close(lfd);
     return 0;
   }
-  kiln_status loaded = kiln__remote_load();
   kiln__pch_set_lasting(fixed);
   for (int idle_s = 0; idle_s < KILN__SERVER_IDLE_S;) {
     struct pollfd pfd = {.fd = lfd, .events = POLLIN};
