@@ -55,14 +55,17 @@ class _KilnForPyCUDA(importlib.abc.MetaPathFinder, importlib.abc.Loader):
         return None
 
     # The import system stamps the alias's spec on the module it is given; kiln's own is put
-    # back, or kiln's relative imports would see a package other than theirs.
+    # back, or kiln's relative imports would see a package other than theirs. Kept by name:
+    # imports of two aliases in two threads may interleave.
+    own_specs = {}
+
     def create_module(self, spec):
         module = importlib.import_module("kiln" + spec.name[len("pycuda"):])
-        self.own_spec = module.__spec__
+        self.own_specs[module.__name__] = module.__spec__
         return module
 
     def exec_module(self, module):
-        module.__spec__ = self.own_spec
+        module.__spec__ = self.own_specs.pop(module.__name__)
 
 
 sys.meta_path.insert(0, _KilnForPyCUDA())

@@ -726,13 +726,12 @@ def _reduction(kind, dtype, out_dtype, subset_dtype=None, second=None, conjugate
             reduce = "(a > b ? a : b)" if kind == "max" else "(a < b ? a : b)"
         mapped = x
     elif kind in ("any", "all"):
-        truth = (f"(({x}).re != 0 || ({x}).im != 0)" if dtype.kind == "c"
-                 else f"(({x}) != 0)")
-        op = "||" if kind == "any" else "&&"
+        mapped = (f"(({x}).re != 0 || ({x}).im != 0)" if dtype.kind == "c"
+                  else f"(({x}) != 0)")
+        neutral, op = ("false", "||") if kind == "any" else ("true", "&&")
         # Folded in the result's dtype: a complex one (get_any_kernel's dtype_out) is true
         # where a part is nonzero, as the elements are.
-        reduce = f"((a) != 0) {op} ((b) != 0)" if acc.kind == "c" else f"a {op} b"
-        neutral, mapped = ("false" if kind == "any" else "true"), truth
+        reduce = f"((a) != 0) {op} ((b) != 0)" if cplx else f"a {op} b"
     else:
         raise ValueError(f"unknown reduction {kind!r}")
     if acc == np.float16 and kind not in ("any", "all"):
