@@ -11,6 +11,7 @@ For each size it measures, in GB/s:
                   staged copy, a launch of an empty kernel, the synchronize
   kiln Out        f(kiln.Out(h)): the same the other way
   kiln to_device  kiln.to_device(h), and .get(out=h) into an ordinary numpy array
+  kiln set        d.set(h): the copy to the device alone, into an array made before
   C pageable      cuMemcpyHtoD / cuMemcpyDtoH from and to malloc'd memory (bench/c/transfer.c)
   C pinned        the same with cuMemHostAlloc memory: the ceiling
 
@@ -122,9 +123,13 @@ class Kiln:
             for _ in loop:
                 d.get(out=h)
 
+        def kiln_set():
+            for _ in loop:
+                d.set(h)
+
         paths = {"kiln_in": kiln_in, "kiln_out": kiln_out}
         if arrays:
-            paths.update(kiln_to_device=kiln_to_device, kiln_get=kiln_get)
+            paths.update(kiln_to_device=kiln_to_device, kiln_get=kiln_get, kiln_set=kiln_set)
         out = {}
         for name, path in paths.items():
             kiln.synchronize()
@@ -247,12 +252,14 @@ def figures(table):
 def print_table(result):
     print(f"\n{result['gpu']}, {result['date']}; staging {result['staging']}")
     cols = ["kiln_in", "c_pageable_htod", "c_pinned_htod", "kiln_out", "c_pageable_dtoh",
-            "c_pinned_dtoh", "kiln_to_device", "kiln_get"]
+            "c_pinned_dtoh", "kiln_to_device", "kiln_get", "kiln_set"]
     print("GB/s, median      " + " ".join(f"{c:>16}" for c in cols))
     for n in result["parameters"]["sizes"]:
         row = result["gbs_median"][str(n)]
         size = f"{n >> 10} KiB" if n < MiB else f"{n // MiB} MiB"
-        print(f"  {size:>12}     " + " ".join(f"{row[c]:16.1f}" for c in cols))
+        # kiln_set is missing from the results written before it was measured.
+        print(f"  {size:>12}     " + " ".join(f"{row[c]:16.1f}" if c in row else f"{'-':>16}"
+                                             for c in cols))
     print("figures")
     for f in result["figures"].values():
         target = f" target >= {f['target_min']}" if "target_min" in f else ""
