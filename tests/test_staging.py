@@ -394,8 +394,8 @@ def test_a_failed_kernel_makes_the_copy_raise_not_hang():
 
 # ---- Large arrays copied again and again are page-locked in place --------------------------------
 
-PIN = 32 << 20  # well above the 64 KiB from which a reused array is page-locked
-PIN_MIN = 64 << 10
+PIN = 32 << 20  # above the 16 MiB from which a reused array is page-locked
+PIN_MIN = 16 << 20
 
 
 def pinned():
@@ -517,14 +517,14 @@ print(json.dumps(kiln.staging_info()["pinned_buffers"]))
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("n", [PIN_MIN - 1, PIN_MIN, 1 << 20])
-def test_arrays_from_64_kib_copied_again_are_page_locked_and_smaller_ones_are_not(n):
+@pytest.mark.parametrize("n", [PIN_MIN - 1, PIN_MIN])
+def test_arrays_from_16_mib_copied_again_are_page_locked_and_smaller_ones_are_not(n):
     import gc
     base = pinned()
     h = sample(np.uint8, n)
     back = np.zeros(n, np.uint8)
     d = kiln.to_device(h)
-    for k in range(4):
+    for k in range(3):
         h[:3] = k
         d.set(h)
         d.get(out=back)
@@ -542,12 +542,11 @@ def test_arrays_from_64_kib_copied_again_are_page_locked_and_smaller_ones_are_no
 
 
 @pytest.mark.gpu
-def test_small_arrays_that_share_pages_are_each_copied_right():
-    # Arrays of the heap can share a page: the second's registration is refused by the driver
-    # (the page is registered already) and it is copied the other way, as rightly.
-    import gc
-    base = pinned()
-    hs = [sample(np.uint8, PIN_MIN + 8 * k) for k in range(6)]
+def test_small_arrays_copied_again_and_again_can_still_be_registered_by_the_program():
+    # Arrays of the heap share their first and last pages with their neighbours; kiln locks
+    # none of them, so the program's own registration of any of them is never refused.
+    import kiln.driver as drv
+    hs = [sample(np.uint8, (64 << 10) + 8 * k) for k in range(6)]
     ds = [kiln.to_device(h) for h in hs]
     for r in range(3):
         for h, d in zip(hs, ds):
@@ -556,7 +555,6 @@ def test_small_arrays_that_share_pages_are_each_copied_right():
             back = np.empty_like(h)
             d.get(out=back)
             np.testing.assert_array_equal(back, h)
-    assert pinned()[0] >= base[0] + 1
-    del hs, ds, h, d, back
-    gc.collect()
-    assert pinned() == base
+    for h in hs:
+        reg = drv.register_host_memory(h)
+        reg.base.unregister()

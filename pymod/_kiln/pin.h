@@ -1,4 +1,4 @@
-/* Pageable NumPy arrays of 64 KiB and more that are copied again and again are page-locked in
+/* Large pageable NumPy arrays that are copied again and again are page-locked in
  * place (cuMemHostRegister) for as long as they live, so that their later copies run at the DMA
  * engine's speed instead of through a host-side memcpy (the stager's, kiln's small buffer's or
  * the driver's own staging). */
@@ -7,11 +7,12 @@
 
 #include "state.h"
 
-/* Copies of at least this many bytes count. Below it page-locked memory gains nothing: on an
- * H200's host a 4 KiB copy took 6.95 us from page-locked memory and 6.6 from pageable, where at
- * 64 KiB page-locked memory moved 7.6 GB/s against 4.4 (bench/results/2026-11-23-nvidia-h200-
- * transfer.json); registering costs about one copy, which the next copies repay. */
-#define KPY_PIN_MIN ((size_t)64 << 10)
+/* Copies of at least this many bytes count. Page-locked memory would be worth it from 64 KiB
+ * (on an H200's host it moved 7.6 GB/s there against the driver's pageable 4.4), but
+ * cuMemHostRegister locks whole pages, and a smaller array of the heap shares its first and last
+ * pages with its neighbours: locked with it, they make the program's own registration of a
+ * neighbour fail as "already registered". Arrays this large are nearly always mapped apart. */
+#define KPY_PIN_MIN ((size_t)16 << 20)
 
 /* Called before a blocking copy of nbytes between the device and the data of the numpy array a
  * (one that returns only once the copy is done), with the GIL held. The second such copy of the
