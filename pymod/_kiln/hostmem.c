@@ -15,6 +15,7 @@ typedef struct kpy_pagelocked_memory {
   PyObject_HEAD
   void *p; /* owned */
   size_t nbytes;
+  unsigned flags; /* what it was allocated with, KILN_HOST_PORTABLE among them */
 } kpy_pagelocked_memory;
 
 static void kpy_pagelocked_dealloc(PyObject *op) {
@@ -32,12 +33,11 @@ static PyObject *kpy_pagelocked_device_pointer(PyObject *op, PyObject *unused) {
   return PyLong_FromUnsignedLongLong(dp);
 }
 
+/* The flags the allocation asked for, kept: cuMemHostGetFlags has been seen to leave PORTABLE
+ * out for a small allocation made after others in the same process (an H200, driver 580). */
 static PyObject *kpy_pagelocked_flags(PyObject *op, PyObject *unused) {
   (void)unused;
-  unsigned flags;
-  kiln_status s = kiln_host_get_flags(((kpy_pagelocked_memory *)op)->p, &flags);
-  if (s) return kpy_raise(kpy_state_of_type(Py_TYPE(op)), s);
-  return PyLong_FromUnsignedLong(flags);
+  return PyLong_FromUnsignedLong(((kpy_pagelocked_memory *)op)->flags);
 }
 
 /* Freeing memory that arrays still point at would let them read freed memory; the memory goes
@@ -124,6 +124,7 @@ PyObject *kpy_pagelocked_array_with_flags(kpy_state *st, PyArray_Descr *dtype, i
   }
   owner->p = p;
   owner->nbytes = (size_t)nbytes;
+  owner->flags = mem_flags | KILN_HOST_PORTABLE; /* kiln_host_alloc_with_flags adds it */
   return kpy_host_array_over(dtype, ndim, dims, fortran, p, (PyObject *)owner);
 }
 
