@@ -60,7 +60,8 @@ def printed(f, *args):
 def newest_results(suffix):
     """The newest recorded results of one script: suffix "" is compare.py's."""
     others = ("-launch", "-cache", "-memory", "-transfer", "-staging-sweep", "-graphs",
-              "-staging-threshold", "-interactive", "-arrays", "-kernel-shapes")
+              "-staging-threshold", "-interactive", "-arrays", "-kernel-shapes",
+              "-transfer-small-put", "-transfer-ring", "-transfer-pin64k")  # code taken back
     paths = sorted(p for p in RESULTS.glob("*.json")
                    if p.stem.endswith(suffix) and (suffix or not p.stem.endswith(others)))
     assert paths, f"no results{suffix} in {RESULTS}"

@@ -33,29 +33,18 @@ static int kpy_copy(kpy_state *st, kpy_array *dev, PyObject *host, size_t n, int
   kiln_stream h = on->handle;
   kiln_status s;
   if (!n) return 0;
-  int blocks = !kpy_stream_is_kiln(st, on->arg);
-  /* A reduction's result whose host mirror holds is read from it, no copy queued. */
-  if (to_host && blocks && n == (size_t)dev->nbytes) {
-    int r = kpy_mirror_get(st, &dev->mirror, dev->device, data, n);
-    if (r) return r < 0 ? -1 : 0;
-  }
-  /* An array copied again and again is page-locked in place: the driver copies it straight.
-   * Otherwise a small copy to the host that blocks goes through kiln's page-locked buffer,
-   * queued at once and then waited for. */
-  int locked = blocks && kpy_pin_reused(st, (PyArrayObject *)host, n);
-  if (to_host && blocks && !locked) {
-    int r = kpy_small_get(st, data, p, n, h);
-    if (r) return r < 0 ? -1 : 0;
-  }
-  /* A small blocking copy to the device is queued from a page-locked slot of kiln's, as the
-   * driver's own returns once its staging holds the bytes. */
-  if (!to_host && on->arg == Py_None && !locked) {
-    int r = kpy_small_put(st, p, data, n);
+  /* A small copy to the host that blocks goes through kiln's page-locked buffer, queued at
+   * once and then waited for. */
+  if (to_host && !kpy_stream_is_kiln(st, on->arg)) {
+    /* A reduction's result whose host mirror holds is read from it, no copy queued. */
+    int r = n == (size_t)dev->nbytes ? kpy_mirror_get(st, &dev->mirror, dev->device, data, n) : 0;
+    if (!r) r = kpy_small_get(st, data, p, n, h);
     if (r) return r < 0 ? -1 : 0;
   }
   /* A copy that blocks waits behind its stream's work first, where Ctrl-C can end the wait:
    * once queued, it may not be left behind with host given back. */
-  if (blocks && kpy_wait_stream(st, h, -1) < 0) return -1;
+  if (!kpy_stream_is_kiln(st, on->arg) && kpy_wait_stream(st, h, -1) < 0) return -1;
+  if (!kpy_stream_is_kiln(st, on->arg)) kpy_pin_reused(st, (PyArrayObject *)host, n);
   if (on->arg == Py_None) {
     Py_BEGIN_ALLOW_THREADS
       s = to_host ? kiln_memcpy_dtoh(data, p, n) : kiln_memcpy_htod(p, data, n);

@@ -363,14 +363,8 @@ static PyObject *kpy_memcpy(PyObject *module, PyObject *const *args, Py_ssize_t 
     return NULL;
   }
   void *data = view.buf;
-  int blocks = !async || !kpy_stream_is_kiln(st, on.obj);
-  /* An array copied again and again is page-locked in place and copied straight; otherwise a
-   * small copy goes through kiln's page-locked buffer (to the host) or ring (to the device). */
-  int locked =
-      blocks && PyArray_Check(host_obj) && kpy_pin_reused(st, (PyArrayObject *)host_obj, nbytes);
-  if (blocks && !locked && (!to_device || !async)) {
-    int r = to_device ? kpy_small_put(st, dev, data, nbytes)
-                      : kpy_small_get(st, data, dev, nbytes, async ? on.handle : NULL);
+  if (!to_device && (!async || !kpy_stream_is_kiln(st, on.obj))) {
+    int r = kpy_small_get(st, data, dev, nbytes, async ? on.handle : NULL);
     if (r) {
       PyBuffer_Release(&view);
       if (r < 0) return NULL;
@@ -379,10 +373,13 @@ static PyObject *kpy_memcpy(PyObject *module, PyObject *const *args, Py_ssize_t 
   }
   /* A copy that blocks waits behind the stream's work first, where Ctrl-C can end the wait:
    * once queued, the copy may not be left behind with the buffer given back. */
-  if (blocks && kpy_wait_stream(st, async ? on.handle : NULL, -1) < 0) {
+  if ((!async || !kpy_stream_is_kiln(st, on.obj)) &&
+      kpy_wait_stream(st, async ? on.handle : NULL, -1) < 0) {
     PyBuffer_Release(&view);
     return NULL;
   }
+  if (PyArray_Check(host_obj) && (!async || !kpy_stream_is_kiln(st, on.obj)))
+    kpy_pin_reused(st, (PyArrayObject *)host_obj, nbytes);
   kiln_status s;
   Py_BEGIN_ALLOW_THREADS
     if (async)

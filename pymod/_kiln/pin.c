@@ -1,4 +1,4 @@
-/* Pageable host buffers copied again and again, page-locked in place (see pin.h).
+/* Large pageable host buffers copied again and again, page-locked in place (see pin.h).
  *
  * A staged copy moves every byte twice, once by a host thread's memcpy into a page-locked chunk
  * and once by the DMA engine; page-locked memory moves once. Registering a buffer costs about as
@@ -104,8 +104,8 @@ static struct kpy_pin *kpy_pin_add(kpy_state *st, PyObject *module, PyArrayObjec
   return p;
 }
 
-int kpy_pin_reused(kpy_state *st, PyArrayObject *a, size_t nbytes) {
-  if (nbytes < KPY_PIN_MIN || !kpy_pin_enabled(st)) return 0;
+void kpy_pin_reused(kpy_state *st, PyArrayObject *a, size_t nbytes) {
+  if (nbytes < KPY_PIN_MIN || !kpy_pin_enabled(st)) return;
   PyArrayObject *owner = kpy_pin_owner(a);
   char *data = PyArray_DATA(a);
   /* The whole buffer is registered, at about the cost of copying it once: not for a small view
@@ -113,12 +113,11 @@ int kpy_pin_reused(kpy_state *st, PyArrayObject *a, size_t nbytes) {
   if (!owner || data < (char *)PyArray_DATA(owner) ||
       data + nbytes > (char *)PyArray_DATA(owner) + PyArray_NBYTES(owner) ||
       (size_t)PyArray_NBYTES(owner) / 4 > nbytes)
-    return 0;
+    return;
   struct kpy_pin *p = NULL;
   for (int i = 0; !p && i < st->n_pins; i++)
     if (st->pins[i]->owner == (uintptr_t)owner) p = st->pins[i];
-  if (p && p->state == KPY_PIN_REGISTERED) return 1;
-  if (p && p->state == KPY_PIN_REGISTERING) return 0; /* another thread registers it */
+  if (p && p->state == KPY_PIN_REGISTERING) return; /* another thread registers it */
   kpy_raised raised;
   kpy_raised_set_aside(&raised);
   if (!p) {
@@ -139,7 +138,6 @@ int kpy_pin_reused(kpy_state *st, PyArrayObject *a, size_t nbytes) {
     p->state = s ? KPY_PIN_REFUSED : KPY_PIN_REGISTERED;
   }
   kpy_raised_put_back(&raised);
-  return p && p->state == KPY_PIN_REGISTERED;
 }
 
 void kpy_pin_counts(kpy_state *st, Py_ssize_t *buffers, Py_ssize_t *bytes) {

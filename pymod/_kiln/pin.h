@@ -1,17 +1,17 @@
-/* Large pageable NumPy arrays that are copied again and again are page-locked in
- * place (cuMemHostRegister) for as long as they live, so that their later copies run at the DMA
- * engine's speed instead of through a host-side memcpy (the stager's, kiln's small buffer's or
- * the driver's own staging). */
+/* Large pageable NumPy arrays that are copied again and again are page-locked in place
+ * (cuMemHostRegister) for as long as they live, so that their later copies run at the DMA
+ * engine's speed instead of through the stager's host-side memcpy. */
 #ifndef KPY_PIN_H
 #define KPY_PIN_H
 
 #include "state.h"
 
-/* Copies of at least this many bytes count. Page-locked memory would be worth it from 64 KiB
- * (on an H200's host it moved 7.6 GB/s there against the driver's pageable 4.4), but
- * cuMemHostRegister locks whole pages, and a smaller array of the heap shares its first and last
- * pages with its neighbours: locked with it, they make the program's own registration of a
- * neighbour fail as "already registered". Arrays this large are nearly always mapped apart. */
+/* Copies of at least this many bytes count. Page-locked memory would pay from 64 KiB (on an
+ * H200's host it moved 7.6 GB/s there against the driver's pageable 4.4), but cuMemHostRegister
+ * locks whole pages, and a smaller array of the heap shares its first and last pages with its
+ * neighbours: locked with it, they would make the program's own registration of a neighbour
+ * fail as already registered. Arrays this large are nearly always mapped on pages of their
+ * own. */
 #define KPY_PIN_MIN ((size_t)16 << 20)
 
 /* Called before a blocking copy of nbytes between the device and the data of the numpy array a
@@ -23,9 +23,8 @@
  * so no copy in flight loses it; numpy refuses to resize a weakly referenced array, so its
  * memory never moves meanwhile. Page-locked memory is bounded (a quarter of the machine's
  * memory, and KILN_PIN_REUSED=0 turns it off); past the bound, and whenever the driver
- * refuses, the copy is simply staged as before. 1 when a's nbytes are page-locked now (the copy
- * then goes straight to the driver, not through a buffer of kiln's), else 0. Never raises. */
-int kpy_pin_reused(kpy_state *st, PyArrayObject *a, size_t nbytes);
+ * refuses, the copy is simply staged as before. Never raises. */
+void kpy_pin_reused(kpy_state *st, PyArrayObject *a, size_t nbytes);
 
 /* The figures staging_info() reports: buffers and bytes page-locked now. */
 void kpy_pin_counts(kpy_state *st, Py_ssize_t *buffers, Py_ssize_t *bytes);
