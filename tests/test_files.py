@@ -33,6 +33,7 @@ CHILD = textwrap.dedent("""
         except kiln.Error as e:
             out["error"] = f"{type(e).__name__}: {e}"
     out["stats"] = kiln.cache_stats()
+    out["nvrtc_loaded"] = any("libnvrtc" in line for line in open("/proc/self/maps"))
     out["warnings"] = [str(w.message) for w in caught]
     out["maxrss_kib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     print(json.dumps(out))
@@ -102,6 +103,34 @@ def test_a_fifo_as_the_nvrtc_note_is_not_waited_on(cache):
     fifo_at(note)
     r = child(SOURCE + "// another key\n")
     assert r["stats"]["compiles"] == 1 and "ptx" in r
+
+
+def numbers_line(note):
+    return note.read_text().split("\n")[2]
+
+
+def test_a_hit_in_a_new_process_reads_nvrtc_from_its_note_and_a_damaged_note_is_rewritten(cache):
+    child()
+    [note] = cache.glob("nvrtc-*")
+    good = note.read_text()
+    r = child()  # the note says which NVRTC compiles here: a hit never loads it
+    assert r["stats"]["disk_hits"] == 1 and not r["nvrtc_loaded"]
+    n = numbers_line(note).split()
+    assert len(n) == 10 + int(n[9]), n  # two files' stamps, version, size, the archs
+    damaged = [" ".join(n[:3]) + " x" + " ".join(n[3:]),     # not a number
+               " ".join(n[:-1]),                            # an arch short
+               " ".join(n[:9] + ["0"] + n[10:]),           # no archs
+               " ".join(n[:9] + ["99999"] + n[10:]),       # more archs than there can be
+               " ".join(n[:6] + ["-1"] + n[7:]),           # a negative version
+               " ".join(n[:8] + ["99999999999999999999"] + n[9:]),  # past 64 bits
+               " ".join(n[:6] + [n[6] + "x"] + n[7:])]     # digits then garbage
+    for line in damaged:
+        lines = good.split("\n")
+        lines[2] = line
+        note.write_text("\n".join(lines))
+        r = child()  # NVRTC itself says which it is, and the note is written again
+        assert r["stats"]["disk_hits"] == 1 and r["nvrtc_loaded"], line
+        assert note.read_text() == good, line
 
 
 @pytest.mark.parametrize("name", ["stats", "locks"])
