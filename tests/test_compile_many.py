@@ -121,3 +121,84 @@ def test_the_cli_reports_each_failed_file(tmp_path, cache):
     assert r.returncode == 1
     assert f"{bad}: " in r.stderr and "undefined_name" in r.stderr
     assert f"{good}: sm_90: k0_ok" in r.stdout
+
+
+# ---- Compiles at once go to compile helpers -------------------------------------------------
+
+def slow_source(tag, kernels=24):
+    """A source that keeps NVRTC busy for about a second (here: 0.9 s)."""
+    return "".join(f'extern "C" __global__ void slow_{tag}_{i}(float *x, int n) {{ '
+                   f"for (int j = threadIdx.x; j < n; j += 32) "
+                   f"x[j] = sinf(x[j]) * {i}.5f + cosf(x[j] * {i}.25f); }}\n"
+                   for i in range(kernels))
+
+
+def while_nvrtc_runs_here(work):
+    """work() called while another thread's compile runs NVRTC in this process; its result,
+    and that thread's compile report."""
+    import threading
+    import time
+    started, report = threading.Event(), {}
+
+    def busy():
+        started.set()
+        kiln.SourceModule(slow_source(uuid.uuid4().hex[:8]), arch=ARCH, cache_dir=False)
+        report.update(kiln._kiln.last_compile_report())
+
+    thread = threading.Thread(target=busy)
+    thread.start()
+    started.wait()
+    time.sleep(0.2)  # well inside the busy compile, which takes seconds under a sanitizer
+    try:
+        return work()
+    finally:
+        thread.join()
+        assert report["helper"] == "none" and report["origin"] == "nvrtc", report
+
+
+def test_a_compile_while_another_runs_nvrtc_goes_to_a_helper_and_gives_the_same_code():
+    src = source(1)
+    # The same code twice, under two keys: a macro that nothing reads.
+    alone = kiln.SourceModule(src, arch=ARCH, cache_dir=False, options=["-DKILN_TEST_ALONE"])
+    assert kiln._kiln.last_compile_report()["helper"] == "none"
+
+    def crowded():
+        m = kiln.SourceModule(src, arch=ARCH, cache_dir=False, options=["-DKILN_TEST_CROWDED"])
+        return m, kiln._kiln.last_compile_report()
+
+    module, report = while_nvrtc_runs_here(crowded)
+    assert report["helper"] == "own" and report["origin"] == "nvrtc", report
+    assert module.cubin == alone.cubin and module.ptx == alone.ptx
+    assert list(module.kernels) == list(alone.kernels)
+
+
+def test_a_crowded_compile_that_fails_says_why_as_one_in_the_process_would():
+    bad = "__global__ void broken(float *x) { x[0] = undefined_name; }\n"
+
+    def crowded():
+        with pytest.raises(kiln.CompileError, match="undefined_name") as e:
+            kiln.SourceModule(bad, arch=ARCH, cache_dir=False)
+        return e.value
+
+    error = while_nvrtc_runs_here(crowded)
+    assert "broken" in str(error) or "undefined_name" in error.log
+
+
+def test_with_the_helper_off_a_crowded_compile_runs_in_the_process(monkeypatch):
+    monkeypatch.setenv("KILN_NVRTC_HELPER", "0")
+
+    def crowded():
+        kiln.SourceModule(source(2), arch=ARCH, cache_dir=False)
+        return kiln._kiln.last_compile_report()
+
+    assert while_nvrtc_runs_here(crowded)["helper"] == "none"
+
+
+def test_a_crowded_compile_is_stored_in_the_cache_and_found_by_the_next_process(cache):
+    src = source(3)
+    while_nvrtc_runs_here(lambda: kiln.SourceModule(src, arch=ARCH))
+    child = (f"import kiln; kiln.SourceModule({src!r}, arch={ARCH!r}); "
+             "print(kiln.cache_stats()['disk_hits'], kiln.cache_stats()['compiles'])")
+    out = subprocess.run([sys.executable, "-c", child], capture_output=True, text=True,
+                         env={**os.environ, "KILN_CACHE_DIR": str(cache)}, check=True)
+    assert out.stdout.split() == ["1", "0"], out.stdout + out.stderr

@@ -913,6 +913,9 @@ kiln_status kiln__cache_prepare(const char *src, const kiln_compile_opts *opts,
   return s;
 }
 
+/* Compiles running NVRTC in this process now: 0 or 1 (kiln__cache_compile). */
+static int kiln__compiling_here;
+
 /* Compiles src and records the headers it can reach; stores the entry when it may. */
 static kiln_status kiln__cache_compile(const char *src, const kiln_compile_opts *opts,
                                        const kiln__cache_query *q, const kiln__config *c,
@@ -924,9 +927,14 @@ static kiln_status kiln__cache_compile(const char *src, const kiln_compile_opts 
   if (s) return s;
   kiln__cache_count(KILN__COMPILES);
   const char *pch_dir = c->writable ? c->dir : NULL, *cwd = q->cwd[0] ? q->cwd : here;
+  /* One compile at a time runs NVRTC here; one that comes while it runs is crowded and goes
+   * to a compile helper, a process of its own (remote.c says why). */
+  int alone = __atomic_fetch_add(&kiln__compiling_here, 1, __ATOMIC_ACQ_REL) == 0;
+  if (!alone) __atomic_sub_fetch(&kiln__compiling_here, 1, __ATOMIC_ACQ_REL);
   int remote = 0; /* in the compile helper, whose PCH files serve later processes too */
-  s = kiln__remote_compile(src, opts, q->arch, pch_dir, cwd, &q->id, &out->code, &remote);
+  s = kiln__remote_compile(src, opts, q->arch, pch_dir, cwd, &q->id, !alone, &out->code, &remote);
   if (!remote) s = kiln__compile(src, opts, q->arch, pch_dir, cwd, &out->code);
+  if (alone) __atomic_sub_fetch(&kiln__compiling_here, 1, __ATOMIC_ACQ_REL);
   if (!s && opts && (opts->flags & KILN_COMPILE_DEVICE_RUNTIME) &&
       !(opts->flags & KILN_COMPILE_RELOCATABLE))
     s = kiln__link_device_runtime(opts, &out->code);

@@ -10,15 +10,18 @@
  * each run lays NVRTC out at the same addresses, and the PCH files of one run (kept in the
  * cache folder as lasting files) serve every later one.
  *
- * A compile goes to the helper only when it could use a PCH (a cache folder, and a source
- * that begins with #include lines); the rest compile in the process, where nothing is gained
- * by a second process. The helper answers with what kiln__compile gives: the status and its
- * sentence, the code, the log, and the PCH counts. It runs the same NVRTC as the process
- * would: the same environment, kiln_nvrtc_set_search_path's folders, and the identity the
- * cache key was made with, which the helper checks. A helper that cannot start, dies or
- * answers nonsense is not tried again in this process, whose compiles run as if there were
- * none; one killed by a signal while compiling is reported as NVRTC's crash, not retried here
- * (the same crash would end this process).
+ * A compile goes to the helper when it could use a PCH (a cache folder, and a source that
+ * begins with #include lines), and when another compile runs NVRTC in this process at the same
+ * time: NVRTC does much of its work one compile at a time within a process, so compiles from
+ * several threads gain little over one by one (16 small kernels from 16 threads took 0.39-0.51
+ * of the serial time on a 16-core H200 host), where as many warm processes take 0.09-0.15 of
+ * it. The rest compile in the process, where nothing is gained by a second one. The helper answers
+ * with what kiln__compile gives: the status and its sentence, the code, the log, and the PCH
+ * counts. It runs the same NVRTC as the process would: the same environment,
+ * kiln_nvrtc_set_search_path's folders, and the identity the cache key was made with, which the
+ * helper checks. A helper that cannot start, dies or answers nonsense is not tried again in this
+ * process, whose compiles run as if there were none; one killed by a signal while compiling is
+ * reported as NVRTC's crash, not retried here (the same crash would end this process).
  *
  * The messages on the socket are wire.h's fields, each message after its u64 length; the code in
  * an answer is written as a cache entry holds it (entry.c), and read back with the same checks. */
@@ -59,8 +62,10 @@ extern char **environ;
 #define KILN__REMOTE_MAX ((uint64_t)1 << 32)
 /* A helper with no request for this long ends. */
 #define KILN__REMOTE_IDLE_MS 60000
-/* Idle helpers a process keeps, ready for its next compiles (one per compile at once). */
-#define KILN__REMOTE_KEEP 4
+/* Idle helpers a process keeps, ready for its next compiles (one per compile at once): as
+ * many as the machine has cores, within these bounds. */
+#define KILN__REMOTE_KEEP_MIN 4
+#define KILN__REMOTE_KEEP 64
 /* The lasting helper of a cache folder (see "The lasting helper" below): it ends after this
  * long with no compile, or within a second of its socket being removed (cache clear). */
 #define KILN__SERVER_IDLE_S 600
@@ -501,7 +506,11 @@ static int kiln__helper_take(const char *path, kiln__helper *out) {
 /* Keeps h, started from path, for a later compile, or ends it when enough are kept. */
 static void kiln__helper_keep(const char *path, kiln__helper *h) {
   pthread_mutex_lock(&kiln__remote_lock);
-  int kept = kiln__remote_owner == getpid() && kiln__remote_n_idle < KILN__REMOTE_KEEP &&
+  long cores = sysconf(_SC_NPROCESSORS_ONLN);
+  int keep = cores > KILN__REMOTE_KEEP       ? KILN__REMOTE_KEEP
+             : cores > KILN__REMOTE_KEEP_MIN ? (int)cores
+                                             : KILN__REMOTE_KEEP_MIN;
+  int kept = kiln__remote_owner == getpid() && kiln__remote_n_idle < keep &&
              strcmp(kiln__remote_idle_path, path) == 0;
   if (kept) kiln__remote_idle[kiln__remote_n_idle++] = *h;
   pthread_mutex_unlock(&kiln__remote_lock);
@@ -697,9 +706,10 @@ static int kiln__remote_run(const char *path, const char *sock, const kiln__wire
 
 kiln_status kiln__remote_compile(const char *src, const kiln_compile_opts *opts, const char *arch,
                                  const char *pch_dir, const char *cwd, const kiln__nvrtc_id *id,
-                                 kiln__code *out, int *handled) {
+                                 int crowded, kiln__code *out, int *handled) {
   *handled = 0;
-  if (!id || !pch_dir || !kiln__pch_could_use(src, opts, pch_dir, id)) return KILN_OK;
+  int pch = id && pch_dir && kiln__pch_could_use(src, opts, pch_dir, id);
+  if (!id || (!pch && !crowded)) return KILN_OK;
   char *path = kiln__remote_helper();
   if (!path) return KILN_OK;
 
@@ -708,7 +718,7 @@ kiln_status kiln__remote_compile(const char *src, const kiln_compile_opts *opts,
   kiln__wire_put_blob(&w, id, sizeof *id);
   kiln__wire_put_str(&w, src);
   kiln__wire_put_str(&w, arch);
-  kiln__wire_put_str(&w, pch_dir);
+  kiln__wire_put_str(&w, pch_dir ? pch_dir : "");
   kiln__wire_put_str(&w, cwd);
   kiln__wire_put_u32(&w, opts ? opts->flags : 0);
   kiln__put_strs(&w, opts ? opts->options : NULL, opts ? opts->n_options : 0);
@@ -725,7 +735,8 @@ kiln_status kiln__remote_compile(const char *src, const kiln_compile_opts *opts,
   size_t answer_size = 0;
   const char *why = NULL;
   char sock[PATH_MAX];
-  if (!kiln__server_socket(path, id, pch_dir, sock, sizeof sock)) sock[0] = '\0';
+  /* The lasting helper is for PCH compiles: it takes one compile at a time. */
+  if (!pch || !kiln__server_socket(path, id, pch_dir, sock, sizeof sock)) sock[0] = '\0';
   int by = 0;
   int ran = kiln__remote_run(path, sock, &w, &answer, &answer_size, &by, &why);
   free(w.p);
@@ -779,7 +790,7 @@ kiln_status kiln__remote_compile(const char *src, const kiln_compile_opts *opts,
   kiln__pch_add_counts(created, used);
   /* Where the helper cannot turn randomisation off (a seccomp profile that refuses the
    * personality call, say), its PCH files serve no later run: the process compiles itself. */
-  if (!fixed) kiln__remote_give_up(path, NULL);
+  if (!fixed && pch) kiln__remote_give_up(path, NULL);
   if (s) kiln__fail(s, "%s", message);
   free(message);
   free(path);

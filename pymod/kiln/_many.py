@@ -1,5 +1,7 @@
-"""Compiling many sources at once. NVRTC runs without the GIL, so threads compile in parallel;
-compile_many hands a list to as many threads as the machine has cores."""
+"""Compiling many sources at once. NVRTC runs without the GIL, so threads compile at once;
+compile_many hands a list to as many threads as the machine has cores. One compile at a time
+runs NVRTC in the process, the others in compile helpers, since NVRTC does much of its work one
+compile at a time within a process (docs/cache.md, "Compiling many sources at once")."""
 import os
 import sys
 from concurrent.futures import ThreadPoolExecutor, as_completed
