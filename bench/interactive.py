@@ -131,8 +131,9 @@ def child_new_process(arch):
     t = time.perf_counter()
     kiln.SourceModule(edit(0), arch=arch)
     seconds = time.perf_counter() - t
+    report = kiln._kiln.last_compile_report()
     print(json.dumps({"seconds": seconds, "pch_used": kiln.cache_stats()["pch_used"],
-                      "helper": kiln._kiln.last_compile_report()["helper"]}))
+                      "helper": report["helper"], "nvrtc_seconds": report["nvrtc_seconds"]}))
 
 
 def run_child(args, env):
@@ -163,9 +164,12 @@ def new_process(arch, repeats, env, first_s):
     seconds = [t["seconds"] for t in times]
     r = {"seconds": seconds, "median_s": statistics.median(seconds),
          "over_same_process_first": statistics.median(seconds) / first_s,
-         "pch_used": [t["pch_used"] for t in times], "helper": [t["helper"] for t in times]}
+         "pch_used": [t["pch_used"] for t in times], "helper": [t["helper"] for t in times],
+         "nvrtc_seconds": [t["nvrtc_seconds"] for t in times]}
+    r["median_nvrtc_s"] = statistics.median(r["nvrtc_seconds"])
     print(f"  kiln       an edit in a new process {r['median_s']:.3f} s "
-          f"({r['over_same_process_first']:.2f} of a first compile)", flush=True)
+          f"({r['over_same_process_first']:.2f} of a first compile; NVRTC's own run in the "
+          f"helper {r['median_nvrtc_s']:.3f} s)", flush=True)
     return r
 
 
@@ -267,6 +271,11 @@ def table(result):
          f"{rc['nvrtc-pch']['median_ratio']:.2f}", f"{rc['nvrtc']['median_ratio']:.2f}", ""),
         ("an edit in a new process, s", f"{new['median_s']:.3f}", "", "",
          f"≤ {TARGETS['pch_new_process_s']}"),
+    ]
+    if "median_nvrtc_s" in new:  # results written before it lack it
+        rows.append(("  of which NVRTC's own run in the helper, s", f"{new['median_nvrtc_s']:.3f}",
+                     "", "", ""))
+    rows += [
         (f"16 kernels at once / one by one ({cores} cores)", f"{par['kiln_ratio']:.2f}",
          "", f"{par['nvrtc_ratio']:.2f}", f"≤ {TARGETS['parallel_ratio']} (16 cores)"),
     ]
@@ -299,7 +308,7 @@ def main():
         os.environ["KILN_CACHE_DIR"] = os.path.join(scratch, "parallel")
         print("recompiling an edited kernel that includes CUB:", flush=True)
         rc = recompile(args.arch, edits, env)
-        new = new_process(args.arch, max(repeats // 2, 1), env, rc["kiln"]["first_s"])
+        new = new_process(args.arch, repeats, env, rc["kiln"]["first_s"])
         print("compiling many small kernels:", flush=True)
         par = parallel(args.arch, 16, cores, repeats)
         os.environ.pop("KILN_CACHE_DIR")

@@ -85,6 +85,7 @@ def test_every_bench_module_imports(bench):
     ("arrays", ["--quick", "--out"]),
     ("kernel_shapes", ["--quick", "--out"]),
     ("interactive", ["--quick", "--out", "--arch"]),
+    ("first_load", ["--repeats", "--out"]),
     ("graphs", ["--quick", "--out"]),
     ("cpu", ["--quick", "--callgrind", "--json"]),
 ])
