@@ -487,19 +487,20 @@ static int kiln__helper_take(const char *path, kiln__helper *out) {
     kiln__remote_n_idle = 0;
     kiln__remote_owner = getpid();
   }
-  if (strcmp(kiln__remote_idle_path, path) != 0) { /* another helper now: the old ones end */
-    for (int i = 0; i < kiln__remote_n_idle; i++) {
-      kiln__helper h = kiln__remote_idle[i];
-      pthread_mutex_unlock(&kiln__remote_lock);
-      kiln__helper_end(&h, NULL);
-      pthread_mutex_lock(&kiln__remote_lock);
-    }
+  /* Another helper now: the old ones end, taken off the list before the lock is let go, so
+   * that a thread that comes meanwhile neither ends them again nor takes one. */
+  kiln__helper old[KILN__REMOTE_KEEP];
+  int n_old = 0;
+  if (strcmp(kiln__remote_idle_path, path) != 0) {
+    n_old = kiln__remote_n_idle;
+    memcpy(old, kiln__remote_idle, (size_t)n_old * sizeof *old);
     kiln__remote_n_idle = 0;
     snprintf(kiln__remote_idle_path, sizeof kiln__remote_idle_path, "%s", path);
   }
   int got = kiln__remote_n_idle > 0;
   if (got) *out = kiln__remote_idle[--kiln__remote_n_idle];
   pthread_mutex_unlock(&kiln__remote_lock);
+  for (int i = 0; i < n_old; i++) kiln__helper_end(&old[i], NULL);
   return got;
 }
 
