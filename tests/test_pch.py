@@ -93,6 +93,88 @@ def test_an_edited_kernel_reuses_the_pch_and_compiles_right(cache):
     assert m.log == ""  # the PCH says nothing in the user's log
 
 
+# Opens of PCH files for reading fail as if the file had gone (another process evicted it, or
+# cache clear removed it, between kiln's plan and NVRTC's open); writes go through.
+VANISH_SHIM = r"""
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+static int gone(const char *path, int writes) {
+  size_t n = path ? strlen(path) : 0;
+  return !writes && n > 4 && !strcmp(path + n - 4, ".pch") && strstr(path, "/pch/");
+}
+static int writes_mode(const char *mode) { return strpbrk(mode, "wa+") != NULL; }
+
+#define OPEN(name)                                                          \
+  int name(const char *path, int flags, ...) {                               \
+    va_list ap;                                                              \
+    va_start(ap, flags);                                                     \
+    int mode = va_arg(ap, int);                                              \
+    va_end(ap);                                                              \
+    if (gone(path, (flags & O_ACCMODE) != O_RDONLY)) return errno = ENOENT, -1; \
+    int (*real)(const char *, int, ...) = dlsym(RTLD_NEXT, #name);           \
+    return real(path, flags, mode);                                          \
+  }
+#define OPENAT(name)                                                        \
+  int name(int dir, const char *path, int flags, ...) {                      \
+    va_list ap;                                                              \
+    va_start(ap, flags);                                                     \
+    int mode = va_arg(ap, int);                                              \
+    va_end(ap);                                                              \
+    if (gone(path, (flags & O_ACCMODE) != O_RDONLY)) return errno = ENOENT, -1; \
+    int (*real)(int, const char *, int, ...) = dlsym(RTLD_NEXT, #name);      \
+    return real(dir, path, flags, mode);                                     \
+  }
+#define FOPEN(name)                                                         \
+  FILE *name(const char *path, const char *mode) {                           \
+    if (gone(path, writes_mode(mode))) return errno = ENOENT, NULL;          \
+    FILE *(*real)(const char *, const char *) = dlsym(RTLD_NEXT, #name);     \
+    return real(path, mode);                                                 \
+  }
+OPEN(open)
+OPEN(open64)
+OPENAT(openat)
+OPENAT(openat64)
+FOPEN(fopen)
+FOPEN(fopen64)
+"""
+
+
+def test_a_pch_file_gone_before_nvrtc_opens_it_is_compiled_without(cache, tmp_path):
+    """NVRTC stops with a catastrophic error when the PCH it is told to use cannot be opened;
+    the source is not at fault, so kiln compiles it again without one."""
+    import shutil
+    import subprocess
+    cc = os.environ.get("CC", "cc")
+    if not shutil.which(cc):
+        pytest.skip(f"needs a C compiler ({cc})")
+    shim = tmp_path / "vanish.so"
+    (tmp_path / "vanish.c").write_text(VANISH_SHIM)
+    subprocess.run([cc, "-shared", "-fPIC", "-O1", str(tmp_path / "vanish.c"), "-ldl", "-o",
+                    str(shim)], check=True)
+    preload = " ".join(p for p in (os.environ.get("LD_PRELOAD"), str(shim)) if p)
+    r = run_python(f"""
+        import json, kiln, kiln._kiln
+        kernels = [{kernel(fresh_value())!r}, {kernel(fresh_value())!r},
+                   {kernel(fresh_value())!r}]
+        reports = []
+        for src in kernels:
+            m = kiln.SourceModule(src, arch={ARCH!r}, no_extern_c=True)
+            reports.append(kiln._kiln.last_compile_report()["pch"])
+        print(json.dumps([reports, list(m.kernels), kiln.cache_stats()["pch_created"]]))
+        """, env={"LD_PRELOAD": preload})
+    assert r.returncode == 0, r.stderr
+    reports, kernels, created = __import__("json").loads(r.stdout.splitlines()[-1])
+    # The first makes none, the second makes one, the third is told to use it and cannot.
+    assert reports == ["none", "made", "none"] and created == 1
+    assert kernels == ["scale"]
+
+
 def test_a_header_edit_invalidates_the_pch(cache, tmp_path):
     inc = tmp_path / "inc"
     inc.mkdir()

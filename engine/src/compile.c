@@ -129,9 +129,13 @@ static void kiln__first_error(const char *log, char *out, size_t cap) {
   snprintf(out, cap, "%.*s", (int)(n > cap - 1 ? cap - 1 : n), start);
 }
 
+/* One NVRTC compile of prog. *again is set when it failed over its precompiled header (a
+ * file gone between the plan and NVRTC's open, or one that could not be written), which says
+ * nothing of the source: the caller compiles it once more without one. */
 static kiln_status kiln__compile_program(const char *src, nvrtcProgram prog,
                                          const kiln_compile_opts *opts, const char *arch,
-                                         const char *pch_dir, const char *cwd, kiln__code *out) {
+                                         const char *pch_dir, const char *cwd, kiln__code *out,
+                                         int *again) {
   int n_inc = opts ? opts->n_include_dirs : 0, n_opt = opts ? opts->n_options : 0;
   int rdc = opts && (opts->flags & (KILN_COMPILE_DEVICE_RUNTIME | KILN_COMPILE_RELOCATABLE));
   size_t n_args = 7 + (size_t)n_inc + (size_t)n_opt;
@@ -189,6 +193,7 @@ static kiln_status kiln__compile_program(const char *src, nvrtcProgram prog,
   }
   if (!out->log) out->log = kiln__dup_str("");
   out->pch = pch.creating ? 1 : pch.opt[0] ? 2 : 0;
+  *again = rc != NVRTC_SUCCESS && pch.opt[0] && kiln__pch_refused(out->log);
   kiln__pch_done(&pch, rc == NVRTC_SUCCESS, out->log);
   if (rc != NVRTC_SUCCESS) {
     char first[512];
@@ -236,11 +241,12 @@ static kiln_status kiln__collect(nvrtcProgram prog, const kiln_compile_opts *opt
   return KILN_OK;
 }
 
-kiln_status kiln__compile(const char *src, const kiln_compile_opts *opts, const char *arch,
-                          const char *pch_dir, const char *cwd, kiln__code *out) {
+static kiln_status kiln__compile_once(const char *src, const kiln_compile_opts *opts,
+                                      const char *arch, const char *pch_dir, const char *cwd,
+                                      kiln__code *out, int *again) {
   memset(out, 0, sizeof *out);
-  kiln_status s = kiln__nvrtc_load();
-  if (s) return s;
+  *again = 0;
+  kiln_status s;
   char suffix[4];
   snprintf(out->arch, sizeof out->arch, "%s", arch);
   out->arch_num = kiln__parse_arch(arch, suffix, sizeof suffix);
@@ -262,7 +268,7 @@ kiln_status kiln__compile(const char *src, const kiln_compile_opts *opts, const 
       s = kiln__fail(KILN_ERROR_INVALID, "name expression '%s' was refused by NVRTC: %s",
                      opts->name_expressions[i], kiln__nvrtc.GetErrorString(rc));
   }
-  if (!s) s = kiln__compile_program(src, prog, opts, arch, pch_dir, cwd, out);
+  if (!s) s = kiln__compile_program(src, prog, opts, arch, pch_dir, cwd, out, again);
   if (!s) s = kiln__collect(prog, opts, out);
   kiln__nvrtc.DestroyProgram(&prog);
   if (s && s != KILN_ERROR_COMPILE) {
@@ -270,6 +276,23 @@ kiln_status kiln__compile(const char *src, const kiln_compile_opts *opts, const 
     out->log = NULL;
     kiln__compile_free_code(out);
     out->log = log;
+  }
+  return s;
+}
+
+kiln_status kiln__compile(const char *src, const kiln_compile_opts *opts, const char *arch,
+                          const char *pch_dir, const char *cwd, kiln__code *out) {
+  memset(out, 0, sizeof *out);
+  kiln_status s = kiln__nvrtc_load();
+  if (s) return s;
+  int again = 0;
+  s = kiln__compile_once(src, opts, arch, pch_dir, cwd, out, &again);
+  /* A PCH file can go between its plan and NVRTC's open of it (another process's compile
+   * evicted it to keep the cache's bound, or refused it; cache clear): the source is not at
+   * fault, so it is compiled again without one. */
+  if (s && again) {
+    kiln__compile_free_code(out);
+    s = kiln__compile_once(src, opts, arch, NULL, cwd, out, &again);
   }
   return s;
 }

@@ -459,7 +459,7 @@ void kiln__pch_plan_for(const char *src, const kiln_compile_opts *opts, const ch
   kiln__headers_free(&headers);
 }
 
-static int kiln__pch_refused(const char *log) {
+int kiln__pch_refused(const char *log) {
   /* NVRTC's words when it cannot take a PCH file: it compiles without it and says so. */
   return log && (strstr(log, "PCH") || strstr(log, "precompiled header"));
 }

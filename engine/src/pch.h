@@ -38,6 +38,9 @@ int kiln__pch_could_use(const char *src, const kiln_compile_opts *opts, const ch
  * (log, the compile's log); a used one is dropped when NVRTC did not take it. */
 void kiln__pch_done(kiln__pch_plan *plan, int compiled, const char *log);
 
+/* 1 when log, a compile's, says NVRTC could not take or make its PCH file. */
+int kiln__pch_refused(const char *log);
+
 /* The PCH files in dir/pch and their bytes, every process's. */
 void kiln__pch_usage(const char *dir, uint64_t *files, uint64_t *bytes);
 
