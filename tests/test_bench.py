@@ -25,7 +25,7 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 BENCH = ROOT / "bench"
 RESULTS = BENCH / "results"
 SCRIPTS = ["launch", "cache", "compare", "memory", "transfer", "arrays", "kernel_shapes",
-           "interactive", "graphs", "cpu"]
+           "interactive", "graphs", "cpu", "first_load"]
 MODULES = ["common", "kernels", "children", "peers", *SCRIPTS]
 
 
@@ -61,6 +61,7 @@ def newest_results(suffix):
     """The newest recorded results of one script: suffix "" is compare.py's."""
     others = ("-launch", "-cache", "-memory", "-transfer", "-staging-sweep", "-graphs",
               "-staging-threshold", "-interactive", "-arrays", "-kernel-shapes",
+              "-first-load",
               "-transfer-small-put", "-transfer-ring", "-transfer-pin64k")  # code taken back
     paths = sorted(p for p in RESULTS.glob("*.json")
                    if p.stem.endswith(suffix) and (suffix or not p.stem.endswith(others)))
