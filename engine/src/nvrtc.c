@@ -247,6 +247,11 @@ static void kiln__nvrtc_load_once(void) {
   __atomic_store_n(&kiln__nvrtc_status, KILN_OK, __ATOMIC_RELEASE);
 }
 
+const char *kiln__nvrtc_opened(void) {
+  if (__atomic_load_n(&kiln__nvrtc_status, __ATOMIC_ACQUIRE) != KILN_OK) return NULL;
+  return kiln__nvrtc.lib_path[0] ? kiln__nvrtc.lib_path : NULL;
+}
+
 kiln_status kiln__nvrtc_load(void) {
   pthread_once(&kiln__nvrtc_once, kiln__nvrtc_load_once);
   if (KILN__LIKELY(kiln__nvrtc_status == KILN_OK)) return KILN_OK;

@@ -56,6 +56,10 @@ int kiln__nvrtc_search_path(char *out, size_t cap);
 /* Opens NVRTC once per process; KILN_ERROR_NO_NVRTC with the places tried when it fails. */
 kiln_status kiln__nvrtc_load(void);
 
+/* The NVRTC library this process opened, once it has (another thread may be opening it now,
+ * and its fields are read only after); NULL before. */
+const char *kiln__nvrtc_opened(void);
+
 /* The identity of the NVRTC this process opens or would open: from NVRTC itself once open,
  * else from the note in note_dir when the library it names is unchanged, else by opening
  * NVRTC (and, with may_write, leaving a note). note_dir may be NULL. */

@@ -40,6 +40,7 @@
 #include <malloc.h>
 #include <poll.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <spawn.h>
 #include <stdint.h>
@@ -79,6 +80,10 @@ extern char **environ;
 static pthread_mutex_t kiln__remote_lock = PTHREAD_MUTEX_INITIALIZER;
 static char *kiln__remote_path; /* set by kiln_nvrtc_set_helper; NULL: $KILN_NVRTC_HELPER */
 static int kiln__remote_broken, kiln__remote_serving;
+/* Set once a helper said it cannot turn address randomisation off (a seccomp profile that
+ * refuses the personality call): its PCH files would serve no later run, so compiles that could
+ * use one run in the process; crowded compiles still go to helpers. */
+static int kiln__remote_unfixed;
 
 kiln_status kiln_nvrtc_set_helper(const char *path) {
   char *copy = path && *path ? kiln__dup_str(path) : NULL;
@@ -88,6 +93,7 @@ kiln_status kiln_nvrtc_set_helper(const char *path) {
   free(kiln__remote_path);
   kiln__remote_path = copy;
   kiln__remote_broken = 0;
+  __atomic_store_n(&kiln__remote_unfixed, 0, __ATOMIC_RELEASE);
   pthread_mutex_unlock(&kiln__remote_lock);
   kiln__clear_error();
   return KILN_OK;
@@ -438,7 +444,7 @@ static char **kiln__remote_env(char *owned[2]) {
   char **env = calloc(n + 3, sizeof *env);
   if (!env) return NULL;
   size_t k = 0;
-  const char *lib = kiln__nvrtc.major && kiln__nvrtc.lib_path[0] ? kiln__nvrtc.lib_path : NULL;
+  const char *lib = kiln__nvrtc_opened();
   for (size_t i = 0; i < n; i++) {
     if (lib && !strncmp(environ[i], "KILN_NVRTC_PATH=", 16)) continue;
     if (!strncmp(environ[i], "KILN__NVRTC_", 12)) continue;
@@ -504,10 +510,24 @@ static int kiln__helper_take(const char *path, kiln__helper *out) {
   return got;
 }
 
+/* The cores this process may run on (its affinity mask, which a container's CPU set
+ * narrows), read when the first helper is kept. */
+static int kiln__remote_cores;
+
+static void kiln__remote_count_cores(void) {
+  cpu_set_t set;
+  long online = sysconf(_SC_NPROCESSORS_ONLN);
+  kiln__remote_cores = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set)
+                       : online > 0                                ? (int)online
+                                                                   : 1;
+}
+
 /* Keeps h, started from path, for a later compile, or ends it when enough are kept. */
 static void kiln__helper_keep(const char *path, kiln__helper *h) {
+  static pthread_once_t counted = PTHREAD_ONCE_INIT;
+  pthread_once(&counted, kiln__remote_count_cores);
   pthread_mutex_lock(&kiln__remote_lock);
-  long cores = sysconf(_SC_NPROCESSORS_ONLN);
+  int cores = kiln__remote_cores;
   int keep = cores > KILN__REMOTE_KEEP       ? KILN__REMOTE_KEEP
              : cores > KILN__REMOTE_KEEP_MIN ? (int)cores
                                              : KILN__REMOTE_KEEP_MIN;
@@ -709,7 +729,8 @@ kiln_status kiln__remote_compile(const char *src, const kiln_compile_opts *opts,
                                  const char *pch_dir, const char *cwd, const kiln__nvrtc_id *id,
                                  int crowded, kiln__code *out, int *handled) {
   *handled = 0;
-  int pch = id && pch_dir && kiln__pch_could_use(src, opts, pch_dir, id);
+  int pch = id && pch_dir && !__atomic_load_n(&kiln__remote_unfixed, __ATOMIC_ACQUIRE) &&
+            kiln__pch_could_use(src, opts, pch_dir, id);
   if (!id || (!pch && !crowded)) return KILN_OK;
   char *path = kiln__remote_helper();
   if (!path) return KILN_OK;
@@ -719,7 +740,7 @@ kiln_status kiln__remote_compile(const char *src, const kiln_compile_opts *opts,
   kiln__wire_put_blob(&w, id, sizeof *id);
   kiln__wire_put_str(&w, src);
   kiln__wire_put_str(&w, arch);
-  kiln__wire_put_str(&w, pch_dir ? pch_dir : "");
+  kiln__wire_put_str(&w, pch ? pch_dir : ""); /* a crowded compile makes and takes no PCH */
   kiln__wire_put_str(&w, cwd);
   kiln__wire_put_u32(&w, opts ? opts->flags : 0);
   kiln__put_strs(&w, opts ? opts->options : NULL, opts ? opts->n_options : 0);
@@ -790,8 +811,8 @@ kiln_status kiln__remote_compile(const char *src, const kiln_compile_opts *opts,
   out->helper = by;
   kiln__pch_add_counts(created, used);
   /* Where the helper cannot turn randomisation off (a seccomp profile that refuses the
-   * personality call, say), its PCH files serve no later run: the process compiles itself. */
-  if (!fixed && pch) kiln__remote_give_up(path, NULL);
+   * personality call, say), its PCH files serve no later run: the process compiles those. */
+  if (!fixed) __atomic_store_n(&kiln__remote_unfixed, 1, __ATOMIC_RELEASE);
   if (s) kiln__fail(s, "%s", message);
   free(message);
   free(path);

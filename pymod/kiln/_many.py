@@ -47,8 +47,9 @@ def compile_many(sources, *, workers=None, progress=False, return_exceptions=Fal
         else:
             raise TypeError("compile_many takes source strings or (source, {keyword: value}) "
                             f"pairs, not {type(item).__name__}")
-    if workers is None:
-        workers = os.cpu_count() or 1
+    if workers is None:  # the cores this process may run on, as a container's CPU set says
+        workers = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (
+            os.cpu_count() or 1)
     if not isinstance(workers, int) or isinstance(workers, bool) or workers < 1:
         raise ValueError(f"workers must be a positive int, not {workers!r}")
     total = len(items)
