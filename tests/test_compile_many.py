@@ -133,13 +133,13 @@ def slow_source(tag, kernels=48):
                    for i in range(kernels))
 
 
-def while_nvrtc_runs_here(work):
+def while_nvrtc_runs_here(work, fresh_helper=True):
     """work() called while another thread's compile runs NVRTC in this process; its result,
     once that thread's compile is checked to have run in the process."""
     import threading
     import time
-    # The helper as the package sets it, and not given up by an earlier test.
-    kiln._pickle.use_compile_helper()
+    if fresh_helper:  # the helper as the package sets it, not given up by an earlier test
+        kiln._pickle.use_compile_helper()
     started, report, failed = threading.Event(), {}, []
 
     def busy():
@@ -210,3 +210,28 @@ def test_a_crowded_compile_is_stored_in_the_cache_and_found_by_the_next_process(
     out = subprocess.run([sys.executable, "-c", child], capture_output=True, text=True,
                          env={**os.environ, "KILN_CACHE_DIR": str(cache)}, check=True)
     assert out.stdout.split() == ["1", "0"], out.stdout + out.stderr
+
+
+def test_a_helper_that_cannot_fix_its_layout_still_takes_crowded_compiles(tmp_path, monkeypatch):
+    """Its PCH files would serve no later run, so compiles that could use one stay in the
+    process; a compile that comes while NVRTC runs here still goes to a helper."""
+    helper = os.path.join(os.path.dirname(kiln.__file__), "kiln-nvrtc")
+    wrapper = tmp_path / "randomised-helper"  # told it tried already, so it stays randomised
+    wrapper.write_text(f'#!/bin/sh\nKILN__NVRTC_AGAIN=1 exec {helper} "$@"\n')
+    wrapper.chmod(0o755)
+    monkeypatch.setenv("KILN_NVRTC_HELPER", str(wrapper))
+    kiln._pickle.use_compile_helper()  # nothing given up before
+    heavy = "#include <cuda_fp16.h>\n" + source(4)
+    kiln.SourceModule(heavy, arch=ARCH)  # in the helper, which says it is not fixed
+    kiln.SourceModule("#include <cuda_fp16.h>\n" + source(5), arch=ARCH)
+    assert kiln._kiln.last_compile_report()["helper"] == "none"
+
+    def crowded():
+        kiln.SourceModule(source(6), arch=ARCH, cache_dir=False)
+        return kiln._kiln.last_compile_report()
+
+    try:
+        assert while_nvrtc_runs_here(crowded, fresh_helper=False)["helper"] == "own"
+    finally:
+        monkeypatch.undo()
+        kiln._pickle.use_compile_helper()  # the later tests' helper, PCH compiles and all
