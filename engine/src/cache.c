@@ -929,12 +929,13 @@ static kiln_status kiln__cache_compile(const char *src, const kiln_compile_opts 
   const char *pch_dir = c->writable ? c->dir : NULL, *cwd = q->cwd[0] ? q->cwd : here;
   /* One compile at a time runs NVRTC here; one that comes while it runs is crowded and goes
    * to a compile helper, a process of its own (remote.c says why). */
-  int alone = __atomic_fetch_add(&kiln__compiling_here, 1, __ATOMIC_ACQ_REL) == 0;
-  if (!alone) __atomic_sub_fetch(&kiln__compiling_here, 1, __ATOMIC_ACQ_REL);
+  int idle = 0;
+  int alone = __atomic_compare_exchange_n(&kiln__compiling_here, &idle, 1, 0, __ATOMIC_ACQ_REL,
+                                          __ATOMIC_ACQUIRE);
   int remote = 0; /* in the compile helper, whose PCH files serve later processes too */
   s = kiln__remote_compile(src, opts, q->arch, pch_dir, cwd, &q->id, !alone, &out->code, &remote);
   if (!remote) s = kiln__compile(src, opts, q->arch, pch_dir, cwd, &out->code);
-  if (alone) __atomic_sub_fetch(&kiln__compiling_here, 1, __ATOMIC_ACQ_REL);
+  if (alone) __atomic_store_n(&kiln__compiling_here, 0, __ATOMIC_RELEASE);
   if (!s && opts && (opts->flags & KILN_COMPILE_DEVICE_RUNTIME) &&
       !(opts->flags & KILN_COMPILE_RELOCATABLE))
     s = kiln__link_device_runtime(opts, &out->code);

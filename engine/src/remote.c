@@ -510,16 +510,17 @@ static int kiln__helper_take(const char *path, kiln__helper *out) {
   return got;
 }
 
-/* The cores this process may run on (its affinity mask, which a container's CPU set
- * narrows), read when the first helper is kept. */
-static int kiln__remote_cores;
+/* Idle helpers kept: the cores this process may run on (its affinity mask, which a
+ * container's CPU set narrows), within the bounds; counted when the first helper is kept. */
+static int kiln__remote_keep;
 
 static void kiln__remote_count_cores(void) {
   cpu_set_t set;
-  long online = sysconf(_SC_NPROCESSORS_ONLN);
-  kiln__remote_cores = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set)
-                       : online > 0                                ? (int)online
-                                                                   : 1;
+  long cores =
+      sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : sysconf(_SC_NPROCESSORS_ONLN);
+  kiln__remote_keep = cores > KILN__REMOTE_KEEP       ? KILN__REMOTE_KEEP
+                      : cores > KILN__REMOTE_KEEP_MIN ? (int)cores
+                                                      : KILN__REMOTE_KEEP_MIN;
 }
 
 /* Keeps h, started from path, for a later compile, or ends it when enough are kept. */
@@ -527,11 +528,7 @@ static void kiln__helper_keep(const char *path, kiln__helper *h) {
   static pthread_once_t counted = PTHREAD_ONCE_INIT;
   pthread_once(&counted, kiln__remote_count_cores);
   pthread_mutex_lock(&kiln__remote_lock);
-  int cores = kiln__remote_cores;
-  int keep = cores > KILN__REMOTE_KEEP       ? KILN__REMOTE_KEEP
-             : cores > KILN__REMOTE_KEEP_MIN ? (int)cores
-                                             : KILN__REMOTE_KEEP_MIN;
-  int kept = kiln__remote_owner == getpid() && kiln__remote_n_idle < keep &&
+  int kept = kiln__remote_owner == getpid() && kiln__remote_n_idle < kiln__remote_keep &&
              strcmp(kiln__remote_idle_path, path) == 0;
   if (kept) kiln__remote_idle[kiln__remote_n_idle++] = *h;
   pthread_mutex_unlock(&kiln__remote_lock);
