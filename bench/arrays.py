@@ -4,7 +4,8 @@ already on the GPU.
 
     PYTHONPATH=pymod python3 bench/arrays.py [--quick] [--out DIR]     (make bench runs it)
 
-Figures (µs per operation, median of repeats; the ways take turns within each repeat):
+Figures (µs per operation, median of repeats; the ways take turns within each repeat, a
+different one first in each):
 
   elementwise      z = x*y into an existing z through each system's elementwise kernel
                    (PyTorch: mul(out=)), n = 10^3 and 10^7; back-to-back calls, one

@@ -311,8 +311,13 @@ class Ways:
         # As timeit does: a collection landing in one way's loop would be charged to it alone.
         gc.disable()
         try:
-            for _ in range(repeats):
-                for name, loop in list(self.loops.items()):
+            for r in range(repeats):
+                # Each way first in its turn: a way that always ran right after the same other
+                # one would inherit what that one leaves (the L2 full of its dirty lines, say).
+                for name in turns(self.loops, r):
+                    loop = self.loops.get(name)
+                    if loop is None:  # dropped after it raised in this repeat
+                        continue
                     elapsed = self._run(name, loop, count)
                     if elapsed is not None:
                         times[name].append(elapsed / count / 1e3)
