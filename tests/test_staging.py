@@ -64,7 +64,7 @@ def test_staging_info_names_its_settings():
     info = kiln.staging_info()
     assert set(info) == {"min_bytes", "chunk_bytes", "threads", "copies", "bytes",
                          "pinned_buffers", "pinned_bytes", "small_buffer_bytes",
-                         "mirror_slots", "mirrors_held", "mirror_reads"}
+                         "small_put_bytes", "mirror_slots", "mirrors_held", "mirror_reads"}
     assert info["pinned_buffers"] == 0 and info["pinned_bytes"] == 0  # nothing copied here
     assert info["chunk_bytes"] % 4096 == 0 and info["chunk_bytes"] >= 4096
     assert 1 <= info["threads"] <= len(os.sched_getaffinity(0))
@@ -213,6 +213,144 @@ def test_the_small_copy_buffer_is_made_at_the_ninth_small_copy():
     """, {})
     sizes = eval(out.strip().splitlines()[-1])
     assert sizes[:8] == [0] * 8 and sizes[8:] == [1 << 20] * 4, sizes
+
+
+# ---- Small copies to the device: a ring of page-locked slots ------------------------------------
+
+SLOT = 64 << 10  # the most bytes one slot of the ring takes
+
+SPIN = r"""
+extern "C" __global__ void spin_then_fill(unsigned char *x, size_t n, long long cycles,
+                                          unsigned char v)
+{
+  long long t0 = clock64();
+  while (clock64() - t0 < cycles) {}
+  for (size_t i = threadIdx.x; i < n; i += blockDim.x) x[i] = v;
+}
+"""
+
+
+@pytest.mark.gpu
+def test_the_ring_is_made_at_the_ninth_small_copy_to_the_device_and_each_copy_is_right():
+    out = run_child("""
+        import numpy as np
+        import kiln
+        sizes = []
+        for k in range(12):
+            h = np.arange(100 + 7 * k, dtype=np.float32) * (k + 1)
+            d = kiln.to_device(h)
+            assert np.array_equal(d.get(), h), k
+            sizes.append(kiln.staging_info()["small_put_bytes"])
+        print(sizes)
+    """, {})
+    sizes = eval(out.strip().splitlines()[-1])
+    assert sizes[:8] == [0] * 8 and sizes[8:] == [16 * SLOT] * 4, sizes
+
+
+def warm_ring():
+    for _ in range(9):
+        kiln.to_device(np.zeros(4, np.uint8))
+    assert kiln.staging_info()["small_put_bytes"] > 0
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("n", [1, 3, 4095, 4096, SLOT - 1, SLOT, SLOT + 1])
+def test_small_copies_to_the_device_around_the_slot_size_take_the_callers_bytes(n):
+    warm_ring()
+    h = sample(np.uint8, n)
+    want = h.copy()
+    d = kiln.to_device(h)
+    h[...] = 7                                    # the bytes were taken during the call
+    np.testing.assert_array_equal(d.get(), want)
+    d.set(h)
+    h[...] = 9
+    np.testing.assert_array_equal(d.get(), np.full(n, 7, np.uint8))
+    d.copy_from(h)
+    h[...] = 1
+    np.testing.assert_array_equal(d.get(), np.full(n, 9, np.uint8))
+
+
+@pytest.mark.gpu
+def test_many_small_copies_in_a_row_more_than_the_ring_holds_all_land():
+    warm_ring()
+    arrays, wants = [], []
+    for k in range(100):                          # the ring's 16 slots wrap six times
+        h = sample(np.uint8, 1000 + 61 * k)
+        wants.append(h.copy())
+        arrays.append(kiln.to_device(h))
+        h[...] = 0
+    d = kiln.zeros(4096, np.uint8)
+    for k in range(100):                          # one array set again and again: the last wins
+        d.set(np.full(4096, k, np.uint8))
+    for a, want in zip(arrays, wants):
+        np.testing.assert_array_equal(a.get(), want)
+    np.testing.assert_array_equal(d.get(), np.full(4096, 99, np.uint8))
+
+
+@pytest.mark.gpu
+def test_a_small_copy_to_the_device_waits_for_the_work_queued_before_it():
+    # Only the copy itself may be in flight when the call returns, as after the driver's own
+    # copy: a kernel still running before it is over by then, and its writes come first.
+    warm_ring()
+    f = kiln.SourceModule(SPIN).get_function("spin_then_fill")
+    cycles = np.int64(60_000_000)  # about 30 ms
+    d = kiln.zeros(4096, np.uint8)
+    before = kiln.Event()
+    f(d, np.uint64(4096), cycles, np.uint8(5), block=(256, 1, 1), grid=(1, 1))
+    before.record()
+    d.set(np.full(4096, 6, np.uint8))
+    assert before.query(), "set() returned before the kernel queued ahead of it was over"
+    np.testing.assert_array_equal(d.get(), np.full(4096, 6, np.uint8))
+
+
+@pytest.mark.gpu
+def test_a_kernel_after_a_small_copy_sees_its_bytes_on_a_stream_that_waits_for_it(mod):
+    # The copy is queued on the legacy default stream, as the driver's own is: a launch there,
+    # or on a blocking kiln.Stream, runs after it.
+    warm_ring()
+    f = mod.get_function("add_one")
+    d = kiln.zeros(8192, np.uint8)
+    s = kiln.Stream()
+    for k in range(20):
+        d.set(np.full(8192, k, np.uint8))
+        f(d, np.uint64(8192), **LAUNCH, stream=s if k % 2 else None)
+        s.synchronize()
+        np.testing.assert_array_equal(d.get(), np.full(8192, k + 1, np.uint8))
+
+
+@pytest.mark.gpu
+def test_a_small_copy_into_an_array_of_a_non_blocking_stream_is_right_after_its_free(mod):
+    # The array's memory is the pool's on its own stream: the copy on the legacy stream is
+    # noted as a use there, so the memory goes back to the pool only after it.
+    warm_ring()
+    f = mod.get_function("add_one")
+    s = kiln.Stream(flags=kiln.STREAM_NON_BLOCKING)
+    for k in range(30):
+        d = kiln.zeros(4096, np.uint8, stream=s)
+        s.synchronize()
+        d.set(np.full(4096, k, np.uint8))
+        del d                                     # freed on s, after the copy
+        e = kiln.zeros(4096, np.uint8, stream=s)  # may get the block back
+        f(e, np.uint64(4096), **LAUNCH, stream=s)
+        s.synchronize()
+        np.testing.assert_array_equal(e.get(), np.ones(4096, np.uint8))
+
+
+@pytest.mark.gpu
+def test_small_copies_to_the_device_from_many_threads():
+    warm_ring()
+
+    def worker(k):
+        for r in range(50):
+            h = sample(np.uint8, 1 + 131 * k + r)
+            want = h.copy()
+            d = kiln.to_device(h)
+            h[...] = 0
+            if not np.array_equal(d.get(), want):
+                return f"round {r}: values differ"
+
+    errors = run_in_threads(worker, 8)
+    assert not errors, errors
 
 
 @pytest.mark.gpu

@@ -45,6 +45,14 @@ static int kpy_copy(kpy_state *st, kpy_array *dev, PyObject *host, size_t n, int
    * once queued, it may not be left behind with host given back. */
   if (!kpy_stream_is_kiln(st, on->arg) && kpy_wait_stream(st, h, -1) < 0) return -1;
   if (!kpy_stream_is_kiln(st, on->arg)) kpy_pin_reused(st, (PyArrayObject *)host, n);
+  if (!to_host && on->arg == Py_None) {
+    /* With the stream's earlier work over, a small copy to the device is queued from a
+     * page-locked slot of kiln's and not waited for: only the copy itself is then in flight,
+     * as after the driver's own copy from pageable memory. The memory's free is ordered after
+     * it when the array lives on another stream. */
+    int r = kpy_small_put(st, p, data, n);
+    if (r) return r < 0 ? -1 : kpy_array_used_on(st, (PyObject *)dev, NULL);
+  }
   if (on->arg == Py_None) {
     Py_BEGIN_ALLOW_THREADS
       s = to_host ? kiln_memcpy_dtoh(data, p, n) : kiln_memcpy_htod(p, data, n);

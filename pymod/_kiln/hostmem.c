@@ -387,12 +387,82 @@ int kpy_small_get(kpy_state *st, void *data, kiln_deviceptr p, size_t n, kiln_st
   return 1;
 }
 
+/* The ring and its events, on device; 0 when made. */
+static int kpy_small_put_make(kpy_state *st, int device) {
+  kiln_event *done = PyMem_Calloc(KPY_SMALL_PUT_SLOTS, sizeof *done);
+  void *ring = NULL;
+  kiln_status s = done ? kiln_host_alloc(KPY_SMALL_PUT_SLOT * KPY_SMALL_PUT_SLOTS, &ring)
+                       : KILN_ERROR_NO_MEMORY;
+  for (int i = 0; !s && i < KPY_SMALL_PUT_SLOTS; i++) s = kiln_event_create(0, &done[i]);
+  if (s) {
+    for (int i = 0; done && i < KPY_SMALL_PUT_SLOTS; i++) kiln_event_destroy(done[i]);
+    PyMem_Free(done);
+    if (ring) kiln_host_free(ring);
+    return -1;
+  }
+  st->small_put = ring;
+  st->small_put_done = done;
+  st->small_put_device = device;
+  return 0;
+}
+
+int kpy_small_put(kpy_state *st, kiln_deviceptr p, const void *data, size_t n) {
+  if (n > KPY_SMALL_PUT_SLOT || st->small_put_device < 0) return 0;
+  int device = kiln_device_current();
+  if (device < 0) return 0;
+  kiln_staging_info staging;
+  kiln_staging_get_info(&staging);
+  if (n >= staging.min_bytes) return 0; /* the stager's (KILN_STAGING_MIN may be small) */
+  if (!st->small_put) {
+    if (st->small_put_before < KPY_SMALL_GET_AFTER) {
+      st->small_put_before++;
+      return 0;
+    }
+    if (kpy_small_put_make(st, device) < 0) {
+      st->small_put_device = -1; /* not tried again: the driver's way it is */
+      return 0;
+    }
+  }
+  if (device != st->small_put_device) return 0;
+  int i = st->small_put_next, done = 0;
+  if (kiln_event_query(st->small_put_done[i], &done) || !done) return 0;
+  char *slot = (char *)st->small_put + (size_t)i * KPY_SMALL_PUT_SLOT;
+  memcpy(slot, data, n);
+  kiln_status s = kiln_memcpy_htod_async(p, slot, n, NULL);
+  if (s) {
+    kpy_raise(st, s);
+    return -1;
+  }
+  if ((s = kiln_event_record(st->small_put_done[i], NULL))) {
+    /* The slot may still be read by the copy, and nothing would say when it is over: the ring
+     * is left as it is and not used again. */
+    st->small_put_device = -1;
+    kpy_raise(st, s);
+    return -1;
+  }
+  st->small_put_next = (i + 1) % KPY_SMALL_PUT_SLOTS;
+  return 1;
+}
+
 void kpy_hostmem_free(kpy_state *st) {
   /* A copy a Ctrl-C left queued may still write the buffer: it is left to the process then. */
   if (st->small_get && !st->small_get_pending) kiln_host_free(st->small_get);
   kiln_event_destroy(st->small_get_done);
   st->small_get = NULL;
   st->small_get_done = NULL;
+  /* So may a copy still queued from a slot of the ring read it. */
+  if (st->small_put) {
+    int idle = st->small_put_device >= 0;
+    for (int i = 0; i < KPY_SMALL_PUT_SLOTS; i++) {
+      int done = 0;
+      if (kiln_event_query(st->small_put_done[i], &done) || !done) idle = 0;
+    }
+    if (idle) kiln_host_free(st->small_put);
+    for (int i = 0; i < KPY_SMALL_PUT_SLOTS; i++) kiln_event_destroy(st->small_put_done[i]);
+    PyMem_Free(st->small_put_done);
+    st->small_put = NULL;
+    st->small_put_done = NULL;
+  }
 }
 
 PyObject *kpy_host_view(kpy_state *st, PyObject *owner, kiln_deviceptr p, size_t size) {
@@ -456,16 +526,17 @@ static PyObject *kpy_staging_info(PyObject *module, PyObject *unused) {
   kpy_state *st = kpy_state_of_module(module);
   kpy_pin_counts(st, &pinned, &pinned_bytes);
   Py_ssize_t small = st->small_get ? (Py_ssize_t)KPY_SMALL_GET_MAX : 0;
+  Py_ssize_t ring = st->small_put ? (Py_ssize_t)(KPY_SMALL_PUT_SLOT * KPY_SMALL_PUT_SLOTS) : 0;
   Py_ssize_t mirror_slots, mirrors_held;
   unsigned long long mirror_reads;
   kpy_mirror_counts(st, &mirror_slots, &mirrors_held, &mirror_reads);
-  return Py_BuildValue("{snsnsisKsKsnsnsnsnsnsK}", "min_bytes",
+  return Py_BuildValue("{snsnsisKsKsnsnsnsnsnsnsK}", "min_bytes",
                        (Py_ssize_t)(i.min_bytes > PY_SSIZE_T_MAX ? PY_SSIZE_T_MAX : i.min_bytes),
                        "chunk_bytes", (Py_ssize_t)i.chunk_bytes, "threads", i.threads, "copies",
                        (unsigned long long)i.copies, "bytes", (unsigned long long)i.bytes,
                        "pinned_buffers", pinned, "pinned_bytes", pinned_bytes, "small_buffer_bytes",
-                       small, "mirror_slots", mirror_slots, "mirrors_held", mirrors_held,
-                       "mirror_reads", mirror_reads);
+                       small, "small_put_bytes", ring, "mirror_slots", mirror_slots, "mirrors_held",
+                       mirrors_held, "mirror_reads", mirror_reads);
 }
 
 static PyMethodDef kpy_hostmem_functions[] = {
@@ -490,7 +561,9 @@ static PyMethodDef kpy_hostmem_functions[] = {
      "chunk_bytes, threads, the copies and bytes staged so far, and the pinned_buffers and "
      "pinned_bytes of large arrays copied again and again, page-locked in place, and "
      "small_buffer_bytes, the page-locked buffer of small blocking copies to the host (0 "
-     "until the ninth such copy), and the host mirrors of reduction results: mirror_slots (0 "
+     "until the ninth such copy), small_put_bytes, the page-locked ring of small blocking "
+     "copies to the device (0 until the ninth such copy), and the host mirrors of reduction "
+     "results: mirror_slots (0 "
      "until the ninth reduction), mirrors_held by live results, and the mirror_reads they "
      "answered."},
     {NULL, NULL, 0, NULL},

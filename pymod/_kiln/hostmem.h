@@ -54,6 +54,23 @@ PyObject *kpy_host_array_over(PyArray_Descr *dtype, int ndim, const npy_intp *di
  * -1 with the error raised. With the GIL held. */
 int kpy_small_get(kpy_state *st, void *data, kiln_deviceptr p, size_t n, kiln_stream stream);
 
+/* The ring of kpy_small_put: slots of this many bytes, the most one copy takes, and how many. */
+#define KPY_SMALL_PUT_SLOT ((size_t)64 << 10)
+#define KPY_SMALL_PUT_SLOTS 16
+
+/* Copies n bytes of host memory data into device memory p as the driver's own blocking copy
+ * from pageable memory does, on the legacy default stream, once the caller has waited for the
+ * work queued before it (kpy_wait_stream): the bytes are copied into a page-locked slot of
+ * kiln's, the copy is queued from there, and the call returns without waiting for it to land
+ * (the driver's own returns once its staging buffer holds the bytes, before the DMA is over).
+ * So only the copy itself can be in flight when it returns, as with the driver's; the caller's
+ * memory is free again at once; work queued after it on the legacy stream, or on any stream
+ * that waits for it, sees the bytes. A slot is taken again only once the event after its last
+ * copy has passed. 1 when queued; 0 when not taken (over KPY_SMALL_PUT_SLOT or large enough for
+ * the stager, one of the first KPY_SMALL_GET_AFTER, the slot still in use, another device),
+ * and the caller copies as before; -1 with the error raised. With the GIL held. */
+int kpy_small_put(kpy_state *st, kiln_deviceptr p, const void *data, size_t n);
+
 /* PyCUDA's free() of host memory under arrays (PagelockedHostAllocation, ManagedAllocation):
  * it returns at once, as the memory goes with the last array over it. A METH_NOARGS method. */
 PyObject *kpy_host_free_later(PyObject *op, PyObject *unused);
