@@ -217,7 +217,7 @@ def test_the_small_copy_buffer_is_made_at_the_ninth_small_copy():
 
 # ---- Small copies to the device: a ring of page-locked slots ------------------------------------
 
-SLOT = 64 << 10  # the most bytes one slot of the ring takes
+SLOT = 256 << 10  # the most bytes one slot of the ring takes
 
 SPIN = r"""
 extern "C" __global__ void spin_then_fill(unsigned char *x, size_t n, long long cycles,
@@ -244,7 +244,7 @@ def test_the_ring_is_made_at_the_ninth_small_copy_to_the_device_and_each_copy_is
         print(sizes)
     """, {})
     sizes = eval(out.strip().splitlines()[-1])
-    assert sizes[:8] == [0] * 8 and sizes[8:] == [16 * SLOT] * 4, sizes
+    assert sizes[:8] == [0] * 8 and sizes[8:] == [8 * SLOT] * 4, sizes
 
 
 def warm_ring():
@@ -274,7 +274,7 @@ def test_small_copies_to_the_device_around_the_slot_size_take_the_callers_bytes(
 def test_many_small_copies_in_a_row_more_than_the_ring_holds_all_land():
     warm_ring()
     arrays, wants = [], []
-    for k in range(100):                          # the ring's 16 slots wrap six times
+    for k in range(100):                          # the ring's 8 slots wrap twelve times
         h = sample(np.uint8, 1000 + 61 * k)
         wants.append(h.copy())
         arrays.append(kiln.to_device(h))

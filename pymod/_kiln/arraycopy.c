@@ -41,15 +41,21 @@ static int kpy_copy(kpy_state *st, kpy_array *dev, PyObject *host, size_t n, int
     if (!r) r = kpy_small_get(st, data, p, n, h);
     if (r) return r < 0 ? -1 : 0;
   }
+  /* A small copy to the device is queued from a page-locked slot of kiln's and not waited for
+   * (kpy_small_put), once the stream's earlier work is over (below) or right behind the ring's
+   * last copy: only such copies are then in flight, as after the driver's own copy from
+   * pageable memory. The memory's free is ordered after it when the array lives on another
+   * stream. */
+  int put = !to_host && on->arg == Py_None;
+  if (put && kpy_small_put_follows(st)) {
+    int r = kpy_small_put(st, p, data, n);
+    if (r) return r < 0 ? -1 : kpy_array_used_on(st, (PyObject *)dev, NULL);
+  }
   /* A copy that blocks waits behind its stream's work first, where Ctrl-C can end the wait:
    * once queued, it may not be left behind with host given back. */
   if (!kpy_stream_is_kiln(st, on->arg) && kpy_wait_stream(st, h, -1) < 0) return -1;
   if (!kpy_stream_is_kiln(st, on->arg)) kpy_pin_reused(st, (PyArrayObject *)host, n);
-  if (!to_host && on->arg == Py_None) {
-    /* With the stream's earlier work over, a small copy to the device is queued from a
-     * page-locked slot of kiln's and not waited for: only the copy itself is then in flight,
-     * as after the driver's own copy from pageable memory. The memory's free is ordered after
-     * it when the array lives on another stream. */
+  if (put) {
     int r = kpy_small_put(st, p, data, n);
     if (r) return r < 0 ? -1 : kpy_array_used_on(st, (PyObject *)dev, NULL);
   }

@@ -441,7 +441,12 @@ int kpy_small_put(kpy_state *st, kiln_deviceptr p, const void *data, size_t n) {
     return -1;
   }
   st->small_put_next = (i + 1) % KPY_SMALL_PUT_SLOTS;
+  st->small_put_work = kiln_work_count();
   return 1;
+}
+
+int kpy_small_put_follows(kpy_state *st) {
+  return st->small_put && st->small_put_device >= 0 && st->small_put_work == kiln_work_count();
 }
 
 void kpy_hostmem_free(kpy_state *st) {

@@ -54,9 +54,11 @@ PyObject *kpy_host_array_over(PyArray_Descr *dtype, int ndim, const npy_intp *di
  * -1 with the error raised. With the GIL held. */
 int kpy_small_get(kpy_state *st, void *data, kiln_deviceptr p, size_t n, kiln_stream stream);
 
-/* The ring of kpy_small_put: slots of this many bytes, the most one copy takes, and how many. */
-#define KPY_SMALL_PUT_SLOT ((size_t)64 << 10)
-#define KPY_SMALL_PUT_SLOTS 16
+/* The ring of kpy_small_put: slots of this many bytes, the most one copy takes, and how many
+ * (2 MiB of page-locked memory in all, made once per process). Up to 256 KiB the driver's own
+ * pageable copy is slower than a memcpy into a slot and a DMA that overlaps the next memcpy. */
+#define KPY_SMALL_PUT_SLOT ((size_t)256 << 10)
+#define KPY_SMALL_PUT_SLOTS 8
 
 /* Copies n bytes of host memory data into device memory p as the driver's own blocking copy
  * from pageable memory does, on the legacy default stream, once the caller has waited for the
@@ -70,6 +72,13 @@ int kpy_small_get(kpy_state *st, void *data, kiln_deviceptr p, size_t n, kiln_st
  * the stager, one of the first KPY_SMALL_GET_AFTER, the slot still in use, another device),
  * and the caller copies as before; -1 with the error raised. With the GIL held. */
 int kpy_small_put(kpy_state *st, kiln_deviceptr p, const void *data, size_t n);
+
+/* Whether the last work kiln queued, on any stream, is the ring's last copy: then what can be
+ * ahead of a new small copy on the legacy stream is short copies of the ring (and whatever
+ * another library queued there since, which kiln cannot see), and the new one is queued behind
+ * them without waiting first, so that a run of small copies overlaps the memcpy into one slot
+ * with the DMA from the one before. */
+int kpy_small_put_follows(kpy_state *st);
 
 /* PyCUDA's free() of host memory under arrays (PagelockedHostAllocation, ManagedAllocation):
  * it returns at once, as the memory goes with the last array over it. A METH_NOARGS method. */

@@ -172,10 +172,12 @@ typedef struct kpy_state {
   /* hostmem.c's: the ring of page-locked slots of small blocking copies to the device (made
    * once KPY_SMALL_GET_AFTER such copies have gone the driver's way, on small_put_device; -1
    * when it could not be made), the event recorded after each slot's last copy, the slot the
-   * next copy takes, and the copies made before the ring. */
+   * next copy takes, the copies made before the ring, and kiln_work_count() right after the
+   * ring's last copy was queued. */
   void *small_put;
   kiln_event *small_put_done;
   int small_put_device, small_put_next, small_put_before;
+  unsigned long long small_put_work;
   /* mirror.c's: the host slots of reduction results (made after KPY_MIRROR_AFTER reductions,
    * NULL until then or when they could not be made), and the reductions counted before. */
   struct kpy_mirrors *mirrors;
