@@ -62,7 +62,8 @@ def newest_results(suffix):
     others = ("-launch", "-cache", "-memory", "-transfer", "-staging-sweep", "-graphs",
               "-staging-threshold", "-interactive", "-arrays", "-kernel-shapes",
               "-first-load",
-              "-transfer-small-put", "-transfer-ring", "-transfer-pin64k")  # code taken back
+              "-transfer-small-put", "-transfer-ring", "-transfer-pin64k",
+              "-transfer-ring-wait")  # code taken back or changed
     paths = sorted(p for p in RESULTS.glob("*.json")
                    if p.stem.endswith(suffix) and (suffix or not p.stem.endswith(others)))
     assert paths, f"no results{suffix} in {RESULTS}"
