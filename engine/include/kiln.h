@@ -756,9 +756,10 @@ kiln_status kiln_stream_priority_range(int *least,
 kiln_status kiln_stream_synchronize(kiln_stream stream);
 kiln_status kiln_stream_query(kiln_stream stream, int *done); /* done: 1 when all work finished */
 kiln_status kiln_stream_wait_event(kiln_stream stream, kiln_event event);
-/* How many operations (launches, copies, memsets, graph launches) kiln has queued in this
- * process so far, on any stream and thread: two equal readings say that kiln queued nothing in
- * between, so memory only kiln could reach has not been written since the first. */
+/* How many operations (launches, copies, memsets, graph launches, waits for an event) kiln has
+ * queued in this process so far, on any stream and thread: two equal readings say that kiln
+ * queued nothing in between, so memory only kiln could reach has not been written since the
+ * first. Each is counted as it is about to be queued. */
 unsigned long long kiln_work_count(void);
 
 kiln_status kiln_event_create(int timing, kiln_event *out);

@@ -88,6 +88,9 @@ kiln_status kiln_stream_wait_event(kiln_stream stream, kiln_event event) {
   kiln_status s = kiln__device_enter(&d);
   if (s) return s;
   if (!event) return kiln__fail(KILN_ERROR_INVALID, "the event is NULL");
+  /* Counted as work: what is queued after it, there or on the legacy stream behind it, may
+   * now wait for work that kiln_work_count() has seen already. */
+  kiln__stream_note_work();
   KILN__CU(StreamWaitEvent, (stream, event, 0));
   kiln__clear_error();
   return KILN_OK;

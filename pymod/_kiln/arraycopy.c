@@ -48,7 +48,7 @@ static int kpy_copy(kpy_state *st, kpy_array *dev, PyObject *host, size_t n, int
    * stream. */
   int put = !to_host && on->arg == Py_None;
   if (put && kpy_small_put_follows(st)) {
-    int r = kpy_small_put(st, p, data, n);
+    int r = kpy_small_put(st, dev->device, p, data, n);
     if (r) return r < 0 ? -1 : kpy_array_used_on(st, (PyObject *)dev, NULL);
   }
   /* A copy that blocks waits behind its stream's work first, where Ctrl-C can end the wait:
@@ -56,7 +56,7 @@ static int kpy_copy(kpy_state *st, kpy_array *dev, PyObject *host, size_t n, int
   if (!kpy_stream_is_kiln(st, on->arg) && kpy_wait_stream(st, h, -1) < 0) return -1;
   if (!kpy_stream_is_kiln(st, on->arg)) kpy_pin_reused(st, (PyArrayObject *)host, n);
   if (put) {
-    int r = kpy_small_put(st, p, data, n);
+    int r = kpy_small_put(st, dev->device, p, data, n);
     if (r) return r < 0 ? -1 : kpy_array_used_on(st, (PyObject *)dev, NULL);
   }
   if (on->arg == Py_None) {

@@ -406,10 +406,9 @@ static int kpy_small_put_make(kpy_state *st, int device) {
   return 0;
 }
 
-int kpy_small_put(kpy_state *st, kiln_deviceptr p, const void *data, size_t n) {
+int kpy_small_put(kpy_state *st, int device, kiln_deviceptr p, const void *data, size_t n) {
   if (n > KPY_SMALL_PUT_SLOT || st->small_put_device < 0) return 0;
-  int device = kiln_device_current();
-  if (device < 0) return 0;
+  if (device < 0 || device != kiln_device_current()) return 0;
   kiln_staging_info staging;
   kiln_staging_get_info(&staging);
   if (n >= staging.min_bytes) return 0; /* the stager's (KILN_STAGING_MIN may be small) */

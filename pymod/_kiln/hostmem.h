@@ -68,16 +68,19 @@ int kpy_small_get(kpy_state *st, void *data, kiln_deviceptr p, size_t n, kiln_st
  * So only the copy itself can be in flight when it returns, as with the driver's; the caller's
  * memory is free again at once; work queued after it on the legacy stream, or on any stream
  * that waits for it, sees the bytes. A slot is taken again only once the event after its last
- * copy has passed. 1 when queued; 0 when not taken (over KPY_SMALL_PUT_SLOT or large enough for
- * the stager, one of the first KPY_SMALL_GET_AFTER, the slot still in use, another device),
+ * copy has passed. device is p's: only a copy into memory of the current device is taken, so
+ * that the memory's free, on its own device, can be ordered after it. 1 when queued; 0 when not
+ * taken (over KPY_SMALL_PUT_SLOT or large enough for the stager, one of the first
+ * KPY_SMALL_GET_AFTER, the slot still in use, another device),
  * and the caller copies as before; -1 with the error raised. With the GIL held. */
-int kpy_small_put(kpy_state *st, kiln_deviceptr p, const void *data, size_t n);
+int kpy_small_put(kpy_state *st, int device, kiln_deviceptr p, const void *data, size_t n);
 
 /* Whether the last work kiln queued, on any stream, is the ring's last copy: then what can be
  * ahead of a new small copy on the legacy stream is short copies of the ring (and whatever
- * another library queued there since, which kiln cannot see), and the new one is queued behind
- * them without waiting first, so that a run of small copies overlaps the memcpy into one slot
- * with the DMA from the one before. */
+ * another library queued there since, which kiln cannot see, or another thread of kiln's
+ * counted before the ring's copy and queued after it), and the new one is queued behind them
+ * without waiting first, so that a run of small copies overlaps the memcpy into one slot with
+ * the DMA from the one before. */
 int kpy_small_put_follows(kpy_state *st);
 
 /* PyCUDA's free() of host memory under arrays (PagelockedHostAllocation, ManagedAllocation):
