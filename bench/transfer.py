@@ -12,6 +12,9 @@ For each size it measures, in GB/s:
   kiln Out        f(kiln.Out(h)): the same the other way
   kiln to_device  kiln.to_device(h), and .get(out=h) into an ordinary numpy array
   kiln set        d.set(h): the copy to the device alone, into an array made before
+  kiln launch     the launch of In's empty kernel on a DeviceArray and a synchronize, with no
+                  copy, given as the size over its time: the most In and Out could reach at
+                  that size if their copies took no time at all
   C pageable      cuMemcpyHtoD / cuMemcpyDtoH from and to malloc'd memory (bench/c/transfer.c)
   C pinned        the same with cuMemHostAlloc memory: the ceiling
 
@@ -127,9 +130,17 @@ class Kiln:
             for _ in loop:
                 d.set(h)
 
+        sync = kiln.synchronize
+
+        def kiln_launch():
+            for _ in loop:
+                touch(d, block=one, grid=(1, 1))
+                sync()
+
         paths = {"kiln_in": kiln_in, "kiln_out": kiln_out}
         if arrays:
-            paths.update(kiln_to_device=kiln_to_device, kiln_get=kiln_get, kiln_set=kiln_set)
+            paths.update(kiln_to_device=kiln_to_device, kiln_get=kiln_get, kiln_set=kiln_set,
+                         kiln_launch=kiln_launch)
         out = {}
         for name, path in paths.items():
             kiln.synchronize()
@@ -252,12 +263,12 @@ def figures(table):
 def print_table(result):
     print(f"\n{result['gpu']}, {result['date']}; staging {result['staging']}")
     cols = ["kiln_in", "c_pageable_htod", "c_pinned_htod", "kiln_out", "c_pageable_dtoh",
-            "c_pinned_dtoh", "kiln_to_device", "kiln_get", "kiln_set"]
+            "c_pinned_dtoh", "kiln_to_device", "kiln_get", "kiln_set", "kiln_launch"]
     print("GB/s, median      " + " ".join(f"{c:>16}" for c in cols))
     for n in result["parameters"]["sizes"]:
         row = result["gbs_median"][str(n)]
         size = f"{n >> 10} KiB" if n < MiB else f"{n // MiB} MiB"
-        # kiln_set is missing from the results written before it was measured.
+        # kiln_set and kiln_launch are missing from the results written before them.
         print(f"  {size:>12}     " + " ".join(f"{row[c]:16.1f}" if c in row else f"{'-':>16}"
                                              for c in cols))
     print("figures")
