@@ -215,6 +215,41 @@ def test_the_small_copy_buffer_is_made_at_the_ninth_small_copy():
     assert sizes[:8] == [0] * 8 and sizes[8:] == [1 << 20] * 4, sizes
 
 
+# ---- Calls whose arrays go through the bounce buffer, in pieces of 64 KiB ----------------------
+
+CAT = r"""
+extern "C" __global__ void cat3(unsigned char *out, const unsigned char *a, size_t na,
+                                const unsigned char *b, size_t nb, unsigned char *c, size_t nc)
+{
+  size_t n = na + nb + nc;
+  for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
+       i += (size_t)gridDim.x * blockDim.x) {
+    unsigned char v = i < na ? a[i] : i < na + nb ? b[i - na] : c[i - na - nb];
+    out[i] = v;
+    if (i >= na + nb) c[i - na - nb] = (unsigned char)(v + 1);
+  }
+}
+"""
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("sizes", [(1, 2, 3), (65535, 1, 2), (65536, 65536, 60000),
+                                   (100, 70000, 3), (1, 131071, 60000), (0, 130000, 0),
+                                   (200000, 0, 20000)])
+def test_inputs_of_a_small_call_arrive_whole_across_the_pieces_they_are_sent_in(sizes):
+    # Up to 256 KiB in all, the arrays of a call go through kiln's page-locked buffer; the
+    # inputs go to the device in pieces of 64 KiB, each piece made of any arrays it covers.
+    na, nb, nc = sizes
+    f = kiln.SourceModule(CAT).get_function("cat3")
+    a, b, c = sample(np.uint8, na + 1)[:na], sample(np.uint8, nb + 2)[:nb], sample(np.uint8, nc)
+    want_c = c + np.uint8(1)
+    out = np.zeros(na + nb + nc, np.uint8)
+    f(kiln.Out(out), kiln.In(a), np.uint64(na), kiln.In(b), np.uint64(nb), kiln.InOut(c),
+      np.uint64(nc), block=(256, 1, 1), grid=(64, 1))
+    np.testing.assert_array_equal(out, np.concatenate([a, b, want_c - np.uint8(1)]))
+    np.testing.assert_array_equal(c, want_c)
+
+
 # ---- Small copies to the device: a ring of page-locked slots ------------------------------------
 
 SLOT = 256 << 10  # the most bytes one slot of the ring takes
