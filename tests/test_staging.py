@@ -215,7 +215,7 @@ def test_the_small_copy_buffer_is_made_at_the_ninth_small_copy():
     assert sizes[:8] == [0] * 8 and sizes[8:] == [1 << 20] * 4, sizes
 
 
-# ---- Calls whose arrays go through the bounce buffer, in pieces of 64 KiB ----------------------
+# ---- Calls whose arrays go through kiln's page-locked buffer --------------------------------------
 
 CAT = r"""
 extern "C" __global__ void cat3(unsigned char *out, const unsigned char *a, size_t na,
@@ -236,9 +236,9 @@ extern "C" __global__ void cat3(unsigned char *out, const unsigned char *a, size
 @pytest.mark.parametrize("sizes", [(1, 2, 3), (65535, 1, 2), (65536, 65536, 60000),
                                    (100, 70000, 3), (1, 131071, 60000), (0, 130000, 0),
                                    (200000, 0, 20000)])
-def test_inputs_of_a_small_call_arrive_whole_across_the_pieces_they_are_sent_in(sizes):
-    # Up to 256 KiB in all, the arrays of a call go through kiln's page-locked buffer; the
-    # inputs go to the device in pieces of 64 KiB, each piece made of any arrays it covers.
+def test_the_arrays_of_a_small_call_share_the_page_locked_buffer_and_each_is_right(sizes):
+    # Up to 256 KiB in all, the arrays of a call go through kiln's page-locked buffer, laid
+    # out one after another: inputs first, then those in and out, then outputs.
     na, nb, nc = sizes
     f = kiln.SourceModule(CAT).get_function("cat3")
     a, b, c = sample(np.uint8, na + 1)[:na], sample(np.uint8, nb + 2)[:nb], sample(np.uint8, nc)

@@ -20,12 +20,10 @@ typedef struct kiln__bounce {
   CUevent busy;
 } kiln__bounce;
 
-/* Transfers larger than this in total bypass the bounce buffer: memcpys into one page-locked
- * buffer and a DMA for each piece of it are the cheapest way for a few KiB, but from about
- * 256 KiB the driver's own pipelined pageable copy is faster (and from 2 MiB the stager). */
+/* Transfers larger than this in total bypass the bounce buffer: a single memcpy then a single
+ * DMA, one after the other, is the cheapest way for a few KiB, but from about 256 KiB the
+ * driver's own pipelined pageable copy is faster (and from 2 MiB the stager). */
 #define KILN__BOUNCE_MAX ((size_t)256 << 10)
-/* The inputs of a bounced call are sent in pieces of this many bytes (launch.c). */
-#define KILN__BOUNCE_PIECE ((size_t)64 << 10)
 
 /* d's bounce buffer, made (empty) on first use; never freed, like the device. */
 kiln_status kiln__memory_bounce(const kiln__device *d, kiln__bounce **out);
