@@ -63,7 +63,7 @@ def newest_results(suffix):
               "-staging-threshold", "-interactive", "-arrays", "-kernel-shapes",
               "-first-load",
               "-transfer-small-put", "-transfer-ring", "-transfer-pin64k",
-              "-transfer-ring-wait")  # code taken back or changed
+              "-transfer-ring-wait", "-transfer-pieces")  # code taken back or changed
     paths = sorted(p for p in RESULTS.glob("*.json")
                    if p.stem.endswith(suffix) and (suffix or not p.stem.endswith(others)))
     assert paths, f"no results{suffix} in {RESULTS}"
