@@ -196,11 +196,10 @@ def test_small_copies_to_the_host_are_right(n, dtype):
     assert other[0] == h[0]
 
 
-@pytest.mark.gpu
-def test_the_small_copy_buffer_is_made_at_the_ninth_small_copy():
-    """The first 8 small blocking copies go the driver's way (the buffer costs a process more
-    than it saves a copy or two); from the ninth on, kiln's page-locked buffer. Each is right."""
-    out = run_child("""
+def sizes_over_twelve_round_trips(key):
+    """staging_info()[key] after each of a new process's first 12 small to_device + get round
+    trips, each checked for the right values."""
+    out = run_child(f"""
         import numpy as np
         import kiln
         sizes = []
@@ -208,10 +207,17 @@ def test_the_small_copy_buffer_is_made_at_the_ninth_small_copy():
             h = np.arange(100 + 7 * k, dtype=np.float32) * (k + 1)
             d = kiln.to_device(h)
             assert np.array_equal(d.get(), h), k
-            sizes.append(kiln.staging_info()["small_buffer_bytes"])
+            sizes.append(kiln.staging_info()[{key!r}])
         print(sizes)
     """, {})
-    sizes = eval(out.strip().splitlines()[-1])
+    return eval(out.strip().splitlines()[-1])
+
+
+@pytest.mark.gpu
+def test_the_small_copy_buffer_is_made_at_the_ninth_small_copy():
+    """The first 8 small blocking copies go the driver's way (the buffer costs a process more
+    than it saves a copy or two); from the ninth on, kiln's page-locked buffer. Each is right."""
+    sizes = sizes_over_twelve_round_trips("small_buffer_bytes")
     assert sizes[:8] == [0] * 8 and sizes[8:] == [1 << 20] * 4, sizes
 
 
@@ -267,18 +273,7 @@ extern "C" __global__ void spin_then_fill(unsigned char *x, size_t n, long long 
 
 @pytest.mark.gpu
 def test_the_ring_is_made_at_the_ninth_small_copy_to_the_device_and_each_copy_is_right():
-    out = run_child("""
-        import numpy as np
-        import kiln
-        sizes = []
-        for k in range(12):
-            h = np.arange(100 + 7 * k, dtype=np.float32) * (k + 1)
-            d = kiln.to_device(h)
-            assert np.array_equal(d.get(), h), k
-            sizes.append(kiln.staging_info()["small_put_bytes"])
-        print(sizes)
-    """, {})
-    sizes = eval(out.strip().splitlines()[-1])
+    sizes = sizes_over_twelve_round_trips("small_put_bytes")
     assert sizes[:8] == [0] * 8 and sizes[8:] == [8 * SLOT] * 4, sizes
 
 

@@ -20,6 +20,15 @@ int kpy_on_parse(kpy_state *st, PyObject *arg, kpy_on *on) {
 
 /* ---- Between host and device -------------------------------------------------------------- */
 
+/* kpy_small_put of n bytes of data into dev's memory, its use on the legacy stream noted so that
+ * the memory's free, when it lives on another stream, waits for the copy: 1 when queued, 0 when
+ * not taken, -1 with the error raised. */
+static int kpy_copy_put(kpy_state *st, kpy_array *dev, const void *data, size_t n) {
+  int r = kpy_small_put(st, dev->device, dev->ptr, data, n);
+  if (r <= 0) return r;
+  return kpy_array_used_on(st, (PyObject *)dev, NULL) < 0 ? -1 : 1;
+}
+
 /* Copies n bytes between dev's memory and the data of the contiguous numpy array host. With
  * stream= None the copy blocks. On a kiln.Stream it is queued and the stream keeps host alive
  * until it is seen to be done (and dev's memory, when the stream is not its own). On any other
@@ -44,21 +53,15 @@ static int kpy_copy(kpy_state *st, kpy_array *dev, PyObject *host, size_t n, int
   /* A small copy to the device is queued from a page-locked slot of kiln's and not waited for
    * (kpy_small_put), once the stream's earlier work is over (below) or right behind the ring's
    * last copy: only such copies are then in flight, as after the driver's own copy from
-   * pageable memory. The memory's free is ordered after it when the array lives on another
-   * stream. */
-  int put = !to_host && on->arg == Py_None;
-  if (put && kpy_small_put_follows(st)) {
-    int r = kpy_small_put(st, dev->device, p, data, n);
-    if (r) return r < 0 ? -1 : kpy_array_used_on(st, (PyObject *)dev, NULL);
-  }
+   * pageable memory. */
+  int put = !to_host && on->arg == Py_None, r;
+  if (put && kpy_small_put_follows(st) && (r = kpy_copy_put(st, dev, data, n)))
+    return r < 0 ? -1 : 0;
   /* A copy that blocks waits behind its stream's work first, where Ctrl-C can end the wait:
    * once queued, it may not be left behind with host given back. */
   if (!kpy_stream_is_kiln(st, on->arg) && kpy_wait_stream(st, h, -1) < 0) return -1;
   if (!kpy_stream_is_kiln(st, on->arg)) kpy_pin_reused(st, (PyArrayObject *)host, n);
-  if (put) {
-    int r = kpy_small_put(st, dev->device, p, data, n);
-    if (r) return r < 0 ? -1 : kpy_array_used_on(st, (PyObject *)dev, NULL);
-  }
+  if (put && (r = kpy_copy_put(st, dev, data, n))) return r < 0 ? -1 : 0;
   if (on->arg == Py_None) {
     Py_BEGIN_ALLOW_THREADS
       s = to_host ? kiln_memcpy_dtoh(data, p, n) : kiln_memcpy_htod(p, data, n);
