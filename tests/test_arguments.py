@@ -109,6 +109,39 @@ def test_in_out_arrays_are_checked_at_the_call(many):
         call_with(many, 8, kiln.In(ro))  # reading a read-only array is fine
 
 
+class Holder:
+    """Another library's array as PyCUDA sees it: an object whose gpudata is the address."""
+
+    def __init__(self, gpudata):
+        self.gpudata = gpudata
+
+
+def test_an_object_with_gpudata_passes_it_as_the_pointer_as_in_pycuda(many):
+    for gpudata in (0x10000, np.uintp(0x10000), np.int64(0x10000)):
+        with pytest.raises(ValueError, match="grid.x is 0"):
+            call_with(many, 8, Holder(gpudata))
+
+
+class Raising:
+    @property
+    def gpudata(self):
+        raise RuntimeError("no address yet")
+
+
+@pytest.mark.parametrize("value, error, phrase", [
+    (Holder("0x10000"), TypeError, r"argument 8 of .*its gpudata is a str, where a device "
+                                   r"pointer \(an int or a kiln.mem_alloc allocation\)"),
+    (Holder(1.5), TypeError, "its gpudata is a float"),
+    (Holder(Holder(0x10000)), TypeError, "its gpudata is a Holder"),
+    (Holder(-1), ValueError, "its gpudata is no address"),
+    (Holder(2**64), ValueError, "its gpudata is no address"),
+    (Raising(), RuntimeError, "no address yet"),  # raised as it was
+])
+def test_a_gpudata_that_is_no_address_is_refused(many, value, error, phrase):
+    with pytest.raises(error, match=phrase):
+        call_with(many, 8, value)
+
+
 def test_in_out_take_numpy_arrays_only():
     with pytest.raises(TypeError, match=r"In\(\) takes a numpy array, not list"):
         kiln.In([1, 2, 3])

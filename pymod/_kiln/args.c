@@ -285,6 +285,47 @@ static int kpy_refuse_array(kpy_state *st, const kiln_function *f, int index, Py
                        Py_TYPE(obj)->tp_name);
 }
 
+/* PyCUDA's rule for an object kiln does not know: its gpudata attribute is the device pointer
+ * (a GPUArray of another library, a holder of an address). The value is an allocation or an
+ * int, never an object to look into again; the GPU must be able to reach it, as for
+ * __cuda_array_interface__. 1 when obj has no gpudata, 0 when packed, -1 on an error. */
+static int kpy_pack_gpudata(kpy_state *st, const kiln_function *f, int index, PyObject *obj,
+                            void *slot, kpy_packed *packed) {
+  PyObject *value = NULL;
+  int found = kpy_get_optional_attr(obj, st->str.gpudata, &value);
+  if (found <= 0) return found < 0 ? kpy_arg_reraise(f, index) : 1;
+  kiln_deviceptr p = 0;
+  int rc = 0;
+  if (Py_TYPE(value) == st->ref.DeviceAllocation_type) {
+    p = ((kpy_allocation *)value)->ptr;
+    if (!p) rc = kpy_arg_error(PyExc_ValueError, f, index, "its gpudata was freed");
+  } else if (PyLong_Check(value) || PyArray_IsScalar(value, Integer)) {
+    PyObject *i = PyNumber_Index(value);
+    unsigned long long u = i ? PyLong_AsUnsignedLongLong(i) : 0;
+    Py_XDECREF(i);
+    if (PyErr_Occurred()) {
+      PyErr_Clear();
+      rc = kpy_arg_error(PyExc_ValueError, f, index,
+                         "its gpudata is no address (an int from 0 to 2**64 - 1)");
+    }
+    p = (kiln_deviceptr)u;
+  } else {
+    rc = kpy_arg_error(PyExc_TypeError, f, index,
+                       "its gpudata is a %.100s, where a device pointer (an int or a "
+                       "kiln.mem_alloc allocation) was expected",
+                       Py_TYPE(value)->tp_name);
+  }
+  Py_DECREF(value);
+  if (rc < 0) return -1;
+  memcpy(slot, &p, sizeof p);
+  if (p && packed->n_pointers < KPY_MAX_POINTER_CHECKS) {
+    packed->pointers[packed->n_pointers].index = index;
+    packed->pointers[packed->n_pointers++].ptr = p;
+    return 0;
+  }
+  return kpy_check_pointer(st, f, index, p);
+}
+
 int kpy_pack_arg(kpy_state *st, const kiln_function *f, int index, PyObject *obj, void *slot,
                  kpy_packed *packed) {
   kiln_param_class cls = kiln_function_params(f)[index].cls;
@@ -356,6 +397,8 @@ int kpy_pack_arg(kpy_state *st, const kiln_function *f, int index, PyObject *obj
     int handled = 0;
     if (kpy_pack_cai(st, f, index, obj, slot, packed, &handled) < 0) return -1;
     if (handled) return 0;
+    int rc = kpy_pack_gpudata(st, f, index, obj, slot, packed);
+    if (rc <= 0) return rc;
     if (PyIndex_Check(obj) && !PyArray_IsScalar(obj, Generic) &&
         kpy_refuse_array(st, f, index, obj) < 0)
       return -1;
@@ -377,7 +420,8 @@ wrong:
   case KILN_PARAM_B64:
     return kpy_arg_error(PyExc_TypeError, f, index,
                          "expected a device pointer (kiln.In/Out/InOut, a kiln.mem_alloc "
-                         "allocation, an object with __cuda_array_interface__, or an int), "
+                         "allocation, an object with __cuda_array_interface__ or gpudata, or "
+                         "an int), "
                          "got %.100s",
                          tp->tp_name);
   case KILN_PARAM_F32:
