@@ -263,6 +263,28 @@ PyObject *kpy_array_copy_to(PyObject *op, PyObject *args, PyObject *kwargs) {
   Py_RETURN_NONE;
 }
 
+static int kpy_assign_array(kpy_state *st, kpy_array *dst, kpy_array *src, const kpy_on *on);
+
+/* The elements of the device array b into a (the same count and dtype; the same shape, or
+ * both C-contiguous), queued on on's stream: copy_from's and set's copy between arrays. */
+static int kpy_copy_between(kpy_state *st, kpy_array *a, kpy_array *b, const kpy_on *on) {
+  if (b->size != a->size || !PyArray_EquivTypes(b->dtype, a->dtype)) {
+    PyErr_Format(PyExc_ValueError, "the source holds %zd elements of %R; this array %zd of %R",
+                 b->size, (PyObject *)b->dtype, a->size, (PyObject *)a->dtype);
+    return -1;
+  }
+  int same = b->ndim == a->ndim && !memcmp(b->shape, a->shape, (size_t)a->ndim * sizeof *a->shape);
+  if (same) return kpy_assign_array(st, a, b, on);
+  if (a->flags & b->flags & KPY_C_CONTIGUOUS) { /* the same elements in C order */
+    kiln_status s = kiln_memcpy_dtod_async(a->ptr, b->ptr, (size_t)a->nbytes, on->handle);
+    if (s) kpy_raise(st, s);
+    return s ? -1 : 0;
+  }
+  PyErr_SetString(PyExc_ValueError, "the source has another shape; copying between shapes "
+                                    "takes two C-contiguous arrays");
+  return -1;
+}
+
 static PyObject *kpy_array_set_impl(PyObject *op, PyObject *args, PyObject *kwargs, const char *fmt,
                                     int async_first) {
   static char *kwlist[] = {(char *)"ary", (char *)"async_", (char *)"stream", NULL};
@@ -276,8 +298,10 @@ static PyObject *kpy_array_set_impl(PyObject *op, PyObject *args, PyObject *kwar
       (async_first
            ? PyArg_ParseTupleAndKeywords(args, kwargs, fmt, kwlist_async, &ary, &stream_obj)
            : PyArg_ParseTupleAndKeywords(args, kwargs, fmt, kwlist, &ary, &async_, &stream_obj));
-  if (!ok || kpy_on_parse(st, stream_obj, &on) < 0 ||
-      kpy_set_from(st, (kpy_array *)op, ary, &on, "ary"))
+  if (!ok || kpy_on_parse(st, stream_obj, &on) < 0) return NULL;
+  /* PyCUDA's set takes a GPUArray too: a copy on the device. */
+  if (kpy_array_check(st, ary) ? kpy_copy_between(st, (kpy_array *)op, (kpy_array *)ary, &on) < 0
+                               : kpy_set_from(st, (kpy_array *)op, ary, &on, "ary") < 0)
     return NULL;
   Py_RETURN_NONE;
 }
@@ -422,23 +446,7 @@ PyObject *kpy_array_copy_from(PyObject *op, PyObject *args, PyObject *kwargs) {
     if (kpy_set_from(st, a, src, &on, "the source") < 0) return NULL;
     Py_RETURN_NONE;
   }
-  kpy_array *b = (kpy_array *)src;
-  if (b->size != a->size || !PyArray_EquivTypes(b->dtype, a->dtype)) {
-    PyErr_Format(PyExc_ValueError, "the source holds %zd elements of %R; this array %zd of %R",
-                 b->size, (PyObject *)b->dtype, a->size, (PyObject *)a->dtype);
-    return NULL;
-  }
-  int same = b->ndim == a->ndim && !memcmp(b->shape, a->shape, (size_t)a->ndim * sizeof *a->shape);
-  if (same) {
-    if (kpy_assign_array(st, a, b, &on) < 0) return NULL;
-  } else if (a->flags & b->flags & KPY_C_CONTIGUOUS) { /* the same elements in C order */
-    kiln_status s = kiln_memcpy_dtod_async(a->ptr, b->ptr, (size_t)a->nbytes, on.handle);
-    if (s) return kpy_raise(st, s);
-  } else {
-    PyErr_SetString(PyExc_ValueError, "the source has another shape; copying between shapes "
-                                      "takes two C-contiguous arrays");
-    return NULL;
-  }
+  if (kpy_copy_between(st, a, (kpy_array *)src, &on) < 0) return NULL;
   Py_RETURN_NONE;
 }
 

@@ -40,13 +40,22 @@ def splay(n, dev=None):
 
 # ---- Making arrays ---------------------------------------------------------------------------
 
-def to_gpu(ary, allocator=None):
-    """A GPUArray holding a copy of the NumPy array `ary`."""
-    ary = np.asarray(ary)
-    if not (ary.flags.c_contiguous or ary.flags.f_contiguous):
-        ary = np.ascontiguousarray(ary)
+def _like_for_copy(ary, allocator):
+    """A new GPUArray to copy `ary` into (a NumPy array, or a GPUArray as PyCUDA's to_gpu
+    takes too), contiguous in the order `ary` is (C when it is neither); gives it and the
+    source to copy from."""
+    if not isinstance(ary, DeviceArray):
+        ary = np.asarray(ary)
+        if not (ary.flags.c_contiguous or ary.flags.f_contiguous):
+            ary = np.ascontiguousarray(ary)
     order = "F" if ary.flags.f_contiguous and not ary.flags.c_contiguous else "C"
-    result = DeviceArray(ary.shape, ary.dtype, allocator=allocator, order=order)
+    return DeviceArray(ary.shape, ary.dtype, allocator=allocator, order=order), ary
+
+
+def to_gpu(ary, allocator=None):
+    """A GPUArray holding a copy of `ary`: a NumPy array, or a GPUArray (copied on the device,
+    as PyCUDA's to_gpu does)."""
+    result, ary = _like_for_copy(ary, allocator)
     result.set(ary)
     return result
 
@@ -54,11 +63,7 @@ def to_gpu(ary, allocator=None):
 def to_gpu_async(ary, allocator=None, stream=None):
     """The same, with the copy queued on `stream` (page-locked `ary` copies without
     blocking)."""
-    ary = np.asarray(ary)
-    if not (ary.flags.c_contiguous or ary.flags.f_contiguous):
-        ary = np.ascontiguousarray(ary)
-    order = "F" if ary.flags.f_contiguous and not ary.flags.c_contiguous else "C"
-    result = DeviceArray(ary.shape, ary.dtype, allocator=allocator, order=order)
+    result, ary = _like_for_copy(ary, allocator)
     result.set(ary, async_=True, stream=stream)
     return result
 
