@@ -102,6 +102,18 @@ def test_bad_calls_are_refused_before_a_launch():
     assert k(empty) is empty  # nothing to scan, nothing launched
 
 
+def test_integers_of_the_same_width_scan_as_the_kernels_dtype_and_others_are_refused():
+    k = InclusiveScanKernel(np.uint32, "a+b")
+    empty = stand_in((0,), np.int32)  # read as uint32, as PyCUDA reads any array's memory
+    assert k(empty) is empty
+    with pytest.raises(TypeError, match="built for uint32; the input is int64"):
+        k(stand_in((4,), np.int64))
+    with pytest.raises(TypeError, match="built for uint32; the input is float32"):
+        k(stand_in((4,), np.float32))
+    with pytest.raises(TypeError, match="built for uint32; the output is int16"):
+        k(stand_in((4,), np.int32), stand_in((4,), np.int16))
+
+
 # ---- on the GPU ------------------------------------------------------------------------------
 
 def host_values(dtype, n, rng):

@@ -64,27 +64,28 @@ class _ScanKernel:
         if not isinstance(input_ary, DeviceArray):
             raise TypeError(f"a scan takes a device array (kiln.to_device(...)), not "
                             f"{type(input_ary).__name__}")
-        if input_ary.dtype != self.dtype:
-            raise TypeError(f"this scan was built for {self.dtype}; the input is "
-                            f"{input_ary.dtype} (build a kernel for that dtype, or astype())")
+        given = input_ary
+        input_ary = self._as_scanned(input_ary, "the input")
         if isinstance(output_ary, str):
             if output_ary != "new":
                 raise ValueError(f"output_ary is a device array, None or 'new', not "
                                  f"{output_ary!r}")
             output_ary = _new(input_ary.shape, self.dtype, allocator, stream)
         elif output_ary is None:
-            output_ary = input_ary
+            output_ary = given
         elif not isinstance(output_ary, DeviceArray):
             raise TypeError(f"output_ary is a device array, None or 'new', not "
                             f"{type(output_ary).__name__}")
         if tuple(output_ary.shape) != tuple(input_ary.shape):
             raise ValueError(f"input and output must have the same shape: {input_ary.shape} "
                              f"and {output_ary.shape}")
-        if output_ary.dtype != self.dtype:
-            raise TypeError(f"the output is {output_ary.dtype}; this scan writes {self.dtype}")
+        returned = output_ary
+        output_ary = self._as_scanned(output_ary, "the output")
+        if output_ary is given:
+            output_ary = input_ary
         n = input_ary.size
         if n == 0:
-            return output_ary
+            return returned
         src = input_ary
         if not src.flags.c_contiguous:
             src = _ops.ascontiguous(src, stream=stream)
@@ -99,7 +100,20 @@ class _ScanKernel:
         self._scan(src, dst, n, self.exclusive, stream)
         if dst is not output_ary:
             _ops.copy(output_ary, dst, stream=stream)
-        return output_ary
+        return returned
+
+    def _as_scanned(self, ary, what):
+        """ary as the kernel's dtype: itself, or a view of integers of the other signedness
+        and the same width (PyCUDA's scan reads any array's memory as its own dtype; between
+        such integers a sum is the same bits, and a comparison in the scan's expression is the
+        kernel's dtype's). Any other dtype is refused: its bytes would scan as nonsense."""
+        if ary.dtype == self.dtype:
+            return ary
+        if ary.dtype.kind in "iu" and self.dtype.kind in "iu" and \
+                ary.dtype.itemsize == self.dtype.itemsize:
+            return ary.view(self.dtype)
+        raise TypeError(f"this scan was built for {self.dtype}; {what} is {ary.dtype} (build "
+                        f"a kernel for that dtype, or astype())")
 
     def _scan(self, src, dst, n, exclusive, stream):
         """dst = scan of n contiguous elements of src (dst may be src)."""
