@@ -327,6 +327,12 @@ def test_sources_written_for_nvcc_and_pycuda_compile_as_they_did_there():
     mod = kiln.SourceModule(src, arch=ARCH)
     assert mod.log == ""
     assert mod.get_function("k").signature == ("ptr", "ptr", "u32", "u16", "u64")
+    # Its complex type's parts by the names PyCUDA's header gives them.
+    parts = kiln.SourceModule("#include <pycuda-complex.hpp>\n"
+                              "__global__ void r(pycuda::complex<double> *z, double t)\n"
+                              "{ sincos(t, &z->_M_im, &z->_M_re); z->_M_re += z->re; }\n",
+                              arch=ARCH)
+    assert parts.get_function("r").signature == ("ptr", "f64")
     helpers = kiln.SourceModule('#include "pycuda-helpers.hpp"\n'
                                 "__global__ void h(fp_tex_double *d, pycuda::complex<double> *z)"
                                 "\n{ d[0].x = (int)z[0].real(); }\n", arch=ARCH)

@@ -258,7 +258,10 @@ namespace kiln {
 template <bool B> struct _kiln_if {};
 template <> struct _kiln_if<true> { typedef int type; };
 template <typename T> struct alignas(2 * sizeof(T)) complex {
-  T re, im;
+  /* _M_re and _M_im are PyCUDA's header's names for the parts, which kernels written for it
+   * use (sincos(t, &z._M_re, &z._M_im)). */
+  union { T re; T _M_re; };
+  union { T im; T _M_im; };
   __host__ __device__ complex(T r = T(0), T i = T(0)) : re(r), im(i) {}
   /* Widening is implicit and narrowing explicit, as std::complex's; assignment takes either,
    * as PyCUDA's does. */
