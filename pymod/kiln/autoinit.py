@@ -7,9 +7,13 @@ pycuda.autoinit fails without one; `import kiln` alone never does.
 """
 import atexit
 
+# The names pycuda.autoinit has besides context and device, which programs reach through it
+# (`pycuda.autoinit.cuda.Event()`): the driver module, and make_default_context.
+from . import driver as cuda  # noqa: F401
 from . import tools as _tools
+from .tools import make_default_context
 
-context = _tools.make_default_context()
+context = make_default_context()
 device = context.get_device()
 
 

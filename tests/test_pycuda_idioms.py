@@ -1,0 +1,177 @@
+"""What programs written for PyCUDA lean on beyond its documented examples, each checked
+against NumPy: objects that carry only a gpudata attribute passed where a device pointer goes,
+to_gpu and set given a GPUArray, a scan over integers of the other signedness, the parts of
+pycuda::complex by their member names, and the names pycuda.autoinit holds. All need a GPU;
+on the GPU machine nothing here may skip."""
+import numpy as np
+import pytest
+
+import kiln
+import kiln.driver as drv
+import kiln.gpuarray as gpuarray
+from kiln.compiler import SourceModule
+from kiln.elementwise import ElementwiseKernel
+from kiln.scan import ExclusiveScanKernel, InclusiveScanKernel
+
+pytestmark = pytest.mark.gpu
+
+
+class Holder:
+    """A stand-in of another library's array: its device address, and the flags PyCUDA's
+    elementwise kernels read."""
+
+    def __init__(self, gpudata, like=None):
+        self.gpudata = gpudata
+        if like is not None:
+            self.flags = like.flags
+
+
+# ---- gpudata ---------------------------------------------------------------------------------
+
+def test_an_object_with_gpudata_is_launched_on_as_its_pointer():
+    f = SourceModule("__global__ void put(int *p, int v) { p[threadIdx.x] = v + threadIdx.x; }"
+                     ).get_function("put")
+    alloc = drv.mem_alloc(4 * 8)
+    f(Holder(alloc), np.int32(10), block=(8, 1, 1), grid=(1, 1))
+    assert drv.from_device(alloc, (8,), np.int32).tolist() == list(range(10, 18))
+    f(Holder(int(alloc)), 20, block=(8, 1, 1), grid=(1, 1))
+    assert drv.from_device(alloc, (8,), np.int32).tolist() == list(range(20, 28))
+    f.prepare("Pi")
+    f.prepared_call((1, 1), (8, 1, 1), Holder(np.uintp(int(alloc))), 30)
+    assert drv.from_device(alloc, (8,), np.int32).tolist() == list(range(30, 38))
+
+
+def test_a_gpudata_the_gpu_cannot_reach_is_refused_before_the_launch():
+    f = SourceModule("__global__ void put(int *p) { p[0] = 1; }").get_function("put")
+    host = np.zeros(4, np.int32)
+    with pytest.raises(TypeError, match=r"argument 0 of put.*cannot reach"):
+        f(Holder(host.ctypes.data), block=(1, 1, 1), grid=(1, 1))
+    freed = drv.mem_alloc(16)
+    freed.free()
+    with pytest.raises(ValueError, match="its gpudata was freed"):
+        f(Holder(freed), block=(1, 1, 1), grid=(1, 1))
+    assert host.tolist() == [0, 0, 0, 0]
+
+
+def test_an_elementwise_kernel_takes_holders_after_its_first_array():
+    # pycbc's thresholding passed page-locked mapped memory this way: the first vector is a
+    # GPUArray (it gives the size), the others carry only gpudata and flags.
+    n = 1000
+    x = gpuarray.to_gpu(np.arange(n, dtype=np.float32))
+    out = np.zeros(n, np.float32)
+    mapped = drv.pagelocked_empty(n, np.float32, mem_flags=drv.host_alloc_flags.DEVICEMAP)
+    mapped[:] = 0
+    dest = Holder(np.intp(mapped.base.get_device_pointer()), like=x)
+    scale = ElementwiseKernel("float *x, float *y, float a", "y[i] = a * x[i]", "scale")
+    scale(x, dest, np.float32(3))
+    drv.Context.synchronize()
+    np.testing.assert_array_equal(mapped, 3 * np.arange(n, dtype=np.float32))
+    y = gpuarray.zeros(n, np.float32)
+    scale(x, Holder(y.gpudata, like=y), 2)
+    np.testing.assert_array_equal(y.get(out), 2 * np.arange(n, dtype=np.float32))
+
+
+# ---- to_gpu and set given a GPUArray ----------------------------------------------------------
+
+def test_to_gpu_of_a_gpuarray_is_a_copy_on_the_device():
+    host = np.arange(24, dtype=np.float64).reshape(4, 6)
+    a = gpuarray.to_gpu(host)
+    b = gpuarray.to_gpu(a)
+    assert b.gpudata != a.gpudata and b.shape == (4, 6) and b.dtype == np.float64
+    a.fill(-1)
+    np.testing.assert_array_equal(b.get(), host)
+    view = gpuarray.to_gpu(host)[:, 1::2]  # not contiguous: copied into a C-ordered array
+    c = gpuarray.to_gpu(view)
+    assert c.flags.c_contiguous
+    np.testing.assert_array_equal(c.get(), host[:, 1::2])
+    fortran = gpuarray.to_gpu(np.asfortranarray(host))
+    d = gpuarray.to_gpu(fortran)
+    assert d.flags.f_contiguous and not d.flags.c_contiguous
+    np.testing.assert_array_equal(d.get(), host)
+    s = drv.Stream()
+    e = gpuarray.to_gpu_async(b, stream=s)
+    s.synchronize()
+    np.testing.assert_array_equal(e.get(), host)
+
+
+def test_set_takes_a_gpuarray_of_the_same_size_and_dtype():
+    host = np.arange(12, dtype=np.int32)
+    a = gpuarray.zeros(12, np.int32)
+    a.set(gpuarray.to_gpu(host))
+    np.testing.assert_array_equal(a.get(), host)
+    s = drv.Stream()
+    a.set_async(gpuarray.to_gpu(2 * host), stream=s)
+    s.synchronize()
+    np.testing.assert_array_equal(a.get(), 2 * host)
+    grid = gpuarray.zeros((3, 4), np.int32)
+    grid.set(gpuarray.to_gpu(3 * host))  # C-contiguous: the same elements in C order
+    np.testing.assert_array_equal(grid.get(), (3 * host).reshape(3, 4))
+    with pytest.raises(ValueError, match="holds 11 elements"):
+        a.set(gpuarray.zeros(11, np.int32))
+    with pytest.raises(ValueError, match="float32"):
+        a.set(gpuarray.zeros(12, np.float32))
+
+
+# ---- scans ------------------------------------------------------------------------------------
+
+def test_a_scan_takes_integers_of_the_other_signedness_and_the_same_width():
+    # A program built a uint32 scan and gave it int32 data; PyCUDA's reads the memory as its
+    # own dtype, and so does kiln's, where the bits of a sum are the same.
+    rng = np.random.default_rng(3)
+    host = rng.integers(-50, 50, 3000).astype(np.int32)
+    knl = InclusiveScanKernel(np.uint32, "a+b")
+    a = gpuarray.to_gpu(host)
+    assert knl(a) is a and a.dtype == np.int32
+    np.testing.assert_array_equal(a.get(), np.cumsum(host, dtype=np.int32))
+    new = knl(gpuarray.to_gpu(host), "new")
+    assert new.dtype == np.uint32
+    np.testing.assert_array_equal(new.get(), np.cumsum(host, dtype=np.int32).view(np.uint32))
+    out = gpuarray.zeros(3000, np.int32)
+    assert ExclusiveScanKernel(np.int32, "a+b", "0")(gpuarray.to_gpu(host.view(np.uint32)),
+                                                     out) is out
+    np.testing.assert_array_equal(out.get()[1:], np.cumsum(host, dtype=np.int32)[:-1])
+    with pytest.raises(TypeError, match="built for uint32; the input is int64"):
+        knl(gpuarray.zeros(3, np.int64))
+    with pytest.raises(TypeError, match="built for uint32; the input is float32"):
+        knl(gpuarray.zeros(3, np.float32))
+
+
+# ---- pycuda::complex ----------------------------------------------------------------------------
+
+def test_complex_parts_by_pycudas_member_names():
+    mod = SourceModule("""
+    #include <pycuda-complex.hpp>
+    __global__ void rotate(pycuda::complex<double> *z, const double *phase)
+    {
+      int i = threadIdx.x;
+      pycuda::complex<double> r;
+      sincos(phase[i], &r._M_im, &r._M_re);
+      z[i] = r * pycuda::complex<double>(z[i]._M_re, 0);
+    }
+    """)
+    phase = np.linspace(0, 3, 16)
+    z = gpuarray.to_gpu(np.arange(16, dtype=np.complex128))
+    mod.get_function("rotate")(z, gpuarray.to_gpu(phase), block=(16, 1, 1), grid=(1, 1))
+    want = np.arange(16) * (np.cos(phase) + 1j * np.sin(phase))
+    np.testing.assert_allclose(z.get(), want, rtol=1e-12, atol=1e-12)
+    conj = ElementwiseKernel("pycuda::complex<float> *z", "z[i]._M_im = -z[i]._M_im", "conj")
+    c = gpuarray.to_gpu((np.arange(5) + 2j).astype(np.complex64))
+    conj(c)
+    np.testing.assert_array_equal(c.get(), (np.arange(5) - 2j).astype(np.complex64))
+
+
+# ---- autoinit ----------------------------------------------------------------------------------
+
+def test_autoinit_holds_pycudas_names():
+    import kiln.autoinit
+    import kiln.autoprimaryctx
+    import kiln.tools
+
+    for module in (kiln.autoinit, kiln.autoprimaryctx):
+        assert module.cuda is drv
+        assert module.make_default_context is kiln.tools.make_default_context
+        assert module.device == drv.Context.get_device()
+    event = kiln.autoinit.cuda.Event()  # as programs reach the driver through it
+    event.record()
+    event.synchronize()
+    assert event.query()
