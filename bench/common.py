@@ -206,12 +206,13 @@ class BareNvrtc:
 
 def kiln_options(arch):
     """The NVRTC options kiln gives a compile with no options of its own, for arch: the arch,
-    the toolkit's include folders (kiln.nvrtc_where()) and -lineinfo, unless KILN_LINEINFO=0
-    (engine/src/compile.c and options.c)."""
+    the toolkit's include folders (kiln.nvrtc_where()), -default-device and -lineinfo, unless
+    KILN_LINEINFO=0 (engine/src/compile.c and options.c)."""
     import kiln
     where = kiln.nvrtc_where()
     options = [f"-arch={arch}"]
     options += [f"-I{where[k]}" for k in ("include_dir", "cccl_dir") if where.get(k)]
+    options.append("-default-device")
     if os.environ.get("KILN_LINEINFO") != "0":
         options.append("-lineinfo")
     return options

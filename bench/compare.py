@@ -37,9 +37,9 @@ reason. Figures:
                       way reads num_regs); the systems take turns, a different one first in
                       each repeat. C is NVRTC and cuLibraryLoadData called directly (ctypes)
                       in this process with exactly the options kiln gives NVRTC (-arch, the
-                      toolkit's -I folders, -lineinfo), checked to build kiln's very CUBIN;
-                      bench/c/compile.c's kiln and bare NVRTC in one C process are kept as
-                      cold_compile_c_ms; ms
+                      toolkit's -I folders, -default-device, -lineinfo), checked to build
+                      kiln's very CUBIN; bench/c/compile.c's kiln and bare NVRTC in one C
+                      process are kept as cold_compile_c_ms; ms
   in-process hit      the same source again in the same process; C is cuModuleLoadData +
                       cuModuleGetFunction of the CUBIN already in memory; ms
   disk hit            a new process with its context up and its 32-int buffer made: from the

@@ -13,11 +13,12 @@
  * Both work in $KILN_CACHE_DIR, which the caller makes fresh. A cold repeat compiles SOURCE with
  * "// variant N" appended, the same text on both sides, so kiln never finds it in the cache;
  * the two sides take turns going first. The bare side gives NVRTC what kiln gives it for a
- * compile with no options of its own: -arch, -lineinfo (unless KILN_LINEINFO=0) and the
- * toolkit's include folders, and no in-memory headers (kiln gives its C headers only to a source
- * that can include one). Before anything is timed, one warm-up round (the first NVRTC call in a
- * process is slower) checks that both sides produce the same PTX and CUBIN. bench/compare.py
- * runs this beside its own cold row, where the bare side runs in the Python process itself.
+ * compile with no options of its own: -arch, -default-device, -lineinfo (unless
+ * KILN_LINEINFO=0) and the toolkit's include folders, and no in-memory headers (kiln gives its C
+ * headers only to a source that can include one). Before anything is timed, one warm-up round (the
+ * first NVRTC call in a process is slower) checks that both sides produce the same PTX and CUBIN.
+ * bench/compare.py runs this beside its own cold row, where the bare side runs in the Python
+ * process itself.
  *
  * Built by bench/cache.py against build/libkiln.a. The fill mode, and the include folders kiln
  * passes NVRTC (kiln__nvrtc), come from the engine's internal headers: -iquote engine/src, not -I,
@@ -228,9 +229,10 @@ static int cold(const char *src, int repeats) {
   char arch_opt[64];
   snprintf(arch_opt, sizeof arch_opt, "-arch=%s", kiln_module_arch(m));
   char toolkit[PATH_MAX + 3], cccl[PATH_MAX + 3];
-  /* kiln adds -lineinfo unless told otherwise (KILN_LINEINFO=0): the same work here. */
-  const char *opts[4] = {arch_opt};
-  int n_opts = 1;
+  /* kiln adds -default-device, and -lineinfo unless told otherwise (KILN_LINEINFO=0): the same
+   * work here. */
+  const char *opts[5] = {arch_opt, "-default-device"};
+  int n_opts = 2;
   const char *lineinfo = getenv("KILN_LINEINFO");
   if (!lineinfo || strcmp(lineinfo, "0") != 0) opts[n_opts++] = "-lineinfo";
   if (kiln__nvrtc.include_dir[0]) {

@@ -266,6 +266,12 @@ static int kiln__names_device_debug(const char *const *options, int n) {
   return 0;
 }
 
+static int kiln__names(const char *const *options, int n, const char *name) {
+  for (int i = 0; i < n; i++)
+    if (options[i] && strcmp(options[i], name) == 0) return 1;
+  return 0;
+}
+
 static int kiln__names_lineinfo(const char *const *options, int n) {
   for (int i = 0; i < n; i++)
     if (options[i] &&
@@ -279,8 +285,9 @@ kiln_status kiln__options_translate(const kiln_compile_opts *in, kiln__options *
   memset(o, 0, sizeof *o);
   if (in) o->opts = *in;
   int n = in ? in->n_options : 0;
-  /* Two more places, for -G and -lineinfo; strings needs one at least for calloc's sake. */
-  o->options = calloc((size_t)n + 2, sizeof *o->options);
+  /* Three more places, for -G, -default-device and -lineinfo; strings needs one at least for
+   * calloc's sake. */
+  o->options = calloc((size_t)n + 3, sizeof *o->options);
   o->strings = calloc((size_t)n + 1, sizeof *o->strings);
   if (!o->options || !o->strings) {
     kiln__options_free(o);
@@ -322,6 +329,13 @@ kiln_status kiln__options_translate(const kiln_compile_opts *in, kiln__options *
   }
   o->device_debug = kiln__options_device_debug(); /* once: the memo records what was applied */
   if (!s && o->device_debug && !kiln__names_device_debug(o->options, k)) o->options[k++] = "-G";
+  /* nvcc compiles a function or a namespace-scope variable with no execution space for the
+   * host, and sources written for it have them (a helper, a global of the host program);
+   * NVRTC refuses each as host code it cannot compile. -default-device makes them device
+   * entities instead, and changes nothing else: without it such a source does not compile. */
+  if (!s && !kiln__names(o->options, k, "-default-device") &&
+      !kiln__names(o->options, k, "--device-as-default-execution-space"))
+    o->options[k++] = "-default-device";
   o->lineinfo_env = !kiln__names_lineinfo(o->options, k);
   if (!s && o->lineinfo_env && !kiln__options_lineinfo_off()) o->options[k++] = "-lineinfo";
   o->opts.options = o->options;

@@ -73,6 +73,24 @@ TEST(compile_finds_toolkit_headers) {
   kiln_module_free(m);
 }
 
+TEST(compile_takes_code_with_no_execution_space_as_device_code) {
+  /* A helper and a global with no __device__, as nvcc compiles them for the host: NVRTC
+   * refuses both as host code unless -default-device, which kiln adds (once: given already,
+   * under either of its names, it is not given twice). */
+  const char *src = "int scale = 3;\nint twice(int x) { return 2 * x; }\n"
+                    "__global__ void k(int *p) { p[0] = twice(scale); }\n";
+  const char *given[][1] = {{"-default-device"}, {"--device-as-default-execution-space"}};
+  for (int i = -1; i < 2; i++) {
+    kiln_compile_opts opts = {
+        .arch = "sm_90", .options = i < 0 ? NULL : given[i], .n_options = i < 0 ? 0 : 1};
+    kiln_module *m = compile_ok(src, &opts);
+    kiln_function *f = NULL;
+    ASSERT_OK(kiln_module_get_function(m, "k", &f));
+    ASSERT_CONTAINS(kiln_module_ptx(m, NULL), ".global .align 4 .u32 scale");
+    kiln_module_free(m);
+  }
+}
+
 TEST(compile_rejects_an_unknown_arch) {
   kiln_compile_opts opts = {.arch = "sm_12"};
   kiln_module *m = NULL;
