@@ -109,6 +109,24 @@ def test_in_out_arrays_are_checked_at_the_call(many):
         call_with(many, 8, kiln.In(ro))  # reading a read-only array is fine
 
 
+def test_a_zero_dimensional_array_is_its_scalar(many):
+    # As PyCUDA's packing reads one: a reduction's result brought to the host, say.
+    for index, value in ((0, np.array(7, np.int16)), (6, np.array(1.5)), (7, np.array(2)),
+                         (1, np.array(True))):
+        with pytest.raises(ValueError, match="grid.x is 0"):
+            call_with(many, index, value)
+    with pytest.raises(ValueError, match=r"argument 0 .* 1099511627776 does not fit a signed"):
+        call_with(many, 0, np.array(2**40))
+    with pytest.raises(TypeError, match=r"argument 0 .* expected an int, got numpy.float64"):
+        call_with(many, 0, np.array(1.5))
+    with pytest.raises(TypeError, match=r"argument 6 .* expected a real number, got numpy.str_"):
+        call_with(many, 6, np.array("x"))
+    with pytest.raises(TypeError, match=r"argument 6 .* expected a real number, got numpy.ndarray"):
+        call_with(many, 6, np.array([1.5]))  # one element, but not 0-d: as in NumPy 2
+    with pytest.raises(TypeError, match=r"argument 8 .* a numpy array lives in host memory"):
+        call_with(many, 8, np.array(0x10000))
+
+
 class Holder:
     """Another library's array as PyCUDA sees it: an object whose gpudata is the address."""
 

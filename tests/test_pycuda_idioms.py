@@ -1,7 +1,8 @@
 """What programs written for PyCUDA lean on beyond its documented examples, each checked
 against NumPy: objects that carry only a gpudata attribute passed where a device pointer goes,
-to_gpu and set given a GPUArray, a scan over integers of the other signedness, the parts of
-pycuda::complex by their member names, and the names pycuda.autoinit holds. All need a GPU;
+0-d arrays passed as numbers, host helpers and globals in the source, to_gpu and set given a
+GPUArray, a scan over integers of the other signedness, the parts of pycuda::complex by their
+member names, and the names pycuda.autoinit holds. All need a GPU;
 on the GPU machine nothing here may skip."""
 import numpy as np
 import pytest
@@ -69,6 +70,33 @@ def test_an_elementwise_kernel_takes_holders_after_its_first_array():
     y = gpuarray.zeros(n, np.float32)
     scale(x, Holder(y.gpudata, like=y), 2)
     np.testing.assert_array_equal(y.get(out), 2 * np.arange(n, dtype=np.float32))
+
+
+# ---- numbers and sources as nvcc took them ---------------------------------------------------
+
+def test_a_zero_dimensional_array_passes_as_its_number():
+    x = gpuarray.to_gpu(np.arange(8, dtype=np.float32))
+    y = gpuarray.empty_like(x)
+    total = np.array(x.get().sum())  # a float32 0-d array, as a reduction's result on the host
+    ElementwiseKernel("float *y, float *x, float s", "y[i] = x[i] / s", "norm")(y, x, total)
+    np.testing.assert_allclose(y.get(), np.arange(8) / 28, rtol=1e-6)
+
+
+def test_host_helpers_and_globals_compile_as_device_ones():
+    # Written for nvcc, where these are host code the kernel never touches (or, as here, a
+    # helper it calls and a global it reads once NVRTC makes them device entities).
+    mod = SourceModule("""
+    int scale = 3;
+    float offsets[4];
+    int twice(int x) { return 2 * x; }
+    __global__ void k(float *p) { int i = threadIdx.x; p[i] = twice(scale) * i + offsets[i]; }
+    """)
+    address, size = mod.get_global("offsets")
+    assert size == 16
+    drv.memcpy_htod(address, np.array([0.5, 1.5, 2.5, 3.5], np.float32))
+    p = gpuarray.zeros(4, np.float32)
+    mod.get_function("k")(p, block=(4, 1, 1), grid=(1, 1))
+    np.testing.assert_array_equal(p.get(), 6 * np.arange(4) + np.array([0.5, 1.5, 2.5, 3.5]))
 
 
 # ---- to_gpu and set given a GPUArray ----------------------------------------------------------

@@ -363,6 +363,18 @@ int kpy_pack_arg(kpy_state *st, const kiln_function *f, int index, PyObject *obj
   }
   if (PyArray_Check(obj)) {
     if (cls == KILN_PARAM_AGGREGATE) return kpy_pack_bytes(f, index, obj, slot);
+    /* A 0-d array into a number's parameter is its scalar, as PyCUDA's packing reads it (a
+     * reduction's result brought to the host, np.float32(x) * a 0-d array). */
+    if (PyArray_NDIM((PyArrayObject *)obj) == 0 && !kpy_is_pointer_class(cls)) {
+      PyObject *scalar = PyArray_ToScalar(PyArray_DATA((PyArrayObject *)obj), (PyArrayObject *)obj);
+      if (!scalar) return -1;
+      int rc = PyArray_Check(scalar)
+                   ? kpy_arg_error(PyExc_TypeError, f, index, "a 0-d array of %.100s is no number",
+                                   Py_TYPE(scalar)->tp_name)
+                   : kpy_pack_arg(st, f, index, scalar, slot, packed);
+      Py_DECREF(scalar);
+      return rc;
+    }
     if (kpy_is_pointer_class(cls) && kpy_managed_array(st, obj)) { /* kernels reach it */
       if (!PyArray_ISCONTIGUOUS((PyArrayObject *)obj) && !PyArray_ISFORTRAN((PyArrayObject *)obj) &&
           PyArray_SIZE((PyArrayObject *)obj) > 1)
