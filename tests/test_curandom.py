@@ -419,6 +419,7 @@ def test_rand_and_the_seed_getters():
     assert xw.gen_uniform(10, np.float32).get().max() < 1
     xu = curandom.XORWOWRandomNumberGenerator()
     assert xu.state.nbytes == G * curandom._state_size(xu.module)
+    assert xu._state is xu.state  # PyCUDA's name, which programs with kernels of their own read
 
 
 def sobol_points(vectors, count, offset, scramble=None):

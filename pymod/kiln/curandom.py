@@ -43,6 +43,9 @@ import re
 import numpy as np
 
 from . import _curand_host, _curand_src, _ops
+# PyCUDA's curandom imports these, and programs that import only pycuda.curandom use
+# pycuda.gpuarray after it.
+from . import characterize, compiler, gpuarray  # noqa: F401
 from ._kiln import DeviceArray, empty, to_device
 from .elementwise import compile_source
 
@@ -295,6 +298,12 @@ class _StatesOnDevice(_Generator):
     @property
     def _generators(self):
         return self.block_count * self.generators_per_block
+
+    @property
+    def _state(self):
+        """PyCUDA's attribute behind its state property, which programs that launch kernels of
+        their own over the generator's states read: the same array."""
+        return self.state
 
     def _make_states(self):
         self.module = _module(self._kind)
