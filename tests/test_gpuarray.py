@@ -519,6 +519,31 @@ def test_making_arrays():
     assert gpuarray.empty_like(a).shape == (3, 4)
 
 
+def test_multi_put_and_take_put_write_only_where_the_indices_say():
+    # A destination larger than the values put: the kernel runs over the indices, never over
+    # the destination's size (reading indices past their end).
+    dest = [gpuarray.zeros(1000, np.float32), gpuarray.zeros(1000, np.float32)]
+    idx = np.array([7, 999, 2, 500], np.int64)
+    vals = [np.array([1, 2, 3, 4], np.float32), np.array([5, 6, 7, 8], np.float32)]
+    gpuarray.multi_put([gpuarray.to_gpu(v) for v in vals], gpuarray.to_gpu(idx), out=dest)
+    for d, v in zip(dest, vals):
+        want = np.zeros(1000, np.float32)
+        want[idx] = v
+        np.testing.assert_array_equal(d.get(), want)
+    # A lower triangle moved into a band layout (a program preparing cublasStbsv's input).
+    n = 37
+    a = np.arange(n * n, dtype=np.float32)
+    ii, jj = np.tril_indices(n)
+    out = gpuarray.zeros(n * n, np.float32)
+    gpuarray.multi_take_put([gpuarray.to_gpu(a)], gpuarray.to_gpu(ii + jj * (n - 1)),
+                            gpuarray.to_gpu(ii + jj * n), (n * n,), out=[out])
+    want = np.zeros(n * n, np.float32)
+    want[ii + jj * (n - 1)] = a[ii + jj * n]
+    np.testing.assert_array_equal(out.get(), want)
+    with pytest.raises(IndexError, match="out of bounds for an array of size 1000"):
+        gpuarray.multi_put([gpuarray.to_gpu(vals[0])], gpuarray.to_gpu(idx + 1), out=dest[:1])
+
+
 def test_take_concatenate_stack_where(rng):
     x = values(np.float32, 100, rng)
     a = gpuarray.to_gpu(x)

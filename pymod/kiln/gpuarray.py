@@ -16,6 +16,7 @@ import builtins
 import numpy as np
 
 from . import _cgen, _ops
+from . import characterize  # noqa: F401  (PyCUDA's gpuarray imports it: pycuda.characterize)
 from ._kiln import DeviceArray
 from .elementwise import ElementwiseKernel
 from .reduction import ReductionKernel
@@ -234,8 +235,10 @@ def _put(dst, indices, values, stream):
     key = (dst.dtype, indices.dtype, values.dtype)
     k = _PUT.get(key)
     if k is None:
+        # The indices first: the first array gives the kernel its range, one i per value put,
+        # however many elements the destination has.
         k = _PUT[key] = ElementwiseKernel(
-            f"{_cgen.dtype_to_ctype(dst.dtype)} *z, {_cgen.dtype_to_ctype(indices.dtype)} *idx, "
+            f"{_cgen.dtype_to_ctype(indices.dtype)} *idx, {_cgen.dtype_to_ctype(dst.dtype)} *z, "
             f"{_cgen.dtype_to_ctype(values.dtype)} *v, long n_z, int *bad",
             "long long j = (long long)idx[idx_i]; if (j < 0) j += n_z; "
             "if (j < 0 || j >= n_z) { *bad = 1; return; } "
@@ -243,7 +246,7 @@ def _put(dst, indices, values, stream):
             "kiln_put", preamble=_ops._preamble([dst.dtype, values.dtype]))
     bad = DeviceArray((1,), np.int32)
     _ops.fill(bad, 0, stream=stream)
-    k(dst_flat, indices, values, dst.size, bad, stream=stream)
+    k(indices, dst_flat, values, dst.size, bad, stream=stream)
     if int(bad.get(stream=stream)[0]):
         raise IndexError(f"an index is out of bounds for an array of size {dst.size}")
     if dst_flat is not dst:
