@@ -95,3 +95,34 @@ def test_instance_attributes_pycuda_documents():
     for cls, names in wanted.items():
         copy = getattr(drv, cls)()
         assert names and all(hasattr(copy, n) for n in names), (cls, names)
+
+
+# The pycuda modules each of PyCUDA 2026.1's modules imports at its top, directly or through
+# another (read from its source): a program that imports only pycuda.cumath and then calls
+# pycuda.gpuarray.to_gpu works there, so it must under kiln. autoinit and autoprimaryctx make
+# a context on import: the GPU machine's tests import them.
+IMPORTED_WITH = {
+    "characterize": ["driver", "tools"],
+    "compiler": [],
+    "cumath": ["characterize", "driver", "elementwise", "gpuarray", "tools"],
+    "curandom": ["characterize", "compiler", "driver", "elementwise", "gpuarray", "tools"],
+    "debug": ["driver"],
+    "driver": [],
+    "elementwise": ["driver", "tools"],
+    "gpuarray": ["characterize", "driver", "elementwise", "tools"],
+    "reduction": ["driver", "tools"],
+    "scan": ["characterize", "compiler", "driver", "elementwise", "gpuarray", "tools"],
+    "tools": ["driver"],
+}
+
+
+@pytest.mark.parametrize("module", sorted(IMPORTED_WITH))
+def test_a_module_brings_the_modules_pycudas_brings(module):
+    from helpers import run_python
+    done = run_python(f"import types, kiln.{module}, kiln\n"
+                      "print(' '.join(sorted(n for n, v in vars(kiln).items()\n"
+                      "                  if isinstance(v, types.ModuleType))))\n")
+    assert done.returncode == 0, done.stderr
+    have = set(done.stdout.split())
+    assert not set(IMPORTED_WITH[module]) - have, f"import kiln.{module} leaves out " \
+        f"{sorted(set(IMPORTED_WITH[module]) - have)}"

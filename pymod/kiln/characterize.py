@@ -3,6 +3,7 @@ tests and programs ask it (`from kiln.characterize import has_double_support`)."
 import re
 import sys
 
+from . import tools  # noqa: F401  (PyCUDA's characterize imports it: pycuda.tools after it)
 from .driver import Context
 
 

@@ -28,6 +28,9 @@ exists.
 import numpy as np
 
 from . import _cgen, _cumath_src, _ops
+# PyCUDA's cumath imports these, and programs that import only pycuda.cumath use
+# pycuda.gpuarray after it.
+from . import characterize, gpuarray  # noqa: F401
 from ._kiln import DeviceArray
 from .elementwise import ElementwiseKernel
 

@@ -19,6 +19,9 @@ device array to write into are taken.
 import numpy as np
 
 from . import _cgen, _ops, _scan_src
+# PyCUDA's scan imports these, and programs that import only pycuda.scan use pycuda.gpuarray
+# after it.
+from . import characterize, compiler, gpuarray  # noqa: F401
 from ._kiln import DeviceArray
 from .elementwise import compile_source
 
