@@ -191,6 +191,20 @@ def test_launch_shape_errors(many, kw, error, phrase):
         many(*good_args(), **kw)
 
 
+@pytest.mark.parametrize("shared", [np.int64(64), np.uint32(64), np.array(64), True])
+def test_shared_bytes_take_any_integer_as_block_and_grid_do(untyped, shared):
+    with pytest.raises(ValueError, match="grid.x is 0"):
+        untyped(1, 0, block=(32, 1, 1), grid=(0, 1), shared=shared)
+    untyped.prepare("iP")
+    with pytest.raises(ValueError, match="grid.x is 0"):
+        untyped.prepared_call((0, 1), (32, 1, 1), 1, 0, shared_size=shared)
+    for bad in (np.float32(64), -1, 2**32):
+        with pytest.raises(ValueError, match="shared must be a number of bytes"):
+            untyped(1, 0, block=(32, 1, 1), grid=(1, 1), shared=bad)
+        with pytest.raises(ValueError, match="shared_size must be a number of bytes"):
+            untyped.prepared_call((1, 1), (32, 1, 1), 1, 0, shared_size=bad)
+
+
 # ---- Strings and sequences read while Python code runs --------------------------------------------
 
 @pytest.mark.parametrize("types, phrase", [

@@ -170,6 +170,28 @@ static int kpy_parse_launch_option(int kw, PyObject *value, kiln_launch_options 
 
 /* Pool memory used on another stream than its own is freed only once the launch on stream is
  * over: the DeviceArrays among the n arguments at args are noted as used there. */
+/* A count of bytes (shared=, shared_size=) from an int or any other integer, a NumPy one say,
+ * as block= and grid= take theirs: 0 with *out set, or -1 with a ValueError naming `what`
+ * when obj is no integer from 0 to limit. */
+static int kpy_byte_count(PyObject *obj, const char *what, unsigned long long limit,
+                          unsigned long long *out) {
+  unsigned long long v = (unsigned long long)-1;
+  if (PyLong_Check(obj)) {
+    v = PyLong_AsUnsignedLongLong(obj);
+  } else if (PyIndex_Check(obj)) {
+    PyObject *i = PyNumber_Index(obj);
+    v = i ? PyLong_AsUnsignedLongLong(i) : (unsigned long long)-1;
+    Py_XDECREF(i);
+  }
+  if (v == (unsigned long long)-1 || v > limit) {
+    PyErr_Clear();
+    PyErr_Format(PyExc_ValueError, "%s must be a number of bytes, not %R", what, obj);
+    return -1;
+  }
+  *out = v;
+  return 0;
+}
+
 static int kpy_function_note_arrays(kpy_state *st, PyObject *const *args, int n,
                                     kiln_stream stream) {
   for (int i = 0; i < n; i++)
@@ -303,12 +325,8 @@ static PyObject *kpy_function_call(PyObject *op, PyObject *const *args, size_t n
     } else if (kw == KPY_KW_GRID) {
       if (kpy_parse_dims_memo(&self->grid_memo, value, "grid", cfg.grid) < 0) return NULL;
     } else if (kw == KPY_KW_SHARED) {
-      long v = PyLong_Check(value) ? PyLong_AsLong(value) : -1;
-      if (v == -1 && PyErr_Occurred()) PyErr_Clear();
-      if (v < 0 || v > (long)UINT32_MAX) {
-        PyErr_Format(PyExc_ValueError, "shared must be a number of bytes, not %R", value);
-        return NULL;
-      }
+      unsigned long long v;
+      if (kpy_byte_count(value, "shared", UINT32_MAX, &v) < 0) return NULL;
       cfg.shared = (unsigned)v;
     } else if (kw == KPY_KW_STREAM) {
       if (kpy_stream_parse(st, value, &cfg.stream) < 0) return NULL;
@@ -363,12 +381,8 @@ static PyObject *kpy_function_prepare(PyObject *op, PyObject *args, PyObject *kw
   }
   unsigned shared_bytes = 0;
   if (shared != Py_None) {
-    long v = PyLong_Check(shared) ? PyLong_AsLong(shared) : -1;
-    if (v == -1 && PyErr_Occurred()) PyErr_Clear();
-    if (v < 0 || v > (long)UINT32_MAX) {
-      PyErr_Format(PyExc_ValueError, "shared must be a number of bytes, not %R", shared);
-      return NULL;
-    }
+    unsigned long long v;
+    if (kpy_byte_count(shared, "shared", UINT32_MAX, &v) < 0) return NULL;
     shared_bytes = (unsigned)v;
   }
   enum { CAP = 256 };
@@ -435,12 +449,8 @@ static int kpy_prepared_keywords(kpy_function *self, PyObject *const *args, Py_s
                    what, key);
       return -1;
     }
-    long v = PyLong_Check(value) ? PyLong_AsLong(value) : -1;
-    if (v == -1 && PyErr_Occurred()) PyErr_Clear();
-    if (v < 0 || v > (long)UINT32_MAX) {
-      PyErr_Format(PyExc_ValueError, "shared_size must be a number of bytes, not %R", value);
-      return -1;
-    }
+    unsigned long long v;
+    if (kpy_byte_count(value, "shared_size", UINT32_MAX, &v) < 0) return -1;
     *shared = (unsigned)v;
   }
   return 0;
@@ -547,13 +557,8 @@ static int kpy_block_threads(PyObject *obj, const char *what, unsigned *threads)
 }
 
 static int kpy_shared_bytes(PyObject *obj, const char *what, size_t *out) {
-  unsigned long long v =
-      PyLong_Check(obj) ? PyLong_AsUnsignedLongLong(obj) : (unsigned long long)-1;
-  if (v == (unsigned long long)-1) {
-    PyErr_Clear();
-    PyErr_Format(PyExc_ValueError, "%s must be a number of bytes, not %R", what, obj);
-    return -1;
-  }
+  unsigned long long v;
+  if (kpy_byte_count(obj, what, SIZE_MAX, &v) < 0) return -1;
   *out = (size_t)v;
   return 0;
 }
