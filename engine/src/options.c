@@ -259,25 +259,18 @@ int kiln__options_device_debug(void) {
   return __atomic_load_n(&kiln__device_debug, __ATOMIC_ACQUIRE);
 }
 
-static int kiln__names_device_debug(const char *const *options, int n) {
-  for (int i = 0; i < n; i++)
-    if (options[i] && (strcmp(options[i], "-G") == 0 || strcmp(options[i], "--device-debug") == 0))
-      return 1;
-  return 0;
-}
+/* The spellings of the options kiln adds, each list ending in NULL: one of them among a
+ * compile's options means kiln adds nothing. -G gives line tables of its own. */
+static const char *const kiln__device_debug_names[] = {"-G", "--device-debug", NULL};
+static const char *const kiln__default_device_names[] = {
+    "-default-device", "--device-as-default-execution-space", NULL};
+static const char *const kiln__lineinfo_names[] = {"-G", "--device-debug", "-lineinfo",
+                                                   "--generate-line-info", NULL};
 
-static int kiln__names(const char *const *options, int n, const char *name) {
+static int kiln__names(const char *const *options, int n, const char *const *names) {
   for (int i = 0; i < n; i++)
-    if (options[i] && strcmp(options[i], name) == 0) return 1;
-  return 0;
-}
-
-static int kiln__names_lineinfo(const char *const *options, int n) {
-  for (int i = 0; i < n; i++)
-    if (options[i] &&
-        (strcmp(options[i], "-G") == 0 || strcmp(options[i], "--device-debug") == 0 ||
-         strcmp(options[i], "-lineinfo") == 0 || strcmp(options[i], "--generate-line-info") == 0))
-      return 1;
+    for (const char *const *name = names; options[i] && *name; name++)
+      if (strcmp(options[i], *name) == 0) return 1;
   return 0;
 }
 
@@ -328,15 +321,15 @@ kiln_status kiln__options_translate(const kiln_compile_opts *in, kiln__options *
     i += used - 1;
   }
   o->device_debug = kiln__options_device_debug(); /* once: the memo records what was applied */
-  if (!s && o->device_debug && !kiln__names_device_debug(o->options, k)) o->options[k++] = "-G";
+  if (!s && o->device_debug && !kiln__names(o->options, k, kiln__device_debug_names))
+    o->options[k++] = "-G";
   /* nvcc compiles a function or a namespace-scope variable with no execution space for the
    * host, and sources written for it have them (a helper, a global of the host program);
    * NVRTC refuses each as host code it cannot compile. -default-device makes them device
    * entities instead, and changes nothing else: without it such a source does not compile. */
-  if (!s && !kiln__names(o->options, k, "-default-device") &&
-      !kiln__names(o->options, k, "--device-as-default-execution-space"))
+  if (!s && !kiln__names(o->options, k, kiln__default_device_names))
     o->options[k++] = "-default-device";
-  o->lineinfo_env = !kiln__names_lineinfo(o->options, k);
+  o->lineinfo_env = !kiln__names(o->options, k, kiln__lineinfo_names);
   if (!s && o->lineinfo_env && !kiln__options_lineinfo_off()) o->options[k++] = "-lineinfo";
   o->opts.options = o->options;
   o->opts.n_options = k;

@@ -214,6 +214,20 @@ int kpy_packed_check_pointers(kpy_state *st, const kiln_function *f, const kpy_p
   return 0;
 }
 
+/* p into slot, an address another library's object gave. Whether the GPU can reach it is asked
+ * once the launch's shape is known to be good (a bad shape is the error to give first); past
+ * the list's room, now. */
+static int kpy_pack_reachable(kpy_state *st, const kiln_function *f, int index, kiln_deviceptr p,
+                              void *slot, kpy_packed *packed) {
+  memcpy(slot, &p, sizeof p);
+  if (p && packed->n_pointers < KPY_MAX_POINTER_CHECKS) {
+    packed->pointers[packed->n_pointers].index = index;
+    packed->pointers[packed->n_pointers++].ptr = p;
+    return 0;
+  }
+  return kpy_check_pointer(st, f, index, p);
+}
+
 /* __cuda_array_interface__ (torch, CuPy, Numba): its data pointer, when its elements lie in C
  * order from there as the kernel will index them. When the interface names the stream the
  * producer last used (v3), the launch's stream waits for it first, without blocking;
@@ -234,15 +248,7 @@ static int kpy_pack_cai(kpy_state *st, const kiln_function *f, int index, PyObje
                          "or its address as an int (x.data_ptr() in PyTorch, "
                          "x.__cuda_array_interface__['data'][0]) to pass it on purpose",
                          Py_TYPE(obj)->tp_name);
-  memcpy(slot, &cai.ptr, sizeof cai.ptr);
-  /* Whether the GPU can reach it is asked once the launch's shape is known to be good (a bad
-   * shape is the error to give first); past the list's room, now. */
-  if (cai.ptr && packed->n_pointers < KPY_MAX_POINTER_CHECKS) {
-    packed->pointers[packed->n_pointers].index = index;
-    packed->pointers[packed->n_pointers++].ptr = cai.ptr;
-  } else if (kpy_check_pointer(st, f, index, cai.ptr) < 0) {
-    return -1;
-  }
+  if (kpy_pack_reachable(st, f, index, cai.ptr, slot, packed) < 0) return -1;
   if (cai.has_stream && !(packed->waited && packed->waited_on == cai.stream)) {
     if (kpy_stream_order(st, packed->stream, cai.stream) < 0) return -1;
     packed->waited = 1;
@@ -316,14 +322,7 @@ static int kpy_pack_gpudata(kpy_state *st, const kiln_function *f, int index, Py
                        Py_TYPE(value)->tp_name);
   }
   Py_DECREF(value);
-  if (rc < 0) return -1;
-  memcpy(slot, &p, sizeof p);
-  if (p && packed->n_pointers < KPY_MAX_POINTER_CHECKS) {
-    packed->pointers[packed->n_pointers].index = index;
-    packed->pointers[packed->n_pointers++].ptr = p;
-    return 0;
-  }
-  return kpy_check_pointer(st, f, index, p);
+  return rc < 0 ? -1 : kpy_pack_reachable(st, f, index, p, slot, packed);
 }
 
 int kpy_pack_arg(kpy_state *st, const kiln_function *f, int index, PyObject *obj, void *slot,

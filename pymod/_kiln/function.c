@@ -168,8 +168,6 @@ static int kpy_parse_launch_option(int kw, PyObject *value, kiln_launch_options 
   return 0;
 }
 
-/* Pool memory used on another stream than its own is freed only once the launch on stream is
- * over: the DeviceArrays among the n arguments at args are noted as used there. */
 /* A count of bytes (shared=, shared_size=) from an int or any other integer, a NumPy one say,
  * as block= and grid= take theirs: 0 with *out set, or -1 with a ValueError naming `what`
  * when obj is no integer from 0 to limit. */
@@ -192,6 +190,8 @@ static int kpy_byte_count(PyObject *obj, const char *what, unsigned long long li
   return 0;
 }
 
+/* Pool memory used on another stream than its own is freed only once the launch on stream is
+ * over: the DeviceArrays among the n arguments at args are noted as used there. */
 static int kpy_function_note_arrays(kpy_state *st, PyObject *const *args, int n,
                                     kiln_stream stream) {
   for (int i = 0; i < n; i++)

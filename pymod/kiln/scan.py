@@ -67,25 +67,25 @@ class _ScanKernel:
         if not isinstance(input_ary, DeviceArray):
             raise TypeError(f"a scan takes a device array (kiln.to_device(...)), not "
                             f"{type(input_ary).__name__}")
-        given = input_ary
-        input_ary = self._as_scanned(input_ary, "the input")
+        scanned = self._as_scanned(input_ary, "the input")
         if isinstance(output_ary, str):
             if output_ary != "new":
                 raise ValueError(f"output_ary is a device array, None or 'new', not "
                                  f"{output_ary!r}")
             output_ary = _new(input_ary.shape, self.dtype, allocator, stream)
         elif output_ary is None:
-            output_ary = given
+            output_ary = input_ary
         elif not isinstance(output_ary, DeviceArray):
             raise TypeError(f"output_ary is a device array, None or 'new', not "
                             f"{type(output_ary).__name__}")
         if tuple(output_ary.shape) != tuple(input_ary.shape):
             raise ValueError(f"input and output must have the same shape: {input_ary.shape} "
                              f"and {output_ary.shape}")
+        # From here the two as the kernel's dtype; the caller gets its own output back.
         returned = output_ary
-        output_ary = self._as_scanned(output_ary, "the output")
-        if output_ary is given:
-            output_ary = input_ary
+        output_ary = scanned if output_ary is input_ary else \
+            self._as_scanned(output_ary, "the output")
+        input_ary = scanned
         n = input_ary.size
         if n == 0:
             return returned
