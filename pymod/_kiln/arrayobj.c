@@ -102,7 +102,7 @@ static kpy_array *kpy_array_alloc(PyTypeObject *tp, PyArray_Descr *dtype, int nd
   if (!a) return NULL;
   a->dtype = (PyArray_Descr *)Py_NewRef(dtype);
   a->ndim = ndim;
-  memcpy(a->shape, shape, (size_t)ndim * sizeof *shape);
+  if (ndim) memcpy(a->shape, shape, (size_t)ndim * sizeof *shape); /* a 0-d array's may be NULL */
   a->itemsize = itemsize;
   kpy_strides_contiguous(ndim, shape, itemsize, 0, a->strides);
   kpy_array_update_flags(a);
@@ -155,7 +155,7 @@ kpy_array *kpy_array_view(kpy_array *a, PyArray_Descr *dtype, int ndim, const Py
   kpy_array_address_out(a); /* the view's address is a way to write a's memory */
   kpy_array *v = kpy_array_blank(st, dtype ? dtype : a->dtype, ndim, shape);
   if (!v) return NULL;
-  memcpy(v->strides, strides, (size_t)ndim * sizeof *strides);
+  if (ndim) memcpy(v->strides, strides, (size_t)ndim * sizeof *strides);
   kpy_array_update_flags(v);
   v->ptr = ptr;
   v->device = a->device;
