@@ -201,6 +201,10 @@ SAN_UBSAN  = print_stacktrace=1:halt_on_error=1
 SAN_RT     = $(shell if $(SAN_CC) --version 2>/dev/null | grep -q clang; \
                  then $(SAN_CC) -print-file-name=libclang_rt.asan-$$(uname -m).so; \
                  else $(SAN_CC) -print-file-name=libasan.so; fi)
+# The C++ runtime is preloaded after it: ASan wraps __cxa_throw, and finds nothing to wrap when
+# libstdc++ only arrives later with a C++ extension (matplotlib's, torch's), which then aborts on
+# its first exception.
+SAN_CXXRT  = libstdc++.so.6
 
 sanitize: ext lib
 	$(MAKE) --no-print-directory BUILD=$(SAN_BUILD) CC=$(SAN_CC) CFLAGS='-O1 -g $(SAN_FLAGS)' \
@@ -215,7 +219,7 @@ sanitize: ext lib
 	@# Reports go to files, not stderr: pytest captures a test's stderr, and a report that
 	@# ends the interpreter would go with it. They are shown when the run fails.
 	rm -f $(SAN_BUILD)/report.*
-	LD_PRELOAD=$(SAN_RT) ASAN_OPTIONS=$(SAN_ASAN):detect_leaks=0:log_path=$(CURDIR)/$(SAN_BUILD)/report \
+	LD_PRELOAD="$(SAN_RT) $(SAN_CXXRT)" ASAN_OPTIONS=$(SAN_ASAN):detect_leaks=0:log_path=$(CURDIR)/$(SAN_BUILD)/report \
 	    UBSAN_OPTIONS=$(SAN_UBSAN):log_path=$(CURDIR)/$(SAN_BUILD)/report \
 	    PYTHONPATH=$(CURDIR)/$(SAN_PKG) $(PY) -m pytest -q -rs -p no:cacheprovider tests || \
 	    { for f in $(SAN_BUILD)/report.*; do [ -f "$$f" ] && echo "== $$f" && cat "$$f"; done; exit 1; }
