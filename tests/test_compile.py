@@ -316,17 +316,18 @@ def test_agreeing_targets_compile_for_the_one_they_name(arch, options, built):
 
 
 def test_sources_written_for_nvcc_and_pycuda_compile_as_they_did_there():
-    # nvcc's implicit host headers give kernels uint, M_PI, INFINITY...; PyCUDA's SourceModule
+    # nvcc's implicit host headers give kernels uint, int32_t, M_PI...; PyCUDA's SourceModule
     # puts its pycuda-complex.hpp and pycuda-helpers.hpp on every include path.
     src = """
     #include <pycuda-complex.hpp>
-    __global__ void k(pycuda::complex<float> *z, float *x, uint n, ushort s, ulong l)
+    __global__ void k(pycuda::complex<float> *z, float *x, uint n, ushort s, ulong l,
+                      const int32_t m, uint8_t b)
     { uint i = threadIdx.x; if (i < n) { z[i] = pycuda::exp(z[i]) * (float)M_PI;
-      x[i] = HUGE_VALF + s + l + pycuda::abs(z[i]); } }
+      x[i] = HUGE_VALF + s + l + pycuda::abs(z[i]) + m + b; } }
     """
     mod = kiln.SourceModule(src, arch=ARCH)
     assert mod.log == ""
-    assert mod.get_function("k").signature == ("ptr", "ptr", "u32", "u16", "u64")
+    assert mod.get_function("k").signature == ("ptr", "ptr", "u32", "u16", "u64", "i32", "u8")
     # Its complex type's parts by the names PyCUDA's header gives them.
     parts = kiln.SourceModule("#include <pycuda-complex.hpp>\n"
                               "__global__ void r(pycuda::complex<double> *z, double t)\n"
