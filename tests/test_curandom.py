@@ -5,6 +5,7 @@ launched stand in, from a CUDA array interface). On the GPU: at 10**6 samples, m
 variances within five standard errors for uniform, normal, log-normal and Poisson values, a
 chi-square test of 100 buckets (64 for float16) for uniform ones; the same seed giving the same numbers (in
 another process too), other seeds other numbers; the counter and skip-ahead semantics."""
+import hashlib
 import inspect
 
 import numpy as np
@@ -420,6 +421,55 @@ def test_rand_and_the_seed_getters():
     xu = curandom.XORWOWRandomNumberGenerator()
     assert xu.state.nbytes == G * curandom._state_size(xu.module)
     assert xu._state is xu.state  # PyCUDA's name, which programs with kernels of their own read
+
+
+def md5_compress(words):
+    """MD5's compression of one block of sixteen 32-bit words from its starting state, written
+    here from RFC 1321 apart from kiln's CUDA: what md5_code leaves in a, b, c and d."""
+    from kiln._md5_src import _K, _S, _START
+    a, b, c, d = _START
+    for j in range(64):
+        f, g = [((b & c) | (~b & d), j), ((b & d) | (c & ~d), (5 * j + 1) % 16),
+                (b ^ c ^ d, (3 * j + 5) % 16), (c ^ (b | ~d), (7 * j) % 16)][j // 16]
+        t = (a + f + _K[j] + words[g]) & 0xFFFFFFFF
+        r = _S[(j // 16) * 4 + j % 4]
+        a, b, c, d = d, (b + ((t << r) | (t >> (32 - r)))) & 0xFFFFFFFF, b, c
+    return tuple((v + s) & 0xFFFFFFFF for v, s in zip((a, b, c, d), _START))
+
+
+@pytest.mark.parametrize("message", [b"", b"a", b"kiln", bytes(range(55))])
+def test_md5_reference_is_md5(message):
+    # One block: the message, a 1 bit, zeros, and its length in bits (little-endian words).
+    block = message + b"\x80" + bytes(55 - len(message)) + (8 * len(message)).to_bytes(8, "little")
+    got = md5_compress(np.frombuffer(block, "<u4").tolist())
+    assert b"".join(v.to_bytes(4, "little") for v in got) == hashlib.md5(message).digest()
+
+
+MD5_OPERATION = """
+    out[4 * i] = a; out[4 * i + 1] = b; out[4 * i + 2] = c; out[4 * i + 3] = d;"""
+
+
+def test_md5_code_compiles_as_pycudas_rand_used_it():
+    from kiln.elementwise import get_elwise_kernel
+    k = get_elwise_kernel("unsigned int *out, unsigned int seed", curandom.md5_code +
+                          MD5_OPERATION, "md5_words")
+    assert k.signature == ("ptr", "u32", "u64")
+    assert "md5_code" in curandom.__all__
+
+
+@pytest.mark.gpu
+def test_md5_code_gives_md5_of_the_launch_indices_seed_i_and_n():
+    from kiln.elementwise import get_elwise_kernel
+    k = get_elwise_kernel("unsigned int *out, unsigned int seed", curandom.md5_code +
+                          MD5_OPERATION, "md5_words")
+    n, seed, block, grid = 100, 123456789, 32, 2
+    out = kiln.zeros(4 * n, np.uint32)
+    k.prepared_call((grid, 1), (block, 1, 1), out.gpudata, seed, n)
+    got = out.get().reshape(n, 4)
+    for i in range(n):
+        t = i % (block * grid)  # PyCUDA's loop: element i is thread i % total_threads's
+        words = [t % block, 0, 0, t // block, 0, 0, seed, i, n, block, 1, 1, grid, 1, 1, 0]
+        assert tuple(got[i]) == md5_compress(words), i
 
 
 def sobol_points(vectors, count, offset, scramble=None):

@@ -21,6 +21,10 @@ the first time one of its kind is made (then found in kiln's cache):
   element i of a call is the next point of dimension i % 16384 (docs/cumath.md). Their tables
   (direction vectors, scramble constants) come from cuRAND's host library (`_curand_host`).
 
+`md5_code` is PyCUDA's too: the statements that give an elementwise operation of
+get_elwise_kernel four random words `a` to `d`, from MD5 over the launch's indices, `seed`,
+`i` and `n` (`_md5_src`).
+
 Reproducibility: the same seed (or seeds) and offset, and the same sequence of calls (the same
 methods, sizes and dtypes), give the same numbers, in every process and on every GPU. XORWOW
 and MRG32k3a always run 65536 generators (element i of a call comes from generator
@@ -47,6 +51,7 @@ from . import _curand_host, _curand_src, _ops
 # pycuda.gpuarray after it.
 from . import characterize, compiler, gpuarray  # noqa: F401
 from ._kiln import DeviceArray, empty, to_device
+from ._md5_src import md5_code
 from .elementwise import compile_source
 
 __all__ = ["rand", "get_curand_version", "seed_getter_uniform", "seed_getter_unique",
@@ -55,7 +60,7 @@ __all__ = ["rand", "get_curand_version", "seed_getter_uniform", "seed_getter_uni
            "ScrambledSobol32RandomNumberGenerator", "Sobol64RandomNumberGenerator",
            "ScrambledSobol64RandomNumberGenerator", "direction_vector_set",
            "generate_direction_vectors", "generate_scramble_constants32",
-           "generate_scramble_constants64"]
+           "generate_scramble_constants64", "md5_code"]
 
 _UNIFORM = {np.dtype(np.float16): "f16", np.dtype(np.float32): "f32",
             np.dtype(np.float64): "f64", np.dtype(np.uint32): "u32", np.dtype(np.int32): "u32",
