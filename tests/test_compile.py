@@ -321,7 +321,7 @@ def test_sources_written_for_nvcc_and_pycuda_compile_as_they_did_there():
     src = """
     #include <pycuda-complex.hpp>
     __global__ void k(pycuda::complex<float> *z, float *x, uint n, ushort s, ulong l,
-                      const int32_t m, uint8_t b)
+                      const int32_t m, u_int8_t b)
     { uint i = threadIdx.x; if (i < n) { z[i] = pycuda::exp(z[i]) * (float)M_PI;
       x[i] = HUGE_VALF + s + l + pycuda::abs(z[i]) + m + b; } }
     """

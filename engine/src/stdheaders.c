@@ -334,11 +334,11 @@ static const kiln__stdheader kiln__stdheaders[] = {
  * the source (NVRTC's --pre-include), as nvcc includes cuda_runtime.h. Left out: INFINITY and
  * NAN, which libcu++'s <cuda/std/cmath> (and so CUB) defines under NVRTC whatever came before,
  * warning of a macro of another text, where a constant of the name would be a variable in
- * every module; and the limits and the 64-bit and "fast" integer types, which come from
- * libcu++ here and from the host's headers under nvcc (long against long long, int against
- * long): a source that defines one itself must not meet a conflicting definition it would not
- * meet under nvcc. The fixed-width types of 8 to 32 bits are the same types in glibc and in
- * libcu++ under NVRTC, so they are given, and either's definition after them agrees. */
+ * every module; the limits; and int64_t, which glibc's <sys/types.h> gives nvcc as long and
+ * libcu++ under NVRTC as long long: a source that defines one itself must not meet a
+ * conflicting definition it would not meet under nvcc. int8_t to int32_t are the same types in
+ * both, so <stdint.h> or CUB after them agrees; u_int8_t to u_int64_t are glibc's alone. (The
+ * uintN_t types are not among what nvcc gives bare: <sys/types.h> has only the signed ones.) */
 static const char kiln__nvcc_host_text[] =
     "/* kiln: the names nvcc's implicit host headers give every kernel. */\n"
     "#ifndef KILN_NVCC_HOST_H\n"
@@ -353,9 +353,10 @@ static const char kiln__nvcc_host_text[] =
     "typedef signed char int8_t;\n"
     "typedef signed short int16_t;\n"
     "typedef signed int int32_t;\n"
-    "typedef unsigned char uint8_t;\n"
-    "typedef unsigned short uint16_t;\n"
-    "typedef unsigned int uint32_t;\n" KILN__MATH_MACROS KILN__STDLIB_MACROS "#endif\n";
+    "typedef unsigned char u_int8_t;\n"
+    "typedef unsigned short u_int16_t;\n"
+    "typedef unsigned int u_int32_t;\n"
+    "typedef unsigned long u_int64_t;\n" KILN__MATH_MACROS KILN__STDLIB_MACROS "#endif\n";
 
 /* 1 when dir (relative to the working folder when not absolute) holds a file called name. */
 static int kiln__stdheaders_in(const char *dir, const char *name) {
@@ -430,8 +431,8 @@ kiln_status kiln__stdheaders_select(const char *src, const kiln_compile_opts *op
  * hash these texts, some 10 us, before its first lookup. The C test
  * stdheaders_digest_matches_the_texts recomputes it, so a text edited without it fails. */
 static const unsigned char kiln__stdheaders_sha[KILN__KEY_SIZE] = {
-    0x3e, 0xd8, 0x3c, 0x77, 0xd4, 0x7f, 0xf5, 0xbc, 0x31, 0x56, 0x0f, 0x25, 0x16, 0x5c, 0xf0, 0x74,
-    0x60, 0x5b, 0x6e, 0xff, 0x22, 0xaa, 0xd4, 0x4a, 0x84, 0xe5, 0xae, 0x1f, 0xc1, 0x80, 0xc8, 0x25};
+    0x0f, 0x47, 0x41, 0xc4, 0x22, 0x5d, 0xf8, 0x6c, 0x51, 0xcb, 0xc6, 0xe7, 0xfa, 0x07, 0x1b, 0x8c,
+    0x74, 0xbb, 0x6e, 0x05, 0x63, 0xe5, 0x5f, 0x6a, 0x0d, 0xe0, 0x2c, 0x2d, 0x21, 0x77, 0x0b, 0x5b};
 
 kiln_status kiln__stdheaders_digest(unsigned char out[KILN__KEY_SIZE]) {
   kiln__hasher *h;

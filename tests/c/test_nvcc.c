@@ -239,19 +239,19 @@ static int is_kilns_header(const char *name) {
 }
 
 /* A kernel written for nvcc uses what nvcc's implicit host headers define without an #include
- * of its own (uint, int32_t, M_PI, INFINITY, ...); it compiles here as it did there, with no
- * warning, beside a typedef of its own, <math.h> and <stdint.h> included after, an -include of
- * its own, and CUB (whose libcu++ defines the fixed-width types again). */
+ * of its own (uint, int32_t, u_int64_t, M_PI, INFINITY, ...); it compiles here as it did
+ * there, with no warning, beside a typedef of its own, <math.h> and <stdint.h> included after,
+ * an -include of its own, and CUB (whose libcu++ defines int8_t to int32_t again). */
 TEST(compile_sees_the_names_nvcc_gives_without_an_include) {
   const char *src =
       "typedef unsigned int uint;\n"
       "typedef int int32_t;\n"
       "__global__ void k(float *p, uint n, ushort s, ulong l, u_char c, u_short us, u_int ui,\n"
-      "                  u_long ul, int8_t i8, int16_t i16, int32_t i32, uint8_t u8,\n"
-      "                  uint16_t u16, uint32_t u32) {\n"
+      "                  u_long ul, int8_t i8, int16_t i16, int32_t i32, u_int8_t u8,\n"
+      "                  u_int16_t u16, u_int32_t u32, u_int64_t u64) {\n"
       "  p[0] = (float)M_PI + M_E + M_SQRT2 + M_1_PI + HUGE_VALF + MAXFLOAT;\n"
       "  p[1] = (float)HUGE_VAL + n + s + l + c + us + ui + ul + RAND_MAX + EXIT_SUCCESS;\n"
-      "  p[2] = i8 + i16 + i32 + u8 + u16 + u32;\n"
+      "  p[2] = i8 + i16 + i32 + u8 + u16 + u32 + u64;\n"
       "}\n"
       "#include <math.h>\n#include <stdlib.h>\n#include <stdint.h>\n"
       "__global__ void g(float *p) { p[0] = (float)M_PI_2 + EXIT_FAILURE + INFINITY + NAN; }\n";
@@ -273,7 +273,7 @@ TEST(compile_sees_the_names_nvcc_gives_without_an_include) {
   ASSERT(!strstr(kiln_module_ptx(m, NULL), ".global .align"));
   kiln_module_free(m);
   m = compile_ok("#include <cub/block/block_reduce.cuh>\n__global__ void k(float *p) {\n"
-                 "  p[0] = INFINITY + (float)M_PI + (uint)1 + (int32_t)1 + (uint8_t)1; }\n",
+                 "  p[0] = INFINITY + (float)M_PI + (uint)1 + (int32_t)1 + (u_int8_t)1; }\n",
                  &(kiln_compile_opts){.arch = "sm_90"});
   if (kiln_module_log(m)[0]) FAIL("the log is not empty: %s", kiln_module_log(m));
   kiln_module_free(m);
