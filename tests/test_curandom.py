@@ -7,6 +7,8 @@ chi-square test of 100 buckets (64 for float16) for uniform ones; the same seed 
 another process too), other seeds other numbers; the counter and skip-ahead semantics."""
 import hashlib
 import inspect
+import shutil
+import subprocess
 
 import numpy as np
 import pytest
@@ -455,6 +457,36 @@ def test_md5_code_compiles_as_pycudas_rand_used_it():
                           MD5_OPERATION, "md5_words")
     assert k.signature == ("ptr", "u32", "u64")
     assert "md5_code" in curandom.__all__
+
+
+HOST_MD5 = r"""#include <stdio.h>
+struct kiln_dim { unsigned int x, y, z; };
+static kiln_dim threadIdx, blockIdx, blockDim, gridDim;
+int main() {
+  unsigned int seed, i, n;
+  while (scanf("%u %u %u %u %u %u %u %u %u %u %u %u %u %u %u", &threadIdx.x, &threadIdx.y,
+               &threadIdx.z, &blockIdx.x, &blockIdx.y, &blockIdx.z, &seed, &i, &n, &blockDim.x,
+               &blockDim.y, &blockDim.z, &gridDim.x, &gridDim.y, &gridDim.z) == 15) {
+    MD5_CODE
+    printf("%u %u %u %u\n", a, b, c, d);
+  }
+  return 0;
+}
+"""
+
+
+@pytest.mark.skipif(shutil.which("c++") is None, reason="needs a host C++ compiler")
+def test_md5_code_compiled_for_the_host_agrees_with_the_reference(tmp_path):
+    # Every one of the sixteen words in its place, which a launch of one dimension cannot show.
+    (tmp_path / "md5.cpp").write_text(HOST_MD5.replace("MD5_CODE", curandom.md5_code))
+    exe = tmp_path / "md5"
+    subprocess.run(["c++", "-O1", "-w", str(tmp_path / "md5.cpp"), "-o", str(exe)], check=True)
+    words = np.random.default_rng(5).integers(0, 2**32, (200, 15), dtype=np.uint64).tolist()
+    out = subprocess.run([str(exe)], input="".join(" ".join(map(str, w)) + "\n" for w in words),
+                         capture_output=True, text=True, check=True).stdout.splitlines()
+    assert len(out) == len(words)
+    for w, line in zip(words, out):
+        assert tuple(map(int, line.split())) == md5_compress(w + [0]), w
 
 
 @pytest.mark.gpu

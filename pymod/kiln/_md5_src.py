@@ -69,4 +69,3 @@ md5_code = f"""
   c += {_START[2]:#010x}u;
   d += {_START[3]:#010x}u;
 """
-
