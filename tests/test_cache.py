@@ -397,7 +397,8 @@ def test_gpu_module_from_cubin_and_fatbin_launch(cache, tmp_path):
         cu = tmp_path / "k.cu"
         cu.write_text(SOURCE)
         major, minor = kiln.Device(0).compute_capability()
-        # nvcc is not kiln's: it runs without the sanitizer runtime make sanitize preloads
+        # nvcc is not kiln's: it runs without the ASan runtime make sanitize preloads, under
+        # which it crashes (SIGSEGV)
         env = {k: v for k, v in os.environ.items() if k != "LD_PRELOAD"}
         subprocess.run([str(nvcc), "-fatbin", f"-arch=sm_{major}{minor}", "-o",
                         str(tmp_path / "k.fatbin"), str(cu)], check=True, env=env)
