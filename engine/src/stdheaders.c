@@ -338,7 +338,9 @@ static const kiln__stdheader kiln__stdheaders[] = {
  * libcu++ under NVRTC as long long: a source that defines one itself must not meet a
  * conflicting definition it would not meet under nvcc. int8_t to int32_t are the same types in
  * both, so <stdint.h> or CUB after them agrees; u_int8_t to u_int64_t are glibc's alone. (The
- * uintN_t types are not among what nvcc gives bare: <sys/types.h> has only the signed ones.) */
+ * uintN_t types are not among what nvcc gives bare: <sys/types.h> has only the signed ones.)
+ * std::size_t and std::ptrdiff_t come with the host's <cstddef> there; a using-declaration may
+ * be repeated, so kiln's <cstddef> after them agrees. */
 static const char kiln__nvcc_host_text[] =
     "/* kiln: the names nvcc's implicit host headers give every kernel. */\n"
     "#ifndef KILN_NVCC_HOST_H\n"
@@ -356,7 +358,11 @@ static const char kiln__nvcc_host_text[] =
     "typedef unsigned char u_int8_t;\n"
     "typedef unsigned short u_int16_t;\n"
     "typedef unsigned int u_int32_t;\n"
-    "typedef unsigned long u_int64_t;\n" KILN__MATH_MACROS KILN__STDLIB_MACROS "#endif\n";
+    "typedef unsigned long u_int64_t;\n"
+    "namespace std {\n"
+    "using ::size_t;\n"
+    "using ::ptrdiff_t;\n"
+    "}\n" KILN__MATH_MACROS KILN__STDLIB_MACROS "#endif\n";
 
 /* 1 when dir (relative to the working folder when not absolute) holds a file called name. */
 static int kiln__stdheaders_in(const char *dir, const char *name) {
@@ -431,8 +437,8 @@ kiln_status kiln__stdheaders_select(const char *src, const kiln_compile_opts *op
  * hash these texts, some 10 us, before its first lookup. The C test
  * stdheaders_digest_matches_the_texts recomputes it, so a text edited without it fails. */
 static const unsigned char kiln__stdheaders_sha[KILN__KEY_SIZE] = {
-    0x0f, 0x47, 0x41, 0xc4, 0x22, 0x5d, 0xf8, 0x6c, 0x51, 0xcb, 0xc6, 0xe7, 0xfa, 0x07, 0x1b, 0x8c,
-    0x74, 0xbb, 0x6e, 0x05, 0x63, 0xe5, 0x5f, 0x6a, 0x0d, 0xe0, 0x2c, 0x2d, 0x21, 0x77, 0x0b, 0x5b};
+    0x98, 0xd9, 0xa4, 0xd8, 0x2b, 0xf8, 0xd3, 0xd2, 0xba, 0xa1, 0xc1, 0x0b, 0xab, 0xd9, 0x1d, 0x46,
+    0xc0, 0x4c, 0xd1, 0x0d, 0xf0, 0x6b, 0x26, 0x90, 0x18, 0x45, 0xf1, 0x28, 0x78, 0xc0, 0xaf, 0x65};
 
 kiln_status kiln__stdheaders_digest(unsigned char out[KILN__KEY_SIZE]) {
   kiln__hasher *h;

@@ -239,7 +239,7 @@ static int is_kilns_header(const char *name) {
 }
 
 /* A kernel written for nvcc uses what nvcc's implicit host headers define without an #include
- * of its own (uint, int32_t, u_int64_t, M_PI, INFINITY, ...); it compiles here as it did
+ * of its own (uint, int32_t, u_int64_t, std::size_t, M_PI, ...); it compiles here as it did
  * there, with no warning, beside a typedef of its own, <math.h> and <stdint.h> included after,
  * an -include of its own, and CUB (whose libcu++ defines int8_t to int32_t again). */
 TEST(compile_sees_the_names_nvcc_gives_without_an_include) {
@@ -248,12 +248,13 @@ TEST(compile_sees_the_names_nvcc_gives_without_an_include) {
       "typedef int int32_t;\n"
       "__global__ void k(float *p, uint n, ushort s, ulong l, u_char c, u_short us, u_int ui,\n"
       "                  u_long ul, int8_t i8, int16_t i16, int32_t i32, u_int8_t u8,\n"
-      "                  u_int16_t u16, u_int32_t u32, u_int64_t u64) {\n"
+      "                  u_int16_t u16, u_int32_t u32, u_int64_t u64, std::size_t z,\n"
+      "                  std::ptrdiff_t pd) {\n"
       "  p[0] = (float)M_PI + M_E + M_SQRT2 + M_1_PI + HUGE_VALF + MAXFLOAT;\n"
       "  p[1] = (float)HUGE_VAL + n + s + l + c + us + ui + ul + RAND_MAX + EXIT_SUCCESS;\n"
-      "  p[2] = i8 + i16 + i32 + u8 + u16 + u32 + u64;\n"
+      "  p[2] = i8 + i16 + i32 + u8 + u16 + u32 + u64 + z + pd;\n"
       "}\n"
-      "#include <math.h>\n#include <stdlib.h>\n#include <stdint.h>\n"
+      "#include <math.h>\n#include <stdlib.h>\n#include <stdint.h>\n#include <cstddef>\n"
       "__global__ void g(float *p) { p[0] = (float)M_PI_2 + EXIT_FAILURE + INFINITY + NAN; }\n";
   const char *own[] = {"-include", "mine.h"}, *hn[] = {"mine.h"}, *hs[] = {"#define MINE 2\n"};
   kiln_compile_opts opts = {.arch = "sm_90",
