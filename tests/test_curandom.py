@@ -451,10 +451,16 @@ MD5_OPERATION = """
     out[4 * i] = a; out[4 * i + 1] = b; out[4 * i + 2] = c; out[4 * i + 3] = d;"""
 
 
-def test_md5_code_compiles_as_pycudas_rand_used_it():
+def md5_words_kernel():
+    """md5_code in a get_elwise_kernel operation, as PyCUDA's rand used it: element i's four
+    words to out[4i .. 4i+3]."""
     from kiln.elementwise import get_elwise_kernel
-    k = get_elwise_kernel("unsigned int *out, unsigned int seed", curandom.md5_code +
-                          MD5_OPERATION, "md5_words")
+    return get_elwise_kernel("unsigned int *out, unsigned int seed",
+                             curandom.md5_code + MD5_OPERATION, "md5_words")
+
+
+def test_md5_code_compiles_as_pycudas_rand_used_it():
+    k = md5_words_kernel()
     assert k.signature == ("ptr", "u32", "u64")
     assert "md5_code" in curandom.__all__
 
@@ -491,9 +497,7 @@ def test_md5_code_compiled_for_the_host_agrees_with_the_reference(tmp_path):
 
 @pytest.mark.gpu
 def test_md5_code_gives_md5_of_the_launch_indices_seed_i_and_n():
-    from kiln.elementwise import get_elwise_kernel
-    k = get_elwise_kernel("unsigned int *out, unsigned int seed", curandom.md5_code +
-                          MD5_OPERATION, "md5_words")
+    k = md5_words_kernel()
     n, seed, block, grid = 100, 123456789, 32, 2
     out = kiln.zeros(4 * n, np.uint32)
     k.prepared_call((grid, 1), (block, 1, 1), out.gpudata, seed, n)
