@@ -57,6 +57,50 @@
   "#define RAND_MAX 2147483647\n" \
   "#endif\n"
 
+/* <cmath>'s functions in std, which nvcc's kernels see without an #include too (nvcc's
+ * cuda_runtime.h brings in the host's <cmath>): kiln's <cmath> and the names before every
+ * compile (below) share them; a using-declaration may be repeated. */
+#define KILN__STD_MATH_NAMES                                                                      \
+  "  using ::acos; using ::acosf; using ::acosh; using ::acoshf; using ::asin; using ::asinf;\n"  \
+  "  using ::asinh; using ::asinhf; using ::atan; using ::atanf; using ::atan2; using "           \
+  "::atan2f;\n"                                                                                   \
+  "  using ::atanh; using ::atanhf; using ::cbrt; using ::cbrtf; using ::ceil; using ::ceilf;\n"  \
+  "  using ::copysign; using ::copysignf; using ::cos; using ::cosf; using ::cosh; using "        \
+  "::coshf;\n"                                                                                    \
+  "  using ::erf; using ::erff; using ::erfc; using ::erfcf; using ::exp; using ::expf;\n"        \
+  "  using ::exp2; using ::exp2f; using ::expm1; using ::expm1f; using ::fabs; using ::fabsf;\n"  \
+  "  using ::fdim; using ::fdimf; using ::floor; using ::floorf; using ::fma; using ::fmaf;\n"    \
+  "  using ::fmax; using ::fmaxf; using ::fmin; using ::fminf; using ::fmod; using ::fmodf;\n"    \
+  "  using ::frexp; using ::frexpf; using ::hypot; using ::hypotf; using ::ilogb; using "         \
+  "::ilogbf;\n"                                                                                   \
+  "  using ::ldexp; using ::ldexpf; using ::lgamma; using ::lgammaf; using ::llrint;\n"           \
+  "  using ::llrintf; using ::llround; using ::llroundf; using ::log; using ::logf; using "       \
+  "::log10;\n"                                                                                    \
+  "  using ::log10f; using ::log1p; using ::log1pf; using ::log2; using ::log2f; using ::logb;\n" \
+  "  using ::logbf; using ::lrint; using ::lrintf; using ::lround; using ::lroundf; using "       \
+  "::modf;\n"                                                                                     \
+  "  using ::modff; using ::nan; using ::nanf; using ::nearbyint; using ::nearbyintf;\n"          \
+  "  using ::nextafter; using ::nextafterf; using ::pow; using ::powf; using ::remainder;\n"      \
+  "  using ::remainderf; using ::remquo; using ::remquof; using ::rint; using ::rintf;\n"         \
+  "  using ::round; using ::roundf; using ::scalbln; using ::scalblnf; using ::scalbn;\n"         \
+  "  using ::scalbnf; using ::sin; using ::sinf; using ::sinh; using ::sinhf; using ::sqrt;\n"    \
+  "  using ::sqrtf; using ::tan; using ::tanf; using ::tanh; using ::tanhf; using ::tgamma;\n"    \
+  "  using ::tgammaf; using ::trunc; using ::truncf; using ::isfinite; using ::isinf;\n"          \
+  "  using ::isnan; using ::signbit; using ::abs;\n"
+
+/* <cstdlib>'s device functions in std, shared alike. */
+#define KILN__STD_STDLIB_NAMES \
+  "using ::malloc; using ::free; using ::abs; using ::labs; using ::llabs;\n"
+
+/* offsetof, shared by <stddef.h> and the names before every compile. NVRTC has no
+ * __builtin_offsetof; __INTADDR__ is its front end's own way, and like nvcc's offsetof it is a
+ * constant expression (static_assert, array sizes). libcu++ defines offsetof only when no one
+ * has. */
+#define KILN__OFFSETOF                                                             \
+  "#ifndef offsetof\n"                                                             \
+  "#define offsetof(type, member) ((size_t)__INTADDR__(&(((type *)0)->member)))\n" \
+  "#endif\n"
+
 typedef struct kiln__stdheader {
   const char *name, *text;
 } kiln__stdheader;
@@ -81,13 +125,12 @@ static const kiln__stdheader kiln__stdheaders[] = {
                  " * (malloc takes from the heap the context's malloc heap limit sizes). */\n"
                  "#ifndef KILN_STDLIB_H\n"
                  "#define KILN_STDLIB_H\n" KILN__STDLIB_MACROS "#endif\n"},
-    {"cstdlib",
-     "/* kiln's <cstdlib> for NVRTC: <stdlib.h>, and its device functions in std. */\n"
-     "#ifndef KILN_CSTDLIB\n"
-     "#define KILN_CSTDLIB\n"
-     "#include <stdlib.h>\n"
-     "namespace std { using ::malloc; using ::free; using ::abs; using ::labs; using ::llabs; }\n"
-     "#endif\n"},
+    {"cstdlib", "/* kiln's <cstdlib> for NVRTC: <stdlib.h>, and its device functions in std. */\n"
+                "#ifndef KILN_CSTDLIB\n"
+                "#define KILN_CSTDLIB\n"
+                "#include <stdlib.h>\n"
+                "namespace std {\n" KILN__STD_STDLIB_NAMES "}\n"
+                "#endif\n"},
     {"math.h",
      "/* kiln's <math.h> for NVRTC: the functions (sinf, sqrt, isnan, ...) are built into device\n"
      " * code; these are the C library's macros and types. */\n"
@@ -106,34 +149,7 @@ static const kiln__stdheader kiln__stdheaders[] = {
      "#ifndef KILN_CMATH\n"
      "#define KILN_CMATH\n"
      "#include <math.h>\n"
-     "namespace std {\n"
-     "  using ::acos; using ::acosf; using ::acosh; using ::acoshf; using ::asin; using ::asinf;\n"
-     "  using ::asinh; using ::asinhf; using ::atan; using ::atanf; using ::atan2; using "
-     "::atan2f;\n"
-     "  using ::atanh; using ::atanhf; using ::cbrt; using ::cbrtf; using ::ceil; using ::ceilf;\n"
-     "  using ::copysign; using ::copysignf; using ::cos; using ::cosf; using ::cosh; using "
-     "::coshf;\n"
-     "  using ::erf; using ::erff; using ::erfc; using ::erfcf; using ::exp; using ::expf;\n"
-     "  using ::exp2; using ::exp2f; using ::expm1; using ::expm1f; using ::fabs; using ::fabsf;\n"
-     "  using ::fdim; using ::fdimf; using ::floor; using ::floorf; using ::fma; using ::fmaf;\n"
-     "  using ::fmax; using ::fmaxf; using ::fmin; using ::fminf; using ::fmod; using ::fmodf;\n"
-     "  using ::frexp; using ::frexpf; using ::hypot; using ::hypotf; using ::ilogb; using "
-     "::ilogbf;\n"
-     "  using ::ldexp; using ::ldexpf; using ::lgamma; using ::lgammaf; using ::llrint;\n"
-     "  using ::llrintf; using ::llround; using ::llroundf; using ::log; using ::logf; using "
-     "::log10;\n"
-     "  using ::log10f; using ::log1p; using ::log1pf; using ::log2; using ::log2f; using ::logb;\n"
-     "  using ::logbf; using ::lrint; using ::lrintf; using ::lround; using ::lroundf; using "
-     "::modf;\n"
-     "  using ::modff; using ::nan; using ::nanf; using ::nearbyint; using ::nearbyintf;\n"
-     "  using ::nextafter; using ::nextafterf; using ::pow; using ::powf; using ::remainder;\n"
-     "  using ::remainderf; using ::remquo; using ::remquof; using ::rint; using ::rintf;\n"
-     "  using ::round; using ::roundf; using ::scalbln; using ::scalblnf; using ::scalbn;\n"
-     "  using ::scalbnf; using ::sin; using ::sinf; using ::sinh; using ::sinhf; using ::sqrt;\n"
-     "  using ::sqrtf; using ::tan; using ::tanf; using ::tanh; using ::tanhf; using ::tgamma;\n"
-     "  using ::tgammaf; using ::trunc; using ::truncf; using ::isfinite; using ::isinf;\n"
-     "  using ::isnan; using ::signbit; using ::abs;\n"
-     "using ::float_t;\n"
+     "namespace std {\n" KILN__STD_MATH_NAMES "using ::float_t;\n"
      "using ::double_t;\n"
      "}\n"
      "#endif\n"},
@@ -295,14 +311,9 @@ static const kiln__stdheader kiln__stdheaders[] = {
                "#define KILN_CFLOAT\n"
                "#include <float.h>\n"
                "#endif\n"},
-    {"stddef.h",
-     "/* kiln's <stddef.h> for NVRTC: size_t, ptrdiff_t and NULL are built in. */\n"
-     "#ifndef KILN_STDDEF_H\n"
-     "#define KILN_STDDEF_H\n"
-     "#ifndef offsetof\n"
-     "#define offsetof(type, member) ((size_t)((char *)&(((type *)0)->member) - (char *)0))\n"
-     "#endif\n"
-     "#endif\n"},
+    {"stddef.h", "/* kiln's <stddef.h> for NVRTC: size_t, ptrdiff_t and NULL are built in. */\n"
+                 "#ifndef KILN_STDDEF_H\n"
+                 "#define KILN_STDDEF_H\n" KILN__OFFSETOF "#endif\n"},
     {"cstddef", "/* kiln's <cstddef> for NVRTC. */\n"
                 "#ifndef KILN_CSTDDEF\n"
                 "#define KILN_CSTDDEF\n"
@@ -339,30 +350,57 @@ static const kiln__stdheader kiln__stdheaders[] = {
  * conflicting definition it would not meet under nvcc. int8_t to int32_t are the same types in
  * both, so <stdint.h> or CUB after them agrees; u_int8_t to u_int64_t are glibc's alone. (The
  * uintN_t types are not among what nvcc gives bare: <sys/types.h> has only the signed ones.)
- * std::size_t and std::ptrdiff_t come with the host's <cstddef> there; a using-declaration may
- * be repeated, so kiln's <cstddef> after them agrees. */
+ * Of <sys/types.h>'s other names only ssize_t, off_t and quad_t are given: kernels seldom use
+ * pid_t or key_t, and a source may well name a type of its own so (key_t in a sort). time_t is
+ * long there and long long in libcu++'s <cuda/std/ctime> under NVRTC, so it stays out too.
+ * std::size_t, std::ptrdiff_t, and <cmath>'s and <cstdlib>'s functions in std (std::sqrt,
+ * std::abs, std::isnan) come with the host's <cstddef>, <cmath> and <cstdlib> there; a
+ * using-declaration may be repeated, so kiln's <cstddef> or <cmath> after them agrees. */
+#define KILN__NVCC_HOST_NAMES              \
+  "typedef unsigned char u_char;\n"        \
+  "typedef unsigned short u_short;\n"      \
+  "typedef unsigned int u_int;\n"          \
+  "typedef unsigned long u_long;\n"        \
+  "typedef unsigned short ushort;\n"       \
+  "typedef unsigned int uint;\n"           \
+  "typedef unsigned long ulong;\n"         \
+  "typedef signed char int8_t;\n"          \
+  "typedef signed short int16_t;\n"        \
+  "typedef signed int int32_t;\n"          \
+  "typedef unsigned char u_int8_t;\n"      \
+  "typedef unsigned short u_int16_t;\n"    \
+  "typedef unsigned int u_int32_t;\n"      \
+  "typedef unsigned long u_int64_t;\n"     \
+  "typedef long quad_t;\n"                 \
+  "typedef unsigned long u_quad_t;\n"      \
+  "typedef long ssize_t;\n"                \
+  "typedef long off_t;\n"                  \
+  "typedef float float_t;\n"               \
+  "typedef double double_t;\n"             \
+  "namespace std {\n"                      \
+  "using ::size_t;\n"                      \
+  "using ::ptrdiff_t;\n"                   \
+  "#if __cplusplus >= 201103L\n"           \
+  "typedef decltype(nullptr) nullptr_t;\n" \
+  "#endif\n"                               \
+  "using ::float_t;\n"                     \
+  "using ::double_t;\n"                    \
+  "}\n" KILN__OFFSETOF KILN__MATH_MACROS KILN__STDLIB_MACROS
+
 static const char kiln__nvcc_host_text[] =
     "/* kiln: the names nvcc's implicit host headers give every kernel. */\n"
     "#ifndef KILN_NVCC_HOST_H\n"
-    "#define KILN_NVCC_HOST_H\n"
-    "typedef unsigned char u_char;\n"
-    "typedef unsigned short u_short;\n"
-    "typedef unsigned int u_int;\n"
-    "typedef unsigned long u_long;\n"
-    "typedef unsigned short ushort;\n"
-    "typedef unsigned int uint;\n"
-    "typedef unsigned long ulong;\n"
-    "typedef signed char int8_t;\n"
-    "typedef signed short int16_t;\n"
-    "typedef signed int int32_t;\n"
-    "typedef unsigned char u_int8_t;\n"
-    "typedef unsigned short u_int16_t;\n"
-    "typedef unsigned int u_int32_t;\n"
-    "typedef unsigned long u_int64_t;\n"
-    "namespace std {\n"
-    "using ::size_t;\n"
-    "using ::ptrdiff_t;\n"
-    "}\n" KILN__MATH_MACROS KILN__STDLIB_MACROS "#endif\n";
+    "#define KILN_NVCC_HOST_H\n" KILN__NVCC_HOST_NAMES
+    "namespace std {\n" KILN__STD_MATH_NAMES KILN__STD_STDLIB_NAMES "}\n"
+    "#endif\n";
+
+/* The same without <cmath>'s and <cstdlib>'s std names, some 130 using-declarations that cost
+ * NVRTC about 3% of a small kernel's compile: given to a compile that can include nothing
+ * and none of whose texts spells "std", which therefore cannot name them. */
+static const char kiln__nvcc_host_lean_text[] =
+    "/* kiln: the names nvcc's implicit host headers give every kernel. */\n"
+    "#ifndef KILN_NVCC_HOST_H\n"
+    "#define KILN_NVCC_HOST_H\n" KILN__NVCC_HOST_NAMES "#endif\n";
 
 /* 1 when dir (relative to the working folder when not absolute) holds a file called name. */
 static int kiln__stdheaders_in(const char *dir, const char *name) {
@@ -402,6 +440,16 @@ static int kiln__stdheaders_shadowed(const kiln_compile_opts *opts, size_t which
   return kiln__stdheaders_in(".", name); /* a quoted include's first place */
 }
 
+/* Whether any text of the compile (the source, an option, a header of opts) spells "std". */
+static int kiln__stdheaders_spell_std(const char *src, const kiln_compile_opts *opts) {
+  if (strstr(src, "std")) return 1;
+  for (int i = 0; opts && i < opts->n_options; i++)
+    if (opts->options[i] && strstr(opts->options[i], "std")) return 1;
+  for (int i = 0; opts && i < opts->n_headers; i++)
+    if (opts->header_sources[i] && strstr(opts->header_sources[i], "std")) return 1;
+  return 0;
+}
+
 kiln_status kiln__stdheaders_select(const char *src, const kiln_compile_opts *opts,
                                     const char ***names, const char ***sources, int *n_out) {
   int given = opts ? opts->n_headers : 0;
@@ -414,16 +462,17 @@ kiln_status kiln__stdheaders_select(const char *src, const kiln_compile_opts *op
     *names = *sources = NULL;
     return kiln__fail(KILN_ERROR_NO_MEMORY, "out of memory for the compile's headers");
   }
+  /* A compile that can include nothing gets none of kiln's: each would cost a stat or three,
+   * and NVRTC a copy, for a header no line can reach. */
+  int reachable = kiln__headers_reachable(src, opts);
   int n = 0;
   (*names)[n] = KILN__NVCC_HOST_HEADER;
-  (*sources)[n++] = kiln__nvcc_host_text;
+  (*sources)[n++] = reachable || kiln__stdheaders_spell_std(src, opts) ? kiln__nvcc_host_text
+                                                                       : kiln__nvcc_host_lean_text;
   for (int i = 0; i < given; i++, n++) {
     (*names)[n] = opts->header_names[i];
     (*sources)[n] = opts->header_sources[i];
   }
-  /* A compile that can include nothing gets none of kiln's: each would cost a stat or three,
-   * and NVRTC a copy, for a header no line can reach. */
-  int reachable = kiln__headers_reachable(src, opts);
   for (size_t i = 0; reachable && i < KILN__COUNT(kiln__stdheaders); i++)
     if (!kiln__stdheaders_shadowed(opts, i)) {
       (*names)[n] = kiln__stdheaders[i].name;
@@ -437,8 +486,8 @@ kiln_status kiln__stdheaders_select(const char *src, const kiln_compile_opts *op
  * hash these texts, some 10 us, before its first lookup. The C test
  * stdheaders_digest_matches_the_texts recomputes it, so a text edited without it fails. */
 static const unsigned char kiln__stdheaders_sha[KILN__KEY_SIZE] = {
-    0x98, 0xd9, 0xa4, 0xd8, 0x2b, 0xf8, 0xd3, 0xd2, 0xba, 0xa1, 0xc1, 0x0b, 0xab, 0xd9, 0x1d, 0x46,
-    0xc0, 0x4c, 0xd1, 0x0d, 0xf0, 0x6b, 0x26, 0x90, 0x18, 0x45, 0xf1, 0x28, 0x78, 0xc0, 0xaf, 0x65};
+    0x6a, 0x4d, 0x2d, 0xd7, 0x1b, 0x34, 0xe6, 0xba, 0xf5, 0x1c, 0x6d, 0xf0, 0x5f, 0xcb, 0x8a, 0xde,
+    0x11, 0xe1, 0xe7, 0xd0, 0xda, 0x20, 0xf3, 0xbb, 0x0d, 0x27, 0x3f, 0x93, 0x68, 0xd1, 0x9e, 0x80};
 
 kiln_status kiln__stdheaders_digest(unsigned char out[KILN__KEY_SIZE]) {
   kiln__hasher *h;
@@ -450,6 +499,7 @@ kiln_status kiln__stdheaders_digest(unsigned char out[KILN__KEY_SIZE]) {
   }
   kiln__hash_string(h, KILN__NVCC_HOST_HEADER);
   kiln__hash_string(h, kiln__nvcc_host_text);
+  kiln__hash_string(h, kiln__nvcc_host_lean_text);
   return kiln__hash_end(h, out);
 }
 

@@ -249,13 +249,20 @@ TEST(compile_sees_the_names_nvcc_gives_without_an_include) {
       "__global__ void k(float *p, uint n, ushort s, ulong l, u_char c, u_short us, u_int ui,\n"
       "                  u_long ul, int8_t i8, int16_t i16, int32_t i32, u_int8_t u8,\n"
       "                  u_int16_t u16, u_int32_t u32, u_int64_t u64, std::size_t z,\n"
-      "                  std::ptrdiff_t pd) {\n"
+      "                  std::ptrdiff_t pd, ssize_t ss, off_t o, quad_t q, u_quad_t uq) {\n"
       "  p[0] = (float)M_PI + M_E + M_SQRT2 + M_1_PI + HUGE_VALF + MAXFLOAT;\n"
       "  p[1] = (float)HUGE_VAL + n + s + l + c + us + ui + ul + RAND_MAX + EXIT_SUCCESS;\n"
-      "  p[2] = i8 + i16 + i32 + u8 + u16 + u32 + u64 + z + pd;\n"
+      "  p[2] = i8 + i16 + i32 + u8 + u16 + u32 + u64 + z + pd + ss + o + q + uq;\n"
+      "  p[3] = std::sqrt(p[4]) + std::abs(p[5]) + std::isnan(p[6]) + std::pow(p[7], 2.0f) +\n"
+      "         std::labs(-3l) + std::abs(-3) + std::float_t(1) + (std::nullptr_t() == nullptr);\n"
+      "  int *h = (int *)std::malloc(4); std::free(h);\n"
       "}\n"
+      "struct two { int a; float b; };\n"
+      "static_assert(offsetof(two, b) == 4, \"offsetof is a constant, as nvcc's is\");\n"
       "#include <math.h>\n#include <stdlib.h>\n#include <stdint.h>\n#include <cstddef>\n"
-      "__global__ void g(float *p) { p[0] = (float)M_PI_2 + EXIT_FAILURE + INFINITY + NAN; }\n";
+      "#include <cmath>\n#include <cstdlib>\n#include <stddef.h>\n"
+      "__global__ void g(float *p) { p[0] = (float)M_PI_2 + EXIT_FAILURE + INFINITY + NAN +\n"
+      "  std::sqrt(p[1]) + std::labs(2l) + offsetof(two, b); }\n";
   const char *own[] = {"-include", "mine.h"}, *hn[] = {"mine.h"}, *hs[] = {"#define MINE 2\n"};
   kiln_compile_opts opts = {.arch = "sm_90",
                             .options = own,
@@ -273,10 +280,20 @@ TEST(compile_sees_the_names_nvcc_gives_without_an_include) {
    * INFINITY and NAN its own way) compiles after it without a warning. */
   ASSERT(!strstr(kiln_module_ptx(m, NULL), ".global .align"));
   kiln_module_free(m);
-  m = compile_ok("#include <cub/block/block_reduce.cuh>\n__global__ void k(float *p) {\n"
-                 "  p[0] = INFINITY + (float)M_PI + (uint)1 + (int32_t)1 + (u_int8_t)1; }\n",
+  m = compile_ok("#include <cub/block/block_reduce.cuh>\n#include <cuda/std/ctime>\n"
+                 "__global__ void k(float *p) {\n"
+                 "  p[0] = INFINITY + (float)M_PI + (uint)1 + (int32_t)1 + (u_int8_t)1 +\n"
+                 "         std::sqrt(p[1]) + cuda::std::sqrt(p[2]) + offsetof(float2, y); }\n",
                  &(kiln_compile_opts){.arch = "sm_90"});
   if (kiln_module_log(m)[0]) FAIL("the log is not empty: %s", kiln_module_log(m));
+  kiln_module_free(m);
+  /* The std functions are there when only an option spells std, and in every dialect. */
+  const char *by_option[] = {"-DROOT(x)=std::sqrt(x)"}, *old[] = {"-std=c++03"};
+  m = compile_ok("__global__ void k(float *p) { p[0] = ROOT(p[1]); }\n",
+                 &(kiln_compile_opts){.arch = "sm_90", .options = by_option, .n_options = 1});
+  kiln_module_free(m);
+  m = compile_ok("__global__ void k(float *p, ssize_t n) { p[0] = std::abs(p[1]) + n; }\n",
+                 &(kiln_compile_opts){.arch = "sm_90", .options = old, .n_options = 1});
   kiln_module_free(m);
 }
 
@@ -292,6 +309,14 @@ TEST(compile_gives_its_c_headers_only_where_a_line_can_reach_them) {
                                     &sources, &n));
   ASSERT_EQ(n, 1);
   ASSERT_STR_EQ(names[0], KILN__NVCC_HOST_HEADER);
+  /* Nor, spelling no std, the std names (some 130 using-declarations NVRTC would parse). */
+  ASSERT(!strstr(sources[0], "using ::sqrt;"));
+  free(names);
+  free(sources);
+  ASSERT_OK(kiln__stdheaders_select("__global__ void k(float *p) { p[0] = std::sqrt(2.f); }", NULL,
+                                    &names, &sources, &n));
+  ASSERT_EQ(n, 1);
+  ASSERT(strstr(sources[0], "using ::sqrt;"));
   free(names);
   free(sources);
   const char *hn[] = {"h.h"}, *quiet[] = {"#define H 1"}, *chained[] = {"#include <stdio.h>"};
