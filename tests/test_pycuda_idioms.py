@@ -2,7 +2,8 @@
 against NumPy: objects that carry only a gpudata attribute passed where a device pointer goes,
 0-d arrays passed as numbers, host helpers and globals in the source, to_gpu and set given a
 GPUArray, a scan over integers of the other signedness, the parts of pycuda::complex by their
-member names, and the names pycuda.autoinit holds. All need a GPU;
+member names, the names pycuda.autoinit holds, and what nvcc gives a kernel bare (INFINITY,
+INT_MAX, int64_t) or by a C++ header NVRTC lacks (<type_traits>, <limits>). All need a GPU;
 on the GPU machine nothing here may skip."""
 import numpy as np
 import pytest
@@ -203,3 +204,46 @@ def test_autoinit_holds_pycudas_names():
     event.record()
     event.synchronize()
     assert event.query()
+
+
+# ---- what nvcc gives a kernel without an #include, and C++ headers NVRTC lacks --------------
+
+def test_names_nvcc_gives_bare_have_their_values_on_the_device():
+    mod = SourceModule("""
+    __global__ void bare(float *f, long long *i) {
+      f[0] = INFINITY; f[1] = -INFINITY; f[2] = NAN; f[3] = (float)M_PI;
+      i[0] = INT_MAX; i[1] = INT_MIN; i[2] = UINT_MAX; i[3] = CHAR_BIT; i[4] = LLONG_MIN;
+      i[5] = SHRT_MAX; i[6] = (int64_t)1 << 40; i[7] = sizeof(int64_t);
+    }""")
+    f, i = np.zeros(4, np.float32), np.zeros(8, np.int64)
+    mod.get_function("bare")(drv.Out(f), drv.Out(i), block=(1, 1, 1), grid=(1, 1))
+    assert np.isposinf(f[0]) and np.isneginf(f[1]) and np.isnan(f[2])
+    assert f[3] == np.float32(np.pi)
+    info = np.iinfo
+    assert i.tolist() == [info(np.int32).max, info(np.int32).min, info(np.uint32).max, 8,
+                          info(np.int64).min, info(np.int16).max, 1 << 40, 8]
+
+
+def test_cpp_headers_nvrtc_lacks_are_libcudacxx_ones_in_std():
+    mod = SourceModule("""
+    #include <type_traits>
+    #include <limits>
+    #include <utility>
+    template <typename T>
+    __device__ typename std::enable_if<std::is_floating_point<T>::value, T>::type top() {
+      return std::numeric_limits<T>::max();
+    }
+    __global__ void limits(float *f, double *d, int *i) {
+      f[0] = top<float>(); f[1] = std::numeric_limits<float>::epsilon();
+      f[2] = std::numeric_limits<float>::infinity();
+      d[0] = top<double>(); d[1] = std::numeric_limits<double>::lowest();
+      int a = 1, b = 2; std::swap(a, b);
+      i[0] = a; i[1] = std::is_same<int, int>::value; i[2] = std::is_same<int, float>::value;
+      i[3] = std::numeric_limits<int>::min();
+    }""")
+    f, d, i = np.zeros(3, np.float32), np.zeros(2, np.float64), np.zeros(4, np.int32)
+    mod.get_function("limits")(drv.Out(f), drv.Out(d), drv.Out(i), block=(1, 1, 1), grid=(1, 1))
+    assert f[0] == np.finfo(np.float32).max and f[1] == np.finfo(np.float32).eps
+    assert np.isposinf(f[2])
+    assert d.tolist() == [np.finfo(np.float64).max, np.finfo(np.float64).min]
+    assert i.tolist() == [2, 1, 0, np.iinfo(np.int32).min]

@@ -21,7 +21,7 @@
 
 /* The C library's macros of <math.h> and <stdlib.h>, which kiln's headers of those names and
  * the names nvcc's kernels see without an #include (below) share, each guarded, so that
- * either may come first. INFINITY and NAN are <math.h>'s alone (below). */
+ * either may come first. INFINITY and NAN are apart (KILN__INF_MACROS). */
 #define KILN__MATH_MACROS                                                \
   "#ifndef HUGE_VALF\n"                                                  \
   "#define HUGE_VALF __builtin_bit_cast(float, 0x7f800000u)\n"           \
@@ -55,6 +55,75 @@
   "#endif\n"                      \
   "#ifndef RAND_MAX\n"            \
   "#define RAND_MAX 2147483647\n" \
+  "#endif\n"
+
+/* <math.h>'s INFINITY and NAN, shared by kiln's <math.h> and nvcc's implicit names (below). */
+#define KILN__INF_MACROS                                      \
+  "#ifndef INFINITY\n"                                        \
+  "#define INFINITY __builtin_bit_cast(float, 0x7f800000u)\n" \
+  "#endif\n"                                                  \
+  "#ifndef NAN\n"                                             \
+  "#define NAN __builtin_bit_cast(float, 0x7fc00000u)\n"      \
+  "#endif\n"
+/* <limits.h>'s macros, which nvcc's kernels see without an #include too, spelled as libcu++'s
+ * <cuda/std/climits> spells them under NVRTC: it defines them whatever came before, and a macro
+ * defined again with the same text is no redefinition, so <climits> or CUB after them agrees.
+ * kiln's <limits.h> takes libcu++'s where the toolkit has them, else these. Each is guarded,
+ * for a -D of one's own. (LONG_MAX is LLONG_MAX there: NVRTC's long has 64 bits.) */
+#define KILN__LIMITS_MACROS                   \
+  "#ifndef CHAR_BIT\n"                        \
+  "#define CHAR_BIT 8\n"                      \
+  "#endif\n"                                  \
+  "#ifndef SCHAR_MIN\n"                       \
+  "#define SCHAR_MIN (-128)\n"                \
+  "#endif\n"                                  \
+  "#ifndef SCHAR_MAX\n"                       \
+  "#define SCHAR_MAX 127\n"                   \
+  "#endif\n"                                  \
+  "#ifndef UCHAR_MAX\n"                       \
+  "#define UCHAR_MAX 255\n"                   \
+  "#endif\n"                                  \
+  "#ifndef CHAR_MIN\n"                        \
+  "#define CHAR_MIN SCHAR_MIN\n"              \
+  "#endif\n"                                  \
+  "#ifndef CHAR_MAX\n"                        \
+  "#define CHAR_MAX SCHAR_MAX\n"              \
+  "#endif\n"                                  \
+  "#ifndef SHRT_MIN\n"                        \
+  "#define SHRT_MIN (-SHRT_MAX - 1)\n"        \
+  "#endif\n"                                  \
+  "#ifndef SHRT_MAX\n"                        \
+  "#define SHRT_MAX 0x7fff\n"                 \
+  "#endif\n"                                  \
+  "#ifndef USHRT_MAX\n"                       \
+  "#define USHRT_MAX 0xffff\n"                \
+  "#endif\n"                                  \
+  "#ifndef INT_MIN\n"                         \
+  "#define INT_MIN (-INT_MAX - 1)\n"          \
+  "#endif\n"                                  \
+  "#ifndef INT_MAX\n"                         \
+  "#define INT_MAX 0x7fffffff\n"              \
+  "#endif\n"                                  \
+  "#ifndef UINT_MAX\n"                        \
+  "#define UINT_MAX 0xffffffff\n"             \
+  "#endif\n"                                  \
+  "#ifndef LONG_MIN\n"                        \
+  "#define LONG_MIN (-LONG_MAX - 1)\n"        \
+  "#endif\n"                                  \
+  "#ifndef LONG_MAX\n"                        \
+  "#define LONG_MAX LLONG_MAX\n"              \
+  "#endif\n"                                  \
+  "#ifndef ULONG_MAX\n"                       \
+  "#define ULONG_MAX ULLONG_MAX\n"            \
+  "#endif\n"                                  \
+  "#ifndef LLONG_MIN\n"                       \
+  "#define LLONG_MIN (-LLONG_MAX - 1)\n"      \
+  "#endif\n"                                  \
+  "#ifndef LLONG_MAX\n"                       \
+  "#define LLONG_MAX 0x7fffffffffffffffLL\n"  \
+  "#endif\n"                                  \
+  "#ifndef ULLONG_MAX\n"                      \
+  "#define ULLONG_MAX 0xffffffffffffffffUL\n" \
   "#endif\n"
 
 /* <cmath>'s functions in std, which nvcc's kernels see without an #include too (nvcc's
@@ -101,6 +170,24 @@
   "#define offsetof(type, member) ((size_t)__INTADDR__(&(((type *)0)->member)))\n" \
   "#endif\n"
 
+/* A C++ standard header NVRTC lacks, given as libcu++'s of the same name (CCCL's, which the
+ * toolkit ships and kiln puts on NVRTC's include path) with libcu++'s names in std, so that
+ * std::is_same or std::numeric_limits<float>::max() means there what it means under nvcc. Only
+ * headers that bring in none of libcu++'s functions of the C library's names are given this
+ * way: after `using namespace std;`, cuda::std::abs beside the abs built into device code would
+ * make a plain abs(x) ambiguous, which it is not under nvcc (<array>, <functional>, <optional>,
+ * <span>, <complex> and <memory> bring it in with CCCL 3.0, so they are not given). */
+#define KILN__LIBCU_HEADER(name)                                                                 \
+  {name, "/* kiln's <" name "> for NVRTC: libcu++'s <cuda/std/" name ">, its names in std. */\n" \
+         "#if (__cplusplus >= 201703L || defined(CCCL_IGNORE_DEPRECATED_CPP_DIALECT)) && "       \
+         "__has_include(<cuda/std/" name ">)\n"                                                  \
+         "#include <cuda/std/" name ">\n"                                                        \
+         "namespace std { using namespace ::cuda::std; }\n"                                      \
+         "#else\n"                                                                               \
+         "#error kiln gives <" name "> as the one of libcu++ (cuda/std/" name                    \
+         "), which needs C++17 or later and the CCCL headers of the CUDA toolkit\n"              \
+         "#endif\n"}
+
 typedef struct kiln__stdheader {
   const char *name, *text;
 } kiln__stdheader;
@@ -135,13 +222,7 @@ static const kiln__stdheader kiln__stdheaders[] = {
      "/* kiln's <math.h> for NVRTC: the functions (sinf, sqrt, isnan, ...) are built into device\n"
      " * code; these are the C library's macros and types. */\n"
      "#ifndef KILN_MATH_H\n"
-     "#define KILN_MATH_H\n"
-     "#ifndef INFINITY\n"
-     "#define INFINITY __builtin_bit_cast(float, 0x7f800000u)\n"
-     "#endif\n"
-     "#ifndef NAN\n"
-     "#define NAN __builtin_bit_cast(float, 0x7fc00000u)\n"
-     "#endif\n" KILN__MATH_MACROS "typedef float float_t;\n"
+     "#define KILN_MATH_H\n" KILN__INF_MACROS KILN__MATH_MACROS "typedef float float_t;\n"
      "typedef double double_t;\n"
      "#endif\n"},
     {"cmath",
@@ -254,26 +335,7 @@ static const kiln__stdheader kiln__stdheaders[] = {
      "#if (__cplusplus >= 201703L || defined(CCCL_IGNORE_DEPRECATED_CPP_DIALECT)) &&     "
      "__has_include(<cuda/std/climits>)\n"
      "#include <cuda/std/climits>\n"
-     "#else\n"
-     "#define CHAR_BIT 8\n"
-     "#define SCHAR_MIN (-128)\n"
-     "#define SCHAR_MAX 127\n"
-     "#define UCHAR_MAX 255\n"
-     "#define CHAR_MIN SCHAR_MIN\n"
-     "#define CHAR_MAX SCHAR_MAX\n"
-     "#define SHRT_MIN (-SHRT_MAX - 1)\n"
-     "#define SHRT_MAX 0x7fff\n"
-     "#define USHRT_MAX 0xffff\n"
-     "#define INT_MIN (-INT_MAX - 1)\n"
-     "#define INT_MAX 0x7fffffff\n"
-     "#define UINT_MAX 0xffffffff\n"
-     "#define LONG_MIN (-LONG_MAX - 1)\n"
-     "#define LONG_MAX LLONG_MAX\n"
-     "#define ULONG_MAX ULLONG_MAX\n"
-     "#define LLONG_MIN (-LLONG_MAX - 1)\n"
-     "#define LLONG_MAX 0x7fffffffffffffffLL\n"
-     "#define ULLONG_MAX 0xffffffffffffffffUL\n"
-     "#endif\n"
+     "#else\n" KILN__LIMITS_MACROS "#endif\n"
      "#endif\n"},
     {"climits", "/* kiln's <climits> for NVRTC. */\n"
                 "#ifndef KILN_CLIMITS\n"
@@ -337,22 +399,38 @@ static const kiln__stdheader kiln__stdheaders[] = {
                 "#include <string.h>\n"
                 "namespace std { using ::memcpy; using ::memset; }\n"
                 "#endif\n"},
+    {"stdbool.h", "/* kiln's <stdbool.h> for NVRTC: bool, true and false are C++'s own. */\n"
+                  "#ifndef __bool_true_false_are_defined\n"
+                  "#define __bool_true_false_are_defined 1\n"
+                  "#endif\n"},
+    {"cstdbool", "/* kiln's <cstdbool> for NVRTC. */\n"
+                 "#include <stdbool.h>\n"},
+    KILN__LIBCU_HEADER("type_traits"),
+    KILN__LIBCU_HEADER("limits"),
+    KILN__LIBCU_HEADER("utility"),
+    KILN__LIBCU_HEADER("tuple"),
+    KILN__LIBCU_HEADER("initializer_list"),
+    KILN__LIBCU_HEADER("iterator"),
+    KILN__LIBCU_HEADER("numeric"),
+    KILN__LIBCU_HEADER("bit"),
+    KILN__LIBCU_HEADER("numbers"),
+    KILN__LIBCU_HEADER("ratio"),
+    KILN__LIBCU_HEADER("concepts"),
+    KILN__LIBCU_HEADER("atomic"),
+    KILN__LIBCU_HEADER("chrono"),
 };
 
 /* What a kernel compiled by nvcc sees without any #include: nvcc puts cuda_runtime.h first,
- * which brings in the host's <stdlib.h>, <math.h> and with them glibc's <sys/types.h>, so
- * sources written for it use uint or M_PI bare. Given to every compile and included before
- * the source (NVRTC's --pre-include), as nvcc includes cuda_runtime.h. Left out: INFINITY and
- * NAN, which libcu++'s <cuda/std/cmath> (and so CUB) defines under NVRTC whatever came before,
- * warning of a macro of another text, where a constant of the name would be a variable in
- * every module; the limits; and int64_t, which glibc's <sys/types.h> gives nvcc as long and
- * libcu++ under NVRTC as long long: a source that defines one itself must not meet a
- * conflicting definition it would not meet under nvcc. int8_t to int32_t are the same types in
- * both, so <stdint.h> or CUB after them agrees; u_int8_t to u_int64_t are glibc's alone. (The
- * uintN_t types are not among what nvcc gives bare: <sys/types.h> has only the signed ones.)
- * Of <sys/types.h>'s other names only ssize_t, off_t and quad_t are given: kernels seldom use
+ * which brings in the host's <stdlib.h>, <math.h> and with them glibc's <sys/types.h> and
+ * <limits.h>, so sources written for it use uint, M_PI, INFINITY or INT_MAX bare. Given to every
+ * compile and included before the source (NVRTC's --pre-include), as nvcc includes cuda_runtime.h.
+ * int8_t to int64_t are libcu++'s types under NVRTC, so <stdint.h> or CUB after them agrees
+ * (int64_t is long long there, long in glibc: a source's own typedef of it as long, which nvcc
+ * would take, meets a conflict here); u_int8_t to u_int64_t are glibc's alone. (The uintN_t
+ * types are not among what nvcc gives bare: <sys/types.h> has only the signed ones.) Of
+ * <sys/types.h>'s other names only ssize_t, off_t and quad_t are given: kernels seldom use
  * pid_t or key_t, and a source may well name a type of its own so (key_t in a sort). time_t is
- * long there and long long in libcu++'s <cuda/std/ctime> under NVRTC, so it stays out too.
+ * long there and long long in libcu++'s <cuda/std/ctime> under NVRTC, so it stays out.
  * std::size_t, std::ptrdiff_t, and <cmath>'s and <cstdlib>'s functions in std (std::sqrt,
  * std::abs, std::isnan) come with the host's <cstddef>, <cmath> and <cstdlib> there; a
  * using-declaration may be repeated, so kiln's <cstddef> or <cmath> after them agrees. */
@@ -367,6 +445,7 @@ static const kiln__stdheader kiln__stdheaders[] = {
   "typedef signed char int8_t;\n"          \
   "typedef signed short int16_t;\n"        \
   "typedef signed int int32_t;\n"          \
+  "typedef signed long long int64_t;\n"    \
   "typedef unsigned char u_int8_t;\n"      \
   "typedef unsigned short u_int16_t;\n"    \
   "typedef unsigned int u_int32_t;\n"      \
@@ -385,22 +464,31 @@ static const kiln__stdheader kiln__stdheaders[] = {
   "#endif\n"                               \
   "using ::float_t;\n"                     \
   "using ::double_t;\n"                    \
-  "}\n" KILN__OFFSETOF KILN__MATH_MACROS KILN__STDLIB_MACROS
+  "}\n" KILN__OFFSETOF KILN__MATH_MACROS KILN__STDLIB_MACROS KILN__LIMITS_MACROS
 
+#define KILN__NVCC_HOST_BEGIN                                               \
+  "/* kiln: the names nvcc's implicit host headers give every kernel. */\n" \
+  "#ifndef KILN_NVCC_HOST_H\n"                                              \
+  "#define KILN_NVCC_HOST_H\n" KILN__NVCC_HOST_NAMES
+#define KILN__NVCC_HOST_STD "namespace std {\n" KILN__STD_MATH_NAMES KILN__STD_STDLIB_NAMES "}\n"
+
+/* For a compile that can include something. INFINITY and NAN are macros here as under nvcc,
+ * where libcu++'s <cuda/std/cmath> (and with it CUB and thrust) cannot conflict with them. */
 static const char kiln__nvcc_host_text[] =
-    "/* kiln: the names nvcc's implicit host headers give every kernel. */\n"
-    "#ifndef KILN_NVCC_HOST_H\n"
-    "#define KILN_NVCC_HOST_H\n" KILN__NVCC_HOST_NAMES
-    "namespace std {\n" KILN__STD_MATH_NAMES KILN__STD_STDLIB_NAMES "}\n"
-    "#endif\n";
+    KILN__NVCC_HOST_BEGIN KILN__INF_MACROS KILN__NVCC_HOST_STD "#endif\n";
 
-/* The same without <cmath>'s and <cstdlib>'s std names, some 130 using-declarations that cost
- * NVRTC about 3% of a small kernel's compile: given to a compile that can include nothing
- * and none of whose texts spells "std", which therefore cannot name them. */
-static const char kiln__nvcc_host_lean_text[] =
-    "/* kiln: the names nvcc's implicit host headers give every kernel. */\n"
-    "#ifndef KILN_NVCC_HOST_H\n"
-    "#define KILN_NVCC_HOST_H\n" KILN__NVCC_HOST_NAMES "#endif\n";
+/* For one some text of which names a header of CUB, thrust or libcu++ ("cub/", "thrust/",
+ * "cuda/"): libcu++'s <cuda/std/cmath> defines INFINITY and NAN under NVRTC whatever came
+ * before and warns of an earlier macro of another text, so they are left to it. (A constant of
+ * the name instead would be a variable in every module.) A header file of the user's that
+ * includes CUB is not read for this: there libcu++'s definitions come with a warning. */
+static const char kiln__nvcc_host_libcu_text[] =
+    KILN__NVCC_HOST_BEGIN KILN__NVCC_HOST_STD "#endif\n";
+
+/* For one that can include nothing and spells no "std", which cannot name <cmath>'s and
+ * <cstdlib>'s std names: without them, some 130 using-declarations that cost NVRTC about 3% of
+ * a small kernel's compile. */
+static const char kiln__nvcc_host_lean_text[] = KILN__NVCC_HOST_BEGIN KILN__INF_MACROS "#endif\n";
 
 /* 1 when dir (relative to the working folder when not absolute) holds a file called name. */
 static int kiln__stdheaders_in(const char *dir, const char *name) {
@@ -440,14 +528,27 @@ static int kiln__stdheaders_shadowed(const kiln_compile_opts *opts, size_t which
   return kiln__stdheaders_in(".", name); /* a quoted include's first place */
 }
 
-/* Whether any text of the compile (the source, an option, a header of opts) spells "std". */
-static int kiln__stdheaders_spell_std(const char *src, const kiln_compile_opts *opts) {
-  if (strstr(src, "std")) return 1;
+/* Whether any text of the compile (the source, an option, a header of opts) spells word. */
+static int kiln__stdheaders_spell(const char *src, const kiln_compile_opts *opts,
+                                  const char *word) {
+  if (strstr(src, word)) return 1;
   for (int i = 0; opts && i < opts->n_options; i++)
-    if (opts->options[i] && strstr(opts->options[i], "std")) return 1;
+    if (opts->options[i] && strstr(opts->options[i], word)) return 1;
   for (int i = 0; opts && i < opts->n_headers; i++)
-    if (opts->header_sources[i] && strstr(opts->header_sources[i], "std")) return 1;
+    if (opts->header_sources[i] && strstr(opts->header_sources[i], word)) return 1;
   return 0;
+}
+
+/* Which text of nvcc's implicit names a compile gets (above). */
+static const char *kiln__stdheaders_nvcc_host(const char *src, const kiln_compile_opts *opts,
+                                              int reachable) {
+  if (!reachable)
+    return kiln__stdheaders_spell(src, opts, "std") ? kiln__nvcc_host_text
+                                                    : kiln__nvcc_host_lean_text;
+  int libcu = kiln__stdheaders_spell(src, opts, "cub/") ||
+              kiln__stdheaders_spell(src, opts, "thrust/") ||
+              kiln__stdheaders_spell(src, opts, "cuda/");
+  return libcu ? kiln__nvcc_host_libcu_text : kiln__nvcc_host_text;
 }
 
 kiln_status kiln__stdheaders_select(const char *src, const kiln_compile_opts *opts,
@@ -467,8 +568,7 @@ kiln_status kiln__stdheaders_select(const char *src, const kiln_compile_opts *op
   int reachable = kiln__headers_reachable(src, opts);
   int n = 0;
   (*names)[n] = KILN__NVCC_HOST_HEADER;
-  (*sources)[n++] = reachable || kiln__stdheaders_spell_std(src, opts) ? kiln__nvcc_host_text
-                                                                       : kiln__nvcc_host_lean_text;
+  (*sources)[n++] = kiln__stdheaders_nvcc_host(src, opts, reachable);
   for (int i = 0; i < given; i++, n++) {
     (*names)[n] = opts->header_names[i];
     (*sources)[n] = opts->header_sources[i];
@@ -486,8 +586,8 @@ kiln_status kiln__stdheaders_select(const char *src, const kiln_compile_opts *op
  * hash these texts, some 10 us, before its first lookup. The C test
  * stdheaders_digest_matches_the_texts recomputes it, so a text edited without it fails. */
 static const unsigned char kiln__stdheaders_sha[KILN__KEY_SIZE] = {
-    0x6a, 0x4d, 0x2d, 0xd7, 0x1b, 0x34, 0xe6, 0xba, 0xf5, 0x1c, 0x6d, 0xf0, 0x5f, 0xcb, 0x8a, 0xde,
-    0x11, 0xe1, 0xe7, 0xd0, 0xda, 0x20, 0xf3, 0xbb, 0x0d, 0x27, 0x3f, 0x93, 0x68, 0xd1, 0x9e, 0x80};
+    0xed, 0x94, 0x38, 0xc9, 0xaf, 0x79, 0xa2, 0x30, 0x15, 0x3a, 0x44, 0xd0, 0x6b, 0x3c, 0x81, 0x59,
+    0x3e, 0x84, 0xcd, 0xe8, 0xe4, 0xb5, 0x6f, 0x71, 0x4a, 0xd8, 0xb5, 0x1f, 0x4f, 0x99, 0x60, 0x80};
 
 kiln_status kiln__stdheaders_digest(unsigned char out[KILN__KEY_SIZE]) {
   kiln__hasher *h;
@@ -500,6 +600,7 @@ kiln_status kiln__stdheaders_digest(unsigned char out[KILN__KEY_SIZE]) {
   kiln__hash_string(h, KILN__NVCC_HOST_HEADER);
   kiln__hash_string(h, kiln__nvcc_host_text);
   kiln__hash_string(h, kiln__nvcc_host_lean_text);
+  kiln__hash_string(h, kiln__nvcc_host_libcu_text);
   return kiln__hash_end(h, out);
 }
 

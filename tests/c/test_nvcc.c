@@ -256,11 +256,15 @@ TEST(compile_sees_the_names_nvcc_gives_without_an_include) {
       "  p[3] = std::sqrt(p[4]) + std::abs(p[5]) + std::isnan(p[6]) + std::pow(p[7], 2.0f) +\n"
       "         std::labs(-3l) + std::abs(-3) + std::float_t(1) + (std::nullptr_t() == nullptr);\n"
       "  int *h = (int *)std::malloc(4); std::free(h);\n"
+      "  p[4] = INFINITY + NAN + (int64_t)INT_MAX + INT_MIN + UINT_MAX + CHAR_BIT + SCHAR_MIN +\n"
+      "         CHAR_MAX + SHRT_MAX + USHRT_MAX + LONG_MAX + ULONG_MAX + LLONG_MIN + ULLONG_MAX;\n"
       "}\n"
+      "static_assert(sizeof(int64_t) == 8 && LONG_MAX == LLONG_MAX, \"64-bit long\");\n"
       "struct two { int a; float b; };\n"
       "static_assert(offsetof(two, b) == 4, \"offsetof is a constant, as nvcc's is\");\n"
       "#include <math.h>\n#include <stdlib.h>\n#include <stdint.h>\n#include <cstddef>\n"
-      "#include <cmath>\n#include <cstdlib>\n#include <stddef.h>\n"
+      "#include <cmath>\n#include <cstdlib>\n#include <stddef.h>\n#include <limits.h>\n"
+      "#include <climits>\n"
       "__global__ void g(float *p) { p[0] = (float)M_PI_2 + EXIT_FAILURE + INFINITY + NAN +\n"
       "  std::sqrt(p[1]) + std::labs(2l) + offsetof(two, b); }\n";
   const char *own[] = {"-include", "mine.h"}, *hn[] = {"mine.h"}, *hs[] = {"#define MINE 2\n"};
@@ -280,13 +284,42 @@ TEST(compile_sees_the_names_nvcc_gives_without_an_include) {
    * INFINITY and NAN its own way) compiles after it without a warning. */
   ASSERT(!strstr(kiln_module_ptx(m, NULL), ".global .align"));
   kiln_module_free(m);
-  m = compile_ok("#include <cub/block/block_reduce.cuh>\n#include <cuda/std/ctime>\n"
-                 "__global__ void k(float *p) {\n"
-                 "  p[0] = INFINITY + (float)M_PI + (uint)1 + (int32_t)1 + (u_int8_t)1 +\n"
-                 "         std::sqrt(p[1]) + cuda::std::sqrt(p[2]) + offsetof(float2, y); }\n",
-                 &(kiln_compile_opts){.arch = "sm_90"});
-  if (kiln_module_log(m)[0]) FAIL("the log is not empty: %s", kiln_module_log(m));
-  kiln_module_free(m);
+  /* The limits before CUB, libcu++'s <cuda/std/cmath> and <climits> (which define them and
+   * INFINITY and NAN whatever came before) and <stdint.h>: no warning. */
+  const char *libcu_after[] = {"#include <cub/block/block_reduce.cuh>\n#include <cuda/std/ctime>\n"
+                               "__device__ float root(float x) { return cuda::std::sqrt(x); }\n",
+                               "#include <cuda/std/cmath>\n#include <cuda/std/climits>\n"
+                               "__device__ float root(float x) { return cuda::std::sqrt(x); }\n",
+                               "#include <stdint.h>\n#include <limits.h>\n#include <math.h>\n"
+                               "__device__ float root(float x) { return sqrtf(x); }\n"};
+  for (size_t i = 0; i < TEST_COUNT(libcu_after); i++) {
+    char text[1024];
+    snprintf(text, sizeof text,
+             "__device__ float before(float x) { return x < 0 ? x : INT_MAX - CHAR_BIT; }\n%s"
+             "__global__ void k(float *p, int64_t n) {\n"
+             "  p[0] = before(INFINITY) + (float)M_PI + (uint)1 + (int32_t)1 + (u_int8_t)1 +\n"
+             "         std::sqrt(p[1]) + root(p[2]) + offsetof(float2, y) + n +\n"
+             "         INFINITY + NAN + INT_MAX + (float)LLONG_MIN + CHAR_MIN; }\n",
+             libcu_after[i]);
+    m = compile_ok(text, &(kiln_compile_opts){.arch = "sm_90"});
+    if (kiln_module_log(m)[0]) FAIL("the log is not empty: %s", kiln_module_log(m));
+    kiln_module_free(m);
+  }
+  /* INFINITY and NAN are macros, as nvcc's kernels have them, wherever no text of the compile
+   * names a header of CUB, thrust or libcu++ (which define them their own way). */
+  const char *as_macros[] = {"",
+                             "#include <stdio.h>\n#include <stdint.h>\n#include <type_traits>\n"};
+  for (size_t i = 0; i < TEST_COUNT(as_macros); i++) {
+    char text[512];
+    snprintf(text, sizeof text,
+             "%s#if !defined(INFINITY) || !defined(NAN) || INT_MAX != 0x7fffffff\n"
+             "#error not as nvcc has them\n#endif\n"
+             "__global__ void k(float *p) { p[0] = INFINITY + NAN; }\n",
+             as_macros[i]);
+    m = compile_ok(text, &(kiln_compile_opts){.arch = "sm_90"});
+    ASSERT_STR_EQ(kiln_module_log(m), "");
+    kiln_module_free(m);
+  }
   /* The std functions are there when only an option spells std, and in every dialect. */
   const char *by_option[] = {"-DROOT(x)=std::sqrt(x)"}, *old[] = {"-std=c++03"};
   m = compile_ok("__global__ void k(float *p) { p[0] = ROOT(p[1]); }\n",
@@ -295,6 +328,40 @@ TEST(compile_sees_the_names_nvcc_gives_without_an_include) {
   m = compile_ok("__global__ void k(float *p, ssize_t n) { p[0] = std::abs(p[1]) + n; }\n",
                  &(kiln_compile_opts){.arch = "sm_90", .options = old, .n_options = 1});
   kiln_module_free(m);
+}
+
+/* C++ headers NVRTC lacks and nvcc's kernels include (<type_traits>, <limits>, <utility>, ...)
+ * are libcu++'s with their names in std; with `using namespace std;` a plain abs, sqrt or min
+ * stays the one built into device code, as under nvcc. An older dialect is told what it needs. */
+TEST(compile_gives_cpp_headers_as_libcudacxx_ones) {
+  const char *src =
+      "#include <type_traits>\n#include <limits>\n#include <utility>\n#include <tuple>\n"
+      "#include <initializer_list>\n#include <iterator>\n#include <numeric>\n#include <bit>\n"
+      "#include <numbers>\n#include <ratio>\n#include <concepts>\n#include <atomic>\n"
+      "#include <chrono>\n#include <stdbool.h>\n#include <cstdbool>\n#include <math.h>\n"
+      "using namespace std;\n"
+      "template <typename T> __device__ enable_if_t<is_floating_point<T>::value, T> top() {\n"
+      "  return std::numeric_limits<T>::max(); }\n"
+      "__global__ void k(float *p, int *q) {\n"
+      "  float a = p[0], b = p[1]; std::swap(a, b);\n"
+      "  tuple<int, float> t(1, 2.f); pair<int, int> pr = make_pair(3, 4);\n"
+      "  int v[3] = {1, 2, 3};\n"
+      "  p[0] = top<float>() + get<1>(t) + pr.second + accumulate(v, v + 3, 0) + a +\n"
+      "         abs(p[2]) + sqrt(p[3]) + min(p[4], p[5]) + max(1, 2) + abs(-3) + fabs(p[6]) +\n"
+      "         numbers::pi_v<float> + std::popcount(5u) + (std::is_same_v<int, int> ? 1 : 0);\n"
+      "  q[0] = __bool_true_false_are_defined + std::ratio<2, 4>::num; }\n";
+  kiln_module *m = compile_ok(src, &(kiln_compile_opts){.arch = "sm_90"});
+  if (kiln_module_log(m)[0]) FAIL("the log is not empty: %s", kiln_module_log(m));
+  kiln_module_free(m);
+  const char *old[] = {"-std=c++14"};
+  kiln_module *bad = NULL;
+  ASSERT_EQ(kiln_module_from_source(
+                "#include <type_traits>\n__global__ void k() {}\n",
+                &(kiln_compile_opts){.arch = "sm_90", .options = old, .n_options = 1}, &bad),
+            KILN_ERROR_COMPILE);
+  if (!strstr(kiln_module_log(bad), "needs C++17"))
+    FAIL("the log does not say what <type_traits> needs: %s", kiln_module_log(bad));
+  kiln_module_free(bad);
 }
 
 /* kiln's C headers go to NVRTC only when some text of the compile can name a header: a source
