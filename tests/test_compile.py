@@ -124,6 +124,24 @@ def test_compile_error_has_log_and_source_lines():
     assert isinstance(info.value, kiln.Error)
 
 
+def test_compile_error_takes_pycudas_constructor():
+    """A program or library that raises a CompileError of its own builds it as PyCUDA does:
+    CompileError(msg, command_line, stdout=None, stderr=None); str() adds the command line and
+    the compiler's output, as PyCUDA's does."""
+    e = kiln.CompileError("module compilation failed", ["nvcc", "-c", "k.cu"], stdout="",
+                          stderr="k.cu(1): error: x is undefined")
+    assert (e.msg, e.command_line, e.stdout) == ("module compilation failed",
+                                                 ["nvcc", "-c", "k.cu"], "")
+    assert e.stderr == e.log == "k.cu(1): error: x is undefined"
+    assert str(e) == ("module compilation failed\n[command: nvcc -c k.cu]\n"
+                      "[stderr:\nk.cu(1): error: x is undefined]")
+    alone = kiln.CompileError("failed")
+    assert (str(alone), alone.command_line, alone.stdout, alone.stderr, alone.log) == (
+        "failed", None, None, None, "")
+    with pytest.raises(kiln.CompileError, match="failed"):
+        raise alone
+
+
 @pytest.mark.parametrize("kwargs, error, phrase", [
     ({"arch": "sm_12"}, ValueError, "arch 'sm_12' is not one NVRTC"),
     ({"arch": 90}, TypeError, "arch must be a str"),

@@ -56,10 +56,13 @@ from ._kiln import (
     current_device,
     nvrtc_where,
 )
-from . import _pickle
+from . import _compile_error, _pickle
 from ._reload import ReloadingModule, ReloadWarning, load
 
 _pickle.register()
+# PyCUDA's CompileError(msg, command_line, stdout=None, stderr=None), and its str().
+CompileError.__init__ = _compile_error.init
+CompileError.__str__ = _compile_error.text
 _pickle.use_wheel_nvrtc()
 _pickle.use_compile_helper()
 

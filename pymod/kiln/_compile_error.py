@@ -34,3 +34,30 @@ def again(cls, error, text):
     err.log = err.stderr = error.log
     err.stdout, err.command_line, err.msg = "", None, text
     return err
+
+
+def init(self, msg, command_line=None, stdout=None, stderr=None):
+    """CompileError(msg, command_line, stdout=None, stderr=None), PyCUDA's constructor, for a
+    program or library that raises one of its own: each argument is kept as the attribute of its
+    name, .log is stderr. kiln's own errors give the message alone and set the rest after (the
+    extension, again above)."""
+    Exception.__init__(self, msg)
+    self.msg, self.command_line, self.stdout, self.stderr = msg, command_line, stdout, stderr
+    self.log = stderr if isinstance(stderr, str) else ""
+    self._given = (command_line, stdout, stderr)
+
+
+def text(self):
+    """str() of a CompileError: its message, then, as PyCUDA's adds them, the command line and
+    what the compiler printed where the constructor was given them (kiln's own message holds
+    NVRTC's log already)."""
+    result = str(self.args[0]) if self.args else ""
+    command, stdout, stderr = getattr(self, "_given", (None, None, None))
+    if command:
+        result += "\n[command: %s]" % (" ".join(command) if isinstance(command, (list, tuple))
+                                       else command)
+    if stdout:
+        result += "\n[stdout:\n%s]" % stdout
+    if stderr:
+        result += "\n[stderr:\n%s]" % stderr
+    return result
