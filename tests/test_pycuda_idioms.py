@@ -2,8 +2,9 @@
 against NumPy: objects that carry only a gpudata attribute passed where a device pointer goes,
 0-d arrays passed as numbers, host helpers and globals in the source, to_gpu and set given a
 GPUArray, a scan over integers of the other signedness, the parts of pycuda::complex by their
-member names, the names pycuda.autoinit holds, and what nvcc gives a kernel bare (INFINITY,
-INT_MAX, int64_t) or by a C++ header NVRTC lacks (<type_traits>, <limits>). All need a GPU;
+member names, the names pycuda.autoinit holds, what nvcc gives a kernel bare (INFINITY,
+INT_MAX, int64_t) or by a C++ header NVRTC lacks (<type_traits>, <limits>), and a ReductionKernel's
+own index arithmetic over F-order arrays. All need a GPU;
 on the GPU machine nothing here may skip."""
 import numpy as np
 import pytest
@@ -247,3 +248,24 @@ def test_cpp_headers_nvrtc_lacks_are_libcudacxx_ones_in_std():
     assert np.isposinf(f[2])
     assert d.tolist() == [np.finfo(np.float64).max, np.finfo(np.float64).min]
     assert i.tolist() == [2, 1, 0, np.iinfo(np.int32).min]
+
+
+# ---- ReductionKernel over F-order arrays --------------------------------------------------------
+
+def test_reduction_kernel_reads_f_order_arrays_as_their_memory_lies():
+    """GPy's traceDot: trace(A @ B) of F-order matrices, indexing B's memory in F order itself.
+    PyCUDA passes F-contiguous arrays as they lie; copying them to C order gave another sum."""
+    from kiln.reduction import ReductionKernel
+    trace_dot = ReductionKernel(np.float64, neutral="0", reduce_expr="a+b",
+                                map_expr="A[i]*B[(i%a1)*a2+i/a1]",
+                                arguments="double *A, double *B, int a1, int a2")
+    rng = np.random.default_rng(5)
+    a, b = rng.standard_normal((5, 7)), rng.standard_normal((7, 5))
+    got = trace_dot(gpuarray.to_gpu(np.asfortranarray(a)), gpuarray.to_gpu(np.asfortranarray(b)),
+                    5, 7).get()
+    np.testing.assert_allclose(float(got), np.trace(a @ b), rtol=1e-12)
+    # Contiguous in different orders: copied to C order, i the same element of each.
+    dot = ReductionKernel(np.float64, "0", "a+b", "x[i]*y[i]", "const double *x, const double *y")
+    c = rng.standard_normal((5, 7))
+    got = dot(gpuarray.to_gpu(np.asfortranarray(a)), gpuarray.to_gpu(c)).get()
+    np.testing.assert_allclose(float(got), float((a * c).sum()), rtol=1e-12)

@@ -11,9 +11,11 @@ argument), `reduce_expr` folds two values `a` and `b`, and must be associative a
 `neutral` is its neutral element. The kernel reduces in one launch (see `_reduce_src`), is
 compiled through kiln's cache and launched by kiln's own call path.
 
-Where kiln differs from PyCUDA: `range=` and `slice=` take negative steps, arrays that are not
-contiguous are copied to contiguous ones first (on the call's stream), and the result may be
-written into `out=`.
+Arrays contiguous alike (all in C order, or all in F order) are read as their memory lies, as
+PyCUDA reads them. Where kiln differs from PyCUDA: `range=` and `slice=` take negative steps,
+arrays that are not contiguous, or contiguous in different orders, are copied to C order first
+(on the call's stream) where PyCUDA refuses or mixes them, and the result may be written into
+`out=`.
 
 PyCUDA's kernel getters are here too (get_sum_kernel, get_dot_kernel, get_minmax_kernel, their
 subset forms, get_any_kernel, get_all_kernel, get_minmax_neutral): each gives the
@@ -93,11 +95,18 @@ class ReductionKernel(ReductionBase):
                             f"{self.arguments[self._vector_index[0]].name!r} must be a device "
                             f"array (its size is n), not {type(first).__name__}")
         n = first.size
-        for k in self._vector_index:
-            a = args[k]
-            if isinstance(a, DeviceArray) and not a.flags.c_contiguous:
-                from . import _ops
-                args[k] = _ops.ascontiguous(a, stream=stream)
+        # Arrays contiguous alike, all in C order or all in F order, go as their memory lies, as
+        # PyCUDA's do (and elementwise kernels take them): map_expr's i walks that memory, and
+        # index arithmetic of the program's own that assumes F order holds. Any other mix is
+        # copied to C order, so that i is the same element of each.
+        arrays = [args[k] for k in self._vector_index if isinstance(args[k], DeviceArray)]
+        if not (all(a.flags.c_contiguous for a in arrays)
+                or all(a.flags.f_contiguous for a in arrays)):
+            from . import _ops
+            for k in self._vector_index:
+                a = args[k]
+                if isinstance(a, DeviceArray) and not a.flags.c_contiguous:
+                    args[k] = _ops.ascontiguous(a, stream=stream)
         if range is not None and slice is not None:
             raise TypeError("may not specify both range and slice keyword arguments")
         if slice is not None:
