@@ -1960,7 +1960,7 @@ def test_ipc_handles_refused_where_cuda_cannot_share():
 @pytest.mark.gpu
 def test_peer_access_and_peer_copies_on_one_gpu():
     dev = drv.Context.get_device()
-    ctx = drv.Context.get_current()
+    ctx = drv.Context(dev)
     assert dev.can_access_peer(dev) is False  # a device is not its own peer
     with pytest.raises(ValueError, match="not its own peer"):
         drv.Context.enable_peer_access(ctx)

@@ -3,8 +3,9 @@ against NumPy: objects that carry only a gpudata attribute passed where a device
 0-d arrays passed as numbers, host helpers and globals in the source, to_gpu and set given a
 GPUArray, a scan over integers of the other signedness, the parts of pycuda::complex by their
 member names, the names pycuda.autoinit holds, what nvcc gives a kernel bare (INFINITY,
-INT_MAX, int64_t) or by a C++ header NVRTC lacks (<type_traits>, <limits>), and a ReductionKernel's
-own index arithmetic over F-order arrays. All need a GPU;
+INT_MAX, int64_t) or by a C++ header NVRTC lacks (<type_traits>, <limits>), Context.handle and
+a clean-up loop over Context.get_current(), and a ReductionKernel's own index arithmetic over
+F-order arrays. All need a GPU;
 on the GPU machine nothing here may skip."""
 import numpy as np
 import pytest
@@ -248,6 +249,60 @@ def test_cpp_headers_nvrtc_lacks_are_libcudacxx_ones_in_std():
     assert np.isposinf(f[2])
     assert d.tolist() == [np.finfo(np.float64).max, np.finfo(np.float64).min]
     assert i.tolist() == [2, 1, 0, np.iinfo(np.int32).min]
+
+
+# ---- contexts ------------------------------------------------------------------------------
+
+def test_context_handle_is_the_cucontext_and_get_current_ends_after_the_last_pop():
+    """PyCUDA's Context.handle is the CUcontext as an int; code that cleans up pops "while
+    Context.get_current() is not None", which must end once the thread's pushes are popped.
+    Run on a thread of its own, whose stack holds nothing another test pushed."""
+    import threading
+    failed = []
+
+    def body():
+        try:
+            _context_handle_and_pop_loop()
+        except BaseException as e:  # reported on the test's thread
+            failed.append(e)
+
+    t = threading.Thread(target=body)
+    t.start()
+    t.join()
+    if failed:
+        raise failed[0]
+
+
+def _context_handle_and_pop_loop():
+    import ctypes
+    assert drv.Context.get_current() is not None  # kiln's context, before any push
+    dev = drv.Device(0)
+    ctx = dev.make_context()
+    try:
+        assert isinstance(ctx.handle, int) and ctx.handle != 0
+        assert drv.Context.get_current().handle == ctx.handle == drv.Context(dev).handle
+        libcuda = ctypes.CDLL("libcuda.so.1")
+        current = ctypes.c_void_p()
+        assert libcuda.cuCtxGetCurrent(ctypes.byref(current)) == 0
+        assert current.value == ctx.handle  # the primary context, current on this thread
+        ctx.push()  # a second push of the same context, as a library's own would be
+        popped = 0
+        while drv.Context.get_current() is not None:
+            assert drv.Context.get_current() == ctx
+            drv.Context.pop()
+            popped += 1
+            assert popped <= 2, "get_current() never became None"
+        assert popped == 2
+        with pytest.raises(ValueError):
+            drv.Context.pop()
+    finally:  # leave this thread with nothing pushed, whatever failed above
+        for _ in range(3):
+            if drv.Context.get_current() is None:
+                break
+            drv.Context.pop()
+    # kiln works on in its current device's context without a push
+    a = gpuarray.to_gpu(np.arange(4, dtype=np.float32))
+    assert (2 * a).get().tolist() == [0, 2, 4, 6]
 
 
 # ---- ReductionKernel over F-order arrays --------------------------------------------------------

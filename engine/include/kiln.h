@@ -104,6 +104,9 @@ int kiln_driver_header_version(void);          /* CUDA_VERSION of the cuda.h kil
 kiln_status kiln_context_push(int device); /* sets the device up and makes it current now */
 kiln_status kiln_context_pop(int *device); /* *device: the one popped (NULL: not wanted) */
 int kiln_context_depth(void);              /* pushes of this thread not yet popped */
+/* The driver's handle of device's primary context (a CUcontext), setting the device up but
+ * leaving this thread's current device as it was: for code that hands it to another library. */
+kiln_status kiln_context_handle(int device, uintptr_t *out);
 
 /* limit is a CUlimit (0 stack size, 1 printf FIFO size, 2 malloc heap size, ...); config a
  * CUfunc_cache (0 none, 1 prefer shared, 2 prefer L1, 3 equal) or a CUsharedconfig (0

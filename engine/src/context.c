@@ -172,6 +172,18 @@ kiln_status kiln_context_set_shared_config(int config) {
   return KILN_OK;
 }
 
+kiln_status kiln_context_handle(int device, uintptr_t *out) {
+  *out = 0;
+  kiln__device *d, *current;
+  kiln_status s = kiln__device_visit(device, &d);
+  if (s) return s;
+  *out = (uintptr_t)d->ctx;
+  /* Back to this thread's own device's context, which another library on the thread sees. */
+  if ((s = kiln__device_enter(&current))) return s;
+  kiln__clear_error();
+  return KILN_OK;
+}
+
 kiln_status kiln_context_api_version(unsigned *version) {
   *version = 0;
   kiln__device *d;

@@ -52,10 +52,20 @@ static kpy_state *kpy_context_state(PyObject *self_or_cls) {
   return kpy_state_of_type(tp);
 }
 
+/* Whether this thread has pushed a context: PyCUDA's get_current() is None where nothing is
+ * pushed, and code that pops "while Context.get_current() is not None" must see the end. */
+static _Thread_local int kpy_context_pushed;
+
+static kiln_status kpy_context_push_device(int ordinal) {
+  kiln_status s = kiln_context_push(ordinal);
+  if (!s) kpy_context_pushed = 1;
+  return s;
+}
+
 static PyObject *kpy_context_push(PyObject *op, PyObject *unused) {
   (void)unused;
   kpy_context *self = (kpy_context *)op;
-  kiln_status s = kiln_context_push(self->ordinal);
+  kiln_status s = kpy_context_push_device(self->ordinal);
   if (s) return kpy_raise(kpy_context_state(op), s);
   self->detached = 0;
   Py_RETURN_NONE;
@@ -82,12 +92,24 @@ static PyObject *kpy_context_detach(PyObject *op, PyObject *unused) {
   Py_RETURN_NONE;
 }
 
-/* The current device's context, or None when there is no device to have one. */
+/* The current device's context; None when there is no device to have one, or when this thread
+ * has popped every context it pushed (as PyCUDA's, whose stack is then empty). A thread that
+ * never pushed one has the context kiln works in. */
 static PyObject *kpy_context_get_current(PyObject *cls, PyObject *unused) {
   (void)unused;
   int n = 0;
   if (kiln_device_count(&n) != KILN_OK || n == 0) Py_RETURN_NONE;
+  if (kpy_context_pushed && kiln_context_depth() == 0) Py_RETURN_NONE;
   return kpy_context_of(kpy_context_state(cls), kiln_device_current());
+}
+
+/* PyCUDA's Context.handle: the CUcontext, as an int. */
+static PyObject *kpy_context_handle(PyObject *op, void *closure) {
+  (void)closure;
+  uintptr_t handle;
+  kiln_status s = kiln_context_handle(((kpy_context *)op)->ordinal, &handle);
+  if (s) return kpy_raise(kpy_context_state(op), s);
+  return PyLong_FromSize_t((size_t)handle);
 }
 
 static PyObject *kpy_context_get_device(PyObject *cls, PyObject *unused) {
@@ -259,8 +281,8 @@ static PyMethodDef kpy_context_methods[] = {
      "detach($self, /)\n--\n\nPops this context when it is the one pushed last; the primary "
      "context itself stays, shared with the process's other libraries."},
     {"get_current", kpy_context_get_current, METH_NOARGS | METH_CLASS,
-     "get_current($type, /)\n--\n\nThe current device's context, or None when there is no "
-     "CUDA device."},
+     "get_current($type, /)\n--\n\nThe current device's context; None when there is no "
+     "CUDA device, or once this thread has popped every context it pushed."},
     {"get_device", kpy_context_get_device, METH_NOARGS | METH_CLASS,
      "get_device($type, /)\n--\n\nThe current device."},
     {"synchronize", (PyCFunction)(void (*)(void))kpy_context_synchronize,
@@ -297,6 +319,12 @@ static PyMethodDef kpy_context_methods[] = {
     {NULL, NULL, 0, NULL},
 };
 
+static PyGetSetDef kpy_context_getset[] = {
+    {"handle", kpy_context_handle, NULL,
+     "The driver's handle of this primary context (a CUcontext), as an int.", NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
 static PyType_Slot kpy_context_slots[] = {
     {Py_tp_new, kpy_context_new},
     {Py_tp_dealloc, kpy_context_dealloc},
@@ -304,6 +332,7 @@ static PyType_Slot kpy_context_slots[] = {
     {Py_tp_richcompare, kpy_context_richcompare},
     {Py_tp_hash, kpy_context_hash},
     {Py_tp_methods, kpy_context_methods},
+    {Py_tp_getset, kpy_context_getset},
     {Py_tp_doc,
      (void *)"Context(device)\n--\n\nA device's primary context, shared with PyTorch, CuPy "
              "and the CUDA runtime. Device.make_context() gives one made current."},

@@ -208,11 +208,13 @@ static PyObject *kpy_device_context(PyObject *op, PyObject *args, PyObject *kwar
   kpy_state *st = kpy_state_of_type(Py_TYPE(op));
   PyObject *ctx = PyObject_CallOneArg((PyObject *)st->ref.Context_type, op);
   if (!ctx || !push) return ctx;
-  kiln_status s = kiln_context_push(((kpy_device *)op)->ordinal);
-  if (s) {
+  /* Through Context.push, which notes that this thread pushed (context.c's get_current). */
+  PyObject *done = PyObject_CallMethodNoArgs(ctx, st->str.push);
+  if (!done) {
     Py_DECREF(ctx);
-    return kpy_raise(st, s);
+    return NULL;
   }
+  Py_DECREF(done);
   return ctx;
 }
 

@@ -57,6 +57,7 @@
   X(cluster, "cluster")                               \
   X(programmatic, "programmatic")                     \
   X(log_cache, "_cache")                              \
+  X(push, "push")                                     \
   X(shared_size, "shared_size") /* PyCUDA's prepared calls */
 
 /* Events kept for ordering one stream after another (kpy_stream_order), one per device up to

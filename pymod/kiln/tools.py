@@ -90,7 +90,11 @@ def context_dependent_memoize(func):
     @functools.wraps(func)
     def wrapper(*args, **kwargs):
         key = (args, frozenset(kwargs.items())) if kwargs else (args,)
-        per_context = cache.setdefault(Context.get_current(), {})
+        # None where there is no device, or where this thread popped every context it pushed
+        # (kiln works on in its current device's): then keyed by that device's ordinal.
+        context = Context.get_current()
+        per_context = cache.setdefault(
+            _kiln.current_device() if context is None else context, {})
         try:
             return per_context[key]
         except KeyError:

@@ -2,6 +2,8 @@
  * calls beside them: every argument check before the driver is opened, then on the GPU. */
 #include "runner.h"
 
+#include "../../engine/src/driver.h"
+
 static const char *globals_src =
     "__constant__ float coeffs[16];\n"
     "__device__ int counter;\n"
@@ -22,6 +24,9 @@ TEST(driver_calls_check_arguments_before_the_driver) {
   ASSERT_CONTAINS(kiln_last_error(), "no context is pushed on this thread");
   ASSERT_EQ(v, -1);
   ASSERT_STATUS(kiln_context_push(-1), KILN_ERROR_INVALID);
+  uintptr_t handle = 1;
+  ASSERT_STATUS(kiln_context_handle(-1, &handle), KILN_ERROR_INVALID);
+  ASSERT_EQ(handle, 0);
   size_t limit = 7;
   ASSERT_STATUS(kiln_context_get_limit(99, &limit), KILN_ERROR_INVALID);
   ASSERT_CONTAINS(kiln_last_error(), "limit 99 is not a CUlimit");
@@ -79,6 +84,9 @@ TEST(driver_calls_without_a_driver_are_statuses) {
   ASSERT_STATUS(kiln_device_get_attribute(0, 1, &v), KILN_ERROR_NO_DRIVER);
   ASSERT_STATUS(kiln_context_push(0), KILN_ERROR_NO_DRIVER);
   ASSERT_EQ(kiln_context_depth(), 0);
+  uintptr_t handle = 1;
+  ASSERT_STATUS(kiln_context_handle(0, &handle), KILN_ERROR_NO_DRIVER);
+  ASSERT_EQ(handle, 0);
   ASSERT_EQ(kiln_device_current(), 0);
   size_t limit = 1;
   ASSERT_STATUS(kiln_context_get_limit(1, &limit), KILN_ERROR_NO_DRIVER);
@@ -144,7 +152,17 @@ TEST(gpu_driver_device_and_context) {
   ASSERT_OK(kiln_device_from_pci_bus_id(id, &found));
   ASSERT_EQ(found, 0);
   ASSERT_STATUS(kiln_device_from_pci_bus_id("ffff:ff:1f.7", &found), KILN_ERROR_INVALID);
+  /* The primary context's handle, got without changing which context is current. */
+  uintptr_t handle = 0;
+  CUcontext before = NULL, after = NULL;
+  ASSERT_EQ(kiln__driver.CtxGetCurrent(&before), CUDA_SUCCESS);
+  ASSERT_OK(kiln_context_handle(0, &handle));
+  ASSERT(handle != 0);
+  ASSERT_EQ(kiln__driver.CtxGetCurrent(&after), CUDA_SUCCESS);
+  ASSERT(after == before || after == (CUcontext)handle);
   ASSERT_OK(kiln_context_push(0));
+  ASSERT_EQ(kiln__driver.CtxGetCurrent(&after), CUDA_SUCCESS);
+  ASSERT_EQ((uintptr_t)after, handle);
   ASSERT_EQ(kiln_context_depth(), 1);
   size_t stack = 0;
   ASSERT_OK(kiln_context_set_limit(0 /* STACK_SIZE */, 4096));
