@@ -52,21 +52,17 @@ static kpy_state *kpy_context_state(PyObject *self_or_cls) {
   return kpy_state_of_type(tp);
 }
 
-/* Whether this thread has pushed a context: PyCUDA's get_current() is None where nothing is
- * pushed, and code that pops "while Context.get_current() is not None" must see the end. */
+/* Whether this thread has pushed a context (here, or by make_context, which calls push):
+ * PyCUDA's get_current() is None where nothing is pushed, and code that pops "while
+ * Context.get_current() is not None" must see the end. */
 static _Thread_local int kpy_context_pushed;
-
-static kiln_status kpy_context_push_device(int ordinal) {
-  kiln_status s = kiln_context_push(ordinal);
-  if (!s) kpy_context_pushed = 1;
-  return s;
-}
 
 static PyObject *kpy_context_push(PyObject *op, PyObject *unused) {
   (void)unused;
   kpy_context *self = (kpy_context *)op;
-  kiln_status s = kpy_context_push_device(self->ordinal);
+  kiln_status s = kiln_context_push(self->ordinal);
   if (s) return kpy_raise(kpy_context_state(op), s);
+  kpy_context_pushed = 1;
   self->detached = 0;
   Py_RETURN_NONE;
 }

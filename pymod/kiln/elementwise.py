@@ -229,12 +229,19 @@ def _size_of(obj, kernel, name):
                     f"(kiln.DeviceArray / GPUArray), not {type(obj).__name__}: its size is n")
 
 
+def _contiguous_alike(arrays):
+    """Whether the arrays among arrays are all in C order or all in F order: a flat index
+    walks each one's memory over the same elements, as PyCUDA's kernels read them."""
+    real = [a for a in arrays if _is_array(a)]
+    return all(a.flags.c_contiguous for a in real) or all(a.flags.f_contiguous for a in real)
+
+
 def _layout_of(arrays):
     """None when the arrays are contiguous alike (C order, or all F order); else the
     collapsed (shape, strides in elements) of a strided launch."""
-    real = [a for a in arrays if _is_array(a)]
-    if all(a.flags.c_contiguous for a in real) or all(a.flags.f_contiguous for a in real):
+    if _contiguous_alike(arrays):
         return None
+    real = [a for a in arrays if _is_array(a)]
     shape = real[0].shape
     for a in real:
         if a.shape != shape:

@@ -31,7 +31,7 @@ import numpy as np
 
 from . import _cgen, _reduce_src
 from ._kiln import DeviceArray, ReductionBase
-from .elementwise import compile_source
+from .elementwise import compile_source, _contiguous_alike
 from .tools import context_dependent_memoize
 
 __all__ = ["ReductionKernel", "get_sum_kernel", "get_any_kernel", "get_all_kernel",
@@ -99,9 +99,7 @@ class ReductionKernel(ReductionBase):
         # PyCUDA's do (and elementwise kernels take them): map_expr's i walks that memory, and
         # index arithmetic of the program's own that assumes F order holds. Any other mix is
         # copied to C order, so that i is the same element of each.
-        arrays = [args[k] for k in self._vector_index if isinstance(args[k], DeviceArray)]
-        if not (all(a.flags.c_contiguous for a in arrays)
-                or all(a.flags.f_contiguous for a in arrays)):
+        if not _contiguous_alike([args[k] for k in self._vector_index]):
             from . import _ops
             for k in self._vector_index:
                 a = args[k]
