@@ -168,6 +168,15 @@ def test_in_out_take_numpy_arrays_only():
     assert kiln.InOut(np.zeros(3)).array.shape == (3,)
 
 
+def test_in_takes_a_numpy_scalar_as_its_value_and_out_refuses_one():
+    # PyCUDA's In copies any buffer with nbytes: programs pass drv.In(np.int32(n)).
+    a = kiln.In(np.int32(7)).array
+    assert (a.shape, a.dtype, int(a)) == ((), np.int32, 7)
+    for kind in (kiln.Out, kiln.InOut):
+        with pytest.raises(TypeError, match="a NumPy scalar cannot be written back"):
+            kind(np.float32(1))
+
+
 def test_argument_count(many):
     with pytest.raises(TypeError, match=r"takes 11 arguments \(2 given\)"):
         many(1, 2, block=1)

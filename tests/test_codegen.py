@@ -298,3 +298,27 @@ def test_an_elementwise_kernel_whose_preamble_includes_pycudas_complex_header_co
         "pycuda::complex<float> *x, pycuda::complex<float> *y, pycuda::complex<float> *z",
         "z[i] = x[i] * y[i]", "complex_mul", preamble="#include <pycuda-complex.hpp>")
     assert k._function("contig").signature == ("ptr", "ptr", "ptr", "u64")
+
+
+@pytest.mark.parametrize("x, y, out, store", [
+    (np.float32, np.float32, np.float32, np.float32), (np.float32, None, np.float32, np.float32),
+    (np.int32, np.float64, np.float64, np.int32), (np.float16, None, np.float16, np.float16),
+    (np.complex64, np.float32, np.complex64, np.complex64)])
+def test_pycudas_axpbyz_and_axpbz_kernels_compile(x, y, out, store):
+    # GPUArray._axpbyz / _axpbz, which programs extending PyCUDA's GPUArray call: one kernel of
+    # p*x + q*y (q a scalar when y is None), computed in out's dtype and stored as store's.
+    dt = [None if d is None else np.dtype(d) for d in (x, y, out, store)]
+    k = _ops._axpbyz_kernel(*dt)
+    assert isinstance(k, ElementwiseKernel)
+    assert [a.name for a in k.arguments] == ["z", "p", "x", "q"] + ([] if y is None else ["y"])
+    assert k.arguments[0].dtype == np.dtype(store)
+    k._function("contig")
+
+
+def test_gpuarrays_get_common_dtype_is_numpys_promotion():
+    from kiln.gpuarray import _get_common_dtype
+    f32, i32 = np.zeros(2, np.float32), np.zeros(2, np.int32)
+    assert _get_common_dtype(f32, 2.0) == np.float32  # a Python number is weak
+    assert _get_common_dtype(f32, np.float64(2)) == np.float64
+    assert _get_common_dtype(i32, f32) == np.float64
+    assert _get_common_dtype(f32, 1j) == np.complex64

@@ -324,3 +324,75 @@ def test_reduction_kernel_reads_f_order_arrays_as_their_memory_lies():
     c = rng.standard_normal((5, 7))
     got = dot(gpuarray.to_gpu(np.asfortranarray(a)), gpuarray.to_gpu(c)).get()
     np.testing.assert_allclose(float(got), float((a * c).sum()), rtol=1e-12)
+
+
+# ---- GPUArray's own arithmetic methods -------------------------------------------------------
+
+def test_gpuarrays_arithmetic_methods_write_into_out_as_pycudas_do():
+    """_axpbyz, _axpbz, _elwise_multiply, _div, _rdiv_scalar and _pow: PyCUDA's GPUArray computes
+    its operators through them, and neural-network and array libraries built on it call them
+    (a weight update in place, param._axpbyz(1., grad, -rate, param))."""
+    rng = np.random.default_rng(9)
+    x = rng.standard_normal(1000).astype(np.float32)
+    y = rng.standard_normal(1000).astype(np.float32) + 3
+    a, b = gpuarray.to_gpu(x), gpuarray.to_gpu(y)
+    out = gpuarray.empty_like(a)
+    assert a._axpbyz(2.0, b, -0.5, out) is out
+    np.testing.assert_allclose(out.get(), 2 * x - 0.5 * y, rtol=1e-6)
+    w = gpuarray.to_gpu(x)
+    w._axpbyz(1.0, b, -0.1, w)  # in place, as a weight update
+    np.testing.assert_allclose(w.get(), x - 0.1 * y, rtol=1e-6)
+    s = gpuarray.to_gpu(np.array(4.0, np.float32))  # a 0-d operand on either side
+    np.testing.assert_allclose(a._axpbyz(1, s, 2, out).get(), x + 8, rtol=1e-6)
+    np.testing.assert_allclose(s._axpbyz(3, a, 1, out).get(), 12 + x, rtol=1e-6)
+    np.testing.assert_allclose(a._axpbz(3.0, 1.5, out).get(), 3 * x + 1.5, rtol=1e-6)
+    np.testing.assert_allclose(a._elwise_multiply(b, out).get(), x * y, rtol=1e-6)
+    np.testing.assert_allclose(a._div(b, out).get(), x / y, rtol=1e-6)
+    np.testing.assert_allclose(b._rdiv_scalar(2.0, out).get(), 2 / y, rtol=1e-6)
+    stream = drv.Stream()
+    a._axpbyz(1, b, 1, out, stream=stream)
+    stream.synchronize()
+    np.testing.assert_allclose(out.get(), x + y, rtol=1e-6)
+    # Into an out of another dtype, converted as C converts (PyCUDA's kernels store so).
+    ints = gpuarray.empty(1000, np.int32)
+    np.testing.assert_array_equal(b._elwise_multiply(b, ints).get(), (y * y).astype(np.int32))
+    # _pow: a new array, or in place.
+    p = a._pow(2, True)
+    assert p is not a
+    np.testing.assert_allclose(p.get(), x ** 2, rtol=1e-6)
+    assert b._pow(b, False) is b
+    np.testing.assert_allclose(b.get(), y ** y, rtol=1e-5)
+    assert gpuarray._get_common_dtype(a, 2.0) == np.float32
+
+
+def test_a_gpuarray_subclass_adds_through_axpbyz():
+    """A subclass overriding + with _get_common_dtype and _axpbyz, as array libraries on PyCUDA
+    broadcast a 0-d operand: its result is of its own class."""
+    class Broadcasting(gpuarray.GPUArray):
+        def __add__(self, other):
+            if isinstance(other, gpuarray.GPUArray):
+                result = type(self)(np.broadcast_shapes(self.shape, other.shape),
+                                    gpuarray._get_common_dtype(self, other))
+                return self._axpbyz(1, other, 1, result)
+            return super().__add__(other)
+
+    x = np.arange(6, dtype=np.float32)
+    a = Broadcasting(x.shape, np.float32)
+    a.set(x)
+    got = a + gpuarray.to_gpu(np.array(0.5, np.float64))
+    assert type(got) is Broadcasting and got.dtype == np.float64
+    np.testing.assert_allclose(got.get(), x + 0.5)
+
+
+def test_in_of_a_numpy_scalar_passes_its_value_in_device_memory():
+    """A Floyd-Warshall program passes its vertex count as drv.In(numpy.int32(V)), read in the
+    kernel through a pointer."""
+    mod = SourceModule("""
+    __global__ void scale(float *a, int *n, float *s) {
+      int i = threadIdx.x;
+      if (i < *n) a[i] *= *s;
+    }""")
+    a = np.arange(8, dtype=np.float32)
+    mod.get_function("scale")(drv.InOut(a), drv.In(np.int32(5)), drv.In(np.float32(3)),
+                              block=(8, 1, 1))
+    assert a.tolist() == [0, 3, 6, 9, 12, 5, 6, 7]

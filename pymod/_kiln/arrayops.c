@@ -367,6 +367,12 @@ KPY_FORWARD(max)
 KPY_FORWARD(min)
 KPY_FORWARD(any)
 KPY_FORWARD(all)
+KPY_FORWARD(_axpbyz)
+KPY_FORWARD(_axpbz)
+KPY_FORWARD(_elwise_multiply)
+KPY_FORWARD(_div)
+KPY_FORWARD(_rdiv_scalar)
+KPY_FORWARD(_pow)
 
 #define KPY_METHOD(name, doc) \
   {#name, (PyCFunction)(void (*)(void))kpy_method_##name, METH_FASTCALL | METH_KEYWORDS, doc}
@@ -396,6 +402,19 @@ PyMethodDef kpy_arrayops_methods[KPY_ARRAYOPS_METHODS] = {
                     "nonzero, as a 0-d array."),
     KPY_METHOD(all, "all($self, stream=None, allocator=None)\n--\n\nWhether every element is "
                     "nonzero, as a 0-d array."),
+    /* PyCUDA's GPUArray computes its operators through these, and programs extending it call
+     * them: each writes into out, converting to its dtype, and returns it. */
+    KPY_METHOD(_axpbyz, "_axpbyz($self, selffac, other, otherfac, out, add_timer=None, "
+                        "stream=None)\n--\n\nout = selffac * self + otherfac * other."),
+    KPY_METHOD(_axpbz, "_axpbz($self, selffac, other, out, stream=None)\n--\n\nout = selffac * "
+                       "self + other, other a scalar."),
+    KPY_METHOD(_elwise_multiply,
+               "_elwise_multiply($self, other, out, stream=None)\n--\n\nout = self * other."),
+    KPY_METHOD(_div, "_div($self, other, out, stream=None)\n--\n\nout = self / other."),
+    KPY_METHOD(_rdiv_scalar, "_rdiv_scalar($self, other, out, stream=None)\n--\n\nout = other / "
+                             "self, other a scalar."),
+    KPY_METHOD(_pow, "_pow($self, other, new)\n--\n\nself ** other, into a new array when new "
+                     "is true, else into self."),
     {NULL, NULL, 0, NULL},
 };
 

@@ -9,7 +9,7 @@
 extern PyType_Slot kpy_arrayops_slots[KPY_ARRAYOPS_SLOTS];
 
 /* Its methods that run kernels (fill, astype, conj, sum, ...), the last one {NULL}. */
-#define KPY_ARRAYOPS_METHODS 13
+#define KPY_ARRAYOPS_METHODS 19
 extern PyMethodDef kpy_arrayops_methods[KPY_ARRAYOPS_METHODS];
 
 #endif

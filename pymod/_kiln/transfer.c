@@ -11,15 +11,29 @@ static PyObject *kpy_transfer_new(PyTypeObject *tp, PyObject *args, PyObject *kw
     return NULL;
   }
   if (!PyArg_UnpackTuple(args, tp->tp_name, 1, 1, &array)) return NULL;
-  if (!PyArray_Check(array)) {
-    PyErr_Format(PyExc_TypeError, "%s() takes a numpy array, not %.100s", tp->tp_name,
-                 Py_TYPE(array)->tp_name);
+  int in = tp == st->ref.In_type;
+  if (in && PyArray_IsScalar(array, Generic)) {
+    /* In(np.int32(n)), as PyCUDA takes it (it copies any buffer with nbytes): its value, in a
+     * 0-d array of its own. Out and InOut cannot write a NumPy scalar back. */
+    array = PyArray_FromScalar(array, NULL);
+    if (!array) return NULL;
+  } else if (!PyArray_Check(array)) {
+    PyErr_Format(PyExc_TypeError, "%s() takes a numpy array, not %.100s%s", tp->tp_name,
+                 Py_TYPE(array)->tp_name,
+                 PyArray_IsScalar(array, Generic)
+                     ? " (a NumPy scalar cannot be written back: pass a one-element array)"
+                     : "");
     return NULL;
+  } else {
+    Py_INCREF(array);
   }
   kpy_transfer *self = (kpy_transfer *)tp->tp_alloc(tp, 0);
-  if (!self) return NULL;
-  self->array = Py_NewRef(array);
-  self->dir = tp == st->ref.In_type ? KILN_IN : tp == st->ref.Out_type ? KILN_OUT : KILN_INOUT;
+  if (!self) {
+    Py_DECREF(array);
+    return NULL;
+  }
+  self->array = array;
+  self->dir = in ? KILN_IN : tp == st->ref.Out_type ? KILN_OUT : KILN_INOUT;
   return (PyObject *)self;
 }
 

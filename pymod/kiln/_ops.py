@@ -525,9 +525,10 @@ def _operand(v, other_out, stream):
     return v
 
 
-def binary(op, x, y, out=None, stream=None):
+def binary(op, x, y, out=None, stream=None, casting="same_kind"):
     """x op y with NumPy's broadcasting and promotion, into out when given (in place when out
-    is x). Every case the C path does not take comes here."""
+    is x; with casting="unsafe", converted to out's dtype whatever it is). Every case the C path
+    does not take comes here."""
     for v in (x, y):
         if isinstance(v, np.ndarray) and v.ndim:
             raise TypeError("a numpy array lives in host memory; copy it to the device first "
@@ -553,7 +554,7 @@ def binary(op, x, y, out=None, stream=None):
     elif tuple(out.shape) != tuple(shape):
         raise ValueError(f"the result has shape {shape}; out has {out.shape}")
     elif not inplace and out.dtype != out_dtype and not np.can_cast(out_dtype, out.dtype,
-                                                                      "same_kind"):
+                                                                      casting):
         raise TypeError(f"Cannot cast {op} output from {out_dtype!r} to {out.dtype!r}")
     if out.size == 0:
         return out
@@ -814,25 +815,10 @@ def method_conj(a, stream=None, out=None):
 _AXPBYZ = {}
 
 
-def method_mul_add(a, selffac, other, otherfac, add_timer=None, stream=None, out=None):
-    """selffac * a + otherfac * other in one kernel, with NumPy's promotion of the four, into out
-    when given (its dtype one the result casts to)."""
-    if not isinstance(other, DeviceArray):
-        raise TypeError("mul_add() takes a device array as other")
-    if other.shape != a.shape:
-        raise ValueError(f"mul_add() of shapes {a.shape} and {other.shape}")
-    result = np.result_type(a.dtype, other.dtype, selffac, otherfac)
-    if out is not None:
-        if not isinstance(out, DeviceArray) or out.shape != a.shape:
-            what = (f"one of shape {out.shape}" if isinstance(out, DeviceArray)
-                    else type(out).__name__)
-            raise TypeError(f"mul_add() takes as out a device array of shape {a.shape}, not "
-                            f"{what}")
-        if not np.can_cast(result, out.dtype, "same_kind"):
-            raise TypeError(f"Cannot cast mul_add output from {result!r} to {out.dtype!r}")
-    out_dtype = result
-    store_dtype = result if out is None else out.dtype
-    key = (a.dtype, other.dtype, out_dtype, store_dtype)
+def _axpbyz_kernel(x_dtype, y_dtype, out_dtype, store_dtype):
+    """z = p*x + q*y computed in out_dtype and stored as store_dtype; with y_dtype None,
+    z = p*x + q (q a scalar)."""
+    key = (x_dtype, y_dtype, out_dtype, store_dtype)
     k = _AXPBYZ.get(key)
     if k is None:
         from .elementwise import ElementwiseKernel
@@ -840,22 +826,107 @@ def method_mul_add(a, selffac, other, otherfac, add_timer=None, stream=None, out
         wire = _wire_dtype(out_dtype)
         t = _cgen.dtype_to_ctype(wire)
         ct = compute_ctype(out_dtype)
-        value = (f"({ct})({_scalar_operand('p', out_dtype)}) * {load('x', 'x_i', a.dtype, out_dtype)}"
-                 f" + ({ct})({_scalar_operand('q', out_dtype)}) * "
-                 f"{load('y', 'y_i', other.dtype, out_dtype)}")
+        q = f"({ct})({_scalar_operand('q', out_dtype)})"
+        value = (f"({ct})({_scalar_operand('p', out_dtype)}) * "
+                 f"{load('x', 'x_i', x_dtype, out_dtype)} + ")
+        args = f"{_cgen.dtype_to_ctype(store_dtype)} *z, {t} p, {_cgen.dtype_to_ctype(x_dtype)} *x, {t} q"
+        if y_dtype is None:
+            value += q
+            dtypes = [out_dtype, store_dtype, x_dtype]
+        else:
+            value += f"{q} * {load('y', 'y_i', y_dtype, out_dtype)}"
+            args += f", {_cgen.dtype_to_ctype(y_dtype)} *y"
+            dtypes = [out_dtype, store_dtype, x_dtype, y_dtype]
         k = _AXPBYZ[key] = ElementwiseKernel(
-            f"{_cgen.dtype_to_ctype(store_dtype)} *z, {t} p, {_cgen.dtype_to_ctype(a.dtype)} *x, "
-            f"{t} q, {_cgen.dtype_to_ctype(other.dtype)} *y",
-            f"z[z_i] = {store(value, out_dtype, store_dtype)}", "kiln_axpbyz",
-            preamble=_preamble([out_dtype, store_dtype, a.dtype, other.dtype]), _same_ok=True)
-    wire = _wire_dtype(out_dtype).type
+            args, f"z[z_i] = {store(value, out_dtype, store_dtype)}",
+            "kiln_axpbyz" if y_dtype is not None else "kiln_axpbz",
+            preamble=_preamble(dtypes), _same_ok=True)
+    return k
+
+
+def _out_for(what, out, shape, result, casting):
+    """Checks out (shape and, with casting="same_kind", that result casts to its dtype)."""
+    if not isinstance(out, DeviceArray) or out.shape != shape:
+        got = f"one of shape {out.shape}" if isinstance(out, DeviceArray) else type(out).__name__
+        raise TypeError(f"{what}() takes as out a device array of shape {shape}, not {got}")
+    if casting == "same_kind" and not np.can_cast(result, out.dtype, "same_kind"):
+        raise TypeError(f"Cannot cast {what} output from {result!r} to {out.dtype!r}")
+
+
+def _mul_add(what, a, selffac, other, otherfac, add_timer, stream, out, casting):
+    """selffac * a + otherfac * other (other an array) or selffac * a + other (otherfac None,
+    other a scalar), with NumPy's promotion of all four; a 0-d or broadcastable operand is
+    broadcast."""
+    if otherfac is None:
+        if isinstance(other, DeviceArray):
+            raise TypeError(f"{what}() takes a scalar as other")
+        result = np.result_type(a.dtype, selffac, other)
+        shape = a.shape
+    else:
+        if not isinstance(other, DeviceArray):
+            raise TypeError(f"{what}() takes a device array as other")
+        try:
+            shape = np.broadcast_shapes(a.shape, other.shape)
+        except ValueError:
+            raise ValueError(f"{what}() of shapes {a.shape} and {other.shape}") from None
+        result = np.result_type(a.dtype, other.dtype, selffac, otherfac)
+    if out is not None:
+        _out_for(what, out, shape, result, casting)
+    store_dtype = result if out is None else out.dtype
+    k = _axpbyz_kernel(a.dtype, None if otherfac is None else other.dtype, result, store_dtype)
+    wire = _wire_dtype(result).type
     if out is None:
-        out = _empty(a.shape, out_dtype, stream)
+        out = _empty(shape, result, stream)
     if out.size:
         start = _timer_start(add_timer, stream)
-        k(out, wire(selffac), a, wire(otherfac), other, stream=stream)
+        x = broadcast_to(_operand(a, out, stream), shape)
+        if otherfac is None:
+            k(out, wire(selffac), x, wire(other), stream=stream)
+        else:
+            y = broadcast_to(_operand(other, out, stream), shape)
+            k(out, wire(selffac), x, wire(otherfac), y, stream=stream)
         _timer_end(add_timer, start, stream)
     return out
+
+
+def method_mul_add(a, selffac, other, otherfac, add_timer=None, stream=None, out=None):
+    """selffac * a + otherfac * other in one kernel, with NumPy's promotion of the four, into out
+    when given (its dtype one the result casts to)."""
+    return _mul_add("mul_add", a, selffac, other, otherfac, add_timer, stream, out, "same_kind")
+
+
+# PyCUDA's GPUArray computes its operators through these, and programs that extend it or keep
+# their own buffers call them directly. Each writes into the out it is given, converting to
+# out's dtype as C would, and returns it.
+
+def method__axpbyz(a, selffac, other, otherfac, out, add_timer=None, stream=None):
+    """out = selffac * a + otherfac * other."""
+    return _mul_add("_axpbyz", a, selffac, other, otherfac, add_timer, stream, out, "unsafe")
+
+
+def method__axpbz(a, selffac, other, out, stream=None):
+    """out = selffac * a + other, other a scalar."""
+    return _mul_add("_axpbz", a, selffac, other, None, None, stream, out, "unsafe")
+
+
+def method__elwise_multiply(a, other, out, stream=None):
+    """out = a * other."""
+    return binary("multiply", a, other, out=out, stream=stream, casting="unsafe")
+
+
+def method__div(a, other, out, stream=None):
+    """out = a / other."""
+    return binary("true_divide", a, other, out=out, stream=stream, casting="unsafe")
+
+
+def method__rdiv_scalar(a, other, out, stream=None):
+    """out = other / a, other a scalar."""
+    return binary("true_divide", other, a, out=out, stream=stream, casting="unsafe")
+
+
+def method__pow(a, other, new):
+    """a ** other, into a new array when new is true, else into a itself."""
+    return binary("power", a, other, out=None if new else a)
 
 
 def _timer_start(add_timer, stream):

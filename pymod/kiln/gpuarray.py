@@ -41,6 +41,13 @@ def splay(n, dev=None):
 
 # ---- Making arrays ---------------------------------------------------------------------------
 
+def _get_common_dtype(obj1, obj2):
+    """The dtype of obj1 combined with obj2 (arrays, NumPy scalars or Python numbers), by
+    NumPy's promotion: PyCUDA's name, which programs that extend GPUArray call."""
+    return np.result_type(*(o.dtype if isinstance(o, (DeviceArray, np.ndarray, np.generic))
+                            else o for o in (obj1, obj2)))
+
+
 def _like_for_copy(ary, allocator):
     """A new GPUArray to copy `ary` into (a NumPy array, or a GPUArray as PyCUDA's to_gpu
     takes too), contiguous in the order `ary` is (C when it is neither); gives it and the
