@@ -229,13 +229,20 @@ def module():
     return kiln.SourceModule(SOURCE, arch=ARCH)
 
 
-@pytest.mark.parametrize("types", ["PPif", " P P i f ", "@PPif", "2Pif", ["P", "P", "i", "f"],
-                                   [np.intp, np.uintp, np.int32, np.float32],
-                                   ("PP", np.dtype(np.int32), "f")])
-def test_prepare_takes_pycudas_spellings(module, types):
+@pytest.mark.parametrize("types, fmt", [
+    ("PPif", "PPif"), (" P P i f ", " P P i f "), ("@PPif", "@PPif"), ("2Pif", "2Pif"),
+    (["P", "P", "i", "f"], "PPif"), ([np.intp, np.uintp, np.int32, np.float32], "lLif"),
+    (("PP", np.dtype(np.int32), "f"), "PPif")])
+def test_prepare_takes_pycudas_spellings(module, types, fmt):
     f = module.get_function("k")
     assert f.prepare(types) is f
-    assert f.arg_format == (types if isinstance(types, str) else repr(types))
+    assert f.arg_format == fmt  # PyCUDA's: one struct format, a dtype by its character
+
+
+def test_prepare_spells_a_struct_dtype_as_its_size_in_bytes(module):
+    pair = np.dtype([("a", np.int32), ("b", np.float32)])
+    f = module.get_function("v")
+    assert f.prepare([np.dtype((np.float32, 4)), pair, np.intp]).arg_format == "16s8sl"
 
 
 def test_prepare_takes_structs_and_vectors_as_one_type(module):

@@ -107,11 +107,14 @@ static int kpy_parse_format(const char *fmt, kpy_argtype *out, int cap, int *n) 
   return 0;
 }
 
-int kpy_argtypes_parse(PyObject *types, kpy_argtype *out, int cap, int *n) {
+int kpy_argtypes_parse(PyObject *types, kpy_argtype *out, int cap, int *n, PyObject **format) {
   *n = 0;
+  *format = NULL;
   if (PyUnicode_Check(types)) {
     const char *fmt = kpy_cstring(types, "the argument types");
-    return fmt ? kpy_parse_format(fmt, out, cap, n) : -1;
+    if (!fmt || kpy_parse_format(fmt, out, cap, n) < 0) return -1;
+    *format = Py_NewRef(types);
+    return 0;
   }
   if (PyBytes_Check(types)) {
     const char *fmt = PyBytes_AS_STRING(types);
@@ -120,7 +123,9 @@ int kpy_argtypes_parse(PyObject *types, kpy_argtype *out, int cap, int *n) {
                                         "would end them; pass them without it");
       return -1;
     }
-    return kpy_parse_format(fmt, out, cap, n);
+    if (kpy_parse_format(fmt, out, cap, n) < 0) return -1;
+    *format = PyUnicode_DecodeASCII(fmt, PyBytes_GET_SIZE(types), "replace");
+    return *format ? 0 : -1;
   }
   /* A tuple copy: a dtype conversion below may run code that changes the caller's list. */
   PyObject *items = PySequence_Tuple(types);
@@ -133,12 +138,13 @@ int kpy_argtypes_parse(PyObject *types, kpy_argtype *out, int cap, int *n) {
                  Py_TYPE(types)->tp_name);
     return -1;
   }
-  int rc = 0;
+  PyObject *parts = PyList_New(0);
+  int rc = parts ? 0 : -1;
   for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(items) && rc == 0; i++) {
     PyObject *item = PyTuple_GET_ITEM(items, i);
     if (PyUnicode_Check(item)) {
       const char *fmt = kpy_cstring(item, "an argument type");
-      rc = fmt ? kpy_parse_format(fmt, out, cap, n) : -1;
+      rc = fmt && kpy_parse_format(fmt, out, cap, n) == 0 ? PyList_Append(parts, item) : -1;
       continue;
     }
     PyArray_Descr *dtype = NULL;
@@ -159,14 +165,24 @@ int kpy_argtypes_parse(PyObject *types, kpy_argtype *out, int cap, int *n) {
     PyOS_snprintf(what, sizeof what, "dtype %.36s", text ? text : "?");
     if (!text) PyErr_Clear();
     Py_XDECREF(name);
+    PyObject *part = dtype->type_num == NPY_VOID ? PyUnicode_FromFormat("%zds", size)
+                                                 : PyUnicode_FromFormat("%c", dtype->type);
     Py_DECREF(dtype);
-    if (size <= 0) {
+    if (!part || PyList_Append(parts, part) < 0) rc = -1;
+    Py_XDECREF(part);
+    if (rc == 0 && size <= 0) {
       PyErr_Format(PyExc_ValueError, "argument type %zd (%s) has no size", i, what);
       rc = -1;
-      break;
     }
-    kpy_add(out, cap, n, (unsigned)size, what);
+    if (rc == 0) kpy_add(out, cap, n, (unsigned)size, what);
   }
   Py_DECREF(items);
+  if (rc == 0) {
+    PyObject *empty = PyUnicode_FromString("");
+    *format = empty ? PyUnicode_Join(empty, parts) : NULL;
+    Py_XDECREF(empty);
+    if (!*format) rc = -1;
+  }
+  Py_XDECREF(parts);
   return rc;
 }

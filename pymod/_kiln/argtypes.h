@@ -12,8 +12,9 @@ typedef struct kpy_argtype {
 } kpy_argtype;
 
 /* Reads types into out[0..cap); *n is how many parameters they name (it may exceed cap, which
- * the caller reports). -1 with TypeError or ValueError naming the character or item that is
- * wrong. */
-int kpy_argtypes_parse(PyObject *types, kpy_argtype *out, int cap, int *n);
+ * the caller reports). *format is a new reference to PyCUDA's arg_format for them: the struct
+ * format they are, or that a list of them spells (a dtype as its character, a struct dtype as
+ * '<size>s'). -1 with TypeError or ValueError naming the character or item that is wrong. */
+int kpy_argtypes_parse(PyObject *types, kpy_argtype *out, int cap, int *n, PyObject **format);
 
 #endif

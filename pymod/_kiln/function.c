@@ -389,7 +389,8 @@ static PyObject *kpy_function_prepare(PyObject *op, PyObject *args, PyObject *kw
   kpy_argtype *named = PyMem_Malloc(CAP * sizeof *named);
   if (!named) return PyErr_NoMemory();
   int n = 0;
-  if (kpy_argtypes_parse(types, named, CAP, &n) < 0) {
+  PyObject *format = NULL;
+  if (kpy_argtypes_parse(types, named, CAP, &n, &format) < 0) {
     PyMem_Free(named);
     return NULL;
   }
@@ -408,6 +409,7 @@ static PyObject *kpy_function_prepare(PyObject *op, PyObject *args, PyObject *kw
     Py_XDECREF(f_sig);
     if (!sig) {
       PyMem_Free(named);
+      Py_DECREF(format);
       return NULL;
     }
   }
@@ -427,9 +429,10 @@ static PyObject *kpy_function_prepare(PyObject *op, PyObject *args, PyObject *kw
         p[bad].size, named[bad].what, named[bad].size, sig);
   PyMem_Free(named);
   Py_XDECREF(sig);
-  if (PyErr_Occurred()) return NULL;
-  PyObject *format = PyUnicode_Check(types) ? Py_NewRef(types) : PyObject_Repr(types);
-  if (!format) return NULL;
+  if (PyErr_Occurred()) {
+    Py_DECREF(format);
+    return NULL;
+  }
   Py_XSETREF(self->arg_format, format);
   self->prepared_shared = shared_bytes;
   return Py_NewRef(op);
@@ -1042,7 +1045,9 @@ static PyGetSetDef kpy_function_getset[] = {
      "RawKernel.attributes).",
      NULL},
     {"arg_format", kpy_function_get_arg_format, NULL,
-     "The argument types prepare() was given, or None.", NULL},
+     "PyCUDA's struct format of the argument types prepare() was given (a list of them "
+     "spelled as one string), or None.",
+     NULL},
     {"occupancy", kpy_function_get_occupancy, NULL,
      "cuda.core's Kernel.occupancy: the function itself, which has its occupancy methods.", NULL},
     KPY_ATTRIBUTE_GETTER("max_threads_per_block", 0),
