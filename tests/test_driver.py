@@ -577,6 +577,24 @@ def test_compile_returns_the_cubin():
         kiln.compiler.compile(TINY, options=["-DN=1"], arch=ARCH, target="fatbin")
 
 
+def test_compile_plain_takes_the_source_as_it_is():
+    # PyCUDA's inner compile: no extern "C" is added, so a C++ kernel keeps its mangled name.
+    src = unique("__global__ void plain(float *a) { a[0] = 1; }")
+    cubin = kiln.compiler.compile_plain(src, ["-arch", ARCH or "sm_90"], False, "nvcc", None)
+    assert cubin[:4] == b"\x7fELF" and b"_Z5plainPf" in cubin
+    ptx = kiln.compiler.compile_plain(src, [], False, "nvcc", False, target="ptx")
+    assert b".entry _Z5plainPf" in ptx
+
+
+def test_get_nvcc_version_is_what_nvcc_prints_or_a_warning(tmp_path):
+    fake = tmp_path / "nvcc"
+    fake.write_text("#!/bin/sh\necho 'Cuda compilation tools, release 13.0'\n")
+    fake.chmod(0o755)
+    assert kiln.compiler.get_nvcc_version(str(fake)) == "Cuda compilation tools, release 13.0\n"
+    with pytest.warns(UserWarning, match="NVCC version could not be determined"):
+        assert kiln.compiler.get_nvcc_version(str(tmp_path / "none")) == "nvcc unknown version"
+
+
 HEADERS = ["stdio.h", "stdlib.h", "math.h", "stdint.h", "assert.h", "limits.h", "float.h",
            "stddef.h", "string.h", "cstdio", "cstdlib", "cmath", "cstdint", "cassert", "climits",
            "cfloat", "cstddef", "cstring"]
@@ -882,6 +900,52 @@ def test_register_dtype_names_a_struct_for_generated_kernels():
         kiln.tools.get_or_register_dtype("kiln_nothing")
     with pytest.raises(TypeError, match="c_names is a C type's name or a list"):
         kiln.tools.register_dtype(triple, [])
+
+
+def test_compyte_dtypes_is_the_same_registry():
+    # pycuda.compyte.dtypes, which programs import dtype_to_ctype and TYPE_REGISTRY from.
+    from kiln.compyte import dtypes
+    from kiln.elementwise import ScalarArg, VectorArg
+    assert dtypes.dtype_to_ctype(np.complex64) == "pycuda::complex<float>"
+    quad = np.dtype([("a", np.float64), ("b", np.float64)])
+    assert dtypes.get_or_register_dtype("kiln_compyte_quad", quad) == quad
+    assert kiln.tools.dtype_to_ctype(quad) == "kiln_compyte_quad"
+    assert dtypes.TYPE_REGISTRY.dtype_to_name[quad] == "kiln_compyte_quad"
+    assert dtypes.TYPE_REGISTRY.name_to_dtype["kiln_compyte_quad"] == quad
+    assert dtypes.TYPE_REGISTRY.dtype_to_ctype(np.uint16) == "unsigned short"
+    arg = dtypes.parse_c_arg_backend("const float *__restrict__ x", ScalarArg, VectorArg)
+    assert isinstance(arg, VectorArg) and (arg.dtype, arg.name) == (np.float32, "x")
+    arg = dtypes.parse_c_arg_backend("unsigned int n[4]", ScalarArg, VectorArg)
+    assert isinstance(arg, VectorArg) and arg.dtype == np.uint32
+    assert dtypes.parse_c_arg_backend("double s", ScalarArg, VectorArg).dtype == np.float64
+    with pytest.raises(ValueError, match="unknown type 'mystery'"):
+        dtypes.parse_c_arg_backend("mystery m", ScalarArg, VectorArg)
+
+
+@pytest.mark.parametrize("shape", [(3, 4, 5), (0, 2), (1,), (2, 1, 3), ()])
+def test_compyte_array_strides_are_numpys(shape):
+    from kiln.compyte import array
+    c = np.zeros(shape, np.float32)
+    f = np.asfortranarray(c) if shape else c
+    assert array.is_c_contiguous_strides(c.strides, 4, shape)
+    assert array.is_f_contiguous_strides(f.strides, 4, shape)
+    if 0 not in shape:
+        assert array.c_contiguous_strides(4, shape) == c.strides
+        assert array.f_contiguous_strides(4, shape) == f.strides
+    flags = array.ArrayFlags(c)
+    assert (flags.c_contiguous, flags.forc) == (True, True)
+
+
+def test_compyte_array_flags_and_common_dtype():
+    from kiln.compyte import array
+    assert not array.ArrayFlags(np.zeros((3, 4))[:, ::2]).forc
+    t = array.ArrayFlags(np.zeros((3, 4)).T)
+    assert (t.c_contiguous, t.f_contiguous) == (False, True)
+    f32 = np.zeros(2, np.float32)
+    assert array.get_common_dtype(f32, 2.0, True) == np.float32
+    assert array.get_common_dtype(f32, np.zeros(1, np.int32), True) == np.float64
+    assert array.get_common_dtype(f32, np.zeros(1, np.int32), False) == np.float32
+    assert array.get_common_dtype(f32, 1j, False) == np.complex64
 
 
 def test_init_cuda_context_fixture_is_a_generator():

@@ -86,6 +86,28 @@ def compile(source, nvcc="nvcc", options=None, keep=False, no_extern_c=False, ar
     return module.cubin if target == "cubin" else module.ptx.encode()
 
 
+def compile_plain(source, options, keep, nvcc, cache_dir, target="cubin"):
+    """PyCUDA's inner compile: source as it is (no extern "C" added) with these options, as
+    bytes; compile() with no_extern_c=True."""
+    return compile(source, nvcc, list(options), keep, True, cache_dir=cache_dir, target=target)
+
+
+def get_nvcc_version(nvcc):
+    """What `<nvcc> --version` prints, as PyCUDA gives it. kiln compiles with NVRTC and needs
+    no nvcc; where that command cannot run, a warning and "nvcc unknown version", as PyCUDA."""
+    import subprocess
+    import warnings
+    try:
+        done = subprocess.run([nvcc, "--version"], capture_output=True, check=False)
+        out = done.stdout if done.returncode == 0 else b""
+    except OSError:
+        out = b""
+    if not out:
+        warnings.warn("NVCC version could not be determined.", stacklevel=2)
+        out = b"nvcc unknown version"
+    return out.decode("utf-8", "replace")
+
+
 class DynamicModule(CudaModule):
     """PyCUDA's DynamicModule: sources, PTX, objects and libraries linked into one module, whose
     kernels may launch kernels and call device functions of the others.
