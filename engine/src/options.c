@@ -15,6 +15,7 @@ typedef enum kiln__action {
   KILN__KEEP,    /* passed as it is */
   KILN__DROP,    /* no meaning under NVRTC */
   KILN__JOIN,    /* "-D X" -> "-DX": to, then the value */
+  KILN__LIST,    /* "-Xptxas a,b" -> "--ptxas-options=a", "--ptxas-options=b": JOIN of each */
   KILN__REPLACE, /* to, instead */
   KILN__ARCH,    /* the compile's arch */
   KILN__CODE,    /* the compile's code */
@@ -52,8 +53,10 @@ static const kiln__rule kiln__rules[] = {
     {"--std", 1, 0, KILN__JOIN, "-std="},
     {"-maxrregcount", 1, 0, KILN__JOIN, "-maxrregcount="},
     {"--maxrregcount", 1, 0, KILN__JOIN, "-maxrregcount="},
-    {"-Xptxas", 1, 0, KILN__JOIN, "--ptxas-options="},
-    {"--ptxas-options", 1, 0, KILN__JOIN, "--ptxas-options="},
+    /* nvcc splits ptxas's options at commas; NVRTC passes its value whole, and ptxas would read
+     * "-O3,-v" as one option */
+    {"-Xptxas", 1, 0, KILN__LIST, "--ptxas-options="},
+    {"--ptxas-options", 1, 0, KILN__LIST, "--ptxas-options="},
     {"-Ofast-compile", 1, 0, KILN__JOIN, "--Ofast-compile="},
     /* nvcc's spellings of what NVRTC has under another */
     {"--expt-relaxed-constexpr", 0, 0, KILN__REPLACE, "-default-device"},
@@ -215,15 +218,22 @@ static kiln_status kiln__gencode(kiln__options *o, const char *value) {
   return s;
 }
 
-/* A string made for this compile: kept until kiln__options_free. */
-static const char *kiln__own(kiln__options *o, const char *prefix, const char *value) {
-  size_t n = strlen(prefix) + strlen(value) + 1;
-  char *s = malloc(n);
+/* A string made for this compile, prefix then len bytes of value: kept until
+ * kiln__options_free. */
+static const char *kiln__own_n(kiln__options *o, const char *prefix, const char *value,
+                               size_t len) {
+  size_t p = strlen(prefix);
+  char *s = malloc(p + len + 1);
   if (!s) return NULL;
-  memcpy(s, prefix, strlen(prefix));
-  memcpy(s + strlen(prefix), value, strlen(value) + 1);
+  memcpy(s, prefix, p);
+  memcpy(s + p, value, len);
+  s[p + len] = '\0';
   o->strings[o->n_strings++] = s;
   return s;
+}
+
+static const char *kiln__own(kiln__options *o, const char *prefix, const char *value) {
+  return kiln__own_n(o, prefix, value, strlen(value));
 }
 
 /* Line tables change nothing the GPU runs (the same instructions; a larger CUBIN), and with
@@ -278,10 +288,14 @@ kiln_status kiln__options_translate(const kiln_compile_opts *in, kiln__options *
   memset(o, 0, sizeof *o);
   if (in) o->opts = *in;
   int n = in ? in->n_options : 0;
+  /* Each comma may start one more option of a list (KILN__LIST). */
+  size_t commas = 0;
+  for (int i = 0; i < n; i++)
+    for (const char *c = in->options[i]; c && (c = strchr(c, ',')); c++) commas++;
   /* Three more places, for -G, -default-device and -lineinfo; strings needs one at least for
    * calloc's sake. */
-  o->options = calloc((size_t)n + 3, sizeof *o->options);
-  o->strings = calloc((size_t)n + 1, sizeof *o->strings);
+  o->options = calloc((size_t)n + commas + 3, sizeof *o->options);
+  o->strings = calloc((size_t)n + commas + 1, sizeof *o->strings);
   if (!o->options || !o->strings) {
     kiln__options_free(o);
     return kiln__fail(KILN_ERROR_NO_MEMORY, "out of memory reading the compile options");
@@ -302,6 +316,19 @@ kiln_status kiln__options_translate(const kiln_compile_opts *in, kiln__options *
       made = kiln__own(o, rule->to, action == KILN__JOIN ? value : "");
       if (!made) s = kiln__fail(KILN_ERROR_NO_MEMORY, "out of memory reading the compile options");
       else o->options[k++] = made;
+      break;
+    case KILN__LIST:
+      for (const char *item = value; item && !s;) {
+        const char *comma = strchr(item, ',');
+        size_t len = comma ? (size_t)(comma - item) : strlen(item);
+        if (len) {
+          made = kiln__own_n(o, rule->to, item, len);
+          if (!made)
+            s = kiln__fail(KILN_ERROR_NO_MEMORY, "out of memory reading the compile options");
+          else o->options[k++] = made;
+        }
+        item = comma ? comma + 1 : NULL;
+      }
       break;
     case KILN__ARCH: s = kiln__set_target(&o->opts.arch, value, "the arch"); break;
     case KILN__CODE: s = kiln__set_target(&o->opts.code, value, "the code"); break;

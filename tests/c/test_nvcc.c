@@ -71,6 +71,19 @@ TEST(compile_translates_nvcc_options) {
   kiln_module_free(m);
   kiln_test_remove_tree(dir);
 
+  /* ptxas's options as nvcc takes them, a list split at commas: ptxas would read "-O3,-v" as
+   * -O with the number "3,-v" */
+  const char *lists[][3] = {{"-DN=1", "-Xptxas", "-O3,-v"},
+                            {"-DN=1", "--ptxas-options=-v,,-O2", ""},
+                            {"-DN=1", "-Xptxas=-O1,-v", ""}};
+  for (size_t i = 0; i < TEST_COUNT(lists); i++) {
+    kiln_compile_opts l = {
+        .arch = "sm_90", .options = lists[i], .n_options = lists[i][2][0] ? 3 : 2};
+    m = compile_ok(tiny_src, &l);
+    ASSERT_CONTAINS(kiln_module_log(m), "Used");
+    kiln_module_free(m);
+  }
+
   /* the target: -gencode, code=, and what disagrees */
   const char *gencode[] = {"-DN=1", "-gencode", "arch=compute_80,code=sm_86"};
   kiln_compile_opts g = {.options = gencode, .n_options = 3};
