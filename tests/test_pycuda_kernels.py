@@ -342,10 +342,26 @@ def test_minmax_neutral_is_pycudas():
     assert red.get_minmax_neutral("max", I32) == "-2147483648"
 
 
-def test_the_two_stage_reduction_builders_are_left_out_saying_why():
-    assert not hasattr(red, "get_reduction_module")
-    assert not hasattr(red, "get_reduction_kernel_and_types")
-    assert "get_reduction_module" in red.__doc__ and "two-launch" in red.__doc__
+def test_the_two_stage_reduction_builders_give_pycudas_stages():
+    # PyCUDA's two-launch reduction, whose stages programs launch themselves: stage 2 takes the
+    # partial values first, and both take seq_count (unsigned int) and n (size_t) last.
+    f, types = red.get_reduction_kernel_and_types(1, "float", 256, "0", "a+b", "x[i]*y[i]",
+                                                   "const float *x, const float *y", name="s1")
+    assert types == ["P", "P"] and f.arg_format == "PPPIN"
+    assert f.signature == ("b64", "b64", "b64", "b32", "b64")  # extern "C", as PyCUDA's
+    f, types = red.get_reduction_kernel_and_types(2, "pycuda::complex<double>", 512, "0", "a+b",
+                                                   arguments="int m", name="s2")
+    assert types == ["P", "i"] and f.arg_format == "PPiIN"
+    with pytest.raises(ValueError, match="stages 1 and 2"):
+        red.get_reduction_kernel_and_types(3, "float", 256, "0", "a+b", None, "float *in")
+
+
+def test_a_reduction_kernel_has_pycudas_stage_attributes():
+    k = red.ReductionKernel(np.float64, "0", "a+b", "x[i]*y[i]", "const double *x, double *y",
+                            name="kiln_stage_dot")
+    assert k.block_size == 512
+    assert (k.stage1_arg_types, k.stage2_arg_types) == (["P", "P"], ["P", "P", "P"])
+    assert callable(k.stage1_func) and callable(k.stage2_func)
 
 
 # ---- CudaModule ------------------------------------------------------------------------------
@@ -857,3 +873,47 @@ def test_any_all(rng, dtype, n):
         assert reduced(red.get_all_kernel(I32, dtype), xd) == int(np.all(x))
         assert reduced(red.get_any_kernel(None, dtype), xd) == np.any(x)  # x's dtype
         assert reduced(red.get_all_kernel(None, dtype), xd) == np.all(x)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("n", [1, 513, 4 * 512 * 1024 + 7])
+def test_reduction_stages_launched_by_the_program_as_pycbc_does(rng, n):
+    """PyCBC's LowerLatencyReductionKernel launches stage1_func and stage2_func itself, with
+    its own block counts and seq_count, until one block is left: a sum of squares of complex
+    values and a max-with-location over a registered struct agree with NumPy."""
+    def launch(kernel, *arrays):
+        shared = kernel.block_size * kernel.dtype_out.itemsize
+        size, f, inputs = arrays[0].size, kernel.stage1_func, [a.gpudata for a in arrays]
+        extra = []
+        while True:
+            per_block = 4 * kernel.block_size
+            blocks = min((size + per_block - 1) // per_block, 1024)
+            seq = max(4, (size + blocks * kernel.block_size - 1) // (blocks * kernel.block_size))
+            out = kiln.gpuarray.empty((blocks,) if blocks > 1 else (), kernel.dtype_out)
+            f((blocks, 1), (kernel.block_size, 1, 1), None, out.gpudata, *extra, *inputs, seq,
+              size, shared_size=shared)
+            if blocks == 1:
+                return out
+            f, size, extra = kernel.stage2_func, blocks, [out.gpudata]
+
+    z = (rng.standard_normal(n) + 1j * rng.standard_normal(n)).astype(np.complex64)
+    norm = red.ReductionKernel(np.float32, "0", "a+b", "norm(x[i])",
+                               "pycuda::complex<float> *x", name="kiln_stage_norm")
+    got = launch(norm, kiln.gpuarray.to_gpu(z)).get()
+    np.testing.assert_allclose(float(got), float((np.abs(z.astype(np.complex128)) ** 2).sum()),
+                               rtol=1e-4)
+
+    pair = np.dtype([("v", np.float32), ("loc", np.int32)])
+    kiln.tools.get_or_register_dtype("kiln_stage_maxloc", pair)
+    maxloc = red.ReductionKernel(
+        pair, "kiln_maxloc_start()", "kiln_maxloc_red(a, b)", "kiln_maxloc_map(x[i], i)",
+        "float *x", name="kiln_stage_maxloc", preamble="""
+        struct kiln_stage_maxloc { float v; int loc; };
+        __device__ kiln_stage_maxloc kiln_maxloc_start() { return {-1e30f, -1}; }
+        __device__ kiln_stage_maxloc kiln_maxloc_red(kiln_stage_maxloc a, kiln_stage_maxloc b) {
+          return a.v > b.v || (a.v == b.v && a.loc < b.loc) ? a : b; }
+        __device__ kiln_stage_maxloc kiln_maxloc_map(float v, size_t i) {
+          return {v, (int)i}; }""")
+    x = rng.standard_normal(n).astype(np.float32)
+    got = launch(maxloc, kiln.gpuarray.to_gpu(x)).get()
+    assert (float(got["v"]), int(got["loc"])) == (float(x.max()), int(x.argmax()))

@@ -168,3 +168,43 @@ __global__ void {name}({params})
   if (threadIdx.x == 0) _kiln_finish(_out, _mirror, v);
 }}
 """
+
+
+def stage_source(out_type, block_size, neutral, reduce_expr, map_expr, arguments, name,
+                 preamble=""):
+    """One stage of PyCUDA's two-launch reduction, for programs that launch the stages
+    themselves (pycuda.reduction.get_reduction_module): the kernel
+    name(out_type *out, arguments, unsigned int seq_count, size_t n), launched with
+    block_size threads a block and block_size * sizeof(out_type) bytes of dynamic shared
+    memory; block b folds map_expr over the seq_count * block_size elements from
+    b * block_size * seq_count (thread t takes every block_size-th from the t-th) and writes
+    its value to out[b]. out_type and arguments are C text; i is a size_t."""
+    return f"""#include <pycuda-complex.hpp>
+#define BLOCK_SIZE {int(block_size)}
+#define READ_AND_MAP(i) ({map_expr})
+#define REDUCE(a, b) ({reduce_expr})
+{preamble}
+typedef {out_type} out_type;
+
+extern "C" __global__ void {name}(out_type *out, {arguments}, unsigned int seq_count, size_t n)
+{{
+  /* Raw bytes, so no constructor of out_type runs on shared memory (which may not have one). */
+  extern __shared__ __align__(16) unsigned char _kiln_stage_shared[];
+  out_type *_fold = reinterpret_cast<out_type *>(_kiln_stage_shared);
+  const unsigned int _t = threadIdx.x;
+  out_type _acc = {neutral};
+  size_t i = (size_t)blockIdx.x * BLOCK_SIZE * seq_count + _t;
+  for (unsigned int _s = 0; _s < seq_count && i < n; ++_s, i += BLOCK_SIZE)
+    _acc = REDUCE(_acc, READ_AND_MAP(i));
+  _fold[_t] = _acc;
+  __syncthreads();
+  /* Halve the live values each step, the upper part folded onto the lower (any block size). */
+  for (unsigned int _live = BLOCK_SIZE; _live > 1;) {{
+    const unsigned int _half = (_live + 1) / 2;
+    if (_t < _live - _half) _fold[_t] = REDUCE(_fold[_t], _fold[_t + _half]);
+    __syncthreads();
+    _live = _half;
+  }}
+  if (_t == 0) out[blockIdx.x] = _fold[0];
+}}
+"""

@@ -21,11 +21,12 @@ PyCUDA's kernel getters are here too (get_sum_kernel, get_dot_kernel, get_minmax
 subset forms, get_any_kernel, get_all_kernel, get_minmax_neutral): each gives the
 ReductionKernel gpuarray's own reductions use, folding in and giving the dtype asked for. Their
 min and max give NaN when the array has one (NumPy's answer; PyCUDA's fmin/fmax pass over it).
-PyCUDA's get_reduction_module and get_reduction_kernel_and_types are left out: they make the
-two stages of PyCUDA's two-launch reduction (a kernel that writes one partial value per block,
-with parameters (out, arguments, seq_count, n), launched again over those values), which kiln's
-one-launch kernel, whose last block folds the partial values itself, does not have; a
-ReductionKernel is what to build instead.
+PyCUDA's two-launch reduction is here too, for programs that launch its stages themselves
+(PyCBC's lower-latency reductions): get_reduction_module and get_reduction_kernel_and_types
+build a stage, a kernel (out, arguments, seq_count, n) that writes one partial value per block,
+and a ReductionKernel has PyCUDA's block_size, stage1_func, stage2_func, stage1_arg_types and
+stage2_arg_types, its stages compiled when first asked for. A ReductionKernel's own call does
+not use them: it reduces in one launch.
 """
 import numpy as np
 
@@ -34,7 +35,8 @@ from ._kiln import DeviceArray, ReductionBase
 from .elementwise import compile_source, _contiguous_alike
 from .tools import context_dependent_memoize
 
-__all__ = ["ReductionKernel", "get_sum_kernel", "get_any_kernel", "get_all_kernel",
+__all__ = ["ReductionKernel", "get_reduction_module", "get_reduction_kernel_and_types",
+           "get_sum_kernel", "get_any_kernel", "get_all_kernel",
            "get_subset_sum_kernel", "get_dot_kernel", "get_subset_dot_kernel",
            "get_minmax_neutral", "get_minmax_kernel", "get_subset_minmax_kernel"]
 
@@ -71,6 +73,40 @@ class ReductionKernel(ReductionBase):
         self._bind(self._function(False), self.dtype_out,
                    bytes(isinstance(a, _cgen.VectorArg) for a in self.arguments),
                    _reduce_src.BLOCK, _reduce_src.UNROLL, _reduce_src.BLOCKS_PER_SM)
+
+    # PyCUDA's two stages, for programs that launch them themselves (its own call does not).
+    block_size = 512
+
+    def _stage(self, stage):
+        key = ("stage", stage)
+        made = self._functions.get(key)
+        if made is None:
+            declarators = ", ".join(a.declarator() for a in self.arguments)
+            made = self._functions[key] = get_reduction_kernel_and_types(
+                stage, _cgen.dtype_to_ctype(self.dtype_out), self.block_size, self.neutral,
+                self.reduce_expr, self.map_expr if stage == 1 else None, declarators,
+                f"{self.name}_stage{stage}", self.keep, self.options, self.preamble)
+        return made
+
+    @property
+    def stage1_func(self):
+        """PyCUDA's first stage, as its prepared_async_call: (grid, block, stream, out,
+        arguments..., seq_count, n), one partial value a block into out."""
+        return self._stage(1)[0].prepared_async_call
+
+    @property
+    def stage2_func(self):
+        """PyCUDA's second stage: (grid, block, stream, out, partial values, arguments...,
+        seq_count, n), folding the partial values."""
+        return self._stage(2)[0].prepared_async_call
+
+    @property
+    def stage1_arg_types(self):
+        return self._stage(1)[1]
+
+    @property
+    def stage2_arg_types(self):
+        return self._stage(2)[1]
 
     def _function(self, use_range):
         f = self._functions.get(use_range)
@@ -137,6 +173,47 @@ def _empty_result(dtype, stream):
     from ._kiln import empty
     return empty((), dtype, stream=stream)
 
+
+
+# ---- PyCUDA's two-launch reduction, for programs that launch its stages --------------------
+
+def get_reduction_module(out_type, block_size, neutral, reduce_expr, map_expr, arguments,
+                         name="reduce_kernel", keep=False, options=None, preamble=""):
+    """A module of one stage kernel, name(out_type *out, arguments, unsigned int seq_count,
+    size_t n) (out_type and arguments are C text), launched with block_size threads a block
+    and block_size * sizeof(out_type) bytes of shared memory: block b folds map_expr over
+    seq_count * block_size elements from b * block_size * seq_count into out[b]."""
+    src = _reduce_src.stage_source(out_type, block_size, neutral, reduce_expr, map_expr,
+                                   arguments, name, preamble)
+    return compile_source(src, options, keep)
+
+
+def get_reduction_kernel_and_types(stage, out_type, block_size, neutral, reduce_expr,
+                                   map_expr=None, arguments=None, name="reduce_kernel",
+                                   keep=False, options=None, preamble=""):
+    """(function, argument types) of stage 1 (map_expr over the arguments; "in[i]" when
+    None) or stage 2 (the partial values, const out_type *pycuda_reduction_inp, put before the
+    arguments and read by default), the function prepared as "P<types>IN", with the shared
+    memory its launches need as the default when out_type's size is known."""
+    if stage == 1:
+        map_expr = "in[i]" if map_expr is None else map_expr
+    elif stage == 2:
+        map_expr = "pycuda_reduction_inp[i]" if map_expr is None else map_expr
+        first = f"const {out_type} *pycuda_reduction_inp"
+        arguments = f"{first}, {arguments}" if arguments else first
+    else:
+        raise ValueError(f"a reduction has stages 1 and 2, not {stage!r}")
+    if not arguments:
+        raise ValueError("a reduction stage needs arguments, e.g. 'const float *in'")
+    func = get_reduction_module(out_type, block_size, neutral, reduce_expr, map_expr, arguments,
+                                name, keep, options, preamble).get_function(name)
+    arg_types = [_cgen.get_arg_type(a) for a in _cgen._split_args(arguments)]
+    try:
+        shared = int(block_size) * _cgen.ctype_to_dtype(out_type).itemsize
+    except ValueError:
+        shared = None
+    func.prepare("P" + "".join(arg_types) + "IN", shared=shared)
+    return func, arg_types
 
 
 # ---- PyCUDA's kernel getters -----------------------------------------------------------------
