@@ -21,8 +21,8 @@ and are refused, saying so, when it uses `i`; `range=`/`slice=` take negative st
 """
 import numpy as np
 
-from . import _cgen, _elwise_cupy, _elwise_src
-from ._kiln import DeviceArray, ElementwiseBase, SourceModule, current_device
+from . import _cgen, _elwise_cupy, _elwise_src, _log
+from ._kiln import CompileError, DeviceArray, ElementwiseBase, SourceModule, current_device
 from .tools import context_dependent_memoize
 
 __all__ = ["ElementwiseKernel", "get_elwise_kernel", "get_elwise_module",
@@ -98,10 +98,6 @@ class ElementwiseKernel(ElementwiseBase):
                             f"{', '.join(sorted(unknown))}")
         if not isinstance(operation, str):
             raise TypeError("operation must be a str of C statements")
-        self.arguments = _cgen.parse_arguments(arguments)
-        if not any(isinstance(a, VectorArg) for a in self.arguments):
-            raise ValueError("ElementwiseKernel can only be used with functions that have at "
-                             "least one vector argument")
         self.operation = operation
         self.name = name
         self.preamble = preamble
@@ -112,16 +108,38 @@ class ElementwiseKernel(ElementwiseBase):
         self.gen_kwargs = dict(arguments=arguments, operation=operation, name=name, keep=keep,
                                options=options, preamble=preamble, loop_prep=loop_prep,
                                after_loop=after_loop)
-        self._vector_index = [k for k, a in enumerate(self.arguments)
-                              if isinstance(a, VectorArg)]
-        self._bare_i = _elwise_src.uses_bare_i(operation, loop_prep, after_loop)
         self._functions = {}
         self._modules = {}
-        # Compiled now, as PyCUDA does, so errors show at once; the common call is then taken
-        # by ElementwiseBase in C.
+        self._error = None
+        self.arguments = []
+        try:
+            self._build(arguments)
+        except (ValueError, CompileError) as e:
+            # PyCUDA builds an ElementwiseKernel at its first call, so a program may define one
+            # it never calls (a variant for a dtype it does not use) that would not compile:
+            # the error is kept and raised by the first call, as PyCUDA's is.
+            self._error = e
+            _log.logger.info("ElementwiseKernel %s does not build; its first call raises: %s",
+                             name, str(e).splitlines()[0] if str(e) else type(e).__name__)
+
+    def _build(self, arguments):
+        """Reads the declaration and compiles the kernel now (a cache hit after the first
+        time), so the common call is then taken by ElementwiseBase in C."""
+        self.arguments = _cgen.parse_arguments(arguments)
+        if not any(isinstance(a, VectorArg) for a in self.arguments):
+            raise ValueError("ElementwiseKernel can only be used with functions that have at "
+                             "least one vector argument")
+        self._vector_index = [k for k, a in enumerate(self.arguments)
+                              if isinstance(a, VectorArg)]
+        self._bare_i = _elwise_src.uses_bare_i(self.operation, self.loop_prep, self.after_loop)
         self._bind(self._function("contig"),
                    bytes(isinstance(a, VectorArg) for a in self.arguments), BLOCK,
                    _elwise_src.UNROLL, self._same_ok)
+
+    def _raise_error(self):
+        """The error that kept the kernel from building, raised afresh (no traceback of the
+        calls before)."""
+        raise self._error.with_traceback(None)
 
     # ---- kernels ----------------------------------------------------------------------------
 
@@ -129,6 +147,8 @@ class ElementwiseKernel(ElementwiseBase):
         key = (variant, ndim)
         f = self._functions.get(key)
         if f is None:
+            if self._error is not None:
+                self._raise_error()
             src = _elwise_src.source(self.arguments, self.operation, self.name, self.preamble,
                                      self.loop_prep, self.after_loop, variant=variant,
                                      ndim=ndim)
@@ -152,6 +172,8 @@ class ElementwiseKernel(ElementwiseBase):
     def _call_general(self, *args, range=None, slice=None, stream=None):  # noqa: A002
         """Every call the C path does not take: range=/slice=, strided arrays, raw pointers,
         overlapping arrays (the first time), wrong argument counts."""
+        if self._error is not None:
+            self._raise_error()
         if len(args) != len(self.arguments):
             raise TypeError(f"{self.name} takes {len(self.arguments)} arguments "
                             f"({len(args)} given)")
