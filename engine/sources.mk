@@ -13,6 +13,7 @@ KILN_ENGINE_SOURCES = \
 	engine/src/entry.c \
 	engine/src/options.c \
 	engine/src/stdheaders.c \
+	engine/src/dialect.c \
 	engine/src/link.c \
 	engine/src/pch.c \
 	engine/src/remote.c \

@@ -2,6 +2,7 @@
 #include "compile.h"
 
 #include "device.h"
+#include "dialect.h"
 #include "dup.h"
 #include "nvrtc.h"
 #include "pch.h"
@@ -293,6 +294,26 @@ kiln_status kiln__compile(const char *src, const kiln_compile_opts *opts, const 
   if (s && again) {
     kiln__compile_free_code(out);
     s = kiln__compile_once(src, opts, arch, NULL, cwd, out, &again);
+  }
+  /* A compound literal, "(float3){x, y, z}", which nvcc takes in C++ and NVRTC refuses: the
+   * source is compiled again with each one as a functional cast. Only a refused source is read
+   * for them, and if that compile fails too, the first refusal is what the caller sees. */
+  if (s == KILN_ERROR_COMPILE && out->log && strstr(out->log, "expected an expression")) {
+    char *rewritten = kiln__dialect_compound_literals(src);
+    char *first = rewritten ? kiln__dup_str(kiln_last_error()) : NULL;
+    kiln__code second;
+    if (first &&
+        kiln__compile_once(rewritten, opts, arch, pch_dir, cwd, &second, &again) == KILN_OK) {
+      kiln__compile_free_code(out);
+      *out = second;
+      s = KILN_OK;
+      kiln__clear_error();
+    } else if (first) {
+      kiln__compile_free_code(&second);
+      kiln__fail(KILN_ERROR_COMPILE, "%s", first);
+    }
+    free(first);
+    free(rewritten);
   }
   return s;
 }

@@ -4,6 +4,7 @@
  * GPU: all but the last run everywhere. */
 #include "runner.h"
 
+#include "../../engine/src/dialect.h"
 #include "../../engine/src/nvrtc.h"
 #include "../../engine/src/stdheaders.h"
 
@@ -593,4 +594,52 @@ TEST(gpu_linked_module_launches_across_sources) {
   for (int i = 0; i < 32; i++) ASSERT_EQ(got[i], 7 * i);
   ASSERT_OK(kiln_mem_free(p));
   kiln_module_free(m);
+}
+
+/* The rewrite itself: a compound literal's parentheses become spaces, and nothing else moves. */
+TEST(compound_literals_are_read_as_functional_casts) {
+  const char *cases[][2] = {
+      {"return (uchar3) {r, g, b};", "return  uchar3  {r, g, b};"},
+      {"x = (float2){a, b}; f((int2){1, 2}, (S) {0});",
+       "x =  float2 {a, b}; f( int2 {1, 2},  S  {0});"},
+      {"#define MK(x) ((float2){x, x})", "#define MK(x) ( float2 {x, x})"},
+      {"v = c ? (ns::P){1} : (P)\n{2};", "v = c ?  ns::P {1} :  P \n{2};"},
+  };
+  for (size_t i = 0; i < TEST_COUNT(cases); i++) {
+    char *got = kiln__dialect_compound_literals(cases[i][0]);
+    if (!got || strcmp(got, cases[i][1]) != 0)
+      FAIL("'%s' became '%s', not '%s'", cases[i][0], got ? got : "(nothing)", cases[i][1]);
+    free(got);
+  }
+  /* Blocks after a condition or a declarator, casts without a brace, and literals in comments
+   * and strings are left as they are: none of these has one to rewrite. */
+  const char *untouched[] = {
+      "if (x) { y = 1; } while (n) {} for (;;) {} switch (k) { }",
+      "__global__ void k(float *p) { } void f(void) {} auto l = [](int) { return 1; };",
+      "y = (float)x; z = (int) (w);",
+      "// return (float3){1, 2, 3};\n/* (float2){a} */ s = \"(int2){1}\"; c = '(';",
+      "struct S s = (struct S){1};",
+  };
+  for (size_t i = 0; i < TEST_COUNT(untouched); i++) {
+    char *got = kiln__dialect_compound_literals(untouched[i]);
+    if (got) FAIL("'%s' was rewritten as '%s'", untouched[i], got);
+  }
+}
+
+/* A source with compound literals compiles, as under nvcc; one refused for another reason is
+ * refused with NVRTC's first message, not the retry's. */
+TEST(compile_takes_compound_literals_as_nvcc_does) {
+  const char *src = "__device__ uchar3 rgb(unsigned char r, unsigned char g, unsigned char b) {\n"
+                    "  return (uchar3) {r, g, b};\n}\n"
+                    "#define PAIR(a, b) ((float2){(a), (b)})\n"
+                    "__global__ void k(uchar3 *c, float2 *f, int n) {\n"
+                    "  if (n) { c[0] = rgb(1, 2, 3); f[0] = PAIR(0.5f, n); }\n"
+                    "}\n";
+  kiln_compile_opts opts = {.arch = "sm_90"};
+  kiln_module *m = compile_ok(src, &opts);
+  kiln_module_free(m);
+  const char *broken = "__global__ void k(float2 *f) {\n  f[0] = (float2){1, 2};\n"
+                       "  f[1] = ;\n}\n";
+  ASSERT_STATUS(kiln_module_from_source(broken, &opts, &m), KILN_ERROR_COMPILE);
+  ASSERT_CONTAINS(kiln_last_error(), "kernel.cu(2)"); /* the first refusal: the literal's line */
 }
