@@ -907,7 +907,7 @@ def test_reduction_stages_launched_by_the_program_as_pycbc_does(rng, n):
     kiln.tools.get_or_register_dtype("kiln_stage_maxloc", pair)
     maxloc = red.ReductionKernel(
         pair, "kiln_maxloc_start()", "kiln_maxloc_red(a, b)", "kiln_maxloc_map(x[i], i)",
-        "float *x", name="kiln_stage_maxloc", preamble="""
+        "float *x", name="kiln_maxloc_kernel", preamble="""
         struct kiln_stage_maxloc { float v; int loc; };
         __device__ kiln_stage_maxloc kiln_maxloc_start() { return {-1e30f, -1}; }
         __device__ kiln_stage_maxloc kiln_maxloc_red(kiln_stage_maxloc a, kiln_stage_maxloc b) {
