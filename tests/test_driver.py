@@ -278,6 +278,18 @@ def test_prepare_refuses_texture_references(module):
     assert module.get_function("k").prepare("PPif", texrefs=[]).arg_format == "PPif"
 
 
+def test_a_call_takes_pycudas_texrefs_when_there_are_none(module):
+    # PyCUDA's call documents texrefs=[]; with none to bind, the call goes on (here to the
+    # host array, refused before the GPU is touched).
+    f = module.get_function("k")
+    host = np.zeros(4, np.float32)
+    for none in ([], None, ()):
+        with pytest.raises(TypeError, match="a numpy array lives in host memory"):
+            f(host, host, 4, 1.0, block=(4, 1, 1), texrefs=none)
+    with pytest.raises(NotImplementedError, match="texture references were removed in CUDA 12"):
+        f(host, host, 4, 1.0, block=(4, 1, 1), texrefs=[object()])
+
+
 def test_prepared_calls_check_their_arguments_first(module):
     f = module.get_function("k").prepare("PPif")
     with pytest.raises(TypeError, match=r"prepared_call\(grid, block, \*args\): k\(float \*, "

@@ -45,6 +45,21 @@ enum {
   KPY_KW_ALL
 };
 
+/* PyCUDA's texrefs= of a call or prepare(): None or an empty list, for CUDA 12 has no texture
+ * references to bind. -1 with NotImplementedError for any. */
+static int kpy_texrefs_none(PyObject *texrefs) {
+  if (texrefs == Py_None) return 0;
+  Py_ssize_t n = PyObject_Length(texrefs);
+  if (n < 0) return -1;
+  if (n > 0) {
+    PyErr_SetString(PyExc_NotImplementedError,
+                    "texrefs: texture references were removed in CUDA 12, which kiln needs; "
+                    "pass a texture object (cudaTextureObject_t) as a kernel argument instead");
+    return -1;
+  }
+  return 0;
+}
+
 /* A launch dimension that is a small Python int (0 to 2**30 - 1), read without a call. */
 static inline int kpy_small_dim(PyObject *obj, unsigned *out) {
   if (!PyLong_CheckExact(obj)) return 0;
@@ -339,6 +354,8 @@ static PyObject *kpy_function_call(PyObject *op, PyObject *const *args, size_t n
         opts_given = &opts;
       }
       if (kpy_parse_launch_option(kw, value, &opts) < 0) return NULL;
+    } else if (PyUnicode_Check(key) && PyUnicode_CompareWithASCIIString(key, "texrefs") == 0) {
+      if (kpy_texrefs_none(value) < 0) return NULL; /* PyCUDA's texrefs=[]: nothing to bind */
     } else {
       PyErr_Format(PyExc_TypeError, "%s got an unexpected keyword argument %R; it takes %s",
                    kiln_function_signature(self->fn), key, kpy_kw_names);
@@ -369,16 +386,7 @@ static PyObject *kpy_function_prepare(PyObject *op, PyObject *args, PyObject *kw
   PyObject *types, *shared = Py_None, *texrefs = NULL;
   if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|OO:prepare", kwlist, &types, &shared, &texrefs))
     return NULL;
-  if (texrefs && texrefs != Py_None) {
-    Py_ssize_t n = PyObject_Length(texrefs);
-    if (n < 0) return NULL;
-    if (n > 0) {
-      PyErr_SetString(PyExc_NotImplementedError,
-                      "texrefs: texture references were removed in CUDA 12, which kiln needs; "
-                      "pass a texture object (cudaTextureObject_t) as a kernel argument instead");
-      return NULL;
-    }
-  }
+  if (texrefs && kpy_texrefs_none(texrefs) < 0) return NULL;
   unsigned shared_bytes = 0;
   if (shared != Py_None) {
     unsigned long long v;
