@@ -346,6 +346,26 @@ def test_get_global_finds_the_name_before_the_gpu(module):
         module.get_global(3)
 
 
+def test_a_missing_kernel_or_variable_is_pycudas_logic_error_and_an_attribute_error(module):
+    # PyCUDA's driver reports the missing symbol as a LogicError, which programs catch (an
+    # unknown scheme named by the user); getattr and hasattr see an AttributeError.
+    for find, name in ((module.get_function, "nothere"), (module.get_global, "nothere")):
+        with pytest.raises(drv.LogicError, match="no (kernel|variable) 'nothere'") as info:
+            find(name)
+        assert isinstance(info.value, AttributeError) and isinstance(info.value, kiln.Error)
+        assert type(info.value) is kiln.NotFoundError
+    assert getattr(module, "nothere", None) is None
+
+
+def test_pycudas_extension_module_is_the_driver():
+    # pycuda._driver, which programs name for its errors; importing the driver makes it.
+    import kiln._driver
+    assert kiln._driver.LogicError is drv.LogicError and kiln._driver.Context is drv.Context
+    assert kiln._driver.device_attribute is drv.device_attribute
+    done = run_python("import kiln.driver, kiln; print(kiln._driver.Error is kiln.Error)")
+    assert done.stdout.strip() == "True", done.stderr
+
+
 @pytest.mark.parametrize("call, error, phrase", [
     (lambda: drv.memset_d32(0x1002, 0, 4), ValueError, "aligned to 4 bytes"),
     (lambda: drv.memset_d16(0x1000, 1 << 16, 4), ValueError, "does not fit 16 bits"),

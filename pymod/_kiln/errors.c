@@ -79,7 +79,16 @@ int kpy_errors_init(PyObject *module, kpy_state *st) {
       kpy_new_exception(module, "OutOfMemoryError", bases,
                         "The device ran out of memory; also a MemoryError, as PyCUDA's is.");
   Py_DECREF(bases);
-  return st->ref.OutOfMemoryError ? 0 : -1;
+  if (!st->ref.OutOfMemoryError) return -1;
+  /* A LogicError, as PyCUDA's (its driver reports the missing symbol), and an AttributeError,
+   * as an attribute a module lacks is: `except drv.LogicError`, getattr and hasattr all work. */
+  if (!(bases = PyTuple_Pack(2, st->ref.LogicError, PyExc_AttributeError))) return -1;
+  st->ref.NotFoundError = kpy_new_exception(
+      module, "NotFoundError", bases,
+      "A module has no kernel or variable of that name; also an AttributeError, and a "
+      "LogicError as PyCUDA's is.");
+  Py_DECREF(bases);
+  return st->ref.NotFoundError ? 0 : -1;
 }
 
 /* The CUresults PyCUDA calls logic errors: the program asked for something wrong in itself. */
@@ -274,7 +283,7 @@ PyObject *kpy_raise(kpy_state *st, kiln_status s) {
   }
   case KILN_ERROR_INVALID:
   case KILN_ERROR_AMBIGUOUS: PyErr_SetString(PyExc_ValueError, msg); break;
-  case KILN_ERROR_NOT_FOUND: PyErr_SetString(PyExc_AttributeError, msg); break;
+  case KILN_ERROR_NOT_FOUND: kpy_raise_cuda(st->ref.NotFoundError, msg); break;
   case KILN_ERROR_NO_MEMORY: PyErr_SetString(PyExc_MemoryError, msg); break;
   case KILN_ERROR_INTERRUPTED: PyErr_SetString(PyExc_KeyboardInterrupt, msg); break;
   default: PyErr_SetString(st->ref.Error, msg); break;

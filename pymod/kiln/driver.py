@@ -61,6 +61,7 @@ from ._kiln import (  # noqa: F401
     ManagedAllocation,
     Module,
     NoDeviceError,
+    NotFoundError,
     Out,
     OutOfMemoryError,
     PagelockedHostAllocation,
@@ -529,3 +530,9 @@ def occupancyMaxPotentialBlockSize(func, dynamicSMemSize=0, blockSizeLimit=0):
 def occupancyAvailableDynamicSMemPerBlock(func, numBlocks, blockSize):
     """The most dynamic shared memory per block with numBlocks resident per multiprocessor."""
     return func.available_dynamic_shared(numBlocks, blockSize)
+
+
+# PyCUDA's driver module imports its extension, pycuda._driver, so a program that imported the
+# driver may name that module (`except pycuda._driver.LogicError`). Last: it reads this module's
+# names.
+from . import _driver  # noqa: E402,F401

@@ -1,0 +1,15 @@
+"""PyCUDA's `pycuda._driver`, its compiled extension, which some programs name directly
+(`except pycuda._driver.LogicError`): the same names as kiln.driver."""
+from .driver import *  # noqa: F401,F403
+from .driver import (  # noqa: F401  (the error classes, whatever driver's star export holds)
+    CompileError,
+    CudaError,
+    Error,
+    LaunchError,
+    LogicError,
+    MemoryError,
+    NoDeviceError,
+    NotFoundError,
+    OutOfMemoryError,
+    RuntimeError,
+)
