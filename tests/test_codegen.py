@@ -2,6 +2,7 @@
 kiln generates for array arithmetic, elementwise kernels, reductions and scans compiles
 (NVRTC needs no device). What they compute is tested on the GPU (test_gpuarray.py)."""
 import concurrent.futures
+import inspect
 import os
 
 import numpy as np
@@ -79,8 +80,16 @@ def test_dtype_to_ctype_speaks_pycudas_names():
 def test_vec_types_and_makers():
     v = _cgen.vec.make_float3(1, 2, 3)
     assert v.dtype == _cgen.vec.float3 and tuple(v.tolist()) == (1.0, 2.0, 3.0)
-    with pytest.raises(TypeError, match="takes 3 values"):
-        _cgen.vec.make_float3(1, 2)
+    # PyCUDA's: a 0-d array, its fields by position or by name
+    assert isinstance(v, np.ndarray) and v.shape == () and v["y"] == 2
+    assert _cgen.vec.make_int2(1, y=5).tolist() == (1, 5)
+    assert _cgen.vec.make_uint4(x=1, y=2, z=3, w=4).tolist() == (1, 2, 3, 4)
+    assert str(inspect.signature(_cgen.vec.make_float3)) == "(x, y, z)"
+    for wrong in ((1, 2), (1, 2, 3, 4)):
+        with pytest.raises(TypeError, match="make_float3 takes 3 values, x, y, z"):
+            _cgen.vec.make_float3(*wrong)
+    with pytest.raises(TypeError, match="takes 2 values"):
+        _cgen.vec.make_float2(1, x=2)
 
 
 # ---- elementwise sources ---------------------------------------------------------------------

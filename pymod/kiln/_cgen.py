@@ -5,6 +5,7 @@ as NumPy dtypes, and the small complex-number header kiln's kernels include.
 Everything here is plain Python run once per kernel that is generated; nothing here is on the
 path of a call.
 """
+import inspect
 import re
 
 import numpy as np
@@ -117,6 +118,24 @@ class vec:  # noqa: N801  (PyCUDA's name)
     for each, `vec.make_float4(1, 2, 3, 4)` (PyCUDA's gpuarray.vec)."""
 
 
+def _vec_maker(name, dtype, fields):
+    """make_<name>(x, y, ...): a 0-d array of the vector type, as PyCUDA's gives (its fields by
+    position or by name)."""
+    def maker(*values, **named):
+        if len(values) > len(fields) or set(named) - set(fields[len(values):]) or \
+                len(values) + len(named) != len(fields):
+            given = ", ".join([*map(repr, values), *(f"{k}={v!r}" for k, v in named.items())])
+            raise TypeError(f"make_{name} takes {len(fields)} values, {', '.join(fields)}, not "
+                            f"({given})")
+        values = values + tuple(named[f] for f in fields[len(values):])
+        return np.array(values, dtype=dtype)
+
+    maker.__name__ = maker.__qualname__ = f"make_{name}"
+    maker.__signature__ = inspect.Signature(
+        [inspect.Parameter(f, inspect.Parameter.POSITIONAL_OR_KEYWORD) for f in fields])
+    return maker
+
+
 def _make_vec_types():
     # CUDA aligns a 2- or 4-element vector to its whole size (up to 16 bytes); 3-element ones
     # to their element. NumPy's dtype keeps the size; kiln passes scalars at the kernel's own
@@ -133,13 +152,7 @@ def _make_vec_types():
             setattr(vec, name, dtype)
             register_dtype(dtype, name)
 
-            def maker(*values, _dtype=dtype, _name=name, _count=count):
-                if len(values) != _count:
-                    raise TypeError(f"make_{_name} takes {_count} values, not {len(values)}")
-                return np.array(tuple(values), dtype=_dtype)[()]
-
-            maker.__name__ = f"make_{name}"
-            setattr(vec, f"make_{name}", staticmethod(maker))
+            setattr(vec, f"make_{name}", staticmethod(_vec_maker(name, dtype, fields[:count])))
 
 
 _make_vec_types()
