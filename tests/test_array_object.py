@@ -85,6 +85,28 @@ def test_strides_describe_any_layout_over_gpudata():
     assert d.flags.c_contiguous == h.flags.c_contiguous
 
 
+def test_strides_may_be_assigned_within_the_memory_the_array_reaches():
+    # PyCUDA keeps strides as a plain attribute; programs copy an F-ordered array's onto a new
+    # one (v.strides = u.strides).
+    d = kiln.DeviceArray((3, 4), np.float32, gpudata=FAKE)
+    d.strides = (4, 12)
+    assert d.strides == (4, 12) and d.flags.f_contiguous and not d.flags.c_contiguous
+    d.strides = [16, 4]
+    assert d.flags.c_contiguous
+    d.strides = (0, 4)  # a broadcast over fewer bytes is inside
+    assert d.strides == (0, 4) and not d.flags.forc
+    for strides, error, phrase in [((4,), ValueError, "strides has 1 entries; the array has 2"),
+                                   ((16, 8), ValueError, "outside the 0 to 16 the array's"),
+                                   ((-16, 4), ValueError, "reach bytes -32 to 16"),
+                                   ((16, 2), ValueError, "multiples of the itemsize, 4"),
+                                   ("ab", TypeError, None)]:
+        with pytest.raises(error, match=phrase):
+            d.strides = strides
+        assert d.strides == (0, 4)
+    with pytest.raises(AttributeError, match="cannot be deleted"):
+        del d.strides
+
+
 @pytest.mark.parametrize("kwargs, error, phrase", [
     (dict(shape=(2, 3), dtype=np.float32, order="A"), ValueError, "order must be 'C' or 'F'"),
     (dict(shape=(2, 3), dtype=np.float32, order=1), ValueError, "order must be 'C' or 'F'"),

@@ -138,6 +138,48 @@ static PyObject *kpy_array_get_strides(PyObject *op, void *c) {
   return kpy_shape_tuple(KPY_ARRAY(op)->strides, KPY_ARRAY(op)->ndim);
 }
 
+/* a.strides = (...): PyCUDA's GPUArray keeps strides as a plain attribute, and programs assign
+ * another array's (a copy made like an F-ordered original). Taken when the new layout reaches
+ * no byte outside what the array reaches now, so no element can lie outside its memory; the
+ * contiguity flags follow. */
+static int kpy_array_set_strides(PyObject *op, PyObject *value, void *c) {
+  (void)c;
+  kpy_array *a = KPY_ARRAY(op);
+  if (!value) {
+    PyErr_SetString(PyExc_AttributeError, "a DeviceArray's strides cannot be deleted");
+    return -1;
+  }
+  Py_ssize_t strides[KPY_MAX_DIMS];
+  int n = -1;
+  if (kpy_shape_parse(value, &n, strides) < 0) return -1;
+  if (n != a->ndim) {
+    PyErr_Format(PyExc_ValueError, "strides has %d entries; the array has %d dimensions", n,
+                 a->ndim);
+    return -1;
+  }
+  for (int i = 0; i < n; i++)
+    if (a->itemsize && strides[i] % a->itemsize) {
+      PyErr_Format(PyExc_ValueError,
+                   "strides are in bytes and must be multiples of the itemsize, %zd; %R is not",
+                   a->itemsize, value);
+      return -1;
+    }
+  Py_ssize_t lo, hi, new_lo, new_hi;
+  if (kpy_layout_extent(a->ndim, a->shape, a->strides, a->itemsize, &lo, &hi) < 0 ||
+      kpy_layout_extent(n, a->shape, strides, a->itemsize, &new_lo, &new_hi) < 0)
+    return -1;
+  if (new_lo < lo || new_hi > hi) {
+    PyErr_Format(PyExc_ValueError,
+                 "strides %R would reach bytes %zd to %zd from the first element, outside the "
+                 "%zd to %zd the array's memory holds",
+                 value, new_lo, new_hi, lo, hi);
+    return -1;
+  }
+  memcpy(a->strides, strides, sizeof strides[0] * (size_t)n);
+  kpy_array_update_flags(a);
+  return 0;
+}
+
 static PyObject *kpy_array_get_flags(PyObject *op, void *c) {
   (void)c;
   kpy_state *st = kpy_state_of_type(Py_TYPE(op));
@@ -528,7 +570,9 @@ static PyMethodDef kpy_array_methods[] = {
 static PyGetSetDef kpy_array_getset[] = {
     {"shape", kpy_array_get_shape, NULL, "Its shape.", NULL},
     {"dtype", kpy_array_get_dtype, NULL, "Its numpy dtype.", NULL},
-    {"strides", kpy_array_get_strides, NULL, "The bytes from one element to the next, per axis.",
+    {"strides", kpy_array_get_strides, kpy_array_set_strides,
+     "The bytes from one element to the next, per axis. Assignable, as PyCUDA's, with strides "
+     "that keep every element inside the memory the array reaches now.",
      NULL},
     {"flags", kpy_array_get_flags, NULL, "c_contiguous, f_contiguous, forc.", NULL},
     {"size", kpy_array_get_size, NULL, "Its number of elements.", NULL},
