@@ -357,6 +357,12 @@ def test_a_missing_kernel_or_variable_is_pycudas_logic_error_and_an_attribute_er
     assert getattr(module, "nothere", None) is None
 
 
+def test_there_is_no_opengl_interop_and_the_driver_says_so():
+    assert drv.have_gl_ext() is False
+    with pytest.raises(ImportError):
+        import kiln.gl  # noqa: F401
+
+
 def test_pycudas_extension_module_is_the_driver():
     # pycuda._driver, which programs name for its errors; importing the driver makes it.
     import kiln._driver

@@ -115,6 +115,12 @@ from ._kiln import mem_info as mem_get_info  # noqa: F401
 CUDA_DEBUGGING = False
 
 
+def have_gl_ext():
+    """False: kiln has no OpenGL interop (PyCUDA's pycuda.gl); a program that checks this
+    before importing it takes its path without."""
+    return False
+
+
 def set_debugging(flag=True):
     """Compile every kernel from now on with device debugging (-G: unoptimized, for
     cuda-gdb and compute-sanitizer), or not (flag False). The option is part of the cache's
