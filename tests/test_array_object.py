@@ -212,6 +212,33 @@ def test_base_is_kept_alive_and_a_cycle_through_it_is_collected():
     assert gone() is None
 
 
+def test_a_program_may_set_attributes_on_an_array_and_replace_the_types_methods():
+    # PyCUDA's GPUArray is a plain Python class: programs note things on arrays, keep weak
+    # references to them, and libraries built on it replace its methods (chainer's copy and
+    # operators).
+    d = kiln.DeviceArray(3, np.float32, gpudata=FAKE)
+    d.name = "weights"
+    assert d.name == "weights" and d.__dict__ == {"name": "weights"}
+    with pytest.raises(AttributeError, match="not writable"):
+        d.shape = (2,)  # the layout stays the array's own
+    assert not hasattr(d[1:], "name")  # a view is a new object, as NumPy's
+    d.me = d  # a cycle through the attributes is collected
+    gone = weakref.ref(d)
+    cache = weakref.WeakValueDictionary()
+    cache["weights"] = d
+    assert cache["weights"] is d
+    del d
+    gc.collect()
+    assert gone() is None
+    old = kiln.DeviceArray.copy
+    try:
+        kiln.DeviceArray.copy = lambda self: ("copied", self.shape)
+        assert kiln.DeviceArray(2, np.float32, gpudata=FAKE).copy() == ("copied", (2,))
+    finally:
+        kiln.DeviceArray.copy = old
+    assert kiln.DeviceArray.copy is old
+
+
 class Mine(kiln.DeviceArray):
     """A subclass, PyCUDA-style: __init__ takes the constructor's arguments."""
 

@@ -568,6 +568,8 @@ static PyMethodDef kpy_array_methods[] = {
 };
 
 static PyGetSetDef kpy_array_getset[] = {
+    {"__dict__", PyObject_GenericGetDict, PyObject_GenericSetDict,
+     "The attributes a program set on the array.", NULL},
     {"shape", kpy_array_get_shape, NULL, "Its shape.", NULL},
     {"dtype", kpy_array_get_dtype, NULL, "Its numpy dtype.", NULL},
     {"strides", kpy_array_get_strides, kpy_array_set_strides,
@@ -598,8 +600,15 @@ static PyGetSetDef kpy_array_getset[] = {
     {NULL, NULL, NULL, NULL, NULL},
 };
 
+static PyMemberDef kpy_array_members[] = {
+    {"__dictoffset__", KPY_T_PYSSIZET, offsetof(kpy_array, dict), KPY_READONLY, NULL},
+    {"__weaklistoffset__", KPY_T_PYSSIZET, offsetof(kpy_array, weakrefs), KPY_READONLY, NULL},
+    {NULL, 0, 0, 0, NULL},
+};
+
 static PyType_Slot kpy_array_slots[] = {
     {Py_tp_new, kpy_array_tp_new},
+    {Py_tp_members, kpy_array_members},
     {Py_tp_init, kpy_array_tp_init},
     {Py_tp_dealloc, kpy_array_dealloc},
     {Py_tp_traverse, kpy_array_traverse},
@@ -627,9 +636,10 @@ static PyType_Slot kpy_array_slots[] = {
     {0, NULL},
 };
 
+/* Not immutable: PyCUDA's GPUArray is a Python class, and libraries built on it replace its
+ * methods (chainer's copy and operators). */
 static PyType_Spec kpy_array_spec = {"kiln.DeviceArray", sizeof(kpy_array), 0,
-                                     Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC |
-                                         Py_TPFLAGS_IMMUTABLETYPE | Py_TPFLAGS_BASETYPE,
+                                     Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_BASETYPE,
                                      kpy_array_slots};
 
 static PyMethodDef kpy_array_functions[] = {

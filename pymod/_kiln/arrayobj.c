@@ -365,6 +365,7 @@ int kpy_array_traverse(PyObject *op, visitproc visit, void *arg) {
   Py_VISIT(a->gpudata);
   Py_VISIT(a->base);
   Py_VISIT(a->allocator);
+  Py_VISIT(a->dict);
   return 0;
 }
 
@@ -373,6 +374,7 @@ int kpy_array_clear(PyObject *op) {
   Py_CLEAR(a->gpudata);
   Py_CLEAR(a->base);
   Py_CLEAR(a->allocator);
+  Py_CLEAR(a->dict);
   return 0;
 }
 
@@ -380,6 +382,7 @@ void kpy_array_dealloc(PyObject *op) {
   kpy_array *a = (kpy_array *)op;
   PyTypeObject *tp = Py_TYPE(op);
   PyObject_GC_UnTrack(op);
+  if (a->weakrefs) PyObject_ClearWeakRefs(op);
   if (a->mirror.slot) {
     /* The type holds the module, so its state is found; the lookup's error is kept out of any
      * exception in flight all the same. */

@@ -31,6 +31,10 @@ typedef struct kpy_array {
   PyObject *gpudata, *base, *allocator;
   DLManagedTensor *dlpack; /* an imported DLPack tensor, released with the array */
   kpy_mirror mirror;       /* a reduction result's host copy (mirror.h); slot 0 for none */
+  /* Attributes a program sets on an array, as on PyCUDA's GPUArray (a plain Python object):
+   * made at the first one, NULL until then. */
+  PyObject *dict;
+  PyObject *weakrefs; /* weak references to it, which a Python object takes */
 } kpy_array;
 
 static inline int kpy_array_check(kpy_state *st, PyObject *obj) {
