@@ -363,6 +363,37 @@ def test_there_is_no_opengl_interop_and_the_driver_says_so():
         import kiln.gl  # noqa: F401
 
 
+def test_an_event_subclass_may_pass_its_flags_on_to_init():
+    # chainer's IPC event: __init__ of its own that calls super().__init__(flags).
+    class Mine(drv.Event):
+        def __init__(self, flags=0, tag=None):
+            super().__init__(flags)
+            self.tag = tag
+
+    assert Mine.__init__ is not drv.Event.__init__
+    if not HAVE_GPU:
+        with pytest.raises(kiln.NoDeviceError):
+            Mine(drv.event_flags.DISABLE_TIMING, tag="x")
+        return
+    e = Mine(drv.event_flags.DISABLE_TIMING, tag="x")
+    assert e.tag == "x"
+    e.record()
+    e.synchronize()
+
+
+def test_the_memory_pools_are_in_the_driver_module_too():
+    # PyCUDA's extension exports them, and its driver module everything the extension has.
+    import kiln._driver
+    for name in ("DeviceMemoryPool", "PageLockedMemoryPool", "PooledDeviceAllocation",
+                 "PooledHostAllocation", "bitlog2"):
+        assert getattr(drv, name) is getattr(kiln.tools, name)
+        assert getattr(kiln._driver, name) is getattr(kiln.tools, name)
+        assert name in dir(drv)
+    assert drv.bitlog2(1024) == 10
+    with pytest.raises(AttributeError, match="has no attribute 'NoSuchPool'"):
+        drv.NoSuchPool  # noqa: B018
+
+
 def test_pycudas_extension_module_is_the_driver():
     # pycuda._driver, which programs name for its errors; importing the driver makes it.
     import kiln._driver

@@ -13,3 +13,8 @@ from .driver import (  # noqa: F401  (the error classes, whatever driver's star 
     OutOfMemoryError,
     RuntimeError,
 )
+
+
+def __getattr__(name):  # the memory pools, as the driver gives them
+    from . import driver
+    return getattr(driver, name)

@@ -144,8 +144,15 @@ class Event(_kiln.Event):
 
     __slots__ = ()
 
-    def __new__(cls, flags=0):
+    def __new__(cls, flags=0, *args, **kwargs):
+        # A subclass's own arguments after flags are its __init__'s, as with PyCUDA's Event.
+        if cls is Event and (args or kwargs):
+            raise TypeError(f"Event() takes flags only, not {args or ''}{kwargs or ''}")
         return super().__new__(cls, flags=flags)
+
+    def __init__(self, flags=0, *args, **kwargs):
+        # Made by __new__; here so that a subclass's __init__ may call super().__init__(flags).
+        pass
 
 
 class PointerHolderBase:
@@ -536,6 +543,24 @@ def occupancyMaxPotentialBlockSize(func, dynamicSMemSize=0, blockSizeLimit=0):
 def occupancyAvailableDynamicSMemPerBlock(func, numBlocks, blockSize):
     """The most dynamic shared memory per block with numBlocks resident per multiprocessor."""
     return func.available_dynamic_shared(numBlocks, blockSize)
+
+
+# The memory pools are in PyCUDA's extension, and so in its driver module too (programs call
+# drv.DeviceMemoryPool()); kiln's are in tools, which imports this module, so they are looked up
+# when first asked for.
+_FROM_TOOLS = ("DeviceMemoryPool", "PageLockedMemoryPool", "PooledDeviceAllocation",
+               "PooledHostAllocation", "bitlog2")
+
+
+def __getattr__(name):
+    if name in _FROM_TOOLS:
+        from . import tools
+        return getattr(tools, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted([*globals(), *_FROM_TOOLS])
 
 
 # PyCUDA's driver module imports its extension, pycuda._driver, so a program that imported the
