@@ -239,6 +239,13 @@ def test_a_program_may_set_attributes_on_an_array_and_replace_the_types_methods(
     assert kiln.DeviceArray.copy is old
 
 
+def test_gpuarray_has_pythons_old_names_of_division():
+    import kiln.gpuarray as gpuarray
+    assert gpuarray.GPUArray.__div__ is gpuarray.GPUArray.__truediv__
+    assert gpuarray.GPUArray.__rdiv__ is gpuarray.GPUArray.__rtruediv__
+    assert gpuarray.GPUArray.__idiv__ is gpuarray.GPUArray.__itruediv__
+
+
 class Mine(kiln.DeviceArray):
     """A subclass, PyCUDA-style: __init__ takes the constructor's arguments."""
 

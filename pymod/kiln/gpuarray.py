@@ -24,6 +24,12 @@ from .reduction import ReductionKernel
 GPUArray = DeviceArray
 vec = _cgen.vec
 
+# PyCUDA's GPUArray still has Python 2's names of division, which libraries read off the class
+# (getattr(GPUArray, "__div__")).
+GPUArray.__div__ = GPUArray.__truediv__
+GPUArray.__rdiv__ = GPUArray.__rtruediv__
+GPUArray.__idiv__ = GPUArray.__itruediv__
+
 __all__ = ["GPUArray", "vec", "splay", "to_gpu", "to_gpu_async", "empty", "zeros", "ones",
            "empty_like", "zeros_like", "ones_like", "arange", "take", "multi_take",
            "multi_put", "multi_take_put", "concatenate", "stack", "reshape", "transpose",
