@@ -270,6 +270,43 @@ def test_the_type_can_be_subclassed():
     assert gone() is None
 
 
+class ThreadArray(kiln.DeviceArray):
+    """A subclass whose constructor is its own, as a library's over PyCUDA (reikna's Array(thr,
+    shape, dtype, ...)): the array is made when its __init__ calls GPUArray.__init__."""
+
+    def __init__(self, thread, shape, dtype, offset=0):
+        self.thread = thread
+        kiln.DeviceArray.__init__(self, shape, dtype, gpudata=FAKE + offset)
+
+
+def test_a_subclass_with_a_constructor_of_its_own_is_made_by_its_init():
+    a = ThreadArray("thr", (4, 2), np.float32, offset=64)
+    assert type(a) is ThreadArray and a.thread == "thr"
+    assert (a.shape, a.dtype, a.ptr, a.strides) == ((4, 2), np.float32, FAKE + 64, (8, 4))
+    kiln.DeviceArray.__init__(a, (9,), np.float64, gpudata=FAKE)  # made: a second call is a no-op
+    assert a.shape == (4, 2)
+    with pytest.raises(ValueError, match="negative dimension -1"):
+        ThreadArray("thr", (-1,), np.float32)
+
+    class Forgetful(kiln.DeviceArray):  # never calls the base: an empty array, no memory
+        def __init__(self, *args):
+            pass
+
+    f = Forgetful(1, 2, 3)
+    assert (f.shape, f.size, f.ptr) == ((0,), 0, 0)
+
+    class Careful(kiln.DeviceArray):  # catches a failure and goes on: empty again
+        def __init__(self, gpudata):
+            try:
+                kiln.DeviceArray.__init__(self, (4,), np.float32, gpudata=gpudata)
+            except ValueError:
+                pass
+
+    c = Careful(0)
+    assert (c.shape, c.size, c.ptr) == ((0,), 0, 0)
+    assert Careful(FAKE).shape == (4,)
+
+
 # ---- attributes and flags ------------------------------------------------------------------
 
 def test_flags_read_as_numpys_and_pycudas():

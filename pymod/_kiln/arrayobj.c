@@ -69,14 +69,14 @@ int kpy_layout_extent(int ndim, const Py_ssize_t *shape, const Py_ssize_t *strid
 
 /* ---- Making one --------------------------------------------------------------------------- */
 
-/* An instance of tp (DeviceArray or a subclass): dtype and shape checked, C-contiguous
- * strides, on the current device, no memory. */
-static kpy_array *kpy_array_alloc(PyTypeObject *tp, PyArray_Descr *dtype, int ndim,
-                                  const Py_ssize_t *shape) {
+/* Sets a's dtype and shape, checked, with C-contiguous strides, on the current device; its
+ * memory is the caller's to set. */
+static int kpy_array_set_layout(kpy_array *a, PyArray_Descr *dtype, int ndim,
+                                const Py_ssize_t *shape) {
   if (ndim > KPY_MAX_DIMS) {
     PyErr_Format(PyExc_ValueError, "a DeviceArray has at most %d dimensions, not %d", KPY_MAX_DIMS,
                  ndim);
-    return NULL;
+    return -1;
   }
   Py_ssize_t itemsize = PyDataType_ELSIZE(dtype);
   if (PyDataType_REFCHK(dtype) || itemsize == 0) {
@@ -84,23 +84,21 @@ static kpy_array *kpy_array_alloc(PyTypeObject *tp, PyArray_Descr *dtype, int nd
                  "dtype %R cannot live on the GPU: it holds Python objects "
                  "or has no size",
                  (PyObject *)dtype);
-    return NULL;
+    return -1;
   }
   Py_ssize_t size = 1;
   for (int i = 0; i < ndim; i++) {
     if (shape[i] < 0) {
       PyErr_Format(PyExc_ValueError, "negative dimension %zd in the shape", shape[i]);
-      return NULL;
+      return -1;
     }
     if (shape[i] && size > PY_SSIZE_T_MAX / shape[i] / itemsize) {
       PyErr_SetString(PyExc_ValueError, "the array is too large");
-      return NULL;
+      return -1;
     }
     size *= shape[i];
   }
-  kpy_array *a = (kpy_array *)tp->tp_alloc(tp, 0);
-  if (!a) return NULL;
-  a->dtype = (PyArray_Descr *)Py_NewRef(dtype);
+  Py_XSETREF(a->dtype, (PyArray_Descr *)Py_NewRef(dtype));
   a->ndim = ndim;
   if (ndim) memcpy(a->shape, shape, (size_t)ndim * sizeof *shape); /* a 0-d array's may be NULL */
   a->itemsize = itemsize;
@@ -109,6 +107,15 @@ static kpy_array *kpy_array_alloc(PyTypeObject *tp, PyArray_Descr *dtype, int nd
   a->size = size;
   a->nbytes = size * itemsize;
   a->device = kiln_device_current();
+  return 0;
+}
+
+/* An instance of tp (DeviceArray or a subclass): dtype and shape checked, C-contiguous
+ * strides, on the current device, no memory. */
+static kpy_array *kpy_array_alloc(PyTypeObject *tp, PyArray_Descr *dtype, int ndim,
+                                  const Py_ssize_t *shape) {
+  kpy_array *a = (kpy_array *)tp->tp_alloc(tp, 0);
+  if (a && kpy_array_set_layout(a, dtype, ndim, shape) < 0) Py_CLEAR(a);
   return a;
 }
 
@@ -279,37 +286,104 @@ static int kpy_array_take_memory(kpy_state *st, kpy_array *a, const kpy_array_sp
   return kpy_address_of(st, mem, "what allocator returned", &a->ptr);
 }
 
-static PyObject *kpy_array_construct(kpy_state *st, PyTypeObject *tp, const kpy_array_spec *sp) {
-  kpy_array *a = kpy_array_alloc(tp, sp->dtype, sp->ndim, sp->shape);
-  if (!a) return NULL;
+/* a, fresh from tp_alloc or awaiting its __init__, made as sp says. */
+static int kpy_array_build(kpy_state *st, kpy_array *a, const kpy_array_spec *sp) {
+  if (kpy_array_set_layout(a, sp->dtype, sp->ndim, sp->shape) < 0) return -1;
   if (sp->has_strides || sp->fortran) {
     if (sp->has_strides) memcpy(a->strides, sp->strides, (size_t)a->ndim * sizeof *a->strides);
     else kpy_strides_contiguous(a->ndim, a->shape, a->itemsize, 1, a->strides);
     kpy_array_update_flags(a);
   }
-  if (kpy_array_take_memory(st, a, sp) < 0) {
-    Py_DECREF(a);
-    return NULL;
-  }
-  a->base = sp->base == Py_None ? NULL : Py_NewRef(sp->base);
-  a->allocator = sp->allocator == Py_None ? NULL : Py_NewRef(sp->allocator);
+  if (kpy_array_take_memory(st, a, sp) < 0) return -1;
+  Py_XSETREF(a->base, sp->base == Py_None ? NULL : Py_NewRef(sp->base));
+  Py_XSETREF(a->allocator, sp->allocator == Py_None ? NULL : Py_NewRef(sp->allocator));
+  return 0;
+}
+
+/* PyCUDA's constructor's arguments into *sp, with a new reference to the dtype in *dtype (the
+ * caller's to release, also on failure). */
+static int kpy_array_spec_read(PyObject *args, PyObject *kwargs, kpy_array_spec *sp,
+                               PyArray_Descr **dtype_out);
+
+/* A subclass with an __init__ of its own gets its array made there, when that __init__ calls
+ * DeviceArray.__init__, as PyCUDA's GPUArray is made in __init__: its own arguments may be
+ * anything (reikna's Array(thread, shape, dtype)). Until then it is an empty float64 array
+ * with no memory. */
+static PyObject *kpy_array_awaiting_init(PyTypeObject *tp) {
+  PyArray_Descr *f8 = PyArray_DescrFromType(NPY_FLOAT64);
+  Py_ssize_t none = 0;
+  kpy_array *a = f8 ? kpy_array_alloc(tp, f8, 1, &none) : NULL;
+  Py_XDECREF(f8);
+  if (a) a->awaiting_init = 1;
   return (PyObject *)a;
 }
 
 PyObject *kpy_array_tp_new(PyTypeObject *tp, PyObject *args, PyObject *kwargs) {
+  kpy_state *st = kpy_state_of_type(tp);
+  if (!st) return NULL;
+  if (tp != st->ref.DeviceArray_type && tp->tp_init != kpy_array_tp_init)
+    return kpy_array_awaiting_init(tp);
+  kpy_array_spec sp;
+  PyArray_Descr *dtype = NULL;
+  PyObject *r = NULL;
+  if (kpy_array_spec_read(args, kwargs, &sp, &dtype) == 0) {
+    kpy_array *a = (kpy_array *)tp->tp_alloc(tp, 0);
+    if (a && kpy_array_build(st, a, &sp) < 0) Py_CLEAR(a);
+    r = (PyObject *)a;
+  }
+  Py_XDECREF(dtype);
+  return r;
+}
+
+int kpy_array_tp_init(PyObject *op, PyObject *args, PyObject *kwargs) {
+  kpy_array *a = (kpy_array *)op;
+  if (!a->awaiting_init) return 0; /* tp_new did the work */
+  kpy_state *st = kpy_state_of_type(Py_TYPE(op));
+  if (!st) return -1;
+  kpy_array_spec sp;
+  PyArray_Descr *dtype = NULL;
+  int rc = kpy_array_spec_read(args, kwargs, &sp, &dtype);
+  if (rc == 0) rc = kpy_array_build(st, a, &sp);
+  Py_XDECREF(dtype);
+  if (rc == 0) {
+    a->awaiting_init = 0;
+  } else if (a->size) { /* a layout without its memory: empty again, for a caller that goes on */
+#if PY_VERSION_HEX >= 0x030C0000
+    PyObject *exc = PyErr_GetRaisedException();
+#else
+    PyObject *exc_type, *exc, *tb;
+    PyErr_Fetch(&exc_type, &exc, &tb);
+#endif
+    PyArray_Descr *f8 = PyArray_DescrFromType(NPY_FLOAT64);
+    Py_ssize_t none = 0;
+    Py_CLEAR(a->gpudata);
+    a->ptr = 0;
+    if (!f8 || kpy_array_set_layout(a, f8, 1, &none) < 0) PyErr_Clear();
+    Py_XDECREF(f8);
+#if PY_VERSION_HEX >= 0x030C0000
+    PyErr_SetRaisedException(exc);
+#else
+    PyErr_Restore(exc_type, exc, tb);
+#endif
+  }
+  return rc;
+}
+
+static int kpy_array_spec_read(PyObject *args, PyObject *kwargs, kpy_array_spec *sp_out,
+                               PyArray_Descr **dtype_out) {
   static char *kwlist[] = {
       (char *)"shape",   (char *)"dtype",   (char *)"allocator", (char *)"base",
       (char *)"gpudata", (char *)"strides", (char *)"order",     NULL};
-  kpy_state *st = kpy_state_of_type(tp);
-  if (!st) return NULL;
   kpy_array_spec sp = {.allocator = Py_None, .base = Py_None, .gpudata = Py_None};
   PyObject *shape_obj, *strides_obj = Py_None, *order = NULL;
   PyArray_Descr *dtype = NULL;
+  *dtype_out = NULL;
   if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OO&|OOOOO:DeviceArray", kwlist, &shape_obj,
                                    PyArray_DescrConverter, &dtype, &sp.allocator, &sp.base,
                                    &sp.gpudata, &strides_obj, &order))
-    return NULL;
-  PyObject *r = NULL;
+    return -1;
+  *dtype_out = dtype;
+  int r = -1;
   sp.dtype = dtype;
   if (kpy_shape_parse(shape_obj, &sp.ndim, sp.shape) < 0) goto done;
   if (order) {
@@ -346,15 +420,10 @@ PyObject *kpy_array_tp_new(PyTypeObject *tp, PyObject *args, PyObject *kwargs) {
     }
     sp.has_strides = 1;
   }
-  r = kpy_array_construct(st, tp, &sp);
+  *sp_out = sp;
+  r = 0;
 done:
-  Py_DECREF(dtype);
   return r;
-}
-
-int kpy_array_tp_init(PyObject *op, PyObject *args, PyObject *kwargs) {
-  (void)op, (void)args, (void)kwargs; /* tp_new did the work */
-  return 0;
 }
 
 /* ---- Lifetime ----------------------------------------------------------------------------- */

@@ -35,6 +35,7 @@ typedef struct kpy_array {
    * made at the first one, NULL until then. */
   PyObject *dict;
   PyObject *weakrefs; /* weak references to it, which a Python object takes */
+  int awaiting_init;  /* a subclass's, made empty by tp_new, to be made by DeviceArray.__init__ */
 } kpy_array;
 
 static inline int kpy_array_check(kpy_state *st, PyObject *obj) {
