@@ -398,3 +398,30 @@ def test_in_of_a_numpy_scalar_passes_its_value_in_device_memory():
     mod.get_function("scale")(drv.InOut(a), drv.In(np.int32(5)), drv.In(np.float32(3)),
                               block=(8, 1, 1))
     assert a.tolist() == [0, 3, 6, 9, 12, 5, 6, 7]
+
+
+def test_memcpy_discontig_copies_between_any_strides():
+    """gpuarray._memcpy_discontig, which libraries over PyCUDA copy views with (reikna's
+    Array.copy): device and host arrays of one shape and dtype, of any strides."""
+    x = np.arange(48, dtype=np.float32).reshape(6, 8)
+    dev = gpuarray.to_gpu(x)
+    out = gpuarray.zeros((3, 4), np.float32)
+    gpuarray._memcpy_discontig(out, dev[::2, 1::2])  # a strided view into a contiguous array
+    np.testing.assert_array_equal(out.get(), x[::2, 1::2])
+    big = gpuarray.zeros((6, 8), np.float32)
+    gpuarray._memcpy_discontig(big[1::2, ::2], out, async_=True, stream=drv.Stream())
+    want = np.zeros((6, 8), np.float32)
+    want[1::2, ::2] = x[::2, 1::2]
+    kiln.synchronize()
+    np.testing.assert_array_equal(big.get(), want)
+    host = np.zeros((8, 6), np.float32).T  # F-ordered host array
+    gpuarray._memcpy_discontig(host, dev)
+    np.testing.assert_array_equal(host, x)
+    gpuarray._memcpy_discontig(big[::-1], np.asfortranarray(x))  # host into a reversed view
+    np.testing.assert_array_equal(big.get(), x[::-1])
+    with pytest.raises(ValueError, match="same shape"):
+        gpuarray._memcpy_discontig(out, dev)
+    with pytest.raises(TypeError, match="same dtype"):
+        gpuarray._memcpy_discontig(gpuarray.zeros((6, 8), np.float64), dev)
+    with pytest.raises(TypeError, match="src must be GPUArray or ndarray"):
+        gpuarray._memcpy_discontig(out, [1, 2])

@@ -54,6 +54,30 @@ def _get_common_dtype(obj1, obj2):
                             else o for o in (obj1, obj2)))
 
 
+def _memcpy_discontig(dst, src, async_=False, stream=None):
+    """src's elements into dst's, PyCUDA's helper that libraries built on it call: arrays of the
+    same shape and dtype, each a GPUArray or a NumPy array, of any strides (kiln's copy walks
+    each as its strides say, so their orders need not agree). With async_, a copy between
+    device arrays is queued on stream; one with the host is done when this returns."""
+    for name, a in (("src", src), ("dst", dst)):
+        if not isinstance(a, (DeviceArray, np.ndarray)):
+            raise TypeError(f"{name} must be GPUArray or ndarray")
+    if src.shape != dst.shape:
+        raise ValueError("src and dst must be same shape")
+    if src.dtype != dst.dtype:
+        raise TypeError("src and dst must have same dtype")
+    stream = stream if async_ else None
+    if isinstance(dst, np.ndarray):
+        dst[...] = src if isinstance(src, np.ndarray) else src.get()
+        return
+    if isinstance(src, np.ndarray):
+        if dst.flags.c_contiguous:
+            dst.set(np.ascontiguousarray(src))
+            return
+        src = to_gpu(np.ascontiguousarray(src))
+    _ops.copy(dst, src, stream=stream)
+
+
 def _like_for_copy(ary, allocator):
     """A new GPUArray to copy `ary` into (a NumPy array, or a GPUArray as PyCUDA's to_gpu
     takes too), contiguous in the order `ary` is (C when it is neither); gives it and the
