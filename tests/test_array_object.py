@@ -239,6 +239,22 @@ def test_a_program_may_set_attributes_on_an_array_and_replace_the_types_methods(
     assert kiln.DeviceArray.copy is old
 
 
+def test_empty_like_takes_the_arrays_allocator():
+    # PyCUDA's empty_like (and zeros_like, ones_like) allocate with other_ary.allocator: a
+    # library's pool, whose allocations carry what it set on them (chainer's device).
+    import kiln.gpuarray as gpuarray
+    asked = []
+
+    def allocator(nbytes):
+        asked.append(nbytes)
+        return FAKE
+
+    a = kiln.DeviceArray((3, 4), np.float32, allocator=allocator, order="F")
+    b = gpuarray.empty_like(a)
+    assert b.allocator is allocator and asked == [48, 48] and b.flags.f_contiguous
+    assert gpuarray.empty_like(a, np.float64).allocator is allocator and asked[-1] == 96
+
+
 def test_gpuarray_has_pythons_old_names_of_division():
     import kiln.gpuarray as gpuarray
     assert gpuarray.GPUArray.__div__ is gpuarray.GPUArray.__truediv__

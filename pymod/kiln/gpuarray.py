@@ -133,8 +133,10 @@ def _like_order(other, order):
 
 
 def empty_like(other_ary, dtype=None, order="K"):
-    """An uninitialized GPUArray of other_ary's shape (and dtype, unless given)."""
+    """An uninitialized GPUArray of other_ary's shape (and dtype, unless given), its memory
+    from other_ary's allocator, as PyCUDA's (kiln's pool when it has none)."""
     return DeviceArray(other_ary.shape, other_ary.dtype if dtype is None else dtype,
+                       allocator=getattr(other_ary, "allocator", None),
                        order=_like_order(other_ary, order))
 
 
