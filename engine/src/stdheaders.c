@@ -177,6 +177,13 @@
  * way: after `using namespace std;`, cuda::std::abs beside the abs built into device code would
  * make a plain abs(x) ambiguous, which it is not under nvcc (<array>, <functional>, <optional>,
  * <span>, <complex> and <memory> bring it in with CCCL 3.0, so they are not given). */
+/* C++'s streams, which only host code can use: a kernel source that includes one (a habit of
+ * C++, as nvcc compiles it) gets a header that declares nothing, and a use of std::cout in
+ * device code is NVRTC's error, as it is nvcc's. */
+#define KILN__HOST_STREAMS_HEADER(name)                                                        \
+  {name, "/* kiln's <" name "> for NVRTC: C++'s streams are host code, which a kernel cannot " \
+         "call; it declares nothing. */\n"}
+
 #define KILN__LIBCU_HEADER(name)                                                                 \
   {name, "/* kiln's <" name "> for NVRTC: libcu++'s <cuda/std/" name ">, its names in std. */\n" \
          "#if (__cplusplus >= 201703L || defined(CCCL_IGNORE_DEPRECATED_CPP_DIALECT)) && "       \
@@ -405,6 +412,12 @@ static const kiln__stdheader kiln__stdheaders[] = {
                   "#endif\n"},
     {"cstdbool", "/* kiln's <cstdbool> for NVRTC. */\n"
                  "#include <stdbool.h>\n"},
+    KILN__HOST_STREAMS_HEADER("iostream"),
+    KILN__HOST_STREAMS_HEADER("ostream"),
+    KILN__HOST_STREAMS_HEADER("istream"),
+    KILN__HOST_STREAMS_HEADER("fstream"),
+    KILN__HOST_STREAMS_HEADER("sstream"),
+    KILN__HOST_STREAMS_HEADER("iomanip"),
     KILN__LIBCU_HEADER("type_traits"),
     KILN__LIBCU_HEADER("limits"),
     KILN__LIBCU_HEADER("utility"),
@@ -586,8 +599,8 @@ kiln_status kiln__stdheaders_select(const char *src, const kiln_compile_opts *op
  * hash these texts, some 10 us, before its first lookup. The C test
  * stdheaders_digest_matches_the_texts recomputes it, so a text edited without it fails. */
 static const unsigned char kiln__stdheaders_sha[KILN__KEY_SIZE] = {
-    0xed, 0x94, 0x38, 0xc9, 0xaf, 0x79, 0xa2, 0x30, 0x15, 0x3a, 0x44, 0xd0, 0x6b, 0x3c, 0x81, 0x59,
-    0x3e, 0x84, 0xcd, 0xe8, 0xe4, 0xb5, 0x6f, 0x71, 0x4a, 0xd8, 0xb5, 0x1f, 0x4f, 0x99, 0x60, 0x80};
+    0x0d, 0x06, 0xae, 0xa5, 0xae, 0xee, 0xb8, 0x1f, 0x0a, 0x07, 0x09, 0xbc, 0x2d, 0x3d, 0x0a, 0x9f,
+    0x24, 0xda, 0xcd, 0xb3, 0x1f, 0x37, 0xb7, 0xf7, 0x2a, 0x3e, 0xfd, 0x6d, 0x53, 0x9b, 0x1d, 0xc4};
 
 kiln_status kiln__stdheaders_digest(unsigned char out[KILN__KEY_SIZE]) {
   kiln__hasher *h;

@@ -376,6 +376,24 @@ TEST(compile_gives_cpp_headers_as_libcudacxx_ones) {
   if (!strstr(kiln_module_log(bad), "needs C++17"))
     FAIL("the log does not say what <type_traits> needs: %s", kiln_module_log(bad));
   kiln_module_free(bad);
+  /* C++'s streams, host code, included by habit: nothing to use, so nothing is declared, and a
+   * use of one in device code is refused as nvcc refuses it. */
+  const char *streams = "#include <iostream>\n#include <fstream>\n#include <sstream>\n"
+                        "#include <iomanip>\n#include <ostream>\n#include <istream>\n"
+                        "using namespace std;\n__global__ void k(int *p) { p[0] = 1; }\n";
+  for (int dialect = 0; dialect < 2; dialect++) {
+    const char *std11[] = {"-std=c++11"};
+    m = compile_ok(streams,
+                   &(kiln_compile_opts){.arch = "sm_90", .options = std11, .n_options = dialect});
+    if (kiln_module_log(m)[0]) FAIL("the log is not empty: %s", kiln_module_log(m));
+    kiln_module_free(m);
+  }
+  ASSERT_EQ(
+      kiln_module_from_source("#include <iostream>\n__global__ void k() { std::cout << 1; }\n",
+                              &(kiln_compile_opts){.arch = "sm_90"}, &bad),
+      KILN_ERROR_COMPILE);
+  ASSERT_CONTAINS(kiln_module_log(bad), "cout");
+  kiln_module_free(bad);
 }
 
 /* kiln's C headers go to NVRTC only when some text of the compile can name a header: a source
