@@ -363,6 +363,24 @@ def test_there_is_no_opengl_interop_and_the_driver_says_so():
         import kiln.gl  # noqa: F401
 
 
+def test_a_library_may_derive_its_device_from_device():
+    # reikna's Device(cuda.Device): its __init__ calls Device.__init__ and notes the name over
+    # the method's.
+    class Mine(drv.Device):
+        def __init__(self, ordinal):
+            drv.Device.__init__(self, ordinal)
+            self.name = self.name()
+
+    if not HAVE_GPU:
+        with pytest.raises(kiln.NoDeviceError):
+            Mine(0)
+        return
+    d = Mine(0)
+    assert isinstance(d.name, str) and d.name == drv.Device(0).name()
+    assert d == drv.Device(0) and drv.Device(0) == d and hash(d) == hash(drv.Device(0))
+    assert d.compute_capability() == drv.Device(0).compute_capability()
+
+
 def test_an_event_subclass_may_pass_its_flags_on_to_init():
     # chainer's IPC event: __init__ of its own that calls super().__init__(flags).
     class Mine(drv.Event):

@@ -47,6 +47,13 @@ PyObject *kpy_device_of(kpy_state *st, int ordinal) {
   return (PyObject *)self;
 }
 
+/* Device.__init__: tp_new made it; here so that a subclass's __init__ may call
+ * Device.__init__(self, ordinal), as one of PyCUDA's Device does. */
+static int kpy_device_tp_init(PyObject *op, PyObject *args, PyObject *kwargs) {
+  (void)op, (void)args, (void)kwargs;
+  return 0;
+}
+
 static void kpy_device_dealloc(PyObject *op) {
   PyTypeObject *tp = Py_TYPE(op);
   tp->tp_free(op);
@@ -325,6 +332,7 @@ static PyGetSetDef kpy_device_getset[] = {
 
 static PyType_Slot kpy_device_slots[] = {
     {Py_tp_new, kpy_device_new},
+    {Py_tp_init, kpy_device_tp_init},
     {Py_tp_dealloc, kpy_device_dealloc},
     {Py_tp_getattro, kpy_device_getattro},
     {Py_tp_richcompare, kpy_device_richcompare},
@@ -338,9 +346,10 @@ static PyType_Slot kpy_device_slots[] = {
     {0, NULL},
 };
 
-static PyType_Spec kpy_device_spec = {"kiln.Device", sizeof(kpy_device), 0,
-                                      Py_TPFLAGS_DEFAULT | Py_TPFLAGS_IMMUTABLETYPE,
-                                      kpy_device_slots};
+/* A base type: libraries over PyCUDA derive their device from it (reikna's). */
+static PyType_Spec kpy_device_spec = {
+    "kiln.Device", sizeof(kpy_device), 0,
+    Py_TPFLAGS_DEFAULT | Py_TPFLAGS_IMMUTABLETYPE | Py_TPFLAGS_BASETYPE, kpy_device_slots};
 
 static PyObject *kpy_synchronize(PyObject *module, PyObject *args, PyObject *kwargs) {
   static char *kwlist[] = {(char *)"timeout", NULL};
