@@ -16,7 +16,7 @@ import pytest
 
 import kiln
 import kiln.gpuarray as gpuarray
-from helpers import ARCH
+from helpers import ARCH, HAVE_GPU
 
 # An address no test reads or writes: arrays over it are layouts only.
 FAKE = 1 << 40
@@ -253,6 +253,23 @@ def test_empty_like_takes_the_arrays_allocator():
     b = gpuarray.empty_like(a)
     assert b.allocator is allocator and asked == [48, 48] and b.flags.f_contiguous
     assert gpuarray.empty_like(a, np.float64).allocator is allocator and asked[-1] == 96
+
+
+@pytest.mark.skipif(HAVE_GPU, reason="checks what is refused before the launch, on a machine "
+                    "without a GPU (test_pycuda_idioms.py computes it on a GPU)")
+def test_pycudas_in_place_methods_convert_to_the_arrays_dtype():
+    # PyCUDA's __imul__, __itruediv__ and __ipow__ call these with out the array itself: an
+    # int32 array times a float32 one is computed, then converted, not refused as same_kind
+    # casting would. Without a GPU the call gets as far as the launch.
+    import kiln.gpuarray as gpuarray
+    i = gpuarray.GPUArray((4,), np.int32, gpudata=FAKE)
+    f = gpuarray.GPUArray((4,), np.float32, gpudata=FAKE + 64)
+    for call in (lambda: i._elwise_multiply(f, i), lambda: i._div(f, i),
+                 lambda: i._pow(0.5, False), lambda: i._axpbyz(0.5, f, 1, i)):
+        with pytest.raises(kiln.NoDeviceError):
+            call()
+    with pytest.raises(TypeError, match="Cannot cast"):  # NumPy's rule for the operator
+        i *= f
 
 
 def test_gpuarray_has_pythons_old_names_of_division():

@@ -365,6 +365,23 @@ def test_gpuarrays_arithmetic_methods_write_into_out_as_pycudas_do():
     assert b._pow(b, False) is b
     np.testing.assert_allclose(b.get(), y ** y, rtol=1e-5)
     assert gpuarray._get_common_dtype(a, 2.0) == np.float32
+    # In place into an array of another dtype, as PyCUDA's __imul__, __itruediv__ and __ipow__
+    # call them: computed as NumPy would, then converted to the array's dtype.
+    n = np.arange(1, 9, dtype=np.int32)
+    i = gpuarray.to_gpu(n)
+    half = gpuarray.to_gpu(np.full(8, 0.5, np.float32))
+    assert i._elwise_multiply(half, i) is i
+    np.testing.assert_array_equal(i.get(), (n * 0.5).astype(np.int32))
+    i.set(n)
+    i._div(gpuarray.to_gpu(np.full(8, 4, np.int32)), i)
+    np.testing.assert_array_equal(i.get(), (n / 4).astype(np.int32))
+    roots = np.array([2, 3, 5, 6, 7, 8, 10, 11], np.int32)  # square roots far from integers
+    i.set(roots)
+    assert i._pow(0.5, False) is i
+    np.testing.assert_array_equal(i.get(), (roots ** 0.5).astype(np.int32))
+    i.set(n)
+    i._axpbyz(1.5, half, 2, i)
+    np.testing.assert_array_equal(i.get(), (1.5 * n + 1.0).astype(np.int32))
 
 
 def test_a_gpuarray_subclass_adds_through_axpbyz():

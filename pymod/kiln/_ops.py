@@ -533,7 +533,9 @@ def binary(op, x, y, out=None, stream=None, casting="same_kind"):
         if isinstance(v, np.ndarray) and v.ndim:
             raise TypeError("a numpy array lives in host memory; copy it to the device first "
                             "(gpuarray.to_gpu) to combine it with a device array")
-    inplace = out is not None and out is x
+    # In place, the result's dtype is x's, by NumPy's same_kind rule; with casting="unsafe"
+    # (PyCUDA's own methods into out) it is computed as NumPy would and then converted.
+    inplace = out is not None and out is x and casting != "unsafe"
     kernel, out_dtype, converter, fits = binary_plan(op, x, y, inplace=inplace)
     shapes = [v.shape for v in (x, y) if isinstance(v, DeviceArray)]
     shape = np.broadcast_shapes(*shapes)
@@ -925,8 +927,9 @@ def method__rdiv_scalar(a, other, out, stream=None):
 
 
 def method__pow(a, other, new):
-    """a ** other, into a new array when new is true, else into a itself."""
-    return binary("power", a, other, out=None if new else a)
+    """a ** other, into a new array when new is true, else into a itself (converted to its
+    dtype)."""
+    return binary("power", a, other, out=None if new else a, casting="unsafe")
 
 
 def _timer_start(add_timer, stream):
