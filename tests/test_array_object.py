@@ -105,6 +105,14 @@ def test_strides_may_be_assigned_within_the_memory_the_array_reaches():
         assert d.strides == (0, 4)
     with pytest.raises(AttributeError, match="cannot be deleted"):
         del d.strides
+    if HAVE_GPU:  # memory of kiln's own: its allocation's size is the bound
+        a = kiln.zeros((3, 4), np.float32)
+        a.strides = (0, 4)
+        a.strides = (16, 4)  # back again: the allocation holds it
+        a.strides = (4, 12)
+        assert a.flags.f_contiguous
+        with pytest.raises(ValueError, match="outside the 0 to 48"):
+            a.strides = (32, 4)
 
 
 @pytest.mark.parametrize("kwargs, error, phrase", [

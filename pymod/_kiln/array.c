@@ -9,6 +9,7 @@
 #include "arrayops.h"
 #include "errors.h"
 #include "interop.h"
+#include "memory.h"
 #include "shape.h"
 #include "stream.h"
 #include "views.h"
@@ -140,8 +141,8 @@ static PyObject *kpy_array_get_strides(PyObject *op, void *c) {
 
 /* a.strides = (...): PyCUDA's GPUArray keeps strides as a plain attribute, and programs assign
  * another array's (a copy made like an F-ordered original). Taken when the new layout reaches
- * no byte outside what the array reaches now, so no element can lie outside its memory; the
- * contiguity flags follow. */
+ * no byte outside the array's memory: its allocation, where it holds a kiln.DeviceAllocation
+ * (whose size is known), else the bytes it reaches now. The contiguity flags follow. */
 static int kpy_array_set_strides(PyObject *op, PyObject *value, void *c) {
   (void)c;
   kpy_array *a = KPY_ARRAY(op);
@@ -168,6 +169,16 @@ static int kpy_array_set_strides(PyObject *op, PyObject *value, void *c) {
   if (kpy_layout_extent(a->ndim, a->shape, a->strides, a->itemsize, &lo, &hi) < 0 ||
       kpy_layout_extent(n, a->shape, strides, a->itemsize, &new_lo, &new_hi) < 0)
     return -1;
+  kpy_state *st = kpy_state_of_type(Py_TYPE(op));
+  if (!st) return -1;
+  if (a->gpudata && Py_IS_TYPE(a->gpudata, st->ref.DeviceAllocation_type)) {
+    const kpy_allocation *m = (const kpy_allocation *)a->gpudata;
+    if (m->ptr && m->ptr <= a->ptr && (size_t)(a->ptr - m->ptr) <= m->size &&
+        m->size <= (size_t)PY_SSIZE_T_MAX) {
+      lo = -(Py_ssize_t)(a->ptr - m->ptr);
+      hi = (Py_ssize_t)m->size + lo;
+    }
+  }
   if (new_lo < lo || new_hi > hi) {
     PyErr_Format(PyExc_ValueError,
                  "strides %R would reach bytes %zd to %zd from the first element, outside the "
