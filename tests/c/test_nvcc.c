@@ -622,6 +622,10 @@ TEST(compound_literals_are_read_as_functional_casts) {
        "x =  float2 {a, b}; f( int2 {1, 2},  S  {0});"},
       {"#define MK(x) ((float2){x, x})", "#define MK(x) ( float2 {x, x})"},
       {"v = c ? (ns::P){1} : (P)\n{2};", "v = c ?  ns::P {1} :  P \n{2};"},
+      {"uchar4 lut[] = {(uchar4){1, 2, 3, 4}, (uchar4){5}};",
+       "uchar4 lut[] = { uchar4 {1, 2, 3, 4},  uchar4 {5}};"},
+      {"T operator++(int) { return *this; } x = (float2){1'000, 2};",
+       "T operator++(int) { return *this; } x =  float2 {1'000, 2};"},
   };
   for (size_t i = 0; i < TEST_COUNT(cases); i++) {
     char *got = kiln__dialect_compound_literals(cases[i][0]);
@@ -637,6 +641,8 @@ TEST(compound_literals_are_read_as_functional_casts) {
       "y = (float)x; z = (int) (w);",
       "// return (float3){1, 2, 3};\n/* (float2){a} */ s = \"(int2){1}\"; c = '(';",
       "struct S s = (struct S){1};",
+      "T operator<(Foo) { } T operator--(int) {} template <> void f<int>(int) { }",
+      "#if 0\n it's \n#endif\nif (x) {}",
   };
   for (size_t i = 0; i < TEST_COUNT(untouched); i++) {
     char *got = kiln__dialect_compound_literals(untouched[i]);
@@ -647,8 +653,10 @@ TEST(compound_literals_are_read_as_functional_casts) {
 /* A source with compound literals compiles, as under nvcc; one refused for another reason is
  * refused with NVRTC's first message, not the retry's. */
 TEST(compile_takes_compound_literals_as_nvcc_does) {
-  const char *src = "__device__ uchar3 rgb(unsigned char r, unsigned char g, unsigned char b) {\n"
+  const char *src = "struct C { int v; __device__ C operator++(int) { return *this; } };\n"
+                    "__device__ uchar3 rgb(unsigned char r, unsigned char g, unsigned char b) {\n"
                     "  return (uchar3) {r, g, b};\n}\n"
+                    "__constant__ uchar2 lut[2] = {(uchar2){1, 2}, (uchar2){3, 4}};\n"
                     "#define PAIR(a, b) ((float2){(a), (b)})\n"
                     "__global__ void k(uchar3 *c, float2 *f, int n) {\n"
                     "  if (n) { c[0] = rgb(1, 2, 3); f[0] = PAIR(0.5f, n); }\n"
