@@ -371,32 +371,60 @@ def test_a_library_may_derive_its_device_from_device():
             drv.Device.__init__(self, ordinal)
             self.name = self.name()
 
+    class Platformed(drv.Device):  # a constructor of its own: the device is __init__'s
+        def __init__(self, platform, ordinal):
+            drv.Device.__init__(self, ordinal)
+            self.platform = platform
+
+    class Plain(drv.Device):
+        pass
+
+    with pytest.raises(TypeError, match="takes at most 1 argument"):
+        drv.Device("cuda", 0)
     if not HAVE_GPU:
-        with pytest.raises(kiln.NoDeviceError):
-            Mine(0)
+        for make in (lambda: Mine(0), lambda: Platformed("cuda", 0), lambda: Plain(0)):
+            with pytest.raises(kiln.NoDeviceError):
+                make()
         return
     d = Mine(0)
     assert isinstance(d.name, str) and d.name == drv.Device(0).name()
     assert d == drv.Device(0) and drv.Device(0) == d and hash(d) == hash(drv.Device(0))
     assert d.compute_capability() == drv.Device(0).compute_capability()
+    last = drv.Device.count() - 1
+    p = Platformed("cuda", last)
+    assert p.platform == "cuda" and p == drv.Device(last) and Plain(last) == drv.Device(last)
+    with pytest.raises(ValueError, match="does not exist"):
+        Platformed("cuda", last + 1)
 
 
-def test_an_event_subclass_may_pass_its_flags_on_to_init():
-    # chainer's IPC event: __init__ of its own that calls super().__init__(flags).
-    class Mine(drv.Event):
-        def __init__(self, flags=0, tag=None):
-            super().__init__(flags)
+def test_an_event_subclass_takes_arguments_of_its_own_and_its_flags_from_init():
+    # cuburn's DurationEvent(prior) calls super().__init__(); chainer's IPC event passes its
+    # flags there. A plain Event takes flags only.
+    class Duration(drv.Event):
+        def __init__(self, prior):
+            super().__init__()
+            self.prior = prior
+
+    class Shared(drv.Event):
+        def __init__(self, tag=None):
+            super().__init__(drv.event_flags.INTERPROCESS | drv.event_flags.DISABLE_TIMING)
             self.tag = tag
 
-    assert Mine.__init__ is not drv.Event.__init__
+    for args, kwargs in (((0, 5), {}), ((), {"flags": 2, "x": 1})):
+        with pytest.raises(TypeError, match="Event.. takes one argument, flags"):
+            drv.Event(*args, **kwargs)
     if not HAVE_GPU:
-        with pytest.raises(kiln.NoDeviceError):
-            Mine(drv.event_flags.DISABLE_TIMING, tag="x")
+        for make in (lambda: Duration(None), lambda: Shared(tag="x"), lambda: drv.Event(2)):
+            with pytest.raises(kiln.NoDeviceError):
+                make()
         return
-    e = Mine(drv.event_flags.DISABLE_TIMING, tag="x")
-    assert e.tag == "x"
-    e.record()
-    e.synchronize()
+    first = drv.Event().record()
+    later = Duration(first)
+    assert later.prior is first
+    later.record().synchronize()
+    assert later.time_since(first) >= 0
+    shared = Shared(tag="x")
+    assert shared.tag == "x" and len(shared.ipc_handle()) == 64  # made INTERPROCESS
 
 
 def test_the_memory_pools_are_in_the_driver_module_too():
@@ -410,6 +438,11 @@ def test_the_memory_pools_are_in_the_driver_module_too():
     assert drv.bitlog2(1024) == 10
     with pytest.raises(AttributeError, match="has no attribute 'NoSuchPool'"):
         drv.NoSuchPool  # noqa: B018
+    # in a star import too, whichever module a program imported first
+    for first in ("kiln.tools", "kiln.driver", "kiln._driver"):
+        done = run_python(f"import {first}\nfrom kiln.driver import *\n"
+                          "print(DeviceMemoryPool.__module__, bitlog2(8))")
+        assert done.stdout.split() == ["kiln.tools", "3"], (first, done.stderr)
 
 
 def test_pycudas_extension_module_is_the_driver():

@@ -71,9 +71,9 @@ order = sorted(classes, key=lambda n: len(getattr(K, n).__mro__))
 for n in order:
     c = getattr(K, n)
     bases = [b.__name__ for b in c.__bases__ if b is not object and b.__module__ in ("kiln", "kiln._kiln")]
-    if issubclass(c, BaseException):
-        base = bases[0] if bases else c.__bases__[0].__name__
-        out.append(f"class {n}({base}): ...")
+    if issubclass(c, BaseException):  # every base: kiln's, and Python's (MemoryError, ...)
+        names = [b.__name__ for b in c.__bases__ if b is not object]
+        out.append(f"class {n}({', '.join(names)}): ...")
         continue
     out.append(f"class {n}{'(' + ', '.join(bases) + ')' if bases else ''}:")
     try:

@@ -10,17 +10,17 @@
 #include <ctype.h>
 
 /* Device(ordinal=0), or Device("0000:3b:00.0") by PCI bus id as PyCUDA allows. */
-static PyObject *kpy_device_new(PyTypeObject *tp, PyObject *args, PyObject *kwargs) {
+/* Device(ordinal=0) or Device(pci_bus_id)'s device, checked to exist, into *ordinal. */
+static int kpy_device_ordinal(kpy_state *st, PyObject *args, PyObject *kwargs, int *ordinal) {
   PyObject *which = NULL;
   static char *kwlist[] = {(char *)"ordinal", NULL}; /* char * before Python 3.13 */
-  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|O:Device", kwlist, &which)) return NULL;
-  kpy_state *st = kpy_state_of_type(tp);
-  int ordinal = 0;
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|O:Device", kwlist, &which)) return -1;
+  *ordinal = 0;
   kiln_status s = KILN_OK;
   if (which && PyUnicode_Check(which)) {
     const char *id = kpy_cstring(which, "the PCI bus id");
-    if (!id) return NULL;
-    s = kiln_device_from_pci_bus_id(id, &ordinal);
+    if (!id) return -1;
+    s = kiln_device_from_pci_bus_id(id, ordinal);
   } else if (which) {
     long v = PyLong_Check(which) ? PyLong_AsLong(which) : -1;
     if (!PyLong_Check(which) || (v == -1 && PyErr_Occurred()) || v < INT_MIN || v > INT_MAX) {
@@ -28,13 +28,27 @@ static PyObject *kpy_device_new(PyTypeObject *tp, PyObject *args, PyObject *kwar
       PyErr_Format(PyExc_TypeError,
                    "Device() takes an ordinal (int) or a PCI bus id (str), not %.100s",
                    Py_TYPE(which)->tp_name);
-      return NULL;
+      return -1;
     }
-    ordinal = (int)v;
+    *ordinal = (int)v;
   }
   kiln_device_info info;
-  if (!s) s = kiln_device_get_info(ordinal, &info); /* says which devices exist */
-  if (s) return kpy_raise(st, s);
+  if (!s) s = kiln_device_get_info(*ordinal, &info); /* says which devices exist */
+  if (s) {
+    kpy_raise(st, s);
+    return -1;
+  }
+  return 0;
+}
+
+static PyObject *kpy_device_new(PyTypeObject *tp, PyObject *args, PyObject *kwargs) {
+  kpy_state *st = kpy_state_of_type(tp);
+  if (!st) return NULL;
+  int ordinal = 0;
+  /* A subclass with an __init__ of its own takes arguments of its own: its device is the one
+   * its __init__ gives Device.__init__ (device 0 until then). */
+  int own_init = tp != st->ref.Device_type && tp->tp_init != st->ref.Device_type->tp_init;
+  if (!own_init && kpy_device_ordinal(st, args, kwargs, &ordinal) < 0) return NULL;
   kpy_device *self = (kpy_device *)tp->tp_alloc(tp, 0);
   if (self) self->ordinal = ordinal;
   return (PyObject *)self;
@@ -47,11 +61,13 @@ PyObject *kpy_device_of(kpy_state *st, int ordinal) {
   return (PyObject *)self;
 }
 
-/* Device.__init__: tp_new made it; here so that a subclass's __init__ may call
- * Device.__init__(self, ordinal), as one of PyCUDA's Device does. */
+/* Device.__init__(self, ordinal=0): for a subclass, whose __init__ may call it as one of
+ * PyCUDA's Device does, the device it names; a plain Device was made by tp_new. */
 static int kpy_device_tp_init(PyObject *op, PyObject *args, PyObject *kwargs) {
-  (void)op, (void)args, (void)kwargs;
-  return 0;
+  kpy_state *st = kpy_state_of_type(Py_TYPE(op));
+  if (!st) return -1;
+  if (Py_IS_TYPE(op, st->ref.Device_type)) return 0;
+  return kpy_device_ordinal(st, args, kwargs, &((kpy_device *)op)->ordinal);
 }
 
 static void kpy_device_dealloc(PyObject *op) {

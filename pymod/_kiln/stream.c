@@ -434,6 +434,21 @@ static PyType_Spec kpy_stream_spec = {
 
 /* Event(timing=True, *, flags=None): flags are the driver's (kiln.driver.event_flags), which
  * PyCUDA's Event(flags) takes; they decide timing when given. */
+/* The driver's event flags in flags_obj, checked. */
+static int kpy_event_flags(PyObject *flags_obj, unsigned *flags) {
+  unsigned long v = PyLong_Check(flags_obj) ? PyLong_AsUnsignedLong(flags_obj) : (unsigned long)-1;
+  if (v == (unsigned long)-1 || v > 0xffff) {
+    PyErr_Clear();
+    PyErr_Format(PyExc_ValueError,
+                 "flags must be a sum of kiln.driver.event_flags (BLOCKING_SYNC 1, "
+                 "DISABLE_TIMING 2, INTERPROCESS 4), not %R",
+                 flags_obj);
+    return -1;
+  }
+  *flags = (unsigned)v;
+  return 0;
+}
+
 static PyObject *kpy_event_new(PyTypeObject *tp, PyObject *args, PyObject *kwargs) {
   kpy_state *st = kpy_state_of_type(tp); /* kiln.driver.Event is a Python subclass */
   if (!st) return NULL;
@@ -443,19 +458,7 @@ static PyObject *kpy_event_new(PyTypeObject *tp, PyObject *args, PyObject *kwarg
   if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|p$O:Event", kwlist, &timing, &flags_obj))
     return NULL;
   unsigned flags = timing ? 0 : KILN_EVENT_DISABLE_TIMING;
-  if (flags_obj != Py_None) {
-    unsigned long v =
-        PyLong_Check(flags_obj) ? PyLong_AsUnsignedLong(flags_obj) : (unsigned long)-1;
-    if (v == (unsigned long)-1 || v > 0xffff) {
-      PyErr_Clear();
-      PyErr_Format(PyExc_ValueError,
-                   "flags must be a sum of kiln.driver.event_flags (BLOCKING_SYNC 1, "
-                   "DISABLE_TIMING 2, INTERPROCESS 4), not %R",
-                   flags_obj);
-      return NULL;
-    }
-    flags = (unsigned)v;
-  }
+  if (flags_obj != Py_None && kpy_event_flags(flags_obj, &flags) < 0) return NULL;
   kiln_event handle = NULL;
   kiln_status s = kiln_event_create_with_flags(flags, &handle);
   if (s) return kpy_raise(st, s);
@@ -468,6 +471,22 @@ static PyObject *kpy_event_new(PyTypeObject *tp, PyObject *args, PyObject *kwarg
   self->timing = !(flags & KILN_EVENT_DISABLE_TIMING);
   self->flags = flags;
   return (PyObject *)self;
+}
+
+/* _remake(flags): the event made again with these flags, for a subclass of PyCUDA's Event whose
+ * __init__ gives them (its __new__ made the event before they were known). */
+static PyObject *kpy_event_remake(PyObject *op, PyObject *flags_obj) {
+  kpy_event *self = (kpy_event *)op;
+  unsigned flags;
+  if (kpy_event_flags(flags_obj, &flags) < 0) return NULL;
+  kiln_event handle = NULL;
+  kiln_status s = kiln_event_create_with_flags(flags, &handle);
+  if (s) return kpy_raise(kpy_state_of_type(Py_TYPE(op)), s);
+  kiln_event_destroy(self->handle);
+  self->handle = handle;
+  self->timing = !(flags & KILN_EVENT_DISABLE_TIMING);
+  self->flags = flags;
+  Py_RETURN_NONE;
 }
 
 static void kpy_event_dealloc(PyObject *op) {
@@ -576,6 +595,8 @@ static PyObject *kpy_event_from_ipc_handle(PyObject *cls, PyObject *handle) {
 }
 
 static PyMethodDef kpy_event_methods[] = {
+    {"_remake", kpy_event_remake, METH_O,
+     "_remake($self, flags, /)\n--\n\nThe event made again with these flags (event_flags)."},
     {"ipc_handle", kpy_event_ipc_handle, METH_NOARGS,
      "ipc_handle($self, /)\n--\n\nThe 64-byte handle (bytes) another process opens with "
      "Event.from_ipc_handle; the event must be made with event_flags.INTERPROCESS | "

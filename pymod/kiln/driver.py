@@ -144,15 +144,19 @@ class Event(_kiln.Event):
 
     __slots__ = ()
 
-    def __new__(cls, flags=0, *args, **kwargs):
-        # A subclass's own arguments after flags are its __init__'s, as with PyCUDA's Event.
-        if cls is Event and (args or kwargs):
-            raise TypeError(f"Event() takes flags only, not {args or ''}{kwargs or ''}")
-        return super().__new__(cls, flags=flags)
+    def __new__(cls, *args, **kwargs):
+        if cls is Event:
+            if len(args) + len(kwargs) > 1 or set(kwargs) - {"flags"}:
+                raise TypeError(f"Event() takes one argument, flags, not {args} {kwargs}")
+            return super().__new__(cls, flags=(*args, *kwargs.values(), 0)[0])
+        # A subclass's arguments are its own __init__'s, as with PyCUDA's Event (cuburn's
+        # DurationEvent(prior)): its event is made again if Event.__init__ is given flags.
+        return super().__new__(cls, flags=0)
 
     def __init__(self, flags=0, *args, **kwargs):
-        # Made by __new__; here so that a subclass's __init__ may call super().__init__(flags).
-        pass
+        # A plain Event was made with its flags by __new__.
+        if type(self) is not Event and flags:
+            self._remake(flags)
 
 
 class PointerHolderBase:
@@ -546,22 +550,10 @@ def occupancyAvailableDynamicSMemPerBlock(func, numBlocks, blockSize):
 
 
 # The memory pools are in PyCUDA's extension, and so in its driver module too (programs call
-# drv.DeviceMemoryPool()); kiln's are in tools, which imports this module, so they are looked up
-# when first asked for.
-_FROM_TOOLS = ("DeviceMemoryPool", "PageLockedMemoryPool", "PooledDeviceAllocation",
-               "PooledHostAllocation", "bitlog2")
-
-
-def __getattr__(name):
-    if name in _FROM_TOOLS:
-        from . import tools
-        return getattr(tools, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-def __dir__():
-    return sorted([*globals(), *_FROM_TOOLS])
-
+# drv.DeviceMemoryPool(), or take them with `from pycuda.driver import *`). kiln's are in
+# tools, which imports this module: tools puts them here when it is done, whichever of the two
+# a program imported first.
+from . import tools  # noqa: E402,F401
 
 # PyCUDA's driver module imports its extension, pycuda._driver, so a program that imported the
 # driver may name that module (`except pycuda._driver.LogicError`). Last: it reads this module's

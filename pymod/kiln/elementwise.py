@@ -118,7 +118,7 @@ class ElementwiseKernel(ElementwiseBase):
             # PyCUDA builds an ElementwiseKernel at its first call, so a program may define one
             # it never calls (a variant for a dtype it does not use) that would not compile:
             # the error is kept and raised by the first call, as PyCUDA's is.
-            self._error = e
+            self._error = e.with_traceback(None)  # not the frames of this __init__
             _log.logger.info("ElementwiseKernel %s does not build; its first call raises: %s",
                              name, str(e).splitlines()[0] if str(e) else type(e).__name__)
 

@@ -488,3 +488,14 @@ class PageLockedMemoryPool(_Pool):
     @staticmethod
     def _release(block):
         pass  # the array's memory goes with its last reference
+
+
+# PyCUDA's driver module gives the pools and bitlog2 too (its extension has them).
+def _give_the_driver_its_names():
+    from . import driver
+    for name in ("DeviceMemoryPool", "PageLockedMemoryPool", "PooledDeviceAllocation",
+                 "PooledHostAllocation", "bitlog2"):
+        setattr(driver, name, globals()[name])
+
+
+_give_the_driver_its_names()

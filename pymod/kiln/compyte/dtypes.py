@@ -25,6 +25,8 @@ class DTypeRegistry:
 
     @property
     def dtype_to_name(self):
+        """What each dtype is called, as it is now (a copy: register through
+        get_or_register_dtype)."""
         return {**_cgen._CTYPE, **_cgen._REGISTERED}
 
     def get_or_register_dtype(self, names, dtype=None):
