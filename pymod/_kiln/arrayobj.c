@@ -119,6 +119,16 @@ static kpy_array *kpy_array_alloc(PyTypeObject *tp, PyArray_Descr *dtype, int nd
   return a;
 }
 
+/* a as an empty float64 array of shape (0,): what a subclass's array is until its __init__
+ * makes it (no memory, nothing to misread). */
+static int kpy_array_set_empty(kpy_array *a) {
+  PyArray_Descr *f8 = PyArray_DescrFromType(NPY_FLOAT64);
+  Py_ssize_t none = 0;
+  int rc = f8 ? kpy_array_set_layout(a, f8, 1, &none) : -1;
+  Py_XDECREF(f8);
+  return rc;
+}
+
 kpy_array *kpy_array_blank(kpy_state *st, PyArray_Descr *dtype, int ndim, const Py_ssize_t *shape) {
   return kpy_array_alloc(st->ref.DeviceArray_type, dtype, ndim, shape);
 }
@@ -310,10 +320,8 @@ static int kpy_array_spec_read(PyObject *args, PyObject *kwargs, kpy_array_spec 
  * anything (reikna's Array(thread, shape, dtype)). Until then it is an empty float64 array
  * with no memory. */
 static PyObject *kpy_array_awaiting_init(PyTypeObject *tp) {
-  PyArray_Descr *f8 = PyArray_DescrFromType(NPY_FLOAT64);
-  Py_ssize_t none = 0;
-  kpy_array *a = f8 ? kpy_array_alloc(tp, f8, 1, &none) : NULL;
-  Py_XDECREF(f8);
+  kpy_array *a = (kpy_array *)tp->tp_alloc(tp, 0);
+  if (a && kpy_array_set_empty(a) < 0) Py_CLEAR(a);
   if (a) a->awaiting_init = 1;
   return (PyObject *)a;
 }
@@ -354,12 +362,9 @@ int kpy_array_tp_init(PyObject *op, PyObject *args, PyObject *kwargs) {
     PyObject *exc_type, *exc, *tb;
     PyErr_Fetch(&exc_type, &exc, &tb);
 #endif
-    PyArray_Descr *f8 = PyArray_DescrFromType(NPY_FLOAT64);
-    Py_ssize_t none = 0;
     Py_CLEAR(a->gpudata);
     a->ptr = 0;
-    if (!f8 || kpy_array_set_layout(a, f8, 1, &none) < 0) PyErr_Clear();
-    Py_XDECREF(f8);
+    if (kpy_array_set_empty(a) < 0) PyErr_Clear();
 #if PY_VERSION_HEX >= 0x030C0000
     PyErr_SetRaisedException(exc);
 #else

@@ -18,6 +18,7 @@ import numpy as np
 from . import _cgen, _ops
 from . import characterize  # noqa: F401  (PyCUDA's gpuarray imports it: pycuda.characterize)
 from ._kiln import DeviceArray
+from .compyte import array as _compyte_array
 from .elementwise import ElementwiseKernel
 from .reduction import ReductionKernel
 
@@ -50,8 +51,7 @@ def splay(n, dev=None):
 def _get_common_dtype(obj1, obj2):
     """The dtype of obj1 combined with obj2 (arrays, NumPy scalars or Python numbers), by
     NumPy's promotion: PyCUDA's name, which programs that extend GPUArray call."""
-    return np.result_type(*(o.dtype if isinstance(o, (DeviceArray, np.ndarray, np.generic))
-                            else o for o in (obj1, obj2)))
+    return _compyte_array.get_common_dtype(obj1, obj2)
 
 
 def _memcpy_discontig(dst, src, async_=False, stream=None):
