@@ -115,6 +115,96 @@ def test_strides_may_be_assigned_within_the_memory_the_array_reaches():
             a.strides = (32, 4)
 
 
+@pytest.mark.parametrize("start, index, shape", [
+    ((2, 3), (), (3, 2)), ((2, 3), (), 6), ((2, 3), (), (-1, 1, 2)), ((4, 6), np.s_[:, ::2], (12,)),
+    ((4, 6), np.s_[:, ::2], (2, 2, 3)), ((4, 6), np.s_[::2, :], (2, 2, 3)), ((0, 3), (), (3, 0)),
+])
+def test_shape_may_be_assigned_in_place_as_numpys(start, index, shape):
+    d0, h0 = fake(start)
+    d, h = d0[index], h0[index]
+    d.shape = shape
+    h.shape = shape
+    assert_layout(d, h, d0, h0)
+
+
+@pytest.mark.parametrize("start, index, shape, error, phrase", [
+    ((4, 6), np.s_[:, :3], (12,), AttributeError, "Incompatible shape for in-place"),
+    ((4, 6), (), (5, 5), ValueError, "size 24 into shape \\(5, 5\\)"),
+    ((2, 3), (), "ab", TypeError, None),
+])
+def test_shape_assignment_numpy_refuses_is_refused(start, index, shape, error, phrase):
+    d0, h0 = fake(start)
+    d = d0[index]
+    before = (d.shape, d.strides)
+    with pytest.raises(error, match=phrase):
+        d.shape = shape
+    assert (d.shape, d.strides) == before
+    with pytest.raises(AttributeError, match="cannot be deleted"):
+        del d.shape
+
+
+@pytest.mark.parametrize("start, index, dtype", [
+    ((2, 4), (), np.int32), ((2, 4), (), np.float64), ((2, 4), (), np.int8),
+    ((2, 4), (), np.complex128), ((4, 6), np.s_[::2, :], np.int16), ((3,), np.s_[::-1], np.uint32),
+    ((0, 4), (), np.float64),
+])
+def test_dtype_may_be_assigned_in_place_as_numpys(start, index, dtype):
+    d0, h0 = fake(start)
+    d, h = d0[index], h0[index]
+    d.dtype = dtype
+    h.dtype = dtype
+    assert_layout(d, h, d0, h0)
+
+
+@pytest.mark.parametrize("start, index, dtype, error", [
+    ((4, 6), np.s_[:, ::2], np.int16, ValueError),  # the last axis is strided
+    ((), ..., np.float64, ValueError),              # a 0-d array changes no item size
+    ((3,), (), np.complex128, ValueError),          # 12 bytes do not hold 16-byte items
+    ((3,), (), "nonsense", TypeError),
+])
+def test_dtype_assignment_numpy_refuses_is_refused(start, index, dtype, error):
+    d0, h0 = fake(start)
+    d, h = d0[index], h0[index]
+    with pytest.raises(error):
+        h.dtype = dtype
+    before = (d.dtype, d.shape, d.strides)
+    with pytest.raises(error):
+        d.dtype = dtype
+    assert (d.dtype, d.shape, d.strides) == before
+    with pytest.raises(AttributeError, match="cannot be deleted"):
+        del d.dtype
+
+
+def test_gpudata_cannot_be_assigned_and_the_message_says_what_to_do():
+    # scikit-cuda's set_realloc puts new memory under an array and sets its layout one
+    # attribute at a time; kiln's arrays keep the memory they were made over.
+    d, _ = fake((2, 3))
+    with pytest.raises(AttributeError, match=r"gpudata cannot be assigned: make a new array"):
+        d.gpudata = FAKE + 4096
+    assert d.ptr == FAKE and d.gpudata == FAKE
+
+
+def test_nbytes_a_program_sets_is_given_back_and_moves_nothing():
+    # PyCUDA's nbytes is a plain attribute; reikna's Array sets the bytes its buffer spans.
+    class Spanning(gpuarray.GPUArray):
+        def __init__(self, shape, dtype, nbytes):
+            gpuarray.GPUArray.__init__(self, shape, dtype, gpudata=FAKE)
+            self.nbytes = nbytes
+
+    d = Spanning((2, 3), np.float32, 64)
+    assert d.nbytes == 64 and d.__dict__["nbytes"] == 64
+    assert d.size == 6 and d.__cuda_array_interface__["shape"] == (2, 3)
+    assert d[:1].nbytes == 12  # a view is its own array
+    for value, error in [(-1, ValueError), ("ab", TypeError), (1.5, TypeError)]:
+        with pytest.raises(error):
+            d.nbytes = value
+        assert d.nbytes == 64
+    del d.nbytes
+    assert d.nbytes == 24
+    del d.nbytes  # nothing set: still size * itemsize
+    assert d.nbytes == 24
+
+
 @pytest.mark.parametrize("kwargs, error, phrase", [
     (dict(shape=(2, 3), dtype=np.float32, order="A"), ValueError, "order must be 'C' or 'F'"),
     (dict(shape=(2, 3), dtype=np.float32, order=1), ValueError, "order must be 'C' or 'F'"),
@@ -228,7 +318,7 @@ def test_a_program_may_set_attributes_on_an_array_and_replace_the_types_methods(
     d.name = "weights"
     assert d.name == "weights" and d.__dict__ == {"name": "weights"}
     with pytest.raises(AttributeError, match="not writable"):
-        d.shape = (2,)  # the layout stays the array's own
+        d.size = 2  # the layout stays the array's own
     assert not hasattr(d[1:], "name")  # a view is a new object, as NumPy's
     d.me = d  # a cycle through the attributes is collected
     gone = weakref.ref(d)
@@ -278,6 +368,33 @@ def test_pycudas_in_place_methods_convert_to_the_arrays_dtype():
             call()
     with pytest.raises(TypeError, match="Cannot cast"):  # NumPy's rule for the operator
         i *= f
+
+
+@pytest.mark.skipif(HAVE_GPU, reason="checks what happens before the launch, on a machine "
+                    "without a GPU (test_pycuda_idioms.py computes it on a GPU)")
+def test_results_are_made_by_new_like_me_before_the_launch():
+    # PyCUDA's operators make their result with self._new_like_me(dtype): a subclass's own, or
+    # an array's allocator. Without a GPU the call gets as far as the launch.
+    made = []
+
+    class Own(gpuarray.GPUArray):
+        def _new_like_me(self, dtype=None, order="C"):
+            made.append(np.dtype(dtype))
+            return gpuarray.GPUArray(self.shape, dtype, gpudata=FAKE + 4096)
+
+    a = Own((4,), np.float32, gpudata=FAKE)
+    for call in (lambda: a + a, lambda: a * 2.5, lambda: 2 - a, lambda: -a, lambda: a < 1,
+                 lambda: a.astype(np.int16)):
+        with pytest.raises(kiln.NoDeviceError):
+            call()
+    assert made == [np.float32] * 4 + [np.bool_, np.int16]
+
+    class Wrong(gpuarray.GPUArray):
+        def _new_like_me(self, dtype=None, order="C"):
+            return np.empty(4)
+
+    with pytest.raises(TypeError, match=r"Wrong._new_like_me\(float32\) gave"):
+        Wrong((4,), np.float32, gpudata=FAKE) + 1
 
 
 def test_gpuarray_has_pythons_old_names_of_division():

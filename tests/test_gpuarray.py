@@ -156,6 +156,31 @@ def test_binary_operators_with_scalars_on_either_side_match_numpy(rng, dtype, op
             close(got, want)
 
 
+@pytest.mark.parametrize("dtype", [np.int32, np.float32, np.float64, np.complex64])
+def test_a_0d_host_array_is_a_scalar_on_either_side(rng, dtype):
+    # A reduction's .get() is a 0-d numpy array, and programs combine it with arrays
+    # (x - gpuarray.sum(x).get() / n), as NumPy and PyCUDA take it: as its scalar.
+    x = values(dtype, 257, rng)
+    a = kiln.to_device(x)
+    for s in [np.array(2.5), np.array(3, np.int16), np.array(1 - 1j, np.complex64)]:
+        for fn in [operator.sub, operator.mul, operator.lt]:
+            for args in [(x, s), (s, x)]:
+                want = numpy_or_none(fn, *args)
+                device_args = tuple(a if v is x else v for v in args)
+                if want is None:
+                    with pytest.raises(TypeError):
+                        fn(*device_args)
+                    continue
+                got = fn(*device_args)
+                assert got.dtype == want.dtype, (fn, args)
+                close(got.get(), want)
+    b = kiln.to_device(x)
+    b -= np.array(1, dtype)
+    close(b.get(), x - np.array(1, dtype))
+    with pytest.raises(TypeError, match="host memory"):
+        a + np.ones(3, dtype)  # an array with elements stays refused
+
+
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("op", list(UNARY))
 def test_unary_operators_match_numpy(rng, dtype, op):

@@ -403,6 +403,46 @@ def test_a_gpuarray_subclass_adds_through_axpbyz():
     np.testing.assert_allclose(got.get(), x + 0.5)
 
 
+def test_results_of_a_subclass_are_made_by_its_new_like_me():
+    """PyCUDA makes the result of an operator, astype and cumath with self._new_like_me(dtype):
+    reikna's Array overrides it to make arrays of its own (with its thread), and an array's
+    allocator makes its results. Views stay plain arrays, as PyCUDA's __getitem__ makes them."""
+    import kiln.cumath as cumath
+    asked = []
+
+    def allocator(nbytes):
+        asked.append(nbytes)
+        return drv.mem_alloc(nbytes)
+
+    class Owned(gpuarray.GPUArray):
+        def __init__(self, owner, shape, dtype):
+            gpuarray.GPUArray.__init__(self, shape, dtype, allocator=allocator)
+            self.owner = owner
+
+        def _new_like_me(self, dtype=None, order="C"):
+            return Owned(self.owner, self.shape, self.dtype if dtype is None else dtype)
+
+    x = np.linspace(0.5, 3, 12).astype(np.float32).reshape(3, 4)
+    a = Owned("thread", x.shape, x.dtype)
+    a.set(x)
+    plain = gpuarray.to_gpu(x)
+    results = {"a + a": (a + a, x + x), "a * 2.0": (a * 2.0, x * 2.0), "2 - a": (2 - a, 2 - x),
+               "-a": (-a, -x), "a < 1": (a < 1, x < 1), "a + plain": (a + plain, x + plain.get()),
+               "astype": (a.astype(np.float64), x.astype(np.float64)),
+               "sqrt": (cumath.sqrt(a), np.sqrt(x)), "mul_add": (a.mul_add(2, a, 3), 5 * x)}
+    for what, (got, want) in results.items():
+        assert type(got) is Owned and got.owner == "thread", what
+        assert got.dtype == want.dtype, what
+        np.testing.assert_allclose(got.get(), want, rtol=1e-6, err_msg=what)
+    assert asked and all(n in (48, 12, 96) for n in asked)
+    assert type(plain + a) is gpuarray.GPUArray  # the left operand's: a plain array
+    assert type(a[1:]) is gpuarray.GPUArray
+    pooled = gpuarray.GPUArray(x.shape, np.float32, allocator=allocator)
+    before = len(asked)
+    r = pooled + 1
+    assert type(r) is gpuarray.GPUArray and r.allocator is allocator and len(asked) == before + 1
+
+
 def test_in_of_a_numpy_scalar_passes_its_value_in_device_memory():
     """A Floyd-Warshall program passes its vertex count as drv.In(numpy.int32(V)), read in the
     kernel through a pointer."""

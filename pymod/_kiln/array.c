@@ -270,9 +270,45 @@ static PyObject *kpy_array_get_itemsize(PyObject *op, void *c) {
   return PyLong_FromSsize_t(KPY_ARRAY(op)->itemsize);
 }
 
+/* nbytes is size * itemsize, unless a program set its own: PyCUDA's nbytes is a plain
+ * attribute, and a GPUArray subclass may give the bytes of the buffer it spans (reikna's Array,
+ * its offset included). That value is kept in the array's __dict__ and given back; kiln's own
+ * copies and launches go by the array's shape, never by it. */
 static PyObject *kpy_array_get_nbytes(PyObject *op, void *c) {
   (void)c;
+  PyObject *dict = KPY_ARRAY(op)->dict;
+  if (dict && PyDict_GET_SIZE(dict)) {
+    PyObject *told = PyDict_GetItemString(dict, "nbytes"); /* borrowed, returned at once */
+    if (told) return Py_NewRef(told);
+  }
   return PyLong_FromSsize_t(KPY_ARRAY(op)->nbytes);
+}
+
+static int kpy_array_set_nbytes(PyObject *op, PyObject *value, void *c) {
+  (void)c;
+  PyObject *dict = PyObject_GenericGetDict(op, NULL);
+  if (!dict) return -1;
+  int rc;
+  if (!value) {
+    rc = PyDict_DelItemString(dict, "nbytes");
+    if (rc < 0 && PyErr_ExceptionMatches(PyExc_KeyError)) {
+      PyErr_Clear();
+      rc = 0; /* nothing was set: nbytes stays size * itemsize */
+    }
+  } else {
+    PyObject *n = PyNumber_Index(value);
+    Py_ssize_t v = n ? PyLong_AsSsize_t(n) : -1;
+    if (v >= 0) {
+      rc = PyDict_SetItemString(dict, "nbytes", n);
+    } else {
+      if (n && !PyErr_Occurred())
+        PyErr_Format(PyExc_ValueError, "nbytes must be a non-negative int, not %R", value);
+      rc = -1;
+    }
+    Py_XDECREF(n);
+  }
+  Py_DECREF(dict);
+  return rc;
 }
 
 static PyObject *kpy_array_get_ndim(PyObject *op, void *c) {
@@ -295,6 +331,19 @@ static PyObject *kpy_array_get_base(PyObject *op, void *c) {
   (void)c;
   PyObject *base = KPY_ARRAY(op)->base;
   return Py_NewRef(base ? base : Py_None);
+}
+
+/* PyCUDA's gpudata is a plain attribute, and a program may put other memory under an array
+ * (scikit-cuda's set_realloc, which then sets shape, size, strides and dtype one by one). A
+ * DeviceArray's memory is fixed when it is made, so every step of such a sequence is a layout
+ * kiln checks: refused, naming what to do instead. */
+static int kpy_array_set_gpudata(PyObject *op, PyObject *value, void *c) {
+  (void)op, (void)value, (void)c;
+  PyErr_SetString(PyExc_AttributeError,
+                  "a DeviceArray's memory is fixed when it is made, so gpudata cannot be "
+                  "assigned: make a new array over the memory instead, "
+                  "GPUArray(shape, dtype, gpudata=memory, strides=...), or gpuarray.to_gpu(data)");
+  return -1;
 }
 
 static PyObject *kpy_array_get_allocator(PyObject *op, void *c) {
@@ -581,8 +630,10 @@ static PyMethodDef kpy_array_methods[] = {
 static PyGetSetDef kpy_array_getset[] = {
     {"__dict__", PyObject_GenericGetDict, PyObject_GenericSetDict,
      "The attributes a program set on the array.", NULL},
-    {"shape", kpy_array_get_shape, NULL, "Its shape.", NULL},
-    {"dtype", kpy_array_get_dtype, NULL, "Its numpy dtype.", NULL},
+    {"shape", kpy_array_get_shape, kpy_array_set_shape,
+     "Its shape. Assignable as NumPy's: in place, where the memory is laid out for it.", NULL},
+    {"dtype", kpy_array_get_dtype, kpy_array_set_dtype,
+     "Its numpy dtype. Assignable as NumPy's: the array takes the layout of view(dtype).", NULL},
     {"strides", kpy_array_get_strides, kpy_array_set_strides,
      "The bytes from one element to the next, per axis. Assignable, as PyCUDA's, with strides "
      "that keep every element inside the memory the array reaches now.",
@@ -594,12 +645,14 @@ static PyGetSetDef kpy_array_getset[] = {
      "PyCUDA's grid for a kernel over its elements: (blocks, 1), one thread an element.", NULL},
     {"_block", kpy_array_get_block, NULL, "PyCUDA's block for the same: (256, 1, 1).", NULL},
     {"itemsize", kpy_array_get_itemsize, NULL, "The bytes of one element.", NULL},
-    {"nbytes", kpy_array_get_nbytes, NULL, "size * itemsize.", NULL},
+    {"nbytes", kpy_array_get_nbytes, kpy_array_set_nbytes,
+     "size * itemsize. Assignable, as PyCUDA's plain attribute: the value set is given back.",
+     NULL},
     {"ndim", kpy_array_get_ndim, NULL, "Its number of dimensions.", NULL},
     {"ptr", kpy_array_get_ptr, NULL, "The device address of its element [0, ..., 0].", NULL},
     {"device", kpy_array_get_device, NULL, "The ordinal of its device.", NULL},
     {"base", kpy_array_get_base, NULL, "What a view keeps alive: the array it views.", NULL},
-    {"gpudata", kpy_array_get_gpudata, NULL,
+    {"gpudata", kpy_array_get_gpudata, kpy_array_set_gpudata,
      "What owns its memory (a DeviceAllocation, or what the allocator gave); the address (an "
      "int) of a view that starts elsewhere.",
      NULL},

@@ -122,6 +122,12 @@ static PyObject *kpy_plan_make(kpy_state *st, unsigned long long key, const char
 /* Arrays the kernels' flat index walks in order: C-contiguous ones. */
 static int kpy_plain(PyObject *v) { return kpy_array_is_c_contiguous(v); }
 
+/* Whether a result like a is kiln's own pool array: not for a subclass's instance or an array
+ * with an allocator, whose results PyCUDA makes with a._new_like_me (kiln._ops._result). */
+static int kpy_makes_own_results(kpy_state *st, kpy_array *a) {
+  return Py_IS_TYPE(a, st->ref.DeviceArray_type) && !a->allocator;
+}
+
 static int kpy_same_shape(kpy_array *a, kpy_array *b) {
   return a->ndim == b->ndim && memcmp(a->shape, b->shape, sizeof a->shape[0] * a->ndim) == 0;
 }
@@ -184,8 +190,17 @@ static PyObject *kpy_binary(int op, PyObject *x, PyObject *y, int inplace) {
   if (!st) return NULL;
   int kx = kpy_kind(st, x), ky = kpy_kind(st, y);
   if (!kx || !ky) {
-    /* A host array refuses here, naming the fix; anything else is Python's to refuse. */
     PyObject *other = kx ? y : x;
+    /* A 0-d host array is its scalar, as NumPy, CuPy and PyCUDA take it: a reduction's .get()
+     * subtracted from an array. */
+    if (PyArray_Check(other) && PyArray_NDIM((PyArrayObject *)other) == 0) {
+      PyObject *scalar = PyArray_Return((PyArrayObject *)Py_NewRef(other));
+      if (!scalar) return NULL;
+      PyObject *r = kx ? kpy_binary(op, x, scalar, inplace) : kpy_binary(op, scalar, y, inplace);
+      Py_DECREF(scalar);
+      return r;
+    }
+    /* A host array refuses here, naming the fix; anything else is Python's to refuse. */
     if (PyArray_Check(other) && PyArray_NDIM((PyArrayObject *)other) > 0) {
       PyErr_SetString(PyExc_TypeError, "a numpy array lives in host memory; copy it to the "
                                        "device first (gpuarray.to_gpu) to combine it with a "
@@ -222,7 +237,8 @@ static PyObject *kpy_binary_planned(kpy_state *st, int op, PyObject *x, PyObject
   int ax = kx < 0x200, ay = ky < 0x200;
   kpy_array *shape_of = (kpy_array *)(ax ? x : y);
   if ((ax && !kpy_plain(x)) || (ay && !kpy_plain(y)) ||
-      (ax && ay && !kpy_same_shape((kpy_array *)x, (kpy_array *)y)) || (inplace && !ax))
+      (ax && ay && !kpy_same_shape((kpy_array *)x, (kpy_array *)y)) || (inplace && !ax) ||
+      (!inplace && !kpy_makes_own_results(st, shape_of)))
     return kpy_binary_general(st, op, x, y, inplace);
   /* A negative integer power, NumPy's error, is kiln._ops's to raise. */
   if (op == KPY_OP_POW && !ay && kpy_negative_int(y))
@@ -271,7 +287,7 @@ static PyObject *kpy_unary(int op, PyObject *x) {
     Py_XDECREF(args);
     if (!plan) return NULL;
   }
-  if (kpy_plain(x)) {
+  if (kpy_plain(x) && kpy_makes_own_results(st, (kpy_array *)x)) {
     kpy_array *a = (kpy_array *)x;
     Py_INCREF(plan);
     PyObject *out = (PyObject *)kpy_array_new(st, (PyArray_Descr *)PyTuple_GET_ITEM(plan, 1),

@@ -302,6 +302,35 @@ PyObject *kpy_array_reshape(PyObject *op, PyObject *args, PyObject *kwargs) {
   return kpy_array_reshaped((kpy_array *)op, ndim, shape, fortran);
 }
 
+/* a.shape = (...): NumPy's reshape in place, taken only where the new shape is a view of the
+ * same memory in C order (else NumPy's refusal, which points to reshape()). Views already made
+ * keep their own layout. */
+int kpy_array_set_shape(PyObject *op, PyObject *value, void *closure) {
+  (void)closure;
+  kpy_array *a = (kpy_array *)op;
+  if (!value) {
+    PyErr_SetString(PyExc_AttributeError, "a DeviceArray's shape cannot be deleted");
+    return -1;
+  }
+  Py_ssize_t shape[KPY_MAX_DIMS], strides[KPY_MAX_DIMS];
+  int ndim = 0;
+  if (kpy_shape_parse(value, &ndim, shape) < 0 || kpy_reshape_resolve(a, ndim, shape) < 0)
+    return -1;
+  if (!a->size || a->flags & KPY_C_CONTIGUOUS) {
+    kpy_strides_contiguous(ndim, shape, a->itemsize, 0, strides);
+  } else if (!kpy_reshape_strides(a, ndim, shape, 0, strides)) {
+    PyErr_SetString(PyExc_AttributeError, "Incompatible shape for in-place modification: the "
+                                          "array's memory is not laid out for it. Use "
+                                          "`.reshape()` to make a copy with the desired shape.");
+    return -1;
+  }
+  a->ndim = ndim;
+  memcpy(a->shape, shape, sizeof shape[0] * (size_t)ndim);
+  memcpy(a->strides, strides, sizeof strides[0] * (size_t)ndim);
+  kpy_array_update_flags(a);
+  return 0;
+}
+
 PyObject *kpy_array_ravel(PyObject *op, PyObject *args, PyObject *kwargs) {
   static char *kwlist[] = {(char *)"order", NULL};
   PyObject *order = NULL;
@@ -355,6 +384,30 @@ PyObject *kpy_array_view_as(PyObject *op, PyObject *args, PyObject *kwargs) {
   else v = (PyObject *)kpy_array_view(a, dtype, a->ndim, shape, strides, a->ptr);
   Py_DECREF(dtype);
   return v;
+}
+
+/* a.dtype = t: NumPy's reinterpretation in place, the view(t) layout taken by the array
+ * itself (the last axis takes a change of item size), refused where view(t) is refused. */
+int kpy_array_set_dtype(PyObject *op, PyObject *value, void *closure) {
+  (void)closure;
+  kpy_array *a = (kpy_array *)op;
+  if (!value) {
+    PyErr_SetString(PyExc_AttributeError, "a DeviceArray's dtype cannot be deleted");
+    return -1;
+  }
+  PyObject *args = PyTuple_Pack(1, value);
+  kpy_array *v = args ? (kpy_array *)kpy_array_view_as(op, args, NULL) : NULL;
+  Py_XDECREF(args);
+  if (!v) return -1;
+  Py_SETREF(a->dtype, (PyArray_Descr *)Py_NewRef((PyObject *)v->dtype));
+  a->itemsize = v->itemsize;
+  a->size = v->size;
+  a->nbytes = v->nbytes;
+  memcpy(a->shape, v->shape, sizeof v->shape[0] * (size_t)v->ndim);
+  memcpy(a->strides, v->strides, sizeof v->strides[0] * (size_t)v->ndim);
+  kpy_array_update_flags(a);
+  Py_DECREF(v);
+  return 0;
 }
 
 /* a with its axes in the order perm gives. */

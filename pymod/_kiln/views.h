@@ -22,11 +22,13 @@ kpy_array *kpy_array_broadcast(kpy_array *a, int ndim, const Py_ssize_t *shape);
  * else a contiguous copy (kiln._ops.copy). */
 PyObject *kpy_array_reshaped(kpy_array *a, int ndim, const Py_ssize_t *shape, int fortran);
 
-/* The methods and attributes: reshape(*shape, order="C"), ravel(order="C"), view(dtype=None),
- * squeeze(axis=None), transpose(*axes), swapaxes(axis1, axis2), T, real, imag. */
+/* The methods and attributes: reshape(*shape, order="C"), shape assigned, ravel(order="C"),
+ * view(dtype=None), squeeze(axis=None), transpose(*axes), swapaxes(axis1, axis2), T, real, imag. */
 PyObject *kpy_array_reshape(PyObject *op, PyObject *args, PyObject *kwargs);
+int kpy_array_set_shape(PyObject *op, PyObject *value, void *closure);
 PyObject *kpy_array_ravel(PyObject *op, PyObject *args, PyObject *kwargs);
 PyObject *kpy_array_view_as(PyObject *op, PyObject *args, PyObject *kwargs);
+int kpy_array_set_dtype(PyObject *op, PyObject *value, void *closure);
 PyObject *kpy_array_squeeze(PyObject *op, PyObject *args, PyObject *kwargs);
 PyObject *kpy_array_transpose(PyObject *op, PyObject *args, PyObject *kwargs);
 PyObject *kpy_array_swapaxes(PyObject *op, PyObject *args);

@@ -516,6 +516,23 @@ def _empty(shape, dtype, stream):
     return empty(tuple(shape), dtype, stream=stream)
 
 
+def _result(like, shape, dtype, stream):
+    """A new array for the result of an operation on like. PyCUDA makes it with
+    like._new_like_me(dtype), so the results of a GPUArray subclass's operators are of that
+    subclass, made as it makes them (reikna's Array), and an array's allocator makes its
+    results: kept for such arrays. Any other result is kiln's pool memory, ordered on stream."""
+    if not isinstance(like, DeviceArray) or (type(like) is DeviceArray and like.allocator is None):
+        return _empty(shape, dtype, stream)
+    dtype = np.dtype(dtype)
+    if tuple(like.shape) != tuple(shape):  # broadcast: no array like it
+        return DeviceArray(tuple(shape), dtype, allocator=like.allocator)
+    made = like._new_like_me(dtype)
+    if not isinstance(made, DeviceArray) or made.shape != tuple(shape) or made.dtype != dtype:
+        raise TypeError(f"{type(like).__name__}._new_like_me({dtype}) gave {made!r}, not a "
+                        f"device array of shape {tuple(shape)} and dtype {dtype}")
+    return made
+
+
 def _operand(v, other_out, stream):
     """An input that overlaps the output without being it is copied first, so the result is
     as if every input were read before anything was written (NumPy's rule)."""
@@ -552,7 +569,7 @@ def binary(op, x, y, out=None, stream=None, casting="same_kind"):
                 name = flipped.get(op, op) if side == "left" else op
                 return _out_of_range(name, v, fits, shape, out, stream)
     if out is None:
-        out = _empty(shape, out_dtype, stream)
+        out = _result(x if isinstance(x, DeviceArray) else y, shape, out_dtype, stream)
     elif tuple(out.shape) != tuple(shape):
         raise ValueError(f"the result has shape {shape}; out has {out.shape}")
     elif not inplace and out.dtype != out_dtype and not np.can_cast(out_dtype, out.dtype,
@@ -582,7 +599,7 @@ def unary(op, x, out=None, stream=None):
     """op over array x, into out when given."""
     kernel, out_dtype = unary_plan(op, x, None if out is None else out.dtype)
     if out is None:
-        out = _empty(x.shape, out_dtype, stream)
+        out = _result(x, x.shape, out_dtype, stream)
     elif tuple(out.shape) != tuple(x.shape):
         raise ValueError(f"the result has shape {x.shape}; out has {out.shape}")
     if out.size:
@@ -652,8 +669,9 @@ def ascontiguous(a, stream=None, force=False):
 
 
 def astype(a, dtype, stream=None):
-    """A new C-contiguous array of a's values as dtype (NumPy's unsafe casting)."""
-    out = _empty(a.shape, dtype, stream)
+    """A new array of a's values as dtype (NumPy's unsafe casting), C-contiguous unless a's
+    _new_like_me (a subclass's, or one with an allocator) makes it otherwise."""
+    out = _result(a, a.shape, dtype, stream)
     if out.size:
         _copy_kernel(out.dtype, a.dtype)(out, a, stream=stream)
     return out
@@ -878,7 +896,7 @@ def _mul_add(what, a, selffac, other, otherfac, add_timer, stream, out, casting)
     k = _axpbyz_kernel(a.dtype, None if otherfac is None else other.dtype, result, store_dtype)
     wire = _wire_dtype(result).type
     if out is None:
-        out = _empty(shape, result, stream)
+        out = _result(a, shape, result, stream)
     if out.size:
         start = _timer_start(add_timer, stream)
         x = broadcast_to(_operand(a, out, stream), shape)

@@ -68,9 +68,6 @@ def _check_out(out, shape, dtype, func):
                         f"out's {out.dtype} with casting rule 'same_kind'")
 
 
-def _empty(shape, dtype, stream):
-    from ._kiln import empty
-    return empty(tuple(shape), dtype, stream=stream)
 
 
 _KERNELS = {}
@@ -139,7 +136,7 @@ def _unary(func, pycuda_name=None):
         result = _result_dtype(ufunc, array.dtype)
         _check_out(out, array.shape, result, name)
         if out is None:
-            out = _empty(array.shape, result, stream)
+            out = _ops._result(array, array.shape, result, stream)
         if out.size:
             unary_kernel(func, array.dtype, out.dtype)(out, _ops._operand(array, out, stream),
                                                        stream=stream)
@@ -274,10 +271,11 @@ def _require_float(arg, func):
     _float_dtype(arg.dtype, func)
 
 
-def _pair_out(out, func, shape, dtypes, stream):
-    """The two output arrays: out's, checked, or new ones."""
+def _pair_out(out, func, like, dtypes, stream):
+    """The two output arrays: out's, checked, or new ones made as like's results are."""
+    shape = like.shape
     if out is None:
-        return [_empty(shape, d, stream) for d in dtypes]
+        return [_ops._result(like, shape, d, stream) for d in dtypes]
     if not (isinstance(out, (tuple, list)) and len(out) == 2):
         raise TypeError(f"cumath.{func}: out is a pair of device arrays")
     for o, d in zip(out, dtypes):
@@ -312,7 +310,7 @@ def frexp(arg, stream=None, out=None):
     magnitude in [0.5, 1) (or 0, inf, NaN with exponent 0), as NumPy's frexp: the
     significands of arg's dtype, the exponents int32."""
     _require_float(arg, "frexp")
-    sig, ex = _pair_out(out, "frexp", arg.shape, (arg.dtype, np.int32), stream)
+    sig, ex = _pair_out(out, "frexp", arg, (arg.dtype, np.int32), stream)
     if arg.size:
         x = _ops._operand(_ops._operand(arg, sig, stream), ex, stream)
         frexp_kernel(arg.dtype, sig.dtype, ex.dtype)(sig, ex, x, stream=stream)
@@ -323,7 +321,7 @@ def modf(arg, stream=None, out=None):
     """(fracpart, intpart): the fractional and integral parts of arg, both with arg's sign
     and dtype (NumPy's modf: modf(-inf) is (-0.0, -inf))."""
     _require_float(arg, "modf")
-    frac, whole = _pair_out(out, "modf", arg.shape, (arg.dtype, arg.dtype), stream)
+    frac, whole = _pair_out(out, "modf", arg, (arg.dtype, arg.dtype), stream)
     if arg.size:
         x = _ops._operand(_ops._operand(arg, frac, stream), whole, stream)
         modf_kernel(arg.dtype, frac.dtype, whole.dtype)(frac, whole, x, stream=stream)
@@ -374,7 +372,7 @@ def ldexp(significand, exponent, stream=None, out=None):
                                                None))[-1])
     _check_out(out, shape, result, "ldexp")
     if out is None:
-        out = _empty(shape, result, stream)
+        out = _ops._result(significand, shape, result, stream)
     if not out.size:
         return out
     k = ldexp_kernel(significand.dtype, exp_dtype, exp_is_array, out.dtype)
