@@ -132,6 +132,35 @@ def test_large_in_out_goes_through_the_pool(mod):
     assert np.array_equal(x, expect)
 
 
+HISTOGRAM = r"""
+extern "C" __global__ void hist(int *bins, const unsigned char *v, int n)
+{
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x)
+        atomicAdd(&bins[v[i]], 1);
+}
+extern "C" __global__ void poke(int *out, int n) { if (threadIdx.x < n) out[threadIdx.x] = 7; }
+"""
+
+
+@pytest.mark.parametrize("count", [1000, 3 << 20])  # staged, and pooled (past 256 KiB)
+def test_out_memory_starts_as_zeros_so_kernels_may_count_into_it(count):
+    # Under PyCUDA an Out buffer is a new cuMemAlloc, which the driver gives zeroed; programs
+    # atomicAdd a histogram into drv.Out(bins). Run twice: the second call's memory is the
+    # first's, reused, and must not carry its counts.
+    m = kiln.SourceModule(HISTOGRAM)
+    v = np.random.default_rng(1).integers(0, 256, count, dtype=np.uint8)
+    for _ in range(2):
+        bins = np.full(256, -1, np.int32)  # the host array's values never reach the device
+        m.get_function("hist")(kiln.Out(bins), kiln.In(v), np.int32(count), block=256, grid=64)
+        assert np.array_equal(bins, np.bincount(v, minlength=256))
+    # What a kernel leaves unwritten comes back as zeros, after a call that wrote it.
+    out = np.zeros(64, np.int32)
+    m.get_function("poke")(kiln.Out(out), np.int32(64), block=64, grid=1)
+    assert (out == 7).all()
+    m.get_function("poke")(kiln.Out(out), np.int32(10), block=64, grid=1)
+    assert (out[:10] == 7).all() and (out[10:] == 0).all()
+
+
 def test_mem_alloc_memcpy_and_pointers(mod):
     x = np.arange(1000, dtype=np.float32)
     buf = kiln.mem_alloc(x.nbytes)

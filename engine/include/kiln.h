@@ -797,8 +797,11 @@ kiln_status kiln_function_check_launch(kiln_function *f, const kiln_launch_confi
 
 /* Host data a parameter receives as a device pointer (PyCUDA's In, Out, InOut). */
 typedef enum kiln_transfer_dir {
-  KILN_IN = 1,  /* copied host to device before the launch */
-  KILN_OUT = 2, /* copied device to host after it */
+  KILN_IN = 1, /* copied host to device before the launch */
+  /* Copied device to host after it. The device memory starts as zeros, as a new cuMemAlloc's
+   * does under PyCUDA's Out: a kernel that accumulates into an output (an atomicAdd histogram)
+   * counts from zero, never from what an earlier call left in reused memory. */
+  KILN_OUT = 2,
   KILN_INOUT = 3
 } kiln_transfer_dir;
 

@@ -532,6 +532,7 @@ static kiln_status kiln__call_bounced(kiln_function *f, const kiln_launch_config
     if (t[i].dir & KILN_IN) memcpy((char *)b->host + offsets[i], t[i].host, t[i].nbytes);
   }
   if (in_end) KILN__CU(MemcpyHtoDAsync, (b->dev, b->host, in_end, stream));
+  if (end > in_end) KILN__CU(MemsetD8Async, (b->dev + in_end, 0, end - in_end, stream));
   s = kiln__timed_launch(f, cfg, params, timer);
   if (s) return s;
   /* The copy back lands in the pinned buffer, which the call owns: it can be queued before the
@@ -590,6 +591,10 @@ static kiln_status kiln__call_pooled(kiln_function *f, const kiln_launch_config 
     if (!s) memcpy(params[t[i].param], &ptrs[i], sizeof ptrs[i]);
     if (!s && (t[i].dir & KILN_IN) && t[i].nbytes)
       s = kiln__stage_htod(d, ptrs[i], t[i].host, t[i].nbytes, stream, 0);
+    else if (!s && t[i].nbytes) { /* an output only: zeros first (kiln_transfer says why) */
+      rc = kiln__driver.MemsetD8Async(ptrs[i], 0, t[i].nbytes, stream);
+      if (rc) s = kiln__cuda_fail("cuMemsetD8Async", (int)rc);
+    }
     outputs |= (t[i].dir & KILN_OUT) && t[i].nbytes;
   }
   if (!s) s = kiln__timed_launch(f, cfg, params, timer);
