@@ -124,6 +124,10 @@ static const kiln__rule kiln__rules[] = {
     {"-expt-extended-lambda", 0, 0, KILN__DROP, NULL},
     {"--extended-lambda", 0, 0, KILN__DROP, NULL},
     {"-extended-lambda", 0, 0, KILN__DROP, NULL},
+    /* which kernels nvcc keeps in the output (Kernel Tuner passes -e <kernel>): NVRTC keeps
+     * them all, and a module loads only what it is asked for */
+    {"-e", 1, 0, KILN__DROP, NULL},
+    {"--entries", 1, 0, KILN__DROP, NULL},
     {"-Werror", 1, 0, KILN__DROP, NULL},
     {"--Werror", 1, 0, KILN__DROP, NULL},
 };

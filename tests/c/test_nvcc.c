@@ -64,7 +64,8 @@ TEST(compile_translates_nvcc_options) {
                            dir,          "-Xptxas", "-v",          "--expt-relaxed-constexpr",
                            "-lineinfo",  "-arch",   "sm_80",       "-Wno-deprecated-gpu-targets",
                            "-m64",       "-g",      "-lcudadevrt", "-use_fast_math",
-                           "-Xcompiler", "-fPIC",   "--keep",      "-std=c++17"};
+                           "-Xcompiler", "-fPIC",   "--keep",      "-std=c++17",
+                           "-e",         "k",       "--entries=k"};
   kiln_compile_opts opts = {.options = options, .n_options = (int)TEST_COUNT(options)};
   kiln_module *m = compile_ok(src, &opts);
   ASSERT_STR_EQ(kiln_module_arch(m), "sm_80");
