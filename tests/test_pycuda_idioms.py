@@ -437,9 +437,9 @@ def test_results_of_a_subclass_are_made_by_its_new_like_me():
     assert asked and all(n in (48, 12, 96) for n in asked)
     assert type(plain + a) is gpuarray.GPUArray  # the left operand's: a plain array
     assert type(a[1:]) is gpuarray.GPUArray
-    pooled = gpuarray.GPUArray(x.shape, np.float32, allocator=allocator)
+    allocated = gpuarray.GPUArray(x.shape, np.float32, allocator=allocator)
     before = len(asked)
-    r = pooled + 1
+    r = allocated + 1
     assert type(r) is gpuarray.GPUArray and r.allocator is allocator and len(asked) == before + 1
 
 

@@ -60,8 +60,8 @@ static PyObject *kpy_zeros(PyObject *module, PyObject *args, PyObject *kwargs) {
 
 /* ---- Flags -------------------------------------------------------------------------------- */
 
-/* a.flags: what NumPy's and PyCUDA's flags say of the layout, fixed when read (an array's
- * layout never changes). */
+/* a.flags: what NumPy's and PyCUDA's flags say of the layout when read; a layout assigned
+ * after (shape, dtype, strides) shows in the next a.flags, not in this one. */
 typedef struct kpy_flags {
   PyObject_HEAD
   int flags;

@@ -191,9 +191,11 @@ static PyObject *kpy_binary(int op, PyObject *x, PyObject *y, int inplace) {
   int kx = kpy_kind(st, x), ky = kpy_kind(st, y);
   if (!kx || !ky) {
     PyObject *other = kx ? y : x;
-    /* A 0-d host array is its scalar, as NumPy, CuPy and PyCUDA take it: a reduction's .get()
-     * subtracted from an array. */
-    if (PyArray_Check(other) && PyArray_NDIM((PyArrayObject *)other) == 0) {
+    /* A 0-d host array of numbers is its scalar, as NumPy, CuPy and PyCUDA take it: a
+     * reduction's .get() subtracted from an array. (Its scalar is a NumPy scalar, so this
+     * recurses once; an object array's item could be anything, and is not unwrapped.) */
+    if (PyArray_Check(other) && PyArray_NDIM((PyArrayObject *)other) == 0 &&
+        PyArray_ISNUMBER((PyArrayObject *)other)) {
       PyObject *scalar = PyArray_Return((PyArrayObject *)Py_NewRef(other));
       if (!scalar) return NULL;
       PyObject *r = kx ? kpy_binary(op, x, scalar, inplace) : kpy_binary(op, scalar, y, inplace);

@@ -395,7 +395,18 @@ int kpy_array_set_dtype(PyObject *op, PyObject *value, void *closure) {
     PyErr_SetString(PyExc_AttributeError, "a DeviceArray's dtype cannot be deleted");
     return -1;
   }
-  PyObject *args = PyTuple_Pack(1, value);
+  PyArray_Descr *dtype = NULL; /* None is float64 here, as NumPy's setter takes it */
+  if (!PyArray_DescrConverter(value, &dtype)) return -1;
+  if (PyDataType_HASSUBARRAY(dtype)) {
+    PyErr_Format(PyExc_ValueError,
+                 "a DeviceArray's dtype cannot be the subarray type %R: its "
+                 "items would be arrays",
+                 (PyObject *)dtype);
+    Py_DECREF(dtype);
+    return -1;
+  }
+  PyObject *args = PyTuple_Pack(1, (PyObject *)dtype);
+  Py_DECREF(dtype);
   kpy_array *v = args ? (kpy_array *)kpy_array_view_as(op, args, NULL) : NULL;
   Py_XDECREF(args);
   if (!v) return -1;

@@ -23,7 +23,7 @@ import re
 
 import numpy as np
 
-from . import _cgen, _elwise_src
+from . import _cgen, _elwise_src, _ops
 from ._kiln import DeviceArray, SourceModule, current_device, empty
 
 BLOCK = 256
@@ -235,7 +235,7 @@ class CupyElementwiseKernel:
         ndim = 0 if plain else len(shape)
         # Arrays that share memory (an output that is also an input, say) would make the
         # contiguous variant's __restrict__ a lie.
-        variant = ("strided" if ndim else "alias" if _overlap(values) else "contig")
+        variant = ("strided" if ndim else "alias" if _ops.overlapping(values) else "contig")
         key = (tuple(kinds), tuple(sorted(types.items())), variant, ndim)
         f = self._functions.get(key)
         if f is None:
@@ -302,10 +302,6 @@ class CupyElementwiseKernel:
         return out, " ".join(binds) + " " + operation
 
 
-def _overlap(values):
-    spans = sorted((a.ptr, a.ptr + a.nbytes) for a in values
-                   if isinstance(a, DeviceArray) and a.nbytes)
-    return any(spans[k + 1][0] < spans[k][1] for k in range(len(spans) - 1))
 
 
 def _broadcast_strides(a, shape):

@@ -11,7 +11,7 @@ import re
 
 import numpy as np
 
-from . import _cgen
+from . import _cgen, _log
 from ._kiln import DeviceArray
 
 # ---- C spelling of values --------------------------------------------------------------------
@@ -410,7 +410,7 @@ def _make_binary_plan(op, dx, x_arr, dy, y_arr, inplace_dtype):
 _COMPARISONS = {"less", "less_equal", "equal", "not_equal", "greater", "greater_equal"}
 
 
-def _out_of_range(op, value, dtype, shape, out, stream):
+def _out_of_range(op, value, dtype, shape, out, stream, operands):
     """`array op value` for a Python int that dtype cannot hold: NumPy 2 compares it as the
     number it is (every element on one side of it) and refuses any other operation."""
     if op not in _COMPARISONS:
@@ -419,7 +419,7 @@ def _out_of_range(op, value, dtype, shape, out, stream):
     truth = {"less": above, "less_equal": above, "greater": not above,
              "greater_equal": not above, "equal": False, "not_equal": True}[op]
     if out is None:
-        out = _empty(shape, np.bool_, stream)
+        out = _result(operands, shape, np.bool_, stream)
     return fill(out, truth, stream=stream)
 
 
@@ -495,6 +495,15 @@ def _shares_memory(a, b):
     return _span(a)[0] < _span(b)[1] and _span(b)[0] < _span(a)[1]
 
 
+def overlapping(arrays, same_ok=False):
+    """True when the byte ranges of two of the device arrays among arrays meet (then a kernel
+    taking them as __restrict__ would be told a lie), not counting arrays of the very same
+    range when same_ok. The ranges follow shape and strides, never an nbytes a program set."""
+    spans = [_span(a) for a in arrays if isinstance(a, DeviceArray) and a.size]
+    spans = sorted(set(spans) if same_ok else spans)
+    return any(spans[k + 1][0] < spans[k][1] for k in range(len(spans) - 1))
+
+
 def _span(a):
     lo = hi = a.ptr
     for n, s in zip(a.shape, a.strides):
@@ -517,19 +526,39 @@ def _empty(shape, dtype, stream):
 
 
 def _result(like, shape, dtype, stream):
-    """A new array for the result of an operation on like. PyCUDA makes it with
-    like._new_like_me(dtype), so the results of a GPUArray subclass's operators are of that
-    subclass, made as it makes them (reikna's Array), and an array's allocator makes its
-    results: kept for such arrays. Any other result is kiln's pool memory, ordered on stream."""
+    """A new array for the result of an operation on like (a device array, or a tuple of the
+    operands, of which the first device array of the result's shape is taken, as PyCUDA takes
+    the one that is not broadcast). PyCUDA makes it with like._new_like_me(dtype), so a GPUArray
+    subclass's results are of that subclass, made as it makes them (reikna's Array), and an
+    array's allocator makes its results: kept for such arrays, the memory then ordered as their
+    constructor orders it. Any other result is kiln's pool memory, ordered on stream."""
+    shape = tuple(shape)
+    if isinstance(like, tuple):
+        arrays = [v for v in like if isinstance(v, DeviceArray)]
+        like = next((v for v in arrays if v.shape == shape), arrays[0] if arrays else None)
     if not isinstance(like, DeviceArray) or (type(like) is DeviceArray and like.allocator is None):
         return _empty(shape, dtype, stream)
     dtype = np.dtype(dtype)
-    if tuple(like.shape) != tuple(shape):  # broadcast: no array like it
-        return DeviceArray(tuple(shape), dtype, allocator=like.allocator)
-    made = like._new_like_me(dtype)
-    if not isinstance(made, DeviceArray) or made.shape != tuple(shape) or made.dtype != dtype:
-        raise TypeError(f"{type(like).__name__}._new_like_me({dtype}) gave {made!r}, not a "
-                        f"device array of shape {tuple(shape)} and dtype {dtype}")
+    if like.shape != shape:  # broadcast: no array like it
+        return DeviceArray(shape, dtype, allocator=like.allocator) if like.allocator else \
+            _empty(shape, dtype, stream)
+    own = type(like)._new_like_me is not DeviceArray._new_like_me
+    try:
+        made = like._new_like_me(dtype)
+    except TypeError as e:
+        if own:
+            raise
+        # A subclass whose __init__ takes other arguments, with no _new_like_me of its own to
+        # say how it is made (PyCUDA fails here): the result is a plain array, as a view is.
+        _log.logger.debug("%s(shape, dtype, ...) failed (%s): a plain result",
+                          type(like).__name__, e)
+        return DeviceArray(shape, dtype, allocator=like.allocator) if like.allocator else \
+            _empty(shape, dtype, stream)
+    if not isinstance(made, DeviceArray) or made.shape != shape or made.dtype != dtype:
+        got = (f"a {type(made).__name__} of shape {made.shape} and dtype {made.dtype}"
+               if isinstance(made, DeviceArray) else f"a {type(made).__name__}")
+        raise TypeError(f"{type(like).__name__}._new_like_me({dtype}) gave {got}, not a device "
+                        f"array of shape {shape} and dtype {dtype}")
     return made
 
 
@@ -567,9 +596,9 @@ def binary(op, x, y, out=None, stream=None, casting="same_kind"):
                            "greater": "less", "greater_equal": "less_equal"}
                 # `v op array` reads as `array flipped(op) v`
                 name = flipped.get(op, op) if side == "left" else op
-                return _out_of_range(name, v, fits, shape, out, stream)
+                return _out_of_range(name, v, fits, shape, out, stream, (x, y))
     if out is None:
-        out = _result(x if isinstance(x, DeviceArray) else y, shape, out_dtype, stream)
+        out = _result((x, y), shape, out_dtype, stream)
     elif tuple(out.shape) != tuple(shape):
         raise ValueError(f"the result has shape {shape}; out has {out.shape}")
     elif not inplace and out.dtype != out_dtype and not np.can_cast(out_dtype, out.dtype,
@@ -896,7 +925,7 @@ def _mul_add(what, a, selffac, other, otherfac, add_timer, stream, out, casting)
     k = _axpbyz_kernel(a.dtype, None if otherfac is None else other.dtype, result, store_dtype)
     wire = _wire_dtype(result).type
     if out is None:
-        out = _result(a, shape, result, stream)
+        out = _result((a, other), shape, result, stream)
     if out.size:
         start = _timer_start(add_timer, stream)
         x = broadcast_to(_operand(a, out, stream), shape)

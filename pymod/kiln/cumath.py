@@ -68,8 +68,6 @@ def _check_out(out, shape, dtype, func):
                         f"out's {out.dtype} with casting rule 'same_kind'")
 
 
-
-
 _KERNELS = {}
 
 
@@ -372,7 +370,7 @@ def ldexp(significand, exponent, stream=None, out=None):
                                                None))[-1])
     _check_out(out, shape, result, "ldexp")
     if out is None:
-        out = _ops._result(significand, shape, result, stream)
+        out = _ops._result((significand, exponent), shape, result, stream)
     if not out.size:
         return out
     k = ldexp_kernel(significand.dtype, exp_dtype, exp_is_array, out.dtype)

@@ -21,7 +21,7 @@ and are refused, saying so, when it uses `i`; `range=`/`slice=` take negative st
 """
 import numpy as np
 
-from . import _cgen, _elwise_cupy, _elwise_src, _log
+from . import _cgen, _elwise_cupy, _elwise_src, _log, _ops
 from ._kiln import CompileError, DeviceArray, ElementwiseBase, SourceModule, current_device
 from .tools import context_dependent_memoize
 
@@ -190,7 +190,7 @@ class ElementwiseKernel(ElementwiseBase):
         arrays = [args[k] for k in self._vector_index]
         layout = _layout_of(arrays)
         if layout is None:  # contiguous alike
-            if _overlap(arrays, self._same_ok):
+            if _ops.overlapping(arrays, self._same_ok):
                 f = self._function("alias")
                 self._bind_alias(f)
             else:
@@ -279,15 +279,6 @@ def _layout_of(arrays):
 
 
 builtins_range = range
-
-
-def _overlap(arrays, same_ok=False):
-    """True when two of the arrays share memory (then __restrict__ would be a lie), not
-    counting arrays that are the very same memory when same_ok."""
-    spans = sorted({(a.ptr, a.ptr + a.nbytes) for a in arrays if _is_array(a) and a.nbytes}
-                   if same_ok else
-                   [(a.ptr, a.ptr + a.nbytes) for a in arrays if _is_array(a) and a.nbytes])
-    return any(spans[k + 1][0] < spans[k][1] for k in builtins_range(len(spans) - 1))
 
 
 # ---- PyCUDA's module-level helpers -----------------------------------------------------------
