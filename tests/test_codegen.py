@@ -177,8 +177,50 @@ def test_reduction_kernel_checks_its_declaration():
     assert k.dtype_out == np.float32 and k.name == "dot"
     with pytest.raises(ValueError, match="needs arguments"):
         ReductionKernel(np.float32, "0", "a+b")
-    with pytest.raises(ValueError, match="at most 16 bytes"):
-        ReductionKernel(np.dtype((np.float64, 4)), "0", "a+b", "x[i]", "double *x")
+    with pytest.raises(ValueError, match="at most 1024 bytes, not 2048"):
+        ReductionKernel(np.dtype([("x", np.float64, (256,))]), "0", "a+b", "x[i]", "double *x")
+
+
+def test_reductions_of_large_structs_and_names_a_program_may_use_compile():
+    # PyNX folds a registered struct of eight floats and one of nine complex numbers (72 bytes),
+    # and names an argument v; PyCUDA's two-stage reduction has no limit on the result's size.
+    from kiln.tools import get_or_register_dtype
+    from kiln.reduction import ReductionKernel
+    float8 = np.dtype([(c, np.float32) for c in "abcdefgh"])
+    get_or_register_dtype("kiln_test_float8", float8)
+    complex9 = np.dtype([("x", np.complex64, (9,))])
+    get_or_register_dtype("kiln_test_complex9", complex9)
+    preamble = """
+    struct kiln_test_float8 { float a, b, c, d, e, f, g, h; };
+    __device__ kiln_test_float8 add8(kiln_test_float8 p, kiln_test_float8 q) {
+      return {p.a + q.a, p.b + q.b, p.c + q.c, p.d + q.d, p.e + q.e, p.f + q.f, p.g + q.g,
+              p.h + q.h};
+    }
+    __device__ kiln_test_float8 of(float x) { return {x, x, x, x, x, x, x, x}; }
+    struct kiln_test_complex9 { pycuda::complex<float> x[9]; };
+    __device__ kiln_test_complex9 add9(kiln_test_complex9 p, kiln_test_complex9 q) {
+      for (int k = 0; k < 9; k++) p.x[k] += q.x[k];
+      return p;
+    }
+    __device__ kiln_test_complex9 zero9() { kiln_test_complex9 z; for (int k = 0; k < 9; k++)
+      z.x[k] = 0; return z; }
+    __device__ kiln_test_complex9 at9(pycuda::complex<float> *v, int i) { kiln_test_complex9 z;
+      for (int k = 0; k < 9; k++) z.x[k] = v[i]; return z; }
+    """
+    for dtype, neutral, reduce_expr, map_expr, arguments in [
+            (float8, "of(0)", "add8(a, b)", "of(v[i])", "float *v, int j"),
+            (complex9, "zero9()", "add9(a, b)", "at9(v, i)", "pycuda::complex<float> *v")]:
+        args = _cgen.parse_arguments(arguments)
+        assert _reduce_src.block_for(dtype) * dtype.itemsize <= _reduce_src.FOLD_SHARED
+        for use_range in (False, True):
+            src = _reduce_src.source(dtype, neutral, reduce_expr, map_expr, args, "r",
+                                     preamble=preamble, use_range=use_range)
+            f = compile_(src).get_function("r")
+            assert len(f.signature) == len(args) + (6 if use_range else 4)
+    assert _reduce_src.block_for(np.float32) == 512 and _reduce_src.block_for(complex9) == 256
+    assert _reduce_src.max_blocks_for(np.float32, 1024) == 1024
+    assert _reduce_src.max_blocks_for(complex9, 1024) == 1024 * 16 // 72
+    assert _reduce_src.launch_block(10, 128) == 128 and _reduce_src.launch_block(10) == 256
 
 
 @pytest.mark.parametrize("dtype, expr, neutral", [

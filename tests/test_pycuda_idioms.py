@@ -443,6 +443,36 @@ def test_results_of_a_subclass_are_made_by_its_new_like_me():
     assert type(r) is gpuarray.GPUArray and r.allocator is allocator and len(asked) == before + 1
 
 
+def test_a_reduction_to_a_struct_of_eight_floats_and_an_argument_named_v():
+    """PyNX folds registered structs larger than 16 bytes (eight floats; nine complex numbers),
+    and names an argument v; kiln folds them through its general path."""
+    from kiln.reduction import ReductionKernel
+    from kiln.tools import get_or_register_dtype
+    float8 = np.dtype([(c, np.float32) for c in "abcdefgh"])
+    get_or_register_dtype("idiom_float8", float8)
+    k = ReductionKernel(float8, "of(0)", "add8(a, b)", "term(v, i, j)", "float *v, int j",
+                        preamble="""
+    struct idiom_float8 { float a, b, c, d, e, f, g, h; };
+    __device__ idiom_float8 add8(idiom_float8 p, idiom_float8 q) {
+      return {p.a + q.a, p.b + q.b, p.c + q.c, p.d + q.d, p.e + q.e, p.f + q.f, p.g + q.g,
+              p.h + q.h};
+    }
+    __device__ idiom_float8 of(float x) { return {x, x, x, x, x, x, x, x}; }
+    __device__ idiom_float8 term(const float *v, long i, int j) {
+      float x = v[i];
+      return {x, x * x, (float)j, 1, -x, x > 0 ? x : 0, 2 * x, x - 1};
+    }""")
+    for n in (1, 1000, 3 << 20):
+        x = np.random.default_rng(n).standard_normal(n).astype(np.float32)
+        got = k(gpuarray.to_gpu(x), np.int32(3)).get()
+        assert got.dtype == float8 and got.shape == ()
+        x64 = x.astype(np.float64)
+        want = [x64.sum(), (x64 * x64).sum(), 3 * n, n, -x64.sum(), np.maximum(x64, 0).sum(),
+                2 * x64.sum(), (x64 - 1).sum()]
+        np.testing.assert_allclose([float(got[c]) for c in "abcdefgh"], want,
+                                   rtol=1e-4, atol=1e-2 * np.sqrt(n))
+
+
 def test_in_of_a_numpy_scalar_passes_its_value_in_device_memory():
     """A Floyd-Warshall program passes its vertex count as drv.In(numpy.int32(V)), read in the
     kernel through a pointer."""

@@ -21,7 +21,7 @@ UNROLL = 4
 # Blocks a launch uses: this many per multiprocessor (a sweep on an H200 found 2 best for a
 # float32 sum of 10^7), and at most as many as the scratch buffer has room for
 # (kiln._kiln.REDUCE_MAX_BLOCKS). The buffer holds the counter in its first 16 bytes, then
-# one partial value of up to 16 bytes per block.
+# one partial value of up to 16 bytes per block (fewer blocks for larger values).
 BLOCKS_PER_SM = 2
 # The smallest block a launch is cut down to when the input is small (reduce.c's
 # KPY_REDUCE_MIN_BLOCK; see launch_block).
@@ -30,11 +30,33 @@ MIN_BLOCK = 256
 MIRROR_FLAG = 16
 
 
-def launch_block(count):
-    """The block for a launch over count elements: BLOCK, halved down to MIN_BLOCK while one
-    block of half the threads still covers the input (a smaller block folds sooner)."""
-    block = BLOCK
-    while block // 2 >= MIN_BLOCK and count <= (block // 2) * UNROLL:
+# A result of more than 16 bytes (a struct of eight floats, say) is folded by the general path
+# alone, through shared memory: its block is cut so that the block's values fit in 32 KiB of
+# static shared memory, and its launches use as many blocks as the scratch buffer holds
+# partial values of its size. The largest result is the one a block of 32 threads can fold.
+FOLD_SHARED = 32 << 10
+MAX_RESULT = FOLD_SHARED // 32
+
+
+def block_for(dtype_out):
+    """The most threads a block of the kernel for dtype_out has."""
+    block, size = BLOCK, np.dtype(dtype_out).itemsize
+    while block > 32 and block * size > FOLD_SHARED:
+        block //= 2
+    return block
+
+
+def max_blocks_for(dtype_out, max_blocks):
+    """The most blocks a launch for dtype_out uses, of the max_blocks partial values of 16
+    bytes the scratch buffer holds (kiln._kiln.REDUCE_MAX_BLOCKS)."""
+    return max(1, max_blocks * 16 // max(16, np.dtype(dtype_out).itemsize))
+
+
+def launch_block(count, block=BLOCK):
+    """The block for a launch over count elements: the kernel's block, halved down to MIN_BLOCK
+    (or the kernel's, if smaller) while one block of half the threads still covers the input
+    (a smaller block folds sooner)."""
+    while block // 2 >= min(MIN_BLOCK, block) and count <= (block // 2) * UNROLL:
         block //= 2
     return block
 
@@ -51,9 +73,11 @@ def source(dtype_out, neutral, reduce_expr, map_expr, arguments, name, preamble=
     (out, scratch, mirror, arguments..., start, step, n) folding map_expr at i = start + k * step
     for k from 0 to n - 1. mirror: 0, or the host slot the result is also written to, then a
     flag (kiln's C call path gives a new result one)."""
-    if np.dtype(dtype_out).itemsize > 16:
-        raise ValueError(f"a reduction's result is at most 16 bytes, not {dtype_out}")
+    if np.dtype(dtype_out).itemsize > MAX_RESULT:
+        raise ValueError(f"a reduction's result is at most {MAX_RESULT} bytes, not "
+                         f"{np.dtype(dtype_out).itemsize} ({dtype_out})")
     out_t = _cgen.dtype_to_ctype(dtype_out)
+    block = block_for(dtype_out)
     vectors = [a for a in arguments if isinstance(a, _cgen.VectorArg)]
     dtypes = [dtype_out] + [a.dtype for a in arguments]
     head = _cgen.includes_for(dtypes, " ".join([preamble, map_expr, reduce_expr, neutral]))
@@ -109,7 +133,7 @@ def source(dtype_out, neutral, reduce_expr, map_expr, arguments, name, preamble=
 
 /* The block's fold of one value per thread; every thread gets the result. */
 __device__ __forceinline__ {out_t} _kiln_block_fold({out_t} v) {{
-  __shared__ __align__(16) unsigned char _raw[{BLOCK} * sizeof({out_t})];
+  __shared__ __align__(16) unsigned char _raw[{block} * sizeof({out_t})];
   {out_t} *sm = reinterpret_cast<{out_t} *>(_raw);
 {fold}
 }}
@@ -143,17 +167,18 @@ __global__ void {name}({params})
       }}
     }}
   }}
-  {out_t} v = REDUCE(REDUCE(_acc[0], _acc[1]), REDUCE(_acc[2], _acc[3]));
-  v = _kiln_block_fold(v);
+  /* Names of the kernel's own start with _: an argument may be called v or j. */
+  {out_t} _v = REDUCE(REDUCE(_acc[0], _acc[1]), REDUCE(_acc[2], _acc[3]));
+  _v = _kiln_block_fold(_v);
   if (gridDim.x == 1) {{
-    if (threadIdx.x == 0) _kiln_finish(_out, _mirror, v);
+    if (threadIdx.x == 0) _kiln_finish(_out, _mirror, _v);
     return;
   }}
   unsigned *_count = reinterpret_cast<unsigned *>(_scratch);
   {out_t} *_partial = reinterpret_cast<{out_t} *>(_scratch + 16);
   __shared__ bool _last;
   if (threadIdx.x == 0) {{
-    _partial[blockIdx.x] = v;
+    _partial[blockIdx.x] = _v;
     __threadfence();
     _last = atomicInc(_count, gridDim.x - 1) == gridDim.x - 1; /* back to 0 after the last */
   }}
@@ -162,10 +187,10 @@ __global__ void {name}({params})
   /* Plain loads see the other blocks' partial values: they were fenced before the counter
    * moved, and this block has not read these addresses before, so no stale line is cached. */
   __threadfence();
-  v = _neutral;
-  for (unsigned j = threadIdx.x; j < gridDim.x; j += blockDim.x) v = REDUCE(v, _partial[j]);
-  v = _kiln_block_fold(v);
-  if (threadIdx.x == 0) _kiln_finish(_out, _mirror, v);
+  _v = _neutral;
+  for (unsigned _j = threadIdx.x; _j < gridDim.x; _j += blockDim.x) _v = REDUCE(_v, _partial[_j]);
+  _v = _kiln_block_fold(_v);
+  if (threadIdx.x == 0) _kiln_finish(_out, _mirror, _v);
 }}
 """
 

@@ -31,7 +31,7 @@ not use them: it reduces in one launch.
 import numpy as np
 
 from . import _cgen, _reduce_src
-from ._kiln import DeviceArray, ReductionBase
+from ._kiln import REDUCE_MAX_BLOCKS, DeviceArray, ReductionBase
 from .elementwise import compile_source, _contiguous_alike
 from .tools import context_dependent_memoize
 
@@ -161,8 +161,10 @@ class ReductionKernel(ReductionBase):
             alloc = allocator or self.allocator
             out = (DeviceArray((), self.dtype_out, allocator=alloc) if alloc is not None
                    else _empty_result(self.dtype_out, stream))
-        block = _reduce_src.launch_block(count)
-        grid = max(1, min(-(-count // (block * _reduce_src.UNROLL)), self._max_grid()))
+        block = _reduce_src.launch_block(count, _reduce_src.block_for(self.dtype_out))
+        most = min(self._max_grid(),
+                   _reduce_src.max_blocks_for(self.dtype_out, REDUCE_MAX_BLOCKS))
+        grid = max(1, min(-(-count // (block * _reduce_src.UNROLL)), most))
         scratch = self._scratch(stream) if grid > 1 else 0
         f = self._function(range is not None)
         f(out, scratch, 0, *args, *extra, block=(block, 1, 1), grid=(grid, 1), stream=stream)
