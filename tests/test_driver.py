@@ -1153,6 +1153,11 @@ def test_device_attributes_and_the_context():
     assert drv.Device(dev.pci_bus_id()) == dev and hash(drv.Device(0)) == hash(dev)
     with pytest.raises(AttributeError, match="no_such_attribute"):
         dev.no_such_attribute
+    # PyCUDA upper-cases the name, so the attribute's own spelling works too (GPU-BLonD's
+    # grid=(2 * dev.MULTIPROCESSOR_COUNT, 1, 1)).
+    assert dev.MULTIPROCESSOR_COUNT == dev.multiprocessor_count > 0
+    with pytest.raises(AttributeError, match="NO_SUCH_ATTRIBUTE"):
+        dev.NO_SUCH_ATTRIBUTE
     ctx = dev.make_context()
     try:
         assert drv.Context.get_current() == ctx and ctx.get_device() == dev

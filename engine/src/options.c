@@ -7,6 +7,7 @@
  * kiln does not translate is passed on, and NVRTC's refusal names it. */
 #include "options.h"
 
+#include <ctype.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -69,8 +70,8 @@ static const kiln__rule kiln__rules[] = {
     {"--device-c", 0, 0, KILN__RDC, "unlinked"},
     {"-L", 1, 1, KILN__LIBDIR, NULL},
     {"--library-path", 1, 0, KILN__LIBDIR, NULL},
-    /* -lcudadevrt: the link takes the device runtime itself. Not "-l" with any value attached:
-     * that would be -lineinfo too. */
+    /* -lcudadevrt: the link takes the device runtime itself. Not "-l" with any value attached
+     * here, which would be -lineinfo too: kiln__library_rule takes -lcurand and the like. */
     {"-lcudadevrt", 0, 0, KILN__DROP, NULL},
     {"-l", 1, 0, KILN__DROP, NULL},
     {"--library", 1, 0, KILN__DROP, NULL},
@@ -129,11 +130,35 @@ static const kiln__rule kiln__rules[] = {
     {"-e", 1, 0, KILN__DROP, NULL},
     {"--entries", 1, 0, KILN__DROP, NULL},
     {"-Werror", 1, 0, KILN__DROP, NULL},
+    /* nvcc's checks and settings for the host side and its own runs */
+    {"-allow-unsupported-compiler", 0, 0, KILN__DROP, NULL},
+    {"--allow-unsupported-compiler", 0, 0, KILN__DROP, NULL},
+    {"-default-stream", 1, 0, KILN__DROP, NULL},
+    {"--default-stream", 1, 0, KILN__DROP, NULL},
+    {"-cudart", 1, 0, KILN__DROP, NULL},
+    {"--cudart", 1, 0, KILN__DROP, NULL},
+    {"-cudadevrt", 1, 0, KILN__DROP, NULL},
+    {"--cudadevrt", 1, 0, KILN__DROP, NULL},
+    {"-noeh", 0, 0, KILN__DROP, NULL},
+    {"--no-exceptions", 0, 0, KILN__DROP, NULL},
+    {"-forward-unknown-to-host-compiler", 0, 0, KILN__DROP, NULL},
+    {"--forward-unknown-to-host-compiler", 0, 0, KILN__DROP, NULL},
+    {"-forward-unknown-to-host-linker", 0, 0, KILN__DROP, NULL},
+    {"--forward-unknown-to-host-linker", 0, 0, KILN__DROP, NULL},
+    {"-Xarchive", 1, 0, KILN__DROP, NULL},
+    {"--archive-options", 1, 0, KILN__DROP, NULL},
+    {"-dryrun", 0, 0, KILN__DROP, NULL},
+    {"--dryrun", 0, 0, KILN__DROP, NULL},
+    {"-nohdinitlist", 0, 0, KILN__DROP, NULL},
+    {"--no-host-device-initializer-list", 0, 0, KILN__DROP, NULL},
     {"--Werror", 1, 0, KILN__DROP, NULL},
 };
 
 /* nvcc's other warning controls (-Wno-deprecated-gpu-targets, -Wreorder, ...): NVRTC has -w. */
 static const kiln__rule kiln__warning_rule = {"-W", 0, 0, KILN__DROP, NULL};
+
+/* A host library to link, attached to -l (-lcurand, -lcublas, -lm): a host program's. */
+static const kiln__rule kiln__library_rule = {"-l", 0, 0, KILN__DROP, NULL};
 
 /* The rule option i matches, and its value (NULL for a flag); *used counts the items it took. */
 static const kiln__rule *kiln__rule_of(const kiln_compile_opts *in, int i, const char **value,
@@ -164,6 +189,8 @@ static const kiln__rule *kiln__rule_of(const kiln_compile_opts *in, int i, const
     }
   }
   if (a[0] == '-' && a[1] == 'W') return &kiln__warning_rule;
+  if (a[0] == '-' && a[1] == 'l' && isalpha((unsigned char)a[2]) && strcmp(a, "-lineinfo") != 0)
+    return &kiln__library_rule;
   return NULL;
 }
 

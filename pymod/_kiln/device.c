@@ -157,13 +157,14 @@ static PyObject *kpy_device_get_attributes(PyObject *op, PyObject *unused) {
   return out;
 }
 
-/* dev.max_threads_per_block: every device_attribute, lower-case, as PyCUDA reads them. */
+/* dev.max_threads_per_block: every device_attribute, in lower case or its own upper case
+ * (dev.MULTIPROCESSOR_COUNT), as PyCUDA reads them. */
 static PyObject *kpy_device_getattro(PyObject *op, PyObject *name) {
   PyObject *found = PyObject_GenericGetAttr(op, name);
   if (found || !PyErr_ExceptionMatches(PyExc_AttributeError) || !PyUnicode_Check(name))
     return found;
   const char *text = PyUnicode_AsUTF8(name); /* a NUL finds no attribute: upper() keeps it */
-  if (!text || text[0] == '_' || !islower((unsigned char)text[0])) return NULL;
+  if (!text || !isalpha((unsigned char)text[0])) return NULL;
 #if PY_VERSION_HEX >= 0x030C0000
   PyObject *missing = PyErr_GetRaisedException();
 #else

@@ -60,12 +60,39 @@ TEST(compile_translates_nvcc_options) {
   const char *src = "#include \"scale.h\"\n"
                     "constexpr int twice(int x) { return 2 * x; }\n"
                     "__global__ void k(int *p) { p[threadIdx.x] = twice(N) * SCALE; }\n";
-  const char *options[] = {"-O3",        "-D",      "N=4",         "-I",
-                           dir,          "-Xptxas", "-v",          "--expt-relaxed-constexpr",
-                           "-lineinfo",  "-arch",   "sm_80",       "-Wno-deprecated-gpu-targets",
-                           "-m64",       "-g",      "-lcudadevrt", "-use_fast_math",
-                           "-Xcompiler", "-fPIC",   "--keep",      "-std=c++17",
-                           "-e",         "k",       "--entries=k"};
+  const char *options[] = {"-O3",
+                           "-D",
+                           "N=4",
+                           "-I",
+                           dir,
+                           "-Xptxas",
+                           "-v",
+                           "--expt-relaxed-constexpr",
+                           "-lineinfo",
+                           "-arch",
+                           "sm_80",
+                           "-Wno-deprecated-gpu-targets",
+                           "-m64",
+                           "-g",
+                           "-lcudadevrt",
+                           "-use_fast_math",
+                           "-Xcompiler",
+                           "-fPIC",
+                           "--keep",
+                           "-std=c++17",
+                           "-e",
+                           "k",
+                           "--entries=k",
+                           "-allow-unsupported-compiler",
+                           "--default-stream",
+                           "per-thread",
+                           "-cudart=static",
+                           "-lcurand",
+                           "-lcublas",
+                           "-noeh",
+                           "-Xarchive",
+                           "-x",
+                           "-nohdinitlist"};
   kiln_compile_opts opts = {.options = options, .n_options = (int)TEST_COUNT(options)};
   kiln_module *m = compile_ok(src, &opts);
   ASSERT_STR_EQ(kiln_module_arch(m), "sm_80");
