@@ -717,7 +717,7 @@ def test_get_nvcc_version_is_what_nvcc_prints_or_a_warning(tmp_path):
 
 HEADERS = ["stdio.h", "stdlib.h", "math.h", "stdint.h", "assert.h", "limits.h", "float.h",
            "stddef.h", "string.h", "cstdio", "cstdlib", "cmath", "cstdint", "cassert", "climits",
-           "cfloat", "cstddef", "cstring"]
+           "cfloat", "cstddef", "cstring", "inttypes.h", "cinttypes"]
 
 
 def test_the_headers_pycuda_kernels_include_compile():
@@ -729,6 +729,7 @@ def test_the_headers_pycuda_kernels_include_compile():
       d[0] = std::pow(d[1], 2.0) + HUGE_VAL + DBL_EPSILON + fabs(d[2]);
       q[0] = std::isnan(p[0]) + INT_MAX + CHAR_BIT + (int)a + (int)b + std::abs(q[1]);
       assert(q[0] > 0); printf("%d\n", q[0]);
+      printf("%" PRId64 " %" PRIu32 " %" PRIxPTR "\n", (int64_t)b, (uint32_t)a, (uintptr_t)q);
       int *m = (int *)malloc(16); free(m); memcpy(q, q + 1, 4);
       q[2] = (int)offsetof(float2, y) + EXIT_SUCCESS;
     }
