@@ -123,8 +123,20 @@ def test_elementwise_kernel_checks_its_declaration():
     assert k.name == "scale" and [a.name for a in k.arguments] == ["a", "x", "z"]
     with pytest.raises(TypeError, match="takes 3 arguments"):
         k(1.0, 2)
-    with pytest.raises(TypeError, match="unexpected keyword"):
+    with pytest.raises(TypeError, match="unexpected keyword arguments wrong"):
         ElementwiseKernel("float *x", "x[i] = 0", wrong=1)
+
+
+def test_a_subclass_that_generates_its_own_kernels_gets_keywords_kiln_does_not_know():
+    # PyCUDA keeps unknown keywords in gen_kwargs; broadcasting_pycuda's subclass reads its
+    # broadcasting=True there in its own generate_stride_kernel_and_types.
+    class Broadcasting(ElementwiseKernel):
+        def generate_stride_kernel_and_types(self, use_range, call_args=None):
+            return self.gen_kwargs["broadcasting"], self.gen_kwargs["operation"]
+
+    k = Broadcasting("double *z, double *x", "z[i] = 2 * x[i]", "twice", broadcasting=True)
+    assert k.generate_stride_kernel_and_types(False) == (True, "z[i] = 2 * x[i]")
+    assert k.gen_kwargs["name"] == "twice" and k.gen_kwargs["options"] is None
 
 
 def test_an_elementwise_kernel_that_does_not_build_raises_at_its_first_call(caplog):

@@ -45,7 +45,7 @@ memcpy_htoa memcpy_atoh memcpy_dtoa memcpy_atod memcpy_atoa bind_array_to_texref
 
 DEVICE_METHODS = ("count get_attribute get_attributes name compute_capability total_memory "
                   "pci_bus_id make_context retain_primary_context can_access_peer").split()
-CONTEXT_METHODS = ("get_current get_device synchronize push pop detach get_limit set_limit "
+CONTEXT_METHODS = ("get_current get_device synchronize push pop detach attach get_limit set_limit "
                    "get_cache_config set_cache_config get_shared_config set_shared_config "
                    "get_api_version enable_peer_access disable_peer_access").split()
 FUNCTION_NAMES = ("prepare prepared_call prepared_async_call prepared_timed_call get_attribute "
@@ -1174,6 +1174,11 @@ def test_device_attributes_and_the_context():
         drv.Context.set_cache_config(drv.func_cache.PREFER_NONE)
         assert ctx.get_api_version() >= 3020
         drv.Context.synchronize()
+        # attach(): the current context, as PyTorch's is taken; its detach() pops nothing.
+        attached = drv.Context.attach()
+        assert attached == ctx and attached.handle == ctx.handle
+        attached.detach()
+        assert drv.Context.get_current() == ctx
     finally:
         ctx.pop()
     with pytest.raises(ValueError, match="no context is pushed"):
@@ -1188,6 +1193,11 @@ def test_function_attributes(module):
     assert 0 < f.num_regs <= 255 and f.max_threads_per_block <= 1024
     assert f.shared_size_bytes == 0 and f.local_size_bytes >= 0 and f.const_size_bytes >= 0
     assert f.get_attribute(drv.function_attribute.NUM_REGS) == f.num_regs
+    # PyCUDA upper-cases the name: linop_cuda_codegen reads func.MAX_THREADS_PER_BLOCK.
+    assert f.NUM_REGS == f.Num_Regs == f.num_regs
+    assert f.MAX_THREADS_PER_BLOCK == f.max_threads_per_block
+    with pytest.raises(AttributeError, match="NO_SUCH_ATTRIBUTE"):
+        f.NO_SUCH_ATTRIBUTE
     assert f.attributes["num_regs"] == f.num_regs and len(f.attributes) == 10
     assert f.binary_version >= 75 and f.ptx_version >= 75
     f.set_attribute(drv.function_attribute.MAX_DYNAMIC_SHARED_SIZE_BYTES, 64 << 10)
@@ -1195,6 +1205,19 @@ def test_function_attributes(module):
     f.set_cache_config(drv.func_cache.PREFER_L1)
     with pytest.raises(ValueError, match="function attribute 4 is read-only"):
         f.set_attribute(drv.function_attribute.NUM_REGS, 8)
+
+
+@pytest.mark.skipif(HAVE_GPU, reason="what is refused for want of a driver (the GPU machine "
+                    "reads the values in test_function_attributes)")
+def test_upper_case_function_attributes_and_attach_reach_the_driver():
+    f = kiln.SourceModule("__global__ void k(int *p) {}", arch=ARCH).get_function("k")
+    for read in (lambda: f.MAX_THREADS_PER_BLOCK, lambda: f.Num_Regs, drv.Context.attach):
+        with pytest.raises(kiln.NoDeviceError):
+            read()
+    with pytest.raises(AttributeError, match="NO_SUCH_ATTRIBUTE"):
+        f.NO_SUCH_ATTRIBUTE
+    with pytest.raises(TypeError, match="cannot be interpreted as an integer"):
+        drv.Context.attach(flags="x")
 
 
 def test_managed_memory_2d_memsets_and_the_profiler_check_arguments_first():

@@ -99,6 +99,24 @@ static PyObject *kpy_context_get_current(PyObject *cls, PyObject *unused) {
   return kpy_context_of(kpy_context_state(cls), kiln_device_current());
 }
 
+/* Context.attach(flags=0): PyCUDA's hold on the current context (cuCtxAttach), how libraries
+ * take the context PyTorch made current. kiln's is the current device's primary context, made
+ * ready here; this thread pushed nothing for it, so its detach() pops nothing. */
+static PyObject *kpy_context_attach(PyObject *cls, PyObject *args, PyObject *kwargs) {
+  static char *kwlist[] = {(char *)"flags", NULL};
+  unsigned flags = 0;
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|I:attach", kwlist, &flags)) return NULL;
+  (void)flags; /* the primary context's flags are the driver's (see make_context) */
+  kpy_state *st = kpy_context_state(cls);
+  int ordinal = kiln_device_current();
+  uintptr_t handle;
+  kiln_status s = kiln_context_handle(ordinal, &handle);
+  if (s) return kpy_raise(st, s);
+  kpy_context *self = (kpy_context *)kpy_context_of(st, ordinal);
+  if (self) self->detached = 1; /* nothing to pop */
+  return (PyObject *)self;
+}
+
 /* PyCUDA's Context.handle: the CUcontext, as an int. */
 static PyObject *kpy_context_handle(PyObject *op, void *closure) {
   (void)closure;
@@ -276,6 +294,10 @@ static PyMethodDef kpy_context_methods[] = {
     {"detach", kpy_context_detach, METH_NOARGS,
      "detach($self, /)\n--\n\nPops this context when it is the one pushed last; the primary "
      "context itself stays, shared with the process's other libraries."},
+    {"attach", (PyCFunction)(void (*)(void))kpy_context_attach,
+     METH_VARARGS | METH_KEYWORDS | METH_CLASS,
+     "attach($type, /, flags=0)\n--\n\nThe current device's context, as PyCUDA's attach() gives "
+     "the current one; its detach() pops nothing."},
     {"get_current", kpy_context_get_current, METH_NOARGS | METH_CLASS,
      "get_current($type, /)\n--\n\nThe current device's context; None when there is no "
      "CUDA device, or once this thread has popped every context it pushed."},

@@ -5,6 +5,8 @@
  * positionally; the kernel's attributes are read through the engine. */
 #include "function.h"
 
+#include <strings.h>
+
 #include "args.h"
 #include "argtypes.h"
 #include "arrayobj.h"
@@ -768,6 +770,22 @@ static PyObject *kpy_function_attribute(kpy_function *self, int attribute) {
   return PyLong_FromLong(v);
 }
 
+/* func.MAX_THREADS_PER_BLOCK: PyCUDA upper-cases the name it is asked for, so an attribute's
+ * own upper-case spelling reads it too. Looked for only once the usual lookup has failed. */
+static PyObject *kpy_function_getattro(PyObject *op, PyObject *name) {
+  PyObject *found = PyObject_GenericGetAttr(op, name);
+  if (found || !PyErr_ExceptionMatches(PyExc_AttributeError) || !PyUnicode_Check(name))
+    return found;
+  const char *text = PyUnicode_AsUTF8(name);
+  if (!text) return NULL;
+  for (size_t i = 0; i < sizeof kpy_attribute_names / sizeof kpy_attribute_names[0]; i++)
+    if (strcasecmp(text, kpy_attribute_names[i]) == 0) {
+      PyErr_Clear();
+      return kpy_function_attribute((kpy_function *)op, (int)i);
+    }
+  return NULL; /* the first error stands */
+}
+
 /* An int attribute number or value (a function_attribute or func_cache member is one). */
 static int kpy_function_int(PyObject *obj, const char *what, int *out) {
   if (!PyIndex_Check(obj) || PyBool_Check(obj)) {
@@ -1087,6 +1105,7 @@ static PyType_Slot kpy_function_slots[] = {
     {Py_tp_members, kpy_function_members},
     {Py_tp_methods, kpy_function_methods},
     {Py_tp_getset, kpy_function_getset},
+    {Py_tp_getattro, kpy_function_getattro},
     {Py_tp_doc, (void *)"A kernel: f(*args, block, grid=(1, 1), shared=0, stream=None, "
                         "time_kernel=False, cooperative=False, cluster=None, "
                         "programmatic=False)."},

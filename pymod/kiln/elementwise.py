@@ -93,7 +93,12 @@ class ElementwiseKernel(ElementwiseBase):
         # other, so arguments that are the very same array keep the __restrict__ kernel.
         self._same_ok = bool(kwargs.pop("_same_ok", False))
         unknown = set(kwargs) - {"return_type"}
-        if unknown:
+        # PyCUDA keeps keywords it does not know in gen_kwargs, for a subclass's own
+        # generate_stride_kernel_and_types to read (broadcasting_pycuda's broadcasting=True);
+        # kiln's generation reads none of them, so without such a subclass they are refused.
+        own = type(self).generate_stride_kernel_and_types is not \
+            ElementwiseKernel.generate_stride_kernel_and_types
+        if unknown and not own:
             raise TypeError(f"ElementwiseKernel got unexpected keyword arguments "
                             f"{', '.join(sorted(unknown))}")
         if not isinstance(operation, str):
@@ -105,7 +110,9 @@ class ElementwiseKernel(ElementwiseBase):
         self.after_loop = after_loop
         self.options = list(options or [])
         self.keep = keep
-        self.gen_kwargs = dict(arguments=arguments, operation=operation, name=name, keep=keep,
+        self.gen_kwargs = dict(kwargs)
+        self.gen_kwargs.pop("return_type", None)
+        self.gen_kwargs.update(arguments=arguments, operation=operation, name=name, keep=keep,
                                options=options, preamble=preamble, loop_prep=loop_prep,
                                after_loop=after_loop)
         self._functions = {}
