@@ -464,6 +464,19 @@ def test_a_0d_host_array_of_numbers_is_taken_as_its_scalar_and_no_other():
             o - d
 
 
+def test_module_functions_and_methods_take_pycudas_positional_order():
+    import inspect
+    assert list(inspect.signature(gpuarray.multi_take_put).parameters) == [
+        "arrays", "dest_indices", "src_indices", "dest_shape", "out", "stream", "src_offsets"]
+    d, h = fake((3, 4))
+    assert gpuarray.reshape(d, 4, 3).shape == (4, 3) == gpuarray.reshape(d, (4, 3)).shape
+    assert gpuarray.reshape(d, 12, order="C").shape == (12,)
+    if not HAVE_GPU:  # PyCUDA's conj(out=None): an array given first is out, not a stream
+        out = kiln.DeviceArray((3, 4), np.float32, gpudata=FAKE + 4096)
+        with pytest.raises(kiln.NoDeviceError):
+            d.conj(out)
+
+
 def test_gpuarray_has_pythons_old_names_of_division():
     import kiln.gpuarray as gpuarray
     assert gpuarray.GPUArray.__div__ is gpuarray.GPUArray.__truediv__

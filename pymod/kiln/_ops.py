@@ -855,7 +855,10 @@ def method_astype(a, dtype, stream=None):
 
 
 def method_conj(a, stream=None, out=None):
-    """PyCUDA's conj: the array itself when real (unless out is given), else a new array."""
+    """PyCUDA's conj: the array itself when real (unless out is given), else a new array.
+    PyCUDA's is conj(out=None): a device array given first is out."""
+    if isinstance(stream, DeviceArray) and out is None:
+        stream, out = None, stream
     if a.dtype.kind != "c" and out is None:
         return a
     return unary("conjugate", a, out=out, stream=stream)

@@ -91,15 +91,15 @@ def get_curand_version():
     return (v // 1000, (v % 1000) // 100, v % 100)
 
 
-def seed_getter_uniform(N):
-    """A device int32 array of N copies of one random seed (from Python's `random`)."""
+def seed_getter_uniform(n):
+    """A device int32 array of n copies of one random seed (from Python's `random`)."""
     value = random.randint(0, 2**31 - 1)
-    return to_device(np.full(int(N), value, dtype=np.int32))
+    return to_device(np.full(int(n), value, dtype=np.int32))
 
 
-def seed_getter_unique(N):
-    """A device int32 array of N random seeds (from NumPy's global generator)."""
-    return to_device(np.random.randint(0, 2**31 - 1, int(N)).astype(np.int32))
+def seed_getter_unique(n):
+    """A device int32 array of n random seeds (from NumPy's global generator)."""
+    return to_device(np.random.randint(0, 2**31 - 1, int(n)).astype(np.int32))
 
 
 def rand(shape, dtype=np.float32, stream=None):

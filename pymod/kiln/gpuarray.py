@@ -254,7 +254,7 @@ def multi_put(arrays, dest_indices, dest_shape=None, out=None, stream=None):
 
 
 def multi_take_put(arrays, dest_indices, src_indices, dest_shape=None, out=None,
-                   src_offsets=None, stream=None):
+                   stream=None, src_offsets=None):
     """out[k][dest_indices[i]] = arrays[k][src_indices[i] + src_offsets[k]] (PyCUDA's)."""
     taken = []
     for k, a in enumerate(arrays):
@@ -341,9 +341,9 @@ def stack(arrays, axis=0, allocator=None):
     return concatenate(expanded, axis=axis, allocator=allocator)
 
 
-def reshape(a, shape, order="C"):
-    """a.reshape(shape)."""
-    return a.reshape(shape, order=order)
+def reshape(a, *shape, **kwargs):
+    """a.reshape(*shape, order="C"): the shape as one tuple or as ints, as PyCUDA's."""
+    return a.reshape(*shape, **kwargs)
 
 
 def transpose(a, axes=None):
