@@ -388,3 +388,41 @@ def test_pycudas_headers_reach_through_other_headers_and_yield_to_the_callers_fo
            "\n#endif\n__global__ void k(fp_tex_double *d) { d[0].x = 1; }\n")
     for how in ({"include_dirs": [str(own)]}, {"options": ["-I" + str(own)]}):
         assert kiln.SourceModule(src, arch=ARCH, **how).get_function("k").signature == ("ptr",)
+
+
+def test_a_subclass_with_an_init_of_its_own_is_compiled_by_sourcemodules_init(tmp_path):
+    # neon's SourceModule subclass picks a cache folder in its __init__ and passes it on to
+    # SourceModule.__init__, where PyCUDA compiles; kiln compiles there too for such a class.
+    src = "__global__ void k(int *p) { p[0] = N; }"
+
+    class Cached(kiln.SourceModule):
+        def __init__(self, source, nvcc="nvcc", options=None, keep=False, no_extern_c=False,
+                     arch=None, code=None, cache_dir=None, include_dirs=[]):
+            self.folder = tmp_path / "chosen"
+            super().__init__(source, nvcc, options, keep, no_extern_c, arch, code,
+                             str(self.folder), include_dirs)
+
+    m = Cached(src, options=["-DN=3"], arch=ARCH)
+    assert type(m) is Cached and m.kernels == ("_Z1kPi",) and m.arch == ARCH
+    assert any(m.folder.iterdir())  # the folder the subclass chose holds the entry
+    kiln.SourceModule.__init__(m, "no source: already compiled")  # a second call does nothing
+    assert m.kernels == ("_Z1kPi",)
+    with pytest.raises(kiln.CompileError, match="identifier \"N\" is undefined"):
+        Cached(src, arch=ARCH)
+
+    class Forgetful(kiln.SourceModule):
+        def __init__(self, what):
+            self.what = what
+
+    f = Forgetful(5)
+    assert repr(f) == "<Forgetful holding no code yet>"
+    for read in (lambda: f.get_function("k"), lambda: f.get_global("g"), lambda: f.ptx,
+                 lambda: f.cubin, lambda: f.log, lambda: f.arch, lambda: f.kernels,
+                 lambda: f.globals):
+        with pytest.raises(RuntimeError, match="must call SourceModule.__init__"):
+            read()
+
+    class Plain(kiln.SourceModule):  # no __init__: compiled by the constructor, as before
+        pass
+
+    assert Plain(src, options=["-DN=1"], arch=ARCH).kernels == ("_Z1kPi",)

@@ -488,7 +488,7 @@ static PyObject *kpy_sourcemodule_wrap(kpy_state *st, PyTypeObject *tp, kiln_mod
   return (PyObject *)self;
 }
 
-static PyObject *kpy_sourcemodule_new(PyTypeObject *tp, PyObject *args, PyObject *kwargs);
+static PyObject *kpy_sourcemodule_make(PyTypeObject *tp, PyObject *args, PyObject *kwargs);
 
 /* kiln.compiler.DEFAULT_NVCC_FLAGS when it holds any (a borrowed reference), else NULL. */
 static PyObject *kpy_default_options(kpy_state *st) {
@@ -523,7 +523,7 @@ static PyObject *kpy_sourcemodule_call(PyObject *type, PyObject *const *args, si
   for (Py_ssize_t i = 0; i < nargs; i++) PyTuple_SET_ITEM(tuple, i, Py_NewRef(args[i]));
   for (Py_ssize_t i = 0; i < nkw; i++)
     if (PyDict_SetItem(kwargs, PyTuple_GET_ITEM(kwnames, i), args[nargs + i]) < 0) goto done;
-  obj = kpy_sourcemodule_new(tp, tuple, kwargs); /* Module's tp_init is object's: nothing */
+  obj = kpy_sourcemodule_make(tp, tuple, kwargs); /* SourceModule's own __init__: nothing left */
 done:
   Py_XDECREF(tuple);
   Py_XDECREF(kwargs);
@@ -533,7 +533,7 @@ done:
 /* SourceModule(source, nvcc="nvcc", options=None, keep=False, no_extern_c=False, arch=None,
  * code=None, cache_dir=None, include_dirs=None, *, name_expressions=None, headers=None): PyCUDA's
  * arguments in PyCUDA's order, and kiln's own after them. */
-static PyObject *kpy_sourcemodule_new(PyTypeObject *tp, PyObject *args, PyObject *kwargs) {
+static PyObject *kpy_sourcemodule_make(PyTypeObject *tp, PyObject *args, PyObject *kwargs) {
   kpy_state *st = kpy_state_of_type(tp); /* kiln.compiler.DynamicSourceModule subclasses it */
   if (!st) return NULL;
   static char *kwlist[] = {(char *)"source",       (char *)"nvcc",
@@ -664,6 +664,40 @@ done:
   return self;
 }
 
+/* A subclass with an __init__ of its own (neon's, which picks a cache folder and passes it on
+ * to SourceModule.__init__) is compiled by that call, as PyCUDA's SourceModule is made in its
+ * __init__: until then it holds no code, and its calls say so. Every other call compiles
+ * here, and __init__ then has nothing left to do. */
+static int kpy_sourcemodule_tp_init(PyObject *op, PyObject *args, PyObject *kwargs);
+
+static PyObject *kpy_sourcemodule_new(PyTypeObject *tp, PyObject *args, PyObject *kwargs) {
+  if (tp->tp_init != kpy_sourcemodule_tp_init) return tp->tp_alloc(tp, 0);
+  return kpy_sourcemodule_make(tp, args, kwargs);
+}
+
+static int kpy_sourcemodule_tp_init(PyObject *op, PyObject *args, PyObject *kwargs) {
+  kpy_module *self = (kpy_module *)op;
+  if (self->module) return 0; /* compiled by tp_new, from these arguments */
+  kpy_module *made = (kpy_module *)kpy_sourcemodule_make(Py_TYPE(op), args, kwargs);
+  if (!made) return -1;
+  self->module = made->module; /* taken over: the module holds one reference */
+  made->module = NULL;
+  Py_DECREF(made);
+  return 0;
+}
+
+/* The code of a Module, or NULL with an error: a SourceModule subclass whose __init__ has not
+ * called SourceModule.__init__ has none. */
+static kiln_module *kpy_module_code(PyObject *op) {
+  kiln_module *m = ((kpy_module *)op)->module;
+  if (!m)
+    PyErr_Format(PyExc_RuntimeError,
+                 "this %.100s holds no code: its __init__ must call SourceModule.__init__(self, "
+                 "source, ...), which compiles it",
+                 Py_TYPE(op)->tp_name);
+  return m;
+}
+
 static int kpy_module_traverse(PyObject *op, visitproc visit, void *arg) {
   Py_VISIT(Py_TYPE(op));
   Py_VISIT(((kpy_module *)op)->functions);
@@ -700,6 +734,7 @@ static PyObject *kpy_module_get_function(PyObject *op, PyObject *name) {
   const char *cname = kpy_cstring(name, "the kernel's name"); /* never in the table: it had none */
   if (!cname) return NULL;
   kiln_function *f = NULL;
+  if (!kpy_module_code(op)) return NULL;
   kiln_status s = kiln_module_get_function(self->module, cname, &f);
   if (s) return kpy_raise(st, s);
   /* One Function per kernel, whichever of its names found it. */
@@ -727,6 +762,7 @@ static PyObject *kpy_module_get_global(PyObject *op, PyObject *name) {
   if (!cname) return NULL;
   kiln_deviceptr ptr = 0;
   size_t size = 0;
+  if (!kpy_module_code(op)) return NULL;
   kiln_status s = kiln_module_get_global(self->module, cname, &ptr, &size);
   if (s) return kpy_raise(kpy_state_of_type(Py_TYPE(op)), s);
   return Py_BuildValue("(Kn)", (unsigned long long)ptr, (Py_ssize_t)size);
@@ -756,7 +792,8 @@ static PyObject *kpy_module_get_surfref(PyObject *op, PyObject *name) {
 /* The names of the module's __constant__ and __device__ variables (from its PTX). */
 static PyObject *kpy_module_get_globals(PyObject *op, void *closure) {
   (void)closure;
-  kiln_module *m = ((kpy_module *)op)->module;
+  kiln_module *m = kpy_module_code(op);
+  if (!m) return NULL;
   int n = kiln_module_global_count(m);
   PyObject *t = PyTuple_New(n);
   for (int i = 0; t && i < n; i++) {
@@ -773,32 +810,40 @@ static PyObject *kpy_module_get_globals(PyObject *op, void *closure) {
 static PyObject *kpy_module_get_ptx(PyObject *op, void *closure) {
   (void)closure;
   size_t n = 0;
-  const char *ptx = kiln_module_ptx(((kpy_module *)op)->module, &n);
+  kiln_module *m = kpy_module_code(op);
+  if (!m) return NULL;
+  const char *ptx = kiln_module_ptx(m, &n);
   return PyUnicode_DecodeUTF8(ptx, (Py_ssize_t)n, "replace");
 }
 
 static PyObject *kpy_module_get_cubin(PyObject *op, void *closure) {
   (void)closure;
   size_t n = 0;
-  const void *cubin = kiln_module_cubin(((kpy_module *)op)->module, &n);
+  kiln_module *m = kpy_module_code(op);
+  if (!m) return NULL;
+  const void *cubin = kiln_module_cubin(m, &n);
   if (!cubin) Py_RETURN_NONE;
   return PyBytes_FromStringAndSize(cubin, (Py_ssize_t)n);
 }
 
 static PyObject *kpy_module_get_log(PyObject *op, void *closure) {
   (void)closure;
-  const char *log = kiln_module_log(((kpy_module *)op)->module);
+  kiln_module *m = kpy_module_code(op);
+  if (!m) return NULL;
+  const char *log = kiln_module_log(m);
   return PyUnicode_DecodeUTF8(log, (Py_ssize_t)strlen(log), "replace");
 }
 
 static PyObject *kpy_module_get_arch(PyObject *op, void *closure) {
   (void)closure;
-  return PyUnicode_FromString(kiln_module_arch(((kpy_module *)op)->module));
+  kiln_module *m = kpy_module_code(op);
+  return m ? PyUnicode_FromString(kiln_module_arch(m)) : NULL;
 }
 
 static PyObject *kpy_module_get_kernels(PyObject *op, void *closure) {
   (void)closure;
-  kiln_module *m = ((kpy_module *)op)->module;
+  kiln_module *m = kpy_module_code(op);
+  if (!m) return NULL;
   int n = kiln_module_function_count(m);
   PyObject *t = PyTuple_New(n);
   for (int i = 0; t && i < n; i++) {
@@ -814,6 +859,7 @@ static PyObject *kpy_module_get_kernels(PyObject *op, void *closure) {
 
 static PyObject *kpy_module_repr(PyObject *op) {
   kiln_module *m = ((kpy_module *)op)->module;
+  if (!m) return PyUnicode_FromFormat("<%s holding no code yet>", Py_TYPE(op)->tp_name);
   const char *arch = kiln_module_arch(m);
   return PyUnicode_FromFormat("<%s for %s with %d kernel%s>", Py_TYPE(op)->tp_name,
                               arch[0] ? arch : "any arch", kiln_module_function_count(m),
@@ -866,6 +912,7 @@ static PyType_Spec kpy_module_spec = {"kiln.Module", sizeof(kpy_module), 0,
 
 static PyType_Slot kpy_sourcemodule_slots[] = {
     {Py_tp_new, kpy_sourcemodule_new},
+    {Py_tp_init, kpy_sourcemodule_tp_init},
     {Py_tp_doc,
      (void *)"SourceModule(source, nvcc='nvcc', options=None, keep=False, "
              "no_extern_c=False, arch=None, code=None, cache_dir=None, "
