@@ -70,9 +70,8 @@ static const kiln__rule kiln__rules[] = {
     {"--device-c", 0, 0, KILN__RDC, "unlinked"},
     {"-L", 1, 1, KILN__LIBDIR, NULL},
     {"--library-path", 1, 0, KILN__LIBDIR, NULL},
-    /* -lcudadevrt: the link takes the device runtime itself. Not "-l" with any value attached
-     * here, which would be -lineinfo too: kiln__library_rule takes -lcurand and the like. */
-    {"-lcudadevrt", 0, 0, KILN__DROP, NULL},
+    /* "-l lib"; "-llib" is kiln__library_rule's, since "-l" with any value attached would be
+     * -lineinfo too */
     {"-l", 1, 0, KILN__DROP, NULL},
     {"--library", 1, 0, KILN__DROP, NULL},
     /* the host compiler's and nvcc's own: nothing NVRTC compiles depends on them */
@@ -157,7 +156,8 @@ static const kiln__rule kiln__rules[] = {
 /* nvcc's other warning controls (-Wno-deprecated-gpu-targets, -Wreorder, ...): NVRTC has -w. */
 static const kiln__rule kiln__warning_rule = {"-W", 0, 0, KILN__DROP, NULL};
 
-/* A host library to link, attached to -l (-lcurand, -lcublas, -lm): a host program's. */
+/* A library to link, attached to -l: a host program's (-lcurand, -lm), or -lcudadevrt, the
+ * device runtime, which the link takes itself. */
 static const kiln__rule kiln__library_rule = {"-l", 0, 0, KILN__DROP, NULL};
 
 /* The rule option i matches, and its value (NULL for a flag); *used counts the items it took. */

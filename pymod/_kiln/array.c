@@ -146,10 +146,7 @@ static PyObject *kpy_array_get_strides(PyObject *op, void *c) {
 static int kpy_array_set_strides(PyObject *op, PyObject *value, void *c) {
   (void)c;
   kpy_array *a = KPY_ARRAY(op);
-  if (!value) {
-    PyErr_SetString(PyExc_AttributeError, "a DeviceArray's strides cannot be deleted");
-    return -1;
-  }
+  if (kpy_array_refuse_deletion(value, "strides") < 0) return -1;
   Py_ssize_t strides[KPY_MAX_DIMS];
   int n = -1;
   if (kpy_shape_parse(value, &n, strides) < 0) return -1;

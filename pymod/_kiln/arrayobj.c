@@ -27,6 +27,12 @@ int kpy_array_used_on_other(kpy_state *st, kpy_array *a, kiln_stream stream) {
   return kpy_allocation_used_on(st, owner, stream);
 }
 
+int kpy_array_refuse_deletion(PyObject *value, const char *attribute) {
+  if (value) return 0;
+  PyErr_Format(PyExc_AttributeError, "a DeviceArray's %s cannot be deleted", attribute);
+  return -1;
+}
+
 void kpy_array_update_flags(kpy_array *a) {
   int c = 1, f = 1;
   Py_ssize_t sc = a->itemsize, sf = a->itemsize;

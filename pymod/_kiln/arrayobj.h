@@ -70,6 +70,10 @@ void kpy_strides_contiguous(int ndim, const Py_ssize_t *shape, Py_ssize_t itemsi
 /* Sets a->flags from a->shape and a->strides; whoever changes those calls it. */
 void kpy_array_update_flags(kpy_array *a);
 
+/* For the setters of the layout attributes (shape, dtype, strides): -1 with AttributeError when
+ * value is NULL (a deletion), which none of them allows; else 0. */
+int kpy_array_refuse_deletion(PyObject *value, const char *attribute);
+
 /* The lowest and highest byte offsets, from element [0, ..., 0], that a layout touches: *lo <= 0
  * and *hi >= itemsize (the end of the last byte), both 0 for an empty array. -1 with
  * ValueError when they do not fit a Py_ssize_t. */

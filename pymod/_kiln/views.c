@@ -302,16 +302,29 @@ PyObject *kpy_array_reshape(PyObject *op, PyObject *args, PyObject *kwargs) {
   return kpy_array_reshaped((kpy_array *)op, ndim, shape, fortran);
 }
 
+/* a laid out again from the same first element, by a setter that checked the layout: its
+ * dtype, shape and strides (bytes); size, nbytes and the contiguity flags follow. */
+static void kpy_array_relayout(kpy_array *a, PyArray_Descr *dtype, int ndim,
+                               const Py_ssize_t *shape, const Py_ssize_t *strides) {
+  Py_ssize_t size = 1;
+  for (int i = 0; i < ndim; i++) size *= shape[i];
+  Py_SETREF(a->dtype, (PyArray_Descr *)Py_NewRef((PyObject *)dtype));
+  a->itemsize = PyDataType_ELSIZE(dtype);
+  a->ndim = ndim;
+  memcpy(a->shape, shape, sizeof shape[0] * (size_t)ndim);
+  memcpy(a->strides, strides, sizeof strides[0] * (size_t)ndim);
+  a->size = size;
+  a->nbytes = size * a->itemsize;
+  kpy_array_update_flags(a);
+}
+
 /* a.shape = (...): NumPy's reshape in place, taken only where the new shape is a view of the
  * same memory in C order (else NumPy's refusal, which points to reshape()). Views already made
  * keep their own layout. */
 int kpy_array_set_shape(PyObject *op, PyObject *value, void *closure) {
   (void)closure;
   kpy_array *a = (kpy_array *)op;
-  if (!value) {
-    PyErr_SetString(PyExc_AttributeError, "a DeviceArray's shape cannot be deleted");
-    return -1;
-  }
+  if (kpy_array_refuse_deletion(value, "shape") < 0) return -1;
   Py_ssize_t shape[KPY_MAX_DIMS], strides[KPY_MAX_DIMS];
   int ndim = 0;
   if (kpy_shape_parse(value, &ndim, shape) < 0 || kpy_reshape_resolve(a, ndim, shape) < 0)
@@ -324,10 +337,7 @@ int kpy_array_set_shape(PyObject *op, PyObject *value, void *closure) {
                                           "`.reshape()` to make a copy with the desired shape.");
     return -1;
   }
-  a->ndim = ndim;
-  memcpy(a->shape, shape, sizeof shape[0] * (size_t)ndim);
-  memcpy(a->strides, strides, sizeof strides[0] * (size_t)ndim);
-  kpy_array_update_flags(a);
+  kpy_array_relayout(a, a->dtype, ndim, shape, strides);
   return 0;
 }
 
@@ -390,11 +400,7 @@ PyObject *kpy_array_view_as(PyObject *op, PyObject *args, PyObject *kwargs) {
  * itself (the last axis takes a change of item size), refused where view(t) is refused. */
 int kpy_array_set_dtype(PyObject *op, PyObject *value, void *closure) {
   (void)closure;
-  kpy_array *a = (kpy_array *)op;
-  if (!value) {
-    PyErr_SetString(PyExc_AttributeError, "a DeviceArray's dtype cannot be deleted");
-    return -1;
-  }
+  if (kpy_array_refuse_deletion(value, "dtype") < 0) return -1;
   PyArray_Descr *dtype = NULL; /* None is float64 here, as NumPy's setter takes it */
   if (!PyArray_DescrConverter(value, &dtype)) return -1;
   if (PyDataType_HASSUBARRAY(dtype)) {
@@ -410,13 +416,7 @@ int kpy_array_set_dtype(PyObject *op, PyObject *value, void *closure) {
   kpy_array *v = args ? (kpy_array *)kpy_array_view_as(op, args, NULL) : NULL;
   Py_XDECREF(args);
   if (!v) return -1;
-  Py_SETREF(a->dtype, (PyArray_Descr *)Py_NewRef((PyObject *)v->dtype));
-  a->itemsize = v->itemsize;
-  a->size = v->size;
-  a->nbytes = v->nbytes;
-  memcpy(a->shape, v->shape, sizeof v->shape[0] * (size_t)v->ndim);
-  memcpy(a->strides, v->strides, sizeof v->strides[0] * (size_t)v->ndim);
-  kpy_array_update_flags(a);
+  kpy_array_relayout((kpy_array *)op, v->dtype, v->ndim, v->shape, v->strides);
   Py_DECREF(v);
   return 0;
 }

@@ -302,8 +302,6 @@ class CupyElementwiseKernel:
         return out, " ".join(binds) + " " + operation
 
 
-
-
 def _broadcast_strides(a, shape):
     """The strides, in elements, with which array `a` walks `shape` (0 where it broadcasts)."""
     pad = len(shape) - a.ndim

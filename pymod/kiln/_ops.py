@@ -525,6 +525,14 @@ def _empty(shape, dtype, stream):
     return empty(tuple(shape), dtype, stream=stream)
 
 
+def _plain_result(shape, dtype, allocator, stream):
+    """A plain DeviceArray for a result: allocator's memory when there is one, else the pool's,
+    ordered on stream."""
+    if allocator is None:
+        return _empty(shape, dtype, stream)
+    return DeviceArray(shape, dtype, allocator=allocator)
+
+
 def _result(like, shape, dtype, stream):
     """A new array for the result of an operation on like (a device array, or a tuple of the
     operands, of which the first device array of the result's shape is taken, as PyCUDA takes
@@ -536,24 +544,21 @@ def _result(like, shape, dtype, stream):
     if isinstance(like, tuple):
         arrays = [v for v in like if isinstance(v, DeviceArray)]
         like = next((v for v in arrays if v.shape == shape), arrays[0] if arrays else None)
-    if not isinstance(like, DeviceArray) or (type(like) is DeviceArray and like.allocator is None):
+    if not isinstance(like, DeviceArray):
         return _empty(shape, dtype, stream)
+    if like.shape != shape or (type(like) is DeviceArray and like.allocator is None):
+        return _plain_result(shape, dtype, like.allocator, stream)  # a broadcast: none like it
     dtype = np.dtype(dtype)
-    if like.shape != shape:  # broadcast: no array like it
-        return DeviceArray(shape, dtype, allocator=like.allocator) if like.allocator else \
-            _empty(shape, dtype, stream)
-    own = type(like)._new_like_me is not DeviceArray._new_like_me
     try:
         made = like._new_like_me(dtype)
     except TypeError as e:
-        if own:
+        if type(like)._new_like_me is not DeviceArray._new_like_me:
             raise
         # A subclass whose __init__ takes other arguments, with no _new_like_me of its own to
         # say how it is made (PyCUDA fails here): the result is a plain array, as a view is.
         _log.logger.debug("%s(shape, dtype, ...) failed (%s): a plain result",
                           type(like).__name__, e)
-        return DeviceArray(shape, dtype, allocator=like.allocator) if like.allocator else \
-            _empty(shape, dtype, stream)
+        return _plain_result(shape, dtype, like.allocator, stream)
     if not isinstance(made, DeviceArray) or made.shape != shape or made.dtype != dtype:
         got = (f"a {type(made).__name__} of shape {made.shape} and dtype {made.dtype}"
                if isinstance(made, DeviceArray) else f"a {type(made).__name__}")

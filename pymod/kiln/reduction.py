@@ -70,6 +70,10 @@ class ReductionKernel(ReductionBase):
         self.allocator = allocator
         self.keep = keep
         self._functions = {}
+        # The general path's launch shape for dtype_out: its kernel's block, and the most
+        # blocks whose partial values the scratch buffer holds.
+        self._top_block = _reduce_src.block_for(self.dtype_out)
+        self._most_blocks = _reduce_src.max_blocks_for(self.dtype_out, REDUCE_MAX_BLOCKS)
         self._bind(self._function(False), self.dtype_out,
                    bytes(isinstance(a, _cgen.VectorArg) for a in self.arguments),
                    _reduce_src.BLOCK, _reduce_src.UNROLL, _reduce_src.BLOCKS_PER_SM)
@@ -161,9 +165,8 @@ class ReductionKernel(ReductionBase):
             alloc = allocator or self.allocator
             out = (DeviceArray((), self.dtype_out, allocator=alloc) if alloc is not None
                    else _empty_result(self.dtype_out, stream))
-        block = _reduce_src.launch_block(count, _reduce_src.block_for(self.dtype_out))
-        most = min(self._max_grid(),
-                   _reduce_src.max_blocks_for(self.dtype_out, REDUCE_MAX_BLOCKS))
+        block = _reduce_src.launch_block(count, self._top_block)
+        most = min(self._max_grid(), self._most_blocks)
         grid = max(1, min(-(-count // (block * _reduce_src.UNROLL)), most))
         scratch = self._scratch(stream) if grid > 1 else 0
         f = self._function(range is not None)
