@@ -449,8 +449,16 @@ def test_overlap_follows_the_layout_not_an_nbytes_a_program_set():
 
 
 def test_a_0d_host_array_of_numbers_is_taken_as_its_scalar_and_no_other():
-    d = kiln.DeviceArray(4, np.float32, gpudata=FAKE)
+    if HAVE_GPU:
+        x = np.arange(4, dtype=np.float32)
+        d = gpuarray.to_gpu(x)
+    else:
+        d = kiln.DeviceArray(4, np.float32, gpudata=FAKE)
     for s in (np.array(2.5), np.array(3, np.int8), np.array(True)):
+        if HAVE_GPU:
+            np.testing.assert_array_equal((d + s).get(), x + s)
+            np.testing.assert_array_equal((s * d).get(), s * x)
+            continue
         with pytest.raises(kiln.NoDeviceError):  # taken: the call gets as far as the launch
             d + s
         with pytest.raises(kiln.NoDeviceError):

@@ -403,7 +403,8 @@ def test_a_subclass_with_an_init_of_its_own_is_compiled_by_sourcemodules_init(tm
                              str(self.folder), include_dirs)
 
     m = Cached(src, options=["-DN=3"], arch=ARCH)
-    assert type(m) is Cached and m.kernels == ("_Z1kPi",) and m.arch == ARCH
+    assert type(m) is Cached and m.kernels == ("_Z1kPi",)
+    assert m.arch == ARCH if ARCH else m.arch.startswith("sm_")  # the device's own arch
     assert any(m.folder.iterdir())  # the folder the subclass chose holds the entry
     kiln.SourceModule.__init__(m, "no source: already compiled")  # a second call does nothing
     assert m.kernels == ("_Z1kPi",)
