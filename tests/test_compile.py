@@ -2,7 +2,7 @@
 import pytest
 
 import kiln
-from helpers import ARCH
+from helpers import ARCH, HAVE_GPU
 
 MULTIPLY = """
 __global__ void multiply_them(float *dest, const float *a, const float *b, int n)
@@ -294,29 +294,36 @@ def test_headers_replaced_by_another_thread_during_compiles():
         thread.join()
 
 
-# ---- The target: arch= and every spelling of one in options must agree -------------------------
+# ---- The target: arch=, the device's, and every spelling of one in options --------------------
 
 @pytest.mark.parametrize("arch, code, options, phrase", [
-    ("sm_90", None, ["-arch=sm_75"], "the arch is given twice, as 'sm_90' and 'sm_75'"),
-    ("sm_90", None, ["-arch", "sm_75"], "the arch is given twice, as 'sm_90' and 'sm_75'"),
-    ("sm_90", None, ["--gpu-architecture=sm_75"], "given twice, as 'sm_90' and 'sm_75'"),
-    ("sm_90", None, ["--gpu-architecture", "sm_75"], "given twice, as 'sm_90' and 'sm_75'"),
-    ("sm_90", None, ["-arch=compute_75"], "given twice, as 'sm_90' and 'compute_75'"),
-    ("sm_90", None, ["-arch=sm_90a"], "given twice, as 'sm_90' and 'sm_90a'"),
     ("sm_90", None, ["-gencode", "arch=compute_75,code=sm_75"], "given twice"),
     ("sm_90", None, ["--generate-code=arch=compute_75,code=sm_75"], "given twice"),
+    ("sm_90", None, ["-arch=sm_75", "-code=sm_75"], "given twice, as 'sm_90' and 'sm_75'"),
     ("sm_90", None, ["-code=sm_75"], "code 'sm_75' is older than arch 'sm_90'"),
     ("sm_90", None, ["--gpu-code", "sm_75"], "code 'sm_75' is older than arch 'sm_90'"),
     ("sm_90", "sm_75", [], "code 'sm_75' is older than arch 'sm_90'"),
     (None, "sm_75", ["-arch=sm_90"], "code 'sm_75' is older than arch 'sm_90'"),
-    (None, None, ["-arch=sm_90", "-arch=sm_75"], "given twice, as 'sm_90' and 'sm_75'"),
     (None, None, ["-arch=sm_90,sm_75"], "names several targets"),
-], ids=["-arch=", "-arch-value", "--gpu-architecture=", "--gpu-architecture-value",
-        "compute", "sm_90a", "-gencode", "--generate-code", "-code", "--gpu-code", "code=", "code-arch",
-        "twice-in-options", "several"])
+], ids=["-gencode", "--generate-code", "-arch-code-pair", "-code", "--gpu-code", "code=",
+        "code-arch", "several"])
 def test_contradictory_targets_are_refused(arch, code, options, phrase):
     with pytest.raises(ValueError, match=phrase):
         kiln.SourceModule(TWO, arch=arch, code=code, options=options, cache_dir=False)
+
+
+@pytest.mark.parametrize("options", [
+    ["-arch=sm_75"], ["-arch", "sm_75"], ["--gpu-architecture=sm_75"],
+    ["--gpu-architecture", "sm_75"], ["-arch=compute_75"], ["-arch=sm_90a"],
+    ["-arch=sm_35"],  # an old GPU's, which NVRTC no longer builds
+    ["-arch=sm_90", "-arch=sm_75"],
+])
+def test_an_arch_in_the_options_gives_way_to_the_one_pycuda_appends(options, monkeypatch):
+    # PyCUDA hands nvcc the program's options, then -arch with arch= or the device's; nvcc
+    # takes the last -arch. $KILN_ARCH stands for the device here, so this runs without one.
+    assert kiln.SourceModule(TWO, arch="sm_90", options=options, cache_dir=False).arch == "sm_90"
+    monkeypatch.setenv("KILN_ARCH", "sm_89")
+    assert kiln.SourceModule(TWO, options=options, cache_dir=False).arch == "sm_89"
 
 
 @pytest.mark.parametrize("arch, options, built", [
@@ -325,12 +332,21 @@ def test_contradictory_targets_are_refused(arch, code, options, phrase):
     ("sm_90", ["-arch=compute_90"], "sm_90"),
     ("compute_90", ["--gpu-architecture=sm_90"], "sm_90"),
     ("sm_90", ["-gencode", "arch=compute_90,code=sm_90"], "sm_90"),
-    (None, ["-arch=sm_75"], "sm_75"),
     (None, ["-gencode", "arch=compute_75,code=sm_75"], "sm_75"),
+    (None, ["-arch=sm_75", "-code=sm_80"], "sm_80"),
 ])
 def test_agreeing_targets_compile_for_the_one_they_name(arch, options, built):
     mod = kiln.SourceModule(TWO, arch=arch, options=options, cache_dir=False)
     assert mod.arch == built
+
+
+def test_an_arch_in_the_options_is_the_arch_where_none_follows_it(monkeypatch):
+    # No arch=, no $KILN_ARCH and no GPU: nothing follows the options' -arch, so it is the
+    # compile's (the last of several, as nvcc takes it); with a GPU the device's follows.
+    monkeypatch.delenv("KILN_ARCH", raising=False)
+    device = kiln.SourceModule(TWO, cache_dir=False).arch if HAVE_GPU else None
+    for options in (["-arch=sm_80"], ["-arch=sm_75", "-arch", "sm_80"]):
+        assert kiln.SourceModule(TWO, options=options, cache_dir=False).arch == (device or "sm_80")
 
 
 def test_sources_written_for_nvcc_and_pycuda_compile_as_they_did_there():
@@ -427,3 +443,24 @@ def test_a_subclass_with_an_init_of_its_own_is_compiled_by_sourcemodules_init(tm
         pass
 
     assert Plain(src, options=["-DN=1"], arch=ARCH).kernels == ("_Z1kPi",)
+
+
+@pytest.mark.parametrize("options", [["-O4"], ["-O", "3"], ["--optimize", "2"], ["-O0"]])
+def test_the_host_compilers_optimization_level_is_dropped_at_any_number(options):
+    # nvcc hands -O<n> to the host compiler, at any n and as one item or two (FunFact's -O4).
+    mod = kiln.SourceModule(TWO, arch="sm_90", options=options, cache_dir=False)
+    assert mod.arch == "sm_90"
+
+
+def test_type_traits_compiles_under_cxx14_as_the_hosts_does():
+    src = ("#include <type_traits>\n"
+           "template <class T> __device__ typename std::enable_if<std::is_integral<T>::value,"
+           " T>::type twice(T x) { return 2 * x; }\n"
+           "__global__ void k(int *p) { p[0] = twice(p[1]); }\n")
+    assert kiln.SourceModule(src, arch="sm_90", options=["-std=c++14"], cache_dir=False).log == ""
+    with pytest.raises(kiln.CompileError, match=r"needs C\+\+17"):
+        kiln.SourceModule("#include <type_traits>\n#include <limits>\n" + src, arch="sm_90",
+                          options=["-std=c++14"], cache_dir=False)
+    with pytest.raises(kiln.CompileError, match=r"needs C\+\+14"):
+        kiln.SourceModule(src, arch="sm_90", options=["-std=c++11"], cache_dir=False)
+

@@ -7,6 +7,8 @@
  * kiln does not translate is passed on, and NVRTC's refusal names it. */
 #include "options.h"
 
+#include "device.h"
+
 #include <ctype.h>
 #include <stdlib.h>
 #include <string.h>
@@ -75,11 +77,9 @@ static const kiln__rule kiln__rules[] = {
     {"-l", 1, 0, KILN__DROP, NULL},
     {"--library", 1, 0, KILN__DROP, NULL},
     /* the host compiler's and nvcc's own: nothing NVRTC compiles depends on them */
-    {"-O", 0, 0, KILN__DROP, NULL},
-    {"-O0", 0, 0, KILN__DROP, NULL},
-    {"-O1", 0, 0, KILN__DROP, NULL},
-    {"-O2", 0, 0, KILN__DROP, NULL},
-    {"-O3", 0, 0, KILN__DROP, NULL},
+    /* the host compiler's level, a number nvcc takes attached or as the next item, any number
+     * (-O4 too): -Ofast-compile, above, is matched first */
+    {"-O", 1, 1, KILN__DROP, NULL},
     {"--optimize", 1, 0, KILN__DROP, NULL},
     {"-g", 0, 0, KILN__DROP, NULL},
     {"--debug", 0, 0, KILN__DROP, NULL},
@@ -308,6 +308,31 @@ static const char *const kiln__default_device_names[] = {
 static const char *const kiln__lineinfo_names[] = {"-G", "--device-debug", "-lineinfo",
                                                    "--generate-line-info", NULL};
 
+/* Whether an arch follows an -arch of the options on PyCUDA's nvcc command line, which takes
+ * the last: arch=, else the device's, for which $KILN_ARCH stands when set. None does without
+ * arch=, driver or GPU. */
+static int kiln__arch_follows(const kiln_compile_opts *in) {
+  if (in && in->arch && *in->arch) return 1;
+  const char *env = getenv("KILN_ARCH");
+  if (env && *env) return 1;
+  int major, minor;
+  if (kiln__device_capability(&major, &minor) == KILN_OK) return 1;
+  kiln__clear_error();
+  return 0;
+}
+
+/* Settles an -arch of the options. PyCUDA appends `-arch <arch= or the device's>` to the
+ * options it hands nvcc, so a program's own -arch (an old GPU's, often one NVRTC no longer
+ * builds) gives way to that one, and nvcc only warns; kiln does the same, and .arch says what
+ * was built. Where nothing follows it (no arch=, no GPU) it is the compile's arch. With -code
+ * or -gencode it is half of a target, which nvcc under PyCUDA refuses and kiln builds: it
+ * stays, checked against the rest. */
+static kiln_status kiln__options_arch(kiln__options *o, const kiln_compile_opts *in) {
+  int pair = (o->opts.code && *o->opts.code) || o->n_gencodes;
+  if (!pair && kiln__arch_follows(in)) return KILN_OK;
+  return kiln__set_target(&o->opts.arch, o->options_arch, "the arch");
+}
+
 static int kiln__names(const char *const *options, int n, const char *const *names) {
   for (int i = 0; i < n; i++)
     for (const char *const *name = names; options[i] && *name; name++)
@@ -361,7 +386,10 @@ kiln_status kiln__options_translate(const kiln_compile_opts *in, kiln__options *
         item = comma ? comma + 1 : NULL;
       }
       break;
-    case KILN__ARCH: s = kiln__set_target(&o->opts.arch, value, "the arch"); break;
+    case KILN__ARCH:
+      s = kiln__one_target("the arch", value);
+      o->options_arch = value; /* nvcc takes the last */
+      break;
     case KILN__CODE: s = kiln__set_target(&o->opts.code, value, "the code"); break;
     case KILN__GENCODE: s = kiln__gencode(o, value); break;
     case KILN__RDC:
@@ -378,6 +406,7 @@ kiln_status kiln__options_translate(const kiln_compile_opts *in, kiln__options *
     }
     i += used - 1;
   }
+  if (!s && o->options_arch) s = kiln__options_arch(o, in);
   o->device_debug = kiln__options_device_debug(); /* once: the memo records what was applied */
   if (!s && o->device_debug && !kiln__names(o->options, k, kiln__device_debug_names))
     o->options[k++] = "-G";

@@ -11,10 +11,11 @@ typedef struct kiln__options {
   char **strings;         /* owned: options made by joining or replacing */
   int n_strings;
   int n_gencodes;
-  char arch[32], code[32]; /* read from -gencode */
-  int lineinfo_env;        /* KILN_LINEINFO decided -lineinfo: the options named neither it
-                              nor -G */
-  int device_debug;        /* kiln_compile_set_device_debug's setting, read once, as applied */
+  char arch[32], code[32];  /* read from -gencode */
+  const char *options_arch; /* the last -arch of the options, settled after them */
+  int lineinfo_env;         /* KILN_LINEINFO decided -lineinfo: the options named neither it
+                               nor -G */
+  int device_debug;         /* kiln_compile_set_device_debug's setting, read once, as applied */
 } kiln__options;
 
 /* Whether KILN_LINEINFO=0 turns the default -lineinfo off now. */
@@ -29,11 +30,13 @@ void kiln__options_env(const char **arch, const char **lineinfo);
 /* Whether kiln_compile_set_device_debug asks for -G in every compile now. */
 int kiln__options_device_debug(void);
 
-/* Fills o from in (NULL: no options). -arch, -code or -gencode set o->opts.arch and .code (a
- * disagreement with in's is KILN_ERROR_INVALID), -rdc=true sets KILN_COMPILE_DEVICE_RUNTIME,
- * -L sets device_runtime; -G is added while kiln_compile_set_device_debug says so and the
- * options do not give it; -lineinfo is added unless the options give it or -G, or
- * KILN_LINEINFO=0. Free with kiln__options_free, whose strings o->opts points at. */
+/* Fills o from in (NULL: no options). -code or -gencode set o->opts.arch and .code (a
+ * disagreement with in's is KILN_ERROR_INVALID); -arch alone is PyCUDA's, the last one given,
+ * and only where neither in's arch nor the device's (or $KILN_ARCH) follows it; -rdc=true sets
+ * KILN_COMPILE_DEVICE_RUNTIME, -L sets device_runtime; -G is added while
+ * kiln_compile_set_device_debug says so and the options do not give it; -lineinfo is added unless
+ * the options give it or -G, or KILN_LINEINFO=0. Free with kiln__options_free, whose strings
+ * o->opts points at. */
 kiln_status kiln__options_translate(const kiln_compile_opts *in, kiln__options *o);
 void kiln__options_free(kiln__options *o);
 

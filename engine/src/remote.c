@@ -578,9 +578,10 @@ static int kiln__helper_start(const char *path, kiln__helper *out) {
 
 /* The lasting helper's socket for the helper at path, NVRTC id and the cache folder dir:
  * dir/pch/nvrtc-<tag>.sock into sock; 0 when there is none to use (turned off, or the path is
- * too long for a socket's). The tag also holds the environment that steers which NVRTC the
- * helper opens and where it finds the toolkit's headers, and the digest of kiln's own headers:
- * a process whose environment or kiln differs there meets a lasting helper of its own. */
+ * too long for a socket's). The tag also holds the helper program's file as built, the
+ * environment that steers which NVRTC the helper opens and where it finds the toolkit's headers,
+ * and the digest of kiln's own headers: a process whose environment or kiln differs there meets
+ * a lasting helper of its own. */
 static int kiln__server_socket(const char *path, const kiln__nvrtc_id *id, const char *dir,
                                char *sock, size_t cap) {
   const char *env = getenv("KILN_NVRTC_SERVER");
@@ -593,6 +594,13 @@ static int kiln__server_socket(const char *path, const kiln__nvrtc_id *id, const
     return 0;
   }
   kiln__hash_string(h, path);
+  /* The helper program itself, as built: one rebuilt or upgraded in place keeps its path. */
+  struct stat program;
+  if (stat(path, &program) == 0) {
+    int64_t stamp[4] = {(int64_t)program.st_ino, (int64_t)program.st_size,
+                        (int64_t)program.st_mtim.tv_sec, (int64_t)program.st_mtim.tv_nsec};
+    kiln__hash_field(h, stamp, sizeof stamp);
+  }
   kiln__hash_field(h, id, sizeof *id);
   const char *names[] = {"KILN_NVRTC_PATH", "LD_LIBRARY_PATH", "CUDA_HOME", "CUDA_PATH",
                          "CONDA_PREFIX",    "KILN_LINEINFO",   "KILN_PCH"};

@@ -195,6 +195,28 @@
          "), which needs C++17 or later and the CCCL headers of the CUDA toolkit\n"              \
          "#endif\n"}
 
+/* <type_traits> alone of libcu++'s headers still compiles under C++14, where CCCL would stop
+ * at its dialect check: nvcc's host <type_traits> serves C++14 programs, so kiln's does too,
+ * passing that check for this one header only (kiln's others after it still say they need
+ * C++17, rather than fail inside libcu++). */
+#define KILN__LIBCU_HEADER_CXX14(name)                                                           \
+  {name, "/* kiln's <" name "> for NVRTC: libcu++'s <cuda/std/" name ">, its names in std. */\n" \
+         "#if __cplusplus >= 201402L && __has_include(<cuda/std/" name ">)\n"                    \
+         "#if __cplusplus < 201703L && !defined(CCCL_IGNORE_DEPRECATED_CPP_DIALECT)\n"           \
+         "#define CCCL_IGNORE_DEPRECATED_CPP_DIALECT\n"                                          \
+         "#define KILN_DIALECT_PASSED\n"                                                         \
+         "#endif\n"                                                                              \
+         "#include <cuda/std/" name ">\n"                                                        \
+         "#ifdef KILN_DIALECT_PASSED\n"                                                          \
+         "#undef CCCL_IGNORE_DEPRECATED_CPP_DIALECT\n"                                           \
+         "#undef KILN_DIALECT_PASSED\n"                                                          \
+         "#endif\n"                                                                              \
+         "namespace std { using namespace ::cuda::std; }\n"                                      \
+         "#else\n"                                                                               \
+         "#error kiln gives <" name "> as the one of libcu++ (cuda/std/" name                    \
+         "), which needs C++14 or later and the CCCL headers of the CUDA toolkit\n"              \
+         "#endif\n"}
+
 typedef struct kiln__stdheader {
   const char *name, *text;
 } kiln__stdheader;
@@ -501,6 +523,23 @@ static const kiln__stdheader kiln__stdheaders[] = {
                 "#include <string.h>\n"
                 "namespace std { using ::memcpy; using ::memset; }\n"
                 "#endif\n"},
+    /* clock() and clock_t are built into device code; the rest of <time.h> is the host's.
+     * time_t is long long, as libcu++'s <cuda/std/ctime> (under <chrono>, CUB and thrust)
+     * makes it under NVRTC: the two agree whichever comes first. */
+    {"time.h", "/* kiln's <time.h> for NVRTC: clock() and clock_t are built into device code. */\n"
+               "#ifndef KILN_TIME_H\n"
+               "#define KILN_TIME_H\n"
+               "typedef long long time_t;\n"
+               "#ifndef CLOCKS_PER_SEC\n"
+               "#define CLOCKS_PER_SEC ((clock_t)1000000)\n"
+               "#endif\n"
+               "#endif\n"},
+    {"ctime", "/* kiln's <ctime> for NVRTC: <time.h>, and its names in std. */\n"
+              "#ifndef KILN_CTIME\n"
+              "#define KILN_CTIME\n"
+              "#include <time.h>\n"
+              "namespace std { using ::clock_t; using ::time_t; using ::size_t; using ::clock; }\n"
+              "#endif\n"},
     {"stdbool.h", "/* kiln's <stdbool.h> for NVRTC: bool, true and false are C++'s own. */\n"
                   "#ifndef __bool_true_false_are_defined\n"
                   "#define __bool_true_false_are_defined 1\n"
@@ -513,7 +552,7 @@ static const kiln__stdheader kiln__stdheaders[] = {
     KILN__HOST_STREAMS_HEADER("fstream"),
     KILN__HOST_STREAMS_HEADER("sstream"),
     KILN__HOST_STREAMS_HEADER("iomanip"),
-    KILN__LIBCU_HEADER("type_traits"),
+    KILN__LIBCU_HEADER_CXX14("type_traits"),
     KILN__LIBCU_HEADER("limits"),
     KILN__LIBCU_HEADER("utility"),
     KILN__LIBCU_HEADER("tuple"),
@@ -694,8 +733,8 @@ kiln_status kiln__stdheaders_select(const char *src, const kiln_compile_opts *op
  * hash these texts, some 10 us, before its first lookup. The C test
  * stdheaders_digest_matches_the_texts recomputes it, so a text edited without it fails. */
 static const unsigned char kiln__stdheaders_sha[KILN__KEY_SIZE] = {
-    0x04, 0x61, 0xbc, 0x7d, 0xa9, 0x5c, 0x5f, 0x34, 0x6f, 0x32, 0x87, 0xbf, 0x4a, 0x23, 0x41, 0x8d,
-    0x97, 0x1a, 0x7b, 0xee, 0xa8, 0x04, 0xd6, 0x50, 0x93, 0xb5, 0x29, 0x76, 0x74, 0x6f, 0x71, 0xa0};
+    0x13, 0x74, 0xd2, 0x05, 0xd5, 0x33, 0x42, 0xa7, 0xe7, 0xf5, 0xe4, 0x0a, 0x10, 0x0c, 0x4f, 0x7b,
+    0x3e, 0x68, 0xf3, 0x51, 0x70, 0xf7, 0xfd, 0x42, 0xba, 0x16, 0x9b, 0x22, 0x96, 0x33, 0xa5, 0xeb};
 
 kiln_status kiln__stdheaders_digest(unsigned char out[KILN__KEY_SIZE]) {
   kiln__hasher *h;

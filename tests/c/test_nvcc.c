@@ -95,7 +95,11 @@ TEST(compile_translates_nvcc_options) {
                            "-nohdinitlist"};
   kiln_compile_opts opts = {.options = options, .n_options = (int)TEST_COUNT(options)};
   kiln_module *m = compile_ok(src, &opts);
-  ASSERT_STR_EQ(kiln_module_arch(m), "sm_80");
+  /* -arch sm_80 is read as the arch, where no device's follows it (PyCUDA's order) */
+  char device_arch[16];
+  int n_devices = 0, gpu = kiln_device_count(&n_devices) == KILN_OK && n_devices > 0;
+  ASSERT_OK(kiln_compile_default_arch(device_arch, sizeof device_arch));
+  ASSERT_STR_EQ(kiln_module_arch(m), gpu ? device_arch : "sm_80");
   ASSERT_CONTAINS(kiln_module_log(m), "Used"); /* ptxas -v speaks in the log */
   kiln_module_free(m);
   kiln_test_remove_tree(dir);
@@ -134,8 +138,14 @@ TEST(compile_translates_nvcc_options) {
   kiln_compile_opts several = {.arch = "sm_80,sm_90", .options = n1, .n_options = 1};
   ASSERT_STATUS(kiln_module_from_source(tiny_src, &several, &m), KILN_ERROR_INVALID);
   ASSERT_CONTAINS(kiln_last_error(), "names several targets");
+  /* an -arch of the options gives way to .arch, as PyCUDA's nvcc command line ends with it */
   const char *twice[] = {"-DN=1", "-arch=sm_80"};
-  kiln_compile_opts disagree = {.arch = "sm_90", .options = twice, .n_options = 2};
+  kiln_compile_opts follows = {.arch = "sm_90", .options = twice, .n_options = 2};
+  m = compile_ok(tiny_src, &follows);
+  ASSERT_STR_EQ(kiln_module_arch(m), "sm_90");
+  kiln_module_free(m);
+  const char *pair[] = {"-DN=1", "-arch=sm_80", "-code=sm_86"};
+  kiln_compile_opts disagree = {.arch = "sm_90", .options = pair, .n_options = 3};
   ASSERT_STATUS(kiln_module_from_source(tiny_src, &disagree, &m), KILN_ERROR_INVALID);
   ASSERT_CONTAINS(kiln_last_error(), "the arch is given twice, as 'sm_90' and 'sm_80'");
   const char *two_gencodes[] = {"-gencode=arch=compute_80,code=sm_80",
@@ -395,15 +405,30 @@ TEST(compile_gives_cpp_headers_as_libcudacxx_ones) {
   kiln_module *m = compile_ok(src, &(kiln_compile_opts){.arch = "sm_90"});
   if (kiln_module_log(m)[0]) FAIL("the log is not empty: %s", kiln_module_log(m));
   kiln_module_free(m);
-  const char *old[] = {"-std=c++14"};
-  kiln_module *bad = NULL;
-  ASSERT_EQ(kiln_module_from_source(
-                "#include <type_traits>\n__global__ void k() {}\n",
-                &(kiln_compile_opts){.arch = "sm_90", .options = old, .n_options = 1}, &bad),
-            KILN_ERROR_COMPILE);
-  if (!strstr(kiln_module_log(bad), "needs C++17"))
-    FAIL("the log does not say what <type_traits> needs: %s", kiln_module_log(bad));
-  kiln_module_free(bad);
+  /* C++14: <type_traits> still, as the host's serves nvcc's C++14 programs; <limits> says
+   * what it needs, and so does <type_traits> under C++11. */
+  const char *cxx14[] = {"-std=c++14"}, *cxx11[] = {"-std=c++11"};
+  m = compile_ok("#include <type_traits>\n"
+                 "__global__ void k(int *p) { p[0] = std::is_integral<long>::value; }\n",
+                 &(kiln_compile_opts){.arch = "sm_90", .options = cxx14, .n_options = 1});
+  kiln_module_free(m);
+  struct {
+    const char *src, **std, *needs;
+  } refused[] = {
+      {"#include <type_traits>\n#include <limits>\n__global__ void k() {}\n", cxx14, "needs C++17"},
+      {"#include <type_traits>\n__global__ void k() {}\n", cxx11, "needs C++14"},
+  };
+  for (size_t i = 0; i < TEST_COUNT(refused); i++) {
+    kiln_module *bad = NULL;
+    ASSERT_EQ(kiln_module_from_source(
+                  refused[i].src,
+                  &(kiln_compile_opts){.arch = "sm_90", .options = refused[i].std, .n_options = 1},
+                  &bad),
+              KILN_ERROR_COMPILE);
+    if (!strstr(kiln_module_log(bad), refused[i].needs))
+      FAIL("the log does not say what the header needs: %s", kiln_module_log(bad));
+    kiln_module_free(bad);
+  }
   /* C++'s streams, host code, included by habit: nothing to use, so nothing is declared, and a
    * use of one in device code is refused as nvcc refuses it. */
   const char *streams = "#include <iostream>\n#include <fstream>\n#include <sstream>\n"
@@ -416,6 +441,7 @@ TEST(compile_gives_cpp_headers_as_libcudacxx_ones) {
     if (kiln_module_log(m)[0]) FAIL("the log is not empty: %s", kiln_module_log(m));
     kiln_module_free(m);
   }
+  kiln_module *bad = NULL;
   ASSERT_EQ(
       kiln_module_from_source("#include <iostream>\n__global__ void k() { std::cout << 1; }\n",
                               &(kiln_compile_opts){.arch = "sm_90"}, &bad),
