@@ -464,3 +464,20 @@ def test_type_traits_compiles_under_cxx14_as_the_hosts_does():
     with pytest.raises(kiln.CompileError, match=r"needs C\+\+14"):
         kiln.SourceModule(src, arch="sm_90", options=["-std=c++11"], cache_dir=False)
 
+
+def test_modules_and_functions_keep_what_a_program_sets_on_them():
+    # PyCUDA's objects take attributes (neurodriver keeps a kernel's block and grid on it).
+    import gc
+    import weakref
+    mod = kiln.SourceModule(TWO, arch="sm_90", cache_dir=False)
+    f = mod.get_function(mod.kernels[0])
+    f.block, f.grid, mod.update = (128, 1, 1), (4, 1), f
+    assert (f.block, f.grid, mod.update) == ((128, 1, 1), (4, 1), f)
+    assert f.__dict__ == {"block": (128, 1, 1), "grid": (4, 1)} and "update" in mod.__dict__
+    with pytest.raises(AttributeError):
+        f.num_regs = 3  # the kernel's own attributes stay read-only
+    f.me, mod.me = f, mod  # cycles through the dicts are collected
+    gone = weakref.ref(f) if type(f).__weakrefoffset__ else None
+    del f, mod
+    gc.collect()
+    assert gone is None or gone() is None

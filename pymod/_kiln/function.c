@@ -875,6 +875,7 @@ PyObject *kpy_function_new(kpy_state *st, PyObject *owner, kiln_function *fn) {
   self->arg_format = NULL;
   self->prepared_shared = 0;
   self->block_memo.obj = self->grid_memo.obj = NULL;
+  self->dict = NULL;
   PyObject_GC_Track(self);
   return (PyObject *)self;
 }
@@ -884,6 +885,7 @@ static int kpy_function_traverse(PyObject *op, visitproc visit, void *arg) {
   Py_VISIT(((kpy_function *)op)->owner);
   Py_VISIT(((kpy_function *)op)->block_memo.obj);
   Py_VISIT(((kpy_function *)op)->grid_memo.obj);
+  Py_VISIT(((kpy_function *)op)->dict);
   return 0;
 }
 
@@ -892,6 +894,7 @@ static int kpy_function_clear(PyObject *op) {
   Py_CLEAR(((kpy_function *)op)->arg_format);
   Py_CLEAR(((kpy_function *)op)->block_memo.obj);
   Py_CLEAR(((kpy_function *)op)->grid_memo.obj);
+  Py_CLEAR(((kpy_function *)op)->dict);
   return 0;
 }
 
@@ -981,6 +984,7 @@ static PyObject *kpy_function_get_declaration(PyObject *op, void *closure) {
 static PyMemberDef kpy_function_members[] = {
     {"__vectorcalloffset__", KPY_T_PYSSIZET, offsetof(kpy_function, vectorcall), KPY_READONLY,
      NULL},
+    {"__dictoffset__", KPY_T_PYSSIZET, offsetof(kpy_function, dict), KPY_READONLY, NULL},
     {NULL, 0, 0, 0, NULL},
 };
 
@@ -1076,6 +1080,7 @@ static PyGetSetDef kpy_function_getset[] = {
      NULL},
     {"occupancy", kpy_function_get_occupancy, NULL,
      "cuda.core's Kernel.occupancy: the function itself, which has its occupancy methods.", NULL},
+    {"__dict__", PyObject_GenericGetDict, PyObject_GenericSetDict, NULL, NULL},
     KPY_ATTRIBUTE_GETTER("max_threads_per_block", 0),
     KPY_ATTRIBUTE_GETTER("shared_size_bytes", 1),
     KPY_ATTRIBUTE_GETTER("const_size_bytes", 2),

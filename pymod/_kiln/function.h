@@ -25,6 +25,7 @@ typedef struct kpy_function {
   PyObject *arg_format;     /* the types prepare() was given (str), or NULL before it */
   unsigned prepared_shared; /* prepare(shared=): the dynamic shared memory of prepared calls */
   kpy_shape_memo block_memo, grid_memo;
+  PyObject *dict; /* attributes a program sets (func.block = ...), as on PyCUDA's, or NULL */
 } kpy_function;
 
 int kpy_function_init(PyObject *module, kpy_state *st);

@@ -701,11 +701,13 @@ static kiln_module *kpy_module_code(PyObject *op) {
 static int kpy_module_traverse(PyObject *op, visitproc visit, void *arg) {
   Py_VISIT(Py_TYPE(op));
   Py_VISIT(((kpy_module *)op)->functions);
+  Py_VISIT(((kpy_module *)op)->dict);
   return 0;
 }
 
 static int kpy_module_clear(PyObject *op) {
   Py_CLEAR(((kpy_module *)op)->functions);
+  Py_CLEAR(((kpy_module *)op)->dict);
   return 0;
 }
 
@@ -882,6 +884,7 @@ static PyMethodDef kpy_module_methods[] = {
 };
 
 static PyGetSetDef kpy_module_getset[] = {
+    {"__dict__", PyObject_GenericGetDict, PyObject_GenericSetDict, NULL, NULL},
     {"ptx", kpy_module_get_ptx, NULL, "The PTX NVRTC produced.", NULL},
     {"cubin", kpy_module_get_cubin, NULL, "The CUBIN NVRTC produced, or None.", NULL},
     {"log", kpy_module_get_log, NULL, "NVRTC's log (warnings); '' when empty.", NULL},
@@ -892,7 +895,13 @@ static PyGetSetDef kpy_module_getset[] = {
     {NULL, NULL, NULL, NULL, NULL},
 };
 
+static PyMemberDef kpy_module_members[] = {
+    {"__dictoffset__", KPY_T_PYSSIZET, offsetof(kpy_module, dict), KPY_READONLY, NULL},
+    {NULL, 0, 0, 0, NULL},
+};
+
 static PyType_Slot kpy_module_slots[] = {
+    {Py_tp_members, kpy_module_members},
     {Py_tp_dealloc, kpy_module_dealloc},
     {Py_tp_traverse, kpy_module_traverse},
     {Py_tp_clear, kpy_module_clear},

@@ -10,6 +10,7 @@ typedef struct kpy_module {
   kiln_module *module; /* owned reference (modules are shared through the engine's table) */
   PyObject *functions; /* dict: name -> Function, so get_function gives one object per name;
                           made by the first get_function */
+  PyObject *dict;      /* attributes a program sets, as on PyCUDA's modules, or NULL */
 } kpy_module;
 
 int kpy_sourcemodule_init(PyObject *module, kpy_state *st);
