@@ -347,6 +347,9 @@ def test_an_arch_in_the_options_is_the_arch_where_none_follows_it(monkeypatch):
     device = kiln.SourceModule(TWO, cache_dir=False).arch if HAVE_GPU else None
     for options in (["-arch=sm_80"], ["-arch=sm_75", "-arch", "sm_80"]):
         assert kiln.SourceModule(TWO, options=options, cache_dir=False).arch == (device or "sm_80")
+    # The same call again once $KILN_ARCH is set: that arch, not the one recalled.
+    monkeypatch.setenv("KILN_ARCH", "sm_89")
+    assert kiln.SourceModule(TWO, options=["-arch=sm_80"], cache_dir=False).arch == "sm_89"
 
 
 def test_sources_written_for_nvcc_and_pycuda_compile_as_they_did_there():

@@ -292,7 +292,12 @@ static kiln_compile_memo *kiln__memo_of(const kiln__options *t, const kiln__cach
   if (!memo) return NULL; /* no memo is only slower */
   memcpy(memo->key, q->key, sizeof memo->key);
   kiln__hash_hex(q->key, memo->hex);
-  int named = (t->opts.arch && *t->opts.arch) || (t->opts.code && *t->opts.code);
+  /* An -arch of the options that nothing followed (no arch=, $KILN_ARCH or device) is the arch
+   * only while that holds: such a memo checks the arch again, and recalls nothing once a device
+   * or $KILN_ARCH would take its place. */
+  int from_options =
+      t->options_arch && t->opts.arch == t->options_arch && !t->opts.code && !t->n_gencodes;
+  int named = ((t->opts.arch && *t->opts.arch) || (t->opts.code && *t->opts.code)) && !from_options;
   if (!named) {
     const char *suffix = q->arch + 3; /* "sm_90a": the digits, then the suffix */
     while (*suffix >= '0' && *suffix <= '9') suffix++;
