@@ -347,9 +347,14 @@ def test_an_arch_in_the_options_is_the_arch_where_none_follows_it(monkeypatch):
     device = kiln.SourceModule(TWO, cache_dir=False).arch if HAVE_GPU else None
     for options in (["-arch=sm_80"], ["-arch=sm_75", "-arch", "sm_80"]):
         assert kiln.SourceModule(TWO, options=options, cache_dir=False).arch == (device or "sm_80")
-    # The same call again once $KILN_ARCH is set: that arch, not the one recalled.
-    monkeypatch.setenv("KILN_ARCH", "sm_89")
-    assert kiln.SourceModule(TWO, options=["-arch=sm_80"], cache_dir=False).arch == "sm_89"
+    # The same call again once $KILN_ARCH is set: that arch, not the one recalled; and once it
+    # is unset again, what the first call gave (the oldest arch, sm_75, is no stand-in).
+    for env, built in (("sm_89", "sm_89"), ("sm_75", "sm_75"), (None, device or "sm_80")):
+        if env:
+            monkeypatch.setenv("KILN_ARCH", env)
+        else:
+            monkeypatch.delenv("KILN_ARCH")
+        assert kiln.SourceModule(TWO, options=["-arch=sm_80"], cache_dir=False).arch == built
 
 
 def test_sources_written_for_nvcc_and_pycuda_compile_as_they_did_there():
@@ -448,11 +453,16 @@ def test_a_subclass_with_an_init_of_its_own_is_compiled_by_sourcemodules_init(tm
     assert Plain(src, options=["-DN=1"], arch=ARCH).kernels == ("_Z1kPi",)
 
 
-@pytest.mark.parametrize("options", [["-O4"], ["-O", "3"], ["--optimize", "2"], ["-O0"]])
+@pytest.mark.parametrize("options", [["-O4"], ["-O", "3"], ["--optimize", "2"], ["-O0"], ["-O"],
+                                     ["-Ofc=max"], ["-Ofast-compile", "max"]])
 def test_the_host_compilers_optimization_level_is_dropped_at_any_number(options):
-    # nvcc hands -O<n> to the host compiler, at any n and as one item or two (FunFact's -O4).
-    mod = kiln.SourceModule(TWO, arch="sm_90", options=options, cache_dir=False)
+    # nvcc hands -O<n> to the host compiler, at any n and as one item or two (FunFact's -O4);
+    # an item after a bare -O that is no number is read as itself, and NVRTC's own -Ofc kept.
+    src = "__global__ void k(int *p) { p[0] = N; }"
+    mod = kiln.SourceModule(src, arch="sm_90", options=options + ["-DN=4"], cache_dir=False)
     assert mod.arch == "sm_90"
+    with pytest.raises(kiln.CompileError, match="unrecognized option -O3x"):
+        kiln.SourceModule(src, arch="sm_90", options=["-DN=1", "-O3x"], cache_dir=False)
 
 
 def test_type_traits_compiles_under_cxx14_as_the_hosts_does():
@@ -479,8 +489,11 @@ def test_modules_and_functions_keep_what_a_program_sets_on_them():
     assert f.__dict__ == {"block": (128, 1, 1), "grid": (4, 1)} and "update" in mod.__dict__
     with pytest.raises(AttributeError):
         f.num_regs = 3  # the kernel's own attributes stay read-only
-    f.me, mod.me = f, mod  # cycles through the dicts are collected
-    gone = weakref.ref(f) if type(f).__weakrefoffset__ else None
+    class Sentinel:
+        pass
+
+    f.me, mod.me, f.sentinel = f, mod, Sentinel()  # cycles through the dicts are collected
+    gone = weakref.ref(f.sentinel)
     del f, mod
     gc.collect()
-    assert gone is None or gone() is None
+    assert gone() is None

@@ -222,12 +222,14 @@ void kiln_compile_last_report(kiln_compile_report *out) { *out = kiln__report; }
 struct kiln_compile_memo {
   unsigned char key[KILN__KEY_SIZE];
   char hex[2 * KILN__KEY_SIZE + 1];
-  int arch_num;     /* the arch the environment chose (90 of sm_90a); 0 when the options
-                       named one */
-  char suffix[4];   /* ... and its suffix ("a") */
-  int lineinfo_env; /* $KILN_LINEINFO decided -lineinfo ... */
-  int lineinfo_off; /* ... and turned it off */
-  int device_debug; /* kiln_compile_set_device_debug's setting then */
+  int arch_num;          /* the arch the environment chose (90 of sm_90a); 0 when the options
+                            named one */
+  char suffix[4];        /* ... and its suffix ("a") */
+  char options_arch[32]; /* an -arch of the options, alone: the arch where nothing follows it
+                            (no $KILN_ARCH, no device), else "" */
+  int lineinfo_env;      /* $KILN_LINEINFO decided -lineinfo ... */
+  int lineinfo_off;      /* ... and turned it off */
+  int device_debug;      /* kiln_compile_set_device_debug's setting then */
 };
 
 static kiln_status kiln__module_compile(const char *src, const kiln_compile_opts *opts,
@@ -292,12 +294,17 @@ static kiln_compile_memo *kiln__memo_of(const kiln__options *t, const kiln__cach
   if (!memo) return NULL; /* no memo is only slower */
   memcpy(memo->key, q->key, sizeof memo->key);
   kiln__hash_hex(q->key, memo->hex);
-  /* An -arch of the options that nothing followed (no arch=, $KILN_ARCH or device) is the arch
-   * only while that holds: such a memo checks the arch again, and recalls nothing once a device
-   * or $KILN_ARCH would take its place. */
-  int from_options =
-      t->options_arch && t->opts.arch == t->options_arch && !t->opts.code && !t->n_gencodes;
-  int named = ((t->opts.arch && *t->opts.arch) || (t->opts.code && *t->opts.code)) && !from_options;
+  /* An -arch of the options alone gives way to $KILN_ARCH or a device and is the arch where
+   * neither is: which holds may change, so such a memo checks the arch again as a compile
+   * would choose it, the -arch kept for the case without either. */
+  int alone = t->options_arch && !t->opts.code && !t->n_gencodes &&
+              (!t->opts.arch || t->opts.arch == t->options_arch);
+  if (alone && strlen(t->options_arch) >= sizeof memo->options_arch) {
+    free(memo);
+    return NULL; /* no -arch NVRTC takes is that long */
+  }
+  if (alone) snprintf(memo->options_arch, sizeof memo->options_arch, "%s", t->options_arch);
+  int named = ((t->opts.arch && *t->opts.arch) || (t->opts.code && *t->opts.code)) && !alone;
   if (!named) {
     const char *suffix = q->arch + 3; /* "sm_90a": the digits, then the suffix */
     while (*suffix >= '0' && *suffix <= '9') suffix++;
@@ -351,7 +358,9 @@ int kiln_module_recall(const kiln_compile_memo *memo, kiln_module **out) {
     char suffix[4];
     int n = 0;
     if (!id) return 0;
-    kiln_status s = kiln__compile_arch_pick(NULL, id, env_arch, &n, suffix);
+    kiln_compile_opts alone = {.arch = memo->options_arch};
+    int options_arch = memo->options_arch[0] && !kiln__options_arch_follows(NULL, env_arch);
+    kiln_status s = kiln__compile_arch_pick(options_arch ? &alone : NULL, id, env_arch, &n, suffix);
     if (s || n != memo->arch_num || strcmp(suffix, memo->suffix) != 0) {
       kiln__clear_error(); /* the compile that follows tells what is wrong */
       return 0;

@@ -77,9 +77,6 @@ static const kiln__rule kiln__rules[] = {
     {"-l", 1, 0, KILN__DROP, NULL},
     {"--library", 1, 0, KILN__DROP, NULL},
     /* the host compiler's and nvcc's own: nothing NVRTC compiles depends on them */
-    /* the host compiler's level, a number nvcc takes attached or as the next item, any number
-     * (-O4 too): -Ofast-compile, above, is matched first */
-    {"-O", 1, 1, KILN__DROP, NULL},
     {"--optimize", 1, 0, KILN__DROP, NULL},
     {"-g", 0, 0, KILN__DROP, NULL},
     {"--debug", 0, 0, KILN__DROP, NULL},
@@ -156,6 +153,17 @@ static const kiln__rule kiln__rules[] = {
 /* nvcc's other warning controls (-Wno-deprecated-gpu-targets, -Wreorder, ...): NVRTC has -w. */
 static const kiln__rule kiln__warning_rule = {"-W", 0, 0, KILN__DROP, NULL};
 
+/* The host compiler's optimization level: -O and a number, attached (-O3, -O4) or as the next
+ * item (-O 3), as nvcc takes it; a bare -O too. Nothing else of -O's spelling (NVRTC's own
+ * -Ofc=max, -Ofast-compile) and no next item that is no number. */
+static const kiln__rule kiln__level_rule = {"-O", 0, 0, KILN__DROP, NULL};
+
+static int kiln__digits(const char *s) {
+  if (!s || !*s) return 0;
+  while (isdigit((unsigned char)*s)) s++;
+  return *s == '\0';
+}
+
 /* A library to link, attached to -l: a host program's (-lcurand, -lm), or -lcudadevrt, the
  * device runtime, which the link takes itself. */
 static const kiln__rule kiln__library_rule = {"-l", 0, 0, KILN__DROP, NULL};
@@ -167,6 +175,10 @@ static const kiln__rule *kiln__rule_of(const kiln_compile_opts *in, int i, const
   *value = NULL;
   *used = 1;
   if (!a) return NULL;
+  if (a[0] == '-' && a[1] == 'O' && (a[2] == '\0' || kiln__digits(a + 2))) {
+    if (a[2] == '\0' && i + 1 < in->n_options && kiln__digits(in->options[i + 1])) *used = 2;
+    return &kiln__level_rule;
+  }
   for (size_t r = 0; r < KILN__COUNT(kiln__rules); r++) {
     const kiln__rule *rule = &kiln__rules[r];
     size_t n = strlen(rule->name);
@@ -308,13 +320,9 @@ static const char *const kiln__default_device_names[] = {
 static const char *const kiln__lineinfo_names[] = {"-G", "--device-debug", "-lineinfo",
                                                    "--generate-line-info", NULL};
 
-/* Whether an arch follows an -arch of the options on PyCUDA's nvcc command line, which takes
- * the last: arch=, else the device's, for which $KILN_ARCH stands when set. None does without
- * arch=, driver or GPU. */
-static int kiln__arch_follows(const kiln_compile_opts *in) {
+int kiln__options_arch_follows(const kiln_compile_opts *in, const char *env_arch) {
   if (in && in->arch && *in->arch) return 1;
-  const char *env = getenv("KILN_ARCH");
-  if (env && *env) return 1;
+  if (env_arch && *env_arch) return 1;
   int major, minor;
   if (kiln__device_capability(&major, &minor) == KILN_OK) return 1;
   kiln__clear_error();
@@ -329,7 +337,7 @@ static int kiln__arch_follows(const kiln_compile_opts *in) {
  * stays, checked against the rest. */
 static kiln_status kiln__options_arch(kiln__options *o, const kiln_compile_opts *in) {
   int pair = (o->opts.code && *o->opts.code) || o->n_gencodes;
-  if (!pair && kiln__arch_follows(in)) return KILN_OK;
+  if (!pair && kiln__options_arch_follows(in, getenv("KILN_ARCH"))) return KILN_OK;
   return kiln__set_target(&o->opts.arch, o->options_arch, "the arch");
 }
 

@@ -27,6 +27,11 @@ int kiln__options_lineinfo_off_in(const char *value);
  * memo's recall (kiln_module_recall) reads both on every call, and each getenv is a pass. */
 void kiln__options_env(const char **arch, const char **lineinfo);
 
+/* Whether an arch follows an -arch of the options on PyCUDA's nvcc command line, which takes
+ * the last: in's arch=, else the device's, for which env_arch ($KILN_ARCH) stands when set.
+ * None does without arch=, $KILN_ARCH, driver or GPU. */
+int kiln__options_arch_follows(const kiln_compile_opts *in, const char *env_arch);
+
 /* Whether kiln_compile_set_device_debug asks for -G in every compile now. */
 int kiln__options_device_debug(void);
 
