@@ -107,8 +107,20 @@ def test_magic_line_refuses_a_bad_module_name(shell):
 
     with pytest.raises(UsageError, match="not a Python name"):
         shell.run_cell_magic("kiln", "--module 3x", SCALE)
-    with pytest.raises(UsageError, match="takes a name"):
+    with pytest.raises(UsageError, match="--module takes a value: --module MODULE"):
         shell.run_cell_magic("kiln", "--module", SCALE)
+    with pytest.raises(UsageError, match="--arch takes a value: --arch ARCH"):
+        shell.run_cell_magic("kiln", "--module m --arch", SCALE)
+
+
+def test_magic_line_names_the_arch_with_its_own_word(shell):
+    # nvcc's -arch among the options gives way to the device's (as in SourceModule), so the
+    # magic has a word of its own for the arch=: the one compiled for on a GPU machine too.
+    for line in ("--arch sm_89 --module mod", "--arch=sm_89 --module=mod -DUNUSED=1"):
+        shell.run_cell_magic("kiln", line, SCALE)
+        assert shell.user_ns["mod"].arch == "sm_89"
+    shell.run_cell_magic("kiln", "--arch sm_80 --module mod", SCALE)  # a cell of its own
+    assert shell.user_ns["mod"].arch == "sm_80"
 
 
 @pytest.mark.parametrize("entry, plain", [

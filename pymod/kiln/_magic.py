@@ -5,7 +5,7 @@
 
 compiles the cell (the magic line's words are compile options, as SourceModule's `options`) and
 binds each kernel by its plain name in the notebook's namespace (`scale` above); `--module NAME`
-binds the Module as well. A cell run again unchanged gives back the same Module and Functions.
+binds the Module as well, and `--arch sm_80` names the arch (SourceModule's `arch=`). A cell run again unchanged gives back the same Module and Functions.
 A cell that does not compile shows NVRTC's log and the cell's lines it points at, with no
 Python traceback.
 
@@ -84,25 +84,29 @@ def bind_kernels(module, namespace):
 
 
 def parse_line(line):
-    """The magic line: (options for the compiler, the name to bind the Module to or None)."""
+    """The magic line: (options for the compiler, the name to bind the Module to or None, the
+    arch or None). `--module NAME` and `--arch NAME` are the magic's own words; an nvcc -arch
+    among the options gives way to the device's, as in SourceModule."""
     words = shlex.split(line)
-    options, module_name, i = [], None, 0
+    options, own, i = [], {"--module": None, "--arch": None}, 0
     while i < len(words):
         w = words[i]
-        if w == "--module" or w.startswith("--module="):
-            if w == "--module":
+        word = w.split("=", 1)[0]
+        if word in own:
+            if w == word:
                 if i + 1 >= len(words):
-                    raise ValueError("%%kiln --module takes a name: --module NAME")
+                    raise ValueError(f"%%kiln {word} takes a value: {word} {word[2:].upper()}")
                 i += 1
-                module_name = words[i]
+                own[word] = words[i]
             else:
-                module_name = w.split("=", 1)[1]
-            if not module_name.isidentifier():
-                raise ValueError(f"%%kiln --module {module_name!r}: not a Python name")
+                own[word] = w.split("=", 1)[1]
         else:
             options.append(w)
         i += 1
-    return options, module_name
+    module_name = own["--module"]
+    if module_name is not None and not module_name.isidentifier():
+        raise ValueError(f"%%kiln --module {module_name!r}: not a Python name")
+    return options, module_name, own["--arch"]
 
 
 class _Fd1Capture:
@@ -216,15 +220,15 @@ class KilnMagics:
 
     def cell_magic(self, line, cell):
         try:
-            options, module_name = parse_line(line)
+            options, module_name, arch = parse_line(line)
         except ValueError as e:
             from IPython.core.error import UsageError
             raise UsageError(str(e)) from None
-        key = (cell, tuple(options))
+        key = (cell, tuple(options), arch)
         module = self.cells.get(key)
         if module is None:
             try:
-                module = SourceModule(cell, options=options)
+                module = SourceModule(cell, options=options, arch=arch)
             except CompileError as e:
                 raise _compile_error.again(CellCompileError, e, str(e)) from None
             if len(self.cells) >= _CELL_CACHE_SIZE:
