@@ -125,12 +125,14 @@ typedef struct kiln_module kiln_module;     /* compiled code, shared; loaded on 
 typedef struct kiln_function kiln_function; /* borrowed from its module */
 
 typedef struct kiln_compile_opts {
-  const char *arch;           /* "sm_90"; NULL: $KILN_ARCH, else the current device's
-                                 (clamped to what NVRTC supports), else with no device the
+  const char *arch;           /* "sm_90"; NULL: the options' -code or -gencode, else
+                                 $KILN_ARCH, else the current device's (clamped to what NVRTC
+                                 supports), else with no device the options' -arch, else the
                                  oldest arch this NVRTC supports */
   const char *const *options; /* extra options, NVRTC's or nvcc's (kiln translates these:
-                                 "-D X" -> "-DX", -O3 dropped, -arch and -code taken as the
-                                 fields below, -rdc=true as KILN_COMPILE_DEVICE_RUNTIME) */
+                                 "-D X" -> "-DX", -O3 dropped, -code and -gencode taken as the
+                                 fields below, -arch as the paragraph above says, -rdc=true as
+                                 KILN_COMPILE_DEVICE_RUNTIME) */
   int n_options;
   const char *const *include_dirs; /* searched before the toolkit's include folder */
   int n_include_dirs;
