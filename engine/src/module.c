@@ -297,14 +297,13 @@ static kiln_compile_memo *kiln__memo_of(const kiln__options *t, const kiln__cach
   /* An -arch of the options alone gives way to $KILN_ARCH or a device and is the arch where
    * neither is: which holds may change, so such a memo checks the arch again as a compile
    * would choose it, the -arch kept for the case without either. */
-  int alone = t->options_arch && !t->opts.code && !t->n_gencodes &&
-              (!t->opts.arch || t->opts.arch == t->options_arch);
-  if (alone && strlen(t->options_arch) >= sizeof memo->options_arch) {
+  if (t->arch_alone && strlen(t->options_arch) >= sizeof memo->options_arch) {
     free(memo);
     return NULL; /* no -arch NVRTC takes is that long */
   }
-  if (alone) snprintf(memo->options_arch, sizeof memo->options_arch, "%s", t->options_arch);
-  int named = ((t->opts.arch && *t->opts.arch) || (t->opts.code && *t->opts.code)) && !alone;
+  if (t->arch_alone) snprintf(memo->options_arch, sizeof memo->options_arch, "%s", t->options_arch);
+  int named =
+      ((t->opts.arch && *t->opts.arch) || (t->opts.code && *t->opts.code)) && !t->arch_alone;
   if (!named) {
     const char *suffix = q->arch + 3; /* "sm_90a": the digits, then the suffix */
     while (*suffix >= '0' && *suffix <= '9') suffix++;
@@ -359,7 +358,7 @@ int kiln_module_recall(const kiln_compile_memo *memo, kiln_module **out) {
     int n = 0;
     if (!id) return 0;
     kiln_compile_opts alone = {.arch = memo->options_arch};
-    int options_arch = memo->options_arch[0] && !kiln__options_arch_follows(NULL, env_arch);
+    int options_arch = memo->options_arch[0] && !kiln__options_arch_follows(env_arch);
     kiln_status s = kiln__compile_arch_pick(options_arch ? &alone : NULL, id, env_arch, &n, suffix);
     if (s || n != memo->arch_num || strcmp(suffix, memo->suffix) != 0) {
       kiln__clear_error(); /* the compile that follows tells what is wrong */

@@ -320,8 +320,7 @@ static const char *const kiln__default_device_names[] = {
 static const char *const kiln__lineinfo_names[] = {"-G", "--device-debug", "-lineinfo",
                                                    "--generate-line-info", NULL};
 
-int kiln__options_arch_follows(const kiln_compile_opts *in, const char *env_arch) {
-  if (in && in->arch && *in->arch) return 1;
+int kiln__options_arch_follows(const char *env_arch) {
   if (env_arch && *env_arch) return 1;
   int major, minor;
   if (kiln__device_capability(&major, &minor) == KILN_OK) return 1;
@@ -336,9 +335,12 @@ int kiln__options_arch_follows(const kiln_compile_opts *in, const char *env_arch
  * or -gencode it is half of a target, which nvcc under PyCUDA refuses and kiln builds: it
  * stays, checked against the rest. */
 static kiln_status kiln__options_arch(kiln__options *o, const kiln_compile_opts *in) {
-  int pair = (o->opts.code && *o->opts.code) || o->n_gencodes;
-  if (!pair && kiln__options_arch_follows(in, getenv("KILN_ARCH"))) return KILN_OK;
-  return kiln__set_target(&o->opts.arch, o->options_arch, "the arch");
+  if ((o->opts.code && *o->opts.code) || o->n_gencodes)
+    return kiln__set_target(&o->opts.arch, o->options_arch, "the arch");
+  if (in && in->arch && *in->arch) return KILN_OK; /* arch= follows it */
+  o->arch_alone = 1;
+  if (!kiln__options_arch_follows(getenv("KILN_ARCH"))) o->opts.arch = o->options_arch;
+  return KILN_OK;
 }
 
 static int kiln__names(const char *const *options, int n, const char *const *names) {

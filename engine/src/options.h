@@ -13,6 +13,8 @@ typedef struct kiln__options {
   int n_gencodes;
   char arch[32], code[32];  /* read from -gencode */
   const char *options_arch; /* the last -arch of the options, settled after them */
+  int arch_alone;           /* ... and it stood alone (no arch=, -code or -gencode): the arch
+                               is $KILN_ARCH's or the device's, else it */
   int lineinfo_env;         /* KILN_LINEINFO decided -lineinfo: the options named neither it
                                nor -G */
   int device_debug;         /* kiln_compile_set_device_debug's setting, read once, as applied */
@@ -27,10 +29,10 @@ int kiln__options_lineinfo_off_in(const char *value);
  * memo's recall (kiln_module_recall) reads both on every call, and each getenv is a pass. */
 void kiln__options_env(const char **arch, const char **lineinfo);
 
-/* Whether an arch follows an -arch of the options on PyCUDA's nvcc command line, which takes
- * the last: in's arch=, else the device's, for which env_arch ($KILN_ARCH) stands when set.
- * None does without arch=, $KILN_ARCH, driver or GPU. */
-int kiln__options_arch_follows(const kiln_compile_opts *in, const char *env_arch);
+/* Whether an arch follows an -arch of the options alone on PyCUDA's nvcc command line, which
+ * takes the last: the device's, for which env_arch ($KILN_ARCH) stands when set. None does
+ * without $KILN_ARCH, driver or GPU. */
+int kiln__options_arch_follows(const char *env_arch);
 
 /* Whether kiln_compile_set_device_debug asks for -G in every compile now. */
 int kiln__options_device_debug(void);

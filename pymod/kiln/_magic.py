@@ -5,9 +5,9 @@
 
 compiles the cell (the magic line's words are compile options, as SourceModule's `options`) and
 binds each kernel by its plain name in the notebook's namespace (`scale` above); `--module NAME`
-binds the Module as well, and `--arch sm_80` names the arch (SourceModule's `arch=`). A cell run again unchanged gives back the same Module and Functions.
-A cell that does not compile shows NVRTC's log and the cell's lines it points at, with no
-Python traceback.
+binds the Module as well, and `--arch sm_80` names the arch (SourceModule's `arch=`). A cell run
+again unchanged gives back the same Module and Functions. A cell that does not compile shows
+NVRTC's log and the cell's lines it points at, with no Python traceback.
 
 Loaded in a Jupyter kernel, the extension also brings kernels' printf into the notebook: the
 driver writes it to the process's file descriptor 1 when a synchronizing call flushes the
