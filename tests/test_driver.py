@@ -647,6 +647,16 @@ def test_options_spelled_for_nvcc(tmp_path):
         kiln.SourceModule(unique(TINY), options=["--no-such-option"], arch=ARCH)
 
 
+def test_ptxas_options_quoted_as_for_a_shell():
+    # nvcc hands -Xptxas's words to ptxas through a shell, which takes the double quotes off
+    # (a WMMA tutorial passes '-Xptxas="-v"'); blanks part words as commas do.
+    for options in (['-Xptxas="-v"'], ["--ptxas-options", '"-v" -O2'], ["-Xptxas", "-O1 -v"]):
+        m = kiln.SourceModule(unique(TINY), options=["-DN=1", *options], arch=ARCH)
+        assert "Used" in m.log and m.get_function("tiny")
+    with pytest.raises(ValueError, match="open a \" they do not close"):
+        kiln.SourceModule(unique(TINY), options=["-DN=1", '-Xptxas="-v'], arch=ARCH)
+
+
 def test_arch_and_code():
     assert kiln.SourceModule(unique(TINY), options=["-DN=1"], code="sm_86").arch == "sm_86"
     assert kiln.SourceModule(unique(TINY), options=["-DN=1"], arch="compute_80",

@@ -279,6 +279,35 @@ static const char *kiln__own(kiln__options *o, const char *prefix, const char *v
   return kiln__own_n(o, prefix, value, strlen(value));
 }
 
+/* A list's value as nvcc hands it to ptxas: split at its commas, and each piece put on a
+ * shell's command line as it is, so that blanks part words and double quotes group and go
+ * ("-Xptxas=\"-v\"" is ptxas's -v, "-Xptxas '-v -O3'" two options). Each word is one option
+ * to NVRTC, which gives its value to ptxas whole. */
+static kiln_status kiln__list(kiln__options *o, const char *prefix, const char *value, int *k) {
+  size_t n = strlen(value);
+  char *word = malloc(n + 1);
+  if (!word) return kiln__fail(KILN_ERROR_NO_MEMORY, "out of memory reading the compile options");
+  kiln_status s = KILN_OK;
+  size_t len = 0;
+  int quoted = 0;
+  for (size_t i = 0; i <= n && !s; i++) {
+    char c = value[i];
+    if (c == '"') quoted = !quoted;
+    else if (c && (quoted || (c != ',' && c != ' ' && c != '\t'))) word[len++] = c;
+    else if (quoted) {
+      s = kiln__fail(KILN_ERROR_INVALID, "the ptxas options '%s' open a \" they do not close",
+                     value);
+    } else if (len) {
+      const char *made = kiln__own_n(o, prefix, word, len);
+      if (!made) s = kiln__fail(KILN_ERROR_NO_MEMORY, "out of memory reading the compile options");
+      else o->options[(*k)++] = made;
+      len = 0;
+    }
+  }
+  free(word);
+  return s;
+}
+
 /* Line tables change nothing the GPU runs (the same instructions; a larger CUBIN), and with
  * them compute-sanitizer and the profilers name the source line of a fault: so -lineinfo,
  * unless the options give it or ask for device debugging, or KILN_LINEINFO=0. */
@@ -354,10 +383,10 @@ kiln_status kiln__options_translate(const kiln_compile_opts *in, kiln__options *
   memset(o, 0, sizeof *o);
   if (in) o->opts = *in;
   int n = in ? in->n_options : 0;
-  /* Each comma may start one more option of a list (KILN__LIST). */
+  /* Each comma or blank may start one more option of a list (KILN__LIST). */
   size_t commas = 0;
   for (int i = 0; i < n; i++)
-    for (const char *c = in->options[i]; c && (c = strchr(c, ',')); c++) commas++;
+    for (const char *c = in->options[i]; c && (c = strpbrk(c, ", \t")); c++) commas++;
   /* Three more places, for -G, -default-device and -lineinfo; strings needs one at least for
    * calloc's sake. */
   o->options = calloc((size_t)n + commas + 3, sizeof *o->options);
@@ -383,19 +412,7 @@ kiln_status kiln__options_translate(const kiln_compile_opts *in, kiln__options *
       if (!made) s = kiln__fail(KILN_ERROR_NO_MEMORY, "out of memory reading the compile options");
       else o->options[k++] = made;
       break;
-    case KILN__LIST:
-      for (const char *item = value; item && !s;) {
-        const char *comma = strchr(item, ',');
-        size_t len = comma ? (size_t)(comma - item) : strlen(item);
-        if (len) {
-          made = kiln__own_n(o, rule->to, item, len);
-          if (!made)
-            s = kiln__fail(KILN_ERROR_NO_MEMORY, "out of memory reading the compile options");
-          else o->options[k++] = made;
-        }
-        item = comma ? comma + 1 : NULL;
-      }
-      break;
+    case KILN__LIST: s = kiln__list(o, rule->to, value, &k); break;
     case KILN__ARCH:
       s = kiln__one_target("the arch", value);
       o->options_arch = value; /* nvcc takes the last */

@@ -105,10 +105,13 @@ TEST(compile_translates_nvcc_options) {
   kiln_test_remove_tree(dir);
 
   /* ptxas's options as nvcc takes them, a list split at commas: ptxas would read "-O3,-v" as
-   * -O with the number "3,-v" */
+   * -O with the number "3,-v". nvcc puts each on a shell's command line, so blanks part them
+   * too and double quotes go: ptxas would read "-v", quotes and all, as a file's name. */
   const char *lists[][3] = {{"-DN=1", "-Xptxas", "-O3,-v"},
                             {"-DN=1", "--ptxas-options=-v,,-O2", ""},
-                            {"-DN=1", "-Xptxas=-O1,-v", ""}};
+                            {"-DN=1", "-Xptxas=-O1,-v", ""},
+                            {"-DN=1", "-Xptxas=\"-v\"", ""},
+                            {"-DN=1", "-Xptxas", " -O2  \"-v\"\t"}};
   for (size_t i = 0; i < TEST_COUNT(lists); i++) {
     kiln_compile_opts l = {
         .arch = "sm_90", .options = lists[i], .n_options = lists[i][2][0] ? 3 : 2};
@@ -116,6 +119,10 @@ TEST(compile_translates_nvcc_options) {
     ASSERT_CONTAINS(kiln_module_log(m), "Used");
     kiln_module_free(m);
   }
+  const char *unclosed[] = {"-Xptxas", "\"-v"};
+  kiln_compile_opts open_quote = {.arch = "sm_90", .options = unclosed, .n_options = 2};
+  ASSERT_STATUS(kiln_module_from_source(tiny_src, &open_quote, &m), KILN_ERROR_INVALID);
+  ASSERT_CONTAINS(kiln_last_error(), "open a \" they do not close");
 
   /* the target: -gencode, code=, and what disagrees */
   const char *gencode[] = {"-DN=1", "-gencode", "arch=compute_80,code=sm_86"};
