@@ -678,3 +678,27 @@ def test_a_cpu_tensor_is_refused_where_a_device_pointer_is_expected(copy):
     torch.cuda.synchronize()
     copy(one, dst, torch.tensor(1), block=1, grid=1)
     np.testing.assert_array_equal(dst.get(), [7, 0, 0, 0])
+
+
+@pytest.mark.gpu
+def test_blocking_copies_follow_another_librarys_work_on_the_default_stream():
+    # kiln skips its own wait before a blocking copy while it has queued nothing since the
+    # default stream was seen done; a CuPy kernel queued meanwhile is one kiln does not count,
+    # and the driver's copy must still come after it, both ways.
+    cp = pytest.importorskip("cupy")
+    slow_fill = cp.RawKernel(r'''
+extern "C" __global__ void slow_fill(float *p, int n, float v, long long cycles)
+{ long long t = clock64(); while (clock64() - t < cycles) {}
+  for (int i = threadIdx.x; i < n; i += blockDim.x) p[i] = v; }''', "slow_fill")
+    n = 1 << 20
+    x = cp.zeros(n, dtype=cp.float32)
+    h = np.zeros(n, np.float32)
+    for _ in range(2):
+        kiln.memcpy_dtoh(h, x.data.ptr)            # kiln's own work is now seen done
+    slow_fill((1,), (256,), (x, np.int32(n), np.float32(7), np.int64(SLOW)))
+    kiln.memcpy_dtoh(h, x.data.ptr)
+    assert (h == 7).all(), f"the copy read before CuPy's kernel wrote: {h[:4]}"
+    slow_fill((1,), (256,), (x, np.int32(n), np.float32(8), np.int64(SLOW)))
+    kiln.memcpy_htod(x.data.ptr, np.ones(n, np.float32))
+    cp.cuda.Device().synchronize()
+    assert (x.get() == 1).all(), "CuPy's kernel wrote after the copy that followed it"

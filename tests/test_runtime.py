@@ -270,6 +270,16 @@ SPIN_WAITS = {
     # wait sees through an event recorded there.
     "get behind a blocking stream": ("b = kiln.Stream(); launch(b)", "flag.get()",
                                      "the default stream"),
+    # Copies one after another skip the wait while kiln queues nothing between them; a launch
+    # after them brings it back.
+    "memcpy_htod after copies": (
+        "h = np.zeros(4, np.int32); other = kiln.zeros(4, np.int32)\n"
+        "for _ in range(3): kiln.memcpy_htod(other.gpudata, h)\n"
+        "launch()", "kiln.memcpy_htod(other.gpudata, h)", "the default stream"),
+    "set after sets": (
+        "h = np.zeros(1 << 20, np.int32); other = kiln.empty(1 << 20, np.int32)\n"
+        "for _ in range(3): other.set(h)\n"
+        "launch()", "other.set(h)", "the default stream"),
 }
 
 
@@ -282,6 +292,27 @@ def test_ctrl_c_ends_a_wait_for_a_kernel_that_never_ends(name):
     assert f"waiting for {what}; the work queued on the GPU goes on running" in report["message"]
     assert report["at"] - sent < 0.1, f"{report['at'] - sent:.3f} s after the signal"
     assert report.get("stopped")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("n", [4, 1 << 20])
+def test_copies_and_launches_in_turn_see_each_other(n):
+    # A blocking copy after copies alone skips kiln's wait; after a launch it waits again.
+    add1 = kiln.SourceModule("""extern "C" __global__ void add1(int *p, int n)
+{ int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) p[i] += 1; }""",
+                             arch=ARCH).get_function("add1")
+    d = kiln.zeros(n, np.int32)
+    h = np.empty(n, np.int32)
+    for k in range(4):
+        kiln.memcpy_htod(d.gpudata, np.full(n, k, np.int32))
+        kiln.memcpy_htod(d.gpudata, np.full(n, 10 * k, np.int32))
+        add1(d, np.int32(n), block=(256, 1, 1), grid=((n + 255) // 256, 1))
+        kiln.memcpy_dtoh(h, d.gpudata)
+        assert (h == 10 * k + 1).all(), (k, h[:4])
+        d.set(np.full(n, k, np.int32))
+        d.set(np.full(n, 3 * k, np.int32))
+        add1(d, np.int32(n), block=(256, 1, 1), grid=((n + 255) // 256, 1))
+        assert (d.get() == 3 * k + 1).all(), k
 
 
 @pytest.mark.gpu

@@ -59,13 +59,15 @@ static int kpy_copy(kpy_state *st, kpy_array *dev, PyObject *host, size_t n, int
     return r < 0 ? -1 : 0;
   /* A copy that blocks waits behind its stream's work first, where Ctrl-C can end the wait:
    * once queued, it may not be left behind with host given back. */
-  if (!kpy_stream_is_kiln(st, on->arg) && kpy_wait_stream(st, h, -1) < 0) return -1;
+  unsigned long long work = kiln_work_count();
+  if (!kpy_stream_is_kiln(st, on->arg) && kpy_wait_before_copy(st, h) < 0) return -1;
   if (!kpy_stream_is_kiln(st, on->arg)) kpy_pin_reused(st, (PyArrayObject *)host, n);
   if (put && (r = kpy_copy_put(st, dev, data, n))) return r < 0 ? -1 : 0;
   if (on->arg == Py_None) {
     Py_BEGIN_ALLOW_THREADS
       s = to_host ? kiln_memcpy_dtoh(data, p, n) : kiln_memcpy_htod(p, data, n);
     Py_END_ALLOW_THREADS
+    if (!s) kpy_wait_copied(st, work);
   } else {
     int queued = kpy_stream_is_kiln(st, on->arg);
     /* A large pageable copy is staged by host threads before the call returns. */

@@ -128,7 +128,7 @@ static PyObject *kpy_memcpy_3d(PyObject *module, PyObject *args) {
   /* As kpy_memcpy: a blocking copy waits behind the work before it where Ctrl-C can end the
    * wait, and an async one on another library's stream is waited for after. */
   waits = !async || !kpy_stream_is_kiln(st, on.obj);
-  if (waits && kpy_wait_stream(st, async ? on.handle : NULL, -1) < 0) goto done;
+  if (waits && kpy_wait_before_copy(st, async ? on.handle : NULL) < 0) goto done;
   Py_BEGIN_ALLOW_THREADS
     if (peer)
       s = async ? kiln_memcpy_3d_peer_async(&src, src_device, &dst, dst_device, (size_t)width,

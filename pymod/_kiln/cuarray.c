@@ -196,7 +196,7 @@ static PyObject *kpy_cuarray_host_copy(PyObject *module, PyObject *args, PyObjec
     return NULL;
   }
   kiln_status s = KILN_OK;
-  int waited = kpy_wait_stream(st, NULL, -1); /* behind the work before it, Ctrl-C can end it */
+  int waited = kpy_wait_before_copy(st, NULL); /* behind the work before it, Ctrl-C can end it */
   if (waited == 0) {
     Py_BEGIN_ALLOW_THREADS
       s = to_array ? kiln_memcpy_htoa(a, (size_t)index, view.buf, (size_t)view.len)

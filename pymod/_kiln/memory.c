@@ -373,8 +373,9 @@ static PyObject *kpy_memcpy(PyObject *module, PyObject *const *args, Py_ssize_t 
   }
   /* A copy that blocks waits behind the stream's work first, where Ctrl-C can end the wait:
    * once queued, the copy may not be left behind with the buffer given back. */
+  unsigned long long work = kiln_work_count();
   if ((!async || !kpy_stream_is_kiln(st, on.obj)) &&
-      kpy_wait_stream(st, async ? on.handle : NULL, -1) < 0) {
+      kpy_wait_before_copy(st, async ? on.handle : NULL) < 0) {
     PyBuffer_Release(&view);
     return NULL;
   }
@@ -387,6 +388,7 @@ static PyObject *kpy_memcpy(PyObject *module, PyObject *const *args, Py_ssize_t 
                     : kiln_memcpy_dtoh_async(data, dev, nbytes, on.handle);
     else s = to_device ? kiln_memcpy_htod(dev, data, nbytes) : kiln_memcpy_dtoh(data, dev, nbytes);
   Py_END_ALLOW_THREADS
+  if (!s && !async) kpy_wait_copied(st, work);
   int failed = s ? (kpy_raise(st, s), 1) : async ? kpy_copy_queued(st, &on, host_obj) < 0 : 0;
   PyBuffer_Release(&view);
   if (failed) return NULL;

@@ -116,8 +116,11 @@ typedef struct kpy_state {
   } str;
   /* stream.c's, made on first use in each device's context, destroyed with the module. */
   kiln_event order_event[KPY_ORDER_DEVICES];
-  /* wait.c's: the event a device-wide wait records on the legacy stream and polls. */
+  /* wait.c's: the event a device-wide wait records on the legacy stream and polls; and the
+   * work count (kiln_work_count) up to which the legacy stream was last seen done, plus one
+   * (0: not seen). */
   kiln_event device_wait_event[KPY_ORDER_DEVICES];
+  unsigned long long device_done_work[KPY_ORDER_DEVICES];
   /* reduce.c's: each device's multiprocessors (0 until read), and the zeroed scratch buffer of
    * each (device, stream, thread) that reduced, the thread only for the per-thread default
    * stream (2), whose name means another stream on every thread. */

@@ -141,6 +141,24 @@ int kpy_wait_stream(kpy_state *st, kiln_stream stream, double timeout) {
   return r;
 }
 
+int kpy_wait_before_copy(kpy_state *st, kiln_stream stream) {
+  if (stream) return kpy_wait_stream(st, stream, -1);
+  int device = kiln_device_current();
+  int kept = device >= 0 && device < KPY_ORDER_DEVICES;
+  /* Read before the event is recorded: the work counted by then was queued before it. */
+  unsigned long long work = kiln_work_count();
+  if (kept && st->device_done_work[device] == work + 1) return 0;
+  if (kpy_wait_stream(st, NULL, -1) < 0) return -1;
+  if (kept) st->device_done_work[device] = work + 1;
+  return 0;
+}
+
+void kpy_wait_copied(kpy_state *st, unsigned long long work_before) {
+  int device = kiln_device_current();
+  if (device >= 0 && device < KPY_ORDER_DEVICES && kiln_work_count() == work_before + 1)
+    st->device_done_work[device] = work_before + 2;
+}
+
 int kpy_wait_event(kpy_state *st, kiln_event event, double timeout) {
   return kpy_wait(st, kpy_poll_event, event, timeout, "the event");
 }

@@ -23,6 +23,20 @@ int kpy_wait_stream(kpy_state *st, kiln_stream stream, double timeout);
 int kpy_wait_event(kpy_state *st, kiln_event event, double timeout);
 int kpy_wait_device(kpy_state *st, double timeout);
 
+/* Before a copy that blocks, on stream (NULL: the legacy default stream): kpy_wait_stream, so
+ * that Ctrl-C can end a wait for the work before it; except that on the legacy stream it is
+ * skipped when kiln has queued no work (kiln_work_count) since that stream was last seen done
+ * on this device, by such a wait or by kpy_wait_copied. The copy is ordered behind the stream's
+ * work by the driver either way: what is skipped is a record and query of an event, about the
+ * cost of a small copy itself. Work another library queued meanwhile is then waited for in the
+ * driver's copy, where Ctrl-C is not seen. */
+int kpy_wait_before_copy(kpy_state *st, kiln_stream stream);
+
+/* After a copy on the legacy stream that blocked and succeeded, with the work count read
+ * before kpy_wait_before_copy: the driver waited for the work before the copy, so when the
+ * copy was the only work queued since, the stream is known done up to it. */
+void kpy_wait_copied(kpy_state *st, unsigned long long work_before);
+
 /* The wait the engine calls inside a call with In/Out (kiln_wait_fn), made while the GIL is
  * released: it polls the stream without the GIL and takes the GIL back through ts (which it
  * keeps current) only every 10 ms, to run signal handlers. When one raised (Ctrl-C) it returns
