@@ -367,6 +367,7 @@ int kpy_small_get(kpy_state *st, void *data, kiln_deviceptr p, size_t n, kiln_st
     if (kiln_event_query(st->small_get_done, &done) || !done) return 0;
     st->small_get_pending = 0;
   }
+  unsigned long long work = kiln_work_count();
   s = kiln_memcpy_dtoh_async(st->small_get, p, n, stream);
   if (!s) s = kiln_event_record(st->small_get_done, stream);
   if (s) {
@@ -383,6 +384,8 @@ int kpy_small_get(kpy_state *st, void *data, kiln_deviceptr p, size_t n, kiln_st
     st->small_get_pending = 1; /* reused once the event says the copy is over */
     return -1;
   }
+  /* On the legacy stream, what was queued there before the copy is done too. */
+  if (!stream) kpy_wait_copied(st, work);
   memcpy(data, st->small_get, n);
   return 1;
 }
