@@ -105,9 +105,12 @@ _QUALIFIERS = re.compile(r"\b(const|volatile|__restrict__|__restrict|restrict|__
                          r"__global__|__device__)\b")
 
 
+_PUNCTUATION = re.compile(r"\s*([<>,:])\s*")
+
+
 def _normalize_type(text):
     text = _QUALIFIERS.sub(" ", text)
-    text = re.sub(r"\s*([<>,:])\s*", r"\1", text)
+    text = _PUNCTUATION.sub(lambda m: m.group(1), text)  # no template to parse
     return " ".join(text.split())
 
 

@@ -448,7 +448,7 @@ _VALUE_NAME = re.compile(r"\b([xy])\b")
 def _values(expr):
     """The operation's C, written with x and y, reading the values _x and _y (x and y name
     the arrays themselves)."""
-    return _VALUE_NAME.sub(r"_\1", expr)
+    return _VALUE_NAME.sub(lambda m: "_" + m.group(1), expr)  # no template to parse
 
 
 def _preamble(dtypes):
