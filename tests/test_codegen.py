@@ -102,6 +102,29 @@ def test_every_elementwise_variant_compiles(variant):
     assert compile_(src).get_function("lin")
 
 
+@pytest.mark.parametrize("variant", ["contig", "alias", "range", "strided"])
+def test_pycudas_spellings_in_an_operation_compile(variant):
+    # i is n's type, as PyCUDA's size_t i and n are: min(i, n - 1) picks one overload; a local
+    # an operation names x_i is its own (kiln's x_i is not a macro that would rewrite it);
+    # PyCUDA's complex abs and arg are templates.
+    args = _cgen.parse_arguments("int *d, int *x, int *y, int *z, pycuda::complex<double> *w, "
+                                 "double *a")
+    op = ("d[i] = min(i, n - 1); int x_i = x[i]; z[i] = x_i == y[i]; "
+          "a[i] = pycuda::abs<double>(w[i]) + pycuda::arg<double>(w[i])")
+    if variant in ("range", "strided"):   # no n there; strided arrays are indexed by x_i
+        op = ("d[d_i] = (int)max(i, 0L); int x_i2 = x[x_i]; z[z_i] = x_i2 == y[y_i]; "
+              "a[a_i] = pycuda::abs<double>(w[w_i])") if variant == "strided" else \
+             op.replace("min(i, n - 1)", "max(i, 0L)")
+    src = _elwise_src.source(args, op, "spell", variant=variant, ndim=2)
+    assert compile_(src).get_function("spell")
+
+
+def test_an_operations_own_x_i_is_not_rewritten():
+    args = _cgen.parse_arguments("int *x, int *z")
+    src = _elwise_src.source(args, "int x_i = x[i]; z[i] = x_i", "own")
+    assert "#define x_i" not in src and "int x_i = x[i]" in src
+
+
 def test_bare_i_is_told_from_array_indices():
     assert _elwise_src.uses_bare_i("z[i] = x[i]")
     assert not _elwise_src.uses_bare_i("z[z_i] = x[x_i] + a.i")
@@ -182,6 +205,17 @@ def test_reductions_compile_with_and_without_range(dtype_out, neutral, reduce_ex
         f = compile_(src).get_function("r")
         # out, scratch, mirror, the arguments, [start, step,] n
         assert len(f.signature) == len(args) + (6 if use_range else 4)
+
+
+def test_a_reduction_names_out_type_and_i_has_ns_type():
+    # PyCUDA's reduction kernel declares out_type, which reduce expressions cast to; its i is
+    # a size_t, as n is: min(i + 1, n - 1) picks one overload.
+    args = _cgen.parse_arguments("const float *x")
+    for use_range in (False, True):
+        src = _reduce_src.source(np.float32, "0", "(out_type)(a + 2 * b)",
+                                 "x[min(i + 1, n - 1)]" if not use_range else "x[i]", args, "r",
+                                 use_range=use_range)
+        assert compile_(src).get_function("r")
 
 
 def test_reduction_kernel_checks_its_declaration():

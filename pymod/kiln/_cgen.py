@@ -315,10 +315,9 @@ template <typename T> struct alignas(2 * sizeof(T)) complex {
 template <typename T> __host__ __device__ T real(const complex<T> &z) { return z.re; }
 template <typename T> __host__ __device__ T imag(const complex<T> &z) { return z.im; }
 template <typename T> __host__ __device__ complex<T> conj(const complex<T> &z) { return complex<T>(z.re, -z.im); }
-__host__ __device__ inline float abs(const complex<float> &z) { return hypotf(z.re, z.im); }
-__host__ __device__ inline double abs(const complex<double> &z) { return hypot(z.re, z.im); }
-__host__ __device__ inline float arg(const complex<float> &z) { return atan2f(z.im, z.re); }
-__host__ __device__ inline double arg(const complex<double> &z) { return atan2(z.im, z.re); }
+/* Templates, as PyCUDA's are: kernels name them pycuda::abs<double>(z). */
+template <typename T> __host__ __device__ T abs(const complex<T> &z) { return ::hypot(z.re, z.im); }
+template <typename T> __host__ __device__ T arg(const complex<T> &z) { return ::atan2(z.im, z.re); }
 template <typename T> __host__ __device__ T norm(const complex<T> &z) { return z.re * z.re + z.im * z.im; }
 __host__ __device__ inline complex<float> polar(float r, float t = 0) { return complex<float>(r * cosf(t), r * sinf(t)); }
 __host__ __device__ inline complex<double> polar(double r, double t = 0) { return complex<double>(r * cos(t), r * sin(t)); }

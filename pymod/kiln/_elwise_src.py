@@ -53,49 +53,59 @@ def _body(operation):
     return "{ " + operation + "; }"
 
 
+def _indexed(vectors, index_type, operation):
+    """The operation with `x_i` equal to `i` for every array `x`: constants of a block around
+    it, which a local of the operation's own by that name shadows (a macro would rewrite it)."""
+    if not vectors:
+        return _body(operation)
+    names = [f"{v.name}_i" for v in vectors]
+    return ("{ const " + index_type + " " + ", ".join(f"{n} = i" for n in names) + "; "
+            + " ".join(f"(void){n};" for n in names) + " " + _body(operation) + " }")
+
+
 def source(arguments, operation, name, preamble="", loop_prep="", after_loop="", *,
            variant="contig", ndim=0):
     """The source of one variant of the kernel `name` (see the module's docstring)."""
     vectors = [a for a in arguments if isinstance(a, _cgen.VectorArg)]
     head = _head(arguments, preamble, (operation, loop_prep, after_loop))
-    common = ("  const unsigned tid = threadIdx.x, total_threads = gridDim.x * blockDim.x,\n"
-              "                 cta_start = blockDim.x * blockIdx.x;\n"
+    # size_t as PyCUDA declares them, the same type as n: min(i, n - 1) picks one overload.
+    common = ("  size_t tid = threadIdx.x, total_threads = (size_t)gridDim.x * blockDim.x,\n"
+              "         cta_start = (size_t)blockDim.x * blockIdx.x;\n"
               "  (void)tid; (void)total_threads; (void)cta_start;\n")
     if variant in ("contig", "alias"):
-        defines = "".join(f"#define {v.name}_i i\n" for v in vectors)
         params = ", ".join(_declarators(arguments, variant == "contig") + ["unsigned long n"])
-        return f"""{head}{defines}
+        return f"""{head}
 __global__ void {name}({params})
 {{
-{common}  unsigned long long i;
+{common}  size_t i;
   {loop_prep};
-  const unsigned long long _tile = {UNROLL}ull * blockDim.x;
-  for (unsigned long long _base = blockIdx.x * _tile + threadIdx.x; _base < n;
-       _base += gridDim.x * _tile) {{
+  const size_t _tile = (size_t){UNROLL} * blockDim.x;
+  for (size_t _base = (size_t)blockIdx.x * _tile + threadIdx.x; _base < n;
+       _base += (size_t)gridDim.x * _tile) {{
 #pragma unroll
     for (unsigned _k = 0; _k < {UNROLL}; _k++) {{
       i = _base + _k * blockDim.x;
-      if (i < n) {_body(operation)}
+      if (i < n) {_indexed(vectors, "size_t", operation)}
     }}
   }}
   {after_loop};
 }}
 """
     if variant == "range":
-        defines = "".join(f"#define {v.name}_i i\n" for v in vectors)
         params = ", ".join(_declarators(arguments, False) + ["long start", "long stop",
                                                              "long step"])
-        return f"""{head}{defines}
+        body = _indexed(vectors, "long", operation)
+        return f"""{head}
 __global__ void {name}({params})
 {{
 {common}  long i;
   {loop_prep};
   if (step < 0) {{
-    for (i = start + ((long)cta_start + tid) * step; i > stop; i += (long)total_threads * step)
-      {_body(operation)}
+    for (i = start + (long)(cta_start + tid) * step; i > stop; i += (long)total_threads * step)
+      {body}
   }} else {{
-    for (i = start + ((long)cta_start + tid) * step; i < stop; i += (long)total_threads * step)
-      {_body(operation)}
+    for (i = start + (long)(cta_start + tid) * step; i < stop; i += (long)total_threads * step)
+      {body}
   }}
   {after_loop};
 }}
@@ -114,10 +124,10 @@ __global__ void {name}({params})
         return f"""{head}{layout}
 __global__ void {name}({params})
 {{
-{common}  unsigned long long i;
+{common}  size_t i;
   {loop_prep};
-  for (i = (unsigned long long)cta_start + tid; i < n; i += total_threads) {{
-{offsets}    unsigned long long _r = i;
+  for (i = cta_start + tid; i < n; i += total_threads) {{
+{offsets}    size_t _r = i;
 #pragma unroll
     for (int _d = {ndim - 1}; _d >= 0; _d--) {{
       long long _c = (long long)(_r % (unsigned long long)_layout.shape[_d]);

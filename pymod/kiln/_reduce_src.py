@@ -127,7 +127,9 @@ def source(dtype_out, neutral, reduce_expr, map_expr, arguments, name, preamble=
     return sm[0];
   }}
 {fold}"""
+    # out_type names the result's type, as in PyCUDA's kernel: "(out_type)(a + b)".
     return f"""{head}{preamble}
+typedef {out_t} out_type;
 {defines}#define REDUCE(a, b) ({reduce_expr})
 #define READ_AND_MAP(i) ({map_expr})
 
@@ -162,7 +164,7 @@ __global__ void {name}({params})
     for (unsigned _k = 0; _k < {UNROLL}; _k++) {{
       unsigned long long _k2 = _base + _k * blockDim.x;
       if (_k2 < n) {{
-        const {"long" if use_range else "unsigned long long"} i = {at};
+        const {"long" if use_range else "size_t"} i = {at}; /* n's type, as PyCUDA declares i */
         _acc[_k] = REDUCE(_acc[_k], READ_AND_MAP(i));
       }}
     }}
