@@ -647,6 +647,20 @@ def test_options_spelled_for_nvcc(tmp_path):
         kiln.SourceModule(unique(TINY), options=["--no-such-option"], arch=ARCH)
 
 
+def test_a_source_that_is_not_a_str_is_its_str():
+    # codepy's cgen Module renders its C with str(), which PyCUDA writes into nvcc's file.
+    class Rendered:
+        def __str__(self):
+            return TINY
+
+    for m in (kiln.SourceModule(Rendered(), options=["-DN=1"], arch=ARCH),
+              kiln.SourceModule(source=Rendered(), options=["-DN=1"], arch=ARCH)):
+        assert m.get_function("tiny")
+    assert kiln.compiler.compile(Rendered(), options=["-DN=1"], arch=ARCH)
+    with pytest.raises(TypeError, match="takes the source as a str, not bytes; decode it"):
+        kiln.SourceModule(TINY.encode(), options=["-DN=1"], arch=ARCH)
+
+
 def test_ptxas_options_quoted_as_for_a_shell():
     # nvcc hands -Xptxas's words to ptxas through a shell, which takes the double quotes off
     # (a WMMA tutorial passes '-Xptxas="-v"'); blanks part words as commas do.
@@ -1114,6 +1128,14 @@ class FakeDeviceData:
     """An H100's numbers (sm_90), without one."""
     max_threads, warp_size, warps_per_mp, thread_blocks_per_mp = 1024, 32, 64, 32
     registers_per_mp, shared_memory_per_mp, smem_alloc_granularity = 65536, 233472, 128
+
+
+def test_device_data_coalesces_whole_warps():
+    coalesce = kiln.tools.DeviceData.coalesce
+    assert [coalesce(FakeDeviceData(), n) for n in (1, 32, 33, 100)] == [32, 32, 64, 128]
+    if HAVE_GPU:
+        data = kiln.tools.DeviceData()
+        assert data.register_allocation_unit == "warp" and data.coalesce(17) == 32
 
 
 @pytest.mark.parametrize("threads, shared, regs, tb, limited_by, occupancy", [

@@ -530,10 +530,48 @@ done:
   return obj;
 }
 
+static PyObject *kpy_sourcemodule_make_text(PyTypeObject *tp, PyObject *args, PyObject *kwargs);
+
+/* A source that is not a str is its str(), as PyCUDA writes it into the file nvcc compiles
+ * (codepy's cgen Module, say); bytes are refused, whose str() is their repr. */
+static PyObject *kpy_sourcemodule_make(PyTypeObject *tp, PyObject *args, PyObject *kwargs) {
+  kpy_state *st = kpy_state_of_type(tp);
+  if (!st) return NULL;
+  Py_ssize_t nargs = PyTuple_GET_SIZE(args);
+  PyObject *source = nargs ? PyTuple_GET_ITEM(args, 0) : NULL;
+  if (!source && kwargs && !(source = PyDict_GetItemWithError(kwargs, st->str.source)) &&
+      PyErr_Occurred())
+    return NULL;
+  if (!source || PyUnicode_Check(source)) return kpy_sourcemodule_make_text(tp, args, kwargs);
+  if (PyBytes_Check(source) || PyByteArray_Check(source)) {
+    PyErr_Format(PyExc_TypeError,
+                 "SourceModule() takes the source as a str, not %.100s; "
+                 "decode it first",
+                 Py_TYPE(source)->tp_name);
+    return NULL;
+  }
+  PyObject *text = PyObject_Str(source), *made = NULL, *args2 = NULL, *kwargs2 = NULL;
+  if (!text) return NULL;
+  if (nargs) {
+    if ((args2 = PyTuple_New(nargs))) {
+      PyTuple_SET_ITEM(args2, 0, Py_NewRef(text));
+      for (Py_ssize_t i = 1; i < nargs; i++)
+        PyTuple_SET_ITEM(args2, i, Py_NewRef(PyTuple_GET_ITEM(args, i)));
+    }
+  } else if ((kwargs2 = PyDict_Copy(kwargs)) && PyDict_SetItem(kwargs2, st->str.source, text) < 0)
+    Py_CLEAR(kwargs2);
+  if (nargs ? args2 != NULL : kwargs2 != NULL)
+    made = kpy_sourcemodule_make_text(tp, nargs ? args2 : args, nargs ? kwargs : kwargs2);
+  Py_XDECREF(args2);
+  Py_XDECREF(kwargs2);
+  Py_DECREF(text);
+  return made;
+}
+
 /* SourceModule(source, nvcc="nvcc", options=None, keep=False, no_extern_c=False, arch=None,
  * code=None, cache_dir=None, include_dirs=None, *, name_expressions=None, headers=None): PyCUDA's
  * arguments in PyCUDA's order, and kiln's own after them. */
-static PyObject *kpy_sourcemodule_make(PyTypeObject *tp, PyObject *args, PyObject *kwargs) {
+static PyObject *kpy_sourcemodule_make_text(PyTypeObject *tp, PyObject *args, PyObject *kwargs) {
   kpy_state *st = kpy_state_of_type(tp); /* kiln.compiler.DynamicSourceModule subclasses it */
   if (!st) return NULL;
   static char *kwlist[] = {(char *)"source",       (char *)"nvcc",

@@ -42,6 +42,7 @@
   X(handle, "handle")                                 \
   X(cuda_stream, "cuda_stream")                       \
   X(ptr, "ptr")                                       \
+  X(source, "source")                                 \
   X(gpudata, "gpudata")                               \
   X(dlpack, "__dlpack__")                             \
   X(dlpack_device, "__dlpack_device__")               \

@@ -17,6 +17,10 @@ import numpy as np
 
 from . import _cgen, _ops
 from . import characterize  # noqa: F401  (PyCUDA's gpuarray imports it: pycuda.characterize)
+# PyCUDA's gpuarray has these modules as attributes, which programs reach through it
+# (gpuarray.elementwise.get_arange_kernel, gpuarray.drv.Stream).
+from . import driver as drv  # noqa: F401
+from . import elementwise  # noqa: F401
 from ._kiln import DeviceArray
 from .compyte import array as _compyte_array
 from .elementwise import ElementwiseKernel

@@ -224,6 +224,12 @@ class DeviceData:
         # Threads of a warp read shared memory in one go, bank by bank.
         self.smem_granularity = self.warp_size
         self.smem_alloc_granularity = _SMEM_ALLOC_GRANULARITY
+        self.register_allocation_unit = "warp"
+
+    def coalesce(self, thread_count):
+        """thread_count rounded up to whole warps, whose accesses are coalesced together
+        (PyCUDA rounds to 16, the half warp of the first CUDA GPUs)."""
+        return -(-thread_count // self.warp_size) * self.warp_size
 
     def align_bytes(self, word_size=4):
         """Bytes between base addresses at which a warp's accesses of word_size bytes are
