@@ -252,7 +252,7 @@ valgrind: $(BUILD)/test_engine $(BUILD)/kiln-nvrtc
 FUZZ_CC      ?= clang
 FUZZ_SECONDS ?= 60
 FUZZ_DIR      = $(BUILD)/fuzz
-FUZZ_TARGETS  = entry includes ptx demangle
+FUZZ_TARGETS  = entry includes ptx demangle dialect
 FUZZ_OBJS     = $(KILN_ENGINE_SOURCES:%.c=$(FUZZ_DIR)/%.o)
 # UBSan does not recover, so undefined behaviour stops the run like a crash does and libFuzzer
 # keeps the input. The engine's own objects get -fsanitize=fuzzer-no-link: coverage feedback

@@ -661,6 +661,48 @@ def test_a_source_that_is_not_a_str_is_its_str():
         kiln.SourceModule(TINY.encode(), options=["-DN=1"], arch=ARCH)
 
 
+WHOLE_PROGRAM = r"""#include <stdio.h>
+#include <cuda_runtime.h>
+__global__ void vectorAdd(const float *A, const float *B, float *C, int numElements)
+{
+    int i = blockDim.x * blockIdx.x + threadIdx.x;
+    if (i < numElements) C[i] = A[i] + B[i];
+}
+
+/**
+ * Host main routine
+ */
+int
+main(void)
+{
+    int numElements = 15;
+    size_t size = numElements * sizeof(float);
+    float a[numElements], b[numElements];
+    float *a_gpu, *b_gpu, *c_gpu;
+    cudaMalloc((void **)&a_gpu, size);
+    cudaMemcpy(a_gpu, a, size, cudaMemcpyHostToDevice);
+    vectorAdd<<<1, 256>>>(a_gpu, b_gpu, c_gpu, numElements);
+    cudaFree(a_gpu);
+    return 0;
+}
+"""
+
+
+def test_a_whole_program_compiles_without_its_host_code():
+    # A tutorial hands its .cu file, main and all, to SourceModule; nvcc leaves main out of the
+    # CUBIN, and so does kiln, where NVRTC refused it.
+    f = kiln.SourceModule(WHOLE_PROGRAM, arch=ARCH, cache_dir=False).get_function("vectorAdd")
+    if HAVE_GPU:
+        a = np.arange(15, dtype=np.float32)
+        c = np.zeros_like(a)
+        f(kiln.In(a), kiln.In(a), kiln.Out(c), np.int32(15), block=(256, 1, 1))
+        assert (c == 2 * a).all()
+    with pytest.raises(kiln.CompileError, match=r'kernel.cu\(2\).*"cudaMalloc" is undefined'):
+        kiln.SourceModule("void h(float **p) {\n  cudaMalloc((void **)p, 4);\n}\n"
+                          "__global__ void k(float **p) { h(p); }\n", arch=ARCH,
+                          cache_dir=False)
+
+
 def test_ptxas_options_quoted_as_for_a_shell():
     # nvcc hands -Xptxas's words to ptxas through a shell, which takes the double quotes off
     # (a WMMA tutorial passes '-Xptxas="-v"'); blanks part words as commas do.

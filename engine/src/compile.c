@@ -315,6 +315,34 @@ kiln_status kiln__compile(const char *src, const kiln_compile_opts *opts, const 
     free(first);
     free(rewritten);
   }
+  /* A whole program's host functions (main calling cudaMalloc), which nvcc compiles for the
+   * host: blanked where NVRTC refused them, and compiled again, a few rounds while each finds
+   * another (a host helper that called a blanked one). The first refusal stands otherwise. */
+  if (s == KILN_ERROR_COMPILE && out->log && strstr(out->log, "): error")) {
+    char *first = kiln__dup_str(kiln_last_error()), *current = NULL;
+    kiln__code next = {0};
+    for (int round = 0; first && round < 4 && s; round++) {
+      const char *log = round ? next.log : out->log;
+      char *rewritten = log ? kiln__dialect_host_functions(current ? current : src, log) : NULL;
+      if (round) kiln__compile_free_code(&next);
+      if (!rewritten) break;
+      free(current);
+      current = rewritten;
+      if (kiln__compile_once(current, opts, arch, pch_dir, cwd, &next, &again) == KILN_OK) {
+        kiln__compile_free_code(out);
+        *out = next;
+        memset(&next, 0, sizeof next);
+        s = KILN_OK;
+        kiln__clear_error();
+      } else if (!next.log) {
+        break;
+      }
+    }
+    kiln__compile_free_code(&next);
+    if (s && first) kiln__fail(KILN_ERROR_COMPILE, "%s", first);
+    free(first);
+    free(current);
+  }
   return s;
 }
 

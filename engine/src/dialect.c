@@ -94,3 +94,130 @@ char *kiln__dialect_compound_literals(const char *src) {
   }
   return out;
 }
+
+/* ---- Host functions --------------------------------------------------------------------- */
+
+/* Whether line (1-based) of kernel.cu is named by an error of log. */
+static int kiln__error_on(const char *log, int line) {
+  static const char file[] = "kernel.cu(";
+  for (const char *p = log; (p = strstr(p, file)); p++) {
+    char *end;
+    long at = strtol(p + sizeof file - 1, &end, 10);
+    if (at == line && strncmp(end, "): error", 8) == 0) return 1;
+  }
+  return 0;
+}
+
+/* Past a comment that starts at p ("//" or "/ *"): where it ends, the newline of a line comment
+ * included; the end of the text when it does not close. */
+static const char *kiln__past_comment(const char *p) {
+  const char *end = p[1] == '/' ? strchr(p, '\n') : strstr(p + 2, "*/");
+  return end ? end + (p[1] == '/' ? 0 : 2) : p + strlen(p);
+}
+
+/* The '}' that closes the '{' at p, strings, characters and comments skipped; NULL if none. */
+static const char *kiln__closing_brace(const char *p) {
+  int depth = 0;
+  while (p && *p) {
+    if (p[0] == '/' && (p[1] == '/' || p[1] == '*')) {
+      p = kiln__past_comment(p);
+    } else if (*p == '"' || (*p == '\'' && !kiln__ident_char(p[-1]))) {
+      p = kiln__past_quoted(p);
+    } else {
+      if (*p == '{') depth++;
+      else if (*p == '}' && --depth == 0) return p;
+      p++;
+    }
+  }
+  return NULL;
+}
+
+/* Whether text[0..n) holds word as a whole word. */
+static int kiln__has_word(const char *text, size_t n, const char *word) {
+  size_t w = strlen(word);
+  for (size_t i = 0; i + w <= n; i++)
+    if (strncmp(text + i, word, w) == 0 && (i == 0 || !kiln__ident_char(text[i - 1])) &&
+        (i + w == n || !kiln__ident_char(text[i + w])))
+      return 1;
+  return 0;
+}
+
+/* What the text before a '{' at namespace scope opens: a scope whose declarations are at
+ * namespace scope too (a namespace, extern "C"), a function's body, or something else (a
+ * class, an enum, an initializer). */
+enum { KILN__OPENS_SCOPE, KILN__OPENS_FUNCTION, KILN__OPENS_OTHER };
+
+static int kiln__opens(const char *head, size_t n) {
+  while (n && kiln__space(head[n - 1])) n--;
+  while (n && kiln__space(*head)) head++, n--;
+  if (kiln__has_word(head, n, "namespace") ||
+      (n >= 6 && strncmp(head, "extern", 6) == 0 && head[n - 1] == '"'))
+    return KILN__OPENS_SCOPE;
+  if (!n || head[n - 1] != ')' || memchr(head, '=', n) || kiln__has_word(head, n, "struct") ||
+      kiln__has_word(head, n, "class") || kiln__has_word(head, n, "union") ||
+      kiln__has_word(head, n, "enum") || kiln__has_word(head, n, "typedef"))
+    return KILN__OPENS_OTHER;
+  return KILN__OPENS_FUNCTION;
+}
+
+char *kiln__dialect_host_functions(const char *src, const char *log) {
+  char *out = NULL;
+  int line = 1, line_blank = 1;
+  const char *head = src; /* where the declaration being read began */
+  const char *p = src;
+  while (*p) {
+    if (*p == '\n') {
+      line++, line_blank = 1, p++;
+    } else if (kiln__space(*p)) {
+      p++;
+    } else if (p[0] == '/' && (p[1] == '/' || p[1] == '*')) {
+      const char *end = kiln__past_comment(p), *q = head;
+      while (q < p && kiln__space(*q)) q++;
+      int before_head = q == p; /* a comment before a head is not part of it */
+      for (; p < end; p++) line += *p == '\n';
+      if (before_head) head = end;
+    } else if (*p == '#' && line_blank) { /* a directive, its continued lines with it */
+      while (*p && (*p != '\n' || p[-1] == '\\')) line += *p++ == '\n';
+      head = p;
+    } else if (*p == '"' || (*p == '\'' && (p == src || !kiln__ident_char(p[-1])))) {
+      const char *end = kiln__past_quoted(p);
+      if (!end) break;
+      line_blank = 0;
+      p = end;
+    } else if (*p == ';' || *p == '}') { /* a declaration ends, or a scope */
+      line_blank = 0;
+      head = ++p;
+    } else if (*p == '{') {
+      int opens = kiln__opens(head, (size_t)(p - head));
+      line_blank = 0;
+      if (opens == KILN__OPENS_SCOPE) {
+        head = ++p;
+        continue;
+      }
+      const char *close = kiln__closing_brace(p);
+      if (!close) break;
+      while (kiln__space(*head)) head++; /* the head's own first line */
+      int first = line, last = line;
+      for (const char *q = head; q < p; q++) first -= *q == '\n';
+      for (const char *q = p; q < close; q++) last += *q == '\n';
+      /* A function nvcc compiles for the host (no __global__ or __device__) that NVRTC
+       * refused: blanked, every newline kept so that the lines after it keep their numbers. */
+      int refused = 0;
+      if (opens == KILN__OPENS_FUNCTION &&
+          !kiln__has_word(head, (size_t)(p - head), "__global__") &&
+          !kiln__has_word(head, (size_t)(p - head), "__device__"))
+        for (int l = first; l <= last && !refused; l++) refused = kiln__error_on(log, l);
+      if (refused) {
+        if (!out && !(out = strdup(src))) return NULL;
+        for (const char *q = head; q <= close; q++)
+          if (*q != '\n') out[q - src] = ' ';
+      }
+      line = last;
+      head = p = close + 1;
+    } else {
+      line_blank = 0;
+      p++;
+    }
+  }
+  return out;
+}

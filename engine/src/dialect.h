@@ -17,4 +17,14 @@
  * it). */
 char *kiln__dialect_compound_literals(const char *src);
 
+/* A whole CUDA program handed over as a module's source, its host code with it (main, which
+ * calls cudaMalloc): nvcc compiles a function with no __global__ or __device__ for the host,
+ * and under -default-device NVRTC compiles it for the device and refuses what only a host can
+ * run. src with each such function that an error of log ("kernel.cu(N): error") falls inside
+ * made blanks, newlines kept, so that every line stays where it was; no kernel can call it, as
+ * none could under nvcc. A function's head is what follows the last ';', '}' or directive at
+ * namespace scope (in a namespace or extern "C" block too) up to its '{', and ends with ')'.
+ * NULL when there is none to blank (or memory ran out); else a malloc'd string (free it). */
+char *kiln__dialect_host_functions(const char *src, const char *log);
+
 #endif

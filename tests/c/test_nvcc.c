@@ -730,3 +730,70 @@ TEST(compile_takes_compound_literals_as_nvcc_does) {
   ASSERT_STATUS(kiln_module_from_source(broken, &opts, &m), KILN_ERROR_COMPILE);
   ASSERT_CONTAINS(kiln_last_error(), "kernel.cu(2)"); /* the first refusal: the literal's line */
 }
+
+/* The host functions of a whole program, where NVRTC refused them, become blanks; lines keep
+ * their numbers. A function with __global__ or __device__, and an error outside any function,
+ * are left: nothing is blanked then. */
+TEST(host_functions_nvrtc_refused_are_blanked) {
+  const char *src = "#include <stdio.h>\n"                        /* 1 */
+                    "__global__ void k(int *p) { p[0] = '{'; }\n" /* 2 */
+                    "/* a = b; struct */ int\n"                   /* 3 */
+                    "main(void)\n"                                /* 4 */
+                    "{ /* } */\n"                                 /* 5 */
+                    "  cudaMalloc(0, 4); printf(\"}\");\n"        /* 6 */
+                    "}\n"                                         /* 7 */
+                    "namespace h { void f() { g(); } }\n"         /* 8 */
+                    "extern \"C\" {\nvoid ok() { }\n}\n";         /* 9-11 */
+  const char *log = "kernel.cu(6): error: identifier \"cudaMalloc\" is undefined\n"
+                    "kernel.cu(8): error: identifier \"g\" is undefined\n"
+                    "kernel.cu(10): warning #177-D: unused\n";
+  char *got = kiln__dialect_host_functions(src, log);
+  ASSERT(got != NULL);
+  ASSERT_EQ(strlen(got), strlen(src));
+  for (size_t i = 0; i < strlen(src); i++)
+    if ((src[i] == '\n') != (got[i] == '\n')) FAIL("a newline moved at %zu", i);
+  ASSERT_CONTAINS(got, "__global__ void k(int *p) { p[0] = '{'; }\n");
+  ASSERT_CONTAINS(got, "namespace h {                   }\n");
+  ASSERT_CONTAINS(got, "void ok() { }");
+  if (strstr(got, "main") || strstr(got, "cudaMalloc") || strstr(got, "g()"))
+    FAIL("a refused host function is left: '%s'", got);
+  free(got);
+  const char *kept[][2] = {
+      {"__global__ void k(float *p) {\n  p[0] = x;\n}\n", "kernel.cu(2): error: x\n"},
+      {"__host__ __device__ float f(float *p) {\n  return x;\n}\n", "kernel.cu(2): error: x\n"},
+      {"std::vector<int> v;\nvoid f() { }\n", "kernel.cu(1): error: std\n"},
+      {"void f() {\n  return x;\n}\n", "kernel.cu(2): warning: x\n"},
+  };
+  for (size_t i = 0; i < TEST_COUNT(kept); i++) {
+    got = kiln__dialect_host_functions(kept[i][0], kept[i][1]);
+    if (got) FAIL("'%s' was rewritten as '%s'", kept[i][0], got);
+  }
+}
+
+/* A whole CUDA program, main and its host helpers with it, compiles as under nvcc --cubin: its
+ * kernels are there. A kernel that calls host code is refused with NVRTC's first message. */
+TEST(compile_leaves_out_a_whole_programs_host_code_as_nvcc_does) {
+  const char *src =
+      "#include <stdio.h>\n#include <cuda_runtime.h>\n"
+      "__global__ void vectorAdd(const float *A, const float *B, float *C, int n)\n"
+      "{ int i = blockDim.x * blockIdx.x + threadIdx.x; if (i < n) C[i] = A[i] + B[i]; }\n"
+      "void fill(float *a, int n) { for (int i = 0; i < n; i++) a[i] = i; }\n"
+      "void check(const char *what) {\n  cudaError_t e = cudaGetLastError();\n"
+      "  if (e != cudaSuccess) { fprintf(stderr, \"%s\\n\", what); exit(1); }\n}\n"
+      "void run(float *a, float *b, float *c, int n) { check(\"run\"); }\n"
+      "int\nmain(void)\n{\n  int n = 15;\n  float a[n], b[n], c[n];\n  float *d;\n"
+      "  cudaMalloc((void **)&d, n * sizeof(float));\n"
+      "  cudaMemcpy(d, a, n * sizeof(float), cudaMemcpyHostToDevice);\n"
+      "  vectorAdd<<<1, 256>>>(d, d, d, n);\n  fill(a, n); run(a, b, c, n);\n"
+      "  cudaFree(d);\n  return 0;\n}\n";
+  kiln_compile_opts opts = {.arch = "sm_90"};
+  kiln_module *m = compile_ok(src, &opts);
+  kiln_function *f = NULL;
+  ASSERT_OK(kiln_module_get_function(m, "vectorAdd", &f));
+  kiln_module_free(m);
+  const char *calls_host = "void h(float **p) {\n  cudaMalloc((void **)p, 4);\n}\n"
+                           "__global__ void k(float **p) { h(p); }\n";
+  ASSERT_STATUS(kiln_module_from_source(calls_host, &opts, &m), KILN_ERROR_COMPILE);
+  ASSERT_CONTAINS(kiln_last_error(), "kernel.cu(2)");
+  ASSERT_CONTAINS(kiln_last_error(), "cudaMalloc");
+}

@@ -4,8 +4,10 @@
  * Mutating valid inputs gets libFuzzer past the magic, the counts and the delimiters far
  * sooner than random bytes do.
  *
- *   seed ENTRY_DIR INCLUDES_DIR PTX_DIR DEMANGLE_DIR   (the folders must exist; files in them
- *                                                       are replaced) */
+ *   seed ENTRY_DIR INCLUDES_DIR PTX_DIR DEMANGLE_DIR DIALECT_DIR   (the folders must exist;
+ *                                                                   files in them are replaced)
+ *
+ * The sources serve the dialect rewrites too, with whole programs and compound literals. */
 #include "entry.h"
 
 #include <stdio.h>
@@ -192,9 +194,23 @@ static const char *kiln__names[] = {
     "_Z1kRKfOdPVrKi",
 };
 
+/* Sources for the rewrites of a refused source: a whole program, compound literals. */
+static const struct {
+  const char *name, *text;
+} kiln__dialect[] = {
+    {"program.cu", "#include <stdio.h>\n"
+                   "__global__ void add(const float *a, float *c, int n)\n"
+                   "{ int i = threadIdx.x; if (i < n) c[i] = a[i] + (float2){1, 2}.x; }\n"
+                   "/* host */ int\nmain(void)\n{\n  float *d;\n  cudaMalloc((void **)&d, 4);\n"
+                   "  add<<<1, 1>>>(d, d, 1);\n  return 0;\n}\n"
+                   "namespace h { void f() { g(); } }\nextern \"C\" {\nvoid ok() { }\n}\n"},
+    {"literals.cu", "#define P(a, b) ((float2){(a), (b)})\n__device__ uchar3 f() {\n"
+                    "  return (uchar3) {1, 2, 3};\n}\nT operator<(Foo) { } s = \"(int2){1}\";\n"},
+};
+
 int main(int argc, char **argv) {
-  if (argc != 5) {
-    fprintf(stderr, "usage: %s ENTRY_DIR INCLUDES_DIR PTX_DIR DEMANGLE_DIR\n", argv[0]);
+  if (argc != 6) {
+    fprintf(stderr, "usage: %s ENTRY_DIR INCLUDES_DIR PTX_DIR DEMANGLE_DIR DIALECT_DIR\n", argv[0]);
     return 2;
   }
   if (write_entries(argv[1])) return 1;
@@ -210,5 +226,13 @@ int main(int argc, char **argv) {
     snprintf(file, sizeof file, "name%zu", i);
     if (write_file(argv[4], file, kiln__names[i], strlen(kiln__names[i]))) return 1;
   }
+  for (size_t i = 0; i < sizeof kiln__dialect / sizeof kiln__dialect[0]; i++)
+    if (write_file(argv[5], kiln__dialect[i].name, kiln__dialect[i].text,
+                   strlen(kiln__dialect[i].text)))
+      return 1;
+  for (size_t i = 0; i < sizeof kiln__sources / sizeof kiln__sources[0]; i++)
+    if (write_file(argv[5], kiln__sources[i].name, kiln__sources[i].text,
+                   strlen(kiln__sources[i].text)))
+      return 1;
   return 0;
 }

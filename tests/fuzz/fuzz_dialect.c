@@ -1,0 +1,64 @@
+/* libFuzzer target for the rewrites of a refused source (engine/src/dialect.c): compound
+ * literals as functional casts, and a whole program's host functions made blanks.
+ *
+ * The input is the source, in a buffer of exactly its size plus the terminator the functions
+ * take. The log names an error on every third line, so that some functions are refused and
+ * others not. A rewrite must keep the source's length and every newline where it was (errors
+ * and #line-less line numbers point into it), and change only what it says: parentheses into
+ * blanks, or whole stretches into blanks. */
+#include "dialect.h"
+
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+#define CHECK(cond)                                                                          \
+  do {                                                                                       \
+    if (!(cond)) {                                                                           \
+      fprintf(stderr, "fuzz_dialect: %s:%d: check failed: %s\n", __FILE__, __LINE__, #cond); \
+      abort();                                                                               \
+    }                                                                                        \
+  } while (0)
+
+/* got is src with some characters made blanks, and only those in allowed ("()" for the
+ * literals; anything but newlines for the host functions, NULL). */
+static void check_blanked(const char *src, const char *got, const char *allowed) {
+  if (!got) return;
+  CHECK(strlen(got) == strlen(src));
+  for (size_t i = 0; src[i]; i++) {
+    if (got[i] == src[i]) continue;
+    CHECK(got[i] == ' ' && src[i] != '\n');
+    CHECK(!allowed || strchr(allowed, src[i]));
+  }
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+  if (size > 1 << 16) return 0;
+  char *src = malloc(size + 1);
+  if (!src) return 0;
+  memcpy(src, data, size);
+  src[size] = '\0';
+  if (strlen(src) != size) { /* a NUL inside: the functions read up to it */
+    free(src);
+    return 0;
+  }
+  char *literals = kiln__dialect_compound_literals(src);
+  check_blanked(src, literals, "()");
+  free(literals);
+  size_t lines = 1;
+  for (size_t i = 0; i < size; i++) lines += src[i] == '\n';
+  char *log = malloc(lines / 3 * 48 + 1), *at = log;
+  if (log) {
+    *at = '\0';
+    for (size_t l = 3; l <= lines; l += 3) at += sprintf(at, "kernel.cu(%zu): error: x\n", l);
+    char *host = kiln__dialect_host_functions(src, log);
+    check_blanked(src, host, NULL);
+    free(host);
+    free(log);
+  }
+  free(src);
+  return 0;
+}
