@@ -254,12 +254,31 @@ def test_prepare_takes_structs_and_vectors_as_one_type(module):
     assert g.prepare("PIq") is g and g.prepare("PiQ") is g
 
 
+@pytest.mark.parametrize("types, phrase", [
+    ("PPiP", r"parameter 3 of kernel k\(float \*, const float \*, int, float\) is f32, 4 bytes, "
+             r"but the types give it 'P', 8 bytes \(its parameters: ptr, ptr, i32, f32\)"),
+    ("PPi", r"takes 4 parameters \(ptr, ptr, i32, f32\) and the types name 3"),
+    ("PPiff", "and the types name 5"),
+])
+def test_types_that_do_not_fit_the_kernel_are_refused_by_its_prepared_calls(module, types,
+                                                                           phrase):
+    # PyCUDA's prepare takes any types (a tutorial prepares 'PPP' for a kernel of four
+    # parameters and never calls it); its prepared calls are refused, before the GPU.
+    f = module.get_function("k")
+    assert f.prepare(types) is f and f.arg_format == types
+    host = np.zeros(4, np.float32)
+    with pytest.raises(ValueError, match=phrase):
+        f.prepared_call((1, 1), (4, 1, 1), host, host, 4, 1.0)
+    with pytest.raises(ValueError, match=phrase):
+        f.prepared_async_call((1, 1), (4, 1, 1), None, host, host, 4, 1.0)
+    with pytest.raises(ValueError, match=phrase):
+        f.prepared_timed_call((1, 1), (4, 1, 1), host, host, 4, 1.0)
+    f.prepare("PPif")   # types that fit: the calls go on (to the host array, refused)
+    with pytest.raises(TypeError, match="a numpy array lives in host memory"):
+        f.prepared_call((1, 1), (4, 1, 1), host, host, 4, 1.0)
+
+
 @pytest.mark.parametrize("types, error, phrase", [
-    ("PPiP", ValueError, r"parameter 3 of kernel k\(float \*, const float \*, int, float\) "
-                         r"is f32, 4 bytes, but the types "
-                         r"give it 'P', 8 bytes \(its parameters: ptr, ptr, i32, f32\)"),
-    ("PPi", ValueError, r"takes 4 parameters \(ptr, ptr, i32, f32\) and the types name 3"),
-    ("PPiff", ValueError, "and the types name 5"),
     ("PPiz", ValueError, "'z' is not a struct format character"),
     (">PPif", ValueError, "big-endian"),
     ("PPis", ValueError, "needs its size in bytes before it, as '16s'"),

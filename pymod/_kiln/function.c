@@ -423,15 +423,17 @@ static PyObject *kpy_function_prepare(PyObject *op, PyObject *args, PyObject *kw
       return NULL;
     }
   }
+  /* Types that do not fit the kernel are refused by its prepared calls, not here: PyCUDA's
+   * prepare takes any, and a program may prepare a kernel it never calls that way. */
+  PyObject *refusal = NULL;
   if (n != self->n_params)
-    PyErr_Format(PyExc_ValueError,
-                 "prepare(%R): kernel %s takes %d parameter%s (%U) and the types name %d; a "
-                 "struct or vector parameter (float2, int4, a struct) is one type of its size, "
-                 "such as '16s' or a NumPy dtype",
-                 types, name, self->n_params, self->n_params == 1 ? "" : "s", sig, n);
+    refusal = PyUnicode_FromFormat(
+        "prepare(%R): kernel %s takes %d parameter%s (%U) and the types name %d; a struct or "
+        "vector parameter (float2, int4, a struct) is one type of its size, such as '16s' or a "
+        "NumPy dtype",
+        types, name, self->n_params, self->n_params == 1 ? "" : "s", sig, n);
   else if (bad >= 0)
-    PyErr_Format(
-        PyExc_ValueError,
+    refusal = PyUnicode_FromFormat(
         "prepare(%R): parameter %d of kernel %s is %s, %u bytes, but the types give it %s, "
         "%u bytes (its parameters: %U)",
         types, bad, name,
@@ -444,6 +446,7 @@ static PyObject *kpy_function_prepare(PyObject *op, PyObject *args, PyObject *kw
     return NULL;
   }
   Py_XSETREF(self->arg_format, format);
+  Py_XSETREF(self->prepare_refusal, refusal);
   self->prepared_shared = shared_bytes;
   return Py_NewRef(op);
 }
@@ -473,6 +476,10 @@ static int kpy_prepared_keywords(kpy_function *self, PyObject *const *args, Py_s
  * many come before the kernel's arguments. */
 static int kpy_prepared_shape(kpy_function *self, PyObject *const *args, Py_ssize_t nargs, int lead,
                               const char *what, kiln_launch_config *cfg) {
+  if (self->prepare_refusal) {
+    PyErr_SetObject(PyExc_ValueError, self->prepare_refusal);
+    return -1;
+  }
   if (nargs - lead != self->n_params) {
     PyErr_Format(PyExc_TypeError, "%s(grid, block%s, *args): %s takes %d argument%s (%zd given)",
                  what, lead == 3 ? ", stream" : "", kiln_function_signature(self->fn),
@@ -873,6 +880,7 @@ PyObject *kpy_function_new(kpy_state *st, PyObject *owner, kiln_function *fn) {
   self->storage_size = storage_size;
   self->slots = slots;
   self->arg_format = NULL;
+  self->prepare_refusal = NULL;
   self->prepared_shared = 0;
   self->block_memo.obj = self->grid_memo.obj = NULL;
   self->dict = NULL;
@@ -892,6 +900,7 @@ static int kpy_function_traverse(PyObject *op, visitproc visit, void *arg) {
 static int kpy_function_clear(PyObject *op) {
   Py_CLEAR(((kpy_function *)op)->owner);
   Py_CLEAR(((kpy_function *)op)->arg_format);
+  Py_CLEAR(((kpy_function *)op)->prepare_refusal);
   Py_CLEAR(((kpy_function *)op)->block_memo.obj);
   Py_CLEAR(((kpy_function *)op)->grid_memo.obj);
   Py_CLEAR(((kpy_function *)op)->dict);

@@ -20,10 +20,12 @@ typedef struct kpy_function {
   PyObject *owner;   /* the SourceModule, strong */
   kpy_state *st;     /* the module state, alive while this type is */
   int n_params;
-  size_t storage_size;      /* bytes for all parameters at their alignments */
-  kpy_slot *slots;          /* owned: how each parameter is packed, and where in that storage */
-  PyObject *arg_format;     /* the types prepare() was given (str), or NULL before it */
-  unsigned prepared_shared; /* prepare(shared=): the dynamic shared memory of prepared calls */
+  size_t storage_size;       /* bytes for all parameters at their alignments */
+  kpy_slot *slots;           /* owned: how each parameter is packed, and where in that storage */
+  PyObject *arg_format;      /* the types prepare() was given (str), or NULL before it */
+  PyObject *prepare_refusal; /* why those types do not fit the kernel (str), or NULL: raised by
+                              * the prepared calls */
+  unsigned prepared_shared;  /* prepare(shared=): the dynamic shared memory of prepared calls */
   kpy_shape_memo block_memo, grid_memo;
   PyObject *dict; /* attributes a program sets (func.block = ...), as on PyCUDA's, or NULL */
 } kpy_function;

@@ -532,8 +532,9 @@ done:
 
 static PyObject *kpy_sourcemodule_make_text(PyTypeObject *tp, PyObject *args, PyObject *kwargs);
 
-/* A source that is not a str is its str(), as PyCUDA writes it into the file nvcc compiles
- * (codepy's cgen Module, say); bytes are refused, whose str() is their repr. */
+/* A source that is not a str is its str(), as PyCUDA writes it into the file nvcc compiles,
+ * when its type defines __str__ (codepy's cgen Module renders its C so); bytes, numbers, None
+ * and the like are refused, whose str() is only their repr. */
 static PyObject *kpy_sourcemodule_make(PyTypeObject *tp, PyObject *args, PyObject *kwargs) {
   kpy_state *st = kpy_state_of_type(tp);
   if (!st) return NULL;
@@ -547,6 +548,13 @@ static PyObject *kpy_sourcemodule_make(PyTypeObject *tp, PyObject *args, PyObjec
     PyErr_Format(PyExc_TypeError,
                  "SourceModule() takes the source as a str, not %.100s; "
                  "decode it first",
+                 Py_TYPE(source)->tp_name);
+    return NULL;
+  }
+  if (Py_TYPE(source)->tp_str == PyBaseObject_Type.tp_str) {
+    PyErr_Format(PyExc_TypeError,
+                 "SourceModule() takes the source as a str (or an object whose __str__ renders "
+                 "it, as codepy's Module), not %.100s",
                  Py_TYPE(source)->tp_name);
     return NULL;
   }
