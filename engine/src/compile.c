@@ -298,6 +298,9 @@ kiln_status kiln__compile(const char *src, const kiln_compile_opts *opts, const 
   /* A compound literal, "(float3){x, y, z}", which nvcc takes in C++ and NVRTC refuses: the
    * source is compiled again with each one as a functional cast. Only a refused source is read
    * for them, and if that compile fails too, the first refusal is what the caller sees. */
+  /* The literals' rewrite and its log, when that compile failed too: the host functions'
+   * rounds below start from them, so that a program with both compiles. */
+  char *literal_src = NULL, *literal_log = NULL;
   if (s == KILN_ERROR_COMPILE && out->log && strstr(out->log, "expected an expression")) {
     char *rewritten = kiln__dialect_compound_literals(src);
     char *first = rewritten ? kiln__dup_str(kiln_last_error()) : NULL;
@@ -309,7 +312,11 @@ kiln_status kiln__compile(const char *src, const kiln_compile_opts *opts, const 
       s = KILN_OK;
       kiln__clear_error();
     } else if (first) {
+      literal_log = second.log;
+      second.log = NULL;
       kiln__compile_free_code(&second);
+      literal_src = literal_log ? rewritten : NULL;
+      if (literal_src) rewritten = NULL;
       kiln__fail(KILN_ERROR_COMPILE, "%s", first);
     }
     free(first);
@@ -320,10 +327,11 @@ kiln_status kiln__compile(const char *src, const kiln_compile_opts *opts, const 
    * another (a host helper that called a blanked one). The first refusal stands otherwise. */
   if (s == KILN_ERROR_COMPILE && out->log && strstr(out->log, "): error")) {
     char *first = kiln__dup_str(kiln_last_error()), *current = NULL;
+    const char *base = literal_src ? literal_src : src;
     kiln__code next = {0};
     for (int round = 0; first && round < 4 && s; round++) {
-      const char *log = round ? next.log : out->log;
-      char *rewritten = log ? kiln__dialect_host_functions(current ? current : src, log) : NULL;
+      const char *log = round ? next.log : literal_log ? literal_log : out->log;
+      char *rewritten = log ? kiln__dialect_host_functions(current ? current : base, log) : NULL;
       if (round) kiln__compile_free_code(&next);
       if (!rewritten) break;
       free(current);
@@ -343,6 +351,8 @@ kiln_status kiln__compile(const char *src, const kiln_compile_opts *opts, const 
     free(first);
     free(current);
   }
+  free(literal_src);
+  free(literal_log);
   return s;
 }
 

@@ -160,8 +160,63 @@ static int kiln__opens(const char *head, size_t n) {
   return KILN__OPENS_FUNCTION;
 }
 
+/* The macros a source defines, by name: a head that names one may hide __global__ or
+ * __device__ in it (#define KERNEL extern "C" __global__), or be a macro's use that makes a
+ * kernel (DEFINE_KERNEL(k1)), so it is never taken for host code. */
+typedef struct kiln__macros {
+  const char **name;
+  size_t *len;
+  size_t n, cap;
+} kiln__macros;
+
+/* Notes the name a directive at p defines, if it is a #define; 0, or -1 out of memory. */
+static int kiln__macros_note(kiln__macros *m, const char *p) {
+  p++;
+  while (*p == ' ' || *p == '\t') p++;
+  if (strncmp(p, "define", 6) != 0 || kiln__ident_char(p[6])) return 0;
+  p += 6;
+  while (*p == ' ' || *p == '\t') p++;
+  size_t len = 0;
+  while (kiln__ident_char(p[len])) len++;
+  if (!len) return 0;
+  if (m->n == m->cap) {
+    size_t cap = m->cap ? 2 * m->cap : 16;
+    const char **name = realloc(m->name, cap * sizeof *name);
+    if (!name) return -1;
+    m->name = name;
+    size_t *lens = realloc(m->len, cap * sizeof *lens);
+    if (!lens) return -1;
+    m->len = lens;
+    m->cap = cap;
+  }
+  m->name[m->n] = p;
+  m->len[m->n++] = len;
+  return 0;
+}
+
+/* Whether head[0..n) is a function's head nvcc compiles for the host: no __global__ or
+ * __device__, no macro of the source's, and one parenthesized list at its top level (the
+ * parameters: more is a macro's use or a declaration before it that had no ';'). */
+static int kiln__host_head(const char *head, size_t n, const kiln__macros *m) {
+  if (kiln__has_word(head, n, "__global__") || kiln__has_word(head, n, "__device__")) return 0;
+  for (size_t i = 0; i < m->n; i++) {
+    char word[256];
+    if (m->len[i] >= sizeof word) continue;
+    memcpy(word, m->name[i], m->len[i]);
+    word[m->len[i]] = '\0';
+    if (kiln__has_word(head, n, word)) return 0;
+  }
+  int depth = 0, lists = 0;
+  for (size_t i = 0; i < n; i++) {
+    if (head[i] == '(' && depth++ == 0) lists++;
+    else if (head[i] == ')' && depth > 0) depth--;
+  }
+  return lists == 1;
+}
+
 char *kiln__dialect_host_functions(const char *src, const char *log) {
   char *out = NULL;
+  kiln__macros macros = {0};
   int line = 1, line_blank = 1;
   const char *head = src; /* where the declaration being read began */
   const char *p = src;
@@ -176,7 +231,12 @@ char *kiln__dialect_host_functions(const char *src, const char *log) {
       int before_head = q == p; /* a comment before a head is not part of it */
       for (; p < end; p++) line += *p == '\n';
       if (before_head) head = end;
-    } else if (*p == '#' && line_blank) { /* a directive, its continued lines with it */
+    } else if (*p == '#' && line_blank) {      /* a directive, its continued lines with it */
+      if (kiln__macros_note(&macros, p) < 0) { /* out of memory: no rewrite */
+        free(out);
+        out = NULL;
+        break;
+      }
       while (*p && (*p != '\n' || p[-1] == '\\')) line += *p++ == '\n';
       head = p;
     } else if (*p == '"' || (*p == '\'' && (p == src || !kiln__ident_char(p[-1])))) {
@@ -200,15 +260,13 @@ char *kiln__dialect_host_functions(const char *src, const char *log) {
       int first = line, last = line;
       for (const char *q = head; q < p; q++) first -= *q == '\n';
       for (const char *q = p; q < close; q++) last += *q == '\n';
-      /* A function nvcc compiles for the host (no __global__ or __device__) that NVRTC
-       * refused: blanked, every newline kept so that the lines after it keep their numbers. */
+      /* A function nvcc compiles for the host that NVRTC refused: blanked, every newline kept
+       * so that the lines after it keep their numbers. */
       int refused = 0;
-      if (opens == KILN__OPENS_FUNCTION &&
-          !kiln__has_word(head, (size_t)(p - head), "__global__") &&
-          !kiln__has_word(head, (size_t)(p - head), "__device__"))
+      if (opens == KILN__OPENS_FUNCTION && kiln__host_head(head, (size_t)(p - head), &macros))
         for (int l = first; l <= last && !refused; l++) refused = kiln__error_on(log, l);
       if (refused) {
-        if (!out && !(out = strdup(src))) return NULL;
+        if (!out && !(out = strdup(src))) break;
         for (const char *q = head; q <= close; q++)
           if (*q != '\n') out[q - src] = ' ';
       }
@@ -219,5 +277,7 @@ char *kiln__dialect_host_functions(const char *src, const char *log) {
       p++;
     }
   }
+  free(macros.name);
+  free(macros.len);
   return out;
 }

@@ -67,7 +67,7 @@ static int kpy_copy(kpy_state *st, kpy_array *dev, PyObject *host, size_t n, int
     Py_BEGIN_ALLOW_THREADS
       s = to_host ? kiln_memcpy_dtoh(data, p, n) : kiln_memcpy_htod(p, data, n);
     Py_END_ALLOW_THREADS
-    if (!s) kpy_wait_copied(st, work);
+    if (!s) kpy_wait_copied(st, kiln_device_current(), work);
   } else {
     int queued = kpy_stream_is_kiln(st, on->arg);
     /* A large pageable copy is staged by host threads before the call returns. */

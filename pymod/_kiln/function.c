@@ -279,18 +279,22 @@ static PyObject *kpy_function_run(kpy_function *self, PyObject *const *args,
           PyObject_TypeCheck(args[i], st->ref.InOut_type))
         if (kpy_stream_keep(stream_obj, args[i]) < 0) goto done;
     /* An output in pageable memory makes the call wait for the kernel: where Ctrl-C ends it. */
+    st->queuing++;
     kpy_released r = {PyEval_SaveThread()};
     s = kiln_function_call_async_waiting(self->fn, &cfg, params, packed.transfers,
                                          packed.n_transfers, kpy_wait_hook, &r);
     PyEval_RestoreThread(r.ts);
+    st->queuing--;
   } else {
     /* The arrays stay alive: the caller holds them for the length of the call, which waits for
      * the kernel where Ctrl-C ends the wait. Interrupted, the call has not copied back and
      * never will: the kernel goes on, but nothing it does reaches the host arrays. */
+    st->queuing++;
     kpy_released r = {PyEval_SaveThread()};
     s = kiln_function_call_waiting(self->fn, &cfg, params, packed.transfers, packed.n_transfers,
                                    time_kernel ? &elapsed : NULL, kpy_wait_hook, &r);
     PyEval_RestoreThread(r.ts);
+    st->queuing--;
     if (!s) kpy_launches_settle(cfg.stream); /* the call waited for its stream */
   }
   if (s == KILN_ERROR_INTERRUPTED && PyErr_Occurred()) {

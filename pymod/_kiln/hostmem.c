@@ -385,7 +385,7 @@ int kpy_small_get(kpy_state *st, void *data, kiln_deviceptr p, size_t n, kiln_st
     return -1;
   }
   /* On the legacy stream, what was queued there before the copy is done too. */
-  if (!stream) kpy_wait_copied(st, work);
+  if (!stream) kpy_wait_copied(st, device, work);
   memcpy(data, st->small_get, n);
   return 1;
 }

@@ -388,7 +388,7 @@ static PyObject *kpy_memcpy(PyObject *module, PyObject *const *args, Py_ssize_t 
                     : kiln_memcpy_dtoh_async(data, dev, nbytes, on.handle);
     else s = to_device ? kiln_memcpy_htod(dev, data, nbytes) : kiln_memcpy_dtoh(data, dev, nbytes);
   Py_END_ALLOW_THREADS
-  if (!s && !async) kpy_wait_copied(st, work);
+  if (!s && !async) kpy_wait_copied(st, kiln_device_current(), work);
   int failed = s ? (kpy_raise(st, s), 1) : async ? kpy_copy_queued(st, &on, host_obj) < 0 : 0;
   PyBuffer_Release(&view);
   if (failed) return NULL;

@@ -122,6 +122,9 @@ typedef struct kpy_state {
    * (0: not seen). */
   kiln_event device_wait_event[KPY_ORDER_DEVICES];
   unsigned long long device_done_work[KPY_ORDER_DEVICES];
+  /* function.c's: calls that queue a kernel with the GIL released (with In/Out), under way.
+   * Their work is counted before it is queued, so while one is, no stream is known done. */
+  int queuing;
   /* reduce.c's: each device's multiprocessors (0 until read), and the zeroed scratch buffer of
    * each (device, stream, thread) that reduced, the thread only for the per-thread default
    * stream (2), whose name means another stream on every thread. */

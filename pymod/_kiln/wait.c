@@ -144,8 +144,9 @@ int kpy_wait_stream(kpy_state *st, kiln_stream stream, double timeout) {
 int kpy_wait_before_copy(kpy_state *st, kiln_stream stream) {
   if (stream) return kpy_wait_stream(st, stream, -1);
   int device = kiln_device_current();
-  int kept = device >= 0 && device < KPY_ORDER_DEVICES;
-  /* Read before the event is recorded: the work counted by then was queued before it. */
+  /* Read with the GIL held, as the event is recorded: with no call queuing without the GIL,
+   * the work counted by then was queued before the event (work is counted, then queued). */
+  int kept = device >= 0 && device < KPY_ORDER_DEVICES && !st->queuing;
   unsigned long long work = kiln_work_count();
   if (kept && st->device_done_work[device] == work + 1) return 0;
   if (kpy_wait_stream(st, NULL, -1) < 0) return -1;
@@ -153,9 +154,9 @@ int kpy_wait_before_copy(kpy_state *st, kiln_stream stream) {
   return 0;
 }
 
-void kpy_wait_copied(kpy_state *st, unsigned long long work_before) {
-  int device = kiln_device_current();
-  if (device >= 0 && device < KPY_ORDER_DEVICES && kiln_work_count() == work_before + 1)
+void kpy_wait_copied(kpy_state *st, int device, unsigned long long work_before) {
+  if (device >= 0 && device < KPY_ORDER_DEVICES && !st->queuing &&
+      kiln_work_count() == work_before + 1)
     st->device_done_work[device] = work_before + 2;
 }
 

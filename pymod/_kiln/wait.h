@@ -32,10 +32,10 @@ int kpy_wait_device(kpy_state *st, double timeout);
  * driver's copy, where Ctrl-C is not seen. */
 int kpy_wait_before_copy(kpy_state *st, kiln_stream stream);
 
-/* After a copy on the legacy stream that has finished (it blocked, or it was waited for), with
- * the work count read before it was queued: the stream's work before the copy is done as well,
- * so when the copy was the only work queued since, the stream is known done up to it. */
-void kpy_wait_copied(kpy_state *st, unsigned long long work_before);
+/* After a copy on the legacy stream of device that has finished (it blocked, or it was waited
+ * for), with the work count read before it was queued: the stream's work before the copy is done as
+ * well, so when the copy was the only work queued since, the stream is known done up to it. */
+void kpy_wait_copied(kpy_state *st, int device, unsigned long long work_before);
 
 /* The wait the engine calls inside a call with In/Out (kiln_wait_fn), made while the GIL is
  * released: it polls the stream without the GIL and takes the GIL back through ts (which it

@@ -763,6 +763,12 @@ TEST(host_functions_nvrtc_refused_are_blanked) {
       {"__host__ __device__ float f(float *p) {\n  return x;\n}\n", "kernel.cu(2): error: x\n"},
       {"std::vector<int> v;\nvoid f() { }\n", "kernel.cu(1): error: std\n"},
       {"void f() {\n  return x;\n}\n", "kernel.cu(2): warning: x\n"},
+      /* a macro may hide __global__, or make a kernel: a head naming one is never host code */
+      {"#define KERNEL extern \"C\" __global__\nKERNEL void k(float *x)\n{\n  x[0] = y;\n}\n",
+       "kernel.cu(4): error: y\n"},
+      {"#define DEFINE_KERNEL(name) __global__ void name(float *x) { x[0] = 1; }\n"
+       "DEFINE_KERNEL(k1)\nint main() {\n  cudaMalloc(0, 4);\n}\n",
+       "kernel.cu(4): error: cudaMalloc\n"},
   };
   for (size_t i = 0; i < TEST_COUNT(kept); i++) {
     got = kiln__dialect_host_functions(kept[i][0], kept[i][1]);
@@ -790,6 +796,13 @@ TEST(compile_leaves_out_a_whole_programs_host_code_as_nvcc_does) {
   kiln_module *m = compile_ok(src, &opts);
   kiln_function *f = NULL;
   ASSERT_OK(kiln_module_get_function(m, "vectorAdd", &f));
+  kiln_module_free(m);
+  /* with a compound literal in a kernel too: both rewrites */
+  const char *both = "__global__ void k(float *x) { x[0] = ((float2){1, 2}).x; }\n"
+                     "int main(void) {\n  float *d;\n  cudaMalloc((void **)&d, 4);\n"
+                     "  k<<<1, 1>>>(d);\n  return 0;\n}\n";
+  m = compile_ok(both, &opts);
+  ASSERT_OK(kiln_module_get_function(m, "k", &f));
   kiln_module_free(m);
   const char *calls_host = "void h(float **p) {\n  cudaMalloc((void **)p, 4);\n}\n"
                            "__global__ void k(float **p) { h(p); }\n";
