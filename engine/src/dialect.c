@@ -25,6 +25,13 @@ static const char *kiln__past_quoted(const char *p) {
   return *p ? p + 1 : NULL;
 }
 
+/* Past a comment that starts at p ("//" or "/ *"): where it ends, the newline of a line comment
+ * included; the end of the text when it does not close. */
+static const char *kiln__past_comment(const char *p) {
+  const char *end = p[1] == '/' ? strchr(p, '\n') : strstr(p + 2, "*/");
+  return end ? end + (p[1] == '/' ? 0 : 2) : p + strlen(p);
+}
+
 /* Whether the word that ends at src[at] (blanks before at aside) is word. */
 static int kiln__word_before(const char *src, size_t at, const char *word) {
   while (at > 0 && kiln__space(src[at - 1])) at--;
@@ -69,11 +76,8 @@ static size_t kiln__literal_close(const char *p) {
 char *kiln__dialect_compound_literals(const char *src) {
   char *out = NULL;
   for (const char *p = src; p && *p;) {
-    if (p[0] == '/' && p[1] == '/') {
-      p = strchr(p, '\n');
-    } else if (p[0] == '/' && p[1] == '*') {
-      p = strstr(p + 2, "*/");
-      if (p) p += 2;
+    if (p[0] == '/' && (p[1] == '/' || p[1] == '*')) {
+      p = kiln__past_comment(p);
     } else if (*p == '\'' && p > src && p[-1] >= '0' && p[-1] <= '9' && kiln__ident_char(p[1])) {
       p++; /* C++14's digit separator, 1'000: no literal starts here */
     } else if (*p == '"' || *p == '\'') {
@@ -108,13 +112,6 @@ static int kiln__error_on(const char *log, int line) {
   return 0;
 }
 
-/* Past a comment that starts at p ("//" or "/ *"): where it ends, the newline of a line comment
- * included; the end of the text when it does not close. */
-static const char *kiln__past_comment(const char *p) {
-  const char *end = p[1] == '/' ? strchr(p, '\n') : strstr(p + 2, "*/");
-  return end ? end + (p[1] == '/' ? 0 : 2) : p + strlen(p);
-}
-
 /* The '}' that closes the '{' at p, strings, characters and comments skipped; NULL if none. */
 static const char *kiln__closing_brace(const char *p) {
   int depth = 0;
@@ -132,14 +129,17 @@ static const char *kiln__closing_brace(const char *p) {
   return NULL;
 }
 
-/* Whether text[0..n) holds word as a whole word. */
-static int kiln__has_word(const char *text, size_t n, const char *word) {
-  size_t w = strlen(word);
+/* Whether text[0..n) holds word[0..w) as a whole word. */
+static int kiln__has_word_n(const char *text, size_t n, const char *word, size_t w) {
   for (size_t i = 0; i + w <= n; i++)
     if (strncmp(text + i, word, w) == 0 && (i == 0 || !kiln__ident_char(text[i - 1])) &&
         (i + w == n || !kiln__ident_char(text[i + w])))
       return 1;
   return 0;
+}
+
+static int kiln__has_word(const char *text, size_t n, const char *word) {
+  return kiln__has_word_n(text, n, word, strlen(word));
 }
 
 /* What the text before a '{' at namespace scope opens: a scope whose declarations are at
@@ -199,13 +199,8 @@ static int kiln__macros_note(kiln__macros *m, const char *p) {
  * parameters: more is a macro's use or a declaration before it that had no ';'). */
 static int kiln__host_head(const char *head, size_t n, const kiln__macros *m) {
   if (kiln__has_word(head, n, "__global__") || kiln__has_word(head, n, "__device__")) return 0;
-  for (size_t i = 0; i < m->n; i++) {
-    char word[256];
-    if (m->len[i] >= sizeof word) continue;
-    memcpy(word, m->name[i], m->len[i]);
-    word[m->len[i]] = '\0';
-    if (kiln__has_word(head, n, word)) return 0;
-  }
+  for (size_t i = 0; i < m->n; i++)
+    if (kiln__has_word_n(head, n, m->name[i], m->len[i])) return 0;
   int depth = 0, lists = 0;
   for (size_t i = 0; i < n; i++) {
     if (head[i] == '(' && depth++ == 0) lists++;
