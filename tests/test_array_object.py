@@ -177,13 +177,36 @@ def test_dtype_assignment_numpy_refuses_is_refused(start, index, dtype, error, p
         del d.dtype
 
 
-def test_gpudata_cannot_be_assigned_and_the_message_says_what_to_do():
-    # scikit-cuda's set_realloc puts new memory under an array and sets its layout one
-    # attribute at a time; kiln's arrays keep the memory they were made over.
+def test_gpudata_may_be_assigned_as_pycudas_plain_attribute():
+    # Programs swap two arrays' buffers (a.gpudata, b.gpudata = b.gpudata, a.gpudata) or put
+    # memory of their own under an array; its layout stays as it was.
     d, _ = fake((2, 3))
-    with pytest.raises(AttributeError, match=r"gpudata cannot be assigned: make a new array"):
-        d.gpudata = FAKE + 4096
-    assert d.ptr == FAKE and d.gpudata == FAKE
+    d.gpudata = FAKE + 4096
+    assert d.ptr == FAKE + 4096 and d.gpudata == FAKE + 4096
+    assert (d.shape, d.strides) == ((2, 3), (12, 4))
+
+    class Address:
+        def __int__(self):
+            return FAKE + 8192
+
+    owner = Address()
+    d.gpudata = owner
+    assert d.gpudata is owner and d.ptr == FAKE + 8192
+    for value, error, phrase in [(None, ValueError, "gpudata is None, but the array has 6"),
+                                 (0, ValueError, "gpudata is address 0"),
+                                 ("x", TypeError, "gpudata must be a device address"),
+                                 (-1, ValueError, "which is no address")]:
+        with pytest.raises(error, match=phrase):
+            d.gpudata = value
+        assert d.gpudata is owner and d.ptr == FAKE + 8192
+    with pytest.raises(AttributeError, match="cannot be deleted"):
+        del d.gpudata
+    with pytest.raises(AttributeError, match="size cannot be assigned: make a new array"):
+        d.size = 12  # scikit-cuda's set_realloc, after new memory of another size
+    assert d.size == 6
+    e = kiln.DeviceArray((0, 3), np.float32)
+    e.gpudata = None  # an empty array has no memory
+    assert e.gpudata is None and e.ptr == 0
 
 
 def test_nbytes_a_program_sets_is_given_back_and_moves_nothing():
@@ -321,7 +344,7 @@ def test_a_program_may_set_attributes_on_an_array_and_replace_the_types_methods(
     d = kiln.DeviceArray(3, np.float32, gpudata=FAKE)
     d.name = "weights"
     assert d.name == "weights" and d.__dict__ == {"name": "weights"}
-    with pytest.raises(AttributeError, match="not writable"):
+    with pytest.raises(AttributeError, match="size cannot be assigned"):
         d.size = 2  # the layout stays the array's own
     assert not hasattr(d[1:], "name")  # a view is a new object, as NumPy's
     d.me = d  # a cycle through the attributes is collected
@@ -995,6 +1018,27 @@ def test_get_of_every_view_is_numpys(key):
         got = v[key].get()
         assert got.shape == want.shape and got.dtype == want.dtype
         np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.gpu
+def test_gpudata_assigned_moves_the_array_onto_other_memory():
+    a, b = kiln.to_device(sample((4, 5))), kiln.to_device(sample((4, 5)) * 2)
+    a.gpudata, b.gpudata = b.gpudata, a.gpudata  # a double buffer's swap
+    np.testing.assert_array_equal(a.get(), sample((4, 5)) * 2)
+    np.testing.assert_array_equal((a + b).get(), sample((4, 5)) * 3)
+    small = kiln.mem_alloc(4 * 19)
+    with pytest.raises(ValueError, match="outside the 76 bytes of the allocation"):
+        a.gpudata = small
+    big = kiln.mem_alloc(4 * 20)
+    a.gpudata = big
+    a.set(sample((4, 5)) + 1)
+    back = np.empty((4, 5), np.float32)
+    kiln.memcpy_dtoh(back, big)
+    np.testing.assert_array_equal(back, sample((4, 5)) + 1)
+    # A reduction's result read from its host mirror: not once other memory is under it.
+    s, t = a.sum(), kiln.to_device(np.float32(-3.5).reshape(()))
+    s.gpudata = t.gpudata
+    assert float(s.get()) == -3.5
 
 
 @pytest.mark.gpu

@@ -125,6 +125,22 @@ def test_an_operations_own_x_i_is_not_rewritten():
     assert "#define x_i" not in src and "int x_i = x[i]" in src
 
 
+def test_an_operation_that_moves_i_gets_pycudas_one_element_loop():
+    args = _cgen.parse_arguments("unsigned int *x")
+    for op in ("x[i] = 1; i += total_threads; if (i < n) x[i] = 2", "x[i++] = 0"):
+        for variant in ("contig", "alias"):
+            src = _elwise_src.source(args, op, "moves", variant=variant)
+            assert "for (i = cta_start + tid; i < n; i += total_threads)" in src
+            assert "_tile" not in src
+            assert compile_(src).get_function("moves")
+    assert "_tile" in _elwise_src.source(args, "x[i] = i == n || i <= n || i >= n", "stays")
+    for text in ("i = 3", "i <<= 1", "--i", "for (int i = 0; i < 3; i++) x[i] = 0"):
+        assert _elwise_src.moves_i(text), text
+    for text in ("x[i] == i", "z[i] = x[i] <= y[i]", "a.i = 3", "p->i = 1", "k += i",
+                 "z[i] = i != 0", "x_i = 2"):
+        assert not _elwise_src.moves_i(text), text
+
+
 def test_bare_i_is_told_from_array_indices():
     assert _elwise_src.uses_bare_i("z[i] = x[i]")
     assert not _elwise_src.uses_bare_i("z[z_i] = x[x_i] + a.i")

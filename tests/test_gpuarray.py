@@ -638,6 +638,19 @@ def test_elementwise_kernel_range_slice_stream_and_aliasing():
     close(a.get(), x * 2)
 
 
+@pytest.mark.parametrize("n", [1, 257, 3 * 2**20 + 5])
+def test_an_operation_that_steps_i_itself_visits_each_element_once(n):
+    # PyCUDA's MD5 generator writes elements total_threads apart and steps i past them; its
+    # loop then goes on from there, so each element is written by one thread, once.
+    k = ElementwiseKernel("unsigned int *count",
+                          "atomicAdd(&count[i], 1u); i += total_threads; "
+                          "if (i < n) atomicAdd(&count[i], 1u)", "count_twice_apart")
+    count = gpuarray.zeros(n, np.uint32)
+    k(count)
+    got = count.get()
+    assert (got == 1).all(), np.flatnonzero(got != 1)[:10]
+
+
 def test_elementwise_kernel_on_strided_views_with_x_i():
     k = ElementwiseKernel("float *x, float *z", "z[z_i] = x[x_i] + 1", "plus_one")
     x = np.arange(60, dtype=np.float32).reshape(6, 10)

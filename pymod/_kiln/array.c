@@ -330,16 +330,26 @@ static PyObject *kpy_array_get_base(PyObject *op, void *c) {
   return Py_NewRef(base ? base : Py_None);
 }
 
-/* PyCUDA's gpudata is a plain attribute, and a program may put other memory under an array
- * (scikit-cuda's set_realloc, which then sets shape, size, strides and dtype one by one). A
- * DeviceArray's memory is fixed when it is made, so every step of such a sequence is a layout
- * kiln checks: refused, naming what to do instead. */
+/* PyCUDA's gpudata is a plain attribute, and programs put other memory under an array
+ * (`a.gpudata, b.gpudata = b.gpudata, a.gpudata` to swap two buffers): taken as the
+ * constructor's gpudata= is, the layout kept. */
 static int kpy_array_set_gpudata(PyObject *op, PyObject *value, void *c) {
+  (void)c;
+  if (kpy_array_refuse_deletion(value, "gpudata") < 0) return -1;
+  kpy_state *st = kpy_state_of_type(Py_TYPE(op));
+  return st ? kpy_array_put_memory(st, KPY_ARRAY(op), value) : -1;
+}
+
+/* PyCUDA's size is a plain attribute too, which scikit-cuda's set_realloc sets after putting
+ * memory of another size under an array; kiln's layout checks rest on the size, so it is fixed,
+ * and the message says what to do instead. */
+static int kpy_array_set_size(PyObject *op, PyObject *value, void *c) {
   (void)op, (void)value, (void)c;
   PyErr_SetString(PyExc_AttributeError,
-                  "a DeviceArray's memory is fixed when it is made, so gpudata cannot be "
-                  "assigned: make a new array over the memory instead, "
-                  "GPUArray(shape, dtype, gpudata=memory, strides=...), or gpuarray.to_gpu(data)");
+                  "a DeviceArray's number of elements is fixed when it is made, so size cannot "
+                  "be assigned: make a new array of the new shape instead, "
+                  "GPUArray(shape, dtype, gpudata=memory), gpuarray.empty(shape, dtype) or "
+                  "gpuarray.to_gpu(data)");
   return -1;
 }
 
@@ -636,7 +646,7 @@ static PyGetSetDef kpy_array_getset[] = {
      "that keep every element inside the memory the array reaches now.",
      NULL},
     {"flags", kpy_array_get_flags, NULL, "c_contiguous, f_contiguous, forc.", NULL},
-    {"size", kpy_array_get_size, NULL, "Its number of elements.", NULL},
+    {"size", kpy_array_get_size, kpy_array_set_size, "Its number of elements.", NULL},
     {"mem_size", kpy_array_get_size, NULL, "Its number of elements (PyCUDA's name).", NULL},
     {"_grid", kpy_array_get_grid, NULL,
      "PyCUDA's grid for a kernel over its elements: (blocks, 1), one thread an element.", NULL},

@@ -251,37 +251,53 @@ typedef struct kpy_array_spec {
   PyObject *allocator, *base, *gpudata; /* borrowed; None when not given */
 } kpy_array_spec;
 
+int kpy_array_put_memory(kpy_state *st, kpy_array *a, PyObject *gpudata) {
+  Py_ssize_t lo, hi;
+  if (kpy_layout_extent(a->ndim, a->shape, a->strides, a->itemsize, &lo, &hi) < 0) return -1;
+  kiln_deviceptr p = 0;
+  if (gpudata == Py_None) {
+    if (a->size) {
+      PyErr_Format(PyExc_ValueError, "gpudata is None, but the array has %zd elements", a->size);
+      return -1;
+    }
+  } else if (kpy_address_of(st, gpudata, "gpudata", &p) < 0) {
+    return -1;
+  }
+  if (a->size && !p) {
+    PyErr_Format(PyExc_ValueError, "gpudata is address 0, but the array has %zd elements", a->size);
+    return -1;
+  }
+  /* Memory of the caller's: only a kiln.DeviceAllocation says how large it is. */
+  int allocation = Py_IS_TYPE(gpudata, st->ref.DeviceAllocation_type);
+  if (allocation && a->size && (lo < 0 || (size_t)hi > ((kpy_allocation *)gpudata)->size)) {
+    PyErr_Format(PyExc_ValueError,
+                 "the array reaches from byte %zd to byte %zd of gpudata, outside the %zu "
+                 "bytes of the allocation",
+                 lo, hi, ((kpy_allocation *)gpudata)->size);
+    return -1;
+  }
+  if (a->size && ((kiln_deviceptr)-lo > p || (kiln_deviceptr)hi - 1 > UINT64_MAX - p)) {
+    PyErr_SetString(PyExc_ValueError, "the strides reach past the ends of the address space "
+                                      "from gpudata");
+    return -1;
+  }
+  kpy_array_address_out(a); /* a reduction's host mirror is of the memory being let go */
+  a->ptr = p;
+  a->stream = NULL;
+  if (allocation && ((kpy_allocation *)gpudata)->pooled) { /* ordered on its own stream */
+    a->device = ((kpy_allocation *)gpudata)->device;
+    a->stream = ((kpy_allocation *)gpudata)->stream;
+  }
+  Py_XSETREF(a->gpudata, gpudata == Py_None ? NULL : Py_NewRef(gpudata));
+  return 0;
+}
+
 /* The memory of a constructed array: checks that its layout is sane and, where it can, that
  * it stays inside the memory; then takes gpudata or allocates. */
 static int kpy_array_take_memory(kpy_state *st, kpy_array *a, const kpy_array_spec *sp) {
+  if (sp->gpudata != Py_None) return kpy_array_put_memory(st, a, sp->gpudata);
   Py_ssize_t lo, hi;
   if (kpy_layout_extent(a->ndim, a->shape, a->strides, a->itemsize, &lo, &hi) < 0) return -1;
-  if (sp->gpudata != Py_None) {
-    /* Memory of the caller's: only a kiln.DeviceAllocation says how large it is. */
-    kiln_deviceptr p;
-    if (kpy_address_of(st, sp->gpudata, "gpudata", &p) < 0) return -1;
-    if (a->size && !p) {
-      PyErr_Format(PyExc_ValueError, "gpudata is address 0, but the array has %zd elements",
-                   a->size);
-      return -1;
-    }
-    if (Py_IS_TYPE(sp->gpudata, st->ref.DeviceAllocation_type) && a->size &&
-        (lo < 0 || (size_t)hi > ((kpy_allocation *)sp->gpudata)->size)) {
-      PyErr_Format(PyExc_ValueError,
-                   "the array reaches from byte %zd to byte %zd of gpudata, outside the %zu "
-                   "bytes of the allocation",
-                   lo, hi, ((kpy_allocation *)sp->gpudata)->size);
-      return -1;
-    }
-    if (a->size && ((kiln_deviceptr)-lo > p || (kiln_deviceptr)hi - 1 > UINT64_MAX - p)) {
-      PyErr_SetString(PyExc_ValueError, "the strides reach past the ends of the address space "
-                                        "from gpudata");
-      return -1;
-    }
-    a->ptr = p;
-    a->gpudata = Py_NewRef(sp->gpudata);
-    return 0;
-  }
   if (!a->nbytes) return 0; /* PyCUDA's rule: no memory, no allocator call, gpudata None */
   if (lo < 0 || hi > a->nbytes) {
     PyErr_Format(PyExc_ValueError,

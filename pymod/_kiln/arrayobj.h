@@ -102,6 +102,13 @@ kpy_array *kpy_array_new_order(kpy_state *st, PyArray_Descr *dtype, int ndim,
 kpy_array *kpy_array_view(kpy_array *a, PyArray_Descr *dtype, int ndim, const Py_ssize_t *shape,
                           const Py_ssize_t *strides, kiln_deviceptr ptr);
 
+/* Puts the memory gpudata under a, keeping its layout, as PyCUDA's gpudata= does and as a
+ * program's `a.gpudata = memory` does: an address, an object int() turns into one, or None for
+ * an empty array. The layout must stay inside the memory where its size is known (a
+ * kiln.DeviceAllocation); pool memory brings its device and stream. -1 with ValueError or
+ * TypeError, a unchanged. */
+int kpy_array_put_memory(kpy_state *st, kpy_array *a, PyObject *gpudata);
+
 /* a's address goes out (ptr, gpudata, __cuda_array_interface__, __dlpack__, a view): anything
  * may write its memory from now on, so a reduction result's host mirror (mirror.h) no longer
  * holds. */

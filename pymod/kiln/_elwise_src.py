@@ -8,6 +8,9 @@ One operation becomes up to four kernels, each generated when first needed:
   of the four are in flight together (on an H200, z = x*y over 10^7 floats: 32 µs against 38
   for one element per thread; bench/kernel_shapes.py).
 - "alias": the same without `__restrict__`, for calls where two array arguments overlap.
+  Either is PyCUDA's own grid-stride loop, one element a thread per step, for an operation
+  that moves `i` itself (PyCUDA's MD5 generator writes four elements `total_threads` apart
+  and steps `i` past them): the four-element step would set `i` back and write again.
 - "range": PyCUDA's range=/slice= form, with `start`, `stop` and `step` in place of `n`.
 - "strided": arrays of any strides, for operations that index them with `name_i` (the index
   of element i in array `name`) rather than `i`; their shape and strides arrive in one struct.
@@ -24,12 +27,20 @@ import re
 from . import _cgen
 
 _BARE_I = re.compile(r"(?<![\w.])i(?!\w)")
+# `i` assigned (not compared) or stepped: `i = `, `i += `, `i <<= `, `i++`, `--i`.
+_MOVES_I = re.compile(r"(?<![\w.>])i\s*(?:(?:[-+*/%&|^]|<<|>>)?=(?!=)|\+\+|--)"
+                      r"|(?:\+\+|--)\s*i(?!\w)")
 UNROLL = 4
 
 
 def uses_bare_i(*texts):
     """True when the code names `i` itself (not only `x_i`): it assumes contiguous arrays."""
     return any(_BARE_I.search(t or "") for t in texts)
+
+
+def moves_i(*texts):
+    """True when the code assigns or steps `i` (a local of its own by that name included)."""
+    return any(_MOVES_I.search(t or "") for t in texts)
 
 
 def _declarators(arguments, restrict):
@@ -74,6 +85,17 @@ def source(arguments, operation, name, preamble="", loop_prep="", after_loop="",
               "  (void)tid; (void)total_threads; (void)cta_start;\n")
     if variant in ("contig", "alias"):
         params = ", ".join(_declarators(arguments, variant == "contig") + ["unsigned long n"])
+        if moves_i(operation):
+            return f"""{head}
+__global__ void {name}({params})
+{{
+{common}  size_t i;
+  {loop_prep};
+  for (i = cta_start + tid; i < n; i += total_threads)
+    {_indexed(vectors, "size_t", operation)}
+  {after_loop};
+}}
+"""
         return f"""{head}
 __global__ void {name}({params})
 {{
