@@ -177,12 +177,15 @@
  * way: after `using namespace std;`, cuda::std::abs beside the abs built into device code would
  * make a plain abs(x) ambiguous, which it is not under nvcc (<array>, <functional>, <optional>,
  * <span>, <complex> and <memory> bring it in with CCCL 3.0, so they are not given). */
-/* C++'s streams, which only host code can use: a kernel source that includes one (a habit of
- * C++, as nvcc compiles it) gets a header that declares nothing, and a use of std::cout in
- * device code is NVRTC's error, as it is nvcc's. */
-#define KILN__HOST_STREAMS_HEADER(name)                                                        \
-  {name, "/* kiln's <" name "> for NVRTC: C++'s streams are host code, which a kernel cannot " \
-         "call; it declares nothing. */\n"}
+/* C++'s streams, containers and algorithms, which only host code can use: a kernel source
+ * that includes one (a habit of C++, or a whole program's host code, as nvcc compiles it) gets
+ * a header that declares nothing. A use of std::cout or std::vector in device code is NVRTC's
+ * error, as it is nvcc's; a host function that uses one is blanked like any other (dialect.c).
+ * <memory> is not among them: thrust's headers need its contents, and "cannot open source file
+ * memory" says more than what an empty one would make of them. */
+#define KILN__HOST_HEADER(name)                                                                \
+  {name, "/* kiln's <" name "> for NVRTC: host code, which a kernel cannot call; it declares " \
+         "nothing. */\n"}
 
 #define KILN__LIBCU_HEADER(name)                                                                 \
   {name, "/* kiln's <" name "> for NVRTC: libcu++'s <cuda/std/" name ">, its names in std. */\n" \
@@ -546,12 +549,29 @@ static const kiln__stdheader kiln__stdheaders[] = {
                   "#endif\n"},
     {"cstdbool", "/* kiln's <cstdbool> for NVRTC. */\n"
                  "#include <stdbool.h>\n"},
-    KILN__HOST_STREAMS_HEADER("iostream"),
-    KILN__HOST_STREAMS_HEADER("ostream"),
-    KILN__HOST_STREAMS_HEADER("istream"),
-    KILN__HOST_STREAMS_HEADER("fstream"),
-    KILN__HOST_STREAMS_HEADER("sstream"),
-    KILN__HOST_STREAMS_HEADER("iomanip"),
+    KILN__HOST_HEADER("iostream"),
+    KILN__HOST_HEADER("ostream"),
+    KILN__HOST_HEADER("istream"),
+    KILN__HOST_HEADER("fstream"),
+    KILN__HOST_HEADER("sstream"),
+    KILN__HOST_HEADER("iomanip"),
+    KILN__HOST_HEADER("vector"),
+    KILN__HOST_HEADER("string"),
+    KILN__HOST_HEADER("map"),
+    KILN__HOST_HEADER("set"),
+    KILN__HOST_HEADER("list"),
+    KILN__HOST_HEADER("deque"),
+    KILN__HOST_HEADER("forward_list"),
+    KILN__HOST_HEADER("unordered_map"),
+    KILN__HOST_HEADER("unordered_set"),
+    KILN__HOST_HEADER("queue"),
+    KILN__HOST_HEADER("stack"),
+    KILN__HOST_HEADER("algorithm"),
+    KILN__HOST_HEADER("random"),
+    KILN__HOST_HEADER("thread"),
+    KILN__HOST_HEADER("mutex"),
+    KILN__HOST_HEADER("stdexcept"),
+    KILN__HOST_HEADER("exception"),
     KILN__LIBCU_HEADER_CXX14("type_traits"),
     KILN__LIBCU_HEADER("limits"),
     KILN__LIBCU_HEADER("utility"),
@@ -733,8 +753,8 @@ kiln_status kiln__stdheaders_select(const char *src, const kiln_compile_opts *op
  * hash these texts, some 10 us, before its first lookup. The C test
  * stdheaders_digest_matches_the_texts recomputes it, so a text edited without it fails. */
 static const unsigned char kiln__stdheaders_sha[KILN__KEY_SIZE] = {
-    0x13, 0x74, 0xd2, 0x05, 0xd5, 0x33, 0x42, 0xa7, 0xe7, 0xf5, 0xe4, 0x0a, 0x10, 0x0c, 0x4f, 0x7b,
-    0x3e, 0x68, 0xf3, 0x51, 0x70, 0xf7, 0xfd, 0x42, 0xba, 0x16, 0x9b, 0x22, 0x96, 0x33, 0xa5, 0xeb};
+    0xf9, 0x32, 0xba, 0xdb, 0x9a, 0xae, 0x03, 0x46, 0x6a, 0xfc, 0xdd, 0x1e, 0xde, 0x04, 0xcf, 0xe6,
+    0x90, 0x65, 0x44, 0xd9, 0x2a, 0x29, 0xae, 0x36, 0x7d, 0x4c, 0xbf, 0xeb, 0x8e, 0xb1, 0x60, 0xb0};
 
 kiln_status kiln__stdheaders_digest(unsigned char out[KILN__KEY_SIZE]) {
   kiln__hasher *h;

@@ -455,6 +455,22 @@ TEST(compile_gives_cpp_headers_as_libcudacxx_ones) {
       KILN_ERROR_COMPILE);
   ASSERT_CONTAINS(kiln_module_log(bad), "cout");
   kiln_module_free(bad);
+  /* The containers and algorithms too: a whole program's host code that uses them is blanked,
+   * its kernel kept; a kernel that uses one is refused, naming it. */
+  m = compile_ok("#include <vector>\n#include <algorithm>\n#include <string>\n#include <map>\n"
+                 "__global__ void k(int *p) { p[0] = 1; }\n"
+                 "static void order(std::vector<int> &v) { std::sort(v.begin(), v.end()); }\n"
+                 "int main() { std::vector<int> v(3); order(v); std::map<std::string, int> m; "
+                 "return (int)m.size(); }\n",
+                 &(kiln_compile_opts){.arch = "sm_90"});
+  ASSERT_OK(kiln_module_get_function(m, "k", &(kiln_function *){NULL}));
+  kiln_module_free(m);
+  ASSERT_EQ(kiln_module_from_source(
+                "#include <vector>\n__global__ void k(int *p) { std::vector<int> v; p[0] = 1; }\n",
+                &(kiln_compile_opts){.arch = "sm_90"}, &bad),
+            KILN_ERROR_COMPILE);
+  ASSERT_CONTAINS(kiln_module_log(bad), "vector");
+  kiln_module_free(bad);
 }
 
 /* kiln's C headers go to NVRTC only when some text of the compile can name a header: a source
