@@ -248,7 +248,9 @@ def test_reductions_of_large_structs_and_names_a_program_may_use_compile():
     # and names an argument v; PyCUDA's two-stage reduction has no limit on the result's size.
     from kiln.tools import get_or_register_dtype
     from kiln.reduction import ReductionKernel
-    float8 = np.dtype([(c, np.float32) for c in "abcdefgh"])
+    # Fields named apart from test_pycuda_idioms.py's: a dtype keeps the first name it was
+    # registered under, as PyCUDA's registry does, and the preamble below names this one.
+    float8 = np.dtype([(c, np.float32) for c in "ABCDEFGH"])
     get_or_register_dtype("kiln_test_float8", float8)
     complex9 = np.dtype([("x", np.complex64, (9,))])
     get_or_register_dtype("kiln_test_complex9", complex9)
