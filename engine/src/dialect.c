@@ -164,8 +164,10 @@ static int kiln__opens(const char *head, size_t n) {
  * __device__ in it (#define KERNEL extern "C" __global__), or be a macro's use that makes a
  * kernel (DEFINE_KERNEL(k1)), so it is never taken for host code. */
 typedef struct kiln__macros {
-  const char **name;
-  size_t *len;
+  struct kiln__macro {
+    const char *name; /* in the source, not terminated */
+    size_t len;
+  } *at;
   size_t n, cap;
 } kiln__macros;
 
@@ -181,16 +183,12 @@ static int kiln__macros_note(kiln__macros *m, const char *p) {
   if (!len) return 0;
   if (m->n == m->cap) {
     size_t cap = m->cap ? 2 * m->cap : 16;
-    const char **name = realloc(m->name, cap * sizeof *name);
-    if (!name) return -1;
-    m->name = name;
-    size_t *lens = realloc(m->len, cap * sizeof *lens);
-    if (!lens) return -1;
-    m->len = lens;
+    struct kiln__macro *at = realloc(m->at, cap * sizeof *at);
+    if (!at) return -1;
+    m->at = at;
     m->cap = cap;
   }
-  m->name[m->n] = p;
-  m->len[m->n++] = len;
+  m->at[m->n++] = (struct kiln__macro){p, len};
   return 0;
 }
 
@@ -200,7 +198,7 @@ static int kiln__macros_note(kiln__macros *m, const char *p) {
 static int kiln__host_head(const char *head, size_t n, const kiln__macros *m) {
   if (kiln__has_word(head, n, "__global__") || kiln__has_word(head, n, "__device__")) return 0;
   for (size_t i = 0; i < m->n; i++)
-    if (kiln__has_word_n(head, n, m->name[i], m->len[i])) return 0;
+    if (kiln__has_word_n(head, n, m->at[i].name, m->at[i].len)) return 0;
   int depth = 0, lists = 0;
   for (size_t i = 0; i < n; i++) {
     if (head[i] == '(' && depth++ == 0) lists++;
@@ -272,7 +270,6 @@ char *kiln__dialect_host_functions(const char *src, const char *log) {
       p++;
     }
   }
-  free(macros.name);
-  free(macros.len);
+  free(macros.at);
   return out;
 }

@@ -85,32 +85,28 @@ def source(arguments, operation, name, preamble="", loop_prep="", after_loop="",
               "  (void)tid; (void)total_threads; (void)cta_start;\n")
     if variant in ("contig", "alias"):
         params = ", ".join(_declarators(arguments, variant == "contig") + ["unsigned long n"])
-        if moves_i(operation):
-            return f"""{head}
-__global__ void {name}({params})
-{{
-{common}  size_t i;
-  {loop_prep};
-  for (i = cta_start + tid; i < n; i += total_threads)
-    {_indexed(vectors, "size_t", operation)}
-  {after_loop};
-}}
+        body = _indexed(vectors, "size_t", operation)
+        if moves_i(operation):  # PyCUDA's own loop (see the module's docstring)
+            loop = f"""  for (i = cta_start + tid; i < n; i += total_threads)
+    {body}
+"""
+        else:
+            loop = f"""  const size_t _tile = (size_t){UNROLL} * blockDim.x;
+  for (size_t _base = (size_t)blockIdx.x * _tile + threadIdx.x; _base < n;
+       _base += (size_t)gridDim.x * _tile) {{
+#pragma unroll
+    for (unsigned _k = 0; _k < {UNROLL}; _k++) {{
+      i = _base + _k * blockDim.x;
+      if (i < n) {body}
+    }}
+  }}
 """
         return f"""{head}
 __global__ void {name}({params})
 {{
 {common}  size_t i;
   {loop_prep};
-  const size_t _tile = (size_t){UNROLL} * blockDim.x;
-  for (size_t _base = (size_t)blockIdx.x * _tile + threadIdx.x; _base < n;
-       _base += (size_t)gridDim.x * _tile) {{
-#pragma unroll
-    for (unsigned _k = 0; _k < {UNROLL}; _k++) {{
-      i = _base + _k * blockDim.x;
-      if (i < n) {_indexed(vectors, "size_t", operation)}
-    }}
-  }}
-  {after_loop};
+{loop}  {after_loop};
 }}
 """
     if variant == "range":
