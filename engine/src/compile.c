@@ -336,7 +336,11 @@ kiln_status kiln__compile(const char *src, const kiln_compile_opts *opts, const 
       if (!rewritten) break;
       free(current);
       current = rewritten;
-      if (kiln__compile_once(current, opts, arch, pch_dir, cwd, &next, &again) == KILN_OK) {
+      kiln_status r = kiln__compile_once(current, opts, arch, pch_dir, cwd, &next, &again);
+      /* With no kernel left, what was blanked was the source's kernels (a head mistyped), and
+       * the refusal is the answer, not a module of nothing. */
+      if (r == KILN_OK && !strstr(next.ptx, ".entry ")) break;
+      if (r == KILN_OK) {
         kiln__compile_free_code(out);
         *out = next;
         memset(&next, 0, sizeof next);

@@ -101,13 +101,16 @@ char *kiln__dialect_compound_literals(const char *src) {
 
 /* ---- Host functions --------------------------------------------------------------------- */
 
-/* Whether line (1-based) of kernel.cu is named by an error of log. */
-static int kiln__error_on(const char *log, int line) {
-  static const char file[] = "kernel.cu(";
+/* Whether line (1-based) of kernel.cu is named by an error of log, one that says what (its
+ * message begins so) when what is not NULL. */
+static int kiln__error_on(const char *log, int line, const char *what) {
+  static const char file[] = "kernel.cu(", error[] = "): error: ";
   for (const char *p = log; (p = strstr(p, file)); p++) {
     char *end;
     long at = strtol(p + sizeof file - 1, &end, 10);
-    if (at == line && strncmp(end, "): error", 8) == 0) return 1;
+    if (at == line && strncmp(end, error, sizeof error - 1) == 0 &&
+        (!what || strncmp(end + sizeof error - 1, what, strlen(what)) == 0))
+      return 1;
   }
   return 0;
 }
@@ -255,9 +258,18 @@ char *kiln__dialect_host_functions(const char *src, const char *log) {
       for (const char *q = p; q < close; q++) last += *q == '\n';
       /* A function nvcc compiles for the host that NVRTC refused: blanked, every newline kept
        * so that the lines after it keep their numbers. */
-      int refused = 0;
+      int refused = 0, typo = 0;
       if (opens == KILN__OPENS_FUNCTION && kiln__host_head(head, (size_t)(p - head), &macros))
-        for (int l = first; l <= last && !refused; l++) refused = kiln__error_on(log, l);
+        for (int l = first; l <= last && !refused; l++) refused = kiln__error_on(log, l, NULL);
+      /* A head that declares nothing ("_global_ void k(...)", a kernel whose keyword lost its
+       * underscores) is a mistake nvcc refuses too, never host code: the refusal stands. */
+      for (int l = first; refused && l <= line && !typo; l++)
+        typo = kiln__error_on(log, l, "this declaration has no storage class or type specifier");
+      if (typo) {
+        free(out);
+        out = NULL;
+        break;
+      }
       if (refused) {
         if (!out && !(out = strdup(src))) break;
         for (const char *q = head; q <= close; q++)

@@ -785,6 +785,10 @@ TEST(host_functions_nvrtc_refused_are_blanked) {
       {"#define DEFINE_KERNEL(name) __global__ void name(float *x) { x[0] = 1; }\n"
        "DEFINE_KERNEL(k1)\nint main() {\n  cudaMalloc(0, 4);\n}\n",
        "kernel.cu(4): error: cudaMalloc\n"},
+      /* a kernel whose keyword lost its underscores: a mistake, not host code */
+      {"_global_ void k(float *x)\n{\n  x[0] = 1;\n}\n",
+       "kernel.cu(1): error: this declaration has no storage class or type specifier\n"
+       "kernel.cu(1): error: expected a \";\"\n"},
   };
   for (size_t i = 0; i < TEST_COUNT(kept); i++) {
     got = kiln__dialect_host_functions(kept[i][0], kept[i][1]);
@@ -824,5 +828,15 @@ TEST(compile_leaves_out_a_whole_programs_host_code_as_nvcc_does) {
                            "__global__ void k(float **p) { h(p); }\n";
   ASSERT_STATUS(kiln_module_from_source(calls_host, &opts, &m), KILN_ERROR_COMPILE);
   ASSERT_CONTAINS(kiln_last_error(), "kernel.cu(2)");
+  ASSERT_CONTAINS(kiln_last_error(), "cudaMalloc");
+  /* Mistyped kernels are refused as nvcc refuses them, never compiled into a module without
+   * them: a head that declares nothing, and a program whose only kernel's head the blanking
+   * would take for host code (it calls what only the host has). */
+  const char *typo = "_global_ void laplace(float *x, int n)\n{\n  x[0] = n;\n}\n";
+  ASSERT_STATUS(kiln_module_from_source(typo, &opts, &m), KILN_ERROR_COMPILE);
+  ASSERT_CONTAINS(kiln_last_error(), "no storage class or type specifier");
+  const char *no_kernel = "void k(float *x)\n{\n  cudaMalloc((void **)&x, 4);\n}\n"
+                          "int main() {\n  return undefined_name;\n}\n";
+  ASSERT_STATUS(kiln_module_from_source(no_kernel, &opts, &m), KILN_ERROR_COMPILE);
   ASSERT_CONTAINS(kiln_last_error(), "cudaMalloc");
 }
