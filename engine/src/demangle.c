@@ -177,14 +177,16 @@ static int kiln__dm_type(kiln__demangler *d) {
     }
     return cls;
   }
-  case 'N': { /* a nested class name: every prefix is a candidate */
+  case 'N': { /* a nested class name: every prefix is a candidate, but one that is a
+                 substitution already (NS0_IdE: S0_ is one) */
     d->p++;
     while (d->ok && kiln__dm_peek(d) != 'E') {
-      if (isdigit((unsigned char)kiln__dm_peek(d))) kiln__dm_source_name(d, NULL, 0, NULL);
-      else if (kiln__dm_peek(d) == 'I') kiln__dm_skip_template_args(d);
-      else if (kiln__dm_peek(d) == 'S') kiln__dm_substitution(d);
+      int c = kiln__dm_peek(d);
+      if (isdigit((unsigned char)c)) kiln__dm_source_name(d, NULL, 0, NULL);
+      else if (c == 'I') kiln__dm_skip_template_args(d);
+      else if (c == 'S') kiln__dm_substitution(d);
       else return d->ok = 0, KILN__SUB_OTHER;
-      kiln__sub_add(d, KILN__SUB_OTHER);
+      if (c != 'S') kiln__sub_add(d, KILN__SUB_OTHER);
     }
     if (kiln__dm_peek(d) == 'E') d->p++;
     return KILN__SUB_OTHER;
@@ -497,11 +499,12 @@ static void kiln__pr_type_at(kiln__printer *d, char *out, size_t cap) {
         kiln__pr_template_args(d, inner, sizeof inner, 0);
       } else if (kiln__pr_peek(d) == 'S') {
         kiln__pr_substitution(d, inner, sizeof inner);
+        continue; /* a substitution is a candidate already */
       } else {
         d->ok = 0;
         return;
       }
-      kiln__pr_sub(d, inner); /* every prefix of a nested type is a candidate */
+      kiln__pr_sub(d, inner); /* every other prefix of a nested type is a candidate */
     }
     if (kiln__pr_peek(d) == 'E') d->p++;
     snprintf(out + used, cap - used, "%s", inner);

@@ -30,6 +30,8 @@ TEST(mangled_names_give_signs_and_pointers) {
       {"_Z1kKi", "k", 1, {KILN_PARAM_I32}},
       {"_Z1kPKiS_", "k", 2, {KILN_PARAM_PTR, KILN_PARAM_I32}},
       {"_Z1kPKiS0_", "k", 2, {KILN_PARAM_PTR, KILN_PARAM_PTR}},
+      /* a nested name from a substitution (NS_1YE) adds ns::Y, not ns again: S2_ is ns::Y * */
+      {"_Z1hN2ns1XEPNS_1YES2_", "h", 3, {-1, KILN_PARAM_PTR, KILN_PARAM_PTR}},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     int types[16], n = -2;
@@ -174,6 +176,11 @@ TEST(mangled_names_give_the_declaration) {
       {"_ZN2ns5innerE1SPKS0_yS2_PPc",
        "ns::inner(S, const S *, unsigned long long, const S *, char **)"},
       {"_Z1kIbLb1EEvT_", "k<bool, true>(bool)"},
+      /* NS0_IdE: S0_ is a candidate already, so S3_ is kiln::complex<double> */
+      {"_Z3putPN4kiln7complexIfEES1_PNS0_IdEES3_",
+       "put(kiln::complex<float> *, kiln::complex<float>, kiln::complex<double> *, "
+       "kiln::complex<double>)"},
+      {"_Z1hN2ns1XEPNS_1YES2_", "h(ns::X, ns::Y *, ns::Y *)"},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     char *declared = kiln__demangle_signature(cases[i].mangled);
