@@ -1569,6 +1569,32 @@ def test_2d_and_3d_copies_check_their_shape_before_the_device(monkeypatch):
 
 
 @pytest.mark.gpu
+def test_a_2d_copys_host_pitch_left_unset_is_the_width():
+    # PyCUDA's Memcpy2D leaves a host side's pitch 0 unless it is set; the driver reads that as
+    # the width, and programs upload and download whole pitched arrays so (a finite-volume
+    # simulator's stream copies).
+    host = np.arange(5 * 48, dtype=np.float32).reshape(5, 48)
+    alloc, pitch = drv.mem_alloc_pitch(48 * 4, 5, 4)
+    up = drv.Memcpy2D()
+    up.set_src_host(host)
+    up.set_dst_device(alloc)
+    up.dst_pitch, up.width_in_bytes, up.height = pitch, 48 * 4, 5
+    s = drv.Stream()
+    up(s)
+    back = np.zeros_like(host)
+    down = drv.Memcpy2D()
+    down.set_src_device(alloc)
+    down.set_dst_host(back)
+    down.src_pitch, down.width_in_bytes, down.height = pitch, 48 * 4, 5
+    down(s)
+    s.synchronize()
+    np.testing.assert_array_equal(back, host)
+    down.height = 6  # a sixth row of the width would run past the host array
+    with pytest.raises(ValueError, match="reaches 1152 bytes into its destination, which has 960"):
+        down()
+
+
+@pytest.mark.gpu
 def test_2d_and_3d_copies_on_the_gpu():
     rng = np.random.default_rng(5)
     host = rng.integers(0, 255, (6, 40), dtype=np.uint8)

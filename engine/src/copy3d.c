@@ -63,11 +63,14 @@ static kiln_status kiln__copy_side_extent(const kiln_copy_side *side, const char
   if (side->kind == KILN_COPY_ARRAY)
     return kiln__copy_array_side(side, what, width, row_bytes, rows_end, slices_end);
   int slices = depth > 1 || side->z; /* the side's height matters */
-  if ((height > 1 || slices) && side->pitch < row_bytes)
+  /* A 2D copy's pitch of 0 is the width, as the driver takes it (PyCUDA's Memcpy2D leaves a
+   * host side's pitch 0 unless the program sets it, and programs count on that). */
+  size_t pitch = side->pitch || slices ? side->pitch : width;
+  if ((height > 1 || slices) && pitch < row_bytes)
     return kiln__fail(KILN_ERROR_INVALID,
                       "the %s's pitch (%zu bytes from one row to the next) is less than its "
                       "rows' %zu bytes (x_in_bytes %zu and width_in_bytes %zu)",
-                      what, side->pitch, row_bytes, side->x_in_bytes, width);
+                      what, pitch, row_bytes, side->x_in_bytes, width);
   if (slices && side->height < rows_end)
     return kiln__fail(KILN_ERROR_INVALID,
                       "the %s's slices hold %zu rows; the copy needs %zu (rows %zu from row %zu)",
@@ -76,9 +79,9 @@ static kiln_status kiln__copy_side_extent(const kiln_copy_side *side, const char
   /* One past the last byte: (z + depth - 1) slices of height rows, (y + height - 1) rows,
    * x + width bytes. */
   size_t slice = 0, last_slice = 0, last_row = 0, end = 0;
-  if (__builtin_mul_overflow(side->pitch, slices ? side->height : 0, &slice) ||
+  if (__builtin_mul_overflow(pitch, slices ? side->height : 0, &slice) ||
       __builtin_mul_overflow(slices_end - 1, slice, &last_slice) ||
-      __builtin_mul_overflow(rows_end - 1, side->pitch, &last_row) ||
+      __builtin_mul_overflow(rows_end - 1, pitch, &last_row) ||
       __builtin_add_overflow(last_slice, last_row, &end) ||
       __builtin_add_overflow(end, row_bytes, &end))
     return kiln__fail(KILN_ERROR_INVALID, "the %s's offsets and pitch reach past the end of memory",
@@ -128,7 +131,8 @@ static kiln_status kiln__copy_check(const kiln_copy_side *src, const kiln_copy_s
 }
 
 /* The fields CUDA_MEMCPY2D and CUDA_MEMCPY3D share, named alike in both: one body for the
- * two descriptors. A unified side names its memory by its host field's address. */
+ * two descriptors. A unified side names its memory by its host field's address; a pitch of 0
+ * is the width, said outright rather than left to the driver (which reads 0 so too). */
 #define KILN__COPY_FILL(c, src, dst, width, height)                                         \
   do {                                                                                      \
     memset((c), 0, sizeof *(c));                                                            \
@@ -139,7 +143,7 @@ static kiln_status kiln__copy_check(const kiln_copy_side *src, const kiln_copy_s
     (c)->srcDevice = (src)->kind == KILN_COPY_UNIFIED ? (CUdeviceptr)(uintptr_t)(src)->host \
                                                       : (CUdeviceptr)(src)->device;         \
     (c)->srcArray = (src)->kind == KILN_COPY_ARRAY ? (src)->array->handle : NULL;           \
-    (c)->srcPitch = (src)->pitch;                                                           \
+    (c)->srcPitch = (src)->pitch ? (src)->pitch : (width);                                  \
     (c)->dstXInBytes = (dst)->x_in_bytes;                                                   \
     (c)->dstY = (dst)->y;                                                                   \
     (c)->dstMemoryType = (CUmemorytype)(dst)->kind;                                         \
@@ -147,7 +151,7 @@ static kiln_status kiln__copy_check(const kiln_copy_side *src, const kiln_copy_s
     (c)->dstDevice = (dst)->kind == KILN_COPY_UNIFIED ? (CUdeviceptr)(uintptr_t)(dst)->host \
                                                       : (CUdeviceptr)(dst)->device;         \
     (c)->dstArray = (dst)->kind == KILN_COPY_ARRAY ? (dst)->array->handle : NULL;           \
-    (c)->dstPitch = (dst)->pitch;                                                           \
+    (c)->dstPitch = (dst)->pitch ? (dst)->pitch : (width);                                  \
     (c)->WidthInBytes = (width);                                                            \
     (c)->Height = (height);                                                                 \
   } while (0)

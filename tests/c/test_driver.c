@@ -333,6 +333,19 @@ TEST(copies_in_2d_and_3d_check_their_shape_first) {
   ASSERT_STATUS(kiln_memcpy_3d_check(&h, &d, 32, 2, 1), KILN_ERROR_INVALID);
   ASSERT_CONTAINS(kiln_last_error(), "less than its rows' 40 bytes (x_in_bytes 8");
   h.x_in_bytes = 0;
+  /* A 2D copy's pitch of 0 is the width (the driver's reading): 8 rows of 32 fit 256 bytes,
+   * 9 do not, and rows 8 bytes in would overlap the next. In 3D it stays too small. */
+  h.pitch = 0;
+  ASSERT_OK(kiln_memcpy_3d_check(&h, &d, 32, 8, 1));
+  ASSERT_STATUS(kiln_memcpy_3d_check(&h, &d, 32, 9, 1), KILN_ERROR_INVALID);
+  ASSERT_CONTAINS(kiln_last_error(), "reaches 288 bytes into its source, which has 256");
+  h.x_in_bytes = 8;
+  ASSERT_STATUS(kiln_memcpy_3d_check(&h, &d, 24, 2, 1), KILN_ERROR_INVALID);
+  ASSERT_CONTAINS(kiln_last_error(), "source's pitch (24 bytes from one row to the next)");
+  h.x_in_bytes = 0;
+  ASSERT_STATUS(kiln_memcpy_3d_check(&h, &d, 32, 2, 2), KILN_ERROR_INVALID);
+  ASSERT_CONTAINS(kiln_last_error(), "source's pitch (0 bytes");
+  h.pitch = 32;
   ASSERT_STATUS(kiln_memcpy_3d_check(&h, &d, 32, 9, 1), KILN_ERROR_INVALID);
   ASSERT_CONTAINS(kiln_last_error(), "reaches 288 bytes into its source, which has 256");
   h.x_in_bytes = 1; /* one byte further: the last row runs one past the buffer */
