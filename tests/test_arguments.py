@@ -95,6 +95,37 @@ def test_sign_unknown_parameters_take_either_range(untyped):
         untyped(2**32, 0, block=1, grid=0)
 
 
+def test_an_integer_parameter_of_ptx_refuses_a_numpy_float(untyped):
+    # extern "C" in PTX: .u32 says int, so a float's bits are never passed for it
+    with pytest.raises(TypeError, match=r"argument 0 of untyped \(a b32 parameter\): expected "
+                                        r"an int, got numpy.float32"):
+        untyped(np.float32(1.5), 0, block=1, grid=0)
+
+
+COMPLEX_SRC = """
+#include <pycuda-complex.hpp>
+__global__ void cplx(pycuda::complex<float> *z, pycuda::complex<float> a,
+                     const pycuda::complex<double> b) {}
+"""
+
+
+def test_a_complex_parameter_takes_any_number_as_a_complex():
+    f = kiln.SourceModule(COMPLEX_SRC, arch=ARCH).get_function("cplx")
+    for a in (0.5, 2, 1 + 2j, np.float32(0.5), np.float64(2), np.int32(3), np.complex64(1j),
+              np.complex128(1 + 1j), np.array(2.5), True):
+        with pytest.raises(ValueError, match="grid.x is 0"):
+            f(0, a, a, block=1, grid=0)
+    with pytest.raises(ValueError, match="argument 1 .* does not fit a 32-bit float"):
+        f(0, 1e300, 0, block=1, grid=0)
+    with pytest.raises(ValueError, match="argument 1 .* does not fit a 32-bit float"):
+        f(0, complex(0, 1e300), 0, block=1, grid=0)  # the imaginary part too
+    with pytest.raises(TypeError, match="argument 1 .* got str"):
+        f(0, "1", 0, block=1, grid=0)
+    with pytest.raises(ValueError, match="argument 2 .* got 8 bytes; the parameter is a struct "
+                                         "of 16 bytes"):
+        f(0, 0, b"\0" * 8, block=1, grid=0)
+
+
 def test_in_out_arrays_are_checked_at_the_call(many):
     a = np.zeros((4, 4), np.float32)
     with pytest.raises(ValueError, match=r"argument 8 .* In is not contiguous"):

@@ -226,3 +226,48 @@ def test_illegal_address_raises_cuda_error_with_its_name():
             print("raised", type(e).__name__, e.code, e.name)
     """)
     assert "raised CudaError 700 CUDA_ERROR_ILLEGAL_ADDRESS" in out.stdout, out.stderr
+
+
+def test_numbers_for_complex_parameters_arrive_as_complex_numbers():
+    from kiln.elementwise import ElementwiseKernel
+    f = kiln.SourceModule("""
+    #include <pycuda-complex.hpp>
+    __global__ void put(pycuda::complex<float> *z, pycuda::complex<float> a,
+                        pycuda::complex<double> *w, const pycuda::complex<double> b)
+    { z[0] = a; w[0] = b; }""").get_function("put")
+    z, w = kiln.zeros(1, np.complex64), kiln.zeros(1, np.complex128)
+    for v in (0.5, 2, 1 + 2j, np.float32(0.25), np.float64(-1.5), np.int32(3), np.complex64(1j),
+              np.complex128(2 - 1j), np.array(2.5), True):
+        f(z, v, w, v, block=(1, 1, 1), grid=(1, 1))
+        assert z.get()[0] == np.complex64(v) and w.get()[0] == np.complex128(v), v
+    # a scale as a NumPy float, for a complex scalar of an elementwise kernel (a CG solver's)
+    axpy = ElementwiseKernel("pycuda::complex<float> *out, pycuda::complex<float> *x, "
+                             "pycuda::complex<float> a, pycuda::complex<float> *y",
+                             "out[i] = x[i] + a * y[i]", "axpy_c")
+    h = (np.arange(300) + 1j * np.arange(300)[::-1]).astype(np.complex64)
+    x, y, out = kiln.to_device(h), kiln.to_device(h * 2), kiln.empty(300, np.complex64)
+    axpy(out, x, np.float32(0.5), y)
+    np.testing.assert_allclose(out.get(), h + np.float32(0.5) * (h * 2), rtol=1e-6)
+
+
+def test_a_binarys_extern_c_kernel_takes_floats_by_their_size():
+    # A CUBIN's extern "C" kernel: the driver gives each parameter's size and nothing more, so
+    # a 4-byte one may be a float (PyCUDA's compile() then module_from_file()).
+    src = """extern "C" __global__ void age(unsigned n, float dt, float *x, double d, double *y)
+    { unsigned i = threadIdx.x; if (i < n) { x[i] += dt; y[i] = d * i; } }"""
+    mod = kiln.driver.module_from_buffer(kiln.compiler.compile(src, no_extern_c=True))
+    f = mod.get_function("age")
+    assert f.signature == ("b32", "b32", "b64", "b64", "b64")
+    x, y = kiln.zeros(8, np.float32), kiln.zeros(8, np.float64)
+    f(np.uint32(5), np.float32(0.5), x, np.float64(0.25), y, block=(32, 1, 1), grid=(1, 1))
+    f(5, 0.25, x, 1.5, y, block=(32, 1, 1), grid=(1, 1))
+    np.testing.assert_array_equal(x.get(), [0.75] * 5 + [0] * 3)
+    np.testing.assert_array_equal(y.get(), [1.5 * i for i in range(5)] + [0] * 3)
+    f(5, 2, x, 0, y, block=(32, 1, 1), grid=(1, 1))  # an int is an int's bits, as ever
+    assert x.get()[0] == np.float32(0.75) + np.uint32(2).view(np.float32)
+    f(5, np.float64(-0.75), x, 0.0, y, block=(32, 1, 1), grid=(1, 1))  # a Python float too
+    assert x.get()[0] == 0
+    with pytest.raises(TypeError, match=r"argument 1 .* expected an int or a float of 4 bytes "
+                                        r"\(the binary gives the parameter's size, not its "
+                                        r"type\), got numpy.float16"):
+        f(5, np.float16(0.5), x, 0.0, y, block=(32, 1, 1), grid=(1, 1))

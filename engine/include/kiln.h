@@ -430,6 +430,10 @@ const char *kiln_function_name(const kiln_function *f); /* the PTX entry name */
 const char *kiln_function_signature(const kiln_function *f);
 int kiln_function_param_count(const kiln_function *f);
 const kiln_param *kiln_function_params(const kiln_function *f);
+/* 1 when the driver described the parameters by their sizes alone (a kernel of a CUBIN or
+ * fatbinary whose name is not C++'s, so says nothing of its types): a b8, b16, b32 or b64
+ * parameter may then be a float as well as an int. 0 when kiln read them from PTX. */
+int kiln_function_params_by_size(const kiln_function *f);
 const char *kiln_param_class_name(kiln_param_class c); /* "i32", "ptr", "struct", ... */
 
 /* A kernel's attributes on the current device (loading the module there first): attribute is a

@@ -132,6 +132,7 @@ static kiln_status kiln__describe(CUlibrary lib, kiln__kernel **out, int *n_out)
       p->align = align;
       kernel->n_params = (int)k + 1;
     }
+    kernel->by_size = 1;
     if (!s) s = kiln__ptx_refine(kernel, 1);
     const char *why = s ? NULL : kiln__ptx_check_kernel(kernel);
     if (why)

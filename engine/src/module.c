@@ -475,6 +475,7 @@ const char *kiln_function_signature(const kiln_function *f) {
 }
 int kiln_function_param_count(const kiln_function *f) { return f->kernel->n_params; }
 const kiln_param *kiln_function_params(const kiln_function *f) { return f->kernel->params; }
+int kiln_function_params_by_size(const kiln_function *f) { return f->kernel->by_size; }
 
 /* ---- Loading ------------------------------------------------------------------------------ */
 

@@ -10,6 +10,8 @@ typedef struct kiln__kernel {
   char *plain;        /* the name a user writes: "multiply_them", "ns::scale"; owned */
   kiln_param *params; /* owned */
   int n_params;
+  int by_size; /* the parameters were described by their sizes alone (the driver's account of a
+                  binary's kernel): a b32 one may be a float as well as an int */
 } kiln__kernel;
 
 /* Parses every .entry in ptx[0..len). Malformed PTX is KILN_ERROR_PTX naming the entry and

@@ -82,10 +82,10 @@ static int kpy_pack_int(const kiln_function *f, int index, PyObject *value, void
   return 0;
 }
 
-/* A real number into an f32 or f64 parameter; f32 is a float, never a double's bytes. */
-static int kpy_pack_float(const kiln_function *f, int index, double d, void *slot) {
-  const kiln_param *p = &kiln_function_params(f)[index];
-  if (p->cls == KILN_PARAM_F64) {
+/* A real number into 8 bytes as a double (wide) or 4 as a float, never a double's bytes where
+ * a float goes. */
+static int kpy_pack_real(const kiln_function *f, int index, double d, int wide, void *slot) {
+  if (wide) {
     memcpy(slot, &d, sizeof d);
     return 0;
   }
@@ -94,6 +94,86 @@ static int kpy_pack_float(const kiln_function *f, int index, double d, void *slo
   float x = (float)d;
   memcpy(slot, &x, sizeof x);
   return 0;
+}
+
+/* A real number into an f32 or f64 parameter. */
+static int kpy_pack_float(const kiln_function *f, int index, double d, void *slot) {
+  return kpy_pack_real(f, index, d, kiln_function_params(f)[index].cls == KILN_PARAM_F64, slot);
+}
+
+/* Whether obj is a number: a Python int, float, complex or bool, a NumPy number or bool, or a
+ * 0-d NumPy array of one. */
+static int kpy_is_number(PyObject *obj) {
+  if (PyLong_Check(obj) || PyFloat_Check(obj) || PyComplex_Check(obj) ||
+      PyArray_IsScalar(obj, Number) || PyArray_IsScalar(obj, Bool))
+    return 1;
+  return PyArray_Check(obj) && PyArray_NDIM((PyArrayObject *)obj) == 0 &&
+         strchr("biufc", PyArray_DESCR((PyArrayObject *)obj)->kind) != NULL;
+}
+
+/* Whether parameter index of f is a complex number as its C++ signature names it
+ * (kiln::complex<float>, pycuda::complex<double>, thrust::complex<float>, std::complex<...>):
+ * 1 for float parts, 2 for double parts, 0 when it is not or the signature does not say (an
+ * extern "C" kernel's). Read from the signature's text, which a number for a struct parameter
+ * (rare, and never on the fast path) is worth. */
+static int kpy_param_complex(const kiln_function *f, int index) {
+  const char *sig = kiln_function_signature(f);
+  size_t n = strlen(sig);
+  if (!n || sig[n - 1] != ')') return 0;
+  /* The parameter list: from the '(' that matches the final ')'. */
+  const char *open = NULL;
+  int depth = 0;
+  for (const char *q = sig + n - 1; q >= sig && !open; q--) {
+    if (*q == ')') depth++;
+    else if (*q == '(' && --depth == 0) open = q;
+  }
+  if (!open) return 0;
+  const char *start = open + 1, *end = NULL;
+  int at = 0;
+  depth = 0;
+  for (const char *q = start; q < sig + n; q++) {
+    if (*q == '(' || *q == '<' || *q == '[') {
+      depth++;
+    } else if ((*q == ')' || *q == '>' || *q == ']') && depth > 0) {
+      depth--;
+    } else if ((*q == ',' && depth == 0) || q == sig + n - 1) {
+      if (at++ == index) {
+        end = q;
+        break;
+      }
+      start = q + 1;
+    }
+  }
+  if (!end) return 0;
+  while (start < end && *start == ' ') start++;
+  if (strncmp(start, "const ", 6) == 0) start += 6;
+  while (end > start && end[-1] == ' ') end--;
+  if (end - start >= 6 && strncmp(end - 6, " const", 6) == 0) end -= 6;
+  static const struct {
+    const char *text;
+    int parts;
+  } names[] = {{"complex<float>", 1}, {"complex<double>", 2}};
+  unsigned size = kiln_function_params(f)[index].size;
+  for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+    size_t len = strlen(names[i].text);
+    const char *name = end - len;
+    if (end - start >= (ptrdiff_t)len && strncmp(name, names[i].text, len) == 0 &&
+        (name == start || name[-1] == ':') && size == 8u * (unsigned)names[i].parts)
+      return names[i].parts;
+  }
+  return 0;
+}
+
+/* A number into a complex parameter: real and imaginary parts, each a float (parts 1) or a
+ * double (2). Real numbers are complex with no imaginary part, as PyCUDA's packing and NumPy's
+ * casts take them. */
+static int kpy_pack_complex(const kiln_function *f, int index, PyObject *obj, int parts,
+                            void *slot) {
+  Py_complex c = PyComplex_AsCComplex(obj);
+  if (c.real == -1.0 && PyErr_Occurred()) return -1;
+  char *at = slot;
+  if (kpy_pack_real(f, index, c.real, parts == 2, at) < 0) return -1;
+  return kpy_pack_real(f, index, c.imag, parts == 2, at + 4 * parts);
 }
 
 /* Bytes of exactly the parameter's size: bytes, bytearray, memoryview, numpy scalars and
@@ -117,6 +197,12 @@ static int kpy_pack_bytes(const kiln_function *f, int index, PyObject *obj, void
                          "got %zd bytes; the parameter is a struct of %u bytes (aligned to %u)",
                          len, p->size, p->align);
   return 0;
+}
+
+/* The classes of integers whose sign is unknown, or of 64-bit values that may be pointers. */
+static int kpy_sized_class(kiln_param_class cls) {
+  return cls == KILN_PARAM_B8 || cls == KILN_PARAM_B16 || cls == KILN_PARAM_B32 ||
+         cls == KILN_PARAM_B64;
 }
 
 static int kpy_is_pointer_class(kiln_param_class cls) {
@@ -330,6 +416,27 @@ int kpy_pack_arg(kpy_state *st, const kiln_function *f, int index, PyObject *obj
   kiln_param_class cls = kiln_function_params(f)[index].cls;
   PyTypeObject *tp = Py_TYPE(obj);
 
+  /* A number for a complex parameter is that complex number, never its bytes (a float64's
+   * eight would read as a complex<float> of other values). */
+  if (cls == KILN_PARAM_AGGREGATE && kpy_is_number(obj)) {
+    int parts = kpy_param_complex(f, index);
+    if (parts) return kpy_pack_complex(f, index, obj, parts, slot);
+  }
+  /* The driver's sizes alone (an extern "C" kernel of a binary): a float for a 4- or 8-byte
+   * parameter is the float or double it fits, a NumPy float of the parameter's size its bytes,
+   * as the kernel cannot be asked which it is. */
+  if (kiln_function_params_by_size(f) && kpy_sized_class(cls)) {
+    unsigned size = kiln_function_params(f)[index].size;
+    if (PyFloat_Check(obj) && (size == 4 || size == 8))
+      return kpy_pack_real(f, index, PyFloat_AS_DOUBLE(obj), size == 8, slot);
+    if (PyArray_IsScalar(obj, Inexact)) {
+      PyArray_Descr *d = PyArray_DescrFromScalar(obj);
+      npy_intp elsize = d ? PyDataType_ELSIZE(d) : 0;
+      Py_XDECREF(d);
+      if (elsize == (npy_intp)size) return kpy_pack_bytes(f, index, obj, slot);
+    }
+  }
+
   /* The common cases first: a Python int or float. */
   if (PyLong_CheckExact(obj)) {
     if (cls == KILN_PARAM_F32 || cls == KILN_PARAM_F64) {
@@ -441,6 +548,11 @@ wrong:
                          tp->tp_name);
   case KILN_PARAM_AGGREGATE: return kpy_pack_bytes(f, index, obj, slot);
   default:
+    if (kiln_function_params_by_size(f) && kpy_sized_class(cls))
+      return kpy_arg_error(PyExc_TypeError, f, index,
+                           "expected an int or a float of %u bytes (the binary gives the "
+                           "parameter's size, not its type), got %.100s",
+                           kiln_function_params(f)[index].size, tp->tp_name);
     return kpy_arg_error(PyExc_TypeError, f, index, "expected an int, got %.100s", tp->tp_name);
   }
 }

@@ -216,14 +216,14 @@ TEST(ptx_signature_rules_hold_for_every_reader) {
       {"k", "", {KILN_PARAM_I32, 4, 4}, "no plain name"},
   };
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
-    kiln__kernel one = {(char *)bad[i].name, (char *)bad[i].plain, &bad[i].p, 1};
+    kiln__kernel one = {(char *)bad[i].name, (char *)bad[i].plain, &bad[i].p, 1, 0};
     const char *why = kiln__ptx_check_kernel(&one);
     if (!why) FAIL("case %zu was accepted", i);
     ASSERT_CONTAINS(why, bad[i].why);
   }
   /* Two parameters that fit alone but not together once padded. */
   kiln_param two[2] = {{KILN_PARAM_B8, 1, 1}, {KILN_PARAM_AGGREGATE, 32760, 8}};
-  kiln__kernel pair = {(char *)"k", (char *)"k", two, 2};
+  kiln__kernel pair = {(char *)"k", (char *)"k", two, 2, 0};
   ASSERT_CONTAINS(kiln__ptx_check_kernel(&pair), "more than 32764 bytes");
   two[1].align = 1;
   ASSERT(kiln__ptx_check_kernel(&pair) == NULL);
