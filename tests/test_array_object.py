@@ -232,6 +232,23 @@ def test_nbytes_a_program_sets_is_given_back_and_moves_nothing():
     assert d.nbytes == 24
 
 
+def test_itemsize_a_program_sets_is_given_back():
+    # PyCUDA's itemsize is a plain attribute, and FiPy's GPUArray subclass sets it in __init__.
+    class Sized(gpuarray.GPUArray):
+        def __init__(self, shape, dtype):
+            gpuarray.GPUArray.__init__(self, shape, dtype, gpudata=FAKE)
+            self.itemsize = np.dtype(dtype).itemsize
+
+    d = Sized((2, 3), np.float32)
+    assert d.itemsize == 4 and d.nbytes == 24
+    d.itemsize = 8
+    assert d.itemsize == 8 and d.nbytes == 24 and d.dtype.itemsize == 4  # moves nothing
+    with pytest.raises(ValueError, match="itemsize must be a non-negative int, not -4"):
+        d.itemsize = -4
+    del d.itemsize
+    assert d.itemsize == 4
+
+
 @pytest.mark.parametrize("kwargs, error, phrase", [
     (dict(shape=(2, 3), dtype=np.float32, order="A"), ValueError, "order must be 'C' or 'F'"),
     (dict(shape=(2, 3), dtype=np.float32, order=1), ValueError, "order must be 'C' or 'F'"),

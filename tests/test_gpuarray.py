@@ -763,6 +763,39 @@ def test_ravel_is_contiguous_as_numpys():
     assert a.ravel().gpudata == a.gpudata  # contiguous already: a view
 
 
+def test_operations_on_fortran_ordered_arrays_give_fortran_ordered_results():
+    # NumPy's order="K": a result of F-ordered operands is F-ordered, its values NumPy's. A
+    # program's F-order kernel reads it as PyCUDA's (whose result keeps the operands' strides).
+    import kiln.cumath as cumath
+    rng = np.random.default_rng(5)
+    h = np.asfortranarray(rng.random((33, 70)) - 0.5)
+    c = np.ascontiguousarray(rng.random((33, 70)))
+    a, ac, row = gpuarray.to_gpu(h), gpuarray.to_gpu(c), gpuarray.to_gpu(c[0])
+    cases = [(a + a, h + h), (a * 2.5, h * 2.5), (-a, -h), (abs(a), abs(h)), (a ** 2, h ** 2),
+             (a > 0, h > 0), (a.astype(np.float32), h.astype(np.float32)),
+             (cumath.exp(a), np.exp(h)), (a + row, h + c[0]), (gpuarray.maximum(a, 0.1),
+             np.maximum(h, 0.1)), (gpuarray.if_positive(a, a, -a), np.where(h > 0, h, -h)),
+             (a[:, ::2] * 3, h[:, ::2] * 3), (a.conj(), h.conj())]
+    for got, want in cases:
+        assert got.flags.f_contiguous and not got.flags.c_contiguous, (want.dtype, got.strides)
+        np.testing.assert_allclose(got.get(), want, rtol=1e-6)
+    mixed = a + ac  # C and F operands: C, as NumPy's
+    assert mixed.flags.c_contiguous
+    np.testing.assert_allclose(mixed.get(), h + c)
+    # a kernel that indexes in F order, as a Fortran-minded program's does
+    mod = kiln.SourceModule("""
+    __global__ void col_sums(double *out, const double *m, int rows, int cols) {
+      int j = blockIdx.x * blockDim.x + threadIdx.x;
+      if (j >= cols) return;
+      double s = 0;
+      for (int i = 0; i < rows; i++) s += m[i + j * rows];
+      out[j] = s;
+    }""")
+    out = gpuarray.empty(70, np.float64)
+    mod.get_function("col_sums")(out, a + a, np.int32(33), np.int32(70), block=(128, 1, 1))
+    np.testing.assert_allclose(out.get(), (h + h).sum(axis=0))
+
+
 @pytest.mark.parametrize("func", [gpuarray.empty_like, gpuarray.zeros_like, gpuarray.ones_like])
 def test_like_functions_keep_the_order_for_a_and_k(func):
     h = np.ones((16, 8), np.float32)

@@ -262,44 +262,48 @@ static PyObject *kpy_array_new_like_me(PyObject *op, PyObject *args, PyObject *k
   return res;
 }
 
-static PyObject *kpy_array_get_itemsize(PyObject *op, void *c) {
-  (void)c;
-  return PyLong_FromSsize_t(KPY_ARRAY(op)->itemsize);
-}
-
-/* nbytes is size * itemsize, unless a program set its own: PyCUDA's nbytes is a plain
- * attribute, and a GPUArray subclass may give the bytes of the buffer it spans (reikna's Array,
- * its offset included). That value is kept in the array's __dict__ and given back; kiln's own
- * copies and launches go by the array's shape, never by it. */
-static PyObject *kpy_array_get_nbytes(PyObject *op, void *c) {
-  (void)c;
+/* nbytes is size * itemsize, and itemsize the dtype's, unless a program set its own: PyCUDA's
+ * are plain attributes, and a GPUArray subclass may give the bytes of the buffer it spans
+ * (reikna's Array, its offset included) or set itemsize in its __init__ (FiPy's). The value is
+ * kept in the array's __dict__ and given back; kiln's own copies and launches go by the array's
+ * shape and dtype, never by it. */
+static PyObject *kpy_array_told(PyObject *op, const char *name, Py_ssize_t own) {
   PyObject *dict = KPY_ARRAY(op)->dict;
   if (dict && PyDict_GET_SIZE(dict)) {
-    PyObject *told = PyDict_GetItemString(dict, "nbytes"); /* borrowed, returned at once */
+    PyObject *told = PyDict_GetItemString(dict, name); /* borrowed, returned at once */
     if (told) return Py_NewRef(told);
   }
-  return PyLong_FromSsize_t(KPY_ARRAY(op)->nbytes);
+  return PyLong_FromSsize_t(own);
 }
 
-static int kpy_array_set_nbytes(PyObject *op, PyObject *value, void *c) {
-  (void)c;
+static PyObject *kpy_array_get_itemsize(PyObject *op, void *c) {
+  return kpy_array_told(op, c, KPY_ARRAY(op)->itemsize);
+}
+
+static PyObject *kpy_array_get_nbytes(PyObject *op, void *c) {
+  return kpy_array_told(op, c, KPY_ARRAY(op)->nbytes);
+}
+
+/* Sets (or, deleted, forgets) the program's own value of the attribute named c. */
+static int kpy_array_set_told(PyObject *op, PyObject *value, void *c) {
+  const char *name = c;
   PyObject *dict = PyObject_GenericGetDict(op, NULL);
   if (!dict) return -1;
   int rc;
   if (!value) {
-    rc = PyDict_DelItemString(dict, "nbytes");
+    rc = PyDict_DelItemString(dict, name);
     if (rc < 0 && PyErr_ExceptionMatches(PyExc_KeyError)) {
       PyErr_Clear();
-      rc = 0; /* nothing was set: nbytes stays size * itemsize */
+      rc = 0; /* nothing was set: the array's own value stays */
     }
   } else {
     PyObject *n = PyNumber_Index(value);
     Py_ssize_t v = n ? PyLong_AsSsize_t(n) : -1;
     if (v >= 0) {
-      rc = PyDict_SetItemString(dict, "nbytes", n);
+      rc = PyDict_SetItemString(dict, name, n);
     } else {
       if (n && !PyErr_Occurred())
-        PyErr_Format(PyExc_ValueError, "nbytes must be a non-negative int, not %R", value);
+        PyErr_Format(PyExc_ValueError, "%s must be a non-negative int, not %R", name, value);
       rc = -1;
     }
     Py_XDECREF(n);
@@ -651,10 +655,13 @@ static PyGetSetDef kpy_array_getset[] = {
     {"_grid", kpy_array_get_grid, NULL,
      "PyCUDA's grid for a kernel over its elements: (blocks, 1), one thread an element.", NULL},
     {"_block", kpy_array_get_block, NULL, "PyCUDA's block for the same: (256, 1, 1).", NULL},
-    {"itemsize", kpy_array_get_itemsize, NULL, "The bytes of one element.", NULL},
-    {"nbytes", kpy_array_get_nbytes, kpy_array_set_nbytes,
+    {"itemsize", kpy_array_get_itemsize, kpy_array_set_told,
+     "The bytes of one element. Assignable, as PyCUDA's plain attribute: the value set is given "
+     "back.",
+     (void *)"itemsize"},
+    {"nbytes", kpy_array_get_nbytes, kpy_array_set_told,
      "size * itemsize. Assignable, as PyCUDA's plain attribute: the value set is given back.",
-     NULL},
+     (void *)"nbytes"},
     {"ndim", kpy_array_get_ndim, NULL, "Its number of dimensions.", NULL},
     {"ptr", kpy_array_get_ptr, NULL, "The device address of its element [0, ..., 0].", NULL},
     {"device", kpy_array_get_device, NULL, "The ordinal of its device.", NULL},

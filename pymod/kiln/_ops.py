@@ -525,12 +525,33 @@ def _empty(shape, dtype, stream):
     return empty(tuple(shape), dtype, stream=stream)
 
 
-def _plain_result(shape, dtype, allocator, stream):
+def _laid_out(a, fortran):
+    """Whether a's elements lie in memory in F order (fortran) or C order: the strides of its
+    axes longer than one grow from the first axis to the last (F) or shrink (C)."""
+    strides = [abs(st) for n, st in zip(a.shape, a.strides) if n > 1]
+    if fortran:
+        strides.reverse()
+    return all(x >= y for x, y in zip(strides, strides[1:]))
+
+
+def _order(arrays, shape):
+    """The order of a new result of shape: "F" where NumPy's order="K" makes it so, every
+    operand of that shape laid out in F order and one of them not in C order (an operation on
+    Fortran-ordered arrays, whose result a program's F-order kernel then reads, as under
+    PyCUDA); else "C". Broadcast operands have no say."""
+    full = [a for a in arrays if isinstance(a, DeviceArray) and a.shape == shape]
+    if len(shape) < 2 or not full or not all(_laid_out(a, True) for a in full):
+        return "C"
+    return "C" if all(_laid_out(a, False) for a in full) else "F"
+
+
+def _plain_result(shape, dtype, allocator, stream, order="C"):
     """A plain DeviceArray for a result: allocator's memory when there is one, else the pool's,
     ordered on stream."""
     if allocator is None:
-        return _empty(shape, dtype, stream)
-    return DeviceArray(shape, dtype, allocator=allocator)
+        from ._kiln import empty
+        return empty(tuple(shape), dtype, stream=stream, order=order)
+    return DeviceArray(shape, dtype, allocator=allocator, order=order)
 
 
 def _result(like, shape, dtype, stream):
@@ -541,16 +562,22 @@ def _result(like, shape, dtype, stream):
     array's allocator makes its results: kept for such arrays, the memory then ordered as their
     constructor orders it. Any other result is kiln's pool memory, ordered on stream."""
     shape = tuple(shape)
-    if isinstance(like, tuple):
-        arrays = [v for v in like if isinstance(v, DeviceArray)]
-        like = next((v for v in arrays if v.shape == shape), arrays[0] if arrays else None)
+    arrays = [v for v in like if isinstance(v, DeviceArray)] if isinstance(like, tuple) \
+        else [like]
+    order = _order(arrays, shape)
+    like = next((v for v in arrays if v.shape == shape), arrays[0] if arrays else None)
     if not isinstance(like, DeviceArray):
         return _empty(shape, dtype, stream)
     if like.shape != shape or (type(like) is DeviceArray and like.allocator is None):
-        return _plain_result(shape, dtype, like.allocator, stream)  # a broadcast: none like it
+        # a broadcast: none like it
+        return _plain_result(shape, dtype, like.allocator, stream, order)
     dtype = np.dtype(dtype)
     try:
-        made = like._new_like_me(dtype)
+        # kiln's own _new_like_me keeps an F-ordered array's order for a dtype of its own too;
+        # a subclass's is called as PyCUDA calls it
+        made = (like._new_like_me(dtype, order="F")
+                if order == "F" and type(like)._new_like_me is DeviceArray._new_like_me
+                else like._new_like_me(dtype))
     except TypeError as e:
         if type(like)._new_like_me is not DeviceArray._new_like_me:
             raise
@@ -558,7 +585,7 @@ def _result(like, shape, dtype, stream):
         # say how it is made (PyCUDA fails here): the result is a plain array, as a view is.
         _log.logger.debug("%s(shape, dtype, ...) failed (%s): a plain result",
                           type(like).__name__, e)
-        return _plain_result(shape, dtype, like.allocator, stream)
+        return _plain_result(shape, dtype, like.allocator, stream, order)
     if not isinstance(made, DeviceArray) or made.shape != shape or made.dtype != dtype:
         got = (f"a {type(made).__name__} of shape {made.shape} and dtype {made.dtype}"
                if isinstance(made, DeviceArray) else f"a {type(made).__name__}")

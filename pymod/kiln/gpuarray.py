@@ -371,7 +371,7 @@ def where(criterion, then_, else_, out=None, stream=None):
     dtype = np.result_type(*(v.dtype if isinstance(v, DeviceArray) else v for v in (x, y)))
     shape = np.broadcast_shapes(*[v.shape for v in ops])
     if out is None:
-        out = DeviceArray(shape, dtype)
+        out = _ops._plain_result(shape, dtype, None, stream, _ops._order(ops, shape))
     if out.size == 0:
         return out
     args, decl, vals = [out], [f"{_cgen.dtype_to_ctype(out.dtype)} *z"], []
@@ -418,7 +418,7 @@ def _logical(op, operands, out, allocator, stream):
     arrays = [v for v in operands if isinstance(v, DeviceArray)]
     if out is None and (allocator is not None or not arrays):
         shape = np.broadcast_shapes(*[v.shape for v in arrays]) if arrays else ()
-        out = DeviceArray(shape, np.bool_, allocator=allocator)
+        out = DeviceArray(shape, np.bool_, allocator=allocator, order=_ops._order(arrays, shape))
     if not arrays:  # PyCUDA's scalars-only form: the host's answer in a 0-d array
         out.fill(getattr(np, op)(*operands), stream=stream)
         return out
