@@ -539,8 +539,11 @@ def _order(arrays, shape):
     operand of that shape laid out in F order and one of them not in C order (an operation on
     Fortran-ordered arrays, whose result a program's F-order kernel then reads, as under
     PyCUDA); else "C". Broadcast operands have no say."""
+    if len(shape) < 2:
+        return "C"
     full = [a for a in arrays if isinstance(a, DeviceArray) and a.shape == shape]
-    if len(shape) < 2 or not full or not all(_laid_out(a, True) for a in full):
+    if not full or all(a.flags.c_contiguous for a in full) or \
+            not all(_laid_out(a, True) for a in full):
         return "C"
     return "C" if all(_laid_out(a, False) for a in full) else "F"
 
