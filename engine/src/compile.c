@@ -329,6 +329,7 @@ kiln_status kiln__compile(const char *src, const kiln_compile_opts *opts, const 
     char *first = kiln__dup_str(kiln_last_error()), *current = NULL;
     const char *base = literal_src ? literal_src : src;
     kiln__code next = {0};
+    int no_kernel = 0;
     for (int round = 0; first && round < 4 && s; round++) {
       const char *log = round ? next.log : literal_log ? literal_log : out->log;
       char *rewritten = log ? kiln__dialect_host_functions(current ? current : base, log) : NULL;
@@ -339,7 +340,10 @@ kiln_status kiln__compile(const char *src, const kiln_compile_opts *opts, const 
       kiln_status r = kiln__compile_once(current, opts, arch, pch_dir, cwd, &next, &again);
       /* With no kernel left, what was blanked was the source's kernels (a head mistyped), and
        * the refusal is the answer, not a module of nothing. */
-      if (r == KILN_OK && !strstr(next.ptx, ".entry ")) break;
+      if (r == KILN_OK && !strstr(next.ptx, ".entry ")) {
+        no_kernel = 1;
+        break;
+      }
       if (r == KILN_OK) {
         kiln__compile_free_code(out);
         *out = next;
@@ -351,7 +355,22 @@ kiln_status kiln__compile(const char *src, const kiln_compile_opts *opts, const 
       }
     }
     kiln__compile_free_code(&next);
-    if (s && first) kiln__fail(KILN_ERROR_COMPILE, "%s", first);
+    /* Said after the log too, where a caller shows the log rather than the message. */
+    static const char note[] =
+        "(The source compiles without the functions NVRTC refused, which nvcc would compile "
+        "for the host, but then has no kernel: a template kernel that only host code launched "
+        "needs its instances named, name_expressions=[\"k<float>\"], or instantiated "
+        "explicitly; or a kernel's head is mistyped.)\n";
+    if (s && first && no_kernel && out->log) {
+      size_t n = strlen(out->log);
+      char *longer = realloc(out->log, n + sizeof note + 1);
+      if (longer) {
+        snprintf(longer + n, sizeof note + 1, "%s%s", n && longer[n - 1] != '\n' ? "\n" : "", note);
+        out->log = longer;
+      }
+    }
+    if (s && first)
+      kiln__fail(KILN_ERROR_COMPILE, "%s%s%s", first, no_kernel ? "\n" : "", no_kernel ? note : "");
     free(first);
     free(current);
   }

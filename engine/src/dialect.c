@@ -156,7 +156,14 @@ static int kiln__opens(const char *head, size_t n) {
   if (kiln__has_word(head, n, "namespace") ||
       (n >= 6 && strncmp(head, "extern", 6) == 0 && head[n - 1] == '"'))
     return KILN__OPENS_SCOPE;
-  if (!n || head[n - 1] != ')' || memchr(head, '=', n) || kiln__has_word(head, n, "struct") ||
+  /* An '=' outside parentheses is an initializer's; inside them, a default argument's. */
+  int depth = 0, assigns = 0;
+  for (size_t i = 0; i < n; i++) {
+    if (head[i] == '(') depth++;
+    else if (head[i] == ')' && depth > 0) depth--;
+    else if (head[i] == '=' && depth == 0) assigns = 1;
+  }
+  if (!n || head[n - 1] != ')' || assigns || kiln__has_word(head, n, "struct") ||
       kiln__has_word(head, n, "class") || kiln__has_word(head, n, "union") ||
       kiln__has_word(head, n, "enum") || kiln__has_word(head, n, "typedef"))
     return KILN__OPENS_OTHER;

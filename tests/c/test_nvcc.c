@@ -471,6 +471,15 @@ TEST(compile_gives_cpp_headers_as_libcudacxx_ones) {
             KILN_ERROR_COMPILE);
   ASSERT_CONTAINS(kiln_module_log(bad), "vector");
   kiln_module_free(bad);
+  /* POSIX's timing headers and GCC's everything-at-once header, of whole programs */
+  m = compile_ok("#include <unistd.h>\n#include <sys/time.h>\n#include <bits/stdc++.h>\n"
+                 "__global__ void k(float *p) { p[0] = sqrtf(p[1]) + INT_MAX + FLT_EPSILON; }\n"
+                 "double now() { struct timeval t; gettimeofday(&t, 0); usleep(1);\n"
+                 "  return t.tv_sec + 1e-6 * t.tv_usec; }\n"
+                 "int main() { std::vector<int> v; printf(\"%f\", now()); return 0; }\n",
+                 &(kiln_compile_opts){.arch = "sm_90"});
+  ASSERT_OK(kiln_module_get_function(m, "k", &(kiln_function *){NULL}));
+  kiln_module_free(m);
 }
 
 /* kiln's C headers go to NVRTC only when some text of the compile can name a header: a source
@@ -839,4 +848,27 @@ TEST(compile_leaves_out_a_whole_programs_host_code_as_nvcc_does) {
                           "int main() {\n  return undefined_name;\n}\n";
   ASSERT_STATUS(kiln_module_from_source(no_kernel, &opts, &m), KILN_ERROR_COMPILE);
   ASSERT_CONTAINS(kiln_last_error(), "cudaMalloc");
+  ASSERT_CONTAINS(kiln_last_error(), "but then has no kernel");
+  /* A template kernel only main launches: the note says to name its instances, and named,
+   * the program compiles without its host code. The gpuAssert helper's default argument
+   * does not keep it from being left out. */
+  const char *launched =
+      "#include <cstdio>\n"
+      "inline void gpuAssert(cudaError_t code, const char *file, int line,\n"
+      "                      bool abort = true) {\n"
+      "  if (code != cudaSuccess) {\n"
+      "    fprintf(stderr, \"%s %s %d\", cudaGetErrorString(code), file, line);\n"
+      "    if (abort) exit(code);\n  }\n}\n"
+      "template <typename T> __global__ void twice(T *x) { x[0] *= 2; }\n"
+      "int main() {\n  float *d;\n  gpuAssert(cudaMalloc((void **)&d, 4), "
+      "__FILE__, __LINE__);\n  twice<<<1, 1>>>(d);\n  return 0;\n}\n";
+  ASSERT_STATUS(kiln_module_from_source(launched, &opts, &m), KILN_ERROR_COMPILE);
+  ASSERT_CONTAINS(kiln_last_error(), "name_expressions");
+  ASSERT_CONTAINS(kiln_module_log(m), "but then has no kernel");
+  kiln_module_free(m);
+  const char *names[] = {"twice<float>"};
+  kiln_compile_opts named = {.arch = "sm_90", .name_expressions = names, .n_name_expressions = 1};
+  m = compile_ok(launched, &named);
+  ASSERT_OK(kiln_module_get_function(m, "twice<float>", &f));
+  kiln_module_free(m);
 }
