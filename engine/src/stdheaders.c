@@ -596,6 +596,19 @@ static const kiln__stdheader kiln__stdheaders[] = {
     KILN__LIBCU_HEADER("concepts"),
     KILN__LIBCU_HEADER("atomic"),
     KILN__LIBCU_HEADER("chrono"),
+    /* <array>: libcu++'s array alone, not all of cuda::std (which brings its abs and sqrt,
+     * ambiguous with device code's own after `using namespace std;`) */
+    {"array", "/* kiln's <array> for NVRTC: libcu++'s cuda::std::array as std::array. */\n"
+              "#if (__cplusplus >= 201703L || defined(CCCL_IGNORE_DEPRECATED_CPP_DIALECT)) && "
+              "__has_include(<cuda/std/array>)\n"
+              "#include <cuda/std/array>\n"
+              "namespace std {\n"
+              "using ::cuda::std::array;\nusing ::cuda::std::get;\n"
+              "}\n"
+              "#else\n"
+              "#error kiln gives <array> as libcu++'s (cuda/std/array), which needs C++17 or "
+              "later and the CCCL headers of the CUDA toolkit\n"
+              "#endif\n"},
 };
 
 /* What a kernel compiled by nvcc sees without any #include: nvcc puts cuda_runtime.h first,
@@ -764,8 +777,8 @@ kiln_status kiln__stdheaders_select(const char *src, const kiln_compile_opts *op
  * hash these texts, some 10 us, before its first lookup. The C test
  * stdheaders_digest_matches_the_texts recomputes it, so a text edited without it fails. */
 static const unsigned char kiln__stdheaders_sha[KILN__KEY_SIZE] = {
-    0x7c, 0x2d, 0x5e, 0x72, 0xd1, 0x1f, 0x44, 0x43, 0xa3, 0x5d, 0x53, 0x70, 0x1a, 0xf9, 0x02, 0x03,
-    0x2f, 0xfb, 0x1d, 0xd3, 0xac, 0xf1, 0x21, 0xde, 0xcc, 0x32, 0x57, 0xcb, 0x13, 0x3b, 0xf9, 0x7f};
+    0x96, 0xf3, 0xcb, 0x4a, 0xa4, 0xe7, 0x6a, 0x35, 0x6a, 0x6a, 0x04, 0x28, 0xd3, 0x81, 0x33, 0x08,
+    0x1e, 0xae, 0x19, 0x58, 0xec, 0x8e, 0xc1, 0x20, 0x5f, 0x9a, 0xb3, 0xdc, 0x8b, 0xcb, 0x87, 0x0f};
 
 kiln_status kiln__stdheaders_digest(unsigned char out[KILN__KEY_SIZE]) {
   kiln__hasher *h;

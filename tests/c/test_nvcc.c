@@ -412,6 +412,16 @@ TEST(compile_gives_cpp_headers_as_libcudacxx_ones) {
   kiln_module *m = compile_ok(src, &(kiln_compile_opts){.arch = "sm_90"});
   if (kiln_module_log(m)[0]) FAIL("the log is not empty: %s", kiln_module_log(m));
   kiln_module_free(m);
+  /* <array>: libcu++'s array and get in std, and nothing that makes abs ambiguous */
+  m = compile_ok(
+      "#include <array>\n#include <cmath>\nusing namespace std;\n"
+      "__global__ void k(int *q, float *p) {\n"
+      "  std::array<int, 3> arr{4, 5, 6}; auto [x, y, z] = arr;\n"
+      "  p[0] = abs(p[1]) + sqrt(p[2]) + abs(-3);\n"
+      "  q[0] = arr[0] + get<2>(arr) + z + (int)std::tuple_size<array<int, 3>>::value; }\n",
+      &(kiln_compile_opts){.arch = "sm_90"});
+  if (kiln_module_log(m)[0]) FAIL("the log is not empty: %s", kiln_module_log(m));
+  kiln_module_free(m);
   /* C++14: <type_traits> still, as the host's serves nvcc's C++14 programs; <limits> says
    * what it needs, and so does <type_traits> under C++11. */
   const char *cxx14[] = {"-std=c++14"}, *cxx11[] = {"-std=c++11"};
@@ -424,6 +434,7 @@ TEST(compile_gives_cpp_headers_as_libcudacxx_ones) {
   } refused[] = {
       {"#include <type_traits>\n#include <limits>\n__global__ void k() {}\n", cxx14, "needs C++17"},
       {"#include <type_traits>\n__global__ void k() {}\n", cxx11, "needs C++14"},
+      {"#include <array>\n__global__ void k() {}\n", cxx14, "needs C++17"},
   };
   for (size_t i = 0; i < TEST_COUNT(refused); i++) {
     kiln_module *bad = NULL;
