@@ -338,8 +338,9 @@ kiln_status kiln__compile(const char *src, const kiln_compile_opts *opts, const 
       free(current);
       current = rewritten;
       kiln_status r = kiln__compile_once(current, opts, arch, pch_dir, cwd, &next, &again);
-      /* With no kernel left, what was blanked was the source's kernels (a head mistyped), and
-       * the refusal is the answer, not a module of nothing. */
+      /* With no kernel left, the blanking took a kernel's mistyped head, or the host code that
+       * alone instantiated a template kernel: the refusal is the answer, not a module of
+       * nothing. */
       if (r == KILN_OK && !strstr(next.ptx, ".entry ")) {
         no_kernel = 1;
         break;
