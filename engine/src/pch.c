@@ -8,10 +8,11 @@
  *
  * A PCH stands for the source's beginning up to its first token that is not a preprocessor
  * directive (NVRTC's header stop). Its key is everything that can change what that beginning
- * means: NVRTC's version, every option (arch, -D, include folders), the in-memory headers, the
- * folder of quoted includes and the text of the beginning; the user headers it can reach are
- * recorded and checked before each use, as the cache checks them. A beginning that ends inside
- * an #if is not precompiled: NVRTC's stop could lie past kiln's, outside the key.
+ * means: NVRTC's version, every option (arch, -D, include folders), the in-memory headers (the
+ * user's, and kiln's by their digest), the folder of quoted includes and the text of the
+ * beginning; the user headers it can reach are recorded and checked before each use, as the
+ * cache checks them. A beginning that ends inside an #if is not precompiled: NVRTC's stop could
+ * lie past kiln's, outside the key.
  *
  * A PCH is made by the second compile of a beginning in the process, not the first: writing it
  * makes that compile slower, and most beginnings are compiled once (a script's module).
@@ -25,6 +26,7 @@
 #include "pch.h"
 
 #include "nvrtc.h"
+#include "stdheaders.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -281,9 +283,10 @@ static int kiln__pch_intact(const kiln__pch_kept *k) {
          (int64_t)st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec == k->mtime_ns;
 }
 
-static kiln_status kiln__pch_key(const char *src, size_t n, const kiln_compile_opts *opts,
-                                 const char *const *args, int n_args, const char *dir,
-                                 const char *cwd, unsigned char key[KILN__KEY_SIZE]) {
+kiln_status kiln__pch_key(const char *src, size_t n, const kiln_compile_opts *opts,
+                          const char *const *args, int n_args, const char *dir, const char *cwd,
+                          const unsigned char kiln_headers[KILN__KEY_SIZE],
+                          unsigned char key[KILN__KEY_SIZE]) {
   kiln__hasher *h;
   kiln_status s = kiln__hash_begin(&h);
   if (s) return s;
@@ -299,6 +302,9 @@ static kiln_status kiln__pch_key(const char *src, size_t n, const kiln_compile_o
     kiln__hash_string(h, opts->header_names[i]);
     kiln__hash_string(h, opts->header_sources[i]);
   }
+  /* The headers kiln gives every compile, kiln_nvcc_host.h first, which the PCH holds parsed:
+   * a lasting file made by a kiln whose texts differ would otherwise be taken for this one's. */
+  kiln__hash_field(h, kiln_headers, KILN__KEY_SIZE);
   kiln__hash_string(h, dir); /* where the file lives: another cache folder makes its own */
   kiln__hash_string(h, cwd);
   kiln__hash_field(h, src, n);
@@ -380,7 +386,8 @@ void kiln__pch_plan_for(const char *src, const kiln_compile_opts *opts, const ch
   prefix[n] = '\0';
   unsigned char key[KILN__KEY_SIZE];
   kiln__headers headers = {0};
-  int known = kiln__pch_key(src, n, opts, args, n_args, dir, cwd, key) == KILN_OK &&
+  int known = kiln__pch_key(src, n, opts, args, n_args, dir, cwd, kiln__stdheaders_digest_kept(),
+                            key) == KILN_OK &&
               kiln__headers_scan(prefix, opts, cwd, &headers) == KILN_OK && !headers.uncacheable;
   free(prefix);
   kiln__clear_error();

@@ -29,6 +29,14 @@ typedef struct kiln__pch_plan {
 void kiln__pch_plan_for(const char *src, const kiln_compile_opts *opts, const char *const *args,
                         int n_args, const char *dir, const char *cwd, kiln__pch_plan *plan);
 
+/* The key of a PCH of src's first n bytes (its beginning) compiled with args[0..n_args), the
+ * in-memory headers of opts, dir and cwd, where kiln's own headers have the digest
+ * kiln_headers (kiln__stdheaders_digest_kept(): a parameter so that a test can vary it). */
+kiln_status kiln__pch_key(const char *src, size_t n, const kiln_compile_opts *opts,
+                          const char *const *args, int n_args, const char *dir, const char *cwd,
+                          const unsigned char kiln_headers[KILN__KEY_SIZE],
+                          unsigned char key[KILN__KEY_SIZE]);
+
 /* 1 when a compile of src with opts, cache folder dir and NVRTC id could go through a PCH:
  * what kiln__pch_plan_for would look at further, without NVRTC open. */
 int kiln__pch_could_use(const char *src, const kiln_compile_opts *opts, const char *dir,

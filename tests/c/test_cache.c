@@ -4,6 +4,7 @@
 #include "runner.h"
 
 #include "../../engine/src/cache.h"
+#include "../../engine/src/pch.h"
 #include "../../engine/src/stdheaders.h"
 
 #include <dirent.h>
@@ -402,6 +403,24 @@ TEST(stdheaders_digest_matches_the_texts) {
   kiln__hash_hex(now, computed);
   kiln__hash_hex(kiln__stdheaders_digest_kept(), kept);
   ASSERT_STR_EQ(kept, computed);
+}
+
+/* A lasting PCH holds kiln's own headers parsed (kiln_nvcc_host.h first): its key follows their
+ * digest, or a file made by a kiln whose texts differ would be taken for this one's. */
+TEST(pch_key_follows_kilns_headers) {
+  const char *src = "#include <cuda_fp16.h>\n__global__ void k() {}\n";
+  const char *args[] = {"-arch=sm_90", "-DN=1"};
+  size_t n = strlen("#include <cuda_fp16.h>\n");
+  unsigned char other[KILN__KEY_SIZE], a[KILN__KEY_SIZE], b[KILN__KEY_SIZE], c[KILN__KEY_SIZE];
+  memcpy(other, kiln__stdheaders_digest_kept(), sizeof other);
+  other[0] ^= 1;
+  ASSERT_OK(
+      kiln__pch_key(src, n, NULL, args, 2, "/tmp/c", "/tmp", kiln__stdheaders_digest_kept(), a));
+  ASSERT_OK(
+      kiln__pch_key(src, n, NULL, args, 2, "/tmp/c", "/tmp", kiln__stdheaders_digest_kept(), b));
+  ASSERT_OK(kiln__pch_key(src, n, NULL, args, 2, "/tmp/c", "/tmp", other, c));
+  ASSERT(memcmp(a, b, sizeof a) == 0);
+  ASSERT(memcmp(a, c, sizeof a) != 0);
 }
 
 TEST(cache_second_process_hits) {
