@@ -732,6 +732,30 @@ def test_ptxas_options_quoted_as_for_a_shell():
         kiln.SourceModule(unique(TINY), options=["-DN=1", '-Xptxas="-v'], arch=ARCH)
 
 
+def test_macros_given_to_the_host_compiler_reach_the_kernels(tmp_path):
+    # nvcc preprocesses device code with the host compiler, so its -D, -U and -I apply to the
+    # kernels too (a ray tracer passes --compiler-options "-DPHYSICS=2 -DTRACKPOINTS=8"); its
+    # other options are the host compiler's alone.
+    (tmp_path / "three.h").write_text("#define THREE 3\n")
+    src = unique('#include "three.h"\n#ifdef GONE\n#error GONE is defined\n#endif\n'
+                 "__global__ void k(int *p) { int t[N]; t[0] = M * THREE; p[0] = t[0]; }\n")
+    for options in (["--compiler-options", "-DN=2 -DM=5,-fPIC", "-Xcompiler", f"-I{tmp_path}"],
+                    ["-Xcompiler", f'-D,N=2,"-DM=5",-Wall,-I,{tmp_path},-DGONE,-UGONE'],
+                    [f"-Xcompiler=-DN=2 -DM=5 -O2 -I {tmp_path}"]):
+        m = kiln.SourceModule(src, options=options, arch=ARCH, cache_dir=False)
+        f = m.get_function("k")
+        if HAVE_GPU:
+            out = np.zeros(1, np.int32)
+            f(kiln.Out(out), block=(1, 1, 1))
+            assert out[0] == 15
+    with pytest.raises(kiln.CompileError, match="identifier \"M\" is undefined"):
+        kiln.SourceModule(src, options=["-DN=1", f"-I{tmp_path}", "-Xcompiler", "-fPIC"],
+                          arch=ARCH, cache_dir=False)
+    with pytest.raises(ValueError, match="the host compiler options '-fPIC -D' end in -D with "
+                                         "no value"):
+        kiln.SourceModule(src, options=["-Xcompiler", "-fPIC -D"], arch=ARCH, cache_dir=False)
+
+
 def test_arch_and_code():
     assert kiln.SourceModule(unique(TINY), options=["-DN=1"], code="sm_86").arch == "sm_86"
     assert kiln.SourceModule(unique(TINY), options=["-DN=1"], arch="compute_80",

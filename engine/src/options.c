@@ -15,10 +15,11 @@
 
 /* What an nvcc option becomes. */
 typedef enum kiln__action {
-  KILN__KEEP,    /* passed as it is */
-  KILN__DROP,    /* no meaning under NVRTC */
-  KILN__JOIN,    /* "-D X" -> "-DX": to, then the value */
-  KILN__LIST,    /* "-Xptxas a,b" -> "--ptxas-options=a", "--ptxas-options=b": JOIN of each */
+  KILN__KEEP, /* passed as it is */
+  KILN__DROP, /* no meaning under NVRTC */
+  KILN__JOIN, /* "-D X" -> "-DX": to, then the value */
+  KILN__LIST, /* "-Xptxas a,b" -> "--ptxas-options=a", "--ptxas-options=b": JOIN of each */
+  KILN__HOST, /* "-Xcompiler -DX,-fPIC" -> "-DX": the preprocessor's of a list, the rest dropped */
   KILN__REPLACE, /* to, instead */
   KILN__ARCH,    /* the compile's arch */
   KILN__CODE,    /* the compile's code */
@@ -104,8 +105,10 @@ static const kiln__rule kiln__rules[] = {
     {"--x", 1, 0, KILN__DROP, NULL},
     {"-ccbin", 1, 0, KILN__DROP, NULL},
     {"--compiler-bindir", 1, 0, KILN__DROP, NULL},
-    {"-Xcompiler", 1, 0, KILN__DROP, NULL},
-    {"--compiler-options", 1, 0, KILN__DROP, NULL},
+    /* the host compiler's, but nvcc preprocesses device code with it too: a program may define
+     * the macros of its kernels there (--compiler-options "-DPHYSICS=2 -DTRACKPOINTS=64") */
+    {"-Xcompiler", 1, 0, KILN__HOST, NULL},
+    {"--compiler-options", 1, 0, KILN__HOST, NULL},
     {"-Xlinker", 1, 0, KILN__DROP, NULL},
     {"--linker-options", 1, 0, KILN__DROP, NULL},
     {"-Xnvlink", 1, 0, KILN__DROP, NULL},
@@ -279,31 +282,60 @@ static const char *kiln__own(kiln__options *o, const char *prefix, const char *v
   return kiln__own_n(o, prefix, value, strlen(value));
 }
 
-/* A list's value as nvcc hands it to ptxas: split at its commas, and each piece put on a
- * shell's command line as it is, so that blanks part words and double quotes group and go
- * ("-Xptxas=\"-v\"" is ptxas's -v, "-Xptxas '-v -O3'" two options). Each word is one option
- * to NVRTC, which gives its value to ptxas whole. */
+/* A word of the host compiler's options, of len bytes: the preprocessor's -D, -U and -I (the
+ * value attached or the next word, which *pending remembers) pass to NVRTC; the rest speak to
+ * the host compiler alone. */
+static const char *kiln__host_word(kiln__options *o, const char *word, size_t len,
+                                   const char **pending, int *failed) {
+  const char *prefix = *pending;
+  size_t skip = 0;
+  *pending = NULL;
+  if (!prefix) {
+    if (len < 2 || word[0] != '-' || !strchr("DUI", word[1])) return NULL;
+    prefix = word[1] == 'D' ? "-D" : word[1] == 'U' ? "-U" : "-I";
+    if (len == 2) {
+      *pending = prefix;
+      return NULL;
+    }
+    skip = 2;
+  }
+  const char *made = kiln__own_n(o, prefix, word + skip, len - skip);
+  if (!made) *failed = 1;
+  return made;
+}
+
+/* A list's value as nvcc hands it on: split at its commas, and each piece put on a shell's
+ * command line as it is, so that blanks part words and double quotes group and go
+ * ("-Xptxas=\"-v\"" is ptxas's -v, "-Xptxas '-v -O3'" two options). For ptxas (prefix set),
+ * each word is one option to NVRTC, which gives its value to ptxas whole; for the host compiler
+ * (prefix NULL), what kiln__host_word keeps. */
 static kiln_status kiln__list(kiln__options *o, const char *prefix, const char *value, int *k) {
   size_t n = strlen(value);
   char *word = malloc(n + 1);
   if (!word) return kiln__fail(KILN_ERROR_NO_MEMORY, "out of memory reading the compile options");
   kiln_status s = KILN_OK;
   size_t len = 0;
-  int quoted = 0;
+  int quoted = 0, failed = 0;
+  const char *pending = NULL;
   for (size_t i = 0; i <= n && !s; i++) {
     char c = value[i];
     if (c == '"') quoted = !quoted;
     else if (c && (quoted || (c != ',' && c != ' ' && c != '\t'))) word[len++] = c;
     else if (quoted) {
-      s = kiln__fail(KILN_ERROR_INVALID, "the ptxas options '%s' open a \" they do not close",
-                     value);
+      s = kiln__fail(KILN_ERROR_INVALID, "the %s options '%s' open a \" they do not close",
+                     prefix ? "ptxas" : "host compiler", value);
     } else if (len) {
-      const char *made = kiln__own_n(o, prefix, word, len);
-      if (!made) s = kiln__fail(KILN_ERROR_NO_MEMORY, "out of memory reading the compile options");
-      else o->options[(*k)++] = made;
+      const char *made = prefix ? kiln__own_n(o, prefix, word, len)
+                                : kiln__host_word(o, word, len, &pending, &failed);
+      if (prefix && !made) failed = 1;
+      if (failed) s = kiln__fail(KILN_ERROR_NO_MEMORY, "out of memory reading the compile options");
+      else if (made) o->options[(*k)++] = made;
       len = 0;
     }
   }
+  if (!s && pending)
+    s = kiln__fail(KILN_ERROR_INVALID, "the host compiler options '%s' end in %s with no value",
+                   value, pending);
   free(word);
   return s;
 }
@@ -412,7 +444,8 @@ kiln_status kiln__options_translate(const kiln_compile_opts *in, kiln__options *
       if (!made) s = kiln__fail(KILN_ERROR_NO_MEMORY, "out of memory reading the compile options");
       else o->options[k++] = made;
       break;
-    case KILN__LIST: s = kiln__list(o, rule->to, value, &k); break;
+    case KILN__LIST:
+    case KILN__HOST: s = kiln__list(o, rule->to, value, &k); break;
     case KILN__ARCH:
       s = kiln__one_target("the arch", value);
       o->options_arch = value; /* nvcc takes the last */
