@@ -141,6 +141,26 @@ def test_an_operation_that_moves_i_gets_pycudas_one_element_loop():
         assert not _elwise_src.moves_i(text), text
 
 
+def test_an_operation_that_assigns_a_parameter_takes_one_element_a_thread():
+    # Chainer's kernels re-point their own parameters (x = &x[(i / m) * c]); PyCUDA's launch
+    # shape gives each thread one element, with the parameters as passed.
+    args = _cgen.parse_arguments("float *x, float *w, int c, float *y")
+    for op in ("x = &x[(i / c) * c]; y[i] = x[0]", "c *= 2; y[i] = c", "w++; y[i] = *w",
+               "--w; y[i] = w[1]", "x += c; y[i] = *x"):
+        assert _elwise_src.per_thread(args, op) == 1, op
+        src = _elwise_src.source(args, op, "repoint")
+        assert "for (i = cta_start + tid; i < n; i += total_threads)" in src and "_tile" not in src
+        assert compile_(src).get_function("repoint")
+    for op in ("y[i] = x[i] * c", "*y = 1", "y[i] = c == 2", "y[i] = c <= 2 && c >= 1",
+               "w[i] = x[i]++", "y_i = 2", "float xc = c; y[i] = xc", "y[i] = s.x"):
+        assert _elwise_src.per_thread(args, op) == _elwise_src.UNROLL, op
+    k = ElementwiseKernel("float *x, int c, float *y", "x = &x[(i / c) * c]; y[i] = x[0]",
+                          "repoint")
+    assert k._per_thread == 1
+    assert ElementwiseKernel("float *x, float *y", "y[i] = x[i]")._per_thread == \
+        _elwise_src.UNROLL
+
+
 def test_bare_i_is_told_from_array_indices():
     assert _elwise_src.uses_bare_i("z[i] = x[i]")
     assert not _elwise_src.uses_bare_i("z[z_i] = x[x_i] + a.i")

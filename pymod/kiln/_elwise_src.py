@@ -10,7 +10,10 @@ One operation becomes up to four kernels, each generated when first needed:
 - "alias": the same without `__restrict__`, for calls where two array arguments overlap.
   Either is PyCUDA's own grid-stride loop, one element a thread per step, for an operation
   that moves `i` itself (PyCUDA's MD5 generator writes four elements `total_threads` apart
-  and steps `i` past them): the four-element step would set `i` back and write again.
+  and steps `i` past them): the four-element step would set `i` back and write again. So is
+  an operation that assigns one of its parameters (Chainer's `x = &x[(i / m) * c]`), which
+  PyCUDA's launch shape gives each thread once, as passed: such a kernel is launched one
+  element a thread (`per_thread`).
 - "range": PyCUDA's range=/slice= form, with `start`, `stop` and `step` in place of `n`.
 - "strided": arrays of any strides, for operations that index them with `name_i` (the index
   of element i in array `name`) rather than `i`; their shape and strides arrive in one struct.
@@ -41,6 +44,24 @@ def uses_bare_i(*texts):
 def moves_i(*texts):
     """True when the code assigns or steps `i` (a local of its own by that name included)."""
     return any(_MOVES_I.search(t or "") for t in texts)
+
+
+def assigns_parameter(arguments, *texts):
+    """True when the code assigns or steps one of the parameters (`x = &x[k]`, `a *= 2`,
+    `p++`), not what they point to (`x[i] = `, `*p = `)."""
+    names = "|".join(re.escape(a.name) for a in arguments)
+    if not names:
+        return False
+    pattern = re.compile(rf"(?<![\w.>*])(?:{names})\s*(?:(?:[-+*/%&|^]|<<|>>)?=(?!=)|\+\+|--)"
+                         rf"|(?:\+\+|--)\s*(?:{names})(?!\w)")
+    return any(pattern.search(t or "") for t in texts)
+
+
+def per_thread(arguments, operation):
+    """The elements a thread of the "contig" and "alias" kernels takes, for the launch shape:
+    one where the operation assigns a parameter, so each element sees the parameters as
+    passed (as each thread does under PyCUDA's shape), otherwise UNROLL."""
+    return 1 if assigns_parameter(arguments, operation) else UNROLL
 
 
 def _declarators(arguments, restrict):
@@ -86,7 +107,8 @@ def source(arguments, operation, name, preamble="", loop_prep="", after_loop="",
     if variant in ("contig", "alias"):
         params = ", ".join(_declarators(arguments, variant == "contig") + ["unsigned long n"])
         body = _indexed(vectors, "size_t", operation)
-        if moves_i(operation):  # PyCUDA's own loop (see the module's docstring)
+        if moves_i(operation) or per_thread(arguments, operation) == 1:
+            # PyCUDA's own loop (see the module's docstring)
             loop = f"""  for (i = cta_start + tid; i < n; i += total_threads)
     {body}
 """

@@ -53,9 +53,9 @@ def compile_source(src, options=None, keep=False):
                         headers=_cgen.headers_for(src))
 
 
-def contiguous_grid(n):
-    """The grid for n elements of the "contig" variant: four elements a thread."""
-    per_block = BLOCK * _elwise_src.UNROLL
+def contiguous_grid(n, per_thread=_elwise_src.UNROLL):
+    """The grid for n elements of the "contig" variant, per_thread elements a thread."""
+    per_block = BLOCK * per_thread
     return max(1, min((n + per_block - 1) // per_block, _MAX_GRID))
 
 
@@ -139,9 +139,10 @@ class ElementwiseKernel(ElementwiseBase):
         self._vector_index = [k for k, a in enumerate(self.arguments)
                               if isinstance(a, VectorArg)]
         self._bare_i = _elwise_src.uses_bare_i(self.operation, self.loop_prep, self.after_loop)
+        self._per_thread = _elwise_src.per_thread(self.arguments, self.operation)
         self._bind(self._function("contig"),
                    bytes(isinstance(a, VectorArg) for a in self.arguments), BLOCK,
-                   _elwise_src.UNROLL, self._same_ok)
+                   self._per_thread, self._same_ok)
 
     def _raise_error(self):
         """The error that kept the kernel from building, raised afresh (no traceback of the
@@ -202,7 +203,8 @@ class ElementwiseKernel(ElementwiseBase):
                 self._bind_alias(f)
             else:
                 f = self._function("contig")
-            f(*args, n, block=(BLOCK, 1, 1), grid=(contiguous_grid(n), 1), stream=stream)
+            f(*args, n, block=(BLOCK, 1, 1), grid=(contiguous_grid(n, self._per_thread), 1),
+              stream=stream)
             return None
         if self._bare_i:
             names = [self.arguments[k].name for k, a in zip(self._vector_index, arrays)
