@@ -357,6 +357,33 @@ def test_an_arch_in_the_options_is_the_arch_where_none_follows_it(monkeypatch):
         assert kiln.SourceModule(TWO, options=["-arch=sm_80"], cache_dir=False).arch == built
 
 
+@pytest.mark.parametrize("call", ["pow(x, 2.0)", "pow(n, 2)", "pow(2.0, x)", "pow(u, x)",
+                                  "pow(c, 3L)", "pow(x, 2.0f) + pow(d, n) + pow(x, n)"])
+def test_pow_of_mixed_types_compiles_as_under_nvcc(call):
+    # nvcc declares a device pow template promoting two arithmetic types as <cmath>'s pow does;
+    # NVRTC alone finds pow(float, double) ambiguous.
+    src = ("__global__ void k(float *out, float x, int n, unsigned u, char c, double d)\n"
+           f"{{ out[0] = {call}; }}\n")
+    assert kiln.SourceModule(src, arch=ARCH, cache_dir=False).get_function("k")
+
+
+def test_pow_beside_libcudacxx_and_what_nvcc_refuses_too():
+    # After `using namespace cuda::std;` libcu++'s pow template serves the mixed call, as it did
+    # before kiln gave one of its own (nvcc finds the two ambiguous).
+    kiln.SourceModule("#include <cuda/std/cmath>\nusing namespace cuda::std;\n"
+                      "__global__ void k(float *x) { x[0] = pow(x[0], 2.0); }\n", arch=ARCH,
+                      cache_dir=False)
+    # Other math functions of mixed types are refused by nvcc too: kiln adds no overloads.
+    with pytest.raises(kiln.CompileError, match='more than one instance of overloaded function '
+                                                '"atan2"'):
+        kiln.SourceModule("__global__ void k(float *x) { x[0] = atan2(x[0], 1.0); }",
+                          arch=ARCH, cache_dir=False)
+    # A pow of a type that is not arithmetic is not the template's.
+    with pytest.raises(kiln.CompileError, match='"pow"'):
+        kiln.SourceModule("struct S {};\n__global__ void k(float *x) { S s; x[0] = pow(s, 2); }",
+                          arch=ARCH, cache_dir=False)
+
+
 def test_sources_written_for_nvcc_and_pycuda_compile_as_they_did_there():
     # nvcc's implicit host headers give kernels uint, int32_t, M_PI...; PyCUDA's SourceModule
     # puts its pycuda-complex.hpp and pycuda-helpers.hpp on every include path.

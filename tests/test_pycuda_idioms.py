@@ -226,6 +226,22 @@ def test_names_nvcc_gives_bare_have_their_values_on_the_device():
                           info(np.int64).min, info(np.int16).max, 1 << 40, 8]
 
 
+def test_pow_of_mixed_types_computes_in_the_promoted_type():
+    # nvcc's device pow template: double unless both are float, as <cmath>'s promotion.
+    mod = SourceModule("""
+    __global__ void p(double *d, float x, int n, unsigned u) {
+      d[0] = pow(x, 2.0); d[1] = pow(n, 2); d[2] = pow(u, 0.5); d[3] = pow(2.0, x);
+      d[4] = pow(n, x); d[5] = pow(x, 2.0f); d[6] = sizeof(pow(x, 2.0)); d[7] = sizeof(pow(n, 2));
+    }""")
+    d = np.zeros(8, np.float64)
+    x = np.float32(1.1)
+    mod.get_function("p")(drv.Out(d), x, np.int32(7), np.uint32(10), block=(1, 1, 1))
+    want = [np.float64(x) ** 2, 49.0, np.sqrt(10.0), 2.0 ** np.float64(x), 7.0 ** np.float64(x),
+            np.float32(x) * np.float32(x), 8, 8]
+    np.testing.assert_allclose(d, want, rtol=1e-6)
+    assert d[0] == pytest.approx(np.float64(x) ** 2, rel=1e-15)  # in double, not float
+
+
 def test_cpp_headers_nvrtc_lacks_are_libcudacxx_ones_in_std():
     mod = SourceModule("""
     #include <type_traits>

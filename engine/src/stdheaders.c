@@ -625,6 +625,29 @@ static const kiln__stdheader kiln__stdheaders[] = {
  * std::size_t, std::ptrdiff_t, and <cmath>'s and <cstdlib>'s functions in std (std::sqrt,
  * std::abs, std::isnan) come with the host's <cstddef>, <cmath> and <cstdlib> there; a
  * using-declaration may be repeated, so kiln's <cstddef> or <cmath> after them agrees. */
+/* pow of two arithmetic types not both float or both double (pow(x, 2.0) of a float x, pow(n, 2)
+ * of an int): nvcc's math_functions.h declares a device pow template that promotes them as
+ * <cmath>'s does, to double unless both are float; NVRTC has only pow(float, float),
+ * pow(double, double) and the int exponents, and finds such a call ambiguous. An exact match
+ * among those wins over the template, so it changes no call that compiled before. */
+#define KILN__POW_PROMOTED                                                                  \
+  "#if __cplusplus >= 201103L\n"                                                            \
+  "template <typename T> struct kiln_pow_arg_ {};\n"                                        \
+  "#define KILN_POW_ARG_(T, R) template <> struct kiln_pow_arg_<T> { typedef R type; };\n"  \
+  "KILN_POW_ARG_(float, float) KILN_POW_ARG_(double, double) KILN_POW_ARG_(bool, double)\n" \
+  "KILN_POW_ARG_(char, double) KILN_POW_ARG_(signed char, double)\n"                        \
+  "KILN_POW_ARG_(unsigned char, double) KILN_POW_ARG_(short, double)\n"                     \
+  "KILN_POW_ARG_(unsigned short, double) KILN_POW_ARG_(int, double)\n"                      \
+  "KILN_POW_ARG_(unsigned int, double) KILN_POW_ARG_(long, double)\n"                       \
+  "KILN_POW_ARG_(unsigned long, double) KILN_POW_ARG_(long long, double)\n"                 \
+  "KILN_POW_ARG_(unsigned long long, double)\n"                                             \
+  "#undef KILN_POW_ARG_\n"                                                                  \
+  "template <typename T, typename U,\n"                                                     \
+  "          typename R = decltype(typename kiln_pow_arg_<T>::type() +\n"                   \
+  "                                typename kiln_pow_arg_<U>::type())>\n"                   \
+  "__device__ inline R pow(T x, U y) { return pow((R)x, (R)y); }\n"                         \
+  "#endif\n"
+
 #define KILN__NVCC_HOST_NAMES              \
   "typedef unsigned char u_char;\n"        \
   "typedef unsigned short u_short;\n"      \
@@ -666,20 +689,23 @@ static const kiln__stdheader kiln__stdheaders[] = {
 /* For a compile that can include something. INFINITY and NAN are macros here as under nvcc,
  * where libcu++'s <cuda/std/cmath> (and with it CUB and thrust) cannot conflict with them. */
 static const char kiln__nvcc_host_text[] =
-    KILN__NVCC_HOST_BEGIN KILN__INF_MACROS KILN__NVCC_HOST_STD "#endif\n";
+    KILN__NVCC_HOST_BEGIN KILN__INF_MACROS KILN__POW_PROMOTED KILN__NVCC_HOST_STD "#endif\n";
 
 /* For one some text of which names a header of CUB, thrust or libcu++ ("cub/", "thrust/",
  * "cuda/"): libcu++'s <cuda/std/cmath> defines INFINITY and NAN under NVRTC whatever came
  * before and warns of an earlier macro of another text, so they are left to it. (A constant of
  * the name instead would be a variable in every module.) A header file of the user's that
- * includes CUB is not read for this: there libcu++'s definitions come with a warning. */
+ * includes CUB is not read for this: there libcu++'s definitions come with a warning. Nor is
+ * the pow template given: after `using namespace cuda::std;` it and cuda::std::pow would make a
+ * mixed pow ambiguous, as nvcc finds it, where NVRTC alone takes libcu++'s. */
 static const char kiln__nvcc_host_libcu_text[] =
     KILN__NVCC_HOST_BEGIN KILN__NVCC_HOST_STD "#endif\n";
 
 /* For one that can include nothing and spells no "std", which cannot name <cmath>'s and
  * <cstdlib>'s std names: without them, some 130 using-declarations that cost NVRTC about 3% of
  * a small kernel's compile. */
-static const char kiln__nvcc_host_lean_text[] = KILN__NVCC_HOST_BEGIN KILN__INF_MACROS "#endif\n";
+static const char kiln__nvcc_host_lean_text[] =
+    KILN__NVCC_HOST_BEGIN KILN__INF_MACROS KILN__POW_PROMOTED "#endif\n";
 
 /* 1 when dir (relative to the working folder when not absolute) holds a file called name. */
 static int kiln__stdheaders_in(const char *dir, const char *name) {
@@ -777,8 +803,8 @@ kiln_status kiln__stdheaders_select(const char *src, const kiln_compile_opts *op
  * hash these texts, some 10 us, before its first lookup. The C test
  * stdheaders_digest_matches_the_texts recomputes it, so a text edited without it fails. */
 static const unsigned char kiln__stdheaders_sha[KILN__KEY_SIZE] = {
-    0x96, 0xf3, 0xcb, 0x4a, 0xa4, 0xe7, 0x6a, 0x35, 0x6a, 0x6a, 0x04, 0x28, 0xd3, 0x81, 0x33, 0x08,
-    0x1e, 0xae, 0x19, 0x58, 0xec, 0x8e, 0xc1, 0x20, 0x5f, 0x9a, 0xb3, 0xdc, 0x8b, 0xcb, 0x87, 0x0f};
+    0x7c, 0xca, 0x24, 0xbd, 0x00, 0xa2, 0xa0, 0xda, 0x6d, 0x1e, 0x35, 0xe0, 0x65, 0xb2, 0xf7, 0x24,
+    0x02, 0x3c, 0x15, 0x0a, 0x3d, 0xb8, 0x8b, 0xff, 0xc7, 0x96, 0x56, 0xa1, 0xd0, 0x44, 0xee, 0x96};
 
 kiln_status kiln__stdheaders_digest(unsigned char out[KILN__KEY_SIZE]) {
   kiln__hasher *h;
