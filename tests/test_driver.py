@@ -722,6 +722,45 @@ def test_a_whole_program_compiles_without_its_host_code():
                           cache_dir=False)
 
 
+PROJECT_HEADER = """#ifndef UTIL_H
+#define UTIL_H
+#define SCALE 3
+inline void check(cudaError_t e) {
+    if (e != cudaSuccess) {
+        fprintf(stderr, "CUDA error: %s\\n", cudaGetErrorString(e));
+        exit(1);
+    }
+}
+inline void check_last() { check(cudaGetLastError()); }
+__device__ int scaled(int x) { return SCALE * x; }
+#endif
+"""
+
+
+def test_a_project_headers_host_helpers_are_left_out(tmp_path, monkeypatch):
+    # A header shared with the host program (a k-means port's kmeans.h) defines its error
+    # checks, which nvcc compiles for the host and NVRTC refuses: they are left out of the
+    # compile, as the source's own are, and the file on disk is untouched.
+    folder = tmp_path / "inc"
+    folder.mkdir()
+    (folder / "util.h").write_text(PROJECT_HEADER)
+    body = "__global__ void k(int *p) { p[threadIdx.x] = scaled(threadIdx.x); }\n"
+    for src, kw in (('#include "util.h"\n' + body, {"include_dirs": [str(folder)]}),
+                    ("#include <util.h>\n" + body, {"options": [f"-I{folder}"]})):
+        f = kiln.SourceModule(src, arch=ARCH, cache_dir=False, **kw).get_function("k")
+        if HAVE_GPU:
+            out = np.zeros(4, np.int32)
+            f(kiln.Out(out), block=(4, 1, 1))
+            assert out.tolist() == [0, 3, 6, 9]
+    monkeypatch.chdir(folder)  # a quoted include found beside the source
+    assert kiln.SourceModule('#include "util.h"\n' + body, arch=ARCH, cache_dir=False)
+    assert (folder / "util.h").read_text() == PROJECT_HEADER
+    # A kernel that calls a host helper is refused, as nvcc refuses it.
+    with pytest.raises(kiln.CompileError, match='util.h.*"fprintf" is undefined'):
+        kiln.SourceModule('#include "util.h"\n__global__ void k() { check_last(); }\n',
+                          arch=ARCH, cache_dir=False)
+
+
 def test_ptxas_options_quoted_as_for_a_shell():
     # nvcc hands -Xptxas's words to ptxas through a shell, which takes the double quotes off
     # (a WMMA tutorial passes '-Xptxas="-v"'); blanks part words as commas do.

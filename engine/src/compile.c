@@ -4,13 +4,17 @@
 #include "device.h"
 #include "dialect.h"
 #include "dup.h"
+#include "file.h"
+#include "headers.h"
 #include "nvrtc.h"
 #include "pch.h"
 #include "stdheaders.h"
 
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 
 /* "sm_90", "sm_90a", "compute_90", "90" -> 90 and the suffix; 0 when unreadable. */
@@ -281,6 +285,162 @@ static kiln_status kiln__compile_once(const char *src, const kiln_compile_opts *
   return s;
 }
 
+/* ---- A user header's host functions ------------------------------------------------------
+ * A project header shared with its host program may define the program's host helpers
+ * (inline void check(cudaError_t e) { ... fprintf(stderr, ...); exit(1); }), which nvcc
+ * compiles for the host and NVRTC refuses. Such a header is given to NVRTC in memory, under the
+ * name the source includes it by (which wins over the folders), with the refused functions
+ * blanked as the source's own are. Only a header the source includes itself is given so. */
+
+#define KILN__HEADER_REWRITES 8
+
+typedef struct kiln__header_rewrites {
+  int n;
+  char *file[KILN__HEADER_REWRITES]; /* as the log names it */
+  char *name[KILN__HEADER_REWRITES]; /* as the source includes it */
+  char *text[KILN__HEADER_REWRITES];
+  const char **names, **texts; /* opts' headers and these, for the compile */
+} kiln__header_rewrites;
+
+static void kiln__header_rewrites_free(kiln__header_rewrites *r) {
+  for (int i = 0; i < r->n; i++) free(r->file[i]), free(r->name[i]), free(r->text[i]);
+  free(r->names);
+  free(r->texts);
+  memset(r, 0, sizeof *r);
+}
+
+typedef struct kiln__spelling {
+  const kiln_compile_opts *opts;
+  const char *cwd, *real; /* the header's real path */
+  char *found;
+} kiln__spelling;
+
+/* Whether dir/name is the header at want (a real path). */
+static int kiln__same_file(const char *dir, const char *name, size_t len, const char *want) {
+  char joined[PATH_MAX], real[PATH_MAX], copy[PATH_MAX];
+  if (len >= sizeof copy) return 0;
+  memcpy(copy, name, len);
+  copy[len] = '\0';
+  return kiln__file_join(joined, sizeof joined, dir, copy) && realpath(joined, real) &&
+         strcmp(real, want) == 0;
+}
+
+/* An include of the source: its name when it finds the header, where the preprocessor would
+ * look (a quoted one in the source's folder first, then the folders of the options). */
+static void kiln__on_spelling(void *ctx, const char *name, size_t len, int angled) {
+  kiln__spelling *sp = ctx;
+  if (sp->found) return;
+  const kiln_compile_opts *o = sp->opts;
+  int hit = !angled && kiln__same_file(sp->cwd, name, len, sp->real);
+  for (int i = 0; !hit && o && i < o->n_include_dirs; i++)
+    hit = o->include_dirs[i] && kiln__same_file(o->include_dirs[i], name, len, sp->real);
+  for (int i = 0; !hit && o && i < o->n_options; i++) {
+    const char *opt = o->options[i];
+    hit = opt && strncmp(opt, "-I", 2) == 0 && opt[2] &&
+          kiln__same_file(opt + 2, name, len, sp->real);
+  }
+  if (hit && (sp->found = malloc(len + 1))) {
+    memcpy(sp->found, name, len);
+    sp->found[len] = '\0';
+  }
+}
+
+/* Whether path (a real path) lies in folder dir. */
+static int kiln__under(const char *path, const char *dir) {
+  char real[PATH_MAX];
+  if (!dir[0] || !realpath(dir, real)) return 0;
+  size_t n = strlen(real);
+  return strncmp(path, real, n) == 0 && (path[n] == '/' || real[n - 1] == '/');
+}
+
+/* Whether the log's file is a header given in memory, kiln's or the caller's: a name alone,
+ * which a file of that name in the working folder does not stand for. */
+static int kiln__in_memory(const char *file, const kiln_compile_opts *opts) {
+  if (strchr(file, '/')) return 0;
+  if (strcmp(file, KILN__NVCC_HOST_HEADER) == 0) return 1;
+  for (int i = 0; i < kiln__stdheaders_count(); i++)
+    if (strcmp(file, kiln__stdheaders_name(i)) == 0) return 1;
+  for (int i = 0; opts && i < opts->n_headers; i++)
+    if (opts->header_names[i] && strcmp(file, opts->header_names[i]) == 0) return 1;
+  return 0;
+}
+
+/* Rewrites the user headers whose host functions log's errors fall inside; 1 when one more
+ * was rewritten (or one again), 0 when none could be. */
+static int kiln__header_rewrites_add(kiln__header_rewrites *r, const char *src,
+                                     const kiln_compile_opts *opts, const char *cwd,
+                                     const char *log) {
+  int changed = 0;
+  for (const char *line = log; line && *line;
+       line = strchr(line, '\n'), line = line ? line + 1 : 0) {
+    const char *mark = strstr(line, "): error: "), *nl = strchr(line, '\n');
+    if (!mark || (nl && mark > nl)) continue;
+    const char *open = mark;
+    while (open > line && *open != '(') open--;
+    size_t n = (size_t)(open - line);
+    if (*open != '(' || n == 0 || n >= PATH_MAX || (n == 9 && !strncmp(line, "kernel.cu", 9)))
+      continue;
+    char file[PATH_MAX], joined[PATH_MAX], real[PATH_MAX];
+    memcpy(file, line, n);
+    file[n] = '\0';
+    int k = 0;
+    while (k < r->n && strcmp(r->file[k], file) != 0) k++;
+    /* A file of the user's: not a header given in memory, nor one of the toolkit's. */
+    if (kiln__in_memory(file, opts) || !kiln__file_join(joined, sizeof joined, cwd, file) ||
+        !realpath(joined, real) || kiln__under(real, kiln__nvrtc.include_dir) ||
+        kiln__under(real, kiln__nvrtc.cccl_dir))
+      continue;
+    char *text = NULL;
+    if (k == r->n) { /* first seen: read, and find the source's name for it */
+      if (r->n == KILN__HEADER_REWRITES) continue;
+      kiln__spelling sp = {opts, cwd, real, NULL};
+      kiln__headers_find_includes(src, strlen(src), kiln__on_spelling, &sp);
+      struct stat st;
+      size_t size;
+      char *disk = sp.found ? kiln__file_read(real, (size_t)64 << 20, &st, &size) : NULL;
+      text = disk ? kiln__dialect_host_functions_in(disk, log, file) : NULL;
+      free(disk);
+      if (!text) {
+        free(sp.found);
+        continue;
+      }
+      r->file[k] = kiln__dup_str(file);
+      r->name[k] = sp.found;
+      if (!r->file[k]) {
+        free(text), free(sp.found);
+        continue;
+      }
+      r->n++;
+    } else if (!(text = kiln__dialect_host_functions_in(r->text[k], log, file))) {
+      continue;
+    }
+    free(r->text[k]);
+    r->text[k] = text;
+    changed = 1;
+  }
+  return changed;
+}
+
+/* opts with the rewritten headers added to its in-memory ones, in *with. 0 when memory ran out. */
+static int kiln__header_rewrites_opts(kiln__header_rewrites *r, const kiln_compile_opts *opts,
+                                      kiln_compile_opts *with) {
+  int base = opts ? opts->n_headers : 0;
+  free(r->names);
+  free(r->texts);
+  r->names = malloc(sizeof *r->names * (size_t)(base + r->n));
+  r->texts = malloc(sizeof *r->texts * (size_t)(base + r->n));
+  if (!r->names || !r->texts) return 0;
+  if (opts) *with = *opts;
+  else memset(with, 0, sizeof *with);
+  for (int i = 0; i < base; i++)
+    r->names[i] = opts->header_names[i], r->texts[i] = opts->header_sources[i];
+  for (int i = 0; i < r->n; i++) r->names[base + i] = r->name[i], r->texts[base + i] = r->text[i];
+  with->header_names = r->names;
+  with->header_sources = r->texts;
+  with->n_headers = base + r->n;
+  return 1;
+}
+
 kiln_status kiln__compile(const char *src, const kiln_compile_opts *opts, const char *arch,
                           const char *pch_dir, const char *cwd, kiln__code *out) {
   memset(out, 0, sizeof *out);
@@ -330,14 +490,26 @@ kiln_status kiln__compile(const char *src, const kiln_compile_opts *opts, const 
     const char *base = literal_src ? literal_src : src;
     kiln__code next = {0};
     int no_kernel = 0;
+    kiln__header_rewrites headers = {0};
+    kiln_compile_opts with_headers;
     for (int round = 0; first && round < 4 && s; round++) {
       const char *log = round ? next.log : literal_log ? literal_log : out->log;
-      char *rewritten = log ? kiln__dialect_host_functions(current ? current : base, log) : NULL;
+      const char *text = current ? current : base;
+      char *rewritten = log ? kiln__dialect_host_functions(text, log) : NULL;
+      int in_headers = log && kiln__header_rewrites_add(&headers, text, opts, cwd, log);
       if (round) kiln__compile_free_code(&next);
-      if (!rewritten) break;
-      free(current);
-      current = rewritten;
-      kiln_status r = kiln__compile_once(current, opts, arch, pch_dir, cwd, &next, &again);
+      if (!rewritten && !in_headers) break;
+      if (rewritten) {
+        free(current);
+        current = rewritten;
+      }
+      const kiln_compile_opts *round_opts = opts;
+      if (headers.n) {
+        if (!kiln__header_rewrites_opts(&headers, opts, &with_headers)) break;
+        round_opts = &with_headers;
+      }
+      kiln_status r = kiln__compile_once(current ? current : base, round_opts, arch, pch_dir, cwd,
+                                         &next, &again);
       /* With no kernel left, the blanking took a kernel's mistyped head, or the host code that
        * alone instantiated a template kernel: the refusal is the answer, not a module of
        * nothing. */
@@ -356,6 +528,7 @@ kiln_status kiln__compile(const char *src, const kiln_compile_opts *opts, const 
       }
     }
     kiln__compile_free_code(&next);
+    kiln__header_rewrites_free(&headers);
     /* Said after the log too, where a caller shows the log rather than the message. */
     static const char note[] =
         "(The source compiles without the functions NVRTC refused, which nvcc would compile "

@@ -101,13 +101,15 @@ char *kiln__dialect_compound_literals(const char *src) {
 
 /* ---- Host functions --------------------------------------------------------------------- */
 
-/* Whether line (1-based) of kernel.cu is named by an error of log, one that says what (its
- * message begins so) when what is not NULL. */
-static int kiln__error_on(const char *log, int line, const char *what) {
-  static const char file[] = "kernel.cu(", error[] = "): error: ";
+/* Whether line (1-based) of file (as NVRTC's log names it) is named by an error of log, one
+ * that says what (its message begins so) when what is not NULL. */
+static int kiln__error_on(const char *log, const char *file, int line, const char *what) {
+  static const char error[] = "): error: ";
+  size_t n = strlen(file);
   for (const char *p = log; (p = strstr(p, file)); p++) {
+    if ((p != log && p[-1] != '\n') || p[n] != '(') continue; /* a line's start: its file */
     char *end;
-    long at = strtol(p + sizeof file - 1, &end, 10);
+    long at = strtol(p + n + 1, &end, 10);
     if (at == line && strncmp(end, error, sizeof error - 1) == 0 &&
         (!what || strncmp(end + sizeof error - 1, what, strlen(what)) == 0))
       return 1;
@@ -218,6 +220,10 @@ static int kiln__host_head(const char *head, size_t n, const kiln__macros *m) {
 }
 
 char *kiln__dialect_host_functions(const char *src, const char *log) {
+  return kiln__dialect_host_functions_in(src, log, "kernel.cu");
+}
+
+char *kiln__dialect_host_functions_in(const char *src, const char *log, const char *file) {
   char *out = NULL;
   kiln__macros macros = {0};
   int line = 1, line_blank = 1;
@@ -267,11 +273,13 @@ char *kiln__dialect_host_functions(const char *src, const char *log) {
        * so that the lines after it keep their numbers. */
       int refused = 0, typo = 0;
       if (opens == KILN__OPENS_FUNCTION && kiln__host_head(head, (size_t)(p - head), &macros))
-        for (int l = first; l <= last && !refused; l++) refused = kiln__error_on(log, l, NULL);
+        for (int l = first; l <= last && !refused; l++)
+          refused = kiln__error_on(log, file, l, NULL);
       /* A head that declares nothing ("_global_ void k(...)", a kernel whose keyword lost its
        * underscores) is a mistake nvcc refuses too, never host code: the refusal stands. */
       for (int l = first; refused && l <= line && !typo; l++)
-        typo = kiln__error_on(log, l, "this declaration has no storage class or type specifier");
+        typo =
+            kiln__error_on(log, file, l, "this declaration has no storage class or type specifier");
       if (typo) {
         free(out);
         out = NULL;

@@ -27,4 +27,8 @@ char *kiln__dialect_compound_literals(const char *src);
  * NULL when there is none to blank (or memory ran out); else a malloc'd string (free it). */
 char *kiln__dialect_host_functions(const char *src, const char *log);
 
+/* The same for the text of another file of the compile, a header, whose errors log names as
+ * file ("/path/to/util.h(12): error"). */
+char *kiln__dialect_host_functions_in(const char *text, const char *log, const char *file);
+
 #endif
