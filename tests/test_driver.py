@@ -755,6 +755,10 @@ def test_a_project_headers_host_helpers_are_left_out(tmp_path, monkeypatch):
     monkeypatch.chdir(folder)  # a quoted include found beside the source
     assert kiln.SourceModule('#include "util.h"\n' + body, arch=ARCH, cache_dir=False)
     assert (folder / "util.h").read_text() == PROJECT_HEADER
+    # ... and where another header of the project includes it.
+    (folder / "common.cuh").write_text('#pragma once\n#include "util.h"\n')
+    assert kiln.SourceModule('#include <common.cuh>\n' + body, arch=ARCH, cache_dir=False,
+                             include_dirs=[str(folder)]).get_function("k")
     # A kernel that calls a host helper is refused, as nvcc refuses it.
     with pytest.raises(kiln.CompileError, match='util.h.*"fprintf" is undefined'):
         kiln.SourceModule('#include "util.h"\n__global__ void k() { check_last(); }\n',

@@ -290,7 +290,8 @@ static kiln_status kiln__compile_once(const char *src, const kiln_compile_opts *
  * (inline void check(cudaError_t e) { ... fprintf(stderr, ...); exit(1); }), which nvcc
  * compiles for the host and NVRTC refuses. Such a header is given to NVRTC in memory, under the
  * name the source includes it by (which wins over the folders), with the refused functions
- * blanked as the source's own are. Only a header the source includes itself is given so. */
+ * blanked as the source's own are. The name is the source's, or a header's that the source
+ * reaches (where a name, unlike a file, stands for that header everywhere it is included). */
 
 #define KILN__HEADER_REWRITES 8
 
@@ -345,6 +346,38 @@ static void kiln__on_spelling(void *ctx, const char *name, size_t len, int angle
   }
 }
 
+/* The name the header at real (a real path) is included by: in the source, or else in one of
+ * the user headers it reaches (a quoted include there looked for beside that header first).
+ * NULL when none names it. */
+static char *kiln__include_name(const char *src, const kiln_compile_opts *opts, const char *cwd,
+                                const char *real) {
+  kiln__spelling sp = {opts, cwd, real, NULL};
+  kiln__headers_find_includes(src, strlen(src), kiln__on_spelling, &sp);
+  kiln__headers reached = {0};
+  if (sp.found || kiln__headers_scan(src, opts, cwd, &reached) != KILN_OK) {
+    kiln__clear_error();
+    kiln__headers_free(&reached);
+    return sp.found;
+  }
+  for (int i = 0; i < reached.n && !sp.found; i++) {
+    const kiln__header *h = &reached.items[i];
+    struct stat st;
+    size_t size;
+    char *text = h->exists ? kiln__file_read(h->path, (size_t)64 << 20, &st, &size) : NULL;
+    char folder[PATH_MAX];
+    const char *slash = strrchr(h->path, '/');
+    if (text && slash && (size_t)(slash - h->path) < sizeof folder) {
+      memcpy(folder, h->path, (size_t)(slash - h->path));
+      folder[slash - h->path] = '\0';
+      sp.cwd = folder;
+      kiln__headers_find_includes(text, size, kiln__on_spelling, &sp);
+    }
+    free(text);
+  }
+  kiln__headers_free(&reached);
+  return sp.found;
+}
+
 /* Whether path (a real path) lies in folder dir. */
 static int kiln__under(const char *path, const char *dir) {
   char real[PATH_MAX];
@@ -393,21 +426,20 @@ static int kiln__header_rewrites_add(kiln__header_rewrites *r, const char *src,
     char *text = NULL;
     if (k == r->n) { /* first seen: read, and find the source's name for it */
       if (r->n == KILN__HEADER_REWRITES) continue;
-      kiln__spelling sp = {opts, cwd, real, NULL};
-      kiln__headers_find_includes(src, strlen(src), kiln__on_spelling, &sp);
+      char *name = kiln__include_name(src, opts, cwd, real);
       struct stat st;
       size_t size;
-      char *disk = sp.found ? kiln__file_read(real, (size_t)64 << 20, &st, &size) : NULL;
+      char *disk = name ? kiln__file_read(real, (size_t)64 << 20, &st, &size) : NULL;
       text = disk ? kiln__dialect_host_functions_in(disk, log, file) : NULL;
       free(disk);
       if (!text) {
-        free(sp.found);
+        free(name);
         continue;
       }
       r->file[k] = kiln__dup_str(file);
-      r->name[k] = sp.found;
+      r->name[k] = name;
       if (!r->file[k]) {
-        free(text), free(sp.found);
+        free(text), free(name);
         continue;
       }
       r->n++;
