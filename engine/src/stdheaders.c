@@ -703,8 +703,10 @@ static const char kiln__nvcc_host_libcu_text[] =
 
 /* For one that can include nothing and spells no "std", which cannot name <cmath>'s and
  * <cstdlib>'s std names: without them, some 130 using-declarations that cost NVRTC about 3% of
- * a small kernel's compile. */
-static const char kiln__nvcc_host_lean_text[] =
+ * a small kernel's compile. Nor the pow template, unless it spells "pow" (its own text is all
+ * such a compile has): most kernels call no pow, and they need not pay for its parse. */
+static const char kiln__nvcc_host_lean_text[] = KILN__NVCC_HOST_BEGIN KILN__INF_MACROS "#endif\n";
+static const char kiln__nvcc_host_lean_pow_text[] =
     KILN__NVCC_HOST_BEGIN KILN__INF_MACROS KILN__POW_PROMOTED "#endif\n";
 
 /* 1 when dir (relative to the working folder when not absolute) holds a file called name. */
@@ -760,8 +762,9 @@ static int kiln__stdheaders_spell(const char *src, const kiln_compile_opts *opts
 static const char *kiln__stdheaders_nvcc_host(const char *src, const kiln_compile_opts *opts,
                                               int reachable) {
   if (!reachable)
-    return kiln__stdheaders_spell(src, opts, "std") ? kiln__nvcc_host_text
-                                                    : kiln__nvcc_host_lean_text;
+    return kiln__stdheaders_spell(src, opts, "std")   ? kiln__nvcc_host_text
+           : kiln__stdheaders_spell(src, opts, "pow") ? kiln__nvcc_host_lean_pow_text
+                                                      : kiln__nvcc_host_lean_text;
   int libcu = kiln__stdheaders_spell(src, opts, "cub/") ||
               kiln__stdheaders_spell(src, opts, "thrust/") ||
               kiln__stdheaders_spell(src, opts, "cuda/");
@@ -803,8 +806,8 @@ kiln_status kiln__stdheaders_select(const char *src, const kiln_compile_opts *op
  * hash these texts, some 10 us, before its first lookup. The C test
  * stdheaders_digest_matches_the_texts recomputes it, so a text edited without it fails. */
 static const unsigned char kiln__stdheaders_sha[KILN__KEY_SIZE] = {
-    0x7c, 0xca, 0x24, 0xbd, 0x00, 0xa2, 0xa0, 0xda, 0x6d, 0x1e, 0x35, 0xe0, 0x65, 0xb2, 0xf7, 0x24,
-    0x02, 0x3c, 0x15, 0x0a, 0x3d, 0xb8, 0x8b, 0xff, 0xc7, 0x96, 0x56, 0xa1, 0xd0, 0x44, 0xee, 0x96};
+    0x77, 0x07, 0x41, 0x04, 0xce, 0xf6, 0x71, 0x83, 0x03, 0xab, 0x3d, 0xff, 0x6d, 0x9a, 0x38, 0x3c,
+    0xc2, 0x7e, 0x64, 0xfd, 0xbe, 0xf2, 0x6c, 0xfe, 0x45, 0x15, 0xe2, 0x49, 0xb0, 0x13, 0xc9, 0xb6};
 
 kiln_status kiln__stdheaders_digest(unsigned char out[KILN__KEY_SIZE]) {
   kiln__hasher *h;
@@ -817,6 +820,7 @@ kiln_status kiln__stdheaders_digest(unsigned char out[KILN__KEY_SIZE]) {
   kiln__hash_string(h, KILN__NVCC_HOST_HEADER);
   kiln__hash_string(h, kiln__nvcc_host_text);
   kiln__hash_string(h, kiln__nvcc_host_lean_text);
+  kiln__hash_string(h, kiln__nvcc_host_lean_pow_text);
   kiln__hash_string(h, kiln__nvcc_host_libcu_text);
   return kiln__hash_end(h, out);
 }

@@ -505,14 +505,21 @@ TEST(compile_gives_its_c_headers_only_where_a_line_can_reach_them) {
                                     &sources, &n));
   ASSERT_EQ(n, 1);
   ASSERT_STR_EQ(names[0], KILN__NVCC_HOST_HEADER);
-  /* Nor, spelling no std, the std names (some 130 using-declarations NVRTC would parse). */
+  /* Nor, spelling no std, the std names (some 130 using-declarations NVRTC would parse); nor,
+   * spelling no pow, nvcc's pow template. */
   ASSERT(!strstr(sources[0], "using ::sqrt;"));
+  ASSERT(!strstr(sources[0], "kiln_pow_arg_"));
+  free(names);
+  free(sources);
+  ASSERT_OK(kiln__stdheaders_select("__global__ void k(float *p) { p[0] = pow(p[0], 2.0); }", NULL,
+                                    &names, &sources, &n));
+  ASSERT(strstr(sources[0], "kiln_pow_arg_") && !strstr(sources[0], "using ::sqrt;"));
   free(names);
   free(sources);
   ASSERT_OK(kiln__stdheaders_select("__global__ void k(float *p) { p[0] = std::sqrt(2.f); }", NULL,
                                     &names, &sources, &n));
   ASSERT_EQ(n, 1);
-  ASSERT(strstr(sources[0], "using ::sqrt;"));
+  ASSERT(strstr(sources[0], "using ::sqrt;") && strstr(sources[0], "kiln_pow_arg_"));
   free(names);
   free(sources);
   const char *hn[] = {"h.h"}, *quiet[] = {"#define H 1"}, *chained[] = {"#include <stdio.h>"};
