@@ -99,6 +99,18 @@ static int kiln__regular_file(const char *path, uint64_t *bytes) {
   return 1;
 }
 
+/* 1 when the toolkit folder root holds lib64/libcudadevrt.a, its path then in path. Made in a
+ * buffer of its own: gcc under -fsanitize=undefined warns of a null destination otherwise. */
+static int kiln__runtime_under(const char *root, char path[PATH_MAX], uint64_t *bytes) {
+  char found[PATH_MAX];
+  if (!root || !*root ||
+      snprintf(found, sizeof found, "%s/lib64/libcudadevrt.a", root) >= (int)sizeof found ||
+      !kiln__regular_file(found, bytes))
+    return 0;
+  memcpy(path, found, strlen(found) + 1);
+  return 1;
+}
+
 kiln_status kiln__link_runtime_path(const kiln_compile_opts *opts, char path[PATH_MAX],
                                     uint64_t *bytes) {
   const char *given = opts ? opts->device_runtime : NULL;
@@ -120,10 +132,7 @@ kiln_status kiln__link_runtime_path(const kiln_compile_opts *opts, char path[PAT
     return KILN_OK;
   const char *roots[] = {getenv("CUDA_HOME"), getenv("CUDA_PATH"), "/usr/local/cuda"};
   for (size_t r = 0; r < KILN__COUNT(roots); r++)
-    if (roots[r] && *roots[r] &&
-        snprintf(path, PATH_MAX, "%s/lib64/libcudadevrt.a", roots[r]) < PATH_MAX &&
-        kiln__regular_file(path, bytes))
-      return KILN_OK;
+    if (kiln__runtime_under(roots[r], path, bytes)) return KILN_OK;
   path[0] = '\0';
   return kiln__fail(KILN_ERROR_INVALID,
                     "libcudadevrt.a, the device runtime kernels that launch kernels are linked "

@@ -101,7 +101,7 @@ static int write_entries(const char *dir) {
   code.lowered = lowered;
 
   kiln_param params[2] = {{KILN_PARAM_PTR, 8, 8}, {KILN_PARAM_I32, 4, 4}};
-  kiln__kernel kernel = {mangled, name, params, 2};
+  kiln__kernel kernel = {mangled, name, params, 2, 0};
 
   kiln__header rec = {0};
   rec.path = path;
