@@ -404,6 +404,7 @@ static int kiln__header_rewrites_add(kiln__header_rewrites *r, const char *src,
                                      const kiln_compile_opts *opts, const char *cwd,
                                      const char *log) {
   int changed = 0;
+  char last[PATH_MAX] = ""; /* a file's errors come in a run of lines: it is read once a run */
   for (const char *line = log; line && *line;
        line = strchr(line, '\n'), line = line ? line + 1 : 0) {
     const char *mark = strstr(line, "): error: "), *nl = strchr(line, '\n');
@@ -416,6 +417,8 @@ static int kiln__header_rewrites_add(kiln__header_rewrites *r, const char *src,
     char file[PATH_MAX], joined[PATH_MAX], real[PATH_MAX];
     memcpy(file, line, n);
     file[n] = '\0';
+    if (strcmp(file, last) == 0) continue;
+    memcpy(last, file, n + 1);
     int k = 0;
     while (k < r->n && strcmp(r->file[k], file) != 0) k++;
     /* A file of the user's: not a header given in memory, nor one of the toolkit's. */

@@ -107,7 +107,7 @@ def source(arguments, operation, name, preamble="", loop_prep="", after_loop="",
     if variant in ("contig", "alias"):
         params = ", ".join(_declarators(arguments, variant == "contig") + ["unsigned long n"])
         body = _indexed(vectors, "size_t", operation)
-        if moves_i(operation) or per_thread(arguments, operation) == 1:
+        if moves_i(operation) or assigns_parameter(arguments, operation):
             # PyCUDA's own loop (see the module's docstring)
             loop = f"""  for (i = cta_start + tid; i < n; i += total_threads)
     {body}
