@@ -198,6 +198,24 @@ def test_a_subclass_that_generates_its_own_kernels_gets_keywords_kiln_does_not_k
     assert k.gen_kwargs["name"] == "twice" and k.gen_kwargs["options"] is None
 
 
+def test_elementwise_kernel_works_with_its_module_name_rebound(monkeypatch):
+    # A tool that records the kernels a program makes wraps the class under its module name;
+    # the class must not look itself up there.
+    import kiln.elementwise as elementwise
+
+    made = []
+
+    def recording(*args, **kwargs):
+        made.append(ElementwiseKernel(*args, **kwargs))
+        return made[-1]
+
+    monkeypatch.setattr(elementwise, "ElementwiseKernel", recording)
+    k = elementwise.ElementwiseKernel("float *x", "x[i] = 1", "ones")
+    assert type(k) is ElementwiseKernel and k.name == "ones" and made == [k]
+    cupy = elementwise.ElementwiseKernel("float32 x", "float32 y", "y = x", "copy")
+    assert type(cupy).__name__ == "CupyElementwiseKernel"
+
+
 def test_an_elementwise_kernel_that_does_not_build_raises_at_its_first_call(caplog):
     # PyCUDA builds the kernel at the first call: a program may define variants it never calls
     # (hebel defines double ones whose declarations do not read).

@@ -145,7 +145,7 @@ class Event(_kiln.Event):
     __slots__ = ()
 
     def __new__(cls, *args, **kwargs):
-        if cls is Event:
+        if cls is __class__:  # not the module's name, which may be rebound
             if len(args) + len(kwargs) > 1 or set(kwargs) - {"flags"}:
                 raise TypeError(f"Event() takes one argument, flags, not {args} {kwargs}")
             return super().__new__(cls, flags=(*args, *kwargs.values(), 0)[0])
@@ -155,7 +155,7 @@ class Event(_kiln.Event):
 
     def __init__(self, flags=0, *args, **kwargs):
         # A plain Event was made with its flags by __new__.
-        if type(self) is not Event and flags:
+        if type(self) is not __class__ and flags:
             self._remake(flags)
 
 

@@ -83,7 +83,9 @@ class ElementwiseKernel(ElementwiseBase):
     def __new__(cls, *args, **kwargs):
         # CuPy's spelling, ElementwiseKernel(in_params, out_params, operation, name), makes
         # its own kind of kernel (kiln._elwise_cupy); Python then skips this __init__.
-        if cls is ElementwiseKernel and _elwise_cupy.is_cupy_spelling(args, kwargs):
+        # __class__, not the module's name for it, which a program or tool may rebind to a
+        # wrapper of its own.
+        if cls is __class__ and _elwise_cupy.is_cupy_spelling(args, kwargs):
             return _elwise_cupy.CupyElementwiseKernel(*args, **kwargs)
         return super().__new__(cls)
 
@@ -97,7 +99,7 @@ class ElementwiseKernel(ElementwiseBase):
         # generate_stride_kernel_and_types to read (broadcasting_pycuda's broadcasting=True);
         # kiln's generation reads none of them, so without such a subclass they are refused.
         own = type(self).generate_stride_kernel_and_types is not \
-            ElementwiseKernel.generate_stride_kernel_and_types
+            __class__.generate_stride_kernel_and_types
         if unknown and not own:
             raise TypeError(f"ElementwiseKernel got unexpected keyword arguments "
                             f"{', '.join(sorted(unknown))}")
