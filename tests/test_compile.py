@@ -19,6 +19,14 @@ def test_compile_gives_ptx_cubin_log_and_kernels():
     assert mod.kernels == ("_Z13multiply_themPfPKfS1_i",)
 
 
+def test_a_source_module_is_its_own_module_as_pycudas_has_one():
+    # PyCUDA's SourceModule keeps the driver module it loaded as .module, and programs call
+    # mod.module.get_global(...) and mod.module.get_function(...) through it.
+    mod = kiln.SourceModule(MULTIPLY, arch="sm_90")
+    assert mod.module is mod
+    assert mod.module.get_function("multiply_them").name == "_Z13multiply_themPfPKfS1_i"
+
+
 def test_signature_from_ptx_and_mangled_name():
     f = kiln.SourceModule(MULTIPLY, arch=ARCH).get_function("multiply_them")
     assert f.signature == ("ptr", "ptr", "ptr", "i32")

@@ -965,8 +965,23 @@ static PyType_Spec kpy_module_spec = {"kiln.Module", sizeof(kpy_module), 0,
                                           Py_TPFLAGS_DISALLOW_INSTANTIATION,
                                       kpy_module_slots};
 
+/* PyCUDA's SourceModule keeps the driver's module it loaded as .module, and programs reach
+ * get_global and get_function through it (mod.module.get_global(...)): kiln's is the module
+ * itself. */
+static PyObject *kpy_sourcemodule_get_module(PyObject *op, void *closure) {
+  (void)closure;
+  return Py_NewRef(op);
+}
+
+static PyGetSetDef kpy_sourcemodule_getset[] = {
+    {"module", kpy_sourcemodule_get_module, NULL,
+     "The module itself, where PyCUDA keeps the driver's module it loaded.", NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
 static PyType_Slot kpy_sourcemodule_slots[] = {
     {Py_tp_new, kpy_sourcemodule_new},
+    {Py_tp_getset, kpy_sourcemodule_getset},
     {Py_tp_init, kpy_sourcemodule_tp_init},
     {Py_tp_doc,
      (void *)"SourceModule(source, nvcc='nvcc', options=None, keep=False, "
