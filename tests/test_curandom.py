@@ -425,6 +425,38 @@ def test_rand_and_the_seed_getters():
     assert xu._state is xu.state  # PyCUDA's name, which programs with kernels of their own read
 
 
+@pytest.mark.gpu
+def test_a_program_gives_the_generator_states_of_its_own():
+    # As PyCUDA's, state reads _state, which a program may replace with memory whose states its
+    # own kernel set up (sized by characterize.sizeof(gen.state_type, ...)); the generator then
+    # draws from those.
+    import kiln.characterize as characterize
+    import kiln.driver as drv
+    g = curandom.XORWOWRandomNumberGenerator(seed=5)
+    assert g.state_type == "curandStateXORWOW"
+    size = characterize.sizeof(g.state_type, "#include <curand_kernel.h>")
+    count = g.block_count * g.generators_per_block
+    assert g.state.nbytes == count * size
+    own = drv.mem_alloc(count * size)
+    drv.memcpy_dtod(own, g.state, count * size)
+    want = g.gen_uniform(1000, np.float32).get()
+    g._state = own
+    assert g.state is own
+    np.testing.assert_array_equal(g.gen_uniform(1000, np.float32).get(), want)
+
+
+@pytest.mark.parametrize("kind", ["xorwow", "mrg32k3a", "sobol32", "scrambled_sobol32",
+                                  "sobol64", "scrambled_sobol64"])
+def test_state_types_are_pycudas_names_of_the_states_kiln_keeps(kind):
+    import kiln.characterize as characterize
+    from kiln import _curand_src
+    name = _curand_src.state_type(kind)
+    assert name.startswith("curandState") and not name.endswith("_t")
+    module = curandom._module(kind)
+    assert characterize.sizeof(name, "#include <curand_kernel.h>") == \
+        curandom._state_size(module)
+
+
 def md5_compress(words):
     """MD5's compression of one block of sixteen 32-bit words from its starting state, written
     here from RFC 1321 apart from kiln's CUDA: what md5_code leaves in a, b, c and d."""

@@ -354,6 +354,14 @@ extern "C" __global__ void kiln_curand_version_kernel(unsigned int *v) { *v = ki
 """
 
 
+def state_type(kind):
+    """The C type of one state of generator type `kind`, by its struct's name as PyCUDA gives
+    it (curandStateXORWOW, not the typedef curandStateXORWOW_t)."""
+    if kind in SOBOL_KINDS:
+        return SOBOL_KINDS[kind][0].removesuffix("_t")
+    return STATE_TYPES[kind].removesuffix("_t")
+
+
 def source(kind):
     """The module of generator type `kind`: "xorwow", "mrg32k3a", "philox", or one of
     SOBOL_KINDS."""

@@ -294,7 +294,7 @@ def _count(value, name):
 
 class _StatesOnDevice(_Generator):
     """One cuRAND state per generator, block_count blocks of generators_per_block of them, on
-    the device (self.state)."""
+    the device (self.state, which reads self._state)."""
 
     _kind = None
     generators_per_block = _curand_src.BLOCK
@@ -305,15 +305,22 @@ class _StatesOnDevice(_Generator):
         return self.block_count * self.generators_per_block
 
     @property
-    def _state(self):
-        """PyCUDA's attribute behind its state property, which programs that launch kernels of
-        their own over the generator's states read: the same array."""
-        return self.state
+    def state(self):
+        """The states, block_count * generators_per_block of them, as bytes on the device. As in
+        PyCUDA, this reads _state, which a program may replace with memory of its own (states
+        its kernels set up) that the generator then draws from."""
+        return self._state
+
+    @property
+    def state_type(self):
+        """The C type of one state, as PyCUDA names it (curandStateXORWOW): programs size
+        their own states with characterize.sizeof(gen.state_type, "#include <curand_kernel.h>")."""
+        return _curand_src.state_type(self._kind)
 
     def _make_states(self):
         self.module = _module(self._kind)
         self._functions = {}
-        self.state = empty((self._generators * _state_size(self.module),), np.uint8)
+        self._state = empty((self._generators * _state_size(self.module),), np.uint8)
 
     def _launch(self, name, *args, stream=None, threads=None):
         threads = self._generators if threads is None else threads
