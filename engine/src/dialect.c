@@ -219,6 +219,29 @@ static int kiln__host_head(const char *head, size_t n, const kiln__macros *m) {
   return lists == 1;
 }
 
+/* Whether decl[0..n), a declaration at namespace scope whose last line is last, is a variable
+ * nvcc keeps on the host and NVRTC, which -default-device makes put it on the device, refused to
+ * initialize there ("const float2 G = make_float2(1, 2);", a constant no kernel can read under
+ * nvcc either): no __device__, __constant__, __shared__ or __managed__, no type defined in it,
+ * no macro of the source's, and that error on one of its lines. */
+static int kiln__host_variable(const char *decl, size_t n, int last, const char *log,
+                               const char *file, const kiln__macros *m) {
+  static const char *const kept[] = {"__device__", "__constant__", "__shared__", "__managed__",
+                                     "struct",     "class",        "union",      "enum",
+                                     "typedef",    "template",     "using",      "namespace"};
+  for (size_t i = 0; i < sizeof kept / sizeof *kept; i++)
+    if (kiln__has_word(decl, n, kept[i])) return 0;
+  for (size_t i = 0; i < m->n; i++)
+    if (kiln__has_word_n(decl, n, m->at[i].name, m->at[i].len)) return 0;
+  int first = last;
+  for (size_t i = 0; i < n; i++) first -= decl[i] == '\n';
+  for (int l = first; l <= last; l++)
+    if (kiln__error_on(log, file, l,
+                       "dynamic initialization is not supported for a __device__ variable"))
+      return 1;
+  return 0;
+}
+
 char *kiln__dialect_host_functions(const char *src, const char *log) {
   return kiln__dialect_host_functions_in(src, log, "kernel.cu");
 }
@@ -227,7 +250,8 @@ char *kiln__dialect_host_functions_in(const char *src, const char *log, const ch
   char *out = NULL;
   kiln__macros macros = {0};
   int line = 1, line_blank = 1;
-  const char *head = src; /* where the declaration being read began */
+  const char *head = src;  /* where the declaration being read began */
+  const char *decl = NULL; /* where it began before an initializer's braces, when it has them */
   const char *p = src;
   while (*p) {
     if (*p == '\n') {
@@ -248,18 +272,30 @@ char *kiln__dialect_host_functions_in(const char *src, const char *log, const ch
       }
       while (*p && (*p != '\n' || p[-1] == '\\')) line += *p++ == '\n';
       head = p;
+      decl = NULL;
     } else if (*p == '"' || (*p == '\'' && (p == src || !kiln__ident_char(p[-1])))) {
       const char *end = kiln__past_quoted(p);
       if (!end) break;
       line_blank = 0;
       p = end;
     } else if (*p == ';' || *p == '}') { /* a declaration ends, or a scope */
+      const char *start = decl ? decl : head;
+      while (kiln__space(*start)) start++;
+      /* A variable nvcc keeps on the host whose initializer NVRTC refused: blanked, as a
+       * refused host function is below. */
+      if (*p == ';' && kiln__host_variable(start, (size_t)(p - start), line, log, file, &macros)) {
+        if (!out && !(out = strdup(src))) break;
+        for (const char *q = start; q <= p; q++)
+          if (*q != '\n') out[q - src] = ' ';
+      }
       line_blank = 0;
+      decl = NULL;
       head = ++p;
     } else if (*p == '{') {
       int opens = kiln__opens(head, (size_t)(p - head));
       line_blank = 0;
       if (opens == KILN__OPENS_SCOPE) {
+        decl = NULL;
         head = ++p;
         continue;
       }
@@ -291,6 +327,8 @@ char *kiln__dialect_host_functions_in(const char *src, const char *log, const ch
           if (*q != '\n') out[q - src] = ' ';
       }
       line = last;
+      /* An initializer's braces ("= float2{1.f, sqrtf(2.f)}") leave the declaration open. */
+      decl = opens == KILN__OPENS_OTHER && !refused ? (decl ? decl : head) : NULL;
       head = p = close + 1;
     } else {
       line_blank = 0;

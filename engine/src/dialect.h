@@ -24,7 +24,10 @@ char *kiln__dialect_compound_literals(const char *src);
  * made blanks, newlines kept, so that every line stays where it was; no kernel can call it, as
  * none could under nvcc. A function's head is what follows the last ';', '}' or directive at
  * namespace scope (in a namespace or extern "C" block too) up to its '{', and ends with ')'.
- * NULL when there is none to blank (or memory ran out); else a malloc'd string (free it). */
+ * A variable nvcc keeps on the host ("const float2 G = make_float2(1, 2);") whose initializer
+ * NVRTC refused to run on the device is blanked the same way: no kernel could read it under
+ * nvcc either. NULL when there is none to blank (or memory ran out); else a malloc'd string
+ * (free it). */
 char *kiln__dialect_host_functions(const char *src, const char *log);
 
 /* The same for the text of another file of the compile, a header, whose errors log names as

@@ -823,6 +823,58 @@ TEST(host_functions_nvrtc_refused_are_blanked) {
   }
 }
 
+/* A variable at namespace scope that nvcc keeps on the host, whose initializer NVRTC (putting it
+ * on the device) refused, becomes blanks, an initializer's braces and lines with it; one the
+ * source puts on the device itself, or through a macro, is left, as is a type defined with it. */
+TEST(host_variables_nvrtc_refused_are_blanked) {
+  const char *src = "const float2 G = make_float2(1, 2);\n"         /* 1 */
+                    "__global__ void k(float *d) { d[0] = 1; }\n"   /* 2 */
+                    "const float2 H = float2{1.f,\n sqrtf(2.f)};\n" /* 3-4 */
+                    "float ok = 1;\n";                              /* 5 */
+  const char *log = "kernel.cu(1): error: dynamic initialization is not supported for a "
+                    "__device__ variable\n"
+                    "kernel.cu(3): error: dynamic initialization is not supported for a "
+                    "__device__ variable\n";
+  char *got = kiln__dialect_host_functions(src, log);
+  ASSERT(got != NULL);
+  ASSERT_EQ(strlen(got), strlen(src));
+  for (size_t i = 0; i < strlen(src); i++)
+    if ((src[i] == '\n') != (got[i] == '\n')) FAIL("a newline moved at %zu", i);
+  ASSERT_CONTAINS(got, "__global__ void k(float *d) { d[0] = 1; }\n");
+  ASSERT_CONTAINS(got, "float ok = 1;\n");
+  if (strstr(got, "G") || strstr(got, "H") || strstr(got, "sqrtf"))
+    FAIL("a refused host variable is left: '%s'", got);
+  free(got);
+  const char *refusal = "kernel.cu(2): error: dynamic initialization is not supported for a "
+                        "__device__ variable\n";
+  const char *kept[] = {
+      "\n__device__ float x = sqrtf(2.f);\n",
+      "#define DEV __device__\nDEV float x = sqrtf(2.f);\n",
+      "\nstruct S { float a; __device__ S(float x) : a(x) {} } s(1.f);\n",
+      "\nfloat x = sqrtf(2.f);\n", /* no error on its line: nothing to blank */
+  };
+  for (size_t i = 0; i < TEST_COUNT(kept); i++) {
+    got = kiln__dialect_host_functions(kept[i], i == 3 ? "kernel.cu(1): error: x\n" : refusal);
+    if (got) FAIL("'%s' was rewritten as '%s'", kept[i], got);
+  }
+}
+
+/* Such a constant in a module's source compiles, as under nvcc; a kernel that reads it is
+ * refused, as nvcc refuses it. */
+TEST(compile_leaves_out_a_host_constant_as_nvcc_does) {
+  kiln_compile_opts opts = {.arch = "sm_90"};
+  kiln_module *m = compile_ok("const float2 G = make_float2(1, 2);\n"
+                              "extern \"C\" __global__ void k(float *d) { d[0] = 1; }\n",
+                              &opts);
+  kiln_function *f = NULL;
+  ASSERT_OK(kiln_module_get_function(m, "k", &f));
+  kiln_module_free(m);
+  const char *reads = "const float2 G = make_float2(1, 2);\n"
+                      "extern \"C\" __global__ void k(float *d) { d[0] = G.x; }\n";
+  ASSERT_STATUS(kiln_module_from_source(reads, &opts, &m), KILN_ERROR_COMPILE);
+  ASSERT_CONTAINS(kiln_last_error(), "kernel.cu(1)");
+}
+
 /* A whole CUDA program, main and its host helpers with it, compiles as under nvcc --cubin: its
  * kernels are there. A kernel that calls host code is refused with NVRTC's first message. */
 TEST(compile_leaves_out_a_whole_programs_host_code_as_nvcc_does) {
