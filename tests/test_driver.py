@@ -2157,6 +2157,16 @@ def test_memory_calls_on_the_gpu():
     assert like.flags.f_contiguous and like.shape == (4, 4)
     with pytest.raises(ValueError, match="runs past its allocation"):
         drv.memset_d32(int(a) + 60, 0, 2)
+    # An array is not an address (its __index__ is NumPy's, of a one-element array): its
+    # gpudata is, as in PyCUDA, whose copies refuse a GPUArray too.
+    arr = kiln.to_device(np.arange(16, dtype=np.int32))
+    for call in (lambda: drv.memcpy_dtod(b, arr, 64), lambda: drv.memcpy_dtod(arr, b, 64),
+                 lambda: drv.memcpy_htod(arr, np.zeros(16, np.int32)),
+                 lambda: drv.memset_d32(arr, 0, 16)):
+        with pytest.raises(TypeError, match=r"DeviceArray; pass its \.gpudata"):
+            call()
+    drv.memcpy_dtod(b, arr.gpudata, 64)
+    assert drv.from_device(b, (16,), np.int32).tolist() == list(range(16))
     alloc, pitch = drv.mem_alloc_pitch(100, 8, 4)
     assert pitch >= 100 and alloc.size == pitch * 8
     free, total = drv.mem_get_info()

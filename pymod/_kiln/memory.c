@@ -270,6 +270,15 @@ int kpy_device_pointer(kpy_state *st, PyObject *obj, size_t nbytes, const char *
     *out = a->ptr;
     return 0;
   }
+  /* A DeviceArray's __index__ is NumPy's, a one-element integer array's value, never an
+   * address; PyCUDA's memcpy_* refuse its GPUArray too. */
+  if (PyObject_TypeCheck(obj, st->ref.DeviceArray_type)) {
+    PyErr_Format(PyExc_TypeError,
+                 "the %s is a DeviceArray; pass its .gpudata (its memory), as PyCUDA's copies "
+                 "take, or copy between arrays with dest.set(src)",
+                 what);
+    return -1;
+  }
   if (PyLong_Check(obj) || (PyIndex_Check(obj) && !PyBool_Check(obj) && !PyFloat_Check(obj))) {
     PyObject *i = PyNumber_Index(obj);
     if (!i) return -1;
