@@ -438,7 +438,7 @@ def test_a_program_gives_the_generator_states_of_its_own():
     count = g.block_count * g.generators_per_block
     assert g.state.nbytes == count * size
     own = drv.mem_alloc(count * size)
-    drv.memcpy_dtod(own, g.state, count * size)
+    drv.memcpy_dtod(own, g.state.gpudata, count * size)
     want = g.gen_uniform(1000, np.float32).get()
     g._state = own
     assert g.state is own
