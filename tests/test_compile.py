@@ -415,6 +415,11 @@ def test_sources_written_for_nvcc_and_pycuda_compile_as_they_did_there():
                                 "__global__ void h(fp_tex_double *d, pycuda::complex<double> *z)"
                                 "\n{ d[0].x = (int)z[0].real(); }\n", arch=ARCH)
     assert helpers.get_function("h").signature == ("ptr", "ptr")
+    # Its complex type's out-of-line half, which some preambles include alone.
+    impl = kiln.SourceModule("#include <pycuda-complex-impl.hpp>\n"
+                             "__global__ void i(pycuda::complex<float> *z)"
+                             "{ z[0] /= sqrt(abs(z[1])); }\n", arch=ARCH)
+    assert impl.get_function("i").signature == ("ptr",)
     # A header of the caller's under the same name wins, as an include folder of its own would.
     own = kiln.SourceModule("#include <pycuda-complex.hpp>\n__global__ void k(int *p)"
                             "{ p[0] = MINE; }\n", arch=ARCH,

@@ -174,7 +174,7 @@ static int kpy_reaches_pycuda_headers(const char *src, PyObject *headers,
   return found;
 }
 
-/* PyCUDA's own headers (<pycuda-complex.hpp>, <pycuda-helpers.hpp>), which its SourceModule
+/* PyCUDA's own headers (<pycuda-complex.hpp>, <pycuda-helpers.hpp>, ...), which its SourceModule
  * puts on every compile's include path after the caller's folders, as kiln's in-memory headers
  * (kiln._cgen.PYCUDA_HEADERS) for a compile that can reach them, under the caller's headers=,
  * which win, and without those a folder of the caller's holds, which win as under PyCUDA.
@@ -192,7 +192,8 @@ static PyObject *kpy_with_pycuda_headers(const char *src, PyObject *headers,
   if (ours && !merged && !PyErr_Occurred())
     PyErr_SetString(PyExc_TypeError, "kiln._cgen.PYCUDA_HEADERS is not a dict");
   Py_XDECREF(ours);
-  static const char *const pycudas[] = {"pycuda-complex.hpp", "pycuda-helpers.hpp"};
+  static const char *const pycudas[] = {"pycuda-complex.hpp", "pycuda-complex-impl.hpp",
+                                        "pycuda-helpers.hpp"};
   for (size_t i = 0; merged && i < sizeof pycudas / sizeof *pycudas; i++)
     if (kpy_header_on_disk(opts, pycudas[i]) && PyDict_DelItemString(merged, pycudas[i]) < 0)
       Py_CLEAR(merged);

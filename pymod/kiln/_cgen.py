@@ -364,6 +364,9 @@ using kiln::tan; using kiln::sinh; using kiln::cosh; using kiln::tanh; using kil
 PYCUDA_HEADERS = {
     COMPLEX_HEADER_NAME: COMPLEX_HEADER,
     "pycuda-complex.hpp": f'#pragma once\n#include "{COMPLEX_HEADER_NAME}"\n',
+    # PyCUDA's out-of-line half of its complex type, which pycuda-complex.hpp includes and
+    # some preambles name alone: kiln's type has all of itself in one header.
+    "pycuda-complex-impl.hpp": f'#pragma once\n#include "{COMPLEX_HEADER_NAME}"\n',
     "pycuda-helpers.hpp": ("#pragma once\n#include <pycuda-complex.hpp>\n"
                            "typedef float fp_tex_float;\ntypedef int2 fp_tex_double;\n"
                            "typedef uint2 fp_tex_cfloat;\ntypedef int4 fp_tex_cdouble;\n"),
