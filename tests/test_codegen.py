@@ -336,6 +336,17 @@ def test_scans_compile(dtype, expr, neutral):
         assert m.get_function(name).name in m.kernels
 
 
+def test_an_inclusive_scan_of_a_struct_needs_no_neutral():
+    # PyCUDA's inclusive scan never uses a neutral; kiln's module also holds the exclusive
+    # kernel, whose start must still compile for a struct type given none.
+    from kiln.gpuarray import vec
+    from kiln.scan import InclusiveScanKernel
+    pre = ("__device__ int2 seg_max(int2 a, int2 b) "
+           "{ return (b.x != a.x) ? b : make_int2(a.x, max(a.y, b.y)); }")
+    k = InclusiveScanKernel(vec.int2, "seg_max(a, b)", preamble=pre)
+    assert k.neutral is None and k.dtype == vec.int2
+
+
 # ---- array arithmetic ------------------------------------------------------------------------
 
 class HostStandIn(np.ndarray):

@@ -24,8 +24,11 @@ TILE = BLOCK * ITEMS
 def source(dtype, scan_expr, neutral, prefix, preamble=""):
     t = _cgen.dtype_to_ctype(dtype)
     head = _cgen.includes_for([dtype], " ".join([preamble, scan_expr, neutral or ""]))
+    # An inclusive scan has no neutral to give; its module's exclusive kernel, never launched
+    # then, starts from a value-initialized T, which every type the scan can fold has (a cast
+    # of 0 is not one for a struct: int2, a registered dtype).
     exclusive_start = (f"({t})({neutral})" if neutral is not None
-                       else f"({t})0 /* no neutral: exclusive scans need one */")
+                       else f"{t}() /* no neutral: exclusive scans need one */")
     return f"""{head}{preamble}
 #define SCAN_EXPR(a, b) ({scan_expr})
 
