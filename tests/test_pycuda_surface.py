@@ -126,3 +126,29 @@ def test_a_module_brings_the_modules_pycudas_brings(module):
     have = set(done.stdout.split())
     assert not set(IMPORTED_WITH[module]) - have, f"import kiln.{module} leaves out " \
         f"{sorted(set(IMPORTED_WITH[module]) - have)}"
+
+
+def test_the_private_modules_code_generators_import():
+    # compyle renders its kernels with pycuda._mymako and prefixes them with pycuda._cluda's
+    # CLUDA_PREAMBLE, so that one text is CUDA here and OpenCL under PyOpenCL.
+    import kiln
+    from kiln._cluda import CLUDA_PREAMBLE
+    from helpers import ARCH
+    mod = kiln.SourceModule(CLUDA_PREAMBLE + """
+        WITHIN_KERNEL float twice(float x) { return 2 * x; }
+        KERNEL REQD_WG_SIZE(128, 1, 1) void k(GLOBAL_MEM float *x, int n)
+        {
+          LOCAL_MEM float tile[128];
+          int i = GID_0 * LDIM_0 + LID_0;
+          tile[LID_0] = i < n ? twice(x[i]) : 0;
+          local_barrier();
+          if (i < n) x[i] = tile[LDIM_0 - 1 - LID_0] + GDIM_0 + LID_1 + GID_2;
+        }""", arch=ARCH, cache_dir=False)
+    assert mod.get_function("k").signature == ("b64", "b32")
+    try:
+        import mako.template  # noqa: F401
+    except ImportError:
+        with pytest.raises(ImportError, match="pip install mako"):
+            importlib.import_module("kiln._mymako")
+    else:
+        assert importlib.import_module("kiln._mymako").template is mako.template
