@@ -187,6 +187,23 @@
   {name, "/* kiln's <" name "> for NVRTC: host code, which a kernel cannot call; it declares " \
          "nothing. */\n"}
 
+/* The stream headers: host code too, but declaring the stream templates, as <iosfwd> does, so
+ * that the operators a library declares for them (thrust's random engines' << and >>) parse;
+ * nothing of them is defined, so a kernel still cannot print to one. */
+#define KILN__STREAM_HEADER(name)                                                              \
+  {name, "/* kiln's <" name "> for NVRTC: host code, which a kernel cannot call; it declares " \
+         "the stream templates alone, as <iosfwd> does. */\n"                                  \
+         "#ifndef KILN_IOSFWD\n"                                                               \
+         "#define KILN_IOSFWD\n"                                                               \
+         "namespace std {\n"                                                                   \
+         "template <class C> struct char_traits;\n"                                            \
+         "template <class C, class T = char_traits<C> > class basic_ostream;\n"                \
+         "template <class C, class T = char_traits<C> > class basic_istream;\n"                \
+         "typedef basic_ostream<char> ostream;\n"                                              \
+         "typedef basic_istream<char> istream;\n"                                              \
+         "}\n"                                                                                 \
+         "#endif\n"}
+
 #define KILN__LIBCU_HEADER(name)                                                                 \
   {name, "/* kiln's <" name "> for NVRTC: libcu++'s <cuda/std/" name ">, its names in std. */\n" \
          "#if (__cplusplus >= 201703L || defined(CCCL_IGNORE_DEPRECATED_CPP_DIALECT)) && "       \
@@ -549,9 +566,10 @@ static const kiln__stdheader kiln__stdheaders[] = {
                   "#endif\n"},
     {"cstdbool", "/* kiln's <cstdbool> for NVRTC. */\n"
                  "#include <stdbool.h>\n"},
-    KILN__HOST_HEADER("iostream"),
-    KILN__HOST_HEADER("ostream"),
-    KILN__HOST_HEADER("istream"),
+    KILN__STREAM_HEADER("iostream"),
+    KILN__STREAM_HEADER("ostream"),
+    KILN__STREAM_HEADER("istream"),
+    KILN__STREAM_HEADER("iosfwd"),
     KILN__HOST_HEADER("fstream"),
     KILN__HOST_HEADER("sstream"),
     KILN__HOST_HEADER("iomanip"),
@@ -806,8 +824,8 @@ kiln_status kiln__stdheaders_select(const char *src, const kiln_compile_opts *op
  * hash these texts, some 10 us, before its first lookup. The C test
  * stdheaders_digest_matches_the_texts recomputes it, so a text edited without it fails. */
 static const unsigned char kiln__stdheaders_sha[KILN__KEY_SIZE] = {
-    0x77, 0x07, 0x41, 0x04, 0xce, 0xf6, 0x71, 0x83, 0x03, 0xab, 0x3d, 0xff, 0x6d, 0x9a, 0x38, 0x3c,
-    0xc2, 0x7e, 0x64, 0xfd, 0xbe, 0xf2, 0x6c, 0xfe, 0x45, 0x15, 0xe2, 0x49, 0xb0, 0x13, 0xc9, 0xb6};
+    0xde, 0xa6, 0xd0, 0xe5, 0x9f, 0xb2, 0x4d, 0x5c, 0x38, 0x55, 0xbf, 0xf9, 0xf4, 0xd4, 0x5a, 0x7f,
+    0x5c, 0xee, 0xfe, 0x1f, 0x9c, 0x26, 0xb4, 0xaf, 0x83, 0xad, 0xf7, 0x11, 0x07, 0xbd, 0xd4, 0x72};
 
 kiln_status kiln__stdheaders_digest(unsigned char out[KILN__KEY_SIZE]) {
   kiln__hasher *h;
