@@ -345,6 +345,8 @@ def test_an_inclusive_scan_of_a_struct_needs_no_neutral():
            "{ return (b.x != a.x) ? b : make_int2(a.x, max(a.y, b.y)); }")
     k = InclusiveScanKernel(vec.int2, "seg_max(a, b)", preamble=pre)
     assert k.neutral is None and k.dtype == vec.int2
+    for dtype in (np.uint8, np.int64, np.uint16, np.float16, np.complex64):
+        assert InclusiveScanKernel(dtype, "a+b").neutral is None
 
 
 # ---- array arithmetic ------------------------------------------------------------------------
