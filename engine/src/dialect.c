@@ -219,18 +219,46 @@ static int kiln__host_head(const char *head, size_t n, const kiln__macros *m) {
   return lists == 1;
 }
 
+/* Whether head[0..n), which a '{' follows at namespace scope, is a variable's with those braces
+ * its initializer ("float2 G = float2{...}", "float2 G{...}"): an '=' outside parentheses, or
+ * no parentheses and no type it defines. A function's head is not, whatever follows its
+ * parameters (a trailing return type, noexcept). */
+static int kiln__initializer_head(const char *head, size_t n) {
+  int depth = 0, lists = 0;
+  for (size_t i = 0; i < n; i++) {
+    if (head[i] == '(' && depth++ == 0) lists++;
+    else if (head[i] == ')' && depth > 0) depth--;
+    else if (head[i] == '=' && depth == 0) return 1;
+  }
+  return !lists && !kiln__has_word(head, n, "struct") && !kiln__has_word(head, n, "class") &&
+         !kiln__has_word(head, n, "union") && !kiln__has_word(head, n, "enum");
+}
+
+/* Whether decl[0..n) has its lines to itself: nothing before it on its first line, and nothing
+ * but blanks or a comment after its ';' (decl[n]) on its last, so that an error on one of its
+ * lines is its own. */
+static int kiln__alone_on_lines(const char *src, const char *decl, size_t n) {
+  for (const char *q = decl; q > src && q[-1] != '\n'; q--)
+    if (!kiln__space(q[-1])) return 0;
+  const char *q = decl + n + 1;
+  while (*q == ' ' || *q == '\t' || *q == '\r') q++;
+  return !*q || *q == '\n' || (q[0] == '/' && (q[1] == '/' || q[1] == '*'));
+}
+
 /* Whether decl[0..n), a declaration at namespace scope whose last line is last, is a variable
  * nvcc keeps on the host and NVRTC, which -default-device makes put it on the device, refused to
  * initialize there ("const float2 G = make_float2(1, 2);", a constant no kernel can read under
- * nvcc either): no __device__, __constant__, __shared__ or __managed__, no type defined in it,
- * no macro of the source's, and that error on one of its lines. */
-static int kiln__host_variable(const char *decl, size_t n, int last, const char *log,
-                               const char *file, const kiln__macros *m) {
+ * nvcc either): no __device__, __constant__, __shared__ or __managed__, no function or type
+ * defined in it, no macro of the source's, lines of its own, and that error on one of them. */
+static int kiln__host_variable(const char *src, const char *decl, size_t n, int last,
+                               const char *log, const char *file, const kiln__macros *m) {
   static const char *const kept[] = {"__device__", "__constant__", "__shared__", "__managed__",
-                                     "struct",     "class",        "union",      "enum",
-                                     "typedef",    "template",     "using",      "namespace"};
+                                     "__global__", "__host__",     "struct",     "class",
+                                     "union",      "enum",         "typedef",    "template",
+                                     "using",      "namespace"};
   for (size_t i = 0; i < sizeof kept / sizeof *kept; i++)
     if (kiln__has_word(decl, n, kept[i])) return 0;
+  if (!kiln__alone_on_lines(src, decl, n)) return 0;
   for (size_t i = 0; i < m->n; i++)
     if (kiln__has_word_n(decl, n, m->at[i].name, m->at[i].len)) return 0;
   int first = last;
@@ -283,7 +311,8 @@ char *kiln__dialect_host_functions_in(const char *src, const char *log, const ch
       while (kiln__space(*start)) start++;
       /* A variable nvcc keeps on the host whose initializer NVRTC refused: blanked, as a
        * refused host function is below. */
-      if (*p == ';' && kiln__host_variable(start, (size_t)(p - start), line, log, file, &macros)) {
+      if (*p == ';' &&
+          kiln__host_variable(src, start, (size_t)(p - start), line, log, file, &macros)) {
         if (!out && !(out = strdup(src))) break;
         for (const char *q = start; q <= p; q++)
           if (*q != '\n') out[q - src] = ' ';
@@ -328,7 +357,10 @@ char *kiln__dialect_host_functions_in(const char *src, const char *log, const ch
       }
       line = last;
       /* An initializer's braces ("= float2{1.f, sqrtf(2.f)}") leave the declaration open. */
-      decl = opens == KILN__OPENS_OTHER && !refused ? (decl ? decl : head) : NULL;
+      if (opens == KILN__OPENS_OTHER && !refused &&
+          kiln__initializer_head(head, (size_t)(p - head)))
+        decl = decl ? decl : head;
+      else decl = NULL;
       head = p = close + 1;
     } else {
       line_blank = 0;

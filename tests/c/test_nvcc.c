@@ -864,14 +864,31 @@ TEST(host_variables_nvrtc_refused_are_blanked) {
   free(got);
   const char *refusal = "kernel.cu(2): error: dynamic initialization is not supported for a "
                         "__device__ variable\n";
+  /* A function before it whose head does not end its parameters' list (a trailing return
+   * type, noexcept) is not taken into the variable's declaration. */
+  const char *functions[] = {
+      "__global__ auto k(float *d) -> void { d[0] = 1; }\nconst float2 G = make_float2(1, 2);\n",
+      "constexpr float twice(float x) noexcept { return 2 * x; }\n"
+      "const float2 G = make_float2(1, 2);\n",
+  };
+  for (size_t i = 0; i < TEST_COUNT(functions); i++) {
+    got = kiln__dialect_host_functions(functions[i], refusal);
+    ASSERT(got != NULL);
+    const char *nl = strchr(functions[i], '\n');
+    if (strncmp(got, functions[i], (size_t)(nl - functions[i])) != 0 || strstr(got, "G"))
+      FAIL("'%s' was rewritten as '%s'", functions[i], got);
+    free(got);
+  }
   const char *kept[] = {
       "\n__device__ float x = sqrtf(2.f);\n",
       "#define DEV __device__\nDEV float x = sqrtf(2.f);\n",
       "\nstruct S { float a; __device__ S(float x) : a(x) {} } s(1.f);\n",
-      "\nfloat x = sqrtf(2.f);\n", /* no error on its line: nothing to blank */
+      "\nfloat x = sqrtf(2.f);\n", /* another error on its line: nothing to blank */
+      /* two declarations on the error's line: whose error it is is not known */
+      "\nconst int N = 4; const float2 G = make_float2(1, 2);\n",
   };
   for (size_t i = 0; i < TEST_COUNT(kept); i++) {
-    got = kiln__dialect_host_functions(kept[i], i == 3 ? "kernel.cu(1): error: x\n" : refusal);
+    got = kiln__dialect_host_functions(kept[i], i == 3 ? "kernel.cu(2): error: x\n" : refusal);
     if (got) FAIL("'%s' was rewritten as '%s'", kept[i], got);
   }
 }
