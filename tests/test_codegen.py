@@ -347,6 +347,13 @@ def test_an_inclusive_scan_of_a_struct_needs_no_neutral():
     assert k.neutral is None and k.dtype == vec.int2
     for dtype in (np.uint8, np.int64, np.uint16, np.float16, np.complex64):
         assert InclusiveScanKernel(dtype, "a+b").neutral is None
+    # A struct with no default constructor, which converts from int, as before.
+    from kiln.tools import get_or_register_dtype
+    fixed = get_or_register_dtype("kiln_fixed_t", np.dtype([("v", np.int32)]))
+    pre = ("struct kiln_fixed_t { int v; __device__ kiln_fixed_t(int x) : v(x) {} };\n"
+           "__device__ kiln_fixed_t add(kiln_fixed_t a, kiln_fixed_t b) "
+           "{ return kiln_fixed_t(a.v + b.v); }")
+    assert InclusiveScanKernel(fixed, "add(a, b)", preamble=pre).dtype == fixed
 
 
 # ---- array arithmetic ------------------------------------------------------------------------

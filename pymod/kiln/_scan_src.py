@@ -25,15 +25,12 @@ def source(dtype, scan_expr, neutral, prefix, preamble=""):
     t = _cgen.dtype_to_ctype(dtype)
     head = _cgen.includes_for([dtype], " ".join([preamble, scan_expr, neutral or ""]))
     # An inclusive scan has no neutral to give; its module's exclusive kernel, never launched
-    # then, starts from a value-initialized T, which every type the scan can fold has (a cast
-    # of 0 is not one for a struct: int2, a registered dtype), made by a template since T() is
-    # no expression for a name of several words (unsigned char).
+    # then, starts from the element itself, which every type the scan can fold can be (a cast
+    # of 0 is no value of a struct such as int2, nor T() of one without a default constructor).
     exclusive_start = (f"({t})({neutral})" if neutral is not None
-                       else f"_kiln_value<{t}>() /* no neutral: exclusive scans need one */")
+                       else "x /* no neutral: exclusive scans need one */")
     return f"""{head}{preamble}
 #define SCAN_EXPR(a, b) ({scan_expr})
-
-template <class T> __device__ __forceinline__ T _kiln_value() {{ return T(); }}
 
 /* Shared storage as bytes: a type with a constructor cannot be a __shared__ array. */
 #define _KILN_SHARED(type, name, count) \\
