@@ -232,6 +232,18 @@ def test_nbytes_a_program_sets_is_given_back_and_moves_nothing():
     assert d.nbytes == 24
 
 
+def test_mem_size_a_program_sets_is_given_back_and_moves_nothing():
+    # PyCUDA's mem_size is a plain attribute, which tgv_pycuda sets on a view it makes.
+    d = gpuarray.GPUArray((2, 3), np.float32, gpudata=FAKE)
+    assert d.mem_size == 6
+    d.mem_size = 4
+    assert d.mem_size == 4 and d.size == 6 and d.nbytes == 24
+    with pytest.raises(ValueError, match="mem_size must be a non-negative int"):
+        d.mem_size = -1
+    del d.mem_size
+    assert d.mem_size == 6
+
+
 def test_itemsize_a_program_sets_is_given_back():
     # PyCUDA's itemsize is a plain attribute, and FiPy's GPUArray subclass sets it in __init__.
     class Sized(gpuarray.GPUArray):

@@ -262,9 +262,10 @@ static PyObject *kpy_array_new_like_me(PyObject *op, PyObject *args, PyObject *k
   return res;
 }
 
-/* nbytes is size * itemsize, and itemsize the dtype's, unless a program set its own: PyCUDA's
- * are plain attributes, and a GPUArray subclass may give the bytes of the buffer it spans
- * (reikna's Array, its offset included) or set itemsize in its __init__ (FiPy's). The value is
+/* nbytes is size * itemsize, itemsize the dtype's and mem_size the size, unless a program set
+ * its own: PyCUDA's are plain attributes, and a GPUArray subclass may give the bytes of the
+ * buffer it spans (reikna's Array, its offset included) or set itemsize in its __init__ (FiPy's),
+ * or a program the elements of a view it made (tgv_pycuda's mem_size). The value is
  * kept in the array's __dict__ and given back; kiln's own copies and launches go by the array's
  * shape and dtype, never by it. */
 static PyObject *kpy_array_told(PyObject *op, const char *name, Py_ssize_t own) {
@@ -282,6 +283,10 @@ static PyObject *kpy_array_get_itemsize(PyObject *op, void *c) {
 
 static PyObject *kpy_array_get_nbytes(PyObject *op, void *c) {
   return kpy_array_told(op, c, KPY_ARRAY(op)->nbytes);
+}
+
+static PyObject *kpy_array_get_mem_size(PyObject *op, void *c) {
+  return kpy_array_told(op, c, KPY_ARRAY(op)->size);
 }
 
 /* Sets (or, deleted, forgets) the program's own value of the attribute named c. */
@@ -651,7 +656,10 @@ static PyGetSetDef kpy_array_getset[] = {
      NULL},
     {"flags", kpy_array_get_flags, NULL, "c_contiguous, f_contiguous, forc.", NULL},
     {"size", kpy_array_get_size, kpy_array_set_size, "Its number of elements.", NULL},
-    {"mem_size", kpy_array_get_size, NULL, "Its number of elements (PyCUDA's name).", NULL},
+    {"mem_size", kpy_array_get_mem_size, kpy_array_set_told,
+     "Its number of elements (PyCUDA's name). Assignable, as PyCUDA's plain attribute: the value "
+     "set is given back.",
+     (void *)"mem_size"},
     {"_grid", kpy_array_get_grid, NULL,
      "PyCUDA's grid for a kernel over its elements: (blocks, 1), one thread an element.", NULL},
     {"_block", kpy_array_get_block, NULL, "PyCUDA's block for the same: (256, 1, 1).", NULL},
