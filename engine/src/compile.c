@@ -479,34 +479,28 @@ static int kiln__header_rewrites_opts(kiln__header_rewrites *r, const kiln_compi
 /* Whether log says a header needs a newer C++: libcu++'s dialect check (NVRTC's
  * <curand_kernel.h> includes libcu++) or kiln's C++ headers, which are libcu++'s (C++17, or
  * C++14 for <type_traits>). */
-static int kiln__needs_cxx17(const char *log) {
+static int kiln__needs_newer_cxx(const char *log) {
   return log && (strstr(log, "requires at least C++ 17") || strstr(log, "needs C++17 or later") ||
                  strstr(log, "needs C++14 or later"));
 }
 
-/* The options of opts with an -std= older than C++17 (c++03, c++11 or c++14, in any of
- * nvcc's spellings) made C++17, in a malloc'd array (free it); NULL when they ask for none. */
+/* The options of opts with an -std= older than C++17 (c++03, c++11 or c++14) made C++17, in a
+ * malloc'd array (free it); NULL when they ask for none. They come translated (options.c): each
+ * of nvcc's spellings is "-std=" by now. */
 static const char **kiln__options_cxx17(const kiln_compile_opts *opts) {
-  static const char *const older[] = {"c++03", "c++11", "c++14"};
+  static const char *const older[] = {"-std=c++03", "-std=c++11", "-std=c++14"};
   const char **out = NULL;
   for (int i = 0; opts && i < opts->n_options; i++) {
-    const char *o = opts->options[i], *value = NULL;
-    if (!o) continue;
-    if (strncmp(o, "-std=", 5) == 0) value = o + 5;
-    else if (strncmp(o, "--std=", 6) == 0) value = o + 6;
-    else if ((strcmp(o, "-std") == 0 || strcmp(o, "--std") == 0) && i + 1 < opts->n_options)
-      value = opts->options[i + 1];
     int old = 0;
-    for (size_t k = 0; value && k < sizeof older / sizeof *older; k++)
-      old |= strcmp(value, older[k]) == 0;
+    for (size_t k = 0; opts->options[i] && k < sizeof older / sizeof *older; k++)
+      old |= strcmp(opts->options[i], older[k]) == 0;
     if (!old) continue;
     if (!out) {
       out = malloc(sizeof *out * (size_t)opts->n_options);
       if (!out) return NULL;
       memcpy(out, opts->options, sizeof *out * (size_t)opts->n_options);
     }
-    if (value == o + 5 || value == o + 6) out[i] = "-std=c++17";
-    else out[++i] = "c++17";
+    out[i] = "-std=c++17";
   }
   return out;
 }
@@ -531,14 +525,14 @@ kiln_status kiln__compile(const char *src, const kiln_compile_opts *opts, const 
    * is; if it is refused for C++17 still, the first refusal stands. */
   kiln_compile_opts cxx17;
   const char **cxx17_options = NULL;
-  if (s == KILN_ERROR_COMPILE && kiln__needs_cxx17(out->log) &&
+  if (s == KILN_ERROR_COMPILE && kiln__needs_newer_cxx(out->log) &&
       (cxx17_options = kiln__options_cxx17(opts))) {
     char *first = kiln__dup_str(kiln_last_error());
     kiln__code upgraded;
     cxx17 = *opts;
     cxx17.options = cxx17_options;
     kiln_status r = kiln__compile_once(src, &cxx17, arch, pch_dir, cwd, &upgraded, &again);
-    if (first && (r == KILN_OK || (upgraded.log && !kiln__needs_cxx17(upgraded.log)))) {
+    if (first && (r == KILN_OK || (upgraded.log && !kiln__needs_newer_cxx(upgraded.log)))) {
       kiln__compile_free_code(out);
       *out = upgraded;
       s = r;

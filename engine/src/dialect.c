@@ -152,19 +152,27 @@ static int kiln__has_word(const char *text, size_t n, const char *word) {
  * class, an enum, an initializer). */
 enum { KILN__OPENS_SCOPE, KILN__OPENS_FUNCTION, KILN__OPENS_OTHER };
 
+/* The parenthesized lists at head[0..n)'s top level, counted, and in *assigns whether an '='
+ * stands there: an initializer's (inside parentheses, it is a default argument's). */
+static int kiln__top_lists(const char *head, size_t n, int *assigns) {
+  int depth = 0, lists = 0;
+  *assigns = 0;
+  for (size_t i = 0; i < n; i++) {
+    if (head[i] == '(' && depth++ == 0) lists++;
+    else if (head[i] == ')' && depth > 0) depth--;
+    else if (head[i] == '=' && depth == 0) *assigns = 1;
+  }
+  return lists;
+}
+
 static int kiln__opens(const char *head, size_t n) {
   while (n && kiln__space(head[n - 1])) n--;
   while (n && kiln__space(*head)) head++, n--;
   if (kiln__has_word(head, n, "namespace") ||
       (n >= 6 && strncmp(head, "extern", 6) == 0 && head[n - 1] == '"'))
     return KILN__OPENS_SCOPE;
-  /* An '=' outside parentheses is an initializer's; inside them, a default argument's. */
-  int depth = 0, assigns = 0;
-  for (size_t i = 0; i < n; i++) {
-    if (head[i] == '(') depth++;
-    else if (head[i] == ')' && depth > 0) depth--;
-    else if (head[i] == '=' && depth == 0) assigns = 1;
-  }
+  int assigns;
+  kiln__top_lists(head, n, &assigns);
   if (!n || head[n - 1] != ')' || assigns || kiln__has_word(head, n, "struct") ||
       kiln__has_word(head, n, "class") || kiln__has_word(head, n, "union") ||
       kiln__has_word(head, n, "enum") || kiln__has_word(head, n, "typedef"))
@@ -211,12 +219,8 @@ static int kiln__host_head(const char *head, size_t n, const kiln__macros *m) {
   if (kiln__has_word(head, n, "__global__") || kiln__has_word(head, n, "__device__")) return 0;
   for (size_t i = 0; i < m->n; i++)
     if (kiln__has_word_n(head, n, m->at[i].name, m->at[i].len)) return 0;
-  int depth = 0, lists = 0;
-  for (size_t i = 0; i < n; i++) {
-    if (head[i] == '(' && depth++ == 0) lists++;
-    else if (head[i] == ')' && depth > 0) depth--;
-  }
-  return lists == 1;
+  int assigns;
+  return kiln__top_lists(head, n, &assigns) == 1;
 }
 
 /* Whether head[0..n), which a '{' follows at namespace scope, is a variable's with those braces
@@ -224,12 +228,8 @@ static int kiln__host_head(const char *head, size_t n, const kiln__macros *m) {
  * no parentheses and no type it defines. A function's head is not, whatever follows its
  * parameters (a trailing return type, noexcept). */
 static int kiln__initializer_head(const char *head, size_t n) {
-  int depth = 0, lists = 0;
-  for (size_t i = 0; i < n; i++) {
-    if (head[i] == '(' && depth++ == 0) lists++;
-    else if (head[i] == ')' && depth > 0) depth--;
-    else if (head[i] == '=' && depth == 0) return 1;
-  }
+  int assigns, lists = kiln__top_lists(head, n, &assigns);
+  if (assigns) return 1;
   return !lists && !kiln__has_word(head, n, "struct") && !kiln__has_word(head, n, "class") &&
          !kiln__has_word(head, n, "union") && !kiln__has_word(head, n, "enum");
 }

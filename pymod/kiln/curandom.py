@@ -325,7 +325,7 @@ class _StatesOnDevice(_Generator):
     def _launch(self, name, *args, stream=None, threads=None):
         threads = self._generators if threads is None else threads
         grid = max(1, -(-threads // self.generators_per_block))
-        self._function(name)(self.state, *args, block=(self.generators_per_block, 1, 1),
+        self._function(name)(self._state, *args, block=(self.generators_per_block, 1, 1),
                              grid=(min(grid, self.block_count), 1), stream=stream)
 
     def _run(self, name, data, n, params, stream):
