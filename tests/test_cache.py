@@ -280,6 +280,8 @@ def test_module_from_file_reads_ptx_without_a_gpu(cache, tmp_path):
     assert p.arch == "sm_80" and p.kernels == ("twice",)
     assert repr(p.get_function("twice")) == repr(m.get_function("twice"))
     assert kiln.module_from_buffer(m.ptx).kernels == ("twice",)
+    # PyCUDA's keyword, as its binding names it
+    assert kiln.module_from_file(filename=tmp_path / "k.ptx").kernels == ("twice",)
     with pytest.raises(ValueError, match="neither a CUBIN"):
         kiln.module_from_buffer(b"hello world")
     with pytest.raises(TypeError, match="bytes"):

@@ -1394,10 +1394,12 @@ def test_managed_memory_2d_memsets_and_the_profiler_check_arguments_first():
         drv.managed_empty(3, np.float32, mem_flags=drv.mem_attach_flags.SINGLE)
     with pytest.raises(ValueError, match="order must be 'C' or 'F'"):
         drv.managed_zeros((2, 2), np.float32, order="K")
-    with pytest.raises(ValueError, match="value is an int of 1 bytes, signed or not, not 256"):
+    with pytest.raises(ValueError, match="data is an int of 1 bytes, signed or not, not 256"):
         drv.memset_d2d8(0x1000, 4, 256, 1, 1)
-    with pytest.raises(ValueError, match="value is an int of 4 bytes"):
+    with pytest.raises(ValueError, match="data is an int of 4 bytes"):
         drv.memset_d2d32_async(0x1000, 4, 1.5, 1, 1)
+    with pytest.raises(ValueError, match="data is an int of 2 bytes"):  # PyCUDA's keywords
+        drv.memset_d2d16(dest=0x1000, pitch=4, data=1 << 16, width=1, height=1)
     with pytest.raises(TypeError, match="dest is device memory"):
         drv.memset_d2d16("here", 4, 1, 1, 1)
     with pytest.raises(ValueError, match="pitch, width and height are counts >= 0"):

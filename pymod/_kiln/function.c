@@ -1003,10 +1003,11 @@ static PyMemberDef kpy_function_members[] = {
 
 static PyMethodDef kpy_function_methods[] = {
     {"prepare", (PyCFunction)(void (*)(void))kpy_function_prepare, METH_VARARGS | METH_KEYWORDS,
-     "prepare($self, arg_types, shared=None)\n--\n\nChecks PyCUDA's argument types (a "
+     "prepare($self, arg_types, shared=None, texrefs=None)\n--\n\nChecks PyCUDA's argument types "
+     "(a "
      "struct format such as 'PiiP', or a list of characters and NumPy dtypes) against the "
      "kernel's parameters and returns the function. Optional in kiln, which packs by the "
-     "kernel's signature."},
+     "kernel's signature. texrefs, for PyCUDA's texture references, may only be empty."},
     {"prepared_call", (PyCFunction)(void (*)(void))kpy_function_prepared_call,
      METH_FASTCALL | METH_KEYWORDS,
      "prepared_call($self, grid, block, *args, shared_size=0)\n--\n\nThe launch, as "

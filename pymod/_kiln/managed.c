@@ -158,19 +158,20 @@ static PyObject *kpy_managed_zeros(PyObject *module, PyObject *args, PyObject *k
   return kpy_managed_array_new(module, args, kwargs, 1, "O|O&sI:managed_zeros");
 }
 
-/* The 2D memsets: memset_d2d8/16/32(dest, pitch, value, width, height) and their async forms. */
+/* The 2D memsets: memset_d2d8/16/32(dest, pitch, data, width, height), PyCUDA's names, and their
+ * async forms. */
 static PyObject *kpy_memset_2d(PyObject *module, PyObject *args, PyObject *kwargs, unsigned bytes,
                                int async, const char *fmt) {
   kpy_state *st = kpy_state_of_module(module);
   /* The blocking forms take no stream: their list ends before it. */
   static char *kwlist[] = {(char *)"dest",
                            (char *)"pitch",
-                           (char *)"value",
+                           (char *)"data",
                            (char *)"width",
                            (char *)"height",
                            (char *)"stream",
                            NULL};
-  static char *kwlist_blocking[] = {(char *)"dest",  (char *)"pitch",  (char *)"value",
+  static char *kwlist_blocking[] = {(char *)"dest",  (char *)"pitch",  (char *)"data",
                                     (char *)"width", (char *)"height", NULL};
   PyObject *dest, *value_obj, *stream_obj = Py_None;
   Py_ssize_t pitch, width, height;
@@ -182,7 +183,7 @@ static PyObject *kpy_memset_2d(PyObject *module, PyObject *args, PyObject *kwarg
   if (!PyLong_Check(value_obj) || (v == -1 && PyErr_Occurred()) || v < -(1LL << (8 * bytes - 1)) ||
       v >= (1LL << (8 * bytes))) {
     PyErr_Clear();
-    PyErr_Format(PyExc_ValueError, "value is an int of %u bytes, signed or not, not %R", bytes,
+    PyErr_Format(PyExc_ValueError, "data is an int of %u bytes, signed or not, not %R", bytes,
                  value_obj);
     return NULL;
   }
@@ -240,15 +241,14 @@ static PyObject *kpy_stop_profiler(PyObject *module, PyObject *unused) {
   Py_RETURN_NONE;
 }
 
-#define KPY_MEMSET_2D_DEF(bits)                                                                \
-  {"memset_d2d" #bits, (PyCFunction)(void (*)(void))kpy_memset_d2d##bits,                      \
-   METH_VARARGS | METH_KEYWORDS,                                                               \
-   "memset_d2d" #bits "($module, dest, pitch, value, width, height)\n--\n\n"                   \
-   "height rows of width " #bits "-bit values set to value, the rows pitch bytes apart."},     \
-      {"memset_d2d" #bits "_async", (PyCFunction)(void (*)(void))kpy_memset_d2d##bits##_async, \
-       METH_VARARGS | METH_KEYWORDS,                                                           \
-       "memset_d2d" #bits                                                                      \
-       "_async($module, dest, pitch, value, width, height, stream=None)\n--\n\n"               \
+#define KPY_MEMSET_2D_DEF(bits)                                                                    \
+  {"memset_d2d" #bits, (PyCFunction)(void (*)(void))kpy_memset_d2d##bits,                          \
+   METH_VARARGS | METH_KEYWORDS,                                                                   \
+   "memset_d2d" #bits "($module, dest, pitch, data, width, height)\n--\n\n"                        \
+   "height rows of width " #bits "-bit values set to data, the rows pitch bytes apart."},          \
+      {"memset_d2d" #bits "_async", (PyCFunction)(void (*)(void))kpy_memset_d2d##bits##_async,     \
+       METH_VARARGS | METH_KEYWORDS,                                                               \
+       "memset_d2d" #bits "_async($module, dest, pitch, data, width, height, stream=None)\n--\n\n" \
        "The same, queued on stream."}
 
 static PyMethodDef kpy_managed_functions[] = {

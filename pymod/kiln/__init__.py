@@ -92,7 +92,7 @@ def pagelocked_zeros_like(a):
     return pagelocked_zeros(a.shape, a.dtype)
 
 
-def module_from_file(path):
+def module_from_file(filename):
     """A Module from a CUBIN, fatbin or PTX file (PyCUDA's driver.module_from_file)."""
     import os
     import stat
@@ -100,18 +100,18 @@ def module_from_file(path):
     # Opened without waiting, so a FIFO or a device fails the check instead of blocking; read
     # no further than the largest image kiln loads.
     flags = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0) | getattr(os, "O_CLOEXEC", 0)
-    fd = os.open(path, flags)
+    fd = os.open(filename, flags)
     with os.fdopen(fd, "rb") as f:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
-            raise ValueError(f"{os.fsdecode(path)} is not a regular file, so it is not read as a "
+            raise ValueError(f"{os.fsdecode(filename)} is not a regular file, so it is not read as a "
                              f"CUBIN, fatbin or PTX")
         if st.st_size > _MAX_IMAGE_BYTES:
-            raise ValueError(f"{os.fsdecode(path)} is {st.st_size} bytes, larger than any CUBIN, "
+            raise ValueError(f"{os.fsdecode(filename)} is {st.st_size} bytes, larger than any CUBIN, "
                              f"fatbin or PTX kiln loads ({_MAX_IMAGE_BYTES})")
         data = f.read(_MAX_IMAGE_BYTES + 1)
     if len(data) > _MAX_IMAGE_BYTES:
-        raise ValueError(f"{os.fsdecode(path)} grew past {_MAX_IMAGE_BYTES} bytes while read")
+        raise ValueError(f"{os.fsdecode(filename)} grew past {_MAX_IMAGE_BYTES} bytes while read")
     return module_from_buffer(data)
 
 
