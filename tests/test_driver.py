@@ -478,6 +478,9 @@ def test_pycudas_extension_module_is_the_driver():
     (lambda: drv.memset_d16(0x1000, 1 << 16, 4), ValueError, "does not fit 16 bits"),
     (lambda: drv.memset_d8(0x1000, 1.5, 4), TypeError, "data must be an int"),
     (lambda: drv.memset_d8(0x1000, 0, -1), ValueError, "count must not be negative"),
+    (lambda: drv.memset_d8(0x1000, 0, 4, size=4), TypeError, "count of values once"),
+    (lambda: drv.memset_d8_async(0x1000, 0), TypeError, "count of values once"),
+    (lambda: drv.memset_d16(0x1000, 0, size=-1), ValueError, "count must not be negative"),
     (lambda: drv.memset_d32_async(0x1000, 0, 4, stream="x"), TypeError, "stream must be None"),
     (lambda: drv.memcpy_htod(0x1000, [1, 2]), TypeError, "must be a numpy array or another "
                                                          "contiguous buffer"),
@@ -2149,12 +2152,15 @@ def test_memory_calls_on_the_gpu():
     drv.memset_d16(a, 0x1234, 8)
     drv.memset_d32_async(int(a) + 16, 0xDEADBEEF, 4)
     drv.memset_d16_async(int(a) + 32, -1, 2, stream=drv.Stream())
+    drv.memset_d8(dest=int(a) + 48, data=7, size=2)  # the keywords of PyCUDA's binding
+    drv.memset_d32_async(int(a) + 52, data=0x01010101, count=1)  # those of its pages
     b = drv.mem_alloc_like(np.zeros(16, np.float32))
     drv.memcpy_dtod(b, a, 64)
     got = drv.from_device(b, (64,), np.uint8)
     assert got[:2].view(np.uint16)[0] == 0x1234
     assert got[16:20].view(np.uint32)[0] == 0xDEADBEEF
     assert got[32:36].view(np.uint16).tolist() == [0xFFFF, 0xFFFF] and got[36] == 0x5A
+    assert got[47:57].tolist() == [0x5A, 7, 7, 0x5A, 0x5A, 1, 1, 1, 1, 0x5A]
     like = drv.from_device_like(b, np.zeros((4, 4), np.float32, order="F"))
     assert like.flags.f_contiguous and like.shape == (4, 4)
     with pytest.raises(ValueError, match="runs past its allocation"):

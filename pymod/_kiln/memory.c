@@ -486,19 +486,32 @@ int kpy_device_pointers(kpy_state *st, PyObject *dest, PyObject *src, size_t nby
 }
 
 /* memset_d8/d16/d32(dest, data, count) and the _async forms with stream=None: count values of
- * `width` bytes, each `data`. */
+ * `width` bytes, each `data`. PyCUDA's pages name the count `count` and its binding `size`, so a
+ * program may pass it by either keyword. */
 static PyObject *kpy_memset_any(PyObject *module, PyObject *args, PyObject *kwargs, int width,
                                 int async) {
   kpy_state *st = kpy_state_of_module(module);
-  static char *kwlist[] = {(char *)"dest", (char *)"data", (char *)"count", (char *)"stream", NULL};
-  static char *kwlist_sync[] = {(char *)"dest", (char *)"data", (char *)"count", NULL};
+  static char *kwlist[] = {(char *)"dest",   (char *)"data", (char *)"count",
+                           (char *)"stream", (char *)"size", NULL};
+  static char *kwlist_sync[] = {(char *)"dest", (char *)"data", (char *)"count", (char *)"size",
+                                NULL};
   char fmt[32];
-  PyOS_snprintf(fmt, sizeof fmt, "OOO%s:memset_d%d%s", async ? "|O" : "", width * 8,
+  PyOS_snprintf(fmt, sizeof fmt, "OO|O%s$O:memset_d%d%s", async ? "O" : "", width * 8,
                 async ? "_async" : "");
-  PyObject *dest, *data, *count_obj, *stream = Py_None;
-  if (!PyArg_ParseTupleAndKeywords(args, kwargs, fmt, async ? kwlist : kwlist_sync, &dest, &data,
-                                   &count_obj, &stream))
+  PyObject *dest, *data, *count_obj = NULL, *size_obj = NULL, *stream = Py_None;
+  if (async ? !PyArg_ParseTupleAndKeywords(args, kwargs, fmt, kwlist, &dest, &data, &count_obj,
+                                           &stream, &size_obj)
+            : !PyArg_ParseTupleAndKeywords(args, kwargs, fmt, kwlist_sync, &dest, &data, &count_obj,
+                                           &size_obj))
     return NULL;
+  if ((count_obj != NULL) == (size_obj != NULL)) {
+    PyErr_Format(PyExc_TypeError,
+                 "memset_d%d%s takes the count of values once: as its third "
+                 "argument, count= or size=",
+                 width * 8, async ? "_async" : "");
+    return NULL;
+  }
+  if (!count_obj) count_obj = size_obj;
   size_t count;
   if (kpy_count(count_obj, "count", &count) < 0) return NULL;
   /* A value of the width, read as unsigned: -1 is every bit set, as in C. */
@@ -648,20 +661,22 @@ static PyMethodDef kpy_memory_functions[] = {
      METH_VARARGS | METH_KEYWORDS,
      "memcpy_dtod_async($module, dest, src, size, stream=None)\n--\n\n"},
     {"memset_d8", (PyCFunction)(void (*)(void))kpy_memset_d8, METH_VARARGS | METH_KEYWORDS,
-     "memset_d8($module, dest, data, count)\n--\n\nCount bytes set to data."},
+     "memset_d8($module, dest, data, count=None, *, size=None)\n--\n\nCount bytes set to data."},
     {"memset_d16", (PyCFunction)(void (*)(void))kpy_memset_d16, METH_VARARGS | METH_KEYWORDS,
-     "memset_d16($module, dest, data, count)\n--\n\nCount 16-bit values set to data."},
+     "memset_d16($module, dest, data, count=None, *, size=None)\n--\n\nCount 16-bit values set to "
+     "data."},
     {"memset_d32", (PyCFunction)(void (*)(void))kpy_memset_d32, METH_VARARGS | METH_KEYWORDS,
-     "memset_d32($module, dest, data, count)\n--\n\nCount 32-bit values set to data."},
+     "memset_d32($module, dest, data, count=None, *, size=None)\n--\n\nCount 32-bit values set to "
+     "data."},
     {"memset_d8_async", (PyCFunction)(void (*)(void))kpy_memset_d8_async,
      METH_VARARGS | METH_KEYWORDS,
-     "memset_d8_async($module, dest, data, count, stream=None)\n--\n\n"},
+     "memset_d8_async($module, dest, data, count=None, stream=None, *, size=None)\n--\n\n"},
     {"memset_d16_async", (PyCFunction)(void (*)(void))kpy_memset_d16_async,
      METH_VARARGS | METH_KEYWORDS,
-     "memset_d16_async($module, dest, data, count, stream=None)\n--\n\n"},
+     "memset_d16_async($module, dest, data, count=None, stream=None, *, size=None)\n--\n\n"},
     {"memset_d32_async", (PyCFunction)(void (*)(void))kpy_memset_d32_async,
      METH_VARARGS | METH_KEYWORDS,
-     "memset_d32_async($module, dest, data, count, stream=None)\n--\n\n"},
+     "memset_d32_async($module, dest, data, count=None, stream=None, *, size=None)\n--\n\n"},
     {"mem_alloc_pitch", (PyCFunction)(void (*)(void))kpy_mem_alloc_pitch,
      METH_VARARGS | METH_KEYWORDS,
      "mem_alloc_pitch($module, width, height, access_size)\n--\n\n(DeviceAllocation, pitch) "

@@ -181,12 +181,12 @@ class PointerHolderBase:
         return int(self.get_pointer())
 
 
-def to_device(buf):
-    """A DeviceAllocation holding a copy of buf (a numpy array or any buffer), as PyCUDA's
+def to_device(bf_obj):
+    """A DeviceAllocation holding a copy of bf_obj (a numpy array or any buffer), as PyCUDA's
     to_device; kiln.to_device gives a DeviceArray instead."""
-    nbytes = buf.nbytes if isinstance(buf, _np.ndarray) else memoryview(buf).nbytes
+    nbytes = bf_obj.nbytes if isinstance(bf_obj, _np.ndarray) else memoryview(bf_obj).nbytes
     result = mem_alloc(nbytes)
-    memcpy_htod(result, buf)
+    memcpy_htod(result, bf_obj)
     return result
 
 
@@ -487,11 +487,11 @@ def gpuarray_to_array(gpuarray, order, allowSurfaceBind=False):  # noqa: N803
                      allowSurfaceBind, lambda c: c.set_src_device(gpuarray))
 
 
-def make_multichannel_2d_array(matrix, order):
+def make_multichannel_2d_array(ndarray, order):
     """A 2D Array of elements of several channels (1, 2 or 4) from a 3D numpy array, read in
     order: "C" as (height, width, num_channels), "F" as (num_channels, width, height)."""
     order = _array_order(order)
-    matrix = _np.asarray(matrix, order=order)
+    matrix = _np.asarray(ndarray, order=order)
     if matrix.ndim != 3:
         raise LogicError(f"make_multichannel_2d_array takes a 3D array, not one of shape "
                          f"{matrix.shape}")
