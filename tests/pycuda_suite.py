@@ -34,8 +34,6 @@ NOT_PROVIDED = {}
 DIFFERS = {
     "test_driver.py::TestDriver::test_gpuarray_cai":
         "the interface's stream is the one to wait on (1), not PyCUDA's None",
-    "test_gpuarray.py::TestGPUArray::test_complex_bits":
-        "a.real and a.imag are NumPy's strided views, not PyCUDA's contiguous copies",
 }
 
 # The import alias, written as the suite's conftest.py (and tests/pycuda_examples.py's

@@ -864,12 +864,15 @@ def test_T_and_swapaxes():
 
 
 @pytest.mark.parametrize("dtype", [np.complex64, np.complex128, ">c8", ">c16"])
-def test_real_and_imag_of_complex_arrays_are_views(dtype):
+def test_the_parts_of_complex_arrays_as_views_for_kilns_kernels(dtype):
     d, h = fake((3, 4), dtype)
     for v, hv in [(d, h), (d[:, ::-2], h[:, ::-2]), (d.T, h.T)]:
-        assert_layout(v.real, hv.real, d, h)
-        assert_layout(v.imag, hv.imag, d, h)
-        assert v.imag.base is d
+        re, im = v._parts()
+        assert_layout(re, hv.real, d, h)
+        assert_layout(im, hv.imag, d, h)
+        assert im.base is d
+    with pytest.raises(TypeError, match="for complex arrays"):
+        fake(3)[0]._parts()
 
 
 def test_real_of_a_real_array_is_itself():
@@ -1189,17 +1192,51 @@ def test_reshape_that_needs_a_copy_gives_numpys_values():
 
 
 @pytest.mark.gpu
-def test_real_and_imag_values():
+@pytest.mark.parametrize("dtype", [np.complex64, np.complex128])
+def test_real_and_imag_of_complex_arrays_are_pycudas_contiguous_copies(dtype):
+    import kiln.driver as drv
+    host = sample((3, 4), dtype)
+    d = kiln.to_device(host)
+    for v, hv in [(d, host), (d[:, ::-2], host[:, ::-2]), (d.T, host.T)]:
+        for part, hp in ((v.real, hv.real), (v.imag, hv.imag)):
+            assert part.dtype == hp.dtype and part.shape == hp.shape
+            np.testing.assert_array_equal(part.get(), hp)
+            # in the array's order, the memory under it the parts alone, as a PyCUDA program
+            # reads it through gpudata
+            fortran = v.flags.f_contiguous and not v.flags.c_contiguous
+            assert part.flags.f_contiguous if fortran else part.flags.c_contiguous
+            raw = np.empty(part.size, part.dtype)
+            drv.memcpy_dtoh(raw, part.gpudata)
+            np.testing.assert_array_equal(raw, hp.ravel(order="F" if fortran else "C"))
+    # a copy: writing to it leaves the array alone
+    d.real.fill(0)
+    np.testing.assert_array_equal(d.get(), host)
+    with pytest.raises(ValueError, match="big-endian"):
+        kiln.to_device(host.astype(">c16")).real
+
+
+@pytest.mark.gpu
+def test_real_and_imag_assigned_write_into_the_parts():
     host = sample((3, 4), np.complex128)
     a = kiln.to_device(host)
-    np.testing.assert_array_equal(a.real.get(), host.real)
-    np.testing.assert_array_equal(a[:, ::-1].imag.get(), host[:, ::-1].imag)
-    a.imag[...] = 0  # writes through the view
+    a.imag = 0  # NumPy's way of writing the parts
     np.testing.assert_array_equal(a.get(), host.real + 0j)
+    a[:, ::2].real = kiln.to_device(np.arange(3.0)[:, None])  # broadcast into a strided view
+    want = host.real + 0j
+    want[:, ::2].real = np.arange(3.0)[:, None]
+    np.testing.assert_array_equal(a.get(), want)
     r = kiln.to_device(sample((2, 3)))
+    r.real = 5
+    np.testing.assert_array_equal(r.get(), np.full((2, 3), 5, np.float32))
+    with pytest.raises(TypeError, match="does not have imaginary part to set"):
+        r.imag = 1
+    with pytest.raises(AttributeError, match="cannot delete"):
+        del a.real
     z = r.imag
     assert z.dtype == np.float32 and z.shape == (2, 3)
     np.testing.assert_array_equal(z.get(), np.zeros((2, 3), np.float32))
+    f = kiln.to_device(np.asfortranarray(sample((2, 3))))
+    assert f.imag.flags.f_contiguous and not f.imag.flags.c_contiguous  # zeros like it
 
 
 @pytest.mark.gpu

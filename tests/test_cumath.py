@@ -443,16 +443,23 @@ def test_real_imag_and_conj():
     z = (np.arange(10) + 1j * np.arange(10, 20)).astype(np.complex64)
     a = kiln.to_device(z)
     re, im = cumath.real(a), cumath.imag(a)
-    assert re.ptr == a.ptr and im.ptr == a.ptr + 4  # views, as NumPy's
+    # PyCUDA's contiguous copies of the parts, in memory of their own
+    assert re.flags.c_contiguous and im.flags.c_contiguous and re.dtype == np.float32
+    assert len({re.ptr, im.ptr, a.ptr}) == 3
     close(re.get(), z.real)
     close(im.get(), z.imag)
     close(cumath.conj(a).get(), np.conj(z))
     out = kiln.empty(10, np.float64)
     assert cumath.imag(a, out=out) is out
     close(out.get(), z.imag.astype(np.float64))
+    assert cumath.real(a[::-2], out=kiln.empty(5, np.float32)).get().tolist() == \
+        z.real[::-2].tolist()  # from a strided view of the parts, in one copy
     r = kiln.to_device(np.arange(5.0))
     assert cumath.real(r) is r
     close(cumath.imag(r).get(), np.zeros(5))
+    out = kiln.to_device(np.ones(5))
+    close(cumath.imag(r, out=out).get(), np.zeros(5))
+    close(cumath.real(r, out=out).get(), np.arange(5.0))
     close(cumath.conjugate(r).get(), np.arange(5.0))
 
 

@@ -602,6 +602,9 @@ static PyMethodDef kpy_array_methods[] = {
      "set_async($self, ary, stream=None)\n--\n\nset() on a stream."},
     {"copy", KPY_KW(kpy_array_copy),
      "copy($self, stream=None)\n--\n\nA new contiguous array of the values."},
+    {"_parts", kpy_array_parts, METH_NOARGS,
+     "_parts($self)\n--\n\nA complex array's real and imaginary parts as views, strided as "
+     "NumPy's (kiln's own kernels read them in place)."},
     {"copy_to", KPY_KW(kpy_array_copy_to),
      "copy_to($self, host, stream=None)\n--\n\nInto a numpy array of the same dtype and size."},
     {"copy_from", KPY_KW(kpy_array_copy_from),
@@ -680,8 +683,14 @@ static PyGetSetDef kpy_array_getset[] = {
      NULL},
     {"allocator", kpy_array_get_allocator, NULL, "The allocator it was made with, or None.", NULL},
     {"T", kpy_array_get_T, NULL, "transpose().", NULL},
-    {"real", kpy_array_get_real, NULL, "The real parts: a view (the array itself if real).", NULL},
-    {"imag", kpy_array_get_imag, NULL, "The imaginary parts: a view (zeros if real).", NULL},
+    {"real", kpy_array_get_real, kpy_array_set_real,
+     "The real parts, PyCUDA's way: a new contiguous array of a complex array's (the array "
+     "itself if real). Assigning to it writes into the parts, as in NumPy.",
+     NULL},
+    {"imag", kpy_array_get_imag, kpy_array_set_imag,
+     "The imaginary parts, PyCUDA's way: a new contiguous array of a complex array's (new "
+     "zeros if real). Assigning to it writes into the parts, as in NumPy.",
+     NULL},
     {"__cuda_array_interface__", kpy_array_cai, NULL, "The CUDA array interface, v3.", NULL},
     {NULL, NULL, NULL, NULL, NULL},
 };

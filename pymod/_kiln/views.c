@@ -552,6 +552,7 @@ static PyArray_Descr *kpy_part_dtype(PyArray_Descr *d) {
   return part;
 }
 
+/* The real or imaginary parts of a complex array in place: a view strided as NumPy's. */
 static PyObject *kpy_array_part(kpy_array *a, int imag) {
   PyArray_Descr *part = kpy_part_dtype(a->dtype);
   if (!part) return NULL;
@@ -561,21 +562,38 @@ static PyObject *kpy_array_part(kpy_array *a, int imag) {
   return v;
 }
 
+/* Fortran order for an array contiguous in that order alone, as PyCUDA picks its parts' order. */
+static int kpy_fortran_only(const kpy_array *a) { return a->flags == KPY_F_CONTIGUOUS; }
+
+/* PyCUDA's real and imag of a complex array: the parts copied into a new array, contiguous in
+ * the array's order. A view of them (NumPy's way) would be strided, and a PyCUDA program reads
+ * the memory under the result as the parts alone: its gpudata passed to a kernel or a
+ * memcpy_dtoh. Writing to the parts is `a.real = value`, as in NumPy. */
+static PyObject *kpy_array_part_copy(kpy_array *a, int imag) {
+  kpy_state *st = kpy_state_of_type(Py_TYPE(a));
+  kpy_array *v = st ? (kpy_array *)kpy_array_part(a, imag) : NULL;
+  if (!v) return NULL;
+  kpy_array *c = kpy_array_copy_order(st, v, kpy_fortran_only(a), Py_None, NULL);
+  Py_DECREF(v);
+  return (PyObject *)c;
+}
+
 PyObject *kpy_array_get_real(PyObject *op, void *closure) {
   (void)closure;
   kpy_array *a = (kpy_array *)op;
-  return PyTypeNum_ISCOMPLEX(a->dtype->type_num) ? kpy_array_part(a, 0) : Py_NewRef(op);
+  return PyTypeNum_ISCOMPLEX(a->dtype->type_num) ? kpy_array_part_copy(a, 0) : Py_NewRef(op);
 }
 
 PyObject *kpy_array_get_imag(PyObject *op, void *closure) {
   (void)closure;
   kpy_array *a = (kpy_array *)op;
-  if (PyTypeNum_ISCOMPLEX(a->dtype->type_num)) return kpy_array_part(a, 1);
-  /* A real array's imaginary part: zeros of its shape, all bytes 0. */
+  if (PyTypeNum_ISCOMPLEX(a->dtype->type_num)) return kpy_array_part_copy(a, 1);
+  /* A real array's imaginary part: zeros of its shape and order, all bytes 0. */
   kpy_state *st = kpy_state_of_type(Py_TYPE(op));
-  kpy_array *z = st && kpy_array_check_device(a) == 0
-                     ? kpy_array_new(st, a->dtype, a->ndim, a->shape, NULL, NULL)
-                     : NULL;
+  kpy_array *z =
+      st && kpy_array_check_device(a) == 0
+          ? kpy_array_new_order(st, a->dtype, a->ndim, a->shape, kpy_fortran_only(a), NULL, NULL)
+          : NULL;
   if (z && z->nbytes) {
     kiln_status s = kiln_memset_async(z->ptr, 0, (size_t)z->nbytes, NULL);
     if (s) {
@@ -584,4 +602,50 @@ PyObject *kpy_array_get_imag(PyObject *op, void *closure) {
     }
   }
   return (PyObject *)z;
+}
+
+/* a.real = value and a.imag = value write into the parts, as NumPy's do: value converted and
+ * broadcast as in a[...] = value. A real array's real part is the array; it has no imaginary
+ * part to set. */
+static int kpy_array_set_part(PyObject *op, PyObject *value, int imag) {
+  kpy_array *a = (kpy_array *)op;
+  if (!value) {
+    PyErr_Format(PyExc_AttributeError, "cannot delete an array's %s", imag ? "imag" : "real");
+    return -1;
+  }
+  if (!PyTypeNum_ISCOMPLEX(a->dtype->type_num)) {
+    if (!imag) return PyObject_SetItem(op, Py_Ellipsis, value);
+    PyErr_SetString(PyExc_TypeError, "array does not have imaginary part to set");
+    return -1;
+  }
+  PyObject *v = kpy_array_part(a, imag);
+  int rc = v ? PyObject_SetItem(v, Py_Ellipsis, value) : -1;
+  Py_XDECREF(v);
+  return rc;
+}
+
+int kpy_array_set_real(PyObject *op, PyObject *value, void *closure) {
+  (void)closure;
+  return kpy_array_set_part(op, value, 0);
+}
+
+int kpy_array_set_imag(PyObject *op, PyObject *value, void *closure) {
+  (void)closure;
+  return kpy_array_set_part(op, value, 1);
+}
+
+/* _parts(): the real and imaginary parts as views, for kiln's own kernels, which read strided
+ * arrays in place (cumath.real(a, out=) copies from them once). */
+PyObject *kpy_array_parts(PyObject *op, PyObject *unused) {
+  (void)unused;
+  kpy_array *a = (kpy_array *)op;
+  if (!PyTypeNum_ISCOMPLEX(a->dtype->type_num)) {
+    PyErr_SetString(PyExc_TypeError, "_parts() is for complex arrays");
+    return NULL;
+  }
+  PyObject *re = kpy_array_part(a, 0), *im = re ? kpy_array_part(a, 1) : NULL;
+  PyObject *r = im ? PyTuple_Pack(2, re, im) : NULL;
+  Py_XDECREF(re);
+  Py_XDECREF(im);
+  return r;
 }

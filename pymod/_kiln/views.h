@@ -23,7 +23,9 @@ kpy_array *kpy_array_broadcast(kpy_array *a, int ndim, const Py_ssize_t *shape);
 PyObject *kpy_array_reshaped(kpy_array *a, int ndim, const Py_ssize_t *shape, int fortran);
 
 /* The methods and attributes: reshape(*shape, order="C"), shape assigned, ravel(order="C"),
- * view(dtype=None), squeeze(axis=None), transpose(*axes), swapaxes(axis1, axis2), T, real, imag. */
+ * view(dtype=None), squeeze(axis=None), transpose(*axes), swapaxes(axis1, axis2), T, real and
+ * imag (PyCUDA's copies of a complex array's parts, assignable as NumPy's), _parts() (the
+ * parts as views). */
 PyObject *kpy_array_reshape(PyObject *op, PyObject *args, PyObject *kwargs);
 int kpy_array_set_shape(PyObject *op, PyObject *value, void *closure);
 PyObject *kpy_array_ravel(PyObject *op, PyObject *args, PyObject *kwargs);
@@ -35,5 +37,8 @@ PyObject *kpy_array_swapaxes(PyObject *op, PyObject *args);
 PyObject *kpy_array_get_T(PyObject *op, void *closure);
 PyObject *kpy_array_get_real(PyObject *op, void *closure);
 PyObject *kpy_array_get_imag(PyObject *op, void *closure);
+int kpy_array_set_real(PyObject *op, PyObject *value, void *closure);
+int kpy_array_set_imag(PyObject *op, PyObject *value, void *closure);
+PyObject *kpy_array_parts(PyObject *op, PyObject *unused);
 
 #endif

@@ -11,8 +11,8 @@ copysign take two operands; the functions of one array take PyCUDA's older secon
 dtype (`sqrt` of an int32 array is float64, of a float16 array float16), its values to the
 rounding of CUDA's math library, and NaN and infinity where NumPy gives them (`log(0)` is
 -inf, `sqrt(-1)` NaN). Arrays of any strides are read in place; the result is a new
-C-contiguous array, or `out` (real and imag give the array's own `.real` and `.imag`, views as
-NumPy's, unless out is given).
+C-contiguous array, or `out` (real and imag give the array's own `.real` and `.imag`, PyCUDA's
+contiguous copies of the parts, unless out is given).
 
 The real functions run the kernels of kiln's array operators (`kiln._ops`); the complex
 functions NumPy has and those operators lack, and frexp, modf and ldexp, run kernels
@@ -196,17 +196,23 @@ conj = _unary("conjugate", "conj")
 def _part(which):
     def f(array, stream=None, out=None):
         _require_array(array, which)
-        view = getattr(array, which)
         if out is None:
-            return view
+            return getattr(array, which)
+        if array.dtype.kind != "c":
+            # a real array's real part is itself, its imaginary part zeros
+            _check_out(out, array.shape, array.dtype, which)
+            return _ops.copy(out, array, stream=stream) if which == "real" else \
+                _ops.fill(out, 0, stream=stream)
+        view = array._parts()[which == "imag"]
         _check_out(out, array.shape, view.dtype, which)
         return _ops.copy(out, view, stream=stream)
 
     f.__name__ = f.__qualname__ = which
     f.__doc__ = (f"{which}(array, stream=None, out=None): NumPy's {which}: the array's "
-                 f".{which} (of a complex array, a strided view of its {which} parts; "
+                 f".{which} (of a complex array, a new contiguous array of its {which} parts, "
+                 "as PyCUDA's; "
                  + ("of a real array, the array itself" if which == "real" else
-                    "of a real array, new zeros") + "), or a copy of it into out.")
+                    "of a real array, new zeros") + "), or its values written into out.")
     return f
 
 
