@@ -2,7 +2,9 @@
 distribution in vendor/) is kiln's under the same module, but for those kiln leaves out on
 purpose, listed here with the reason (docs/pycuda.md, "Not provided"). A name PyCUDA documents
 and kiln lacks fails here before a program using it fails elsewhere."""
+import ast
 import importlib
+import inspect
 import re
 import tarfile
 from pathlib import Path
@@ -152,3 +154,60 @@ def test_the_private_modules_code_generators_import():
             importlib.import_module("kiln._mymako")
     else:
         assert importlib.import_module("kiln._mymako").template is mako.template
+
+
+# PyCUDA's modules written in Python, whose functions and methods take their parameters by name.
+PYTHON_MODULES = ("gpuarray", "cumath", "curandom", "elementwise", "reduction", "scan", "tools",
+                  "compiler", "driver", "characterize", "debug")
+
+
+def python_signatures():
+    """(module, dotted name, parameter names) of each public function and method of PyCUDA's
+    Python modules, read from its source."""
+    with tarfile.open(SDIST) as tar:
+        for module in PYTHON_MODULES:
+            member = next(m for m in tar.getmembers()
+                          if m.name.endswith(f"/pycuda/{module}.py"))
+            tree = ast.parse(tar.extractfile(member).read().decode())
+            for node in tree.body:
+                if isinstance(node, ast.ClassDef) and not node.name.startswith("_"):
+                    for sub in node.body:
+                        if isinstance(sub, ast.FunctionDef) and sub.name == "__init__":
+                            yield module, node.name, sub.args  # the class's call
+                        elif isinstance(sub, ast.FunctionDef) and (
+                                not sub.name.startswith("_") or sub.name == "__call__"):
+                            yield module, f"{node.name}.{sub.name}", sub.args
+                elif isinstance(node, ast.FunctionDef) and not node.name.startswith("_"):
+                    yield module, node.name, node.args
+
+
+# Callables whose parameters differ on purpose, with the reason.
+OTHER_PARAMETERS = {
+    "driver.ArgumentHandler": "a base for isinstance checks: In, Out and InOut are kiln's own "
+                              "(docs/pycuda.md)",
+}
+
+
+@pytest.mark.skipif(not SDIST.exists(), reason=f"no {SDIST} to read PyCUDA's source from")
+def test_every_parameter_name_pycudas_python_takes_is_kilns():
+    # A program may pass any of them by keyword (`to_device(bf_obj=a)`, `conj(out=b)`).
+    wrong, checked = [], 0
+    for module, name, args in python_signatures():
+        if f"{module}.{name}" in OTHER_PARAMETERS:
+            continue
+        obj = importlib.import_module(f"kiln.{module}")
+        try:
+            for part in name.split("."):
+                obj = getattr(obj, part)
+            params = inspect.signature(obj).parameters
+        except (AttributeError, TypeError, ValueError):
+            continue  # a name kiln lacks is the test above's; a property has no signature
+        names = [a.arg for a in args.posonlyargs + args.args + args.kwonlyargs
+                 if a.arg not in ("self", "cls")]
+        if any(p.kind == p.VAR_KEYWORD for p in params.values()):
+            continue
+        checked += 1
+        wrong += [f"kiln.{module}.{name}({n}=)" for n in names if n not in params]
+    assert checked > 150, "PyCUDA's source was not read"
+    assert set(OTHER_PARAMETERS) <= {f"{m}.{n}" for m, n, _ in python_signatures()}
+    assert not wrong, f"parameters PyCUDA takes by name, which kiln does not: {wrong}"
