@@ -211,3 +211,26 @@ def test_every_parameter_name_pycudas_python_takes_is_kilns():
     assert checked > 150, "PyCUDA's source was not read"
     assert set(OTHER_PARAMETERS) <= {f"{m}.{n}" for m, n, _ in python_signatures()}
     assert not wrong, f"parameters PyCUDA takes by name, which kiln does not: {wrong}"
+
+
+@pytest.mark.skipif(not SDIST.exists(), reason=f"no {SDIST} to read PyCUDA's source from")
+def test_every_keyword_pycudas_driver_binding_names_is_kilns():
+    # The functions of PyCUDA's C++ binding that name their parameters (py::args, py::arg)
+    # take them by keyword: memset_d8(dest=, data=, size=), module_from_file(filename=), ...
+    with tarfile.open(SDIST) as tar:
+        member = next(m for m in tar.getmembers()
+                      if m.name.endswith("/src/wrapper/wrap_cudadrv.cpp"))
+        text = tar.extractfile(member).read().decode()
+    import kiln.driver as drv
+    wrong, checked = [], 0
+    for name, body in re.findall(r'py::def\(\s*"(\w+)"\s*,([^;]*);', text):
+        names = re.findall(r'py::arg\("(\w+)"\)', body)
+        for group in re.findall(r"py::args\(([^)]*)\)", body):
+            names += re.findall(r'"(\w+)"', group)
+        if not names:
+            continue
+        checked += 1
+        params = inspect.signature(getattr(drv, name)).parameters
+        wrong += [f"drv.{name}({n}=)" for n in names if n not in params]
+    assert checked > 20, "PyCUDA's binding was not read"
+    assert not wrong, f"keywords PyCUDA's binding takes, which kiln does not: {wrong}"
