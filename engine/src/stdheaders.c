@@ -12,6 +12,7 @@
 #include "headers.h"
 #include "nvrtc.h"
 
+#include <ctype.h>
 #include <limits.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -629,6 +630,139 @@ static const kiln__stdheader kiln__stdheaders[] = {
               "#endif\n"},
 };
 
+/* The host's rarer headers, given to a compile only when its text names one (between <> or
+ * ""; kiln__stdheaders_mark_named): each header NVRTC is handed costs every compile that can
+ * include anything a little (a lookup on disk and NVRTC's copy, about 8 µs), and no header of
+ * the toolkit's includes these under NVRTC. (A header of the program's own, on disk, that
+ * includes one is not read for it.) Host code to nvcc too: a kernel cannot call what they
+ * declare (host functions, or constexpr ones nvcc refuses in device code), but a source may
+ * include one by habit, or for host code of its own, which is left out as above. libcu++ has
+ * forms of some (<cuda/std/complex>, <cuda/std/functional>, ...); they are not given under
+ * these names, as they bring libcu++'s abs and sqrt into std (above). */
+static const kiln__stdheader kiln__stdheaders_when_named[] = {
+    /* C++'s */
+    KILN__HOST_HEADER("functional"),
+    KILN__HOST_HEADER("optional"),
+    KILN__HOST_HEADER("variant"),
+    KILN__HOST_HEADER("any"),
+    KILN__HOST_HEADER("span"),
+    KILN__HOST_HEADER("bitset"),
+    KILN__HOST_HEADER("valarray"),
+    KILN__HOST_HEADER("string_view"),
+    KILN__HOST_HEADER("charconv"),
+    KILN__HOST_HEADER("regex"),
+    KILN__HOST_HEADER("locale"),
+    KILN__HOST_HEADER("codecvt"),
+    KILN__HOST_HEADER("ios"),
+    KILN__HOST_HEADER("streambuf"),
+    KILN__HOST_HEADER("filesystem"),
+    KILN__HOST_HEADER("future"),
+    KILN__HOST_HEADER("condition_variable"),
+    KILN__HOST_HEADER("shared_mutex"),
+    KILN__HOST_HEADER("system_error"),
+    KILN__HOST_HEADER("typeinfo"),
+    KILN__HOST_HEADER("typeindex"),
+    KILN__HOST_HEADER("new"),
+    KILN__HOST_HEADER("scoped_allocator"),
+    KILN__HOST_HEADER("memory_resource"),
+    KILN__HOST_HEADER("execution"),
+    KILN__HOST_HEADER("version"),
+    /* C++20's and C++23's (under nvcc's C++17 the host's are mostly empty) */
+    KILN__HOST_HEADER("compare"),
+    KILN__HOST_HEADER("ranges"),
+    KILN__HOST_HEADER("format"),
+    KILN__HOST_HEADER("source_location"),
+    KILN__HOST_HEADER("coroutine"),
+    KILN__HOST_HEADER("stop_token"),
+    KILN__HOST_HEADER("semaphore"),
+    KILN__HOST_HEADER("latch"),
+    KILN__HOST_HEADER("barrier"),
+    KILN__HOST_HEADER("syncstream"),
+    KILN__HOST_HEADER("expected"),
+    KILN__HOST_HEADER("mdspan"),
+    KILN__HOST_HEADER("print"),
+    KILN__HOST_HEADER("stacktrace"),
+    /* <memory> and <complex> are what thrust's containers and thrust::complex need of the
+     * host's library, which NVRTC has not (nor does it take their __host__ functions): said
+     * plainly there, rather than by the errors deep in thrust that would follow. */
+    {"memory", "/* kiln's <memory> for NVRTC: host code, which a kernel cannot call; it declares "
+               "nothing. */\n"
+               "#ifdef THRUST_VERSION\n"
+               "#error thrust's containers and algorithms need the host's <memory>, which NVRTC "
+               "has not: under kiln, thrust's and CUB's device-side headers compile "
+               "(<thrust/functional.h>, <cub/block/block_reduce.cuh>)\n"
+               "#endif\n"},
+    {"complex", "/* kiln's <complex> for NVRTC: host code, which a kernel cannot call; it declares "
+                "nothing (pycuda::complex, cuComplex and <cuda/std/complex> serve kernels). */\n"
+                "#ifdef THRUST_VERSION\n"
+                "#error thrust::complex needs the host's <complex> and __host__ functions, which "
+                "NVRTC has not: under kiln, use <cuda/std/complex>, <pycuda-complex.hpp> or "
+                "<cuComplex.h>\n"
+                "#endif\n"},
+    /* C's, and their C++ forms (errno, isdigit, signal, setjmp, va_list, ...) */
+    KILN__HOST_HEADER("stdarg.h"),
+    KILN__HOST_HEADER("cstdarg"),
+    KILN__HOST_HEADER("errno.h"),
+    KILN__HOST_HEADER("cerrno"),
+    KILN__HOST_HEADER("ctype.h"),
+    KILN__HOST_HEADER("cctype"),
+    KILN__HOST_HEADER("signal.h"),
+    KILN__HOST_HEADER("csignal"),
+    KILN__HOST_HEADER("setjmp.h"),
+    KILN__HOST_HEADER("csetjmp"),
+    KILN__HOST_HEADER("locale.h"),
+    KILN__HOST_HEADER("clocale"),
+    KILN__HOST_HEADER("wchar.h"),
+    KILN__HOST_HEADER("cwchar"),
+    KILN__HOST_HEADER("wctype.h"),
+    KILN__HOST_HEADER("cwctype"),
+    KILN__HOST_HEADER("uchar.h"),
+    KILN__HOST_HEADER("cuchar"),
+    KILN__HOST_HEADER("fenv.h"),
+    KILN__HOST_HEADER("cfenv"),
+    KILN__HOST_HEADER("complex.h"),
+    KILN__HOST_HEADER("ccomplex"),
+    KILN__HOST_HEADER("stdalign.h"),
+    KILN__HOST_HEADER("cstdalign"),
+    KILN__HOST_HEADER("stdnoreturn.h"),
+    KILN__HOST_HEADER("iso646.h"),
+    KILN__HOST_HEADER("ciso646"),
+    KILN__HOST_HEADER("strings.h"),
+    KILN__HOST_HEADER("malloc.h"),
+    KILN__HOST_HEADER("alloca.h"),
+    /* <tgmath.h>: its math is <cmath>'s in C++ (the complex half is host code) */
+    {"tgmath.h", "/* kiln's <tgmath.h> for NVRTC: <cmath>; its complex half is host code. */\n"
+                 "#include <cmath>\n"},
+    {"ctgmath", "/* kiln's <ctgmath> for NVRTC: <cmath>; its complex half is host code. */\n"
+                "#include <cmath>\n"},
+    /* glibc's old name for <string.h> */
+    {"memory.h", "/* kiln's <memory.h> for NVRTC: <string.h>. */\n"
+                 "#include <string.h>\n"},
+    /* POSIX's and OpenMP's, for a whole program's threads, files and host loops; the names of
+     * <sys/types.h> kernels use come with nvcc's implicit ones (below) */
+    KILN__HOST_HEADER("sys/types.h"),
+    KILN__HOST_HEADER("sys/stat.h"),
+    KILN__HOST_HEADER("sys/mman.h"),
+    KILN__HOST_HEADER("sys/resource.h"),
+    KILN__HOST_HEADER("fcntl.h"),
+    KILN__HOST_HEADER("dirent.h"),
+    KILN__HOST_HEADER("dlfcn.h"),
+    KILN__HOST_HEADER("sched.h"),
+    KILN__HOST_HEADER("pthread.h"),
+    KILN__HOST_HEADER("getopt.h"),
+    KILN__HOST_HEADER("omp.h"),
+};
+
+/* The two lists as one: the first's headers, then the second's. */
+#define KILN__STDHEADERS_N \
+  (KILN__COUNT(kiln__stdheaders) + KILN__COUNT(kiln__stdheaders_when_named))
+
+static const kiln__stdheader *kiln__stdheader_at(size_t i) {
+  return i < KILN__COUNT(kiln__stdheaders)
+             ? &kiln__stdheaders[i]
+             : &kiln__stdheaders_when_named[i - KILN__COUNT(kiln__stdheaders)];
+}
+
 /* What a kernel compiled by nvcc sees without any #include: nvcc puts cuda_runtime.h first,
  * which brings in the host's <stdlib.h>, <math.h> and with them glibc's <sys/types.h> and
  * <limits.h>, so sources written for it use uint, M_PI, INFINITY or INT_MAX bare. Given to every
@@ -738,11 +872,11 @@ static int kiln__stdheaders_in(const char *dir, const char *name) {
 /* Which of kiln's headers the toolkit's own folders shadow, looked up once: NVRTC, and so its
  * folders, is chosen once per process. */
 static pthread_once_t kiln__stdheaders_toolkit_once = PTHREAD_ONCE_INIT;
-static unsigned char kiln__stdheaders_in_toolkit[KILN__COUNT(kiln__stdheaders)];
+static unsigned char kiln__stdheaders_in_toolkit[KILN__STDHEADERS_N];
 
 static void kiln__stdheaders_toolkit_scan(void) {
-  for (size_t i = 0; i < KILN__COUNT(kiln__stdheaders); i++) {
-    const char *name = kiln__stdheaders[i].name;
+  for (size_t i = 0; i < KILN__STDHEADERS_N; i++) {
+    const char *name = kiln__stdheader_at(i)->name;
     kiln__stdheaders_in_toolkit[i] =
         (kiln__nvrtc.include_dir[0] && kiln__stdheaders_in(kiln__nvrtc.include_dir, name)) ||
         (kiln__nvrtc.cccl_dir[0] && kiln__stdheaders_in(kiln__nvrtc.cccl_dir, name));
@@ -751,7 +885,7 @@ static void kiln__stdheaders_toolkit_scan(void) {
 
 /* Whether the compile would find kiln's header `which` under its name without kiln's. */
 static int kiln__stdheaders_shadowed(const kiln_compile_opts *opts, size_t which) {
-  const char *name = kiln__stdheaders[which].name;
+  const char *name = kiln__stdheader_at(which)->name;
   for (int i = 0; opts && i < opts->n_headers; i++)
     if (opts->header_names[i] && strcmp(opts->header_names[i], name) == 0) return 1;
   for (int i = 0; opts && i < opts->n_include_dirs; i++)
@@ -789,10 +923,32 @@ static const char *kiln__stdheaders_nvcc_host(const char *src, const kiln_compil
   return libcu ? kiln__nvcc_host_libcu_text : kiln__nvcc_host_text;
 }
 
+/* Marks in named[] the header of the second list named by the n characters at word. */
+static void kiln__stdheaders_mark_word(const char *word, size_t n, unsigned char *named) {
+  for (size_t i = 0; i < KILN__COUNT(kiln__stdheaders_when_named); i++) {
+    const char *name = kiln__stdheaders_when_named[i].name;
+    if (name[0] == word[0] && strncmp(name, word, n) == 0 && !name[n]) named[i] = 1;
+  }
+}
+
+/* Marks in named[] each header of the second list that text spells between <> or "": an
+ * #include of it, directly or through a macro. One pass; a name is looked up only where a
+ * bracket or quote opens a run of a header name's characters that it also closes. */
+static void kiln__stdheaders_mark_named(const char *text, unsigned char *named) {
+  for (const char *p = text; p && (p = strpbrk(p, "<\"")) != NULL; p++) {
+    const char close = *p == '<' ? '>' : '"', *word = p + 1;
+    size_t n = 0;
+    while (n < 32 &&
+           (isalnum((unsigned char)word[n]) || word[n] == '_' || word[n] == '.' || word[n] == '/'))
+      n++;
+    if (n && word[n] == close) kiln__stdheaders_mark_word(word, n, named);
+  }
+}
+
 kiln_status kiln__stdheaders_select(const char *src, const kiln_compile_opts *opts,
                                     const char ***names, const char ***sources, int *n_out) {
   int given = opts ? opts->n_headers : 0;
-  size_t cap = (size_t)given + KILN__COUNT(kiln__stdheaders) + 1;
+  size_t cap = (size_t)given + KILN__STDHEADERS_N + 1;
   *names = calloc(cap, sizeof **names);
   *sources = calloc(cap, sizeof **sources);
   if (!*names || !*sources) {
@@ -811,11 +967,25 @@ kiln_status kiln__stdheaders_select(const char *src, const kiln_compile_opts *op
     (*names)[n] = opts->header_names[i];
     (*sources)[n] = opts->header_sources[i];
   }
-  for (size_t i = 0; reachable && i < KILN__COUNT(kiln__stdheaders); i++)
-    if (!kiln__stdheaders_shadowed(opts, i)) {
-      (*names)[n] = kiln__stdheaders[i].name;
-      (*sources)[n++] = kiln__stdheaders[i].text;
+  unsigned char named[KILN__COUNT(kiln__stdheaders_when_named)] = {0};
+  if (reachable) {
+    kiln__stdheaders_mark_named(src, named);
+    /* an option names one as its value (-include pthread.h, --pre-include=pthread.h) */
+    for (int i = 0; opts && i < opts->n_options; i++) {
+      const char *o = opts->options[i], *value = o ? strrchr(o, '=') : NULL;
+      if (o)
+        kiln__stdheaders_mark_word(value ? value + 1 : o, strlen(value ? value + 1 : o), named);
     }
+    for (int i = 0; i < given; i++) kiln__stdheaders_mark_named(opts->header_sources[i], named);
+  }
+  for (size_t i = 0; reachable && i < KILN__STDHEADERS_N; i++) {
+    size_t later = i - KILN__COUNT(kiln__stdheaders); /* its place in the second list */
+    if ((i < KILN__COUNT(kiln__stdheaders) || named[later]) &&
+        !kiln__stdheaders_shadowed(opts, i)) {
+      (*names)[n] = kiln__stdheader_at(i)->name;
+      (*sources)[n++] = kiln__stdheader_at(i)->text;
+    }
+  }
   *n_out = n;
   return KILN_OK;
 }
@@ -824,16 +994,16 @@ kiln_status kiln__stdheaders_select(const char *src, const kiln_compile_opts *op
  * hash these texts, some 10 us, before its first lookup. The C test
  * stdheaders_digest_matches_the_texts recomputes it, so a text edited without it fails. */
 static const unsigned char kiln__stdheaders_sha[KILN__KEY_SIZE] = {
-    0xde, 0xa6, 0xd0, 0xe5, 0x9f, 0xb2, 0x4d, 0x5c, 0x38, 0x55, 0xbf, 0xf9, 0xf4, 0xd4, 0x5a, 0x7f,
-    0x5c, 0xee, 0xfe, 0x1f, 0x9c, 0x26, 0xb4, 0xaf, 0x83, 0xad, 0xf7, 0x11, 0x07, 0xbd, 0xd4, 0x72};
+    0x88, 0x3f, 0x1b, 0x08, 0xc4, 0xdc, 0x19, 0x1c, 0x4e, 0xda, 0x24, 0x73, 0x9b, 0xb9, 0x9e, 0x0d,
+    0x97, 0x78, 0xac, 0xa4, 0xc4, 0x82, 0x34, 0xc6, 0x80, 0x4f, 0x42, 0x56, 0x1b, 0x9c, 0x12, 0xa9};
 
 kiln_status kiln__stdheaders_digest(unsigned char out[KILN__KEY_SIZE]) {
   kiln__hasher *h;
   kiln_status s = kiln__hash_begin(&h);
   if (s) return s;
-  for (size_t i = 0; i < KILN__COUNT(kiln__stdheaders); i++) {
-    kiln__hash_string(h, kiln__stdheaders[i].name);
-    kiln__hash_string(h, kiln__stdheaders[i].text);
+  for (size_t i = 0; i < KILN__STDHEADERS_N; i++) {
+    kiln__hash_string(h, kiln__stdheader_at(i)->name);
+    kiln__hash_string(h, kiln__stdheader_at(i)->text);
   }
   kiln__hash_string(h, KILN__NVCC_HOST_HEADER);
   kiln__hash_string(h, kiln__nvcc_host_text);
@@ -849,8 +1019,8 @@ void kiln__stdheaders_hash(kiln__hasher *h) {
   kiln__hash_field(h, kiln__stdheaders_sha, sizeof kiln__stdheaders_sha);
 }
 
-int kiln__stdheaders_count(void) { return (int)KILN__COUNT(kiln__stdheaders); }
+int kiln__stdheaders_count(void) { return (int)KILN__STDHEADERS_N; }
 
 const char *kiln__stdheaders_name(int i) {
-  return i >= 0 && i < kiln__stdheaders_count() ? kiln__stdheaders[i].name : NULL;
+  return i >= 0 && i < kiln__stdheaders_count() ? kiln__stdheader_at((size_t)i)->name : NULL;
 }

@@ -508,6 +508,137 @@ TEST(compile_gives_cpp_headers_as_libcudacxx_ones) {
                  &(kiln_compile_opts){.arch = "sm_90"});
   ASSERT_OK(kiln_module_get_function(m, "k", &(kiln_function *){NULL}));
   kiln_module_free(m);
+  /* The rest of the host's C, C++ and POSIX headers that nvcc finds and NVRTC has not: each
+   * included by habit compiles, in either dialect, and a host function using one is left out */
+  static const char *const host[] = {"functional",
+                                     "optional",
+                                     "variant",
+                                     "any",
+                                     "span",
+                                     "bitset",
+                                     "valarray",
+                                     "string_view",
+                                     "charconv",
+                                     "regex",
+                                     "locale",
+                                     "codecvt",
+                                     "ios",
+                                     "streambuf",
+                                     "filesystem",
+                                     "future",
+                                     "condition_variable",
+                                     "shared_mutex",
+                                     "system_error",
+                                     "typeinfo",
+                                     "typeindex",
+                                     "new",
+                                     "scoped_allocator",
+                                     "memory_resource",
+                                     "execution",
+                                     "version",
+                                     "compare",
+                                     "ranges",
+                                     "format",
+                                     "source_location",
+                                     "coroutine",
+                                     "stop_token",
+                                     "semaphore",
+                                     "latch",
+                                     "barrier",
+                                     "syncstream",
+                                     "expected",
+                                     "mdspan",
+                                     "print",
+                                     "stacktrace",
+                                     "memory",
+                                     "complex",
+                                     "stdarg.h",
+                                     "cstdarg",
+                                     "errno.h",
+                                     "cerrno",
+                                     "ctype.h",
+                                     "cctype",
+                                     "signal.h",
+                                     "csignal",
+                                     "setjmp.h",
+                                     "csetjmp",
+                                     "locale.h",
+                                     "clocale",
+                                     "wchar.h",
+                                     "cwchar",
+                                     "wctype.h",
+                                     "cwctype",
+                                     "uchar.h",
+                                     "cuchar",
+                                     "fenv.h",
+                                     "cfenv",
+                                     "complex.h",
+                                     "ccomplex",
+                                     "stdalign.h",
+                                     "cstdalign",
+                                     "stdnoreturn.h",
+                                     "iso646.h",
+                                     "ciso646",
+                                     "tgmath.h",
+                                     "ctgmath",
+                                     "memory.h",
+                                     "strings.h",
+                                     "malloc.h",
+                                     "alloca.h",
+                                     "sys/types.h",
+                                     "sys/stat.h",
+                                     "sys/mman.h",
+                                     "sys/resource.h",
+                                     "fcntl.h",
+                                     "dirent.h",
+                                     "dlfcn.h",
+                                     "sched.h",
+                                     "pthread.h",
+                                     "getopt.h",
+                                     "omp.h"};
+  char all[4096] = "";
+  for (size_t i = 0; i < sizeof host / sizeof *host; i++) {
+    strcat(all, "#include <");
+    strcat(all, host[i]);
+    strcat(all, ">\n");
+  }
+  strcat(all, "__global__ void k(float *p) { p[0] = sqrt(p[1]); }\n"
+              "static int say(const char *f, ...) { va_list a; va_start(a, f); int n = "
+              "vprintf(f, a); va_end(a); return n + isdigit(*f) + errno; }\n"
+              "int main() { std::complex<double> z(1, 2); std::function<int()> g = [] { "
+              "return 1; }; return say(\"%f\", z.real()) + g(); }\n");
+  ASSERT(strlen(all) < sizeof all - 1);
+  for (int dialect = 0; dialect < 2; dialect++) {
+    const char *std11[] = {"-std=c++11"};
+    m = compile_ok(all,
+                   &(kiln_compile_opts){.arch = "sm_90", .options = std11, .n_options = dialect});
+    ASSERT_OK(kiln_module_get_function(m, "k", &(kiln_function *){NULL}));
+    kiln_module_free(m);
+  }
+  /* a kernel using one is refused, as nvcc refuses it (its functions are the host's) */
+  ASSERT_EQ(kiln_module_from_source("#include <complex>\n__global__ void k(float *p) { "
+                                    "std::complex<float> z(p[0], p[1]); p[2] = z.real(); }\n",
+                                    &(kiln_compile_opts){.arch = "sm_90"}, &bad),
+            KILN_ERROR_COMPILE);
+  ASSERT_CONTAINS(kiln_module_log(bad), "complex");
+  kiln_module_free(bad);
+  /* thrust's containers and complex need the host's <memory> and <complex>: refused, saying
+   * so where the source names the header too (else the header is not given, and NVRTC says
+   * it has none of the name) */
+  static const char *const thrust[][3] = {
+      {"#include <memory>\n", "#include <thrust/device_vector.h>\n",
+       "thrust's containers and algorithms need the host's"},
+      {"#include <complex>\n", "#include <thrust/complex.h>\n", "use <cuda/std/complex>"},
+      {"", "#include <thrust/device_vector.h>\n", "cannot open source file \"memory\""}};
+  for (int i = 0; i < 3; i++) {
+    char text[256];
+    snprintf(text, sizeof text, "%s%s__global__ void k(float *p) { p[0] = 1; }\n", thrust[i][0],
+             thrust[i][1]);
+    ASSERT_EQ(kiln_module_from_source(text, &(kiln_compile_opts){.arch = "sm_90"}, &bad),
+              KILN_ERROR_COMPILE);
+    ASSERT_CONTAINS(kiln_module_log(bad), thrust[i][2]);
+    kiln_module_free(bad);
+  }
 }
 
 /* kiln's C headers go to NVRTC only when some text of the compile can name a header: a source
@@ -553,6 +684,40 @@ TEST(compile_gives_its_c_headers_only_where_a_line_can_reach_them) {
     ASSERT_OK(kiln__stdheaders_select(reaching[i], NULL, &names, &sources, &n));
     if (n == 0) FAIL("'%s' got none of kiln's headers", reaching[i]);
     for (int k = 0; k < n; k++) ASSERT(is_kilns_header(names[k]));
+    free(names);
+    free(sources);
+  }
+  /* The host's rarer headers only where a text of the compile names one: the source, through
+   * a macro too, a header given in memory or an option's value. */
+  const char *regex[] = {"#include <regex>\n"}, *forced_opt[] = {"--pre-include=pthread.h"};
+  const struct {
+    const char *src;
+    kiln_compile_opts opts;
+    const char *given, *not_given;
+  } rare[] = {
+      {"#include <cstdio>\n", {0}, "cstdio", "functional"},
+      {"#include <functional>\n", {0}, "functional", "complex"},
+      {"#include \"complex\"\n", {0}, "complex", "functional"},
+      {"#define H <sys/types.h>\n#include H\n", {0}, "sys/types.h", "sys/stat.h"},
+      {"#include \"h.h\"\n",
+       {.header_names = hn, .header_sources = regex, .n_headers = 1},
+       "regex",
+       "locale"},
+      {"#include <cstdio>\n", {.options = forced_opt, .n_options = 1}, "pthread.h", "sched.h"},
+      {"#include <cstdio>\n__global__ void k(T<int> a, int b) { if (a < b) c = \"memory\"; }",
+       {0},
+       "cstdio",
+       "new"}};
+  for (size_t i = 0; i < TEST_COUNT(rare); i++) {
+    ASSERT_OK(kiln__stdheaders_select(rare[i].src, &rare[i].opts, &names, &sources, &n));
+    int given = 0, not_given = 0;
+    for (int k = 0; k < n; k++) {
+      given |= strcmp(names[k], rare[i].given) == 0;
+      not_given |= strcmp(names[k], rare[i].not_given) == 0;
+    }
+    if (!given || not_given)
+      FAIL("'%s': <%s> given %d (want 1), <%s> given %d (want 0)", rare[i].src, rare[i].given,
+           given, rare[i].not_given, not_given);
     free(names);
     free(sources);
   }
