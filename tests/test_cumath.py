@@ -454,6 +454,13 @@ def test_real_imag_and_conj():
     close(out.get(), z.imag.astype(np.float64))
     assert cumath.real(a[::-2], out=kiln.empty(5, np.float32)).get().tolist() == \
         z.real[::-2].tolist()  # from a strided view of the parts, in one copy
+    # with stream=, the copy is made on it, in the array's order
+    s = kiln.Stream()
+    f = kiln.to_device(np.asfortranarray(z[:6].reshape(2, 3)))
+    fi = cumath.imag(f, stream=s)
+    s.synchronize()
+    assert fi.flags.f_contiguous and not fi.flags.c_contiguous and fi.dtype == np.float32
+    close(fi.get(), z[:6].imag.reshape(2, 3))
     r = kiln.to_device(np.arange(5.0))
     assert cumath.real(r) is r
     close(cumath.imag(r).get(), np.zeros(5))

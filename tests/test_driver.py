@@ -480,7 +480,9 @@ def test_pycudas_extension_module_is_the_driver():
     (lambda: drv.memset_d8(0x1000, 0, -1), ValueError, "count must not be negative"),
     (lambda: drv.memset_d8(0x1000, 0, 4, size=4), TypeError, "count of values once"),
     (lambda: drv.memset_d8_async(0x1000, 0), TypeError, "count of values once"),
-    (lambda: drv.memset_d16(0x1000, 0, size=-1), ValueError, "count must not be negative"),
+    (lambda: drv.memset_d16(0x1000, 0, size=-1), ValueError, "size must not be negative"),
+    (lambda: drv.memset_d16(0x1000, 0, None, size=-1), ValueError, "size must not be negative"),
+    (lambda: drv.memset_d32(0x1000, 0, count=None, size=None), TypeError, "count of values once"),
     (lambda: drv.memset_d32_async(0x1000, 0, 4, stream="x"), TypeError, "stream must be None"),
     (lambda: drv.memcpy_htod(0x1000, [1, 2]), TypeError, "must be a numpy array or another "
                                                          "contiguous buffer"),

@@ -632,9 +632,10 @@ static const kiln__stdheader kiln__stdheaders[] = {
 
 /* The host's rarer headers, given to a compile only when its text names one (between <> or
  * ""; kiln__stdheaders_mark_named): each header NVRTC is handed costs every compile that can
- * include anything a little (a lookup on disk and NVRTC's copy, about 8 µs), and no header of
- * the toolkit's includes these under NVRTC. (A header of the program's own, on disk, that
- * includes one is not read for it.) Host code to nvcc too: a kernel cannot call what they
+ * include anything a little (a lookup on disk and NVRTC's copy, about 8 µs), and the toolkit's
+ * headers that include one (thrust's containers, <thrust/complex.h>) are host code that fails
+ * under NVRTC whatever kiln gives. (A header of the program's own, on disk, that includes one
+ * is not read for it.) Host code to nvcc too: a kernel cannot call what they
  * declare (host functions, or constexpr ones nvcc refuses in device code), but a source may
  * include one by habit, or for host code of its own, which is left out as above. libcu++ has
  * forms of some (<cuda/std/complex>, <cuda/std/functional>, ...); they are not given under
@@ -682,23 +683,17 @@ static const kiln__stdheader kiln__stdheaders_when_named[] = {
     KILN__HOST_HEADER("mdspan"),
     KILN__HOST_HEADER("print"),
     KILN__HOST_HEADER("stacktrace"),
-    /* <memory> and <complex> are what thrust's containers and thrust::complex need of the
-     * host's library, which NVRTC has not (nor does it take their __host__ functions): said
-     * plainly there, rather than by the errors deep in thrust that would follow. */
+    /* <memory> is what thrust's containers and algorithms need of the host's library, which
+     * NVRTC has not: said plainly where thrust includes it (thrust/detail/memory_wrapper.h
+     * marks that include), rather than by the errors deep in thrust that would follow */
     {"memory", "/* kiln's <memory> for NVRTC: host code, which a kernel cannot call; it declares "
                "nothing. */\n"
-               "#ifdef THRUST_VERSION\n"
+               "#ifdef THRUST_INCLUDING_ALGORITHMS_HEADER\n"
                "#error thrust's containers and algorithms need the host's <memory>, which NVRTC "
                "has not: under kiln, thrust's and CUB's device-side headers compile "
                "(<thrust/functional.h>, <cub/block/block_reduce.cuh>)\n"
                "#endif\n"},
-    {"complex", "/* kiln's <complex> for NVRTC: host code, which a kernel cannot call; it declares "
-                "nothing (pycuda::complex, cuComplex and <cuda/std/complex> serve kernels). */\n"
-                "#ifdef THRUST_VERSION\n"
-                "#error thrust::complex needs the host's <complex> and __host__ functions, which "
-                "NVRTC has not: under kiln, use <cuda/std/complex>, <pycuda-complex.hpp> or "
-                "<cuComplex.h>\n"
-                "#endif\n"},
+    KILN__HOST_HEADER("complex"),
     /* C's, and their C++ forms (errno, isdigit, signal, setjmp, va_list, ...) */
     KILN__HOST_HEADER("stdarg.h"),
     KILN__HOST_HEADER("cstdarg"),
@@ -994,8 +989,8 @@ kiln_status kiln__stdheaders_select(const char *src, const kiln_compile_opts *op
  * hash these texts, some 10 us, before its first lookup. The C test
  * stdheaders_digest_matches_the_texts recomputes it, so a text edited without it fails. */
 static const unsigned char kiln__stdheaders_sha[KILN__KEY_SIZE] = {
-    0x88, 0x3f, 0x1b, 0x08, 0xc4, 0xdc, 0x19, 0x1c, 0x4e, 0xda, 0x24, 0x73, 0x9b, 0xb9, 0x9e, 0x0d,
-    0x97, 0x78, 0xac, 0xa4, 0xc4, 0x82, 0x34, 0xc6, 0x80, 0x4f, 0x42, 0x56, 0x1b, 0x9c, 0x12, 0xa9};
+    0xaf, 0x2c, 0x85, 0xab, 0xd5, 0x07, 0xbd, 0xb5, 0x4a, 0xe5, 0xc7, 0x66, 0xff, 0xee, 0xf0, 0xbd,
+    0xbb, 0x1b, 0xe2, 0xb8, 0x4c, 0xcd, 0xa1, 0xcd, 0x74, 0x81, 0x0c, 0xb1, 0x4d, 0x08, 0xd2, 0xfe};
 
 kiln_status kiln__stdheaders_digest(unsigned char out[KILN__KEY_SIZE]) {
   kiln__hasher *h;

@@ -504,6 +504,9 @@ static PyObject *kpy_memset_any(PyObject *module, PyObject *args, PyObject *kwar
             : !PyArg_ParseTupleAndKeywords(args, kwargs, fmt, kwlist_sync, &dest, &data, &count_obj,
                                            &size_obj))
     return NULL;
+  /* None is the count not given, as the text signature's default says */
+  if (count_obj == Py_None) count_obj = NULL;
+  if (size_obj == Py_None) size_obj = NULL;
   if ((count_obj != NULL) == (size_obj != NULL)) {
     PyErr_Format(PyExc_TypeError,
                  "memset_d%d%s takes the count of values once: as its third "
@@ -511,9 +514,9 @@ static PyObject *kpy_memset_any(PyObject *module, PyObject *args, PyObject *kwar
                  width * 8, async ? "_async" : "");
     return NULL;
   }
-  if (!count_obj) count_obj = size_obj;
   size_t count;
-  if (kpy_count(count_obj, "count", &count) < 0) return NULL;
+  if (kpy_count(count_obj ? count_obj : size_obj, count_obj ? "count" : "size", &count) < 0)
+    return NULL;
   /* A value of the width, read as unsigned: -1 is every bit set, as in C. */
   if (!PyIndex_Check(data) || PyBool_Check(data)) {
     PyErr_Format(PyExc_TypeError, "data must be an int, not %.100s", Py_TYPE(data)->tp_name);

@@ -196,8 +196,15 @@ conj = _unary("conjugate", "conj")
 def _part(which):
     def f(array, stream=None, out=None):
         _require_array(array, which)
-        if out is None:
+        if out is None and (stream is None or array.dtype.kind != "c"):
             return getattr(array, which)
+        if out is None:
+            # the attribute's copy, made on stream
+            view = array._parts()[which == "imag"]
+            fortran = array.flags.f_contiguous and not array.flags.c_contiguous
+            out = _ops._plain_result(array.shape, view.dtype, array.allocator, stream,
+                                     "F" if fortran else "C")
+            return _ops.copy(out, view, stream=stream)
         if array.dtype.kind != "c":
             # a real array's real part is itself, its imaginary part zeros
             _check_out(out, array.shape, array.dtype, which)
