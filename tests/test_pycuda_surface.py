@@ -3,6 +3,7 @@ distribution in vendor/) is kiln's under the same module, but for those kiln lea
 purpose, listed here with the reason (docs/pycuda.md, "Not provided"). A name PyCUDA documents
 and kiln lacks fails here before a program using it fails elsewhere."""
 import ast
+import functools
 import importlib
 import inspect
 import re
@@ -36,31 +37,43 @@ INSTANCE = {
 EXCEPTION_ATTRIBUTES = {"msg", "command_line", "stdout", "stderr"}
 
 
+@functools.cache
+def _sdist_files():
+    """The files of PyCUDA's source distribution, by their path below its top folder, read
+    once (a gzipped tar is read from its start for each member asked for)."""
+    with tarfile.open(SDIST) as tar:
+        return {m.name.split("/", 1)[1]: tar.extractfile(m).read()
+                for m in tar.getmembers() if m.isfile() and "/" in m.name}
+
+
+def sdist_text(path):
+    """The text of the file of PyCUDA's source distribution at path (below its top folder)."""
+    return _sdist_files()[path].decode()
+
+
 def documented():
     """(module, dotted name) for every class, function, method, attribute and datum."""
-    with tarfile.open(SDIST) as tar:
-        for page in PAGES:
-            member = next(m for m in tar.getmembers() if m.name.endswith("/doc/" + page))
-            module = cls = None
-            for line in tar.extractfile(member).read().decode().splitlines():
-                m = re.match(r"\.\. module:: (\S+)", line.strip())
-                if m:
-                    module, cls = m.group(1), None
-                    continue
-                m = re.match(r"(\s*)\.\. (class|function|method|attribute|data|exception):: "
-                             r"([A-Za-z_][\w.]*)", line)
-                if not m or not module:
-                    continue
-                indent, kind, name = m.groups()
-                if name.startswith("pycuda."):  # written out in full on another module's page
-                    yield name.rsplit(".", 1)[0], name.rsplit(".", 1)[1]
-                    continue
-                if kind == "class":
-                    cls = name
-                if kind in ("class", "exception") or not indent or not cls:
-                    yield module, name
-                else:
-                    yield module, f"{cls}.{name}"
+    for page in PAGES:
+        module = cls = None
+        for line in sdist_text("doc/" + page).splitlines():
+            m = re.match(r"\.\. module:: (\S+)", line.strip())
+            if m:
+                module, cls = m.group(1), None
+                continue
+            m = re.match(r"(\s*)\.\. (class|function|method|attribute|data|exception):: "
+                         r"([A-Za-z_][\w.]*)", line)
+            if not m or not module:
+                continue
+            indent, kind, name = m.groups()
+            if name.startswith("pycuda."):  # written out in full on another module's page
+                yield name.rsplit(".", 1)[0], name.rsplit(".", 1)[1]
+                continue
+            if kind == "class":
+                cls = name
+            if kind in ("class", "exception") or not indent or not cls:
+                yield module, name
+            else:
+                yield module, f"{cls}.{name}"
 
 
 @pytest.mark.skipif(not SDIST.exists(), reason=f"no {SDIST} to read PyCUDA's pages from")
@@ -164,21 +177,18 @@ PYTHON_MODULES = ("gpuarray", "cumath", "curandom", "elementwise", "reduction", 
 def python_signatures():
     """(module, dotted name, parameter names) of each public function and method of PyCUDA's
     Python modules, read from its source."""
-    with tarfile.open(SDIST) as tar:
-        for module in PYTHON_MODULES:
-            member = next(m for m in tar.getmembers()
-                          if m.name.endswith(f"/pycuda/{module}.py"))
-            tree = ast.parse(tar.extractfile(member).read().decode())
-            for node in tree.body:
-                if isinstance(node, ast.ClassDef) and not node.name.startswith("_"):
-                    for sub in node.body:
-                        if isinstance(sub, ast.FunctionDef) and sub.name == "__init__":
-                            yield module, node.name, sub.args  # the class's call
-                        elif isinstance(sub, ast.FunctionDef) and (
-                                not sub.name.startswith("_") or sub.name == "__call__"):
-                            yield module, f"{node.name}.{sub.name}", sub.args
-                elif isinstance(node, ast.FunctionDef) and not node.name.startswith("_"):
-                    yield module, node.name, node.args
+    for module in PYTHON_MODULES:
+        tree = ast.parse(sdist_text(f"pycuda/{module}.py"))
+        for node in tree.body:
+            if isinstance(node, ast.ClassDef) and not node.name.startswith("_"):
+                for sub in node.body:
+                    if isinstance(sub, ast.FunctionDef) and sub.name == "__init__":
+                        yield module, node.name, sub.args  # the class's call
+                    elif isinstance(sub, ast.FunctionDef) and (
+                            not sub.name.startswith("_") or sub.name == "__call__"):
+                        yield module, f"{node.name}.{sub.name}", sub.args
+            elif isinstance(node, ast.FunctionDef) and not node.name.startswith("_"):
+                yield module, node.name, node.args
 
 
 # Callables whose parameters differ on purpose, with the reason.
@@ -191,8 +201,8 @@ OTHER_PARAMETERS = {
 @pytest.mark.skipif(not SDIST.exists(), reason=f"no {SDIST} to read PyCUDA's source from")
 def test_every_parameter_name_pycudas_python_takes_is_kilns():
     # A program may pass any of them by keyword (`to_device(bf_obj=a)`, `conj(out=b)`).
-    wrong, checked = [], 0
-    for module, name, args in python_signatures():
+    wrong, checked, signatures = [], 0, list(python_signatures())
+    for module, name, args in signatures:
         if f"{module}.{name}" in OTHER_PARAMETERS:
             continue
         obj = importlib.import_module(f"kiln.{module}")
@@ -209,7 +219,7 @@ def test_every_parameter_name_pycudas_python_takes_is_kilns():
         checked += 1
         wrong += [f"kiln.{module}.{name}({n}=)" for n in names if n not in params]
     assert checked > 150, "PyCUDA's source was not read"
-    assert set(OTHER_PARAMETERS) <= {f"{m}.{n}" for m, n, _ in python_signatures()}
+    assert set(OTHER_PARAMETERS) <= {f"{m}.{n}" for m, n, _ in signatures}
     assert not wrong, f"parameters PyCUDA takes by name, which kiln does not: {wrong}"
 
 
@@ -218,10 +228,7 @@ def test_every_keyword_pycudas_driver_binding_names_is_kilns():
     # The module's functions of PyCUDA's C++ binding that name their parameters (py::args,
     # py::arg) take them by keyword: memset_d8(dest=, data=, size=), module_from_file(filename=),
     # ... (its classes' methods are not read here)
-    with tarfile.open(SDIST) as tar:
-        member = next(m for m in tar.getmembers()
-                      if m.name.endswith("/src/wrapper/wrap_cudadrv.cpp"))
-        text = tar.extractfile(member).read().decode()
+    text = sdist_text("src/wrapper/wrap_cudadrv.cpp")
     import kiln.driver as drv
     wrong, checked = [], 0
     defs = re.findall(r'py::def\(\s*"(\w+)"\s*,([^;]*);', text)

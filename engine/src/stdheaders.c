@@ -968,8 +968,8 @@ kiln_status kiln__stdheaders_select(const char *src, const kiln_compile_opts *op
     /* an option names one as its value (-include pthread.h, --pre-include=pthread.h) */
     for (int i = 0; opts && i < opts->n_options; i++) {
       const char *o = opts->options[i], *value = o ? strrchr(o, '=') : NULL;
-      if (o)
-        kiln__stdheaders_mark_word(value ? value + 1 : o, strlen(value ? value + 1 : o), named);
+      if (value) o = value + 1;
+      if (o) kiln__stdheaders_mark_word(o, strlen(o), named);
     }
     for (int i = 0; i < given; i++) kiln__stdheaders_mark_named(opts->header_sources[i], named);
   }

@@ -128,16 +128,12 @@ static int kpy_in_order(const kpy_array *a, int fortran) {
   return a->flags & (fortran ? KPY_F_CONTIGUOUS : KPY_C_CONTIGUOUS);
 }
 
-/* The order a new host array for a takes: Fortran for an array that is Fortran-contiguous
- * only, C for every other. */
-static int kpy_host_order(const kpy_array *a) { return a->flags == KPY_F_CONTIGUOUS; }
-
 /* a's elements into the host array ary (None: a new one, page-locked when asked); gives back
  * ary, a new reference. A contiguous array is one copy; another goes through a contiguous
  * temporary on the device first. */
 static PyObject *kpy_get_into(kpy_state *st, kpy_array *a, PyObject *ary, int pagelocked,
                               const kpy_on *on, const char *what) {
-  int fortran = kpy_host_order(a);
+  int fortran = kpy_array_fortran_only(a);
   if (ary == Py_None) {
     npy_intp dims[KPY_MAX_DIMS];
     for (int i = 0; i < a->ndim; i++) dims[i] = a->shape[i];
@@ -185,7 +181,7 @@ static int kpy_set_from(kpy_state *st, kpy_array *a, PyObject *host, const kpy_o
     Py_SETREF(h, (PyArrayObject *)PyArray_Newshape(h, &d, NPY_CORDER));
     if (!h) return -1;
   }
-  int fortran = kpy_host_order(a);
+  int fortran = kpy_array_fortran_only(a);
   if (!(fortran ? PyArray_IS_F_CONTIGUOUS(h) : PyArray_IS_C_CONTIGUOUS(h))) {
     Py_SETREF(h, (PyArrayObject *)PyArray_NewCopy(h, fortran ? NPY_FORTRANORDER : NPY_CORDER));
     if (!h) return -1;
@@ -431,7 +427,7 @@ PyObject *kpy_array_copy(PyObject *op, PyObject *args, PyObject *kwargs) {
       kpy_on_parse(st, stream_obj, &on) < 0)
     return NULL;
   kpy_array *a = (kpy_array *)op;
-  return (PyObject *)kpy_array_copy_order(st, a, kpy_host_order(a), on.arg, on.handle);
+  return (PyObject *)kpy_array_copy_order(st, a, kpy_array_fortran_only(a), on.arg, on.handle);
 }
 
 PyObject *kpy_array_copy_from(PyObject *op, PyObject *args, PyObject *kwargs) {

@@ -38,6 +38,12 @@ typedef struct kpy_array {
   int awaiting_init;  /* a subclass's, made empty by tp_new, to be made by DeviceArray.__init__ */
 } kpy_array;
 
+/* Whether a is contiguous in Fortran order alone: the order kiln and PyCUDA give a copy of it
+ * (to the host, or of its parts), C order otherwise. */
+static inline int kpy_array_fortran_only(const kpy_array *a) {
+  return a->flags == KPY_F_CONTIGUOUS;
+}
+
 static inline int kpy_array_check(kpy_state *st, PyObject *obj) {
   return PyObject_TypeCheck(obj, st->ref.DeviceArray_type);
 }

@@ -562,9 +562,6 @@ static PyObject *kpy_array_part(kpy_array *a, int imag) {
   return v;
 }
 
-/* Fortran order for an array contiguous in that order alone, as PyCUDA picks its parts' order. */
-static int kpy_fortran_only(const kpy_array *a) { return a->flags == KPY_F_CONTIGUOUS; }
-
 /* PyCUDA's real and imag of a complex array: the parts copied into a new array, contiguous in
  * the array's order. A view of them (NumPy's way) would be strided, and a PyCUDA program reads
  * the memory under the result as the parts alone: its gpudata passed to a kernel or a
@@ -573,7 +570,7 @@ static PyObject *kpy_array_part_copy(kpy_array *a, int imag) {
   kpy_state *st = kpy_state_of_type(Py_TYPE(a));
   kpy_array *v = st ? (kpy_array *)kpy_array_part(a, imag) : NULL;
   if (!v) return NULL;
-  kpy_array *c = kpy_array_copy_order(st, v, kpy_fortran_only(a), Py_None, NULL);
+  kpy_array *c = kpy_array_copy_order(st, v, kpy_array_fortran_only(a), Py_None, NULL);
   Py_DECREF(v);
   return (PyObject *)c;
 }
@@ -590,10 +587,10 @@ PyObject *kpy_array_get_imag(PyObject *op, void *closure) {
   if (PyTypeNum_ISCOMPLEX(a->dtype->type_num)) return kpy_array_part_copy(a, 1);
   /* A real array's imaginary part: zeros of its shape and order, all bytes 0. */
   kpy_state *st = kpy_state_of_type(Py_TYPE(op));
-  kpy_array *z =
-      st && kpy_array_check_device(a) == 0
-          ? kpy_array_new_order(st, a->dtype, a->ndim, a->shape, kpy_fortran_only(a), NULL, NULL)
-          : NULL;
+  kpy_array *z = st && kpy_array_check_device(a) == 0
+                     ? kpy_array_new_order(st, a->dtype, a->ndim, a->shape,
+                                           kpy_array_fortran_only(a), NULL, NULL)
+                     : NULL;
   if (z && z->nbytes) {
     kiln_status s = kiln_memset_async(z->ptr, 0, (size_t)z->nbytes, NULL);
     if (s) {

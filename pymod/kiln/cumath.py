@@ -196,22 +196,19 @@ conj = _unary("conjugate", "conj")
 def _part(which):
     def f(array, stream=None, out=None):
         _require_array(array, which)
-        if out is None and (stream is None or array.dtype.kind != "c"):
+        complex_ = array.dtype.kind == "c"
+        if out is None and (stream is None or not complex_):
             return getattr(array, which)
-        if out is None:
-            # the attribute's copy, made on stream
-            view = array._parts()[which == "imag"]
-            fortran = array.flags.f_contiguous and not array.flags.c_contiguous
-            out = _ops._plain_result(array.shape, view.dtype, array.allocator, stream,
-                                     "F" if fortran else "C")
-            return _ops.copy(out, view, stream=stream)
-        if array.dtype.kind != "c":
+        if not complex_:
             # a real array's real part is itself, its imaginary part zeros
             _check_out(out, array.shape, array.dtype, which)
             return _ops.copy(out, array, stream=stream) if which == "real" else \
                 _ops.fill(out, 0, stream=stream)
         view = array._parts()[which == "imag"]
-        _check_out(out, array.shape, view.dtype, which)
+        if out is None:  # the attribute's copy, made on stream as every result here is
+            out = _ops._result(array, array.shape, view.dtype, stream)
+        else:
+            _check_out(out, array.shape, view.dtype, which)
         return _ops.copy(out, view, stream=stream)
 
     f.__name__ = f.__qualname__ = which
