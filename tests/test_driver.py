@@ -158,6 +158,21 @@ def test_aligned_arrays_refuse_a_bad_alignment(alignment):
         drv.aligned_empty(4, np.float32, alignment=alignment)
 
 
+
+@pytest.mark.parametrize("shape, dtype, error, match", [
+    (-1, np.float32, ValueError, "negative dimensions"),   # numpy's buffer read it as "all"
+    (-1, [], ValueError, "negative dimensions"),            # a dtype of no bytes: numpy's SIGFPE
+    ((3, -2), np.int8, ValueError, "negative dimensions"),
+    (2.5, np.float32, TypeError, "shape is an int or a sequence of ints"),
+    ((2, "3"), np.float32, TypeError, "shape is an int or a sequence of ints"),
+    ((2**40, 2**40), np.float32, ValueError, "larger than any host memory"),
+])
+def test_aligned_arrays_refuse_a_bad_shape(shape, dtype, error, match):
+    with pytest.raises(error, match=match):
+        drv.aligned_empty(shape, dtype)
+    with pytest.raises(error, match=match):
+        drv.aligned_zeros(shape, dtype)
+
 @pytest.mark.skipif(not CUDA_H.exists(), reason=f"no {CUDA_H} to compare with")
 def test_the_enumerations_are_cuda_hs():
     # cudaProfiler.h, beside it, has the profiler's output modes.

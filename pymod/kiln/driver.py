@@ -7,7 +7,10 @@ works in each device's primary context, shares it with PyTorch and CuPy, and che
 argument by the kernel's signature; docs/pycuda.md says where that makes kiln differ.
 """
 import abc as _abc
+import math as _math
 import mmap as _mmap
+import operator as _operator
+import sys as _sys
 
 import numpy as _np
 
@@ -260,6 +263,20 @@ for _handler in (In, Out, InOut):
 del _host, _handler
 
 
+def _host_shape(shape):
+    """shape as numpy.empty takes it (an int or a sequence of them), as a tuple of ints >= 0.
+    Checked here because numpy.ndarray over a buffer reads a negative size as "fill the
+    buffer", and with a dtype of no bytes, divides by zero."""
+    try:
+        dims = tuple(_operator.index(n) for n in
+                     ((shape,) if isinstance(shape, (int, _np.integer)) else shape))
+    except TypeError:
+        raise TypeError(f"shape is an int or a sequence of ints, not {shape!r}") from None
+    if any(n < 0 for n in dims):
+        raise ValueError(f"negative dimensions are not allowed (shape {dims})")
+    return dims
+
+
 def aligned_empty(shape, dtype, order="C", alignment=4096):
     """A numpy array of shape, dtype and order whose data starts at a multiple of alignment
     bytes (a power of two or not), in ordinary pageable memory."""
@@ -268,8 +285,11 @@ def aligned_empty(shape, dtype, order="C", alignment=4096):
         raise ValueError(f"alignment is a number of bytes > 0, not {alignment!r}")
     alignment = int(alignment)
     dtype = _np.dtype(dtype)
-    shape = (shape,) if isinstance(shape, (int, _np.integer)) else tuple(shape)
-    nbytes = dtype.itemsize * int(_np.prod(shape, dtype=_np.int64))
+    shape = _host_shape(shape)
+    nbytes = dtype.itemsize * _math.prod(shape)
+    if nbytes > _sys.maxsize - alignment:
+        raise ValueError(f"an array of shape {shape} and dtype {dtype} is larger than any "
+                         f"host memory ({nbytes} bytes)")
     # mmap gives whole pages, so a page or less of alignment comes free; more is found inside
     # an allocation larger by the alignment.
     extra = alignment if alignment > _mmap.PAGESIZE or _mmap.PAGESIZE % alignment else 0
