@@ -461,6 +461,18 @@ def test_an_event_subclass_takes_arguments_of_its_own_and_its_flags_from_init():
     assert shared.tag == "x" and len(shared.ipc_handle()) == 64  # made INTERPROCESS
 
 
+@pytest.mark.gpu
+def test_event_timings_refuse_what_is_not_an_event():
+    # The other event may be any object; its type must not be read as one of kiln's.
+    first = drv.Event().record()
+    later = drv.Event().record().synchronize()
+    for bad in ("x", None, 3, np.zeros(2), drv.Stream(), object()):
+        for timing in (later.time_since, first.time_till, first.elapsed):
+            with pytest.raises(TypeError, match="expected a kiln.Event"):
+                timing(bad)
+    assert later.time_since(first) == first.time_till(later) == first.elapsed(later) >= 0
+
+
 def test_the_memory_pools_are_in_the_driver_module_too():
     # PyCUDA's extension exports them, and its driver module everything the extension has.
     import kiln._driver

@@ -528,11 +528,13 @@ static PyObject *kpy_event_query(PyObject *op, PyObject *unused) {
   return PyBool_FromLong(done);
 }
 
-/* Milliseconds from start to end. */
-static PyObject *kpy_event_between(PyObject *start, PyObject *end) {
-  kpy_state *st = kpy_state_of_type(Py_TYPE(start));
-  if (!PyObject_TypeCheck(end, st->ref.Event_type)) {
-    PyErr_Format(PyExc_TypeError, "expected a kiln.Event, not %.100s", Py_TYPE(end)->tp_name);
+/* Milliseconds from start to end, one of which is self: the module's state is read from self's
+ * type, as the other may be any object. */
+static PyObject *kpy_event_between(PyObject *self, PyObject *start, PyObject *end) {
+  kpy_state *st = kpy_state_of_type(Py_TYPE(self));
+  PyObject *other = self == start ? end : start;
+  if (!PyObject_TypeCheck(other, st->ref.Event_type)) {
+    PyErr_Format(PyExc_TypeError, "expected a kiln.Event, not %.100s", Py_TYPE(other)->tp_name);
     return NULL;
   }
   float ms = 0;
@@ -543,13 +545,13 @@ static PyObject *kpy_event_between(PyObject *start, PyObject *end) {
 }
 
 static PyObject *kpy_event_elapsed(PyObject *op, PyObject *end) {
-  return kpy_event_between(op, end);
+  return kpy_event_between(op, op, end);
 }
 static PyObject *kpy_event_time_since(PyObject *op, PyObject *start) {
-  return kpy_event_between(start, op);
+  return kpy_event_between(op, start, op);
 }
 static PyObject *kpy_event_time_till(PyObject *op, PyObject *end) {
-  return kpy_event_between(op, end);
+  return kpy_event_between(op, op, end);
 }
 
 /* The flags an event needs for another process to see it. */
