@@ -1443,6 +1443,16 @@ def test_managed_memory_2d_memsets_and_the_profiler_check_arguments_first():
 
 
 @pytest.mark.gpu
+def test_managed_memory_no_machine_could_hold_is_refused():
+    # The driver grants it (pages are made when touched); zeroing it would end the process.
+    for make in (drv.managed_empty, drv.managed_zeros):
+        with pytest.raises(MemoryError, match="more than the device's .* and the host's"):
+            make((2**40, 1, 1), np.float64)
+    small = drv.managed_zeros((3, 5), np.float32)
+    assert small.shape == (3, 5) and not small.any()
+
+
+@pytest.mark.gpu
 def test_managed_arrays_pass_to_kernels_as_they_are():
     # PyCUDA's example of managed memory, word for word but for the imports.
     a = drv.managed_empty(shape=10, dtype=np.float32, mem_flags=drv.mem_attach_flags.GLOBAL)

@@ -8,6 +8,7 @@
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 _Static_assert(KILN_HOST_PORTABLE == CU_MEMHOSTALLOC_PORTABLE &&
                    KILN_HOST_PORTABLE == CU_MEMHOSTREGISTER_PORTABLE &&
@@ -490,6 +491,17 @@ kiln_status kiln_mem_alloc_managed(size_t nbytes, unsigned flags, kiln_deviceptr
   if (s) return s;
   if (!kiln__driver.MemAllocManaged)
     return kiln__fail(KILN_ERROR_CUDA, "this CUDA driver has no cuMemAllocManaged");
+  /* The driver grants managed memory past what the machine has (pages are made when touched),
+   * so a size no device and host memory together can hold would be granted, and the first
+   * pass over it (managed_zeros', a kernel's) would end the process for lack of memory. */
+  size_t free_b = 0, total_b = 0;
+  long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+  size_t host = pages > 0 && page > 0 ? (size_t)pages * (size_t)page : 0;
+  if (host && kiln__driver.MemGetInfo(&free_b, &total_b) == CUDA_SUCCESS && nbytes > host + total_b)
+    return kiln__fail(KILN_ERROR_OUT_OF_MEMORY,
+                      "cannot allocate %zu bytes of managed memory: more than the device's %zu "
+                      "bytes and the host's %zu together",
+                      nbytes, total_b, host);
   CUdeviceptr p = 0;
   CUresult rc = kiln__driver.MemAllocManaged(&p, nbytes, flags);
   if (rc) {

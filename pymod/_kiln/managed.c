@@ -11,6 +11,7 @@
 
 #include <inttypes.h>
 #include <string.h>
+#include <unistd.h>
 
 typedef struct kpy_managed {
   PyObject_HEAD
@@ -112,6 +113,23 @@ int kpy_managed_array(kpy_state *st, PyObject *arr) {
   return base && Py_IS_TYPE(base, st->ref.ManagedAllocation_type);
 }
 
+/* Zeroes managed memory from the host, where it is reachable, or where it is larger than the
+ * host's memory, on the device: pages the host touches stay on the host, and a host of less
+ * memory would end the process before the last of them. */
+static int kpy_managed_zero(kpy_state *st, kiln_deviceptr ptr, size_t nbytes) {
+  long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+  if (pages <= 0 || page <= 0 || nbytes <= (size_t)pages * (size_t)page) {
+    memset((void *)(uintptr_t)ptr, 0, nbytes);
+    return 0;
+  }
+  kiln_status s;
+  Py_BEGIN_ALLOW_THREADS
+    s = kiln_memset_d8(ptr, 0, nbytes);
+    if (!s) s = kiln_synchronize(); /* before the host reads it */
+  Py_END_ALLOW_THREADS
+  return s ? (kpy_raise(st, s), -1) : 0;
+}
+
 /* managed_empty / managed_zeros(shape, dtype=float64, order="C", mem_flags=0) */
 static PyObject *kpy_managed_array_new(PyObject *module, PyObject *args, PyObject *kwargs, int zero,
                                        const char *fmt) {
@@ -140,7 +158,7 @@ static PyObject *kpy_managed_array_new(PyObject *module, PyObject *args, PyObjec
     goto done;
   }
   owner->size = a.nbytes;
-  if (zero && a.nbytes) memset((void *)(uintptr_t)owner->ptr, 0, a.nbytes); /* host-reachable */
+  if (zero && a.nbytes && kpy_managed_zero(st, owner->ptr, a.nbytes) < 0) goto done;
   arr = kpy_host_array_over(a.dtype, a.ndim, a.dims, a.fortran, (void *)(uintptr_t)owner->ptr,
                             (PyObject *)owner);
   owner = NULL; /* the array's, or released with it */
