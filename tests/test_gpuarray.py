@@ -675,6 +675,18 @@ def test_reduction_kernel_dot_product():
     part = dot(gpuarray.to_gpu(x), gpuarray.to_gpu(y), range=slice(100, 1000, 7)).get()
     np.testing.assert_allclose(float(part), float(np.dot(x[100:1000:7], y[100:1000:7])),
                                rtol=1e-5)
+    # out= is checked on every path (range= takes the general one): a raw address, an
+    # allocation or an array of another dtype or no room is refused, not written through.
+    xs, ys = gpuarray.to_gpu(x), gpuarray.to_gpu(y)
+    for bad, error in [(0, TypeError), (-1, TypeError), (out.gpudata, TypeError),
+                       (gpuarray.empty((), np.int32), ValueError),
+                       (gpuarray.empty(0, np.float32), ValueError),
+                       (gpuarray.empty((4, 4), np.float32)[:, 1], ValueError)]:
+        for kw in ({}, {"range": slice(0, 10)}):
+            with pytest.raises(error, match="out must be a"):
+                dot(xs, ys, out=bad, **kw)
+    np.testing.assert_allclose(float(dot(xs, ys, out=out, range=slice(0, 10)).get()),
+                               float(np.dot(x[:10], y[:10])), rtol=1e-5)
 
 
 def test_reduction_kernel_maximum_and_complex():

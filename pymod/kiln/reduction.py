@@ -161,7 +161,9 @@ class ReductionKernel(ReductionBase):
         else:
             count = n
             extra = [count]
-        if out is None:
+        if out is not None:
+            self._check_out(out)
+        else:
             alloc = allocator or self.allocator
             out = (DeviceArray((), self.dtype_out, allocator=alloc) if alloc is not None
                    else _empty_result(self.dtype_out, stream))
@@ -172,6 +174,18 @@ class ReductionKernel(ReductionBase):
         f = self._function(range is not None)
         f(out, scratch, 0, *args, *extra, block=(block, 1, 1), grid=(grid, 1), stream=stream)
         return out
+
+
+    def _check_out(self, out):
+        """out= as the C path takes it: a C-contiguous device array of dtype_out with room for
+        the result (a raw address or another object would be written through unchecked)."""
+        if not (isinstance(out, DeviceArray) and out.dtype == self.dtype_out and out.size >= 1
+                and out.flags.c_contiguous):
+            what = (f"{type(out).__name__} of dtype {out.dtype} and shape {out.shape}"
+                    if isinstance(out, DeviceArray) else type(out).__name__)
+            raise (ValueError if isinstance(out, DeviceArray) else TypeError)(
+                f"{self.name}: out must be a contiguous device array of dtype "
+                f"{self.dtype_out} with room for the one result, not a {what}")
 
 
 def _empty_result(dtype, stream):
