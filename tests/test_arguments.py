@@ -231,6 +231,23 @@ def test_launch_shape_errors(many, kw, error, phrase):
         many(*good_args(), **kw)
 
 
+@pytest.mark.parametrize("kw", [{"block": (1, 1, 1), "grid": (0, 1)}, {"block": (0, 1, 1)},
+                                {"block": (1024, 2, 1)}])
+def test_a_launch_shape_the_driver_would_refuse_is_what_pycuda_programs_catch(many, kw):
+    # Refused before the driver sees it, as the driver would: a ValueError, and the LogicError
+    # PyCUDA raises for CUDA_ERROR_INVALID_VALUE (a LaunchError too: the registers' refusal).
+    with pytest.raises(kiln.LaunchConfigError) as refused:
+        many(*good_args(), **kw)
+    for cls in (ValueError, kiln.LogicError, kiln.LaunchError, kiln.CudaError):
+        assert isinstance(refused.value, cls)
+    assert (refused.value.code, refused.value.name) == (1, "CUDA_ERROR_INVALID_VALUE")
+    assert refused.value.kernel is None and refused.value.launch is None
+    # A refusal that is not the driver's stays a plain ValueError.
+    with pytest.raises(ValueError) as plain:
+        many(*good_args(), block=-1)
+    assert type(plain.value) is ValueError
+
+
 @pytest.mark.parametrize("shared", [np.int64(64), np.uint32(64), np.array(64), True])
 def test_shared_bytes_take_any_integer_as_block_and_grid_do(untyped, shared):
     with pytest.raises(ValueError, match="grid.x is 0"):

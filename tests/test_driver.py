@@ -1367,9 +1367,12 @@ def test_device_attributes_and_the_context():
         # kernel that uses them has run, which an earlier test may have launched.
         drv.Context.set_limit(drv.limit.STACK_SIZE, 4096)
         assert drv.Context.get_limit(drv.limit.STACK_SIZE) >= 4096
-        # CUDA 12's device runtime has no device-side synchronize, so no depth to set for it.
-        with pytest.raises(ValueError, match=r"\(DEV_RUNTIME_SYNC_DEPTH\).*removed in CUDA 12"):
+        # CUDA 12's device runtime has no device-side synchronize, so no depth to set for it:
+        # the driver's refusal, a LogicError as under PyCUDA (whose cdpSimplePrint demo sets it).
+        with pytest.raises(drv.LogicError,
+                           match=r"\(DEV_RUNTIME_SYNC_DEPTH\).*removed in CUDA 12") as refused:
             ctx.set_limit(drv.limit.DEV_RUNTIME_SYNC_DEPTH, 2)
+        assert refused.value.name == "CUDA_ERROR_UNSUPPORTED_LIMIT"
         drv.Context.set_cache_config(drv.func_cache.PREFER_SHARED)
         assert drv.Context.get_cache_config() == drv.func_cache.PREFER_SHARED
         drv.Context.set_cache_config(drv.func_cache.PREFER_NONE)

@@ -211,6 +211,20 @@ def test_limits_of_the_device_and_kernel(mod):
         f(kiln.InOut(x), 1.0, 4, block=1, shared=1 << 30)
     with pytest.raises(ValueError, match="grid.y"):
         f(kiln.InOut(x), 1.0, 4, block=1, grid=(1, 1 << 20))
+    # Each refusal is also the driver's error under PyCUDA: a LogicError for an invalid value,
+    # a LaunchError for a block more than the kernel's registers (here its bounds) allow.
+    with pytest.raises(kiln.LogicError) as refused:
+        f(kiln.InOut(x), 1.0, 4, block=1, shared=1 << 30)
+    assert refused.value.name == "CUDA_ERROR_INVALID_VALUE"
+    bounded = kiln.SourceModule("__global__ void __launch_bounds__(256) b(int *p) { p[0] = 1; }")
+    b = bounded.get_function("b")
+    assert b.max_threads_per_block == 256
+    with pytest.raises(kiln.LaunchError, match=r"has 512 threads; kernel b can launch with at "
+                                               r"most 256") as refused:
+        b(kiln.InOut(np.zeros(1, np.int32)), block=512)
+    assert isinstance(refused.value, ValueError) and isinstance(refused.value,
+                                                                kiln.LaunchConfigError)
+    assert refused.value.name == "CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES"
 
 
 def test_illegal_address_raises_cuda_error_with_its_name():

@@ -794,7 +794,9 @@ typedef struct kiln_launch_config {
 
 /* Launches f asynchronously. params[i] points at parameter i's bytes, as for cuLaunchKernel.
  * Block, grid and shared memory are checked against the device's and the kernel's limits
- * first, with a sentence naming the limit (KILN_ERROR_INVALID). */
+ * first, with a sentence naming the limit (KILN_ERROR_INVALID, with kiln_last_cuda_result() the
+ * CUresult the driver would have given: CUDA_ERROR_INVALID_VALUE, or
+ * CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES for more threads than the kernel's registers allow). */
 kiln_status kiln_function_launch(kiln_function *f, const kiln_launch_config *cfg, void **params);
 
 /* Checks cfg as kiln_function_launch does (the shape, then the device's and the kernel's

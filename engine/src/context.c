@@ -102,12 +102,18 @@ kiln_status kiln_context_set_limit(int limit, size_t value) {
   const char *why = limit == CU_LIMIT_DEV_RUNTIME_SYNC_DEPTH
                         ? " (cudaDeviceSynchronize in device code was removed in CUDA 12)"
                         : "";
-  if (rc == CUDA_ERROR_UNSUPPORTED_LIMIT)
-    return kiln__fail(KILN_ERROR_INVALID, "limit %d (%s) is not supported on device %d%s", limit,
-                      kiln__limit_name(limit), d->ordinal, why);
-  if (rc == CUDA_ERROR_INVALID_VALUE)
-    return kiln__fail(KILN_ERROR_INVALID, "limit %d (%s) cannot be set to %zu on device %d%s",
-                      limit, kiln__limit_name(limit), value, d->ordinal, why);
+  /* The driver's refusal, with its CUresult (PyCUDA's LogicError), said in words. */
+  if (rc == CUDA_ERROR_UNSUPPORTED_LIMIT || rc == CUDA_ERROR_INVALID_VALUE) {
+    if (rc == CUDA_ERROR_UNSUPPORTED_LIMIT)
+      kiln__fail(KILN_ERROR_CUDA, "cuCtxSetLimit: limit %d (%s) is not supported on device %d%s",
+                 limit, kiln__limit_name(limit), d->ordinal, why);
+    else
+      kiln__fail(KILN_ERROR_CUDA,
+                 "cuCtxSetLimit: limit %d (%s) cannot be set to %zu on device %d%s", limit,
+                 kiln__limit_name(limit), value, d->ordinal, why);
+    kiln__set_cuda_result((int)rc);
+    return KILN_ERROR_CUDA;
+  }
   if (rc) return kiln__cuda_fail("cuCtxSetLimit", (int)rc);
   kiln__clear_error();
   return KILN_OK;

@@ -284,7 +284,13 @@ const char *kiln_cuda_result_name(int result) {
   if (kiln__driver.GetErrorName &&
       kiln__driver.GetErrorName((CUresult)result, &name) == CUDA_SUCCESS)
     return name;
-  return "CUDA_ERROR_UNKNOWN";
+  /* Without a driver to ask: the results kiln gives launches it refuses itself. */
+  switch (result) {
+  case CUDA_ERROR_INVALID_VALUE: return "CUDA_ERROR_INVALID_VALUE";
+  case CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES: return "CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES";
+  case CUDA_ERROR_INVALID_CLUSTER_SIZE: return "CUDA_ERROR_INVALID_CLUSTER_SIZE";
+  default: return "CUDA_ERROR_UNKNOWN";
+  }
 }
 
 kiln_status kiln__cuda_fail(const char *call, int result) {

@@ -35,6 +35,11 @@ void kiln__fail_append(const char *fmt, ...) KILN__PRINTF(1, 2);
 /* Stores the CUresult kiln_last_cuda_result() reports; call after kiln__fail(). */
 void kiln__set_cuda_result(int result);
 
+/* A launch refused before the driver sees it: KILN_ERROR_INVALID with the sentence, and with the
+ * CUresult the driver would have given as kiln_last_cuda_result(), so that a binding can raise
+ * what a program written for the driver's error catches. */
+kiln_status kiln__refuse_launch(int cuda_result, const char *fmt, ...) KILN__PRINTF(2, 3);
+
 /* Hands a warning to the handler set with kiln_set_warning_handler (stderr by default). */
 void kiln__warn(const char *fmt, ...) KILN__PRINTF(1, 2);
 

@@ -15,22 +15,23 @@ static const char kiln__axis[3] = {'x', 'y', 'z'};
 static kiln_status kiln__check_shape(const kiln_launch_config *cfg) {
   for (int i = 0; i < 3; i++) {
     if (cfg->block[i] == 0)
-      return kiln__fail(KILN_ERROR_INVALID,
-                        "block.%c is 0; every block dimension must be at "
-                        "least 1",
-                        kiln__axis[i]);
+      return kiln__refuse_launch(CUDA_ERROR_INVALID_VALUE,
+                                 "block.%c is 0; every block dimension must be at "
+                                 "least 1",
+                                 kiln__axis[i]);
     if (cfg->grid[i] == 0)
-      return kiln__fail(KILN_ERROR_INVALID,
-                        "grid.%c is 0; every grid dimension must be at "
-                        "least 1",
-                        kiln__axis[i]);
+      return kiln__refuse_launch(CUDA_ERROR_INVALID_VALUE,
+                                 "grid.%c is 0; every grid dimension must be at "
+                                 "least 1",
+                                 kiln__axis[i]);
   }
   uint64_t threads = (uint64_t)cfg->block[0] * cfg->block[1] * cfg->block[2];
   if (threads > 1024)
-    return kiln__fail(KILN_ERROR_INVALID,
-                      "block (%u, %u, %u) has %llu threads; no CUDA device "
-                      "allows more than 1024 per block",
-                      cfg->block[0], cfg->block[1], cfg->block[2], (unsigned long long)threads);
+    return kiln__refuse_launch(CUDA_ERROR_INVALID_VALUE,
+                               "block (%u, %u, %u) has %llu threads; no CUDA device "
+                               "allows more than 1024 per block",
+                               cfg->block[0], cfg->block[1], cfg->block[2],
+                               (unsigned long long)threads);
   return KILN_OK;
 }
 
@@ -40,37 +41,38 @@ static kiln_status kiln__check_limits(kiln_function *f, kiln__device *d,
   const kiln_device_info *info = &d->info;
   for (int i = 0; i < 3; i++) {
     if (cfg->block[i] > (unsigned)info->max_block[i])
-      return kiln__fail(KILN_ERROR_INVALID, "block.%c is %u; %s allows at most %d", kiln__axis[i],
-                        cfg->block[i], info->name, info->max_block[i]);
+      return kiln__refuse_launch(CUDA_ERROR_INVALID_VALUE, "block.%c is %u; %s allows at most %d",
+                                 kiln__axis[i], cfg->block[i], info->name, info->max_block[i]);
     if (cfg->grid[i] > (unsigned)info->max_grid[i])
-      return kiln__fail(KILN_ERROR_INVALID, "grid.%c is %u; %s allows at most %d", kiln__axis[i],
-                        cfg->grid[i], info->name, info->max_grid[i]);
+      return kiln__refuse_launch(CUDA_ERROR_INVALID_VALUE, "grid.%c is %u; %s allows at most %d",
+                                 kiln__axis[i], cfg->grid[i], info->name, info->max_grid[i]);
   }
   if (KILN__UNLIKELY(f->cluster_dims[0] != 0))
     for (int i = 0; i < 3; i++)
       if (f->cluster_dims[i] && cfg->grid[i] % f->cluster_dims[i])
-        return kiln__fail(KILN_ERROR_INVALID,
-                          "grid.%c is %u, not a multiple of %u, the cluster.%c kernel %s "
-                          "declares (__cluster_dims__(%u, %u, %u)); a grid is made of whole "
-                          "clusters",
-                          kiln__axis[i], cfg->grid[i], f->cluster_dims[i], kiln__axis[i],
-                          f->kernel->plain, f->cluster_dims[0], f->cluster_dims[1],
-                          f->cluster_dims[2]);
+        return kiln__refuse_launch(
+            CUDA_ERROR_INVALID_CLUSTER_SIZE,
+            "grid.%c is %u, not a multiple of %u, the cluster.%c kernel %s "
+            "declares (__cluster_dims__(%u, %u, %u)); a grid is made of whole "
+            "clusters",
+            kiln__axis[i], cfg->grid[i], f->cluster_dims[i], kiln__axis[i], f->kernel->plain,
+            f->cluster_dims[0], f->cluster_dims[1], f->cluster_dims[2]);
   unsigned threads = cfg->block[0] * cfg->block[1] * cfg->block[2];
   if (threads > (unsigned)f->max_threads)
-    return kiln__fail(KILN_ERROR_INVALID,
-                      "block (%u, %u, %u) has %u threads; kernel %s can "
-                      "launch with at most %d per block on %s (its registers limit it)",
-                      cfg->block[0], cfg->block[1], cfg->block[2], threads, f->kernel->plain,
-                      f->max_threads, info->name);
+    return kiln__refuse_launch(CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES,
+                               "block (%u, %u, %u) has %u threads; kernel %s can "
+                               "launch with at most %d per block on %s (its registers limit it)",
+                               cfg->block[0], cfg->block[1], cfg->block[2], threads,
+                               f->kernel->plain, f->max_threads, info->name);
   if (cfg->shared > (unsigned)f->dynamic_shared_allowed) {
     int most = info->max_shared_per_block_optin - f->static_shared;
     if (cfg->shared > (unsigned)(most > 0 ? most : 0))
-      return kiln__fail(KILN_ERROR_INVALID,
-                        "shared is %u bytes; kernel %s can have at most "
-                        "%d bytes of dynamic shared memory on %s (%d per block, %d static)",
-                        cfg->shared, f->kernel->plain, most, info->name,
-                        info->max_shared_per_block_optin, f->static_shared);
+      return kiln__refuse_launch(
+          CUDA_ERROR_INVALID_VALUE,
+          "shared is %u bytes; kernel %s can have at most "
+          "%d bytes of dynamic shared memory on %s (%d per block, %d static)",
+          cfg->shared, f->kernel->plain, most, info->name, info->max_shared_per_block_optin,
+          f->static_shared);
     /* Past 48 KiB a kernel must opt in; doing it here is what the user meant. */
     KILN__CU(KernelSetAttribute, (CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, (int)cfg->shared,
                                   f->handle, d->dev));
@@ -163,22 +165,24 @@ static kiln_status kiln__check_options_shape(const kiln_launch_config *cfg,
   if (!kiln__has_cluster(o)) return KILN_OK;
   for (int i = 0; i < 3; i++)
     if (o->cluster[i] == 0)
-      return kiln__fail(KILN_ERROR_INVALID,
-                        "cluster.%c is 0; give every cluster dimension, each at least 1 "
-                        "(cluster=(2, 1, 1), say)",
-                        kiln__axis[i]);
+      return kiln__refuse_launch(CUDA_ERROR_INVALID_CLUSTER_SIZE,
+                                 "cluster.%c is 0; give every cluster dimension, each at least 1 "
+                                 "(cluster=(2, 1, 1), say)",
+                                 kiln__axis[i]);
   uint64_t blocks = (uint64_t)o->cluster[0] * o->cluster[1] * o->cluster[2];
   if (blocks > 16)
-    return kiln__fail(KILN_ERROR_INVALID,
-                      "cluster (%u, %u, %u) has %llu blocks; a thread-block cluster has at most "
-                      "16 (8 on every device that has clusters)",
-                      o->cluster[0], o->cluster[1], o->cluster[2], (unsigned long long)blocks);
+    return kiln__refuse_launch(
+        CUDA_ERROR_INVALID_CLUSTER_SIZE,
+        "cluster (%u, %u, %u) has %llu blocks; a thread-block cluster has at most "
+        "16 (8 on every device that has clusters)",
+        o->cluster[0], o->cluster[1], o->cluster[2], (unsigned long long)blocks);
   for (int i = 0; i < 3; i++)
     if (cfg->grid[i] % o->cluster[i])
-      return kiln__fail(KILN_ERROR_INVALID,
-                        "grid.%c is %u, not a multiple of cluster.%c, %u; a grid is made of "
-                        "whole clusters",
-                        kiln__axis[i], cfg->grid[i], kiln__axis[i], o->cluster[i]);
+      return kiln__refuse_launch(
+          CUDA_ERROR_INVALID_CLUSTER_SIZE,
+          "grid.%c is %u, not a multiple of cluster.%c, %u; a grid is made of "
+          "whole clusters",
+          kiln__axis[i], cfg->grid[i], kiln__axis[i], o->cluster[i]);
   return KILN_OK;
 }
 

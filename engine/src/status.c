@@ -62,6 +62,15 @@ void kiln__fail_append(const char *fmt, ...) {
 
 void kiln__set_cuda_result(int result) { kiln__cuda_result = result; }
 
+kiln_status kiln__refuse_launch(int cuda_result, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(kiln__msg, sizeof kiln__msg, fmt, ap);
+  va_end(ap);
+  kiln__cuda_result = cuda_result;
+  return KILN_ERROR_INVALID;
+}
+
 /* ---- Warnings ------------------------------------------------------------------------------ */
 
 static void kiln__warn_stderr(const char *message, void *ctx) {

@@ -88,34 +88,28 @@ int kpy_errors_init(PyObject *module, kpy_state *st) {
       "A module has no kernel or variable of that name; also an AttributeError, and a "
       "LogicError as PyCUDA's is.");
   Py_DECREF(bases);
-  return st->ref.NotFoundError ? 0 : -1;
-}
-
-/* The CUresults PyCUDA calls logic errors: the program asked for something wrong in itself. */
-static int kpy_is_logic_error(int code) {
-  switch (code) {
-  case 1:   /* CUDA_ERROR_INVALID_VALUE */
-  case 3:   /* CUDA_ERROR_NOT_INITIALIZED */
-  case 4:   /* CUDA_ERROR_DEINITIALIZED */
-  case 101: /* CUDA_ERROR_INVALID_DEVICE */
-  case 200: /* CUDA_ERROR_INVALID_IMAGE */
-  case 201: /* CUDA_ERROR_INVALID_CONTEXT */
-  case 202: /* CUDA_ERROR_CONTEXT_ALREADY_CURRENT */
-  case 300: /* CUDA_ERROR_INVALID_SOURCE */
-  case 400: /* CUDA_ERROR_INVALID_HANDLE */
-  case 401: /* CUDA_ERROR_ILLEGAL_STATE */
-  case 500: /* CUDA_ERROR_NOT_FOUND */
-  case 709: /* CUDA_ERROR_CONTEXT_IS_DESTROYED */
-  case 801: /* CUDA_ERROR_NOT_SUPPORTED */ return 1;
-  default: return 0;
-  }
+  if (!st->ref.NotFoundError) return -1;
+  /* A launch kiln refused before the driver saw it: a ValueError, as every argument kiln checks,
+   * and what the driver's refusal is under PyCUDA (LogicError, or LaunchError for a block the
+   * kernel's registers cannot hold), so that a program's `except` of either still catches it. */
+  if (!(bases = PyTuple_Pack(3, st->ref.LogicError, st->ref.LaunchError, PyExc_ValueError)))
+    return -1;
+  st->ref.LaunchConfigError = kpy_new_exception(
+      module, "LaunchConfigError", bases,
+      "A launch's block, grid, cluster or shared memory refused before the driver saw it; "
+      ".code and .name are the CUresult the driver would have given. Also a ValueError, a "
+      "LogicError and a LaunchError, as PyCUDA programs catch the driver's refusal.");
+  Py_DECREF(bases);
+  return st->ref.LaunchConfigError ? 0 : -1;
 }
 
 /* A kernel that could not run, wherever it is reported: the launch, or the next call that
  * waited for it. */
 static int kpy_is_launch_error(int code) {
   return code == 701 /* CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES */ ||
-         code == 702 /* CUDA_ERROR_LAUNCH_TIMEOUT */ || code == 719 /* CUDA_ERROR_LAUNCH_FAILED */;
+         code == 702 /* CUDA_ERROR_LAUNCH_TIMEOUT */ ||
+         code == 703 /* CUDA_ERROR_LAUNCH_INCOMPATIBLE_TEXTURING */ ||
+         code == 719 /* CUDA_ERROR_LAUNCH_FAILED */;
 }
 
 /* The CUresults of a kernel that faulted while it ran: reported by whichever call next waited
@@ -125,6 +119,25 @@ static int kpy_is_fault(int code) {
          || code == 710                   /* CUDA_ERROR_ASSERT */
          || (code >= 714 && code <= 719); /* stack, instruction, alignment, address space, PC,
                                              launch failed (a trap) */
+}
+
+/* PyCUDA's rule: a CUresult is a logic error (the program asked for something wrong in itself:
+ * an invalid value or handle, an unsupported limit, peer access enabled twice) unless it is
+ * one of the few it calls runtime errors, a launch's, memory's or an unknown one. A program's
+ * `except drv.LogicError` around such a call then catches what it caught under PyCUDA. A
+ * kernel's fault stays a CudaError naming the kernel: it is not the call's fault. */
+static int kpy_is_logic_error(int code) {
+  switch (code) {
+  case 0:
+  case 2:   /* CUDA_ERROR_OUT_OF_MEMORY */
+  case 100: /* CUDA_ERROR_NO_DEVICE */
+  case 209: /* CUDA_ERROR_NO_BINARY_FOR_GPU */
+  case 214: /* CUDA_ERROR_ECC_UNCORRECTABLE */
+  case 301: /* CUDA_ERROR_FILE_NOT_FOUND */
+  case 600: /* CUDA_ERROR_NOT_READY */
+  case 999: /* CUDA_ERROR_UNKNOWN */ return 0;
+  default: return !kpy_is_launch_error(code) && !kpy_is_fault(code);
+  }
 }
 
 /* For a fault: the message followed by the kernels that may have faulted, and the values of
@@ -282,6 +295,10 @@ PyObject *kpy_raise(kpy_state *st, kiln_status s) {
     break;
   }
   case KILN_ERROR_INVALID:
+    /* with a CUresult: a launch refused as the driver would have (kiln__refuse_launch) */
+    if (kiln_last_cuda_result()) kpy_raise_cuda(st->ref.LaunchConfigError, msg);
+    else PyErr_SetString(PyExc_ValueError, msg);
+    break;
   case KILN_ERROR_AMBIGUOUS: PyErr_SetString(PyExc_ValueError, msg); break;
   case KILN_ERROR_NOT_FOUND: kpy_raise_cuda(st->ref.NotFoundError, msg); break;
   case KILN_ERROR_NO_MEMORY: PyErr_SetString(PyExc_MemoryError, msg); break;

@@ -5,6 +5,7 @@ from .driver import (  # noqa: F401  (the error classes, whatever driver's star 
     CompileError,
     CudaError,
     Error,
+    LaunchConfigError,
     LaunchError,
     LogicError,
     MemoryError,

@@ -59,6 +59,7 @@ from ._kiln import (  # noqa: F401
     IPCMemoryHandle,
     In,
     InOut,
+    LaunchConfigError,
     LaunchError,
     LogicError,
     ManagedAllocation,

@@ -384,9 +384,13 @@ TEST(launch_shape_checked_before_the_device) {
   kiln_launch_config zero_grid = {.grid = {0, 1, 1}, .block = {1, 1, 1}};
   ASSERT_STATUS(kiln_function_launch(f, &zero_grid, params), KILN_ERROR_INVALID);
   ASSERT_CONTAINS(kiln_last_error(), "grid.x is 0");
+  /* with the driver's CUresult for it, named without a driver */
+  ASSERT_EQ(kiln_last_cuda_result(), 1);
+  ASSERT_STR_EQ(kiln_cuda_result_name(kiln_last_cuda_result()), "CUDA_ERROR_INVALID_VALUE");
   kiln_launch_config big_block = {.grid = {1, 1, 1}, .block = {2048, 1, 1}};
   ASSERT_STATUS(kiln_function_launch(f, &big_block, params), KILN_ERROR_INVALID);
   ASSERT_CONTAINS(kiln_last_error(), "1024");
+  ASSERT_EQ(kiln_last_cuda_result(), 1);
   kiln_launch_config fine = {.grid = {1, 1, 1}, .block = {32, 1, 1}};
   ASSERT_STATUS(kiln_function_launch(f, &fine, params), KILN_ERROR_NO_DRIVER);
   /* The same checks without a launch, and before a call's wait could be asked for. */
