@@ -144,6 +144,7 @@ def test_aligned_arrays_like_others_and_of_nothing():
     e = drv.aligned_empty_like(np.ones(10, np.uint8))
     assert e.shape == (10,) and e.ctypes.data % 4096 == 0
     assert drv.aligned_empty((0, 3), np.float32).shape == (0, 3)
+    assert drv.aligned_empty(np.array(3), np.float32).shape == (3,)  # as numpy.empty takes it
     # The memory stays while an array over it does, and goes with the last.
     a = drv.aligned_empty(8, np.float32)
     a[:] = 2
@@ -165,7 +166,8 @@ def test_aligned_arrays_refuse_a_bad_alignment(alignment):
     ((3, -2), np.int8, ValueError, "negative dimensions"),
     (2.5, np.float32, TypeError, "shape is an int or a sequence of ints"),
     ((2, "3"), np.float32, TypeError, "shape is an int or a sequence of ints"),
-    ((2**40, 2**40), np.float32, ValueError, "larger than any host memory"),
+    ((2**40, 2**40), np.float32, ValueError, "larger than an address can reach"),
+    ((2**30, 2**30), np.float32, MemoryError, "cannot allocate 4611686018427387904 bytes"),
 ])
 def test_aligned_arrays_refuse_a_bad_shape(shape, dtype, error, match):
     with pytest.raises(error, match=match):
@@ -2530,6 +2532,7 @@ def test_peer_access_and_copies_between_two_gpus():
                     as raised:
                 drv.Context.enable_peer_access(c1)
             assert raised.value.name == "CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED"
+            assert isinstance(raised.value, drv.LogicError)  # as PyCUDA's programs catch it
             mod = kiln.SourceModule(r"""
             extern "C" __global__ void add_peer(int *out, const unsigned char *peer, int n) {
               int i = blockIdx.x * blockDim.x + threadIdx.x;

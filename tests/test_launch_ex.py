@@ -122,8 +122,12 @@ def test_cluster_needs_every_dimension(mod):
 
 
 def test_cluster_must_divide_the_grid(mod):
-    with pytest.raises(ValueError, match="not a multiple of cluster.x"):
+    with pytest.raises(ValueError, match="not a multiple of cluster.x") as refused:
         mod.get_function("neighbour")(np.uintp(0), block=32, grid=(4, 1), cluster=3)
+    # the driver's refusal under PyCUDA, a LogicError, with its CUresult
+    assert isinstance(refused.value, kiln.LaunchConfigError)
+    assert isinstance(refused.value, kiln.LogicError)
+    assert refused.value.name == "CUDA_ERROR_INVALID_CLUSTER_SIZE"
 
 
 def test_cluster_of_more_than_16_blocks(mod):

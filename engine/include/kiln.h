@@ -58,6 +58,9 @@ const char *kiln_last_error(void);
  * driver call), and its name, e.g. "CUDA_ERROR_ILLEGAL_ADDRESS" (NULL for 0). */
 int kiln_last_cuda_result(void);
 const char *kiln_cuda_result_name(int result);
+/* 1 when the last failure on this thread was a launch kiln refused before the driver saw it
+ * (KILN_ERROR_INVALID; kiln_last_cuda_result() is then what the driver would have said). */
+int kiln_last_error_is_launch_refusal(void);
 
 /* ---- Devices --------------------------------------------------------------------------- */
 
@@ -794,9 +797,10 @@ typedef struct kiln_launch_config {
 
 /* Launches f asynchronously. params[i] points at parameter i's bytes, as for cuLaunchKernel.
  * Block, grid and shared memory are checked against the device's and the kernel's limits
- * first, with a sentence naming the limit (KILN_ERROR_INVALID, with kiln_last_cuda_result() the
- * CUresult the driver would have given: CUDA_ERROR_INVALID_VALUE, or
- * CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES for more threads than the kernel's registers allow). */
+ * first, with a sentence naming the limit (KILN_ERROR_INVALID, kiln_last_error_is_launch_refusal()
+ * 1, and kiln_last_cuda_result() the CUresult the driver would have given: mostly
+ * CUDA_ERROR_INVALID_VALUE; CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES for more threads than the
+ * kernel's registers allow; CUDA_ERROR_INVALID_CLUSTER_SIZE for a cluster's shape). */
 kiln_status kiln_function_launch(kiln_function *f, const kiln_launch_config *cfg, void **params);
 
 /* Checks cfg as kiln_function_launch does (the shape, then the device's and the kernel's

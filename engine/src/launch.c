@@ -326,15 +326,15 @@ static kiln_status kiln__check_options_device(kiln_function *f, kiln__device *d,
     if ((s = kiln__cooperative_most(f, d, cfg, &most))) return s;
     unsigned long long blocks = (unsigned long long)cfg->grid[0] * cfg->grid[1] * cfg->grid[2];
     if (blocks > (unsigned long long)most)
-      return kiln__fail(KILN_ERROR_INVALID,
-                        "a cooperative grid must be resident on the device at once: grid (%u, "
-                        "%u, %u) is %llu blocks, and %s holds at most %lld blocks of (%u, %u, "
-                        "%u) threads with %u bytes of dynamic shared memory of kernel %s (%lld "
-                        "on each of %d multiprocessors); launch fewer blocks",
-                        cfg->grid[0], cfg->grid[1], cfg->grid[2], blocks, info->name, most,
-                        cfg->block[0], cfg->block[1], cfg->block[2], cfg->shared, f->kernel->plain,
-                        info->multiprocessors ? most / info->multiprocessors : 0,
-                        info->multiprocessors);
+      return kiln__refuse_launch(
+          CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE,
+          "a cooperative grid must be resident on the device at once: grid (%u, "
+          "%u, %u) is %llu blocks, and %s holds at most %lld blocks of (%u, %u, "
+          "%u) threads with %u bytes of dynamic shared memory of kernel %s (%lld "
+          "on each of %d multiprocessors); launch fewer blocks",
+          cfg->grid[0], cfg->grid[1], cfg->grid[2], blocks, info->name, most, cfg->block[0],
+          cfg->block[1], cfg->block[2], cfg->shared, f->kernel->plain,
+          info->multiprocessors ? most / info->multiprocessors : 0, info->multiprocessors);
   }
   return KILN_OK;
 }

@@ -10,6 +10,7 @@
 
 static _Thread_local char kiln__msg[KILN__MSG_MAX];
 static _Thread_local int kiln__cuda_result;
+static _Thread_local int kiln__launch_refused; /* the failure is kiln__refuse_launch's */
 
 const char *kiln_status_name(kiln_status s) {
   switch (s) {
@@ -37,9 +38,12 @@ const char *kiln_last_error(void) { return kiln__msg; }
 
 int kiln_last_cuda_result(void) { return kiln__cuda_result; }
 
+int kiln_last_error_is_launch_refusal(void) { return kiln__launch_refused; }
+
 void kiln__clear_error(void) {
   kiln__msg[0] = '\0';
   kiln__cuda_result = 0;
+  kiln__launch_refused = 0;
 }
 
 kiln_status kiln__fail(kiln_status s, const char *fmt, ...) {
@@ -48,6 +52,7 @@ kiln_status kiln__fail(kiln_status s, const char *fmt, ...) {
   vsnprintf(kiln__msg, sizeof kiln__msg, fmt, ap);
   va_end(ap);
   kiln__cuda_result = 0;
+  kiln__launch_refused = 0;
   return s;
 }
 
@@ -68,6 +73,7 @@ kiln_status kiln__refuse_launch(int cuda_result, const char *fmt, ...) {
   vsnprintf(kiln__msg, sizeof kiln__msg, fmt, ap);
   va_end(ap);
   kiln__cuda_result = cuda_result;
+  kiln__launch_refused = 1;
   return KILN_ERROR_INVALID;
 }
 

@@ -89,16 +89,18 @@ int kpy_errors_init(PyObject *module, kpy_state *st) {
       "LogicError as PyCUDA's is.");
   Py_DECREF(bases);
   if (!st->ref.NotFoundError) return -1;
-  /* A launch kiln refused before the driver saw it: a ValueError, as every argument kiln checks,
-   * and what the driver's refusal is under PyCUDA (LogicError, or LaunchError for a block the
-   * kernel's registers cannot hold), so that a program's `except` of either still catches it. */
+  /* A launch refused for its configuration, by kiln before the driver saw it or by the driver:
+   * a ValueError, as every argument kiln checks, and what the driver's refusal is under PyCUDA
+   * (LogicError, or LaunchError for a block the kernel's registers cannot hold), so that a
+   * program's `except` of either still catches it. */
   if (!(bases = PyTuple_Pack(3, st->ref.LogicError, st->ref.LaunchError, PyExc_ValueError)))
     return -1;
   st->ref.LaunchConfigError = kpy_new_exception(
       module, "LaunchConfigError", bases,
-      "A launch's block, grid, cluster or shared memory refused before the driver saw it; "
-      ".code and .name are the CUresult the driver would have given. Also a ValueError, a "
-      "LogicError and a LaunchError, as PyCUDA programs catch the driver's refusal.");
+      "A launch's block, grid, shared memory or cluster refused, by kiln before the driver "
+      "saw it or by the driver; .code and .name are the driver's CUresult for it. Also a "
+      "ValueError, a LogicError and a LaunchError, as PyCUDA programs catch the driver's "
+      "refusal as either.");
   Py_DECREF(bases);
   return st->ref.LaunchConfigError ? 0 : -1;
 }
@@ -119,6 +121,13 @@ static int kpy_is_fault(int code) {
          || code == 710                   /* CUDA_ERROR_ASSERT */
          || (code >= 714 && code <= 719); /* stack, instruction, alignment, address space, PC,
                                              launch failed (a trap) */
+}
+
+/* The CUresults of a launch refused for its block, grid, shared memory or cluster. */
+static int kpy_is_config_refusal(int code) {
+  return code == 1      /* CUDA_ERROR_INVALID_VALUE */
+         || code == 720 /* CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE */
+         || code == 912 /* CUDA_ERROR_INVALID_CLUSTER_SIZE */;
 }
 
 /* PyCUDA's rule: a CUresult is a logic error (the program asked for something wrong in itself:
@@ -285,7 +294,12 @@ PyObject *kpy_raise(kpy_state *st, kiln_status s) {
   case KILN_ERROR_NO_DRIVER:
   case KILN_ERROR_NO_DEVICE: kpy_raise_cuda(st->ref.NoDeviceError, msg); break;
   case KILN_ERROR_OUT_OF_MEMORY: kpy_raise_cuda(st->ref.OutOfMemoryError, msg); break;
-  case KILN_ERROR_LAUNCH: kpy_raise_cuda(st->ref.LaunchError, msg); break;
+  case KILN_ERROR_LAUNCH:
+    /* the driver's refusal of a launch's configuration is PyCUDA's LogicError as well */
+    kpy_raise_cuda(kpy_is_config_refusal(kiln_last_cuda_result()) ? st->ref.LaunchConfigError
+                                                                  : st->ref.LaunchError,
+                   msg);
+    break;
   case KILN_ERROR_CUDA: {
     int code = kiln_last_cuda_result();
     PyObject *type = kpy_is_logic_error(code)    ? st->ref.LogicError
@@ -295,8 +309,7 @@ PyObject *kpy_raise(kpy_state *st, kiln_status s) {
     break;
   }
   case KILN_ERROR_INVALID:
-    /* with a CUresult: a launch refused as the driver would have (kiln__refuse_launch) */
-    if (kiln_last_cuda_result()) kpy_raise_cuda(st->ref.LaunchConfigError, msg);
+    if (kiln_last_error_is_launch_refusal()) kpy_raise_cuda(st->ref.LaunchConfigError, msg);
     else PyErr_SetString(PyExc_ValueError, msg);
     break;
   case KILN_ERROR_AMBIGUOUS: PyErr_SetString(PyExc_ValueError, msg); break;

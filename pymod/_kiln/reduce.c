@@ -55,8 +55,8 @@ static int kpy_reduce_scratch(kpy_state *st, int device, kiln_stream stream, kil
   s = kiln_mem_alloc(KPY_REDUCE_SCRATCH, &p);
   if (!s) s = kiln_memset_async(p, 0, KPY_REDUCE_SCRATCH, stream);
   if (s) {
+    kpy_raise(st, s); /* first: a free that succeeds clears the failure's sentence */
     if (p) kiln_mem_free(p);
-    kpy_raise(st, s);
     return -1;
   }
   st->scratch[st->n_scratch].device = device;

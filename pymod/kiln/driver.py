@@ -7,6 +7,7 @@ works in each device's primary context, shares it with PyTorch and CuPy, and che
 argument by the kernel's signature; docs/pycuda.md says where that makes kiln differ.
 """
 import abc as _abc
+import builtins as _builtins
 import math as _math
 import mmap as _mmap
 import operator as _operator
@@ -269,8 +270,10 @@ def _host_shape(shape):
     Checked here because numpy.ndarray over a buffer reads a negative size as "fill the
     buffer", and with a dtype of no bytes, divides by zero."""
     try:
-        dims = tuple(_operator.index(n) for n in
-                     ((shape,) if isinstance(shape, (int, _np.integer)) else shape))
+        try:
+            dims = (_operator.index(shape),)  # an int, a NumPy integer, a 0-d integer array
+        except TypeError:
+            dims = tuple(_operator.index(n) for n in shape)
     except TypeError:
         raise TypeError(f"shape is an int or a sequence of ints, not {shape!r}") from None
     if any(n < 0 for n in dims):
@@ -289,12 +292,16 @@ def aligned_empty(shape, dtype, order="C", alignment=4096):
     shape = _host_shape(shape)
     nbytes = dtype.itemsize * _math.prod(shape)
     if nbytes > _sys.maxsize - alignment:
-        raise ValueError(f"an array of shape {shape} and dtype {dtype} is larger than any "
-                         f"host memory ({nbytes} bytes)")
+        raise ValueError(f"an array of shape {shape} and dtype {dtype} is larger than an "
+                         f"address can reach ({nbytes} bytes)")
     # mmap gives whole pages, so a page or less of alignment comes free; more is found inside
     # an allocation larger by the alignment.
     extra = alignment if alignment > _mmap.PAGESIZE or _mmap.PAGESIZE % alignment else 0
-    memory = AlignedHostAllocation(-1, max(nbytes, 1) + extra)
+    try:
+        memory = AlignedHostAllocation(-1, max(nbytes, 1) + extra)
+    except OSError as e:  # numpy.empty's MemoryError (Python's: this module's is the device's)
+        raise _builtins.MemoryError(f"cannot allocate {nbytes + extra} bytes of host memory for an "
+                          f"array of shape {shape} and dtype {dtype}: {e.strerror}") from None
     start = _np.frombuffer(memory, _np.uint8, 1).ctypes.data
     offset = -start % alignment
     return _np.ndarray(shape, dtype, buffer=memory, offset=offset, order=order)
