@@ -4,8 +4,9 @@ each call ended; test_bad_arguments.py runs it and reads what it prints.
     python bad_arguments.py GROUP START
 
 GROUP is a module (`kiln.driver`, ...), `methods` (every public method of the objects the
-modules make, and every attribute assigned) or `keywords` (the keywords of the calls programs
-make most, each given every wrong value). A call may return or raise any ordinary exception;
+modules make, and every attribute assigned), `keywords` (the keywords of the calls programs
+make most, each given every wrong value) or `constructors` (the same for the keywords of the
+constructors and factories: compile options, code generators' parts, array layouts). A call may return or raise any ordinary exception;
 what it must not do is end the process (the test sees the signal), raise SystemError (a C
 function that failed without saying why) or make a kernel fault (launches are synchronous here,
 CUDA_LAUNCH_BLOCKING=1, so a fault is raised by the call that caused it). Before each call the
@@ -23,7 +24,7 @@ import numpy as np
 
 MODULES = ("kiln", "kiln.driver", "kiln.gpuarray", "kiln.cumath", "kiln.tools", "kiln.elementwise",
            "kiln.reduction", "kiln.scan", "kiln.curandom", "kiln.compiler")
-GROUPS = MODULES + ("methods", "keywords")
+GROUPS = MODULES + ("methods", "keywords", "constructors")
 
 # Calls that change the process for every call after them rather than check their arguments.
 SKIPPED = {"kiln.driver.init", "kiln.tools.init", "kiln.cache_clear", "kiln.cache_prune",
@@ -138,6 +139,44 @@ KEYWORDS = [
 ]
 
 
+def constructors():
+    """(what, function, arguments that are right, keywords each given every wrong value)."""
+    import kiln.compiler as compiler
+    import kiln.curandom as curandom
+    import kiln.elementwise as elementwise
+    import kiln.gpuarray as ga
+    import kiln.reduction as reduction
+    import kiln.scan as scan
+    return [
+        ("SourceModule", compiler.SourceModule, (SOURCE,),
+         ["nvcc", "options", "no_extern_c", "arch", "code", "cache_dir",
+          "include_dirs"]),
+        ("ElementwiseKernel", elementwise.ElementwiseKernel, ("float *x, float a", "x[i] = a*x[i]"),
+         ["name", "options", "preamble", "loop_prep", "after_loop"]),
+        ("ReductionKernel", reduction.ReductionKernel,
+         (np.float32, "0", "a+b", "x[i]", "float *x"),
+         ["name", "options", "preamble", "allocator"]),
+        ("InclusiveScanKernel", scan.InclusiveScanKernel, (np.float32, "a+b"),
+         ["neutral", "name_prefix", "options", "preamble"]),
+        ("ExclusiveScanKernel", scan.ExclusiveScanKernel, (np.float32, "a+b", "0"),
+         ["name_prefix", "options", "preamble"]),
+        ("GPUArray", ga.GPUArray, ((4,), np.float32),
+         ["allocator", "base", "gpudata", "strides", "order"]),
+        ("empty", ga.empty, ((4,), np.float32), ["order", "allocator"]),
+        ("zeros", ga.zeros, ((4,), np.float32), ["order", "allocator"]),
+        ("arange", ga.arange, (0, 8), ["step", "dtype", "allocator"]),
+        ("to_gpu", ga.to_gpu, (np.zeros(4, np.float32),), ["allocator"]),
+        ("rand", curandom.rand, ((4,),), ["dtype", "stream"]),
+    ]
+
+
+def constructor_calls(gpu):
+    for what, f, right, keywords in constructors():
+        for keyword, v in itertools.product(keywords, wrong_values(gpu)):
+            yield (f"{what}({keyword}=)", (v,),
+                   lambda f=f, right=right, keyword=keyword, v=v: f(*right, **{keyword: v}))
+
+
 def module_calls(name, gpu):
     """(what, call) for each public callable of the module and each list of wrong arguments."""
     module = importlib.import_module(name)
@@ -193,7 +232,8 @@ def main(group, start):
         print("NO GPU", type(e).__name__, flush=True)
         gpu = False
     calls = (method_calls(gpu) if group == "methods" else keyword_calls(gpu)
-             if group == "keywords" else module_calls(group, gpu))
+             if group == "keywords" else constructor_calls(gpu) if group == "constructors"
+             else module_calls(group, gpu))
     done = 0
     for index, (what, args, call) in enumerate(calls):
         if index < start:
