@@ -284,9 +284,11 @@ const char *kiln_cuda_result_name(int result) {
   if (kiln__driver.GetErrorName &&
       kiln__driver.GetErrorName((CUresult)result, &name) == CUDA_SUCCESS)
     return name;
-  /* Without a driver to ask: the results kiln gives launches it refuses itself. */
+  /* Without a driver to ask: the results kiln gives what it refuses itself as the driver
+   * would (a launch, a pop with no context pushed). */
   switch (result) {
   case CUDA_ERROR_INVALID_VALUE: return "CUDA_ERROR_INVALID_VALUE";
+  case CUDA_ERROR_INVALID_CONTEXT: return "CUDA_ERROR_INVALID_CONTEXT";
   case CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES: return "CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES";
   case CUDA_ERROR_INVALID_CLUSTER_SIZE: return "CUDA_ERROR_INVALID_CLUSTER_SIZE";
   case CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE: return "CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE";

@@ -67,11 +67,14 @@ static PyObject *kpy_context_push(PyObject *op, PyObject *unused) {
   Py_RETURN_NONE;
 }
 
-/* Context.pop(): a static method in PyCUDA, callable on an instance as well. */
+/* Context.pop(): a static method in PyCUDA, callable on an instance as well. Popping with none
+ * pushed is PyCUDA's LogicError (its driver's CUDA_ERROR_INVALID_CONTEXT), which clean-up code
+ * popping "whatever is left" catches. */
 static PyObject *kpy_context_pop(PyObject *cls, PyObject *unused) {
   (void)unused;
-  int popped = -1;
+  int popped = -1, empty = kiln_context_depth() == 0;
   kiln_status s = kiln_context_pop(&popped);
+  if (s && empty) return kpy_raise_logic(kpy_context_state(cls), s, 201 /* INVALID_CONTEXT */);
   if (s) return kpy_raise(kpy_context_state(cls), s);
   Py_RETURN_NONE;
 }

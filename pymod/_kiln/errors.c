@@ -208,8 +208,7 @@ static PyObject *kpy_fault_message(const char *message, PyObject **kernel, PyObj
 /* Raises `type(message)` with .code and .name set (None when no CUresult is behind it), and
  * .kernel and .launch: for a fault, the kernel that faulted and where it was launched when that
  * can be known (the message lists the launches that may have faulted), else None. */
-static void kpy_raise_cuda(PyObject *type, const char *message) {
-  int code = kiln_last_cuda_result();
+static void kpy_raise_cuda_code(PyObject *type, const char *message, int code) {
   const char *name = kiln_cuda_result_name(code);
   PyObject *kernel = NULL, *launch = NULL, *text;
   if (kpy_is_fault(code)) {
@@ -239,6 +238,10 @@ static void kpy_raise_cuda(PyObject *type, const char *message) {
   Py_XDECREF(kernel);
   Py_XDECREF(launch);
   Py_DECREF(exc);
+}
+
+static void kpy_raise_cuda(PyObject *type, const char *message) {
+  kpy_raise_cuda_code(type, message, kiln_last_cuda_result());
 }
 
 /* Raises CompileError: NVRTC's log as .log (NULL: none, .log is ""), and a message that shows
@@ -324,5 +327,10 @@ PyObject *kpy_raise(kpy_state *st, kiln_status s) {
 PyObject *kpy_raise_compile(kpy_state *st, kiln_status s, const char *src, const char *log) {
   if (s != KILN_ERROR_COMPILE) return kpy_raise(st, s);
   kpy_raise_compile_error(st, kpy_message(s), src, log);
+  return NULL;
+}
+
+PyObject *kpy_raise_logic(kpy_state *st, kiln_status s, int code) {
+  kpy_raise_cuda_code(st->ref.LogicError, kpy_message(s), code);
   return NULL;
 }

@@ -12,6 +12,10 @@ int kpy_errors_init(PyObject *module, kpy_state *st);
  * and its subclasses carry .code and .name). Returns NULL. */
 PyObject *kpy_raise(kpy_state *st, kiln_status s);
 
+/* Raises LogicError with the engine's sentence for s and code as .code: a refusal kiln made
+ * itself where PyCUDA's driver gives that CUresult, which PyCUDA programs catch as one. */
+PyObject *kpy_raise_logic(kpy_state *st, kiln_status s, int code);
+
 /* The same for a compile: KILN_ERROR_COMPILE becomes CompileError with NVRTC's log (NULL when
  * there is none) as .log and, in the message, the lines of src the log points at. */
 PyObject *kpy_raise_compile(kpy_state *st, kiln_status s, const char *src, const char *log);
