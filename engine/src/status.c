@@ -46,13 +46,19 @@ void kiln__clear_error(void) {
   kiln__launch_refused = 0;
 }
 
+/* The sentence of a failure, with its CUresult (0: none) and whether it refused a launch. */
+KILN__PRINTF(3, 0)
+static void kiln__vfail(int cuda_result, int launch_refused, const char *fmt, va_list ap) {
+  vsnprintf(kiln__msg, sizeof kiln__msg, fmt, ap);
+  kiln__cuda_result = cuda_result;
+  kiln__launch_refused = launch_refused;
+}
+
 kiln_status kiln__fail(kiln_status s, const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
-  vsnprintf(kiln__msg, sizeof kiln__msg, fmt, ap);
+  kiln__vfail(0, 0, fmt, ap);
   va_end(ap);
-  kiln__cuda_result = 0;
-  kiln__launch_refused = 0;
   return s;
 }
 
@@ -70,10 +76,8 @@ void kiln__set_cuda_result(int result) { kiln__cuda_result = result; }
 kiln_status kiln__refuse_launch(int cuda_result, const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
-  vsnprintf(kiln__msg, sizeof kiln__msg, fmt, ap);
+  kiln__vfail(cuda_result, 1, fmt, ap);
   va_end(ap);
-  kiln__cuda_result = cuda_result;
-  kiln__launch_refused = 1;
   return KILN_ERROR_INVALID;
 }
 

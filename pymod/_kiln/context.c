@@ -72,9 +72,11 @@ static PyObject *kpy_context_push(PyObject *op, PyObject *unused) {
  * popping "whatever is left" catches. */
 static PyObject *kpy_context_pop(PyObject *cls, PyObject *unused) {
   (void)unused;
-  int popped = -1, empty = kiln_context_depth() == 0;
+  int popped = -1;
   kiln_status s = kiln_context_pop(&popped);
-  if (s && empty) return kpy_raise_logic(kpy_context_state(cls), s, 201 /* INVALID_CONTEXT */);
+  /* KILN_ERROR_INVALID is pop's one refusal of its own: nothing pushed */
+  if (s == KILN_ERROR_INVALID)
+    return kpy_raise_logic(kpy_context_state(cls), s, 201 /* INVALID_CONTEXT */);
   if (s) return kpy_raise(kpy_context_state(cls), s);
   Py_RETURN_NONE;
 }

@@ -300,8 +300,9 @@ def aligned_empty(shape, dtype, order="C", alignment=4096):
     try:
         memory = AlignedHostAllocation(-1, max(nbytes, 1) + extra)
     except OSError as e:  # numpy.empty's MemoryError (Python's: this module's is the device's)
-        raise _builtins.MemoryError(f"cannot allocate {nbytes + extra} bytes of host memory for an "
-                          f"array of shape {shape} and dtype {dtype}: {e.strerror}") from None
+        raise _builtins.MemoryError(f"cannot allocate {nbytes + extra} bytes of host memory "
+                                    f"for an array of shape {shape} and dtype {dtype}: "
+                                    f"{e.strerror}") from None
     start = _np.frombuffer(memory, _np.uint8, 1).ctypes.data
     offset = -start % alignment
     return _np.ndarray(shape, dtype, buffer=memory, offset=offset, order=order)

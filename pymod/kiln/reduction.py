@@ -175,7 +175,6 @@ class ReductionKernel(ReductionBase):
         f(out, scratch, 0, *args, *extra, block=(block, 1, 1), grid=(grid, 1), stream=stream)
         return out
 
-
     def _check_out(self, out):
         """out= as the C path takes it: a C-contiguous device array of dtype_out with room for
         the result (a raw address or another object would be written through unchecked)."""
