@@ -803,8 +803,11 @@ def test_a_project_headers_host_helpers_are_left_out(tmp_path, monkeypatch):
 def test_ptxas_options_quoted_as_for_a_shell():
     # nvcc hands -Xptxas's words to ptxas through a shell, which takes the double quotes off
     # (a WMMA tutorial passes '-Xptxas="-v"'); blanks part words as commas do.
+    # NVRTC keeps what ptxas made in the user's compute cache, keyed by the PTX, and leaves
+    # ptxas's log empty when it answers from there: N, a number of this run's, makes it new.
     for options in (['-Xptxas="-v"'], ["--ptxas-options", '"-v" -O2'], ["-Xptxas", "-O1 -v"]):
-        m = kiln.SourceModule(unique(TINY), options=["-DN=1", *options], arch=ARCH)
+        n = int.from_bytes(os.urandom(3), "little")
+        m = kiln.SourceModule(unique(TINY), options=[f"-DN={n}", *options], arch=ARCH)
         assert "Used" in m.log and m.get_function("tiny")
     with pytest.raises(ValueError, match="open a \" they do not close"):
         kiln.SourceModule(unique(TINY), options=["-DN=1", '-Xptxas="-v'], arch=ARCH)

@@ -309,7 +309,7 @@ def _context_handle_and_pop_loop():
             popped += 1
             assert popped <= 2, "get_current() never became None"
         assert popped == 2
-        with pytest.raises(ValueError):
+        with pytest.raises(drv.LogicError):
             drv.Context.pop()
     finally:  # leave this thread with nothing pushed, whatever failed above
         for _ in range(3):

@@ -4,6 +4,7 @@
 #include <ftw.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #define KILN_TEST_DECLARE(name) void kiln_test_##name(void);
@@ -40,6 +41,14 @@ static int kiln_remove_one(const char *path, const struct stat *st, int flag, st
 
 void kiln_test_remove_tree(const char *dir) {
   nftw(dir, kiln_remove_one, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+unsigned kiln_test_nonce(void) {
+  static unsigned n;
+  struct timespec t;
+  clock_gettime(CLOCK_REALTIME, &t);
+  return ((unsigned)t.tv_nsec ^ (unsigned)t.tv_sec * 2654435761u ^ (unsigned)getpid() << 16) +
+         ++n * 40503u;
 }
 
 kiln_copy_side kiln_test_copy_side(unsigned kind, const void *host, size_t size,

@@ -85,6 +85,12 @@ void kiln_test_require_gpu(void);
 /* Removes a folder and everything under it, read-only parts too. */
 void kiln_test_remove_tree(const char *dir);
 
+/* A number no earlier run is likely to have drawn. NVRTC and the driver keep what ptxas made
+ * in the user's compute cache (~/.nv/ComputeCache) across processes, keyed by the PTX, and
+ * leave ptxas's log empty when they answer from it: a test of that log compiles code made
+ * new with this number. */
+unsigned kiln_test_nonce(void);
+
 /* A side of a 2D or 3D copy: host memory of `size` bytes at host, or device memory. */
 kiln_copy_side kiln_test_copy_side(unsigned kind, const void *host, size_t size,
                                    kiln_deviceptr device, size_t pitch, size_t height);

@@ -953,9 +953,11 @@ TEST(jit_options_are_checked_before_the_device) {
   ASSERT_CONTAINS(kiln_last_error(), "neither a CUBIN");
 }
 
-/* Many live values, so that a cap on registers shows. */
+/* Many live values, so that a cap on registers shows; NONCE, a never-taken branch on a number
+ * of this run's, makes the PTX new to the driver's compute cache (kiln_test_nonce). */
 static const char *registers_src =
     "__global__ void heavy(float *out, const float *in) {\n"
+    "  if (in[0] < -(NONCE + 0.5f)) return;  // inputs are in [0, 1)\n"
     "  float v[24];\n"
     "  #pragma unroll\n"
     "  for (int i = 0; i < 24; i++) v[i] = sinf(in[threadIdx.x * 24 + i] * (i + 1));\n"
@@ -967,7 +969,11 @@ static const char *registers_src =
 
 TEST(gpu_module_from_ptx_with_loader_options) {
   kiln_test_require_gpu();
-  kiln_module *m = compile_ok(registers_src, NULL);
+  char nonce[32];
+  snprintf(nonce, sizeof nonce, "NONCE=%u", kiln_test_nonce() % 1000000);
+  const char *defines[] = {"-D", nonce};
+  kiln_compile_opts fresh = {.options = defines, .n_options = 2};
+  kiln_module *m = compile_ok(registers_src, &fresh);
   size_t n;
   const char *ptx = kiln_module_ptx(m, &n);
   char info[8192], error[8192];
