@@ -431,6 +431,31 @@ def test_sources_written_for_nvcc_and_pycuda_compile_as_they_did_there():
                           headers={"pycuda-complex.hpp": "#define MINE 7\n"})
 
 
+def test_pycudas_complex_through_volatile_as_its_header_has_it():
+    # PyCUDA's header assigns to a volatile complex and adds and multiplies volatile ones, for
+    # reductions through volatile shared memory; PyNX's reduction structs define volatile
+    # operators of their own over these. The type stays trivially copyable, and assigning a
+    # real number to a complex one is still unambiguous.
+    mod = kiln.SourceModule("""
+    #include <pycuda-complex.hpp>
+    #include <type_traits>
+    typedef pycuda::complex<float> complexf;
+    static_assert(std::is_trivially_copyable<complexf>::value, "trivially copyable");
+    struct complexf_2 {
+      complexf v[2];
+      __device__ volatile complexf_2 &operator=(const complexf_2 &o) volatile
+      { v[0] = o.v[0]; v[1] = o.v[1]; return *this; }
+    };
+    __device__ complexf_2 add(const volatile complexf_2 &a, const volatile complexf_2 &b)
+    { complexf_2 r; r.v[0] = a.v[0] + b.v[0]; r.v[1] = a.v[1] * b.v[1]; return r; }
+    __global__ void k(complexf *z, pycuda::complex<double> *w, complexf_2 *s)
+    { volatile complexf v[2]; v[0] = z[0]; v[1] = 2.0f; z[1] = v[0] + v[1]; z[2] = v[0] * v[1];
+      z[3] = 1.0f; z[4] = 2; z[5] = 0.5; volatile pycuda::complex<double> d; d = z[0];
+      w[0] = d + d; volatile complexf_2 t; t = s[0]; s[1] = add(t, s[0]); }
+    """, arch=ARCH)
+    assert mod.get_function("k").signature == ("ptr", "ptr", "ptr")
+
+
 def test_pycudas_headers_reach_through_other_headers_and_yield_to_the_callers_folders(tmp_path):
     uses = "__global__ void k(pycuda::complex<float> *z) { z[0] = pycuda::conj(z[0]); }\n"
     # Named by a header of headers=, by a header in an include folder, by -include.

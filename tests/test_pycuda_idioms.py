@@ -191,6 +191,31 @@ def test_complex_parts_by_pycudas_member_names():
     np.testing.assert_array_equal(c.get(), (np.arange(5) - 2j).astype(np.complex64))
 
 
+def test_a_tree_reduction_through_volatile_shared_complex_numbers():
+    """The reduction PyCUDA's older kernels write: the last warp folds through volatile
+    shared memory, which its complex header serves with volatile assignment, + and *."""
+    mod = SourceModule("""
+    #include <pycuda-complex.hpp>
+    typedef pycuda::complex<float> complexf;
+    __global__ void fold(complexf *out, const complexf *in)
+    {
+      __shared__ complexf s[64];
+      unsigned t = threadIdx.x;
+      s[t] = in[t];
+      __syncthreads();
+      if (t < 32) {
+        volatile complexf *v = s;
+        for (unsigned w = 32; w > 0; w >>= 1) { if (t < w) v[t] = v[t] + v[t + w]; __syncwarp(); }
+      }
+      if (t == 0) { out[0] = s[0]; volatile complexf p; p = in[1]; out[1] = p * p; }
+    }
+    """)
+    z = (np.arange(64) + 1j * np.arange(64)[::-1]).astype(np.complex64)
+    out = gpuarray.zeros(2, np.complex64)
+    mod.get_function("fold")(out, gpuarray.to_gpu(z), block=(64, 1, 1), grid=(1, 1))
+    np.testing.assert_allclose(out.get(), [z.sum(), z[1] * z[1]], rtol=1e-6)
+
+
 # ---- autoinit ----------------------------------------------------------------------------------
 
 def test_autoinit_holds_pycudas_names():

@@ -286,6 +286,13 @@ template <typename T> struct alignas(2 * sizeof(T)) complex {
   template <typename U, typename _kiln_if<(sizeof(U) >= sizeof(T))>::type = 0>
   __host__ __device__ explicit complex(const complex<U> &o) : re(T(o.re)), im(T(o.im)) {}
   template <typename U> __host__ __device__ complex &operator=(const complex<U> &o) { re = T(o.re); im = T(o.im); return *this; }
+  __host__ __device__ complex &operator=(T x) { re = x; im = T(0); return *this; }
+  /* Assignment to a volatile complex and + and * of volatile ones, as PyCUDA's header has them
+   * for reductions through volatile shared memory (and structs written for those, which
+   * define volatile operators of their own over these). Templates, so that the type keeps its
+   * implicit (trivial) copy assignment. */
+  template <typename U> __host__ __device__ volatile complex &operator=(const complex<U> &o) volatile { re = T(o.re); im = T(o.im); return *this; }
+  __host__ __device__ volatile complex &operator=(T x) volatile { re = x; im = T(0); return *this; }
   __host__ __device__ T real() const { return re; }
   __host__ __device__ T imag() const { return im; }
   __host__ __device__ void real(T v) { re = v; }
@@ -307,6 +314,8 @@ template <typename T> struct alignas(2 * sizeof(T)) complex {
     T r = b.re / b.im, d = b.re * r + b.im;
     return complex((a.re * r + a.im) / d, (a.im * r - a.re) / d);
   }
+  __host__ __device__ friend complex operator+(const volatile complex &a, const volatile complex &b) { return complex(a.re + b.re, a.im + b.im); }
+  __host__ __device__ friend complex operator*(const volatile complex &a, const volatile complex &b) { return complex(a.re * b.re - a.im * b.im, a.re * b.im + a.im * b.re); }
   __host__ __device__ friend complex operator+(const complex &a) { return a; }
   __host__ __device__ friend complex operator-(const complex &a) { return complex(-a.re, -a.im); }
   __host__ __device__ friend bool operator==(const complex &a, const complex &b) { return a.re == b.re && a.im == b.im; }
