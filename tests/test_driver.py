@@ -1293,7 +1293,8 @@ def test_mark_cuda_test_marks_and_wraps():
 class FakeDeviceData:
     """An H100's numbers (sm_90), without one."""
     max_threads, warp_size, warps_per_mp, thread_blocks_per_mp = 1024, 32, 64, 32
-    registers_per_mp, shared_memory_per_mp, smem_alloc_granularity = 65536, 233472, 128
+    registers, registers_per_mp, shared_memory_per_mp, smem_alloc_granularity = (
+        65536, 65536, 233472, 128)
 
 
 def test_device_data_coalesces_whole_warps():
@@ -1309,13 +1310,24 @@ def test_device_data_coalesces_whole_warps():
     (32, 0, 0, 32, "device", 0.5),
     (256, 0, 64, 4, "regs", 0.5),
     (128, 100 * 1024, 0, 2, "smem", 0.125),
-    (1024, 0, 255, 0, "regs", 0.0),
+    (256, 0, 32, 8, "regs", 1.0),  # regs and warps tie: PyCUDA's min() of the pairs
 ])
 def test_occupancy_records(threads, shared, regs, tb, limited_by, occupancy):
     r = kiln.tools.OccupancyRecord(FakeDeviceData(), threads, shared, regs)
     assert (r.tb_per_mp, r.limited_by, r.occupancy) == (tb, limited_by, occupancy)
+    # PyCUDA's list of every limit, which programs print or check the record against.
+    assert min(r.tb_per_mp_limits) == (r.tb_per_mp, r.limited_by)
+    assert [name for _, name in r.tb_per_mp_limits] == (
+        ["device", "warps"] + ["regs"] * bool(regs) + ["smem"] * bool(shared))
+
+
+def test_occupancy_of_a_block_that_cannot_run_is_refused_as_pycuda_refuses_it():
     with pytest.raises(ValueError, match="threads must be 1 to 1024"):
         kiln.tools.OccupancyRecord(FakeDeviceData(), 2048)
+    with pytest.raises(ValueError, match="too many registers"):
+        kiln.tools.OccupancyRecord(FakeDeviceData(), 1024, registers=255)
+    with pytest.raises(ValueError, match="too much smem"):
+        kiln.tools.OccupancyRecord(FakeDeviceData(), 32, shared_mem=300 * 1024)
 
 
 def test_the_page_locked_pool_reuses_blocks():
@@ -2553,3 +2565,37 @@ def test_peer_access_and_copies_between_two_gpus():
                 as raised:
             drv.Context.disable_peer_access(c1)
         assert raised.value.name == "CUDA_ERROR_PEER_ACCESS_NOT_ENABLED"
+
+
+def test_memcpy_between_host_and_device_takes_pycudas_keywords_and_refuses_others():
+    # PyCUDA's dest, src and stream by keyword (PyNX writes memcpy_htod_async(dest=, src=));
+    # what cannot be a call of PyCUDA's is refused before the device is needed.
+    a = np.zeros(4, np.float32)
+    refusals = [
+        (lambda: drv.memcpy_htod(src=a), "missing required argument 'dest'"),
+        (lambda: drv.memcpy_dtoh(a), "missing required argument 'src'"),
+        (lambda: drv.memcpy_htod(0, a, 0), r"takes at most 2 arguments \(3 given\)"),
+        (lambda: drv.memcpy_htod_async(0, a, dest=0), "multiple values for argument 'dest'"),
+        (lambda: drv.memcpy_dtoh(a, src=0, stream=None), "unexpected keyword argument 'stream'"),
+        (lambda: drv.memcpy_dtoh_async(a, 0, None, None), r"at most 3 arguments \(4 given\)"),
+    ]
+    for call, message in refusals:
+        with pytest.raises(TypeError, match=message):
+            call()
+
+
+@pytest.mark.gpu
+def test_gpu_memcpy_between_host_and_device_by_keyword():
+    a = np.arange(16, dtype=np.float32)
+    d = drv.mem_alloc(a.nbytes)
+    back = np.empty_like(a)
+    drv.memcpy_htod(dest=d, src=a)
+    drv.memcpy_dtoh(src=d, dest=back)
+    np.testing.assert_array_equal(back, a)
+    s = drv.Stream()
+    twice = drv.pagelocked_empty(16, np.float32)
+    twice[:] = 2 * a
+    drv.memcpy_htod_async(dest=d, src=twice, stream=s)
+    drv.memcpy_dtoh_async(back, src=d, stream=s)
+    s.synchronize()
+    np.testing.assert_array_equal(back, 2 * a)

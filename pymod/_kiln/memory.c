@@ -345,23 +345,39 @@ static PyObject *kpy_memcpy(PyObject *module, PyObject *const *args, Py_ssize_t 
   const char *name = to_device ? (async ? "memcpy_htod_async" : "memcpy_htod")
                                : (async ? "memcpy_dtoh_async" : "memcpy_dtoh");
   kpy_copy_stream on = {Py_None, NULL, 0};
-  Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
-  for (Py_ssize_t i = 0; i < nkw; i++) {
-    if (!async || PyUnicode_Compare(PyTuple_GET_ITEM(kwnames, i), st->str.stream) != 0) {
-      PyErr_Format(PyExc_TypeError, "%s() got an unexpected keyword argument %R", name,
-                   PyTuple_GET_ITEM(kwnames, i));
-      return NULL;
-    }
-    on.obj = args[n + i];
-  }
-  if (n == 3 && async && !nkw) on.obj = args[2];
-  else if (n != 2) {
-    PyErr_Format(PyExc_TypeError, "%s(dest, src%s) takes %s arguments (%zd given)", name,
-                 async ? ", stream=None" : "", async ? "2 or 3" : "2", n);
+  /* dest, src and stream by position or by PyCUDA's keywords (PyNX writes dest=, src=). */
+  static const char *const names[] = {"dest", "src", "stream"};
+  PyObject *given[3] = {NULL, NULL, NULL};
+  Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0, most = async ? 3 : 2;
+  if (n > most) {
+    PyErr_Format(PyExc_TypeError, "%s(dest, src%s) takes at most %zd arguments (%zd given)", name,
+                 async ? ", stream=None" : "", most, n);
     return NULL;
   }
+  for (Py_ssize_t i = 0; i < n; i++) given[i] = args[i];
+  for (Py_ssize_t i = 0; i < nkw; i++) {
+    PyObject *key = PyTuple_GET_ITEM(kwnames, i);
+    Py_ssize_t slot = 0;
+    while (slot < most && PyUnicode_CompareWithASCIIString(key, names[slot]) != 0) slot++;
+    if (slot == most) {
+      PyErr_Format(PyExc_TypeError, "%s() got an unexpected keyword argument %R", name, key);
+      return NULL;
+    }
+    if (given[slot]) {
+      PyErr_Format(PyExc_TypeError, "%s() got multiple values for argument '%s'", name,
+                   names[slot]);
+      return NULL;
+    }
+    given[slot] = args[n + i];
+  }
+  if (!given[0] || !given[1]) {
+    PyErr_Format(PyExc_TypeError, "%s() missing required argument '%s'", name,
+                 names[given[0] ? 1 : 0]);
+    return NULL;
+  }
+  if (given[2]) on.obj = given[2];
   if (async && kpy_stream_parse(st, on.obj, &on.handle) < 0) return NULL;
-  PyObject *host_obj = to_device ? args[1] : args[0], *dev_obj = to_device ? args[0] : args[1];
+  PyObject *host_obj = to_device ? given[1] : given[0], *dev_obj = to_device ? given[0] : given[1];
   Py_buffer view;
   if (kpy_host_side(host_obj, !to_device, to_device ? "source" : "destination", &view) < 0)
     return NULL;

@@ -274,17 +274,25 @@ class OccupancyRecord:
         if threads <= 0 or threads > devdata.max_threads:
             raise ValueError(f"threads must be 1 to {devdata.max_threads}, not {threads}")
         warps = -(-threads // devdata.warp_size)
-        limits = [(devdata.thread_blocks_per_mp, "device"),
-                  (devdata.warps_per_mp // warps, "warps")]
+        # PyCUDA's public list of (blocks, what limits them); its least is the record's, a tie
+        # going to the name first in alphabetical order as PyCUDA's min() of the pairs has it.
+        self.tb_per_mp_limits = limits = [(devdata.thread_blocks_per_mp, "device"),
+                                          (devdata.warps_per_mp // warps, "warps")]
         if registers:
             per_warp = -(-registers * devdata.warp_size // _REGISTER_ALLOC_UNIT)
-            limits.append((devdata.registers_per_mp // (per_warp * _REGISTER_ALLOC_UNIT * warps),
-                           "regs"))
+            alloc = per_warp * _REGISTER_ALLOC_UNIT * warps
+            if alloc > devdata.registers or alloc > devdata.registers_per_mp:
+                raise ValueError(f"too many registers: {threads} threads of {registers} "
+                                 f"take {alloc}, more than the {devdata.registers} a block has")
+            limits.append((devdata.registers_per_mp // alloc, "regs"))
         if shared_mem:
             granule = devdata.smem_alloc_granularity
-            limits.append((devdata.shared_memory_per_mp // (-(-shared_mem // granule) * granule),
-                           "smem"))
-        self.tb_per_mp, self.limited_by = min(limits, key=lambda limit: limit[0])
+            alloc = -(-shared_mem // granule) * granule
+            if alloc > devdata.shared_memory_per_mp:
+                raise ValueError(f"too much smem: {shared_mem} bytes a block, more than the "
+                                 f"{devdata.shared_memory_per_mp} a multiprocessor has")
+            limits.append((devdata.shared_memory_per_mp // alloc, "smem"))
+        self.tb_per_mp, self.limited_by = min(limits)
         self.warps_per_mp = self.tb_per_mp * warps
         self.occupancy = self.warps_per_mp / devdata.warps_per_mp
 
