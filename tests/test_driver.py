@@ -980,9 +980,10 @@ def test_dynamic_module_compiles_and_links_without_a_gpu():
     kinds = [kind for kind, _, _, _ in mod._inputs]
     assert kinds == [drv.jit_input_type.CUBIN] * 2 + [drv.jit_input_type.LIBRARY]
     assert mod._inputs[2][2].endswith("libcudadevrt.a")
-    # Each source compiled as relocatable code left unlinked (ET_REL), through the cache.
-    rel = kiln.SourceModule(INNER, options=["-rdc=true", "-dc"], arch=ARCH)
-    assert rel.cubin[16] == 1 and mod._inputs[1][1] == rel.cubin
+    # Each source compiled as PyCUDA's compile() gives it (inside extern "C"), as relocatable
+    # code left unlinked (ET_REL), through the cache.
+    rel = kiln.compiler.compile(INNER, options=["-rdc=true", "-dc"], arch=ARCH)
+    assert rel[16] == 1 and mod._inputs[1][1] == rel
     linked = kiln._kiln._link(mod._inputs, mod._link_arch)
     assert linked[:4] == b"\x7fELF" and linked[16] == 2  # ET_EXEC: one module, linked
     if not HAVE_GPU:
@@ -990,11 +991,33 @@ def test_dynamic_module_compiles_and_links_without_a_gpu():
             mod.link()  # loading the module needs the driver; linking did not
 
 
+def test_compile_gives_c_names_as_pycudas_and_links_with_code_that_calls_them_so():
+    # PyCUDA's compile() and DynamicModule.add_source put the source inside extern "C" unless
+    # no_extern_c: PsyNeuLink links its own PTX against device functions compiled so, by name.
+    src = "__global__ void k(float *p) { p[0] = 1; }\n"
+    assert b".entry k(" in kiln.compiler.compile(src, arch=ARCH, target="ptx")
+    assert b".entry _Z1kPf(" in kiln.compiler.compile(src, arch=ARCH, target="ptx",
+                                                      no_extern_c=True)
+    builtins = "__device__ double twice_it(double x) { return 2 * x; }\n"
+    caller = kiln.compiler.compile(
+        'extern "C" __device__ double twice_it(double);\n'
+        'extern "C" __global__ void use(double *p) { p[0] = twice_it(p[0]); }\n',
+        options=["-rdc=true", "-dc"], arch=ARCH, target="ptx", no_extern_c=True)
+    assert b"twice_it" in caller and b"_Z8twice_itd" not in caller
+    mod = kiln.compiler.DynamicModule(arch=ARCH).add_source(builtins, nvcc_options=["-rdc=true"])
+    mod.add_data(caller, drv.jit_input_type.PTX, "caller.ptx")
+    assert kiln._kiln._link(mod._inputs, mod._link_arch)[:4] == b"\x7fELF"
+    # The C headers kiln gives NVRTC hold inside the extern "C" block, as the host's do.
+    for header in ("stdint.h", "cstdint", "limits.h", "climits", "inttypes.h", "stdio.h",
+                   "math.h", "assert.h", "pycuda-complex.hpp"):
+        assert kiln.compiler.compile(f"#include <{header}>\n{src}", arch=ARCH)[:4] == b"\x7fELF"
+
+
 def test_dynamic_module_errors():
     seen = []
     mod = kiln.compiler.DynamicModule(arch=ARCH, message_handler=lambda *a: seen.append(a))
     mod.add_source(OUTER)
-    with pytest.raises(kiln.CompileError, match="Undefined reference to '_Z17test_kernel_innerPi'"):
+    with pytest.raises(kiln.CompileError, match="Undefined reference to 'test_kernel_inner'"):
         mod.link()
     assert seen and seen[0][0] is False and "Undefined reference" in seen[0][2]
     with pytest.raises(RuntimeError, match="call link"):

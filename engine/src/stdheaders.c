@@ -291,7 +291,9 @@ static const kiln__stdheader kiln__stdheaders[] = {
                  "#define KILN_STDINT_H\n"
                  "#if (__cplusplus >= 201703L || defined(CCCL_IGNORE_DEPRECATED_CPP_DIALECT)) &&   "
                  "  __has_include(<cuda/std/cstdint>)\n"
+                 "extern \"C++\" { /* a C header: PyCUDA's compile() puts it in extern \"C\" */\n"
                  "#include <cuda/std/cstdint>\n"
+                 "}\n"
                  "#else\n"
                  "typedef signed char int8_t;\n"
                  "typedef signed short int16_t;\n"
@@ -479,7 +481,9 @@ static const kiln__stdheader kiln__stdheaders[] = {
      "#define KILN_LIMITS_H\n"
      "#if (__cplusplus >= 201703L || defined(CCCL_IGNORE_DEPRECATED_CPP_DIALECT)) &&     "
      "__has_include(<cuda/std/climits>)\n"
+     "extern \"C++\" { /* a C header: PyCUDA's compile() puts it in extern \"C\" */\n"
      "#include <cuda/std/climits>\n"
+     "}\n"
      "#else\n" KILN__LIMITS_MACROS "#endif\n"
      "#endif\n"},
     {"climits", "/* kiln's <climits> for NVRTC. */\n"
@@ -989,8 +993,8 @@ kiln_status kiln__stdheaders_select(const char *src, const kiln_compile_opts *op
  * hash these texts, some 10 us, before its first lookup. The C test
  * stdheaders_digest_matches_the_texts recomputes it, so a text edited without it fails. */
 static const unsigned char kiln__stdheaders_sha[KILN__KEY_SIZE] = {
-    0xaf, 0x2c, 0x85, 0xab, 0xd5, 0x07, 0xbd, 0xb5, 0x4a, 0xe5, 0xc7, 0x66, 0xff, 0xee, 0xf0, 0xbd,
-    0xbb, 0x1b, 0xe2, 0xb8, 0x4c, 0xcd, 0xa1, 0xcd, 0x74, 0x81, 0x0c, 0xb1, 0x4d, 0x08, 0xd2, 0xfe};
+    0x9b, 0xc5, 0x36, 0x3c, 0xcc, 0xf7, 0xa2, 0x62, 0x6c, 0x20, 0xb4, 0x6e, 0xdb, 0x16, 0xa7, 0xa5,
+    0xf1, 0x2a, 0x46, 0xa4, 0x2b, 0xe6, 0xc7, 0xf7, 0x92, 0x10, 0x3a, 0x0b, 0xc1, 0xb4, 0x3d, 0x30};
 
 kiln_status kiln__stdheaders_digest(unsigned char out[KILN__KEY_SIZE]) {
   kiln__hasher *h;

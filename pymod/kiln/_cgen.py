@@ -270,6 +270,7 @@ COMPLEX_HEADER_NAME = "kiln_complex.h"
 # 0.6 s to compile, this a few milliseconds. Division is Smith's, abs uses hypot, as NumPy's.
 COMPLEX_HEADER = r"""
 #pragma once
+extern "C++" {  /* PyCUDA's compile() puts the source, and so this header, in extern "C" */
 namespace kiln {
 template <bool B> struct _kiln_if {};
 template <> struct _kiln_if<true> { typedef int type; };
@@ -364,6 +365,7 @@ namespace pycuda { using kiln::complex; using kiln::real; using kiln::imag; usin
 using kiln::abs; using kiln::arg; using kiln::norm; using kiln::polar; using kiln::exp;
 using kiln::log; using kiln::log10; using kiln::sqrt; using kiln::sin; using kiln::cos;
 using kiln::tan; using kiln::sinh; using kiln::cosh; using kiln::tanh; using kiln::pow; }
+}  // extern "C++"
 """
 
 # PyCUDA's headers, which sources written for it include (its SourceModule has them on every

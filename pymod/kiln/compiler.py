@@ -75,14 +75,25 @@ class DynamicSourceModule(SourceModule):
                                cache_dir, include_dirs, **kiln_options)
 
 
+def _with_c_linkage(source, no_extern_c):
+    """The source as PyCUDA's compile() hands it to nvcc: inside extern "C" { } unless
+    no_extern_c, so that the code names its kernels and device functions as C does, for the
+    linkers and loaders that look them up by name. SourceModule does without: it finds kernels
+    either way, and C++ names tell it their arguments' types."""
+    if no_extern_c or isinstance(source, bytes):
+        return source  # bytes: SourceModule's TypeError says what to pass
+    return 'extern "C" {\n%s\n}\n' % (source,)
+
+
 def compile(source, nvcc="nvcc", options=None, keep=False, no_extern_c=False, arch=None,
             code=None, cache_dir=None, include_dirs=None, target="cubin"):
-    """What SourceModule(source, ...) compiles, as bytes: the CUBIN (target="cubin") or the PTX
-    (target="ptx"). Nothing is loaded onto a GPU, and none is needed."""
+    """The CUBIN (target="cubin") or PTX (target="ptx") of source, as bytes, as PyCUDA's
+    compile() gives them: the source inside extern "C" unless no_extern_c. Nothing is loaded
+    onto a GPU, and none is needed."""
     if target not in ("cubin", "ptx"):
         raise ValueError(f"target is 'cubin' or 'ptx' (NVRTC gives both), not {target!r}")
-    module = SourceModule(source, nvcc, options, keep, no_extern_c, arch, code, cache_dir,
-                          include_dirs)
+    module = SourceModule(_with_c_linkage(source, no_extern_c), nvcc, options, keep,
+                          no_extern_c, arch, code, cache_dir, include_dirs)
     return module.cubin if target == "cubin" else module.ptx.encode()
 
 
@@ -153,8 +164,9 @@ class DynamicModule(CudaModule):
         if isinstance(nvcc_options, (str, bytes)):
             raise TypeError("nvcc_options must be a list of strings, not a single string")
         options = list(_default_options() if nvcc_options is None else nvcc_options)
-        module = SourceModule(source, self.nvcc, [*options, "-dc"], False, self.no_extern_c,
-                              self.arch, self.code, self.cache_dir, self.include_dirs or None)
+        module = SourceModule(_with_c_linkage(source, self.no_extern_c), self.nvcc,
+                              [*options, "-dc"], False, self.no_extern_c, self.arch, self.code,
+                              self.cache_dir, self.include_dirs or None)
         if self._link_arch not in (None, module.arch):
             raise ValueError(f"this source compiled for {module.arch}, an earlier one for "
                              f"{self._link_arch}: a link takes code of one arch")
