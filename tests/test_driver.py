@@ -1007,6 +1007,13 @@ def test_compile_gives_c_names_as_pycudas_and_links_with_code_that_calls_them_so
     mod = kiln.compiler.DynamicModule(arch=ARCH).add_source(builtins, nvcc_options=["-rdc=true"])
     mod.add_data(caller, drv.jit_input_type.PTX, "caller.ptx")
     assert kiln._kiln._link(mod._inputs, mod._link_arch)[:4] == b"\x7fELF"
+    # C++ declarations cannot have C linkage: the error says to pass no_extern_c=True.
+    with pytest.raises(kiln.CompileError, match="no_extern_c=True") as e:
+        kiln.compiler.compile("template <typename T> __device__ T one() { return T(1); }\n"
+                              + src, arch=ARCH)
+    assert "linkage" in e.value.log
+    assert kiln.compiler.compile("template <typename T> __device__ T one() { return T(1); }\n"
+                                 + src, arch=ARCH, no_extern_c=True)[:4] == b"\x7fELF"
     # The C headers kiln gives NVRTC hold inside the extern "C" block, as the host's do.
     for header in ("stdint.h", "cstdint", "limits.h", "climits", "inttypes.h", "stdio.h",
                    "math.h", "assert.h", "pycuda-complex.hpp"):

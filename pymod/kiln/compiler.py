@@ -17,7 +17,7 @@ import os
 import sys
 import types
 
-from . import _driver_enums, _kiln
+from . import _compile_error, _driver_enums, _kiln
 from ._kiln import CompileError, SourceModule  # noqa: F401
 
 DEFAULT_NVCC_FLAGS = os.environ.get("KILN_DEFAULT_NVCC_FLAGS", "").split()
@@ -75,14 +75,24 @@ class DynamicSourceModule(SourceModule):
                                cache_dir, include_dirs, **kiln_options)
 
 
-def _with_c_linkage(source, no_extern_c):
-    """The source as PyCUDA's compile() hands it to nvcc: inside extern "C" { } unless
-    no_extern_c, so that the code names its kernels and device functions as C does, for the
-    linkers and loaders that look them up by name. SourceModule does without: it finds kernels
-    either way, and C++ names tell it their arguments' types."""
-    if no_extern_c or isinstance(source, bytes):
-        return source  # bytes: SourceModule's TypeError says what to pass
-    return 'extern "C" {\n%s\n}\n' % (source,)
+def _compiled_with_c_linkage(source, nvcc, options, keep, no_extern_c, *rest):
+    """SourceModule of the source as PyCUDA's compile() hands it to nvcc: inside extern "C" { }
+    unless no_extern_c, so that the code names its kernels and device functions as C does, for
+    the linkers and loaders that look them up by name. (SourceModule itself does without: it
+    finds kernels either way, and C++ names tell it their arguments' types.) A compile error
+    that C linkage caused says how to do without it."""
+    if no_extern_c or isinstance(source, bytes):  # bytes: SourceModule's TypeError says why
+        return SourceModule(source, nvcc, options, keep, no_extern_c, *rest)
+    try:
+        return SourceModule('extern "C" {\n%s\n}\n' % (source,), nvcc, options, keep,
+                            no_extern_c, *rest)
+    except CompileError as e:
+        if '"C" linkage' not in (e.log or ""):
+            raise
+        raise _compile_error.again(type(e), e, str(e) + (
+            '\n\nThe source was compiled inside extern "C" { }, as PyCUDA\'s compile() and '
+            'DynamicModule compile it, and C++ declarations (templates, overloads, C++ '
+            'headers) cannot have C linkage there: pass no_extern_c=True.')) from None
 
 
 def compile(source, nvcc="nvcc", options=None, keep=False, no_extern_c=False, arch=None,
@@ -92,8 +102,8 @@ def compile(source, nvcc="nvcc", options=None, keep=False, no_extern_c=False, ar
     onto a GPU, and none is needed."""
     if target not in ("cubin", "ptx"):
         raise ValueError(f"target is 'cubin' or 'ptx' (NVRTC gives both), not {target!r}")
-    module = SourceModule(_with_c_linkage(source, no_extern_c), nvcc, options, keep,
-                          no_extern_c, arch, code, cache_dir, include_dirs)
+    module = _compiled_with_c_linkage(source, nvcc, options, keep, no_extern_c, arch, code,
+                                      cache_dir, include_dirs)
     return module.cubin if target == "cubin" else module.ptx.encode()
 
 
@@ -164,9 +174,9 @@ class DynamicModule(CudaModule):
         if isinstance(nvcc_options, (str, bytes)):
             raise TypeError("nvcc_options must be a list of strings, not a single string")
         options = list(_default_options() if nvcc_options is None else nvcc_options)
-        module = SourceModule(_with_c_linkage(source, self.no_extern_c), self.nvcc,
-                              [*options, "-dc"], False, self.no_extern_c, self.arch, self.code,
-                              self.cache_dir, self.include_dirs or None)
+        module = _compiled_with_c_linkage(source, self.nvcc, [*options, "-dc"], False,
+                                          self.no_extern_c, self.arch, self.code,
+                                          self.cache_dir, self.include_dirs or None)
         if self._link_arch not in (None, module.arch):
             raise ValueError(f"this source compiled for {module.arch}, an earlier one for "
                              f"{self._link_arch}: a link takes code of one arch")
