@@ -980,10 +980,9 @@ def test_dynamic_module_compiles_and_links_without_a_gpu():
     kinds = [kind for kind, _, _, _ in mod._inputs]
     assert kinds == [drv.jit_input_type.CUBIN] * 2 + [drv.jit_input_type.LIBRARY]
     assert mod._inputs[2][2].endswith("libcudadevrt.a")
-    # Each source compiled as PyCUDA's compile() gives it (inside extern "C"), as relocatable
-    # code left unlinked (ET_REL), through the cache.
-    rel = kiln.compiler.compile(INNER, options=["-rdc=true", "-dc"], arch=ARCH)
-    assert rel[16] == 1 and mod._inputs[1][1] == rel
+    # Each source compiled as relocatable code left unlinked (ET_REL), through the cache.
+    rel = kiln.SourceModule(INNER, options=["-rdc=true", "-dc"], arch=ARCH)
+    assert rel.cubin[16] == 1 and mod._inputs[1][1] == rel.cubin
     linked = kiln._kiln._link(mod._inputs, mod._link_arch)
     assert linked[:4] == b"\x7fELF" and linked[16] == 2  # ET_EXEC: one module, linked
     if not HAVE_GPU:
@@ -992,8 +991,8 @@ def test_dynamic_module_compiles_and_links_without_a_gpu():
 
 
 def test_compile_gives_c_names_as_pycudas_and_links_with_code_that_calls_them_so():
-    # PyCUDA's compile() and DynamicModule.add_source put the source inside extern "C" unless
-    # no_extern_c: PsyNeuLink links its own PTX against device functions compiled so, by name.
+    # PyCUDA's compile() puts the source inside extern "C" unless no_extern_c: PsyNeuLink links
+    # its own PTX against device functions compiled so, by name, in a DynamicModule.
     src = "__global__ void k(float *p) { p[0] = 1; }\n"
     assert b".entry k(" in kiln.compiler.compile(src, arch=ARCH, target="ptx")
     assert b".entry _Z1kPf(" in kiln.compiler.compile(src, arch=ARCH, target="ptx",
@@ -1004,14 +1003,27 @@ def test_compile_gives_c_names_as_pycudas_and_links_with_code_that_calls_them_so
         'extern "C" __global__ void use(double *p) { p[0] = twice_it(p[0]); }\n',
         options=["-rdc=true", "-dc"], arch=ARCH, target="ptx", no_extern_c=True)
     assert b"twice_it" in caller and b"_Z8twice_itd" not in caller
-    mod = kiln.compiler.DynamicModule(arch=ARCH).add_source(builtins, nvcc_options=["-rdc=true"])
+    mod = kiln.compiler.DynamicModule(arch=ARCH)
+    mod.add_data(kiln.compiler.compile(builtins, options=["-dc"], arch=ARCH),
+                 drv.jit_input_type.CUBIN, "builtins.cubin")
     mod.add_data(caller, drv.jit_input_type.PTX, "caller.ptx")
-    assert kiln._kiln._link(mod._inputs, mod._link_arch)[:4] == b"\x7fELF"
+    assert kiln._kiln._link(mod._inputs, mod._link_arch or mod.arch)[:4] == b"\x7fELF"
+    if HAVE_GPU:
+        mod.link()
+        p = drv.to_device(np.array([21.0]))
+        mod.get_function("use")(p, block=(1, 1, 1), grid=(1, 1))
+        assert drv.from_device(p, (1,), np.float64)[0] == 42.0
     # C++ declarations cannot have C linkage: the error says to pass no_extern_c=True.
     with pytest.raises(kiln.CompileError, match="no_extern_c=True") as e:
         kiln.compiler.compile("template <typename T> __device__ T one() { return T(1); }\n"
                               + src, arch=ARCH)
     assert "linkage" in e.value.log
+    with pytest.raises(kiln.CompileError, match="no_extern_c=True"):  # CUDA's own max, in C
+        kiln.compiler.compile("__device__ float max(float a, float b) { return a; }\n" + src,
+                              arch=ARCH)
+    with pytest.raises(kiln.CompileError) as e:  # an error of another kind: no word of it
+        kiln.compiler.compile(src + "__global__ void j() { undefined_here(); }\n", arch=ARCH)
+    assert "no_extern_c" not in str(e.value)
     assert kiln.compiler.compile("template <typename T> __device__ T one() { return T(1); }\n"
                                  + src, arch=ARCH, no_extern_c=True)[:4] == b"\x7fELF"
     # The C headers kiln gives NVRTC hold inside the extern "C" block, as the host's do.
@@ -1024,7 +1036,7 @@ def test_dynamic_module_errors():
     seen = []
     mod = kiln.compiler.DynamicModule(arch=ARCH, message_handler=lambda *a: seen.append(a))
     mod.add_source(OUTER)
-    with pytest.raises(kiln.CompileError, match="Undefined reference to 'test_kernel_inner'"):
+    with pytest.raises(kiln.CompileError, match="Undefined reference to '_Z17test_kernel_innerPi'"):
         mod.link()
     assert seen and seen[0][0] is False and "Undefined reference" in seen[0][2]
     with pytest.raises(RuntimeError, match="call link"):
@@ -1358,6 +1370,8 @@ def test_occupancy_of_a_block_that_cannot_run_is_refused_as_pycuda_refuses_it():
         kiln.tools.OccupancyRecord(FakeDeviceData(), 1024, registers=255)
     with pytest.raises(ValueError, match="too much smem"):
         kiln.tools.OccupancyRecord(FakeDeviceData(), 32, shared_mem=300 * 1024)
+    with pytest.raises(ValueError, match="counts of 0 or more"):
+        kiln.tools.OccupancyRecord(FakeDeviceData(), 32, shared_mem=-1)
 
 
 def test_the_page_locked_pool_reuses_blocks():

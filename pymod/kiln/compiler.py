@@ -87,12 +87,12 @@ def _compiled_with_c_linkage(source, nvcc, options, keep, no_extern_c, *rest):
         return SourceModule('extern "C" {\n%s\n}\n' % (source,), nvcc, options, keep,
                             no_extern_c, *rest)
     except CompileError as e:
-        if '"C" linkage' not in (e.log or ""):
+        if '"C" linkage' not in (e.log or "") and "linkage specification" not in (e.log or ""):
             raise
         raise _compile_error.again(type(e), e, str(e) + (
-            '\n\nThe source was compiled inside extern "C" { }, as PyCUDA\'s compile() and '
-            'DynamicModule compile it, and C++ declarations (templates, overloads, C++ '
-            'headers) cannot have C linkage there: pass no_extern_c=True.')) from None
+            '\n\nThe source was compiled inside extern "C" { }, as PyCUDA\'s compile() '
+            'compiles it, and C++ declarations (templates, overloads, C++ headers, functions '
+            'CUDA declares itself) cannot have C linkage there: pass no_extern_c=True.')) from None
 
 
 def compile(source, nvcc="nvcc", options=None, keep=False, no_extern_c=False, arch=None,
@@ -174,9 +174,11 @@ class DynamicModule(CudaModule):
         if isinstance(nvcc_options, (str, bytes)):
             raise TypeError("nvcc_options must be a list of strings, not a single string")
         options = list(_default_options() if nvcc_options is None else nvcc_options)
-        module = _compiled_with_c_linkage(source, self.nvcc, [*options, "-dc"], False,
-                                          self.no_extern_c, self.arch, self.code,
-                                          self.cache_dir, self.include_dirs or None)
+        # As a SourceModule, not wrapped in extern "C" as PyCUDA's add_source is: the linked
+        # module is loaded from a CUBIN, where only C++ names give the kernels' parameter types
+        # (without them a Python int passed for a float would go as an int's bits).
+        module = SourceModule(source, self.nvcc, [*options, "-dc"], False, self.no_extern_c,
+                              self.arch, self.code, self.cache_dir, self.include_dirs or None)
         if self._link_arch not in (None, module.arch):
             raise ValueError(f"this source compiled for {module.arch}, an earlier one for "
                              f"{self._link_arch}: a link takes code of one arch")

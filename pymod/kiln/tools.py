@@ -273,6 +273,9 @@ class OccupancyRecord:
     def __init__(self, devdata, threads, shared_mem=0, registers=0):
         if threads <= 0 or threads > devdata.max_threads:
             raise ValueError(f"threads must be 1 to {devdata.max_threads}, not {threads}")
+        if shared_mem < 0 or registers < 0:
+            raise ValueError(f"shared_mem and registers are counts of 0 or more, not "
+                             f"{shared_mem} and {registers}")
         warps = -(-threads // devdata.warp_size)
         # PyCUDA's public list of (blocks, what limits them); its least is the record's, a tie
         # going to the name first in alphabetical order as PyCUDA's min() of the pairs has it.
