@@ -451,7 +451,8 @@ def test_pycudas_complex_through_volatile_as_its_header_has_it():
     __global__ void k(complexf *z, pycuda::complex<double> *w, complexf_2 *s)
     { volatile complexf v[2]; v[0] = z[0]; v[1] = 2.0f; z[1] = v[0] + v[1]; z[2] = v[0] * v[1];
       z[3] = 1.0f; z[4] = 2; z[5] = 0.5; volatile pycuda::complex<double> d; d = z[0];
-      w[0] = d + d; volatile complexf_2 t; t = s[0]; s[1] = add(t, s[0]); }
+      w[0] = d + d; volatile complexf_2 t; t = s[0]; s[1] = add(t, s[0]); w[1] = d; z[6] = d;
+      pycuda::complex<double> e; e = w[0]; e = z[0]; w[2] = e; }
     """, arch=ARCH)
     assert mod.get_function("k").signature == ("ptr", "ptr", "ptr")
 

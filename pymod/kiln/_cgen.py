@@ -294,6 +294,7 @@ template <typename T> struct alignas(2 * sizeof(T)) complex {
    * implicit (trivial) copy assignment. */
   template <typename U> __host__ __device__ volatile complex &operator=(const complex<U> &o) volatile { re = T(o.re); im = T(o.im); return *this; }
   __host__ __device__ volatile complex &operator=(T x) volatile { re = x; im = T(0); return *this; }
+  template <typename U> __host__ __device__ complex &operator=(const volatile complex<U> &o) { re = T(o.re); im = T(o.im); return *this; }
   __host__ __device__ T real() const { return re; }
   __host__ __device__ T imag() const { return im; }
   __host__ __device__ void real(T v) { re = v; }
