@@ -497,7 +497,8 @@ kiln_status kiln_mem_alloc_managed(size_t nbytes, unsigned flags, kiln_deviceptr
   size_t free_b = 0, total_b = 0;
   long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
   size_t host = pages > 0 && page > 0 ? (size_t)pages * (size_t)page : 0;
-  if (host && kiln__driver.MemGetInfo(&free_b, &total_b) == CUDA_SUCCESS && nbytes > host + total_b)
+  if (host && nbytes > host && kiln__driver.MemGetInfo(&free_b, &total_b) == CUDA_SUCCESS &&
+      nbytes - host > total_b) /* the driver asked only of a size past the host's memory */
     return kiln__fail(KILN_ERROR_OUT_OF_MEMORY,
                       "cannot allocate %zu bytes of managed memory: more than the device's %zu "
                       "bytes and the host's %zu together",
