@@ -1103,7 +1103,8 @@ def test_bitlog2_and_the_default_device(monkeypatch):
     with pytest.raises(ValueError, match="positive int"):
         kiln.tools.bitlog2(0)
     monkeypatch.setenv("CUDA_DEVICE", "first")
-    with pytest.raises(ValueError, match="CUDA_DEVICE must hold a device number, not 'first'"):
+    with pytest.raises(ValueError, match="CUDA_DEVICE must hold a device number, not 'first'"), \
+            pytest.warns(DeprecationWarning, match="use make_default_context"):
         kiln.tools.get_default_device()
     with pytest.raises(ValueError, match="CUDA_DEVICE must hold a device number"):
         kiln.tools.make_default_context() if HAVE_GPU else kiln.tools._chosen_ordinal()

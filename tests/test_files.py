@@ -282,14 +282,15 @@ def test_a_layer_under_a_folder_others_can_write_is_not_used(cache, tmp_path):
     assert any("is not used" in w and "parent" in w for w in r["warnings"]), r["warnings"]
 
 
+@pytest.mark.parametrize("name", [".cuda_device", ".cuda-device"])
 @pytest.mark.parametrize("plant", ["fifo", "dev_zero"])
-def test_a_cuda_device_file_that_is_no_file_is_refused_unread(tmp_path, plant):
+def test_a_cuda_device_file_that_is_no_file_is_refused_unread(tmp_path, plant, name):
     home = tmp_path / "home"
     home.mkdir()
     if plant == "fifo":
-        os.mkfifo(home / ".cuda-device")
+        os.mkfifo(home / name)
     else:
-        (home / ".cuda-device").symlink_to("/dev/zero")
+        (home / name).symlink_to("/dev/zero")
     code = ("import kiln.tools\ntry:\n  kiln.tools._chosen_ordinal()\nexcept ValueError as e:\n"
             "  print(e)\n")
     env = dict(os.environ, PYTHONPATH=str(PYMOD), HOME=str(home))
@@ -298,9 +299,36 @@ def test_a_cuda_device_file_that_is_no_file_is_refused_unread(tmp_path, plant):
                        timeout=TIMEOUT)
     assert r.returncode == 0, r.stderr
     assert "must be a file that holds a device number" in r.stdout
-    (home / ".cuda-device").unlink()
-    (home / ".cuda-device").write_text("1\n")
+    (home / name).unlink()
+    (home / name).write_text("1\n")
     r = subprocess.run([sys.executable, "-c", "import kiln.tools; print(kiln.tools."
                         "_chosen_ordinal())"], env=env, capture_output=True, text=True,
                        timeout=TIMEOUT)
     assert r.stdout.strip() == "1", r.stderr
+
+
+def test_pycudas_cuda_device_file_comes_before_the_hyphened_name(tmp_path):
+    """PyCUDA reads ~/.cuda_device (its messages name ~/.cuda-device, read where the first is
+    missing)."""
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / ".cuda_device").write_text("3\n")
+    (home / ".cuda-device").write_text("2\n")
+    env = dict(os.environ, PYTHONPATH=str(PYMOD), HOME=str(home))
+    env.pop("CUDA_DEVICE", None)
+    code = "import kiln.tools; print(kiln.tools._chosen_ordinal())"
+
+    def chosen():
+        r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
+                           text=True, timeout=TIMEOUT)
+        assert r.returncode == 0, r.stderr
+        return r.stdout.strip()
+
+    assert chosen() == "3"
+    (home / ".cuda_device").unlink()
+    assert chosen() == "2"
+    (home / ".cuda-device").unlink()
+    assert chosen() == "None"
+    env["CUDA_DEVICE"] = "5"
+    (home / ".cuda_device").write_text("3\n")
+    assert chosen() == "5"

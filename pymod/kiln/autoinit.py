@@ -1,5 +1,5 @@
 """`import kiln.autoinit` in place of `import pycuda.autoinit`: sets up the device CUDA_DEVICE
-names (or ~/.cuda-device, else the first that works) and makes its context current.
+names (or ~/.cuda_device, else the first that works) and makes its context current.
 
 The context is the device's primary context, the one kiln, PyTorch and CuPy share: kiln makes
 no context of its own. Without a GPU, importing this raises kiln.NoDeviceError, as

@@ -1,5 +1,5 @@
 """`import kiln.autoprimaryctx` in place of `import pycuda.autoprimaryctx`: the device that
-CUDA_DEVICE names (or ~/.cuda-device, else the first that works) with its primary context
+CUDA_DEVICE names (or ~/.cuda_device, else the first that works) with its primary context
 current, the context PyTorch, CuPy and Numba use too.
 
 kiln works in primary contexts alone, so this is kiln.autoinit under PyCUDA's other name:

@@ -8,6 +8,7 @@ take them back when the allocation is collected.
 import functools
 import os
 import stat
+import warnings
 
 import numpy as _np
 
@@ -27,21 +28,28 @@ from .driver import Context, Device, PointerHolderBase, device_attribute, init, 
 
 
 def _chosen_ordinal():
-    """The ordinal CUDA_DEVICE or ~/.cuda-device names, or None."""
+    """The ordinal CUDA_DEVICE or ~/.cuda_device names, or None. ~/.cuda_device is the file
+    PyCUDA reads; ~/.cuda-device, the name PyCUDA's messages give it, is read where that is
+    missing."""
     value = os.environ.get("CUDA_DEVICE")
     where = "CUDA_DEVICE"
     if value is None:
-        path = os.path.join(os.path.expanduser("~"), ".cuda-device")
-        # Opened without waiting and read no further than a number could go: a FIFO or
-        # /dev/zero planted there must not hang or fill the process.
-        try:
-            fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
-        except OSError:
+        home = os.path.expanduser("~")
+        for name in (".cuda_device", ".cuda-device"):
+            path = os.path.join(home, name)
+            # Opened without waiting and read no further than a number could go: a FIFO or
+            # /dev/zero planted there must not hang or fill the process.
+            try:
+                fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+            except OSError:
+                continue
+            with os.fdopen(fd, "rb") as f:
+                if not stat.S_ISREG(os.fstat(fd).st_mode):
+                    raise ValueError(f"{path} must be a file that holds a device number")
+                value, where = f.read(64).decode("utf-8", "replace").strip(), path
+            break
+        else:
             return None
-        with os.fdopen(fd, "rb") as f:
-            if not stat.S_ISREG(os.fstat(fd).st_mode):
-                raise ValueError(f"{path} must be a file that holds a device number")
-            value, where = f.read(64).decode("utf-8", "replace").strip(), path
     try:
         return int(value)
     except ValueError:
@@ -49,13 +57,16 @@ def _chosen_ordinal():
 
 
 def get_default_device(default=0):
-    """The Device CUDA_DEVICE or ~/.cuda-device names, else Device(default)."""
+    """The Device CUDA_DEVICE or ~/.cuda_device names, else Device(default). Deprecated in
+    PyCUDA, as here, for make_default_context()."""
+    warnings.warn("get_default_device() is deprecated; use make_default_context() instead",
+                  DeprecationWarning, stacklevel=2)
     chosen = _chosen_ordinal()
     return Device(default if chosen is None else chosen)
 
 
 def make_default_context(ctx_maker=None):
-    """The context of the device CUDA_DEVICE or ~/.cuda-device names, else of the first device
+    """The context of the device CUDA_DEVICE or ~/.cuda_device names, else of the first device
     whose context can be made, made current (pushed). ctx_maker(device) makes it; by default
     device.make_context(). Raises NoDeviceError where there is no GPU."""
     if ctx_maker is None:
