@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 
 import kiln
+import kiln.driver as drv
 from helpers import DTYPES, run_in_threads, run_python
 
 SHAPES = [(), (0,), (7,), (3, 5), (2, 3, 4), (2, 1, 3, 2)]
@@ -261,6 +262,40 @@ def test_pool_reuses_memory_and_reports():
     assert kiln.pool_stats()["reserved"] >= 64 << 20  # kept for reuse, not returned
     kiln.pool_trim()
     assert kiln.pool_stats()["reserved"] < 64 << 20
+
+
+@pytest.mark.gpu
+def test_memory_an_array_freed_is_free_to_mem_info_and_to_mem_alloc():
+    """PyCUDA's cuMemFree gives a freed array's memory back at once; kiln's pool keeps it, and
+    hands it back where a program would see the difference: mem_info counts it as free, and
+    mem_alloc (cuMemAlloc, outside the pool) gets it rather than running out."""
+    free0, total = kiln.mem_info()
+    big = (free0 // 2) & ~((1 << 21) - 1)
+    a = kiln.empty(big, np.uint8)
+    assert kiln.mem_info()[0] <= free0 - big + (64 << 20)
+    del a
+    kiln.synchronize()
+    assert kiln.pool_stats()["reserved"] >= big                  # kept for reuse ...
+    assert kiln.mem_info()[0] >= free0 - (64 << 20)              # ... and yet free
+    assert kiln.pool_stats()["reserved"] < big
+    # The pool holds three quarters of what was free; cuMemAlloc asks for half of it.
+    a = kiln.empty((free0 // 4) * 3, np.uint8)
+    del a
+    kiln.synchronize()
+    assert kiln.pool_stats()["reserved"] >= (free0 // 4) * 3
+    p = kiln.mem_alloc(big)
+    try:
+        assert int(p) != 0
+        assert kiln.pool_stats()["reserved"] < big
+    finally:
+        p.free()
+    a = kiln.empty((free0 // 4) * 3, np.uint8)                  # the same, pitched
+    del a
+    kiln.synchronize()
+    assert kiln.pool_stats()["reserved"] >= (free0 // 4) * 3
+    pitched, pitch = drv.mem_alloc_pitch(1 << 20, big >> 20, 4)
+    pitched.free()
+    assert pitch >= 1 << 20
 
 
 @pytest.mark.gpu

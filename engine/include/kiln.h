@@ -638,7 +638,11 @@ kiln_status kiln_profiler_stop(void);
 kiln_status kiln_mem_alloc_pitch(size_t width, size_t height, unsigned element_bytes,
                                  kiln_deviceptr *out, size_t *pitch);
 
-kiln_status kiln_mem_info(size_t *free_bytes, size_t *total_bytes); /* the current device */
+/* Free and total bytes of the current device. What kiln keeps for reuse (freed arrays' blocks,
+ * the pool's unused memory) is handed back to the driver first, so it counts as free, as after
+ * cuMemFree. kiln_mem_alloc and kiln_mem_alloc_pitch hand it back too before they give up for
+ * want of memory. */
+kiln_status kiln_mem_info(size_t *free_bytes, size_t *total_bytes);
 
 /* Whether a kernel on the current device can reach the memory at p, as far as the driver can
  * tell: 1 for device or managed memory and page-locked host memory (mapped for the device);

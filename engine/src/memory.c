@@ -124,6 +124,17 @@ void kiln__memory_small_release(const kiln__device *d, CUstream stream, int all)
   if (m) kiln__small_release(&m->small, stream, all); /* none made: none kept */
 }
 
+/* Hands what kiln keeps for reuse (its small blocks, the pool's unused memory) back to the
+ * driver, so that another allocation, kiln's or another library's, can have it. Blocks freed on
+ * a stream return to the pool only when that stream's work is done: wait says whether to wait
+ * for it. */
+static void kiln__memory_give_back(const kiln__device *d, int wait) {
+  kiln__memory_small_release(d, NULL, 1);
+  if (!d->has_pools) return;
+  if (wait) kiln__driver.CtxSynchronize();
+  kiln__driver.MemPoolTrimTo(d->pool, 0);
+}
+
 /* ---- Memory and copies ------------------------------------------------------------------ */
 
 kiln_status kiln_mem_alloc(size_t nbytes, kiln_deviceptr *out) {
@@ -134,6 +145,11 @@ kiln_status kiln_mem_alloc(size_t nbytes, kiln_deviceptr *out) {
   if (nbytes == 0) return kiln__fail(KILN_ERROR_INVALID, "cannot allocate 0 bytes");
   CUdeviceptr p = 0;
   CUresult rc = kiln__driver.MemAlloc(&p, nbytes);
+  if (rc == CUDA_ERROR_OUT_OF_MEMORY) {
+    /* What kiln's arrays freed may be what the driver lacks: given back, then once more. */
+    kiln__memory_give_back(d, 1);
+    rc = kiln__driver.MemAlloc(&p, nbytes);
+  }
   if (rc) {
     s = kiln__cuda_fail("cuMemAlloc", (int)rc);
     size_t free_b = 0, total_b = 0;
@@ -297,9 +313,7 @@ kiln_status kiln_mem_alloc_async(size_t nbytes, kiln_stream stream, kiln_devicep
   CUresult rc = kiln__driver.MemAllocAsync(&p, nbytes, stream);
   if (rc == CUDA_ERROR_OUT_OF_MEMORY) {
     /* Kept blocks and the pool's free memory go back to the driver; then once more. */
-    kiln__small_release(&m->small, NULL, 1);
-    kiln__driver.CtxSynchronize();
-    kiln__driver.MemPoolTrimTo(d->pool, 0);
+    kiln__memory_give_back(d, 1);
     rc = kiln__driver.MemAllocAsync(&p, nbytes, stream);
   }
   if (rc) {
@@ -600,6 +614,10 @@ kiln_status kiln_mem_alloc_pitch(size_t width, size_t height, unsigned element_b
   if (s) return s;
   CUdeviceptr p = 0;
   CUresult rc = kiln__driver.MemAllocPitch(&p, pitch, width, height, element_bytes);
+  if (rc == CUDA_ERROR_OUT_OF_MEMORY) {
+    kiln__memory_give_back(d, 1); /* as kiln_mem_alloc does */
+    rc = kiln__driver.MemAllocPitch(&p, pitch, width, height, element_bytes);
+  }
   if (rc) {
     s = kiln__cuda_fail("cuMemAllocPitch", (int)rc);
     if (s == KILN_ERROR_OUT_OF_MEMORY) kiln__append_free(width * height);
@@ -614,6 +632,9 @@ kiln_status kiln_mem_info(size_t *free_bytes, size_t *total_bytes) {
   kiln__device *d;
   kiln_status s = kiln__device_enter(&d);
   if (s) return s;
+  /* Memory kiln keeps for reuse counts as free, as it would after cuMemFree: given back
+   * first, without waiting for streams still at work. */
+  kiln__memory_give_back(d, 0);
   KILN__CU(MemGetInfo, (free_bytes, total_bytes));
   kiln__clear_error();
   return KILN_OK;

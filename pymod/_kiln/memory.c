@@ -701,7 +701,9 @@ static PyMethodDef kpy_memory_functions[] = {
      "mem_alloc_pitch($module, width, height, access_size)\n--\n\n(DeviceAllocation, pitch) "
      "for height rows of width bytes read in elements of access_size (4, 8 or 16) bytes."},
     {"mem_info", kpy_mem_info, METH_NOARGS,
-     "mem_info($module, /)\n--\n\n(free, total) bytes of the current device."},
+     "mem_info($module, /)\n--\n\n(free, total) bytes of the current device; what kiln keeps for "
+     "reuse\n"
+     "is handed back first and counts as free, as after PyCUDA's cuMemFree."},
     {"pool_stats", kpy_pool_stats, METH_NOARGS,
      "pool_stats($module, /)\n--\n\nThe device memory pool: reserved, reserved_high, used, "
      "used_high (bytes)."},
