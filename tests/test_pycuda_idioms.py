@@ -16,6 +16,7 @@ import kiln.gpuarray as gpuarray
 from kiln.compiler import SourceModule
 from kiln.elementwise import ElementwiseKernel
 from kiln.scan import ExclusiveScanKernel, InclusiveScanKernel
+from helpers import run_python
 
 pytestmark = pytest.mark.gpu
 
@@ -231,6 +232,26 @@ def test_autoinit_holds_pycudas_names():
     event.record()
     event.synchronize()
     assert event.query()
+
+
+def test_autoinit_prints_a_kernels_printf_when_the_program_ends_without_waiting():
+    # The hello world of "Hands-On GPU Programming with Python and CUDA" (6/hello-world_gpu.py):
+    # PyCUDA's context, destroyed at exit, waits for the kernel and so prints its lines.
+    r = run_python('''
+        import kiln.autoinit
+        from kiln.compiler import SourceModule
+        ker = SourceModule("""
+        __global__ void hello_world_ker()
+        {
+            printf("Hello world from thread %d, in block %d!\\n", threadIdx.x, blockIdx.x);
+        }
+        """)
+        ker.get_function("hello_world_ker")(block=(5, 1, 1), grid=(2, 1, 1))
+    ''')
+    assert r.returncode == 0, r.stderr
+    lines = sorted(r.stdout.splitlines())
+    assert lines == sorted(f"Hello world from thread {t}, in block {b}!"
+                           for t in range(5) for b in range(2)), r.stdout
 
 
 # ---- what nvcc gives a kernel without an #include, and C++ headers NVRTC lacks --------------

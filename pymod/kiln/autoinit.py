@@ -18,6 +18,14 @@ device = context.get_device()
 
 
 def _finish():
+    # PyCUDA's context is destroyed when the program ends, which waits for the kernels still
+    # queued and so prints what their printf wrote (the book's hello world launches and exits).
+    # The primary context outlives the program, so that wait is made here. A fault the program
+    # never waited for is not raised at exit, as PyCUDA's clean-up does not raise it.
+    try:
+        context.synchronize()
+    except Exception:  # noqa: BLE001, S110  (see above)
+        pass
     # Pops the context pushed above if it is still on top; the primary context itself stays.
     context.detach()
     _tools.clear_context_caches()
