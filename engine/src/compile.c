@@ -544,6 +544,29 @@ kiln_status kiln__compile(const char *src, const kiln_compile_opts *opts, const 
     }
     free(first);
   }
+  /* A specialization in namespace std of a template kiln's libcu++ headers give (std::
+   * numeric_limits<MyType>), which nvcc's host library takes: compiled again with each
+   * namespace std block opened as cuda::std, where the template is (dialect.h). If that is
+   * refused too, the first refusal stands. */
+  if (s == KILN_ERROR_COMPILE && out->log &&
+      strstr(out->log, "cannot be specialized in the current scope") &&
+      strstr(out->log, "cuda::std::")) {
+    char *rewritten = kiln__dialect_std_namespace(src);
+    char *first = rewritten ? kiln__dup_str(kiln_last_error()) : NULL;
+    kiln__code second;
+    if (first &&
+        kiln__compile_once(rewritten, opts, arch, pch_dir, cwd, &second, &again) == KILN_OK) {
+      kiln__compile_free_code(out);
+      *out = second;
+      s = KILN_OK;
+      kiln__clear_error();
+    } else if (first) {
+      kiln__compile_free_code(&second);
+      kiln__fail(KILN_ERROR_COMPILE, "%s", first);
+    }
+    free(first);
+    free(rewritten);
+  }
   /* A compound literal, "(float3){x, y, z}", which nvcc takes in C++ and NVRTC refuses: the
    * source is compiled again with each one as a functional cast. Only a refused source is read
    * for them, and if that compile fails too, the first refusal is what the caller sees. */

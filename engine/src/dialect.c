@@ -99,6 +99,52 @@ char *kiln__dialect_compound_literals(const char *src) {
   return out;
 }
 
+/* ---- Specializations in namespace std ------------------------------------------------------ */
+
+/* Where "std" of "namespace std {" is in src, at namespace scope or not; NULL after the last. */
+static const char *kiln__next_std_block(const char *p) {
+  while (p && *p) {
+    if (p[0] == '/' && (p[1] == '/' || p[1] == '*')) {
+      p = kiln__past_comment(p);
+    } else if (*p == '"' || *p == '\'') {
+      p = kiln__past_quoted(p);
+    } else if (kiln__ident_start(*p)) {
+      const char *word = p;
+      while (kiln__ident_char(*p)) p++;
+      if (p - word != 9 || strncmp(word, "namespace", 9) != 0) continue;
+      const char *q = p;
+      while (kiln__space(*q)) q++;
+      if (strncmp(q, "std", 3) != 0 || kiln__ident_char(q[3])) continue;
+      const char *r = q + 3;
+      while (kiln__space(*r)) r++;
+      if (*r == '{') return q;
+    } else {
+      p++;
+    }
+  }
+  return NULL;
+}
+
+char *kiln__dialect_std_namespace(const char *src) {
+  size_t n = 0;
+  for (const char *q = kiln__next_std_block(src); q; q = kiln__next_std_block(q + 3)) n++;
+  if (n == 0) return NULL;
+  static const char cuda[] = "cuda::";
+  char *out = malloc(strlen(src) + n * (sizeof cuda - 1) + 1);
+  if (!out) return NULL;
+  char *w = out;
+  const char *from = src;
+  for (const char *q = kiln__next_std_block(src); q; q = kiln__next_std_block(q + 3)) {
+    memcpy(w, from, (size_t)(q - from));
+    w += q - from;
+    memcpy(w, cuda, sizeof cuda - 1);
+    w += sizeof cuda - 1;
+    from = q;
+  }
+  strcpy(w, from);
+  return out;
+}
+
 /* ---- Host functions --------------------------------------------------------------------- */
 
 /* Whether line (1-based) of file (as NVRTC's log names it) is named by an error of log, one

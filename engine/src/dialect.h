@@ -17,6 +17,15 @@
  * it). */
 char *kiln__dialect_compound_literals(const char *src);
 
+/* A specialization of a template of kiln's libcu++ headers in namespace std ("namespace std {
+ * template <> struct numeric_limits<half2> {...}; }"), which nvcc's host library takes and
+ * NVRTC refuses ("cannot be specialized in the current scope"): the templates are libcu++'s,
+ * in cuda::std, whose names kiln's headers bring into std. src with each "namespace std {"
+ * written "namespace cuda::std {" (C++17's nested namespace), where the templates are and
+ * whose names std's lookup finds. Strings, characters and comments are skipped. NULL when src
+ * has none (or memory ran out); else a malloc'd string (free it). */
+char *kiln__dialect_std_namespace(const char *src);
+
 /* A whole CUDA program handed over as a module's source, its host code with it (main, which
  * calls cudaMalloc): nvcc compiles a function with no __global__ or __device__ for the host,
  * and under -default-device NVRTC compiles it for the device and refuses what only a host can

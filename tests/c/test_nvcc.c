@@ -967,6 +967,48 @@ TEST(compile_takes_compound_literals_as_nvcc_does) {
   ASSERT_CONTAINS(kiln_last_error(), "kernel.cu(2)"); /* the first refusal: the literal's line */
 }
 
+/* "namespace std {" becomes "namespace cuda::std {", wherever it opens; comments, strings and
+ * other namespaces are left. */
+TEST(std_namespace_blocks_are_opened_as_cuda_std) {
+  const char *src = "namespace std { template <> struct numeric_limits<Q>; }\n"
+                    "// namespace std {\n"
+                    "const char *s = \"namespace std {\"; namespace stdx { }\n"
+                    "namespace  std\n{ }\n";
+  const char *want = "namespace cuda::std { template <> struct numeric_limits<Q>; }\n"
+                     "// namespace std {\n"
+                     "const char *s = \"namespace std {\"; namespace stdx { }\n"
+                     "namespace  cuda::std\n{ }\n";
+  char *got = kiln__dialect_std_namespace(src);
+  ASSERT(got != NULL);
+  ASSERT_STR_EQ(got, want);
+  free(got);
+  ASSERT(kiln__dialect_std_namespace("namespace std::chrono { } using namespace std;") == NULL);
+}
+
+/* A specialization of std::numeric_limits for a type of the program's, as nvcc's host <limits>
+ * takes it; a source refused for another reason keeps NVRTC's first message. */
+TEST(compile_takes_a_numeric_limits_specialization_as_nvcc_does) {
+  const char *src =
+      "#include <limits>\n"
+      "struct Q { float v; };\n"
+      "namespace std {\n"
+      "template <> struct numeric_limits<Q> {\n"
+      "  static constexpr bool is_specialized = true;\n"
+      "  __host__ __device__ static Q max() { return {1.f}; }\n"
+      "};\n"
+      "}\n"
+      "__global__ void k(float *o)\n"
+      "{ o[0] = std::numeric_limits<Q>::max().v + std::numeric_limits<int>::max(); }\n";
+  kiln_compile_opts opts = {.arch = "sm_90"};
+  kiln_module *m = compile_ok(src, &opts);
+  kiln_module_free(m);
+  const char *broken = "#include <limits>\nstruct Q { float v; };\n"
+                       "namespace std {\ntemplate <> struct numeric_limits<Q> { };\n}\n"
+                       "__global__ void k(float *o) { o[0] = ; }\n";
+  ASSERT_STATUS(kiln_module_from_source(broken, &opts, &m), KILN_ERROR_COMPILE);
+  ASSERT_CONTAINS(kiln_last_error(), "cannot be specialized"); /* the first refusal */
+}
+
 /* The host functions of a whole program, where NVRTC refused them, become blanks; lines keep
  * their numbers. A function with __global__ or __device__, and an error outside any function,
  * are left: nothing is blanked then. */
