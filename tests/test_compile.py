@@ -480,6 +480,65 @@ def test_pycudas_headers_reach_through_other_headers_and_yield_to_the_callers_fo
         assert kiln.SourceModule(src, arch=ARCH, **how).get_function("k").signature == ("ptr",)
 
 
+def test_pycudas_complex_pow_takes_a_real_or_an_int_exponent_as_its_header_does():
+    # PyCUDA's header has pow(complex<T>, T) and pow(T, complex<T>) as plain functions, so that
+    # an int or the other precision converts: the interactive Mandelbrot's pow(z, 2).
+    # (pow(complex<float>, double) is ambiguous to NVRTC with PyCUDA's own header too.)
+    mod = kiln.SourceModule("""
+    #include <pycuda-complex.hpp>
+    __global__ void k(pycuda::complex<double> *z, pycuda::complex<float> *f, int n)
+    { z[0] = pow(z[0], 2); z[1] = pow(z[1], n); z[2] = pow(z[2], 2.0f); z[3] = pow(2.0, z[3]);
+      z[4] = pycuda::pow(z[4], 0.5); z[5] = pow(z[5], z[6]);
+      f[1] = pow(f[1], n); f[2] = pow(2, f[2]); f[3] = pow(f[3], 2.0f); }
+    """, arch=ARCH, cache_dir=False)
+    assert mod.get_function("k").signature == ("ptr", "ptr", "i32")
+
+
+def _a_pycuda_folder(path, impl=True):
+    """A stand-in of PyCUDA's own pycuda-complex.hpp (its guard, its type, and its last line,
+    which includes the out-of-line half), and of that half, which says it was read."""
+    path.mkdir(parents=True)
+    (path / "pycuda-complex.hpp").write_text(
+        "#ifndef PYCUDA_COMPLEX_HPP_SEEN\n#define PYCUDA_COMPLEX_HPP_SEEN\n"
+        "namespace pycuda { template <class T> struct complex { T _M_re, _M_im; }; }\n"
+        "#include <pycuda-complex-impl.hpp>\n#endif\n")
+    if impl:
+        (path / "pycuda-complex-impl.hpp").write_text("#define PYCUDAS_OWN_IMPL 1\n")
+
+
+def test_pycudas_own_complex_header_in_a_folder_takes_its_own_other_half(tmp_path):
+    uses = ("__global__ void k(pycuda::complex<float> *z, int *p)\n"
+            "{ z[0]._M_re = 1; p[0] = PYCUDAS_OWN_IMPL; }\n")
+    # An older PyCUDA installed its headers in include/pycuda/, which programs name.
+    _a_pycuda_folder(tmp_path / "include" / "pycuda")
+    mod = kiln.SourceModule("#include <pycuda/pycuda-complex.hpp>\n" + uses, arch=ARCH,
+                            include_dirs=[str(tmp_path / "include")], cache_dir=False)
+    assert mod.get_function("k").signature == ("ptr", "ptr")
+    # Without such a folder, the name is kiln's complex type, as <pycuda-complex.hpp> is.
+    mod = kiln.SourceModule("#include <pycuda/pycuda-complex.hpp>\n#include "
+                            "<pycuda/pycuda-helpers.hpp>\n__global__ void k(pycuda::complex<float>"
+                            " *z, fp_tex_double *d) { z[0] = pycuda::exp(z[0]); d[0].x = 1; }\n",
+                            arch=ARCH, cache_dir=False)
+    assert mod.get_function("k").signature == ("ptr", "ptr")
+    # A copy of PyCUDA's pycuda-complex.hpp alone: its other half is nowhere, and kiln's type
+    # would clash with its own; the error says what to do.
+    _a_pycuda_folder(tmp_path / "copy", impl=False)
+    with pytest.raises(kiln.CompileError, match="needs its pycuda-complex-impl.hpp"):
+        kiln.SourceModule("#include <pycuda-complex.hpp>\n" + uses, arch=ARCH,
+                          include_dirs=[str(tmp_path / "copy")], cache_dir=False)
+
+
+def test_a_toolkit_header_that_needs_the_host_says_so():
+    # <thrust/device_vector.h> reaches the host's <memory>; the log names only thrust's file.
+    with pytest.raises(kiln.CompileError, match=r"(?s)needs the host's <memory>.*"
+                                                r"thrust/functional\.h"):
+        kiln.SourceModule("#include <thrust/device_vector.h>\n__global__ void k(int *p) {}\n",
+                          arch=ARCH, cache_dir=False)
+    with pytest.raises(kiln.CompileError, match="holds host code, which NVRTC does not compile"):
+        kiln.SourceModule("#include <cub/cub.cuh>\n__global__ void k(int *p) {}\n",
+                          arch=ARCH, cache_dir=False)
+
+
 def test_a_subclass_with_an_init_of_its_own_is_compiled_by_sourcemodules_init(tmp_path):
     # neon's SourceModule subclass picks a cache folder in its __init__ and passes it on to
     # SourceModule.__init__, where PyCUDA compiles; kiln compiles there too for such a class.

@@ -192,8 +192,9 @@ static PyObject *kpy_with_pycuda_headers(const char *src, PyObject *headers,
   if (ours && !merged && !PyErr_Occurred())
     PyErr_SetString(PyExc_TypeError, "kiln._cgen.PYCUDA_HEADERS is not a dict");
   Py_XDECREF(ours);
-  static const char *const pycudas[] = {"pycuda-complex.hpp", "pycuda-complex-impl.hpp",
-                                        "pycuda-helpers.hpp"};
+  static const char *const pycudas[] = {
+      "pycuda-complex.hpp",        "pycuda-complex-impl.hpp",        "pycuda-helpers.hpp",
+      "pycuda/pycuda-complex.hpp", "pycuda/pycuda-complex-impl.hpp", "pycuda/pycuda-helpers.hpp"};
   for (size_t i = 0; merged && i < sizeof pycudas / sizeof *pycudas; i++)
     if (kpy_header_on_disk(opts, pycudas[i]) && PyDict_DelItemString(merged, pycudas[i]) < 0)
       Py_CLEAR(merged);

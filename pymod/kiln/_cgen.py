@@ -361,6 +361,12 @@ template <typename T> __host__ __device__ complex<T> pow(const complex<T> &a, co
 }
 template <typename T> __host__ __device__ complex<T> pow(const complex<T> &a, T b) { return pow(a, complex<T>(b)); }
 template <typename T> __host__ __device__ complex<T> pow(T a, const complex<T> &b) { return pow(complex<T>(a), b); }
+// PyCUDA's header has these as plain functions, so that the real or integer argument of
+// pow(z, 2), pow(zf, 2.0) or pow(z, n) converts, where a template's T could not be deduced.
+__host__ __device__ inline complex<float> pow(const complex<float> &a, const float &b) { return pow(a, complex<float>(b)); }
+__host__ __device__ inline complex<float> pow(const float &a, const complex<float> &b) { return pow(complex<float>(a), b); }
+__host__ __device__ inline complex<double> pow(const complex<double> &a, const double &b) { return pow(a, complex<double>(b)); }
+__host__ __device__ inline complex<double> pow(const double &a, const complex<double> &b) { return pow(complex<double>(a), b); }
 }  // namespace kiln
 namespace pycuda { using kiln::complex; using kiln::real; using kiln::imag; using kiln::conj;
 using kiln::abs; using kiln::arg; using kiln::norm; using kiln::polar; using kiln::exp;
@@ -373,16 +379,44 @@ using kiln::tan; using kiln::sinh; using kiln::cosh; using kiln::tanh; using kil
 # include path): kiln's complex type under PyCUDA's header name, and of <pycuda-helpers.hpp>
 # what CUDA 12 leaves of it (the fp_tex_* types; its texture fetches need texture references,
 # which CUDA 12 removed). SourceModule gives them to a source that names one.
+_PYCUDA_COMPLEX = f'#pragma once\n#include "{COMPLEX_HEADER_NAME}"\n'
+_PYCUDA_HELPERS = ("#pragma once\n#include <pycuda-complex.hpp>\n"
+                   "typedef float fp_tex_float;\ntypedef int2 fp_tex_double;\n"
+                   "typedef uint2 fp_tex_cfloat;\ntypedef int4 fp_tex_cdouble;\n")
+
+
+def _pycuda_complex_impl(real_one):
+    """PyCUDA's out-of-line half of its complex type, which pycuda-complex.hpp includes and some
+    preambles name alone: kiln's type has all of itself in one header. PyCUDA's own
+    pycuda-complex.hpp (PYCUDA_COMPLEX_HPP_SEEN), found in a folder of the caller's, needs
+    PyCUDA's half instead: real_one says where it is looked for next, or None to stop there."""
+    if real_one:
+        found = f"#include <{real_one}>\n"
+    else:
+        found = ("#error PyCUDA's own pycuda-complex.hpp, from a folder of the compile's, needs its"
+                 " pycuda-complex-impl.hpp, which no include folder holds: add the folder that"
+                 " holds both (PyCUDA's pycuda/cuda), or drop the copy so that kiln's complex"
+                 " type serves\n")
+    return (f"#pragma once\n#ifdef PYCUDA_COMPLEX_HPP_SEEN\n{found}#else\n"
+            f'#include "{COMPLEX_HEADER_NAME}"\n#endif\n')
+
+
+# PyCUDA's headers, which sources written for it include (its SourceModule has them on every
+# include path; an older PyCUDA installed them in a folder pycuda/ of the include folder):
+# kiln's complex type under PyCUDA's header names, and of <pycuda-helpers.hpp> what CUDA 12
+# leaves of it (the fp_tex_* types; its texture fetches need texture references, which CUDA 12
+# removed). SourceModule gives them to a source that names one, each unless a folder of the
+# compile holds a file of that name, which then wins as under PyCUDA.
 PYCUDA_HEADERS = {
     COMPLEX_HEADER_NAME: COMPLEX_HEADER,
-    "pycuda-complex.hpp": f'#pragma once\n#include "{COMPLEX_HEADER_NAME}"\n',
-    # PyCUDA's out-of-line half of its complex type, which pycuda-complex.hpp includes and
-    # some preambles name alone: kiln's type has all of itself in one header.
-    "pycuda-complex-impl.hpp": f'#pragma once\n#include "{COMPLEX_HEADER_NAME}"\n',
-    "pycuda-helpers.hpp": ("#pragma once\n#include <pycuda-complex.hpp>\n"
-                           "typedef float fp_tex_float;\ntypedef int2 fp_tex_double;\n"
-                           "typedef uint2 fp_tex_cfloat;\ntypedef int4 fp_tex_cdouble;\n"),
+    "pycuda-complex.hpp": _PYCUDA_COMPLEX,
+    "pycuda-complex-impl.hpp": _pycuda_complex_impl("pycuda/pycuda-complex-impl.hpp"),
+    "pycuda-helpers.hpp": _PYCUDA_HELPERS,
+    "pycuda/pycuda-complex.hpp": _PYCUDA_COMPLEX,
+    "pycuda/pycuda-complex-impl.hpp": _pycuda_complex_impl(None),
+    "pycuda/pycuda-helpers.hpp": _PYCUDA_HELPERS,
 }
+
 
 HALF_HEADER = "#include <cuda_fp16.h>\n"
 

@@ -6,11 +6,42 @@ _LOCATION = re.compile(r"^kernel\.cu\((\d+)\): (error|warning)", re.MULTILINE)
 
 _CONTEXT = 1  # lines shown before and after each one the log points at
 
+# A header of the toolkit that includes one of the host's C++ headers, which NVRTC lacks:
+# "/usr/local/cuda/include/cccl/thrust/detail/memory_wrapper.h(39): catastrophic error: cannot
+# open source file "memory"". The source's own line is not in the log.
+_HOST_HEADER = re.compile(r'^(\S+)\(\d+\): catastrophic error: cannot open source file "([^"]+)"',
+                          re.MULTILINE)
+
+
+# A host function of a toolkit header (CUB's device-wide algorithms), which NVRTC refuses.
+_HOST_FUNCTION = re.compile(r"^(\S+)\(\d+\): error: A function explicitly marked as a __host__ "
+                            r"function is not allowed in JIT mode", re.MULTILINE)
+
+
+def _host_header_hint(log):
+    m = _HOST_HEADER.search(log)
+    if m and m.group(1) != "kernel.cu" and "." not in m.group(2):
+        where, needs = m.group(1), f"needs the host's <{m.group(2)}>, which NVRTC does not have"
+    else:
+        m = _HOST_FUNCTION.search(log)
+        if not m or m.group(1) == "kernel.cu":
+            return ""
+        where, needs = m.group(1), "holds host code, which NVRTC does not compile"
+    if "/thrust/" in where or "/cub/" in where:
+        what = ("thrust's containers and algorithms and CUB's device-wide ones "
+                "(<thrust/device_vector.h>, <thrust/sort.h>, <cub/cub.cuh>, <cub/device/...>) "
+                "are host code; a kernel can use thrust's device-side headers "
+                "(<thrust/functional.h>) and CUB's block and warp headers "
+                "(<cub/block/block_reduce.cuh>)")
+    else:
+        what = "the header is meant for the host compiler"
+    return f"\n\nA header the source includes {needs}: {what} (docs/sourcemodule.md, C++ headers)."
+
 
 def message(log, source):
     lines = source.splitlines()
     wanted = sorted({int(m.group(1)) for m in _LOCATION.finditer(log) if m.group(2) == "error"})
-    text = "NVRTC could not compile the source:\n" + log.rstrip()
+    text = "NVRTC could not compile the source:\n" + log.rstrip() + _host_header_hint(log)
     if not wanted or not lines:
         return text
     shown = set()
