@@ -1,5 +1,6 @@
 /* libFuzzer target for the rewrites of a refused source (engine/src/dialect.c): compound
- * literals as functional casts, and a whole program's host functions made blanks.
+ * literals as functional casts, namespace std opened as cuda::std, and a whole program's host
+ * functions made blanks.
  *
  * The input is the source, in a buffer of exactly its size plus the terminator the functions
  * take. The log names an error on every third line, so that some functions are refused and
@@ -48,6 +49,22 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   char *literals = kiln__dialect_compound_literals(src);
   check_blanked(src, literals, "()");
   free(literals);
+  /* namespace std opened as cuda::std: the source with "cuda::" put before some "std"s, and
+   * nothing else changed. */
+  char *std = kiln__dialect_std_namespace(src);
+  if (std) {
+    size_t i = 0, j = 0;
+    while (src[i]) {
+      if (src[i] == std[j]) {
+        i++, j++;
+      } else {
+        CHECK(strncmp(std + j, "cuda::std", 9) == 0 && strncmp(src + i, "std", 3) == 0);
+        j += 6;
+      }
+    }
+    CHECK(std[j] == '\0' && j > i);
+    free(std);
+  }
   size_t lines = 1;
   for (size_t i = 0; i < size; i++) lines += src[i] == '\n';
   char *log = malloc(lines / 3 * 48 + 1), *at = log;
