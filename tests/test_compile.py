@@ -1,4 +1,5 @@
 """SourceModule: compiling, what it exposes, and kernel lookup. NVRTC needs no GPU."""
+import numpy as np
 import pytest
 
 import kiln
@@ -492,6 +493,31 @@ def test_pycudas_complex_pow_takes_a_real_or_an_int_exponent_as_its_header_does(
       f[1] = pow(f[1], n); f[2] = pow(2, f[2]); f[3] = pow(f[3], 2.0f); }
     """, arch=ARCH, cache_dir=False)
     assert mod.get_function("k").signature == ("ptr", "ptr", "i32")
+    # PyCUDA's headers are not libcu++'s (whose <cuda/...> headers bring their own INFINITY and
+    # pow): nvcc's bare INFINITY and mixed pow(float, double) stay, under either name.
+    for name in ("pycuda-complex.hpp", "pycuda/pycuda-complex.hpp"):
+        mod = kiln.SourceModule(f"#include <{name}>\n__global__ void k(float *y)"
+                                "{ y[0] = INFINITY; y[1] = pow(y[2], 0.5); }\n",
+                                arch=ARCH, cache_dir=False)
+        assert mod.get_function("k").signature == ("ptr",)
+
+
+def test_pycudas_complex_lays_out_as_numpys_and_pycudas():
+    # A struct of a NumPy record array with a complex field is read as NumPy wrote it: the type
+    # is aligned as its parts are (complex64: 4 bytes), as PyCUDA's is.
+    assert np.dtype([("w", "f4"), ("z", "c8")], align=True).itemsize == 12
+    mod = kiln.SourceModule("""
+    #include <pycuda-complex.hpp>
+    struct sample { float w; pycuda::complex<float> z; };
+    struct wide { double w; pycuda::complex<double> z; char c; };
+    static_assert(sizeof(pycuda::complex<float>) == 8 && alignof(pycuda::complex<float>) == 4, "");
+    static_assert(sizeof(pycuda::complex<double>) == 16 && alignof(pycuda::complex<double>) == 8,
+                  "");
+    static_assert(sizeof(sample) == 12 && sizeof(wide) == 32, "");
+    __global__ void k(sample *s, pycuda::complex<float> z, float x)
+    { s[0].z = z * x + INFINITY; s[1].z = pow(s[0].z, 2); }
+    """, arch=ARCH, cache_dir=False)
+    assert mod.get_function("k").signature == ("ptr", "struct[8]/4", "f32")  # 4-aligned
 
 
 def _a_pycuda_folder(path, impl=True):

@@ -898,14 +898,23 @@ static int kiln__stdheaders_shadowed(const kiln_compile_opts *opts, size_t which
   return kiln__stdheaders_in(".", name); /* a quoted include's first place */
 }
 
+/* Whether text holds word; "cuda/" not as the end of "pycuda/", PyCUDA's headers' folder
+ * (<pycuda/pycuda-complex.hpp>), which is not libcu++'s. */
+static int kiln__stdheaders_has(const char *text, const char *word) {
+  int cuda = strcmp(word, "cuda/") == 0;
+  for (const char *p = text; (p = strstr(p, word)); p++)
+    if (!cuda || p - text < 2 || strncmp(p - 2, "py", 2) != 0) return 1;
+  return 0;
+}
+
 /* Whether any text of the compile (the source, an option, a header of opts) spells word. */
 static int kiln__stdheaders_spell(const char *src, const kiln_compile_opts *opts,
                                   const char *word) {
-  if (strstr(src, word)) return 1;
+  if (kiln__stdheaders_has(src, word)) return 1;
   for (int i = 0; opts && i < opts->n_options; i++)
-    if (opts->options[i] && strstr(opts->options[i], word)) return 1;
+    if (opts->options[i] && kiln__stdheaders_has(opts->options[i], word)) return 1;
   for (int i = 0; opts && i < opts->n_headers; i++)
-    if (opts->header_sources[i] && strstr(opts->header_sources[i], word)) return 1;
+    if (opts->header_sources[i] && kiln__stdheaders_has(opts->header_sources[i], word)) return 1;
   return 0;
 }
 

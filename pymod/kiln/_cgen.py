@@ -274,7 +274,9 @@ extern "C++" {  /* PyCUDA's compile() puts the source, and so this header, in ex
 namespace kiln {
 template <bool B> struct _kiln_if {};
 template <> struct _kiln_if<true> { typedef int type; };
-template <typename T> struct alignas(2 * sizeof(T)) complex {
+/* Aligned as its parts are, as PyCUDA's and NumPy's complex types are (complex64: 4 bytes):
+ * a struct holding one lays out as NumPy's aligned record of the same fields does. */
+template <typename T> struct complex {
   /* _M_re and _M_im are PyCUDA's header's names for the parts, which kernels written for it
    * use (sincos(t, &z._M_re, &z._M_im)). */
   union { T re; T _M_re; };
