@@ -560,6 +560,10 @@ def test_a_toolkit_header_that_needs_the_host_says_so():
                                                 r"thrust/functional\.h"):
         kiln.SourceModule("#include <thrust/device_vector.h>\n__global__ void k(int *p) {}\n",
                           arch=ARCH, cache_dir=False)
+    with pytest.raises(kiln.CompileError, match=r"(?s)needs the host's <complex>.*"
+                                                r"pycuda-complex\.hpp"):
+        kiln.SourceModule("#include <thrust/complex.h>\n__global__ void k(int *p) {}\n",
+                          arch=ARCH, cache_dir=False)
     with pytest.raises(kiln.CompileError, match="holds host code, which NVRTC does not compile"):
         kiln.SourceModule("#include <cub/cub.cuh>\n__global__ void k(int *p) {}\n",
                           arch=ARCH, cache_dir=False)

@@ -35,6 +35,9 @@ def _host_header_hint(log):
                 "(<cub/block/block_reduce.cuh>)")
     else:
         what = "the header is meant for the host compiler"
+    if "complex" in needs:  # <thrust/complex.h>, <complex>
+        what += ("; complex numbers in a kernel come with <pycuda-complex.hpp> (pycuda::complex) "
+                 "or <cuComplex.h>")
     return f"\n\nA header the source includes {needs}: {what} (docs/sourcemodule.md, C++ headers)."
 
 
