@@ -38,6 +38,11 @@ def compile_(src):
     ("double a[]", _cgen.VectorArg, np.float64, "a"),
     ("bool flag", _cgen.ScalarArg, np.bool_, "flag"),
     ("float4 v", _cgen.ScalarArg, _cgen.vec.float4, "v"),
+    # the other word orders PyCUDA's registry knows
+    ("long unsigned int n", _cgen.ScalarArg, np.uint64, "n"),
+    ("short unsigned int s", _cgen.ScalarArg, np.uint16, "s"),
+    ("signed long int *k", _cgen.VectorArg, np.int64, "k"),
+    ("short signed int s", _cgen.ScalarArg, np.int16, "s"),
 ])
 def test_parse_c_arg(text, kind, dtype, name):
     arg = _cgen.parse_c_arg(text)
@@ -323,6 +328,22 @@ def test_reductions_of_large_structs_and_names_a_program_may_use_compile():
     assert _reduce_src.max_blocks_for(np.float32, 1024) == 1024
     assert _reduce_src.max_blocks_for(complex9, 1024) == 1024 * 16 // 72
     assert _reduce_src.launch_block(10, 128) == 128 and _reduce_src.launch_block(10) == 256
+
+
+def test_float_h_names_in_expressions_compile_as_under_pycuda():
+    # PyCUDA's generated sources include its complex header, which defines FLT_MAX and DBL_MAX:
+    # programs write them bare as neutrals and in operations.
+    args = _cgen.parse_arguments("float *x")
+    src = _reduce_src.source(np.float32, "FLT_MAX", "fminf(a, b)", "x[i]", args, "r")
+    assert compile_(src).get_function("r")
+    src = _scan_src.source(np.float64, "fmin(a, b)", "DBL_MAX", "scan")
+    assert compile_(src).get_function("scan_exclusive")
+    src = _elwise_src.source(_cgen.parse_arguments("double *y"), "y[i] = DBL_EPSILON + FLT_MIN",
+                             "eps")
+    assert compile_(src).get_function("eps")
+    m = SourceModule("#include <pycuda-complex.hpp>\n__global__ void k(float *x, double *y)"
+                     "{ x[0] = FLT_MAX; y[0] = DBL_MAX; }\n", arch=ARCH or "sm_90")
+    assert m.get_function("k").signature == ("ptr", "ptr")
 
 
 @pytest.mark.parametrize("dtype, expr, neutral", [

@@ -85,6 +85,13 @@ _NAMED = {
     "half": np.dtype(np.float16), "__half": np.dtype(np.float16),
     "float": np.dtype(np.float32), "double": np.dtype(np.float64),
 }
+# The other orders of the same words that PyCUDA's registry (compyte's dtypes) knows.
+for _name, _dtype in (("signed short int", np.int16), ("short signed int", np.int16),
+                      ("short unsigned int", np.uint16), ("signed long int", np.int64),
+                      ("long signed int", np.int64), ("long unsigned int", np.uint64),
+                      ("signed long long int", np.int64), ("long long signed int", np.int64),
+                      ("long long unsigned int", np.uint64)):
+    _NAMED[_name] = np.dtype(_dtype)
 for _ns in ("pycuda", "kiln"):
     _NAMED[f"{_ns}::complex<float>"] = np.dtype(np.complex64)
     _NAMED[f"{_ns}::complex<double>"] = np.dtype(np.complex128)
@@ -370,6 +377,14 @@ __host__ __device__ inline complex<float> pow(const float &a, const complex<floa
 __host__ __device__ inline complex<double> pow(const complex<double> &a, const double &b) { return pow(a, complex<double>(b)); }
 __host__ __device__ inline complex<double> pow(const double &a, const complex<double> &b) { return pow(complex<double>(a), b); }
 }  // namespace kiln
+/* PyCUDA's header defines these two where nothing has, and sources that include it use them;
+ * spelled as kiln's <float.h> has them, so that either may come first. */
+#ifndef FLT_MAX
+#define FLT_MAX 3.40282346638528859811704183484516925e+38F
+#endif
+#ifndef DBL_MAX
+#define DBL_MAX 1.79769313486231570814527423731704357e+308
+#endif
 namespace pycuda { using kiln::complex; using kiln::real; using kiln::imag; using kiln::conj;
 using kiln::abs; using kiln::arg; using kiln::norm; using kiln::polar; using kiln::exp;
 using kiln::log; using kiln::log10; using kiln::sqrt; using kiln::sin; using kiln::cos;
@@ -431,6 +446,9 @@ def needs_half(*dtypes):
     return any(np.dtype(d) == np.float16 for d in dtypes if d is not None)
 
 
+_FLOAT_H_NAME = re.compile(r"\b(FLT|DBL|LDBL)_[A-Z_]+\b")
+
+
 def includes_for(dtypes, text=""):
     """The #include lines a kernel over `dtypes` (or whose source mentions one) needs."""
     out = []
@@ -438,6 +456,10 @@ def includes_for(dtypes, text=""):
         out.append(HALF_HEADER)
     if needs_complex(*dtypes) or "complex<" in text:
         out.append(f'#include "{COMPLEX_HEADER_NAME}"\n')
+    # PyCUDA's generated sources include its complex header, which defines FLT_MAX and DBL_MAX;
+    # programs use them (and <float.h>'s other names) as neutrals and in expressions bare.
+    if _FLOAT_H_NAME.search(text):
+        out.append("#include <float.h>\n")
     return "".join(out)
 
 
