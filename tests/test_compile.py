@@ -664,3 +664,14 @@ def test_modules_and_functions_keep_what_a_program_sets_on_them():
     del f, mod
     gc.collect()
     assert gone() is None
+
+
+def test_restrict_is_dropped_so_that_it_cannot_hold_for_later_compiles():
+    # NVRTC 13 keeps --restrict on for every compile after one that asked for it; a kernel
+    # called in place would then read through the read-only cache what it has just written.
+    src = ("__global__ void shift_add(float *in, float *out, int n)\n"
+           "{ for (int i = 0; i < n; i++) out[i + 1] = in[i] + 1.0f; }\n")
+    for options in (["--restrict"], ["-restrict"], None):
+        m = kiln.SourceModule(src + f"// {options}\n", options=options, arch=ARCH,
+                              cache_dir=False)
+        assert "ld.global.nc" not in m.ptx, options

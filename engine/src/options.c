@@ -151,6 +151,13 @@ static const kiln__rule kiln__rules[] = {
     {"-nohdinitlist", 0, 0, KILN__DROP, NULL},
     {"--no-host-device-initializer-list", 0, 0, KILN__DROP, NULL},
     {"--Werror", 1, 0, KILN__DROP, NULL},
+    /* nvcc's promise that no two pointer parameters of a kernel alias. NVRTC 13 keeps it on for
+     * every later compile in the process once one has asked for it, so that it would hold for
+     * other programs' kernels, ones called in place (in == out) among them, which would then
+     * read through the read-only cache what they have just written. Without it the code is
+     * right, if maybe slower; a kernel that means it says so with __restrict__. */
+    {"--restrict", 0, 0, KILN__DROP, NULL},
+    {"-restrict", 0, 0, KILN__DROP, NULL},
 };
 
 /* nvcc's other warning controls (-Wno-deprecated-gpu-targets, -Wreorder, ...): NVRTC has -w. */
