@@ -675,3 +675,13 @@ def test_restrict_is_dropped_so_that_it_cannot_hold_for_later_compiles():
         m = kiln.SourceModule(src + f"// {options}\n", options=options, arch=ARCH,
                               cache_dir=False)
         assert "ld.global.nc" not in m.ptx, options
+
+
+def test_a_float_constant_initialized_in_its_class_compiles_as_under_nvcc():
+    # montblanc's abstraction.cuh: nvcc takes it as a GNU extension; NVRTC wants constexpr.
+    mod = kiln.SourceModule("""
+    #include <math_constants.h>
+    struct Policy { const static float cuda_pi = CUDART_PI_F; static const double half = 0.5; };
+    __global__ void k(float *o) { o[0] = Policy::cuda_pi * (float)Policy::half; }
+    """, arch=ARCH, cache_dir=False)
+    assert mod.get_function("k").signature == ("ptr",)

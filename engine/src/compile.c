@@ -548,10 +548,16 @@ kiln_status kiln__compile(const char *src, const kiln_compile_opts *opts, const 
    * numeric_limits<MyType>), which nvcc's host library takes: compiled again with each
    * namespace std block opened as cuda::std, where the template is (dialect.h). If that is
    * refused too, the first refusal stands. */
-  if (s == KILN_ERROR_COMPILE && out->log &&
-      strstr(out->log, "cannot be specialized in the current scope") &&
-      strstr(out->log, "cuda::std::")) {
-    char *rewritten = kiln__dialect_std_namespace(src);
+  int std_block = s == KILN_ERROR_COMPILE && out->log &&
+                  strstr(out->log, "cannot be specialized in the current scope") &&
+                  strstr(out->log, "cuda::std::");
+  /* So is a class's constant of a floating type initialized in the class (const static float
+   * pi = 3.14f;), which nvcc takes as a GNU extension: compiled again as constexpr. */
+  int inclass = s == KILN_ERROR_COMPILE && out->log &&
+                strstr(out->log, "cannot have an in-class initializer");
+  if (std_block || inclass) {
+    char *rewritten = std_block ? kiln__dialect_std_namespace(src)
+                                : kiln__dialect_inclass_constants(src, out->log);
     char *first = rewritten ? kiln__dup_str(kiln_last_error()) : NULL;
     kiln__code second;
     if (first &&

@@ -416,3 +416,64 @@ char *kiln__dialect_host_functions_in(const char *src, const char *log, const ch
   free(macros.at);
   return out;
 }
+
+/* ---- Constants of a class initialized inside it ------------------------------------------ */
+
+/* Whether the word at p, in the line [line, end), is "const" beside a "static" (before or
+ * after it, blanks between). */
+static int kiln__const_beside_static(const char *line, const char *p, const char *end) {
+  if (end - p < 5 || strncmp(p, "const", 5) != 0 || (p + 5 < end && kiln__ident_char(p[5])) ||
+      (p > line && kiln__ident_char(p[-1])))
+    return 0;
+  const char *after = p + 5;
+  while (after < end && (*after == ' ' || *after == '\t')) after++;
+  if (end - after >= 6 && strncmp(after, "static", 6) == 0 &&
+      (after + 6 == end || !kiln__ident_char(after[6])))
+    return 1;
+  const char *before = p;
+  while (before > line && (before[-1] == ' ' || before[-1] == '\t')) before--;
+  return before - line >= 6 && strncmp(before - 6, "static", 6) == 0 &&
+         (before - 6 == line || !kiln__ident_char(before[-7]));
+}
+
+char *kiln__dialect_inclass_constants(const char *src, const char *log) {
+  static const char what[] = "a member of type \"const ";
+  size_t n = 0, cap = 0;
+  const char **at = NULL;
+  int line = 1;
+  for (const char *p = src; *p; line++) {
+    const char *end = strchr(p, '\n');
+    if (!end) end = p + strlen(p);
+    if (kiln__error_on(log, "kernel.cu", line, what))
+      for (const char *q = p; q < end; q++) {
+        if (!kiln__const_beside_static(p, q, end)) continue;
+        if (n == cap) {
+          cap = cap ? 2 * cap : 8;
+          const char **more = realloc(at, cap * sizeof *at);
+          if (!more) {
+            free(at);
+            return NULL;
+          }
+          at = more;
+        }
+        at[n++] = q;
+        q += 4;
+      }
+    p = *end ? end + 1 : end;
+  }
+  char *out = n ? malloc(strlen(src) + 4 * n + 1) : NULL;
+  if (out) {
+    char *w = out;
+    const char *from = src;
+    for (size_t i = 0; i < n; i++) {
+      memcpy(w, from, (size_t)(at[i] - from));
+      w += at[i] - from;
+      memcpy(w, "constexpr", 9);
+      w += 9;
+      from = at[i] + 5;
+    }
+    strcpy(w, from);
+  }
+  free(at);
+  return out;
+}

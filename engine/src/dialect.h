@@ -26,6 +26,14 @@ char *kiln__dialect_compound_literals(const char *src);
  * has none (or memory ran out); else a malloc'd string (free it). */
 char *kiln__dialect_std_namespace(const char *src);
 
+/* A constant of a class initialized inside it that is not of an integral type ("struct S {
+ * const static float pi = 3.14f; };"), which nvcc's front end takes as a GNU extension and
+ * NVRTC refuses ("a member of type "const float" cannot have an in-class initializer"): src
+ * with that "const" written "constexpr" on each line an error of log names so, which C++11
+ * allows in the class. NULL when there is none (or memory ran out); else a malloc'd string
+ * (free it). */
+char *kiln__dialect_inclass_constants(const char *src, const char *log);
+
 /* A whole CUDA program handed over as a module's source, its host code with it (main, which
  * calls cudaMalloc): nvcc compiles a function with no __global__ or __device__ for the host,
  * and under -default-device NVRTC compiles it for the device and refuses what only a host can

@@ -1009,6 +1009,41 @@ TEST(compile_takes_a_numeric_limits_specialization_as_nvcc_does) {
   ASSERT_CONTAINS(kiln_last_error(), "cannot be specialized"); /* the first refusal */
 }
 
+/* A class's constant of a floating type initialized in the class, on a line an error names,
+ * becomes constexpr; other lines and other consts are left. */
+TEST(inclass_constants_nvrtc_refused_become_constexpr) {
+  const char *src = "struct S { const static float pi = 3.14f;\n"
+                    "  static  const double d = 2.0; };\n"
+                    "struct T { const static float e = 2.7f; };\n"
+                    "__device__ const float *constp; static constant_t c;\n";
+  const char *log = "kernel.cu(1): error: a member of type \"const float\" cannot have an "
+                    "in-class initializer\n"
+                    "kernel.cu(2): error: a member of type \"const double\" cannot have an "
+                    "in-class initializer\n"
+                    "kernel.cu(4): error: a member of type \"const float\" cannot have an "
+                    "in-class initializer\n";
+  const char *want = "struct S { constexpr static float pi = 3.14f;\n"
+                     "  static  constexpr double d = 2.0; };\n"
+                     "struct T { const static float e = 2.7f; };\n"
+                     "__device__ const float *constp; static constant_t c;\n";
+  char *got = kiln__dialect_inclass_constants(src, log);
+  ASSERT(got != NULL);
+  ASSERT_STR_EQ(got, want);
+  free(got);
+  ASSERT(kiln__dialect_inclass_constants(src, "kernel.cu(3): error: x\n") == NULL);
+}
+
+/* Such a constant compiles, as under nvcc. */
+TEST(compile_takes_a_float_constant_initialized_in_its_class_as_nvcc_does) {
+  const char *src =
+      "#define CUDART_PI_F 3.141592654f\n"
+      "struct S { const static float pi = CUDART_PI_F; static const double d = 2; };\n"
+      "__global__ void k(float *o) { o[0] = S::pi + (float)S::d; }\n";
+  kiln_compile_opts opts = {.arch = "sm_90"};
+  kiln_module *m = compile_ok(src, &opts);
+  kiln_module_free(m);
+}
+
 /* The host functions of a whole program, where NVRTC refused them, become blanks; lines keep
  * their numbers. A function with __global__ or __device__, and an error outside any function,
  * are left: nothing is blanked then. */

@@ -67,13 +67,30 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   }
   size_t lines = 1;
   for (size_t i = 0; i < size; i++) lines += src[i] == '\n';
-  char *log = malloc(lines / 3 * 48 + 1), *at = log;
+  char *log = malloc(lines / 3 * 80 + 1), *at = log;
   if (log) {
     *at = '\0';
-    for (size_t l = 3; l <= lines; l += 3) at += sprintf(at, "kernel.cu(%zu): error: x\n", l);
+    for (size_t l = 3; l <= lines; l += 3)
+      at += sprintf(at, "kernel.cu(%zu): error: a member of type \"const x\n", l);
     char *host = kiln__dialect_host_functions(src, log);
     check_blanked(src, host, NULL);
     free(host);
+    /* const made constexpr: only "expr" is added, after some "const"s */
+    char *inclass = kiln__dialect_inclass_constants(src, log);
+    if (inclass) {
+      size_t i = 0, j = 0;
+      while (src[i] || inclass[j]) { /* a "const" may end the text */
+        if (src[i] && src[i] == inclass[j]) {
+          i++, j++;
+        } else {
+          CHECK(strncmp(inclass + j, "expr", 4) == 0 && j >= 5 &&
+                strncmp(inclass + j - 5, "const", 5) == 0);
+          j += 4;
+        }
+      }
+      CHECK(inclass[j] == '\0' && j > i);
+      free(inclass);
+    }
     free(log);
   }
   free(src);
