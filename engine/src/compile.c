@@ -505,6 +505,33 @@ static const char **kiln__options_cxx17(const kiln_compile_opts *opts) {
   return out;
 }
 
+/* One more compile, of dialect.c's rewrite of a source NVRTC refused: its code becomes *out
+ * when NVRTC takes it. Otherwise the first refusal stands, its message the last error again,
+ * and the rewrite's log is handed over in *second_log when that is given (else freed). */
+static kiln_status kiln__compile_again(const char *rewritten, const kiln_compile_opts *opts,
+                                       const char *arch, const char *pch_dir, const char *cwd,
+                                       kiln__code *out, int *again, char **second_log) {
+  char *first = kiln__dup_str(kiln_last_error());
+  if (!first) return KILN_ERROR_COMPILE;
+  kiln__code second;
+  kiln_status r = kiln__compile_once(rewritten, opts, arch, pch_dir, cwd, &second, again);
+  if (r == KILN_OK) {
+    kiln__compile_free_code(out);
+    *out = second;
+    kiln__clear_error();
+  } else {
+    if (second_log) {
+      *second_log = second.log;
+      second.log = NULL;
+    }
+    kiln__compile_free_code(&second);
+    kiln__fail(KILN_ERROR_COMPILE, "%s", first);
+    r = KILN_ERROR_COMPILE;
+  }
+  free(first);
+  return r;
+}
+
 kiln_status kiln__compile(const char *src, const kiln_compile_opts *opts, const char *arch,
                           const char *pch_dir, const char *cwd, kiln__code *out) {
   memset(out, 0, sizeof *out);
@@ -558,19 +585,7 @@ kiln_status kiln__compile(const char *src, const kiln_compile_opts *opts, const 
   if (std_block || inclass) {
     char *rewritten = std_block ? kiln__dialect_std_namespace(src)
                                 : kiln__dialect_inclass_constants(src, out->log);
-    char *first = rewritten ? kiln__dup_str(kiln_last_error()) : NULL;
-    kiln__code second;
-    if (first &&
-        kiln__compile_once(rewritten, opts, arch, pch_dir, cwd, &second, &again) == KILN_OK) {
-      kiln__compile_free_code(out);
-      *out = second;
-      s = KILN_OK;
-      kiln__clear_error();
-    } else if (first) {
-      kiln__compile_free_code(&second);
-      kiln__fail(KILN_ERROR_COMPILE, "%s", first);
-    }
-    free(first);
+    if (rewritten) s = kiln__compile_again(rewritten, opts, arch, pch_dir, cwd, out, &again, NULL);
     free(rewritten);
   }
   /* A compound literal, "(float3){x, y, z}", which nvcc takes in C++ and NVRTC refuses: the
@@ -581,23 +596,12 @@ kiln_status kiln__compile(const char *src, const kiln_compile_opts *opts, const 
   char *literal_src = NULL, *literal_log = NULL;
   if (s == KILN_ERROR_COMPILE && out->log && strstr(out->log, "expected an expression")) {
     char *rewritten = kiln__dialect_compound_literals(src);
-    char *first = rewritten ? kiln__dup_str(kiln_last_error()) : NULL;
-    kiln__code second;
-    if (first &&
-        kiln__compile_once(rewritten, opts, arch, pch_dir, cwd, &second, &again) == KILN_OK) {
-      kiln__compile_free_code(out);
-      *out = second;
-      s = KILN_OK;
-      kiln__clear_error();
-    } else if (first) {
-      literal_log = second.log;
-      second.log = NULL;
-      kiln__compile_free_code(&second);
-      literal_src = literal_log ? rewritten : NULL;
-      if (literal_src) rewritten = NULL;
-      kiln__fail(KILN_ERROR_COMPILE, "%s", first);
+    if (rewritten)
+      s = kiln__compile_again(rewritten, opts, arch, pch_dir, cwd, out, &again, &literal_log);
+    if (literal_log) {
+      literal_src = rewritten;
+      rewritten = NULL;
     }
-    free(first);
     free(rewritten);
   }
   /* A whole program's host functions (main calling cudaMalloc), which nvcc compiles for the

@@ -898,24 +898,30 @@ static int kiln__stdheaders_shadowed(const kiln_compile_opts *opts, size_t which
   return kiln__stdheaders_in(".", name); /* a quoted include's first place */
 }
 
-/* Whether text holds word; "cuda/" not as the end of "pycuda/", PyCUDA's headers' folder
- * (<pycuda/pycuda-complex.hpp>), which is not libcu++'s. */
-static int kiln__stdheaders_has(const char *text, const char *word) {
-  int cuda = strcmp(word, "cuda/") == 0;
+/* Whether text holds word, not right after not_after (NULL: anywhere). */
+static int kiln__stdheaders_has(const char *text, const char *word, const char *not_after) {
+  size_t n = not_after ? strlen(not_after) : 0;
   for (const char *p = text; (p = strstr(p, word)); p++)
-    if (!cuda || p - text < 2 || strncmp(p - 2, "py", 2) != 0) return 1;
+    if (!n || (size_t)(p - text) < n || strncmp(p - n, not_after, n) != 0) return 1;
   return 0;
 }
 
-/* Whether any text of the compile (the source, an option, a header of opts) spells word. */
+/* Whether any text of the compile (the source, an option, a header of opts) spells word, not
+ * right after not_after. */
+static int kiln__stdheaders_spell_not_after(const char *src, const kiln_compile_opts *opts,
+                                            const char *word, const char *not_after) {
+  if (kiln__stdheaders_has(src, word, not_after)) return 1;
+  for (int i = 0; opts && i < opts->n_options; i++)
+    if (opts->options[i] && kiln__stdheaders_has(opts->options[i], word, not_after)) return 1;
+  for (int i = 0; opts && i < opts->n_headers; i++)
+    if (opts->header_sources[i] && kiln__stdheaders_has(opts->header_sources[i], word, not_after))
+      return 1;
+  return 0;
+}
+
 static int kiln__stdheaders_spell(const char *src, const kiln_compile_opts *opts,
                                   const char *word) {
-  if (kiln__stdheaders_has(src, word)) return 1;
-  for (int i = 0; opts && i < opts->n_options; i++)
-    if (opts->options[i] && kiln__stdheaders_has(opts->options[i], word)) return 1;
-  for (int i = 0; opts && i < opts->n_headers; i++)
-    if (opts->header_sources[i] && kiln__stdheaders_has(opts->header_sources[i], word)) return 1;
-  return 0;
+  return kiln__stdheaders_spell_not_after(src, opts, word, NULL);
 }
 
 /* Which text of nvcc's implicit names a compile gets (above). */
@@ -927,7 +933,8 @@ static const char *kiln__stdheaders_nvcc_host(const char *src, const kiln_compil
                                                       : kiln__nvcc_host_lean_text;
   int libcu = kiln__stdheaders_spell(src, opts, "cub/") ||
               kiln__stdheaders_spell(src, opts, "thrust/") ||
-              kiln__stdheaders_spell(src, opts, "cuda/");
+              /* not PyCUDA's headers' folder (<pycuda/pycuda-complex.hpp>) */
+              kiln__stdheaders_spell_not_after(src, opts, "cuda/", "py");
   return libcu ? kiln__nvcc_host_libcu_text : kiln__nvcc_host_text;
 }
 

@@ -36,6 +36,24 @@ static void check_blanked(const char *src, const char *got, const char *allowed)
   }
 }
 
+/* got is src with added put in at some places and nothing else changed, each time where got
+ * then reads whole, added beginning lead characters into it ("cuda::" at the start of
+ * "cuda::std"; "expr" 5 into "constexpr"). */
+static void check_inserted(const char *src, const char *got, const char *added, const char *whole,
+                           size_t lead) {
+  if (!got) return;
+  size_t i = 0, j = 0, n = strlen(added);
+  while (src[i] || got[j]) { /* an insertion may end the text */
+    if (src[i] && src[i] == got[j]) {
+      i++, j++;
+    } else {
+      CHECK(j >= lead && strncmp(got + j - lead, whole, strlen(whole)) == 0);
+      j += n;
+    }
+  }
+  CHECK(got[j] == '\0' && j > i);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (size > 1 << 16) return 0;
   char *src = malloc(size + 1);
@@ -49,22 +67,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   char *literals = kiln__dialect_compound_literals(src);
   check_blanked(src, literals, "()");
   free(literals);
-  /* namespace std opened as cuda::std: the source with "cuda::" put before some "std"s, and
-   * nothing else changed. */
+  /* namespace std opened as cuda::std: "cuda::" put before some "std"s */
   char *std = kiln__dialect_std_namespace(src);
-  if (std) {
-    size_t i = 0, j = 0;
-    while (src[i]) {
-      if (src[i] == std[j]) {
-        i++, j++;
-      } else {
-        CHECK(strncmp(std + j, "cuda::std", 9) == 0 && strncmp(src + i, "std", 3) == 0);
-        j += 6;
-      }
-    }
-    CHECK(std[j] == '\0' && j > i);
-    free(std);
-  }
+  check_inserted(src, std, "cuda::", "cuda::std", 0);
+  free(std);
   size_t lines = 1;
   for (size_t i = 0; i < size; i++) lines += src[i] == '\n';
   char *log = malloc(lines / 3 * 80 + 1), *at = log;
@@ -75,22 +81,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     char *host = kiln__dialect_host_functions(src, log);
     check_blanked(src, host, NULL);
     free(host);
-    /* const made constexpr: only "expr" is added, after some "const"s */
+    /* const made constexpr: "expr" put after some "const"s */
     char *inclass = kiln__dialect_inclass_constants(src, log);
-    if (inclass) {
-      size_t i = 0, j = 0;
-      while (src[i] || inclass[j]) { /* a "const" may end the text */
-        if (src[i] && src[i] == inclass[j]) {
-          i++, j++;
-        } else {
-          CHECK(strncmp(inclass + j, "expr", 4) == 0 && j >= 5 &&
-                strncmp(inclass + j - 5, "const", 5) == 0);
-          j += 4;
-        }
-      }
-      CHECK(inclass[j] == '\0' && j > i);
-      free(inclass);
-    }
+    check_inserted(src, inclass, "expr", "constexpr", 5);
+    free(inclass);
     free(log);
   }
   free(src);
