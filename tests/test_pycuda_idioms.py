@@ -237,7 +237,7 @@ def test_autoinit_holds_pycudas_names():
 def test_autoinit_prints_a_kernels_printf_when_the_program_ends_without_waiting():
     # The hello world of "Hands-On GPU Programming with Python and CUDA" (6/hello-world_gpu.py):
     # PyCUDA's context, destroyed at exit, waits for the kernel and so prints its lines.
-    r = run_python('''
+    r = run_python(r'''
         import kiln.autoinit
         from kiln.compiler import SourceModule
         ker = SourceModule("""
