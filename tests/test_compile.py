@@ -520,6 +520,33 @@ def test_pycudas_complex_lays_out_as_numpys_and_pycudas():
     assert mod.get_function("k").signature == ("ptr", "struct[8]/4", "f32")  # 4-aligned
 
 
+@pytest.mark.gpu
+def test_a_record_array_with_complex_fields_reads_as_numpy_wrote_it():
+    rec = np.dtype([("c", np.complex64), ("k", np.int32), ("d", np.complex128)], align=True)
+    mod = kiln.SourceModule("""
+    #include <pycuda-complex.hpp>
+    struct rec { pycuda::complex<float> c; int k; pycuda::complex<double> d; };
+    __global__ void k(const rec *r, double *o, int *size, int n)
+    {
+        int i = threadIdx.x;
+        if (i < n) {
+            o[4 * i] = r[i].c.real(); o[4 * i + 1] = r[i].c.imag();
+            o[4 * i + 2] = r[i].k; o[4 * i + 3] = r[i].d.imag();
+        }
+        size[0] = sizeof(rec);
+    }
+    """, arch=ARCH, cache_dir=False)
+    a = np.zeros(5, rec)
+    a["c"] = np.arange(5) + 1j * np.arange(5, 10)
+    a["k"] = np.arange(20, 25)
+    a["d"] = 3 - 1j * np.arange(30, 35)
+    o, size = np.zeros(20), np.zeros(1, np.int32)
+    mod.get_function("k")(kiln.In(a), kiln.Out(o), kiln.Out(size), np.int32(5), block=(32, 1, 1))
+    assert size[0] == rec.itemsize == 32
+    want = np.stack([a["c"].real, a["c"].imag, a["k"], a["d"].imag], axis=1).ravel()
+    np.testing.assert_array_equal(o, want)
+
+
 def _a_pycuda_folder(path, impl=True):
     """A stand-in of PyCUDA's own pycuda-complex.hpp (its guard, its type, and its last line,
     which includes the out-of-line half), and of that half, which says it was read."""
