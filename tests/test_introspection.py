@@ -25,6 +25,7 @@ namespace ns { __global__ void inner(S s, const S *p, unsigned long long n, cons
 template <typename T, int N> __global__ void axpy(T a, const T *x, T *y) {}
 template __global__ void axpy<float, 128>(float, const float *, float *);
 extern "C" __global__ void plain(float *x, int n) {}
+__global__ void grid(float cells[][6][6], const int (*rows)[3], float *(*ptrs)[2], int n) {}
 """
 
 
@@ -83,6 +84,9 @@ def test_signatures_read_as_documented():
      "ns::inner(S, const S *, unsigned long long, const S *, char **)"),
     ("_Z4axpyIfLi128EEvT_PKS0_PS0_", "axpy<float, 128>(float, const float *, float *)"),
     ("plain", "plain"),
+    # arrays in parameters are pointers to arrays, written as the source would declare them
+    ("_Z4gridPA6_A6_fPA3_KiPA2_Pfi",
+     "grid(float (*)[6][6], const int (*)[3], float *(*)[2], int)"),
 ])
 def test_kernels_are_named_as_declared(module, entry, declaration):
     f = module.get_function(entry)

@@ -1,6 +1,7 @@
 /* Reading Itanium-mangled names (the C++ ABI's, which NVRTC follows): the plain name a user
  * writes, and each parameter's class where the name says more than PTX does. A subset: what
- * kernel signatures use (builtins, pointers, qualifiers, classes, substitutions); anything
+ * kernel signatures use (builtins, pointers, qualifiers, classes, arrays behind a
+ * pointer, substitutions); anything
  * else makes the parameter types unreadable, never wrong. */
 #include "demangle.h"
 
@@ -152,6 +153,22 @@ static int kiln__dm_qualified(kiln__demangler *d) {
   return cls;
 }
 
+/* <array-type> ::= A <dimension> _ <element type> (A _ <type> without one): a parameter is
+ * never an array, but a pointer to one is (float a[][6] is float (*)[6], PA6_f). The element
+ * nests as a pointer's target does, so it is counted the same way. */
+static int kiln__dm_array(kiln__demangler *d) {
+  if (d->depth >= KILN__DM_MAX_DEPTH) return d->ok = 0, KILN__SUB_OTHER;
+  d->p++; /* A */
+  while (isdigit((unsigned char)kiln__dm_peek(d))) d->p++;
+  if (kiln__dm_peek(d) != '_') return d->ok = 0, KILN__SUB_OTHER;
+  d->p++;
+  d->depth++;
+  kiln__dm_type(d);
+  d->depth--;
+  kiln__sub_add(d, KILN__SUB_OTHER);
+  return KILN__SUB_OTHER;
+}
+
 /* <type>; returns the class a parameter of this type has (KILN__SUB_OTHER for classes). */
 static int kiln__dm_type(kiln__demangler *d) {
   int ch = kiln__dm_peek(d);
@@ -168,6 +185,7 @@ static int kiln__dm_type(kiln__demangler *d) {
   case 'K':
   case 'V':
   case 'r': return kiln__dm_qualified(d);
+  case 'A': return kiln__dm_array(d);
   case 'S': {
     int cls = kiln__dm_substitution(d);
     if (kiln__dm_peek(d) == 'I') { /* a template specialised from a substitution */
@@ -333,6 +351,11 @@ static void kiln__pr_name(kiln__printer *d, char *out, size_t cap) {
     d->ok = 0;
     return;
   }
+  for (unsigned long i = 0; i < n; i++) /* an identifier's, as the first reader takes them */
+    if (!isalnum((unsigned char)d->p[i]) && d->p[i] != '_' && d->p[i] != '$' && d->p[i] != '.') {
+      d->ok = 0;
+      return;
+    }
   size_t used = strlen(out);
   snprintf(out + used, cap - used, "%.*s", (int)n, d->p);
   d->p += n;
@@ -437,8 +460,41 @@ static void kiln__pr_type_at(kiln__printer *d, char *out, size_t cap) {
     kiln__pr_type(d, inner, sizeof inner);
     const char *mark = ch == 'P' ? "*" : ch == 'R' ? "&" : "&&";
     size_t n = strlen(inner);
-    int tight = n && (inner[n - 1] == '*' || inner[n - 1] == '&');
-    snprintf(out + used, cap - used, "%s%s%s", inner, tight ? "" : " ", mark);
+    const char *group = strstr(inner, ")["), *dims = strchr(inner, '[');
+    if (group) /* to a pointer to an array: the mark joins its group, float (*&)[6] */
+      snprintf(out + used, cap - used, "%.*s%s%s", (int)(group - inner), inner, mark, group);
+    else if (dims) /* to an array: the declarator is grouped, float (*)[6] */
+      snprintf(out + used, cap - used, "%.*s(%s)%s", (int)(dims - inner), inner, mark, dims);
+    else
+      snprintf(out + used, cap - used, "%s%s%s", inner,
+               n && (inner[n - 1] == '*' || inner[n - 1] == '&') ? "" : " ", mark);
+    kiln__pr_sub(d, out + used);
+    return;
+  }
+  case 'A': { /* A 6 _ f: float [6]; an array of arrays adds its dimension first, float [2][6] */
+    d->p++;
+    const char *dim = d->p;
+    while (isdigit((unsigned char)kiln__pr_peek(d))) d->p++;
+    int dim_len = (int)(d->p - dim);
+    if (kiln__pr_peek(d) != '_' || dim_len > 18) {
+      d->ok = 0;
+      return;
+    }
+    d->p++;
+    kiln__pr_type(d, inner, sizeof inner);
+    if (strchr(inner, '(')) { /* an array of pointers to arrays: not written out here */
+      d->ok = 0;
+      return;
+    }
+    const char *dims = strchr(inner, '[');
+    if (dims)
+      snprintf(out + used, cap - used, "%.*s[%.*s]%s", (int)(dims - inner), inner, dim_len, dim,
+               dims);
+    else {
+      size_t n = strlen(inner);
+      snprintf(out + used, cap - used, "%s%s[%.*s]", inner,
+               n && (inner[n - 1] == '*' || inner[n - 1] == '&') ? "" : " ", dim_len, dim);
+    }
     kiln__pr_sub(d, out + used);
     return;
   }
@@ -452,6 +508,10 @@ static void kiln__pr_type_at(kiln__printer *d, char *out, size_t cap) {
     }
     kiln__pr_type(d, inner, sizeof inner);
     size_t n = strlen(inner);
+    if (strchr(inner, '(')) { /* a qualified pointer to an array, float (*const)[6]: rare */
+      d->ok = 0;
+      return;
+    }
     if (n && inner[n - 1] == '*') /* a qualified pointer: the qualifier follows the star */
       snprintf(out + used, cap - used, "%s%s%s%s", inner, is_const ? "const" : "",
                is_volatile ? (is_const ? " volatile" : "volatile") : "",

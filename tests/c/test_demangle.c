@@ -32,6 +32,9 @@ TEST(mangled_names_give_signs_and_pointers) {
       {"_Z1kPKiS0_", "k", 2, {KILN_PARAM_PTR, KILN_PARAM_PTR}},
       /* a nested name from a substitution (NS_1YE) adds ns::Y, not ns again: S2_ is ns::Y * */
       {"_Z1hN2ns1XEPNS_1YES2_", "h", 3, {-1, KILN_PARAM_PTR, KILN_PARAM_PTR}},
+      /* pointers to arrays, and a substitution for one (S0_ is float (*)[6]) */
+      {"_Z1kPA6_A6_fPA3_ii", "k", 3, {KILN_PARAM_PTR, KILN_PARAM_PTR, KILN_PARAM_I32}},
+      {"_Z1kPA6_fS0_", "k", 2, {KILN_PARAM_PTR, KILN_PARAM_PTR}},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     int types[16], n = -2;
@@ -181,6 +184,13 @@ TEST(mangled_names_give_the_declaration) {
        "put(kiln::complex<float> *, kiln::complex<float>, kiln::complex<double> *, "
        "kiln::complex<double>)"},
       {"_Z1hN2ns1XEPNS_1YES2_", "h(ns::X, ns::Y *, ns::Y *)"},
+      /* float a[][6][6], int (*b)[3], const float c[][4]: pointers to arrays */
+      {"_Z1kPA6_A6_fPA3_iPA4_Kf", "k(float (*)[6][6], int (*)[3], const float (*)[4])"},
+      {"_Z1kPPA6_f", "k(float (**)[6])"},
+      {"_Z1kRPA6_f", "k(float (*&)[6])"},
+      {"_Z1kRA4_f", "k(float (&)[4])"},
+      {"_Z1kPA3_Pf", "k(float *(*)[3])"},
+      {"_Z1kPA6_fS0_", "k(float (*)[6], float (*)[6])"}, /* A6_f is S_, its pointer S0_ */
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     char *declared = kiln__demangle_signature(cases[i].mangled);
@@ -192,8 +202,10 @@ TEST(mangled_names_give_the_declaration) {
 TEST(unreadable_names_give_no_declaration) {
   /* Not mangled, cut short, an empty name, a substitution or template argument that is not
    * there, an expression: NULL, never a wrong text. */
-  const char *names[] = {"multiply_them", "_Z",      "_Z0",     "_Z99short",         "_Z1kPS3_",
-                         "_Z1kT_",        "_Z1kPf_", "_ZN2nsE", "_Z1kIXadL_Z1xEEEvv"};
+  const char *names[] = {"multiply_them",      "_Z",       "_Z0",     "_Z99short",
+                         "_Z1kPS3_",           "_Z1kT_",   "_Z1kPf_", "_ZN2nsE",
+                         "_Z1kIXadL_Z1xEEEvv", "_Z1kPA6f", "_Z1kPA",  "_Z1kKPA6_f",
+                         "_Z1kPA2_PA3_f",      "_Z1[1$",   "_Z1k1("};
   for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
     char *declared = kiln__demangle_signature(names[i]);
     if (declared) FAIL("%s gave '%s', want none", names[i], declared);

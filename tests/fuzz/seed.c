@@ -189,6 +189,8 @@ static const char *kiln__names[] = {
     "_Z1kjmyhtsa",
     "_Z1kPKiS0_",
     "_Z1kv",
+    "_Z1kPA6_A6_fPA3_KiPA2_Pfi",
+    "_Z1kRPA6_fS0_",
     "_ZN5outer5innerE",
     "_Z1fPPPPPPPPPPPPPPi",
     "_Z1kRKfOdPVrKi",
