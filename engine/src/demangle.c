@@ -1,8 +1,7 @@
 /* Reading Itanium-mangled names (the C++ ABI's, which NVRTC follows): the plain name a user
  * writes, and each parameter's class where the name says more than PTX does. A subset: what
- * kernel signatures use (builtins, pointers, qualifiers, classes, arrays behind a
- * pointer, substitutions); anything
- * else makes the parameter types unreadable, never wrong. */
+ * kernel signatures use (builtins, pointers, qualifiers, classes, arrays behind a pointer,
+ * substitutions); anything else makes the parameter types unreadable, never wrong. */
 #include "demangle.h"
 
 #include "dup.h"
