@@ -483,16 +483,23 @@ def test_pycudas_headers_reach_through_other_headers_and_yield_to_the_callers_fo
 
 def test_pycudas_complex_pow_takes_a_real_or_an_int_exponent_as_its_header_does():
     # PyCUDA's header has pow(complex<T>, T) and pow(T, complex<T>) as plain functions, so that
-    # an int or the other precision converts: the interactive Mandelbrot's pow(z, 2).
-    # (pow(complex<float>, double) is ambiguous to NVRTC with PyCUDA's own header too.)
+    # an int or the other precision converts: the interactive Mandelbrot's pow(z, 2). nvcc
+    # takes pow(complex<float>, double) in float and two complex types in the wider, where
+    # NVRTC finds PyCUDA's own header ambiguous; kiln's header chooses as nvcc does.
     mod = kiln.SourceModule("""
     #include <pycuda-complex.hpp>
-    __global__ void k(pycuda::complex<double> *z, pycuda::complex<float> *f, int n)
+    template <typename A, typename B> struct same { enum { value = 0 }; };
+    template <typename A> struct same<A, A> { enum { value = 1 }; };
+    #define IS(x, T) static_assert(same<decltype(x), pycuda::complex<T>>::value, #x)
+    __global__ void k(pycuda::complex<double> *z, pycuda::complex<float> *f, int n, double d)
     { z[0] = pow(z[0], 2); z[1] = pow(z[1], n); z[2] = pow(z[2], 2.0f); z[3] = pow(2.0, z[3]);
       z[4] = pycuda::pow(z[4], 0.5); z[5] = pow(z[5], z[6]);
-      f[1] = pow(f[1], n); f[2] = pow(2, f[2]); f[3] = pow(f[3], 2.0f); }
+      f[1] = pow(f[1], n); f[2] = pow(2, f[2]); f[3] = pow(f[3], 2.0f);
+      IS(pow(f[0], d), float); IS(pow(d, f[0]), float); IS(pow(f[0], 2.0), float);
+      IS(pow(f[0], 2u), float); IS(pow(z[0], 2LL), double); IS(pow(f[0], z[0]), double);
+      IS(pow(z[0], f[0]), double); IS(pow(f[0], f[1]), float); IS(pow(z[0], 2.0f), double); }
     """, arch=ARCH, cache_dir=False)
-    assert mod.get_function("k").signature == ("ptr", "ptr", "i32")
+    assert mod.get_function("k").signature == ("ptr", "ptr", "i32", "f64")
     # PyCUDA's headers are not libcu++'s (whose <cuda/...> headers bring their own INFINITY and
     # pow): nvcc's bare INFINITY and mixed pow(float, double) stay, under either name.
     for name in ("pycuda-complex.hpp", "pycuda/pycuda-complex.hpp"):

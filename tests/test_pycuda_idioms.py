@@ -288,6 +288,25 @@ def test_pow_of_mixed_types_computes_in_the_promoted_type():
     assert d[0] == pytest.approx(np.float64(x) ** 2, rel=1e-15)  # in double, not float
 
 
+def test_pow_of_pycudas_complex_and_another_type_computes_as_under_nvcc():
+    # A real of another type converts to the complex number's part type (float for
+    # complex<float>), and two complex types meet in the wider.
+    mod = SourceModule("""
+    #include <pycuda-complex.hpp>
+    __global__ void p(pycuda::complex<float> *f, pycuda::complex<double> *z, double d, int n) {
+      f[1] = pow(f[0], d); f[2] = pow(d, f[0]); f[3] = pow(f[0], 2.0); f[4] = pow(f[0], n);
+      z[1] = pow(f[0], z[0]); z[2] = pow(z[0], f[0]);
+    }""")
+    f = np.array([1.5 + 0.5j, 0, 0, 0, 0], np.complex64)
+    z = np.array([0.25 - 2j, 0, 0], np.complex128)
+    mod.get_function("p")(drv.InOut(f), drv.InOut(z), 0.75, np.int32(3), block=(1, 1, 1))
+    f0, z0 = f[0], z[0]
+    np.testing.assert_allclose(f[1:], [f0 ** np.float32(0.75), np.float32(0.75) ** f0, f0 ** 2,
+                                       f0 ** 3], rtol=2e-6)
+    np.testing.assert_allclose(z[1:], [np.complex128(f0) ** z0, z0 ** np.complex128(f0)],
+                               rtol=1e-13)
+
+
 def test_cpp_headers_nvrtc_lacks_are_libcudacxx_ones_in_std():
     mod = SourceModule("""
     #include <type_traits>

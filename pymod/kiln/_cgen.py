@@ -376,6 +376,30 @@ __host__ __device__ inline complex<float> pow(const complex<float> &a, const flo
 __host__ __device__ inline complex<float> pow(const float &a, const complex<float> &b) { return pow(complex<float>(a), b); }
 __host__ __device__ inline complex<double> pow(const complex<double> &a, const double &b) { return pow(a, complex<double>(b)); }
 __host__ __device__ inline complex<double> pow(const double &a, const complex<double> &b) { return pow(complex<double>(a), b); }
+// A real of another type (pow(zf, 2.0), pow(zf, n) with a double or an unsigned n) converts
+// to the complex number's part type, and two complex types meet in the wider, as nvcc picks
+// among PyCUDA's overloads; without these NVRTC finds such a call ambiguous. Templates, so that
+// the plain functions above stay the exact matches they are.
+template <typename U> struct _kiln_real { enum { value = 0 }; };
+template <> struct _kiln_real<char> { enum { value = 1 }; };
+template <> struct _kiln_real<signed char> { enum { value = 1 }; };
+template <> struct _kiln_real<unsigned char> { enum { value = 1 }; };
+template <> struct _kiln_real<short> { enum { value = 1 }; };
+template <> struct _kiln_real<unsigned short> { enum { value = 1 }; };
+template <> struct _kiln_real<int> { enum { value = 1 }; };
+template <> struct _kiln_real<unsigned> { enum { value = 1 }; };
+template <> struct _kiln_real<long> { enum { value = 1 }; };
+template <> struct _kiln_real<unsigned long> { enum { value = 1 }; };
+template <> struct _kiln_real<long long> { enum { value = 1 }; };
+template <> struct _kiln_real<unsigned long long> { enum { value = 1 }; };
+template <> struct _kiln_real<float> { enum { value = 1 }; };
+template <> struct _kiln_real<double> { enum { value = 1 }; };
+template <typename T, typename U, typename _kiln_if<_kiln_real<U>::value>::type = 0>
+__host__ __device__ complex<T> pow(const complex<T> &a, const U &b) { return pow(a, complex<T>(T(b))); }
+template <typename T, typename U, typename _kiln_if<_kiln_real<U>::value>::type = 0>
+__host__ __device__ complex<T> pow(const U &a, const complex<T> &b) { return pow(complex<T>(T(a)), b); }
+__host__ __device__ inline complex<double> pow(const complex<float> &a, const complex<double> &b) { return pow(complex<double>(a), b); }
+__host__ __device__ inline complex<double> pow(const complex<double> &a, const complex<float> &b) { return pow(a, complex<double>(b)); }
 }  // namespace kiln
 /* PyCUDA's header defines these two where nothing has, and sources that include it use them;
  * spelled as kiln's <float.h> has them, so that either may come first. */
