@@ -509,6 +509,41 @@ def test_pycudas_complex_pow_takes_a_real_or_an_int_exponent_as_its_header_does(
         assert mod.get_function("k").signature == ("ptr",)
 
 
+
+@pytest.mark.parametrize("options", [[], ["-rdc=true"]], ids=["plain", "rdc"])
+def test_programmatic_launchs_device_calls_need_no_include_as_under_nvcc(options):
+    # cuda_runtime.h gives them every kernel under nvcc; NVRTC only with -rdc=true.
+    src = """
+    __global__ void k(float *out) {
+    #if __CUDA_ARCH__ >= 900
+        cudaGridDependencySynchronize();
+    #endif
+        out[threadIdx.x] = 1.f;
+    #if __CUDA_ARCH__ >= 900
+        cudaTriggerProgrammaticLaunchCompletion();
+    #endif
+    }"""
+    for arch in ("sm_90", "sm_80"):
+        mod = kiln.SourceModule(src, arch=arch, options=options, cache_dir=False)
+        assert mod.get_function("k").signature == ("ptr",)
+
+
+def test_floating_constants_that_fold_are_read_by_kernels_as_under_nvcc():
+    # nvcc folds a namespace-scope constant made of others (raulperod's heat equation's
+    # const float dt = dx * dx / 8); NVRTC refuses to initialize it on the device.
+    mod = kiln.SourceModule("""
+    #define L 1.0
+    const float dx = L / 10; const int n = 8;
+    const float dt = dx * dx / n;
+    const float root = sqrtf(dx);  // not folded: no kernel may read it, as under nvcc
+    __global__ void k(float *x) { x[0] = dt; }
+    """, arch=ARCH, cache_dir=False)
+    assert mod.get_function("k").signature == ("ptr",)
+    with pytest.raises(kiln.CompileError, match="dynamic initialization"):
+        kiln.SourceModule("const float a = 0.5f;\nconst float c = sqrtf(a);\n"
+                          "__global__ void k(float *x) { x[0] = c; }\n", arch=ARCH,
+                          cache_dir=False)
+
 def test_pycudas_complex_lays_out_as_numpys_and_pycudas():
     # A struct of a NumPy record array with a complex field is read as NumPy wrote it: the type
     # is aligned as its parts are (complex64: 4 bytes), as PyCUDA's is.

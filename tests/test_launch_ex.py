@@ -79,16 +79,16 @@ extern "C" __global__ void fill_shared(unsigned *out, unsigned words)
 }
 
 // Programmatic dependent launch: the second waits for the first's memory in
-// griddepcontrol.wait, and may begin before it ends.
+// cudaGridDependencySynchronize (griddepcontrol.wait), and may begin before it ends.
 extern "C" __global__ void first(int *x, int n)
 {
     int i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i < n) x[i] = i;
-    asm volatile("griddepcontrol.launch_dependents;");
+    cudaTriggerProgrammaticLaunchCompletion();
 }
 extern "C" __global__ void second(const int *x, int *y, int n)
 {
-    asm volatile("griddepcontrol.wait;" ::: "memory");
+    cudaGridDependencySynchronize();
     int i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i < n) y[i] = x[i] * 3;
 }

@@ -288,6 +288,20 @@ def test_pow_of_mixed_types_computes_in_the_promoted_type():
     assert d[0] == pytest.approx(np.float64(x) ** 2, rel=1e-15)  # in double, not float
 
 
+def test_floating_constants_made_of_others_read_as_nvcc_folds_them():
+    mod = SourceModule("""
+    const float dx = 0.1; const int n = 8;
+    const float dt = dx * dx / n;
+    const double wide = dt * 3.0;
+    __global__ void k(float *f, double *d) { f[0] = dt; d[0] = wide; }
+    """)
+    f, d = np.zeros(1, np.float32), np.zeros(1)
+    mod.get_function("k")(drv.Out(f), drv.Out(d), block=(1, 1, 1))
+    dt = np.float32(np.float32(0.1) * np.float32(0.1) / np.float32(8))
+    assert f[0] == dt
+    assert d[0] == pytest.approx(np.float64(dt) * 3.0, rel=1e-15)
+
+
 def test_pow_of_pycudas_complex_and_another_type_computes_as_under_nvcc():
     # A real of another type converts to the complex number's part type (float for
     # complex<float>), and two complex types meet in the wider.

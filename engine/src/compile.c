@@ -606,7 +606,8 @@ kiln_status kiln__compile(const char *src, const kiln_compile_opts *opts, const 
   }
   /* A whole program's host functions (main calling cudaMalloc), which nvcc compiles for the
    * host: blanked where NVRTC refused them, and compiled again, a few rounds while each finds
-   * another (a host helper that called a blanked one). The first refusal stands otherwise. */
+   * another (a host helper that called a blanked one); floating constants that nvcc folds, made
+   * constexpr in the same rounds. The first refusal stands otherwise. */
   if (s == KILN_ERROR_COMPILE && out->log && strstr(out->log, "): error")) {
     char *first = kiln__dup_str(kiln_last_error()), *current = NULL;
     const char *base = literal_src ? literal_src : src;
@@ -617,7 +618,14 @@ kiln_status kiln__compile(const char *src, const kiln_compile_opts *opts, const 
     for (int round = 0; first && round < 4 && s; round++) {
       const char *log = round ? next.log : literal_log ? literal_log : out->log;
       const char *text = current ? current : base;
-      char *rewritten = log ? kiln__dialect_host_functions(text, log) : NULL;
+      /* Floating constants that fold, made constexpr first, so that the host variables' rewrite
+       * (which keeps constexpr ones) blanks only those that do not. Lines stay where they were,
+       * so the log's line numbers hold for the constants' text. */
+      char *constants = log ? kiln__dialect_namespace_constants(text, log) : NULL;
+      char *rewritten =
+          log ? kiln__dialect_host_functions(constants ? constants : text, log) : NULL;
+      if (constants && rewritten) free(constants);
+      else if (constants) rewritten = constants;
       int in_headers = log && kiln__header_rewrites_add(&headers, text, opts, cwd, log);
       if (round) kiln__compile_free_code(&next);
       if (!rewritten && !in_headers) break;

@@ -301,7 +301,7 @@ static int kiln__host_variable(const char *src, const char *decl, size_t n, int 
   static const char *const kept[] = {"__device__", "__constant__", "__shared__", "__managed__",
                                      "__global__", "__host__",     "struct",     "class",
                                      "union",      "enum",         "typedef",    "template",
-                                     "using",      "namespace"};
+                                     "using",      "namespace",    "constexpr"};
   for (size_t i = 0; i < sizeof kept / sizeof *kept; i++)
     if (kiln__has_word(decl, n, kept[i])) return 0;
   if (!kiln__alone_on_lines(src, decl, n)) return 0;
@@ -314,6 +314,208 @@ static int kiln__host_variable(const char *src, const char *decl, size_t n, int 
                        "dynamic initialization is not supported for a __device__ variable"))
       return 1;
   return 0;
+}
+
+/* ---- Floating constants at namespace scope ----------------------------------------------- */
+
+/* A declaration at namespace scope, as the constants' rewrite reads it. */
+typedef struct kiln__constant {
+  const char *decl, *end;  /* [decl, end): up to its ';' */
+  const char *word;        /* its "const", which may become "constexpr" */
+  const char *name, *init; /* its one declarator's name; the initializer after its '=' */
+  size_t name_len;
+  int first_line, last_line;
+  int floating; /* of type float or double (an integral one is constant already) */
+  int foldable; /* its initializer folds at compile time: literals, operators, casts
+                   and names of foldable constants before it or of macros */
+  int convert;
+} kiln__constant;
+
+static int kiln__word_is(const char *p, const char *end, const char *word) {
+  size_t n = strlen(word);
+  return (size_t)(end - p) >= n && strncmp(p, word, n) == 0 &&
+         (p + n == end || !kiln__ident_char(p[n]));
+}
+
+/* decl[0..end) as "[static] const [static] T name = init" with T an arithmetic type of one or
+ * two words; 0 when it is not (more declarators, an array, a pointer, a qualifier beyond). */
+static int kiln__constant_read(const char *decl, const char *end, kiln__constant *c) {
+  static const char *const types[] = {"float", "double", "int",    "unsigned", "long",
+                                      "short", "char",   "signed", "bool"};
+  memset(c, 0, sizeof *c);
+  c->decl = decl, c->end = end;
+  const char *p = decl;
+  int types_seen = 0;
+  for (;;) {
+    while (p < end && kiln__space(*p)) p++;
+    if (p >= end || !kiln__ident_start(*p)) return 0;
+    const char *w = p;
+    while (p < end && kiln__ident_char(*p)) p++;
+    if (kiln__word_is(w, p, "static")) continue;
+    if (kiln__word_is(w, p, "const")) {
+      if (c->word) return 0;
+      c->word = w;
+      continue;
+    }
+    int is_type = 0;
+    for (size_t i = 0; i < sizeof types / sizeof *types && !is_type; i++)
+      is_type = kiln__word_is(w, p, types[i]);
+    if (is_type) {
+      types_seen++;
+      c->floating |= kiln__word_is(w, p, "float") || kiln__word_is(w, p, "double");
+      continue;
+    }
+    c->name = w, c->name_len = (size_t)(p - w);
+    break;
+  }
+  while (p < end && kiln__space(*p)) p++;
+  if (!c->word || !types_seen || p >= end || *p != '=') return 0;
+  c->init = p + 1;
+  int depth = 0;
+  for (const char *q = c->init; q < end; q++) {
+    if (*q == '(') depth++;
+    else if (*q == ')') depth--;
+    else if (*q == ',' && depth == 0) return 0; /* another declarator */
+  }
+  return 1;
+}
+
+/* Whether c's initializer folds, given the constants before it (and the source's macros). The
+ * floating ones it names are noted in needs (an index each) when needs is given. */
+static int kiln__constant_folds(const kiln__constant *c, const kiln__constant *before, size_t n,
+                                const kiln__macros *m, unsigned char *needs) {
+  static const char *const casts[] = {"float", "double", "int",  "unsigned", "long", "short",
+                                      "char",  "signed", "bool", "true",     "false"};
+  for (const char *p = c->init; p < c->end;) {
+    if (kiln__space(*p) || strchr("+-*/%()<>=!&|^~?:", *p)) {
+      p++;
+    } else if ((*p >= '0' && *p <= '9') || (*p == '.' && p[1] >= '0' && p[1] <= '9')) {
+      while (p < c->end && (kiln__ident_char(*p) || *p == '.' ||
+                            ((*p == '+' || *p == '-') && (p[-1] == 'e' || p[-1] == 'E'))))
+        p++;
+    } else if (kiln__ident_start(*p)) {
+      const char *w = p;
+      while (p < c->end && kiln__ident_char(*p)) p++;
+      size_t len = (size_t)(p - w);
+      int known = 0;
+      for (size_t i = 0; i < sizeof casts / sizeof *casts && !known; i++)
+        known = kiln__word_is(w, p, casts[i]);
+      for (size_t i = 0; i < m->n && !known; i++)
+        known = m->at[i].len == len && strncmp(m->at[i].name, w, len) == 0;
+      for (size_t i = n; i-- > 0 && !known;) /* the latest of the name */
+        if (before[i].name_len == len && strncmp(before[i].name, w, len) == 0) {
+          if (!before[i].foldable) return 0;
+          known = 1;
+          if (needs && before[i].floating) needs[i] = 1;
+        }
+      if (!known) return 0; /* a variable, or a function's call */
+    } else {
+      return 0; /* a string, a brace, a member's access */
+    }
+  }
+  return 1;
+}
+
+char *kiln__dialect_namespace_constants(const char *src, const char *log) {
+  static const char what[] = "dynamic initialization is not supported for a __device__ variable";
+  if (!strstr(log, what)) return NULL;
+  kiln__constant *at = NULL;
+  size_t n = 0, cap = 0;
+  kiln__macros macros = {0};
+  int line = 1, line_blank = 1, failed = 0;
+  const char *head = src, *p = src;
+  int head_line = 1;
+  while (*p && !failed) {
+    if (*p == '\n') {
+      line++, line_blank = 1, p++;
+    } else if (kiln__space(*p)) {
+      p++;
+    } else if (p[0] == '/' && (p[1] == '/' || p[1] == '*')) {
+      const char *end = kiln__past_comment(p), *q = head;
+      while (q < p && kiln__space(*q)) q++;
+      int before_head = q == p;
+      for (; p < end; p++) line += *p == '\n';
+      if (before_head) head = end, head_line = line;
+    } else if (*p == '#' && line_blank) {
+      failed = kiln__macros_note(&macros, p) < 0;
+      while (*p && (*p != '\n' || p[-1] == '\\')) line += *p++ == '\n';
+      head = p, head_line = line;
+    } else if (*p == '"' || (*p == '\'' && (p == src || !kiln__ident_char(p[-1])))) {
+      const char *end = kiln__past_quoted(p);
+      if (!end) break;
+      line_blank = 0;
+      p = end;
+    } else if (*p == ';' || *p == '}') {
+      const char *start = head;
+      int first = head_line;
+      while (kiln__space(*start)) first += *start++ == '\n';
+      kiln__constant c;
+      if (*p == ';' && kiln__constant_read(start, p, &c)) {
+        if (n == cap) {
+          cap = cap ? 2 * cap : 16;
+          kiln__constant *more = realloc(at, cap * sizeof *at);
+          if (!more) {
+            failed = 1;
+            break;
+          }
+          at = more;
+        }
+        c.first_line = first, c.last_line = line;
+        c.foldable = kiln__constant_folds(&c, at, n, &macros, NULL);
+        at[n++] = c;
+      }
+      line_blank = 0;
+      head = ++p, head_line = line;
+    } else if (*p == '{') {
+      line_blank = 0;
+      if (kiln__opens(head, (size_t)(p - head)) == KILN__OPENS_SCOPE) {
+        head = ++p, head_line = line;
+        continue;
+      }
+      const char *close = kiln__closing_brace(p); /* a body: nothing at namespace scope */
+      if (!close) break;
+      for (; p < close; p++) line += *p == '\n';
+      head = p; /* its '}', which the next step reads as a scope's end */
+      head_line = line;
+    } else {
+      line_blank = 0;
+      p++;
+    }
+  }
+  /* The floating constants NVRTC refused to initialize on the device that fold, and the
+   * floating constants their initializers name, which constexpr needs to be constexpr too. */
+  size_t converted = 0;
+  unsigned char *needs = failed || !n ? NULL : calloc(n, 1);
+  if (needs) {
+    for (size_t i = n; i-- > 0;) {
+      int refused = 0;
+      for (int l = at[i].first_line; l <= at[i].last_line && !refused; l++)
+        refused = kiln__error_on(log, "kernel.cu", l, what);
+      if (at[i].floating && at[i].foldable && (refused || needs[i])) {
+        at[i].convert = 1;
+        kiln__constant_folds(&at[i], at, i, &macros, needs); /* for the names: it folds */
+      }
+    }
+    for (size_t i = 0; i < n; i++) converted += (size_t)at[i].convert;
+  }
+  free(needs);
+  free(macros.at);
+  char *out = converted ? malloc(strlen(src) + 4 * converted + 1) : NULL;
+  if (out) {
+    char *w = out;
+    const char *from = src;
+    for (size_t i = 0; i < n; i++) {
+      if (!at[i].convert) continue;
+      memcpy(w, from, (size_t)(at[i].word - from));
+      w += at[i].word - from;
+      memcpy(w, "constexpr", 9);
+      w += 9;
+      from = at[i].word + 5;
+    }
+    strcpy(w, from);
+  }
+  free(at);
+  return out;
 }
 
 char *kiln__dialect_host_functions(const char *src, const char *log) {

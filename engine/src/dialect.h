@@ -34,6 +34,18 @@ char *kiln__dialect_std_namespace(const char *src);
  * (free it). */
 char *kiln__dialect_inclass_constants(const char *src, const char *log);
 
+/* A floating constant at namespace scope whose initializer names another ("const float a =
+ * 0.01; const float b = a * a;"), which nvcc folds and lets kernels read, as it does any
+ * constant of a scalar type initialized with a constant expression, and which NVRTC, whose
+ * -default-device puts it on the device, refuses ("dynamic initialization is not supported for
+ * a __device__ variable"): src with "const" written "constexpr" in each such declaration an
+ * error of log names whose initializer folds (literals, operators, casts, the source's macros
+ * and foldable constants before it), and in the floating constants it names. One that does not
+ * fold ("const float c = sqrtf(2.f);") is left to the host functions' rewrite below, as a
+ * variable no kernel could read under nvcc. NULL when there is none (or memory ran out); else a
+ * malloc'd string (free it). */
+char *kiln__dialect_namespace_constants(const char *src, const char *log);
+
 /* A whole CUDA program handed over as a module's source, its host code with it (main, which
  * calls cudaMalloc): nvcc compiles a function with no __global__ or __device__ for the host,
  * and under -default-device NVRTC compiles it for the device and refuses what only a host can
@@ -43,8 +55,8 @@ char *kiln__dialect_inclass_constants(const char *src, const char *log);
  * namespace scope (in a namespace or extern "C" block too) up to its '{', and ends with ')'.
  * A variable nvcc keeps on the host ("const float2 G = make_float2(1, 2);") whose initializer
  * NVRTC refused to run on the device is blanked the same way: no kernel could read it under
- * nvcc either. NULL when there is none to blank (or memory ran out); else a malloc'd string
- * (free it). */
+ * nvcc either; a constexpr one is kept. NULL when there is none to blank (or memory ran out);
+ * else a malloc'd string (free it). */
 char *kiln__dialect_host_functions(const char *src, const char *log);
 
 /* The same for the text of another file of the compile, a header, whose errors log names as

@@ -831,10 +831,22 @@ static const kiln__stdheader *kiln__stdheader_at(size_t i) {
   "using ::double_t;\n"                    \
   "}\n" KILN__OFFSETOF KILN__MATH_MACROS KILN__STDLIB_MACROS KILN__LIMITS_MACROS
 
+/* Programmatic dependent launch's two device calls, which cuda_runtime.h gives every kernel
+ * under nvcc (from cuda_device_runtime_api.h, as inline functions of one PTX instruction each,
+ * with no device runtime behind them) and NVRTC declares only with -rdc=true. Templates, so
+ * that the toolkit's own plain functions, from -rdc=true or an #include of the header, are
+ * other overloads that calls prefer, not redefinitions. */
+#define KILN__PDL                                                                                \
+  "template <int kiln_ = 0> static __device__ inline void cudaGridDependencySynchronize(void)\n" \
+  "{ asm volatile(\"griddepcontrol.wait;\" ::: \"memory\"); }\n"                                 \
+  "template <int kiln_ = 0>\n"                                                                   \
+  "static __device__ inline void cudaTriggerProgrammaticLaunchCompletion(void)\n"                \
+  "{ asm volatile(\"griddepcontrol.launch_dependents;\" :::); }\n"
+
 #define KILN__NVCC_HOST_BEGIN                                               \
   "/* kiln: the names nvcc's implicit host headers give every kernel. */\n" \
   "#ifndef KILN_NVCC_HOST_H\n"                                              \
-  "#define KILN_NVCC_HOST_H\n" KILN__NVCC_HOST_NAMES
+  "#define KILN_NVCC_HOST_H\n" KILN__NVCC_HOST_NAMES KILN__PDL
 #define KILN__NVCC_HOST_STD "namespace std {\n" KILN__STD_MATH_NAMES KILN__STD_STDLIB_NAMES "}\n"
 
 /* For a compile that can include something. INFINITY and NAN are macros here as under nvcc,
@@ -1009,8 +1021,8 @@ kiln_status kiln__stdheaders_select(const char *src, const kiln_compile_opts *op
  * hash these texts, some 10 us, before its first lookup. The C test
  * stdheaders_digest_matches_the_texts recomputes it, so a text edited without it fails. */
 static const unsigned char kiln__stdheaders_sha[KILN__KEY_SIZE] = {
-    0x9b, 0xc5, 0x36, 0x3c, 0xcc, 0xf7, 0xa2, 0x62, 0x6c, 0x20, 0xb4, 0x6e, 0xdb, 0x16, 0xa7, 0xa5,
-    0xf1, 0x2a, 0x46, 0xa4, 0x2b, 0xe6, 0xc7, 0xf7, 0x92, 0x10, 0x3a, 0x0b, 0xc1, 0xb4, 0x3d, 0x30};
+    0xb0, 0xf1, 0x63, 0x9d, 0xe2, 0x1d, 0x46, 0x29, 0x23, 0xcf, 0x72, 0xec, 0x79, 0x82, 0x62, 0x02,
+    0xab, 0x01, 0x80, 0x8c, 0x40, 0xcb, 0xf5, 0x7c, 0x50, 0x46, 0x24, 0xd5, 0x34, 0x19, 0x8c, 0x08};
 
 kiln_status kiln__stdheaders_digest(unsigned char out[KILN__KEY_SIZE]) {
   kiln__hasher *h;

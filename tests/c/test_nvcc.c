@@ -1044,6 +1044,59 @@ TEST(compile_takes_a_float_constant_initialized_in_its_class_as_nvcc_does) {
   kiln_module_free(m);
 }
 
+/* A floating constant at namespace scope whose initialization NVRTC refused, and that folds,
+ * becomes constexpr with the floating constants it names; one that calls a function, and
+ * everything inside a body, are left. */
+TEST(namespace_constants_nvrtc_refused_become_constexpr) {
+  const char *src = "#define L 2.0\n"                                       /* 1 */
+                    "const float a = 0.01; const int n = 4;\n"              /* 2 */
+                    "static const double b = a * a / n + L;\n"              /* 3 */
+                    "const float c = sqrtf(a);\n"                           /* 4 */
+                    "namespace p { const float d = 1e-3f; }\n"              /* 5 */
+                    "const float e = float(d) * -2.5e+1;\n"                 /* 6 */
+                    "__global__ void k(float *x) { const float f = x[0];\n" /* 7 */
+                    "  const float g = f * a; x[0] = g + b + c; }\n"        /* 8 */
+                    "const float h = 1, i = h;\n";                          /* 9 */
+  const char *log = "kernel.cu(3): error: dynamic initialization is not supported for a "
+                    "__device__ variable\n"
+                    "kernel.cu(4): error: dynamic initialization is not supported for a "
+                    "__device__ variable\n"
+                    "kernel.cu(6): error: dynamic initialization is not supported for a "
+                    "__device__ variable\n"
+                    "kernel.cu(8): error: dynamic initialization is not supported for a "
+                    "__device__ variable\n"
+                    "kernel.cu(9): error: dynamic initialization is not supported for a "
+                    "__device__ variable\n";
+  const char *want = "#define L 2.0\n"
+                     "constexpr float a = 0.01; const int n = 4;\n"
+                     "static constexpr double b = a * a / n + L;\n"
+                     "const float c = sqrtf(a);\n"
+                     "namespace p { constexpr float d = 1e-3f; }\n"
+                     "constexpr float e = float(d) * -2.5e+1;\n"
+                     "__global__ void k(float *x) { const float f = x[0];\n"
+                     "  const float g = f * a; x[0] = g + b + c; }\n"
+                     "const float h = 1, i = h;\n";
+  char *got = kiln__dialect_namespace_constants(src, log);
+  ASSERT(got != NULL);
+  ASSERT_STR_EQ(got, want);
+  free(got);
+  ASSERT(kiln__dialect_namespace_constants(src, "kernel.cu(3): error: x\n") == NULL);
+  ASSERT(kiln__dialect_namespace_constants(src,
+                                           "kernel.cu(4): error: dynamic initialization is "
+                                           "not supported for a __device__ variable\n") == NULL);
+}
+
+/* Such constants compile, as under nvcc, beside host code that is blanked. */
+TEST(compile_takes_floating_constants_that_fold_as_nvcc_does) {
+  const char *src = "const float dx = 0.1;\nconst float r = dx * dx;\n"
+                    "const float s = sqrtf(dx);\n"
+                    "__global__ void k(float *o) { o[0] = r; }\n"
+                    "int main() { float *d; cudaMalloc(&d, 4); k<<<1, 1>>>(d); return 0; }\n";
+  kiln_compile_opts opts = {.arch = "sm_90"};
+  kiln_module *m = compile_ok(src, &opts);
+  kiln_module_free(m);
+}
+
 /* The host functions of a whole program, where NVRTC refused them, become blanks; lines keep
  * their numbers. A function with __global__ or __device__, and an error outside any function,
  * are left: nothing is blanked then. */

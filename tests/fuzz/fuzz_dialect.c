@@ -1,6 +1,6 @@
 /* libFuzzer target for the rewrites of a refused source (engine/src/dialect.c): compound
- * literals as functional casts, namespace std opened as cuda::std, and a whole program's host
- * functions made blanks.
+ * literals as functional casts, namespace std opened as cuda::std, constants made constexpr,
+ * and a whole program's host functions made blanks.
  *
  * The input is the source, in a buffer of exactly its size plus the terminator the functions
  * take. The log names an error on every third line, so that some functions are refused and
@@ -86,6 +86,21 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     check_inserted(src, inclass, "expr", "constexpr", 5);
     free(inclass);
     free(log);
+  }
+  /* Namespace-scope constants made constexpr, with NVRTC's refusal on every other line. */
+  char *refusals = malloc((lines / 2 + 1) * 100 + 1);
+  if (refusals) {
+    at = refusals;
+    *at = '\0';
+    for (size_t l = 2; l <= lines + 1; l += 2)
+      at += sprintf(at,
+                    "kernel.cu(%zu): error: dynamic initialization is not supported for a "
+                    "__device__ variable\n",
+                    l);
+    char *constants = kiln__dialect_namespace_constants(src, refusals);
+    check_inserted(src, constants, "expr", "constexpr", 5);
+    free(constants);
+    free(refusals);
   }
   free(src);
   return 0;

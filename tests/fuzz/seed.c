@@ -196,7 +196,7 @@ static const char *kiln__names[] = {
     "_Z1kRKfOdPVrKi",
 };
 
-/* Sources for the rewrites of a refused source: a whole program, compound literals. */
+/* Sources for the rewrites of a refused source: a whole program, compound literals, constants. */
 static const struct {
   const char *name, *text;
 } kiln__dialect[] = {
@@ -208,6 +208,10 @@ static const struct {
                    "namespace h { void f() { g(); } }\nextern \"C\" {\nvoid ok() { }\n}\n"},
     {"literals.cu", "#define P(a, b) ((float2){(a), (b)})\n__device__ uchar3 f() {\n"
                     "  return (uchar3) {1, 2, 3};\n}\nT operator<(Foo) { } s = \"(int2){1}\";\n"},
+    {"constants.cu", "#define L 2.0\nconst float a = 0.01; const int n = 4;\n"
+                     "static const double b = a * a / n + L;\nconst float c = sqrtf(a);\n"
+                     "namespace p { const float d = 1e-3f; }\nconst float e = float(d) * -2.5e+1;\n"
+                     "__global__ void k(float *x) { const float g = x[0] * a; x[0] = g + b; }\n"},
 };
 
 int main(int argc, char **argv) {
