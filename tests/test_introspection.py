@@ -26,6 +26,7 @@ template <typename T, int N> __global__ void axpy(T a, const T *x, T *y) {}
 template __global__ void axpy<float, 128>(float, const float *, float *);
 extern "C" __global__ void plain(float *x, int n) {}
 __global__ void grid(float cells[][6][6], const int (*rows)[3], float *(*ptrs)[2], int n) {}
+__global__ void opaque(const void *a, int n, unsigned u, void **p) {}
 """
 
 
@@ -92,6 +93,15 @@ def test_kernels_are_named_as_declared(module, entry, declaration):
     f = module.get_function(entry)
     assert f.declaration == declaration
     assert repr(f).startswith(f"<kiln.Function {declaration} (")
+
+
+def test_a_void_pointer_leaves_the_other_parameters_typed(module):
+    # The classes come from the C++ signature, not PTX's b32 and b64, whatever points to void.
+    f = module.get_function("opaque")
+    assert f.declaration == "opaque(const void *, int, unsigned int, void **)"
+    assert f.signature == ("ptr", "i32", "u32", "ptr")
+    with pytest.raises(ValueError, match="unsigned"):
+        f(0, 1, -1, 0, block=(1, 1, 1))
 
 
 def test_messages_name_the_kernel_as_declared_not_mangled(module):

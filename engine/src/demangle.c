@@ -178,6 +178,11 @@ static int kiln__dm_type(kiln__demangler *d) {
     return b;
   }
   switch (ch) {
+  case 'v': /* void, behind a pointer (const void *); the builtins below have no class of */
+  case 'e': /* kiln's: long double, wchar_t, __int128 and unsigned __int128 take PTX's */
+  case 'w':
+  case 'n':
+  case 'o': d->p++; return KILN__SUB_OTHER;
   case 'P':
   case 'R':
   case 'O':
