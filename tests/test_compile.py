@@ -544,6 +544,19 @@ def test_floating_constants_that_fold_are_read_by_kernels_as_under_nvcc():
                           "__global__ void k(float *x) { x[0] = c; }\n", arch=ARCH,
                           cache_dir=False)
 
+
+def test_functions_a_program_adds_to_namespace_pycuda_are_found_for_its_complex():
+    # skcuda's parray header adds templates to namespace pycuda and calls them unqualified: the
+    # type is declared there, as PyCUDA's is, so argument-dependent lookup finds them.
+    mod = kiln.SourceModule("""
+    #include <pycuda-complex.hpp>
+    extern "C++" { namespace pycuda { template <class T>
+    __device__ T myabs2(const complex<T> &z) { return z._M_re * z._M_re + z._M_im * z._M_im; } } }
+    __global__ void k(float *out, kiln::complex<double> *z)
+    { pycuda::complex<float> a(1, 2); out[0] = myabs2(a); z[0] = myabs2(z[1]) + exp(z[2]); }
+    """, arch=ARCH, cache_dir=False)
+    assert mod.get_function("k").declaration == "k(float *, pycuda::complex<double> *)"
+
 def test_pycudas_complex_lays_out_as_numpys_and_pycudas():
     # A struct of a NumPy record array with a complex field is read as NumPy wrote it: the type
     # is aligned as its parts are (complex64: 4 bytes), as PyCUDA's is.

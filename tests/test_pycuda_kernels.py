@@ -5,8 +5,8 @@ on a GPU, each launched the way PyCUDA's gpuarray launches it (prepared_call or
 prepared_async_call with a grid and block the caller picks) against NumPy.
 
 The parameter lists below are PyCUDA 2026.1's (pycuda/elementwise.py), written out in C:
-pycuda::complex<T> is kiln::complex<T> under another name, which is how a kernel's declaration
-prints it."""
+kiln::complex<T> is pycuda::complex<T> under another name, and a kernel's declaration prints the
+type as PyCUDA names it."""
 import numpy as np
 import pytest
 
@@ -25,7 +25,7 @@ UL = "unsigned long"  # n, ScalarArg(np.uintp, "n")
 
 
 def ctype(dtype):
-    return ew._cgen.dtype_to_ctype(dtype).replace("pycuda::", "kiln::")
+    return ew._cgen.dtype_to_ctype(dtype)
 
 
 def params(func):

@@ -273,12 +273,14 @@ def get_arg_type(c_arg):
 
 COMPLEX_HEADER_NAME = "kiln_complex.h"
 
-# A small complex type (with pycuda::complex as another name for it): <cuda/std/complex> takes
+# A small complex type (with kiln::complex as another name for it): <cuda/std/complex> takes
 # 0.6 s to compile, this a few milliseconds. Division is Smith's, abs uses hypot, as NumPy's.
+# It is declared in namespace pycuda, as PyCUDA's is, so that a function a program adds to that
+# namespace for it (skcuda's parray operators) is found by argument-dependent lookup.
 COMPLEX_HEADER = r"""
 #pragma once
 extern "C++" {  /* PyCUDA's compile() puts the source, and so this header, in extern "C" */
-namespace kiln {
+namespace pycuda {
 template <bool B> struct _kiln_if {};
 template <> struct _kiln_if<true> { typedef int type; };
 /* Aligned as its parts are, as PyCUDA's and NumPy's complex types are (complex64: 4 bytes):
@@ -400,7 +402,7 @@ template <typename T, typename U, typename _kiln_if<_kiln_real<U>::value>::type 
 __host__ __device__ complex<T> pow(const U &a, const complex<T> &b) { return pow(complex<T>(T(a)), b); }
 __host__ __device__ inline complex<double> pow(const complex<float> &a, const complex<double> &b) { return pow(complex<double>(a), b); }
 __host__ __device__ inline complex<double> pow(const complex<double> &a, const complex<float> &b) { return pow(a, complex<double>(b)); }
-}  // namespace kiln
+}  // namespace pycuda
 /* PyCUDA's header defines these two where nothing has, and sources that include it use them;
  * spelled as kiln's <float.h> has them, so that either may come first. */
 #ifndef FLT_MAX
@@ -409,10 +411,11 @@ __host__ __device__ inline complex<double> pow(const complex<double> &a, const c
 #ifndef DBL_MAX
 #define DBL_MAX 1.79769313486231570814527423731704357e+308
 #endif
-namespace pycuda { using kiln::complex; using kiln::real; using kiln::imag; using kiln::conj;
-using kiln::abs; using kiln::arg; using kiln::norm; using kiln::polar; using kiln::exp;
-using kiln::log; using kiln::log10; using kiln::sqrt; using kiln::sin; using kiln::cos;
-using kiln::tan; using kiln::sinh; using kiln::cosh; using kiln::tanh; using kiln::pow; }
+/* kiln's name for the type, which its generated kernels use. */
+namespace kiln { using pycuda::complex; using pycuda::real; using pycuda::imag; using pycuda::conj;
+using pycuda::abs; using pycuda::arg; using pycuda::norm; using pycuda::polar; using pycuda::exp;
+using pycuda::log; using pycuda::log10; using pycuda::sqrt; using pycuda::sin; using pycuda::cos;
+using pycuda::tan; using pycuda::sinh; using pycuda::cosh; using pycuda::tanh; using pycuda::pow; }
 }  // extern "C++"
 """
 
