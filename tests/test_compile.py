@@ -539,6 +539,12 @@ def test_floating_constants_that_fold_are_read_by_kernels_as_under_nvcc():
     __global__ void k(float *x) { x[0] = dt; }
     """, arch=ARCH, cache_dir=False)
     assert mod.get_function("k").signature == ("ptr",)
+    # through a macro of -D or of a header (M_PI), written in capitals as macros are
+    mod = kiln.SourceModule("#include <math.h>\nconst double OMEGA = 2 * M_PI * FREQ;\n"
+                            "const float B = 1.0 / OMEGA;\n"
+                            "__global__ void k(float *x) { x[0] = B; }\n", arch=ARCH,
+                            options=["-DFREQ=50.0"], cache_dir=False)
+    assert mod.get_function("k").signature == ("ptr",)
     with pytest.raises(kiln.CompileError, match="dynamic initialization"):
         kiln.SourceModule("const float a = 0.5f;\nconst float c = sqrtf(a);\n"
                           "__global__ void k(float *x) { x[0] = c; }\n", arch=ARCH,

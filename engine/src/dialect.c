@@ -408,7 +408,12 @@ static int kiln__constant_folds(const kiln__constant *c, const kiln__constant *b
           known = 1;
           if (needs && before[i].floating) needs[i] = 1;
         }
-      if (!known) return 0; /* a variable, or a function's call */
+      /* A name in capitals is taken for a macro from elsewhere (-DFREQ=50.0, <math.h>'s M_PI);
+       * if it is not one, the compile of the rewrite fails and the first refusal stands. */
+      int capitals = 1;
+      for (const char *q = w; q < p && capitals; q++) capitals = !(*q >= 'a' && *q <= 'z');
+      while (p < c->end && kiln__space(*p)) p++;
+      if (!known && (!capitals || (p < c->end && *p == '('))) return 0; /* a variable, a call */
     } else {
       return 0; /* a string, a brace, a member's access */
     }

@@ -39,8 +39,9 @@ char *kiln__dialect_inclass_constants(const char *src, const char *log);
  * constant of a scalar type initialized with a constant expression, and which NVRTC, whose
  * -default-device puts it on the device, refuses ("dynamic initialization is not supported for
  * a __device__ variable"): src with "const" written "constexpr" in each such declaration an
- * error of log names whose initializer folds (literals, operators, casts, the source's macros
- * and foldable constants before it), and in the floating constants it names. One that does not
+ * error of log names whose initializer folds (literals, operators, casts, the source's macros,
+ * names in capitals, taken for macros from -D or a header, and foldable constants before it),
+ * and in the floating constants it names. One that does not
  * fold ("const float c = sqrtf(2.f);") is left to the host functions' rewrite below, as a
  * variable no kernel could read under nvcc. NULL when there is none (or memory ran out); else a
  * malloc'd string (free it). */

@@ -36,7 +36,9 @@ TEST(mangled_names_give_signs_and_pointers) {
       {"_Z1kPA6_A6_fPA3_ii", "k", 3, {KILN_PARAM_PTR, KILN_PARAM_PTR, KILN_PARAM_I32}},
       {"_Z1kPA6_fS0_", "k", 2, {KILN_PARAM_PTR, KILN_PARAM_PTR}},
       /* void behind a pointer; long double's class is PTX's */
-      {"_Z1kPKvijPPvS1_e", "k", 6,
+      {"_Z1kPKvijPPvS1_e",
+       "k",
+       6,
        {KILN_PARAM_PTR, KILN_PARAM_I32, KILN_PARAM_U32, KILN_PARAM_PTR, KILN_PARAM_PTR, -1}},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {

@@ -1056,7 +1056,10 @@ TEST(namespace_constants_nvrtc_refused_become_constexpr) {
                     "const float e = float(d) * -2.5e+1;\n"                 /* 6 */
                     "__global__ void k(float *x) { const float f = x[0];\n" /* 7 */
                     "  const float g = f * a; x[0] = g + b + c; }\n"        /* 8 */
-                    "const float h = 1, i = h;\n";                          /* 9 */
+                    "const float h = 1, i = h;\n"                           /* 9 */
+                    "const float j = 2 * (float)M_PI;\n"                    /* 10 */
+                    "const float m = j / 4 + FREQ * 2;\n"                   /* 11 */
+                    "const float o = SQR(2);\n";                            /* 12 */
   const char *log = "kernel.cu(3): error: dynamic initialization is not supported for a "
                     "__device__ variable\n"
                     "kernel.cu(4): error: dynamic initialization is not supported for a "
@@ -1066,6 +1069,10 @@ TEST(namespace_constants_nvrtc_refused_become_constexpr) {
                     "kernel.cu(8): error: dynamic initialization is not supported for a "
                     "__device__ variable\n"
                     "kernel.cu(9): error: dynamic initialization is not supported for a "
+                    "__device__ variable\n"
+                    "kernel.cu(11): error: dynamic initialization is not supported for a "
+                    "__device__ variable\n"
+                    "kernel.cu(12): error: dynamic initialization is not supported for a "
                     "__device__ variable\n";
   const char *want = "#define L 2.0\n"
                      "constexpr float a = 0.01; const int n = 4;\n"
@@ -1075,7 +1082,10 @@ TEST(namespace_constants_nvrtc_refused_become_constexpr) {
                      "constexpr float e = float(d) * -2.5e+1;\n"
                      "__global__ void k(float *x) { const float f = x[0];\n"
                      "  const float g = f * a; x[0] = g + b + c; }\n"
-                     "const float h = 1, i = h;\n";
+                     "const float h = 1, i = h;\n"
+                     "constexpr float j = 2 * (float)M_PI;\n"
+                     "constexpr float m = j / 4 + FREQ * 2;\n"
+                     "const float o = SQR(2);\n";
   char *got = kiln__dialect_namespace_constants(src, log);
   ASSERT(got != NULL);
   ASSERT_STR_EQ(got, want);
