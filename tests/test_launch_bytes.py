@@ -93,6 +93,21 @@ case("args64", "args64", A, *range(1, 64), block=b, grid=(1, 1))
 case("wide", "wide", *range(-150, 150), block=b)
 case("prepared", "ints", (4, 5), (8, 2, 2), 1, 2, 3, 4, 5, 6, 7, 8, A,
      call=functions["ints"].prepare("bBhHiIqQP").prepared_call)
+# Types of the other signedness (neon's magic numbers, 'I' for an int): PyCUDA's struct.pack
+# passes the bits; values in both types' ranges, and NumPy's, go as they are.
+swapped = m.get_function("ints").prepare("BbHhIiQqP")
+case("prepared_bits", "ints", 1, 1, 255, -1, 65535, -1, 2863311531, -1, 2**64 - 1, -1, A,
+     call=swapped.prepared_call)
+case("prepared_bits_async", "ints", 1, 1, 7, -7, np.uint16(40000), np.int16(-2), 5,
+     np.int32(-5), np.uint64(2**63), np.int64(-2**63), A,
+     call=lambda *a: swapped.prepared_async_call(a[0], a[1], None, *a[2:]))
+case("prepared_bits_dtypes", "ints", 1, 1, 0, 0, 0, 0, 2**32 - 1, 0, 0, 0, A,
+     call=m.get_function("ints").prepare([np.uint8, np.int8, np.uint16, np.int16, np.uint32,
+                                          np.int32, np.uint64, np.int64, np.intp]).prepared_call)
+case("bad_prepared_bits_high", "ints", 1, 1, 256, 0, 0, 0, 0, 0, 0, 0, A,
+     call=swapped.prepared_call)
+case("bad_prepared_bits_low", "ints", 1, 1, 0, 0, 0, 0, 0, -2**31 - 1, 0, 0, A,
+     call=swapped.prepared_call)
 # Launch shapes: the same tuple again (remembered), others, a list, NumPy ints, the first again.
 shapes = {"tuple": ((64, 2, 1), (3, 4)), "int": (128, 5), "list": ([16, 2], [7, 1, 2]),
           "numpy": ((np.int32(8), np.uint8(4)), (np.int64(9),))}
@@ -196,6 +211,22 @@ def test_prepared_call_packs_as_the_call_does(launches):
     alloc, _ = launches["pointers"]
     launched_with(launches, "prepared", packed(INT_CODES, 1, 2, 3, 4, 5, 6, 7, 8, alloc))
     assert launches["prepared"]["shape"] == [4, 5, 1, 8, 2, 2, 0]
+
+
+def test_prepared_types_of_the_other_signedness_pass_the_bits_as_pycudas_pack(launches):
+    alloc, _ = launches["pointers"]
+    launched_with(launches, "prepared_bits",
+                  packed(INT_CODES, -1, 255, -1, 65535, 2863311531 - 2**32, 2**32 - 1, -1,
+                         2**64 - 1, alloc))
+    launched_with(launches, "prepared_bits_async",
+                  packed(INT_CODES, 7, 2**8 - 7, 40000 - 2**16, 2**16 - 2, 5, 2**32 - 5,
+                         -2**63, 2**63, alloc))
+    launched_with(launches, "prepared_bits_dtypes",
+                  packed(INT_CODES, 0, 0, 0, 0, -1, 0, 0, 0, alloc))
+    # out of the type's range too: refused, as struct.pack refuses it, before any launch
+    for name, index in (("bad_prepared_bits_high", 0), ("bad_prepared_bits_low", 5)):
+        assert launches[name]["launched"] == 0
+        assert launches[name]["error"].startswith(f"ValueError: argument {index} of ints")
 
 
 def test_launch_shapes_read_again_and_remembered(launches):

@@ -35,9 +35,10 @@ static unsigned kpy_char_size(char c) {
   }
 }
 
-static int kpy_add(kpy_argtype *out, int cap, int *n, unsigned size, const char *what) {
+static int kpy_add(kpy_argtype *out, int cap, int *n, unsigned size, char sign, const char *what) {
   if (*n < cap) {
     out[*n].size = size;
+    out[*n].sign = sign;
     PyOS_snprintf(out[*n].what, sizeof out[*n].what, "%s", what);
   }
   (*n)++;
@@ -86,7 +87,7 @@ static int kpy_parse_format(const char *fmt, kpy_argtype *out, int cap, int *n) 
                      what);
         return -1;
       }
-      kpy_add(out, cap, n, (unsigned)count, what);
+      kpy_add(out, cap, n, (unsigned)count, 0, what);
       continue;
     }
     if (c == 'x') continue; /* padding: no parameter, and kiln aligns by the signature */
@@ -99,9 +100,10 @@ static int kpy_parse_format(const char *fmt, kpy_argtype *out, int cap, int *n) 
       return -1;
     }
     if (counted && count == 0) continue;
+    char sign = strchr("bhilqn", c) ? 's' : strchr("BHILQN", c) ? 'u' : 0;
     for (unsigned long k = 0; k < (counted ? count : 1); k++) {
       PyOS_snprintf(what, sizeof what, "'%c'", c);
-      kpy_add(out, cap, n, size, what);
+      kpy_add(out, cap, n, size, sign, what);
     }
   }
   return 0;
@@ -167,6 +169,7 @@ int kpy_argtypes_parse(PyObject *types, kpy_argtype *out, int cap, int *n, PyObj
     Py_XDECREF(name);
     PyObject *part = dtype->type_num == NPY_VOID ? PyUnicode_FromFormat("%zds", size)
                                                  : PyUnicode_FromFormat("%c", dtype->type);
+    char sign = dtype->kind == 'i' ? 's' : dtype->kind == 'u' ? 'u' : 0;
     Py_DECREF(dtype);
     if (!part || PyList_Append(parts, part) < 0) rc = -1;
     Py_XDECREF(part);
@@ -174,7 +177,7 @@ int kpy_argtypes_parse(PyObject *types, kpy_argtype *out, int cap, int *n, PyObj
       PyErr_Format(PyExc_ValueError, "argument type %zd (%s) has no size", i, what);
       rc = -1;
     }
-    if (rc == 0) kpy_add(out, cap, n, (unsigned)size, what);
+    if (rc == 0) kpy_add(out, cap, n, (unsigned)size, sign, what);
   }
   Py_DECREF(items);
   if (rc == 0) {

@@ -382,6 +382,70 @@ static PyObject *kpy_function_call(PyObject *op, PyObject *const *args, size_t n
 
 /* ---- PyCUDA's prepared calls ---------------------------------------------------------------- */
 
+static int kpy_param_is_signed(kiln_param_class c) {
+  return c == KILN_PARAM_I8 || c == KILN_PARAM_I16 || c == KILN_PARAM_I32 || c == KILN_PARAM_I64;
+}
+
+static int kpy_param_is_unsigned(kiln_param_class c) {
+  return c == KILN_PARAM_U8 || c == KILN_PARAM_U16 || c == KILN_PARAM_U32 || c == KILN_PARAM_U64;
+}
+
+/* The arguments of a prepared call, args[0..n_params), with each integer that prepare() named
+ * with the other signedness and that is out of the parameter's range but in that type's (an
+ * int given 2863311531 under 'I') replaced by the same bits in the parameter's type. *owned is
+ * a new array holding new references (free it with kpy_prepared_bits_free) when any was
+ * replaced; args itself otherwise. NULL with an exception set when memory ran out. */
+static PyObject *const *kpy_prepared_bits(kpy_function *self, PyObject *const *args,
+                                          PyObject ***owned) {
+  *owned = NULL;
+  if (!self->prepared_bits) return args;
+  const kiln_param *p = kiln_function_params(self->fn);
+  for (int i = 0; i < self->n_params; i++) {
+    char other = self->prepared_bits[i];
+    PyObject *arg = args[i];
+    if (!other || PyBool_Check(arg) || (!PyLong_Check(arg) && !PyArray_IsScalar(arg, Integer)))
+      continue;
+    PyObject *value = PyNumber_Index(arg);
+    if (!value) {
+      PyErr_Clear();
+      continue;
+    }
+    unsigned bits = 8 * p[i].size;
+    unsigned long long mask = bits == 64 ? ~0ull : (1ull << bits) - 1;
+    PyObject *wrapped = NULL;
+    if (other == 'u') { /* an unsigned value for a signed parameter: its top half goes negative */
+      unsigned long long v = PyLong_AsUnsignedLongLong(value);
+      if (!PyErr_Occurred() && v <= mask && v > (mask >> 1))
+        wrapped =
+            PyLong_FromLongLong(bits == 64 ? (long long)v : (long long)v - (long long)mask - 1);
+    } else { /* a negative value for an unsigned parameter */
+      long long v = PyLong_AsLongLong(value);
+      if (!PyErr_Occurred() && v < 0 && (bits == 64 || v >= -(long long)(mask >> 1) - 1))
+        wrapped = PyLong_FromUnsignedLongLong((unsigned long long)v & mask);
+    }
+    PyErr_Clear();
+    Py_DECREF(value);
+    if (!wrapped) continue;
+    if (!*owned) {
+      *owned = PyMem_Calloc((size_t)self->n_params, sizeof **owned);
+      if (!*owned) {
+        Py_DECREF(wrapped);
+        PyErr_NoMemory();
+        return NULL;
+      }
+      for (int j = 0; j < self->n_params; j++) (*owned)[j] = Py_NewRef(args[j]);
+    }
+    Py_SETREF((*owned)[i], wrapped);
+  }
+  return *owned ? (PyObject *const *)*owned : args;
+}
+
+static void kpy_prepared_bits_free(kpy_function *self, PyObject **owned) {
+  if (!owned) return;
+  for (int i = 0; i < self->n_params; i++) Py_XDECREF(owned[i]);
+  PyMem_Free(owned);
+}
+
 /* prepare(arg_types, shared=None, texrefs=()): checks the types against the kernel's
  * parameters (as many, each of its size) and returns the function. kiln packs every call by
  * the kernel's signature, so the types only guard against a kernel that is not the one the
@@ -414,6 +478,17 @@ static PyObject *kpy_function_prepare(PyObject *op, PyObject *args, PyObject *kw
   if (n == self->n_params)
     for (int i = 0; i < n && bad < 0; i++)
       if (named[i].size != p[i].size) bad = i;
+  char *bits = NULL;
+  for (int i = 0; n == self->n_params && bad < 0 && i < n; i++) {
+    char other = kpy_param_is_signed(p[i].cls) ? 'u' : kpy_param_is_unsigned(p[i].cls) ? 's' : 0;
+    if (!other || named[i].sign != other) continue;
+    if (!bits && !(bits = PyMem_Calloc((size_t)n, 1))) {
+      PyMem_Free(named);
+      Py_DECREF(format);
+      return PyErr_NoMemory();
+    }
+    bits[i] = other;
+  }
   PyObject *sig = NULL;
   if (n != self->n_params || bad >= 0) {
     PyObject *f_sig = PyObject_GetAttrString(op, "signature");
@@ -446,9 +521,12 @@ static PyObject *kpy_function_prepare(PyObject *op, PyObject *args, PyObject *kw
   PyMem_Free(named);
   Py_XDECREF(sig);
   if (PyErr_Occurred()) {
+    PyMem_Free(bits);
     Py_DECREF(format);
     return NULL;
   }
+  PyMem_Free(self->prepared_bits);
+  self->prepared_bits = bits;
   Py_XSETREF(self->arg_format, format);
   Py_XSETREF(self->prepare_refusal, refusal);
   self->prepared_shared = shared_bytes;
@@ -504,7 +582,11 @@ static PyObject *kpy_function_prepared_call(PyObject *op, PyObject *const *args,
   if (kpy_prepared_shape(self, args, nargs, 2, "prepared_call", &cfg) < 0 ||
       kpy_prepared_keywords(self, args, nargs, kwnames, "prepared_call", &cfg.shared) < 0)
     return NULL;
-  return kpy_function_run(self, args + 2, &cfg, NULL, 0, NULL);
+  PyObject **owned;
+  PyObject *const *kernel_args = kpy_prepared_bits(self, args + 2, &owned);
+  PyObject *r = kernel_args ? kpy_function_run(self, kernel_args, &cfg, NULL, 0, NULL) : NULL;
+  kpy_prepared_bits_free(self, owned);
+  return r;
 }
 
 static PyObject *kpy_function_prepared_async_call(PyObject *op, PyObject *const *args,
@@ -516,7 +598,11 @@ static PyObject *kpy_function_prepared_async_call(PyObject *op, PyObject *const 
       kpy_stream_parse(self->st, args[2], &cfg.stream) < 0)
     return NULL;
   PyObject *stream_obj = kpy_stream_is_kiln(self->st, args[2]) ? args[2] : NULL;
-  return kpy_function_run(self, args + 3, &cfg, stream_obj, 0, NULL);
+  PyObject **owned;
+  PyObject *const *kernel_args = kpy_prepared_bits(self, args + 3, &owned);
+  PyObject *r = kernel_args ? kpy_function_run(self, kernel_args, &cfg, stream_obj, 0, NULL) : NULL;
+  kpy_prepared_bits_free(self, owned);
+  return r;
 }
 
 /* What prepared_timed_call returns: called, it waits for the end event and gives the seconds
@@ -552,11 +638,14 @@ static PyObject *kpy_function_prepared_timed_call(PyObject *op, PyObject *const 
   if (start) end = PyObject_CallNoArgs((PyObject *)st->ref.Event_type);
   PyObject *pair = end ? PyTuple_Pack(2, start, end) : NULL, *ran = NULL, *timer = NULL;
   kiln_status s = pair ? kiln_event_record(((kpy_event *)start)->handle, NULL) : KILN_OK;
+  PyObject **owned = NULL;
+  PyObject *const *kernel_args = pair && !s ? kpy_prepared_bits(self, args + 2, &owned) : NULL;
   if (s) kpy_raise(st, s);
-  else if (pair && (ran = kpy_function_run(self, args + 2, &cfg, NULL, 0, NULL))) {
+  else if (kernel_args && (ran = kpy_function_run(self, kernel_args, &cfg, NULL, 0, NULL))) {
     if ((s = kiln_event_record(((kpy_event *)end)->handle, NULL))) kpy_raise(st, s);
     else timer = PyCFunction_NewEx(&kpy_timer_def, pair, NULL);
   }
+  kpy_prepared_bits_free(self, owned);
   Py_XDECREF(ran);
   Py_XDECREF(pair);
   Py_XDECREF(start);
@@ -886,6 +975,7 @@ PyObject *kpy_function_new(kpy_state *st, PyObject *owner, kiln_function *fn) {
   self->arg_format = NULL;
   self->prepare_refusal = NULL;
   self->prepared_shared = 0;
+  self->prepared_bits = NULL;
   self->block_memo.obj = self->grid_memo.obj = NULL;
   self->dict = NULL;
   PyObject_GC_Track(self);
@@ -916,6 +1006,7 @@ static void kpy_function_dealloc(PyObject *op) {
   PyTypeObject *tp = Py_TYPE(op);
   PyObject_GC_UnTrack(op);
   PyMem_Free(self->slots);
+  PyMem_Free(self->prepared_bits);
   kpy_function_clear(op);
   PyObject_GC_Del(op);
   Py_DECREF(tp);

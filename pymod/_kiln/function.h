@@ -26,6 +26,10 @@ typedef struct kpy_function {
   PyObject *prepare_refusal; /* why those types do not fit the kernel (str), or NULL: raised by
                               * the prepared calls */
   unsigned prepared_shared;  /* prepare(shared=): the dynamic shared memory of prepared calls */
+  char *prepared_bits;       /* owned, one a parameter, or NULL: 'u' where prepare() named an
+                              * integer parameter unsigned and the kernel has it signed ('I' for
+                              * an int), 's' the other way round; those arguments of prepared
+                              * calls are taken as their bits, as PyCUDA's struct.pack gives them */
   kpy_shape_memo block_memo, grid_memo;
   PyObject *dict; /* attributes a program sets (func.block = ...), as on PyCUDA's, or NULL */
 } kpy_function;
