@@ -288,6 +288,20 @@ def test_pow_of_mixed_types_computes_in_the_promoted_type():
     assert d[0] == pytest.approx(np.float64(x) ** 2, rel=1e-15)  # in double, not float
 
 
+def test_a_prepared_unsigned_type_reaches_an_int_parameter_as_its_bits():
+    # neon's magic-number division: prepare("PI") and 2863311531 for an int, as struct.pack
+    # packs it; the kernel reads the bits back as unsigned.
+    mod = SourceModule("""
+    __global__ void magic(unsigned *o, int m, unsigned n) { o[0] = (unsigned)m; o[1] = n; }""")
+    f = mod.get_function("magic").prepare("Pii")
+    out = gpuarray.zeros(2, np.uint32)
+    f.prepared_call((1, 1), (1, 1, 1), out.gpudata, 2863311531 - 2**32, -1)
+    assert out.get().tolist() == [2863311531, 2**32 - 1]
+    f = mod.get_function("magic").prepare("PIi")
+    f.prepared_call((1, 1), (1, 1, 1), out.gpudata, 2863311531, -2)
+    assert out.get().tolist() == [2863311531, 2**32 - 2]
+
+
 def test_floating_constants_made_of_others_read_as_nvcc_folds_them():
     mod = SourceModule("""
     const float dx = 0.1; const int n = 8;
