@@ -382,7 +382,10 @@ static void kiln__pr_template_args(kiln__printer *d, char *out, size_t cap, int 
       if (neg) d->p++;
       size_t k = 0;
       if (neg) arg[k++] = '-';
-      while (kiln__pr_peek(d) && kiln__pr_peek(d) != 'E' && k + 1 < sizeof arg) arg[k++] = *d->p++;
+      /* a number's digits (a float's are hex digits): nothing else belongs in the text */
+      while (isalnum((unsigned char)kiln__pr_peek(d)) && kiln__pr_peek(d) != 'E' &&
+             k + 1 < sizeof arg)
+        arg[k++] = *d->p++;
       arg[k] = '\0';
       if (kiln__pr_peek(d) != 'E') d->ok = 0;
       else d->p++;

@@ -210,7 +210,7 @@ TEST(unreadable_names_give_no_declaration) {
   const char *names[] = {"multiply_them",      "_Z",       "_Z0",     "_Z99short",
                          "_Z1kPS3_",           "_Z1kT_",   "_Z1kPf_", "_ZN2nsE",
                          "_Z1kIXadL_Z1xEEEvv", "_Z1kPA6f", "_Z1kPA",  "_Z1kKPA6_f",
-                         "_Z1kPA2_PA3_f",      "_Z1[1$",   "_Z1k1("};
+                         "_Z1kPA2_PA3_f",      "_Z1[1$",   "_Z1k1(",  "_ZN2ns4axpyILi)3EEEvPf"};
   for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
     char *declared = kiln__demangle_signature(names[i]);
     if (declared) FAIL("%s gave '%s', want none", names[i], declared);
