@@ -214,6 +214,16 @@ static int kiln__top_lists(const char *head, size_t n, int *assigns) {
 static int kiln__opens(const char *head, size_t n) {
   while (n && kiln__space(head[n - 1])) n--;
   while (n && kiln__space(*head)) head++, n--;
+  /* A member function's qualifiers after its parameters: float get() const { */
+  static const char *const after[] = {"const", "volatile", "override", "final", "noexcept"};
+  for (int more = 1; more;) {
+    more = 0;
+    for (size_t i = 0; i < sizeof after / sizeof *after && !more; i++) {
+      size_t w = strlen(after[i]);
+      if (n > w && strncmp(head + n - w, after[i], w) == 0 && !kiln__ident_char(head[n - w - 1]))
+        for (more = 1, n -= w; n && kiln__space(head[n - 1]);) n--;
+    }
+  }
   if (kiln__has_word(head, n, "namespace") ||
       (n >= 6 && strncmp(head, "extern", 6) == 0 && head[n - 1] == '"'))
     return KILN__OPENS_SCOPE;
@@ -233,6 +243,8 @@ typedef struct kiln__macros {
   struct kiln__macro {
     const char *name; /* in the source, not terminated */
     size_t len;
+    const char *body; /* what it stands for, to the end of its (continued) line */
+    size_t body_len;
   } *at;
   size_t n, cap;
 } kiln__macros;
@@ -254,19 +266,67 @@ static int kiln__macros_note(kiln__macros *m, const char *p) {
     m->at = at;
     m->cap = cap;
   }
-  m->at[m->n++] = (struct kiln__macro){p, len};
+  const char *body = p + len, *end = body;
+  while (*end && (*end != '\n' || end[-1] == '\\')) end++;
+  m->at[m->n++] = (struct kiln__macro){p, len, body, (size_t)(end - body)};
   return 0;
 }
 
+/* Whether a macro says only that what follows is host code (#define HOST __host__, or nothing,
+ * as the other branch of an #ifdef __CUDACC__ defines it): it hides no kernel. */
+static int kiln__macro_host_only(const struct kiln__macro *m) {
+  if (kiln__has_word(m->body, m->body_len, "__device__") ||
+      kiln__has_word(m->body, m->body_len, "__global__") || memchr(m->body, '(', m->body_len))
+    return 0;
+  for (size_t i = 0; i < m->body_len; i++)
+    if (!kiln__space(m->body[i]) && m->body[i] != '\\')
+      return kiln__has_word(m->body, m->body_len, "__host__") && !memchr(m->body, '{', m->body_len);
+  return 1; /* empty */
+}
+
+/* Whether a macro of that name that says more than "host code" is among m. */
+static int kiln__macro_hides(const kiln__macros *m, const char *name, size_t len) {
+  for (size_t i = 0; i < m->n; i++)
+    if (m->at[i].len == len && strncmp(m->at[i].name, name, len) == 0 &&
+        !kiln__macro_host_only(&m->at[i]))
+      return 1;
+  return 0;
+}
+
+/* head[0..n) up to a constructor's initializer list (Buf(int n) : p(0)): the ':' after its
+ * parameters, not a "::". */
+static size_t kiln__before_initializers(const char *head, size_t n) {
+  int depth = 0;
+  for (size_t i = 0; i < n; i++) {
+    if (head[i] == '(') depth++;
+    else if (head[i] == ')' && depth > 0 && --depth == 0) {
+      size_t j = i + 1;
+      while (j < n && kiln__space(head[j])) j++;
+      if (j < n && head[j] == ':' && (j + 1 >= n || head[j + 1] != ':')) return i + 1;
+      return n;
+    }
+  }
+  return n;
+}
+
 /* Whether head[0..n) is a function's head nvcc compiles for the host: no __global__ or
- * __device__, no macro of the source's, and one parenthesized list at its top level (the
- * parameters: more is a macro's use or a declaration before it that had no ';'). */
+ * __device__, no macro of the source's but one that marks host code (#define HOST __host__),
+ * and one parenthesized list at its top level (the parameters: more is a macro's use or a
+ * declaration before it that had no ';'), a constructor's initializers aside. */
 static int kiln__host_head(const char *head, size_t n, const kiln__macros *m) {
   if (kiln__has_word(head, n, "__global__") || kiln__has_word(head, n, "__device__")) return 0;
-  for (size_t i = 0; i < m->n; i++)
-    if (kiln__has_word_n(head, n, m->at[i].name, m->at[i].len)) return 0;
+  for (size_t i = 0; i < n;) {
+    if (!kiln__ident_start(head[i]) || (i && kiln__ident_char(head[i - 1]))) {
+      i++;
+      continue;
+    }
+    size_t len = 0;
+    while (i + len < n && kiln__ident_char(head[i + len])) len++;
+    if (kiln__macro_hides(m, head + i, len)) return 0;
+    i += len;
+  }
   int assigns;
-  return kiln__top_lists(head, n, &assigns) == 1;
+  return kiln__top_lists(head, kiln__before_initializers(head, n), &assigns) == 1;
 }
 
 /* Whether head[0..n), which a '{' follows at namespace scope, is a variable's with those braces
@@ -523,6 +583,35 @@ char *kiln__dialect_namespace_constants(const char *src, const char *log) {
   return out;
 }
 
+/* Whether head[0..n), which a '{' follows, defines a class: struct, class or union and a name,
+ * bases perhaps, and no parameter list or '=' (a function returning a struct is not one). */
+static int kiln__class_head(const char *head, size_t n) {
+  if (!kiln__has_word(head, n, "struct") && !kiln__has_word(head, n, "class") &&
+      !kiln__has_word(head, n, "union"))
+    return 0;
+  int assigns;
+  return kiln__top_lists(head, n, &assigns) == 0 && !assigns;
+}
+
+/* Whether decl[0..n), a declaration whose last line is last, is an explicit instantiation of a
+ * host template ("template void up<float>(float *&, int);") that NVRTC refused: after an
+ * earlier round blanked the template, it names what is no longer there. Never a kernel's or a
+ * device function's. */
+static int kiln__host_instantiation(const char *src, const char *decl, size_t n, int last,
+                                    const char *log, const char *file) {
+  if (n < 9 || strncmp(decl, "template", 8) != 0 || kiln__ident_char(decl[8])) return 0;
+  const char *q = decl + 8;
+  while (q < decl + n && kiln__space(*q)) q++;
+  if (q >= decl + n || *q == '<' || kiln__has_word(decl, n, "__global__") ||
+      kiln__has_word(decl, n, "__device__") || !kiln__alone_on_lines(src, decl, n))
+    return 0;
+  int first = last;
+  for (size_t i = 0; i < n; i++) first -= decl[i] == '\n';
+  for (int l = first; l <= last; l++)
+    if (kiln__error_on(log, file, l, NULL)) return 1;
+  return 0;
+}
+
 char *kiln__dialect_host_functions(const char *src, const char *log) {
   return kiln__dialect_host_functions_in(src, log, "kernel.cu");
 }
@@ -562,10 +651,12 @@ char *kiln__dialect_host_functions_in(const char *src, const char *log, const ch
     } else if (*p == ';' || *p == '}') { /* a declaration ends, or a scope */
       const char *start = decl ? decl : head;
       while (kiln__space(*start)) start++;
-      /* A variable nvcc keeps on the host whose initializer NVRTC refused: blanked, as a
-       * refused host function is below. */
+      /* A variable nvcc keeps on the host whose initializer NVRTC refused, or an explicit
+       * instantiation of a host template that an earlier round blanked: blanked, as a refused
+       * host function is below. */
       if (*p == ';' &&
-          kiln__host_variable(src, start, (size_t)(p - start), line, log, file, &macros)) {
+          (kiln__host_variable(src, start, (size_t)(p - start), line, log, file, &macros) ||
+           kiln__host_instantiation(src, start, (size_t)(p - start), line, log, file))) {
         if (!out && !(out = strdup(src))) break;
         for (const char *q = start; q <= p; q++)
           if (*q != '\n') out[q - src] = ' ';
@@ -576,7 +667,9 @@ char *kiln__dialect_host_functions_in(const char *src, const char *log, const ch
     } else if (*p == '{') {
       int opens = kiln__opens(head, (size_t)(p - head));
       line_blank = 0;
-      if (opens == KILN__OPENS_SCOPE) {
+      /* A class's body is read as a scope too, for the member functions defined in it (a
+       * constructor that calls cudaMalloc); its end is a declaration's end below. */
+      if (opens == KILN__OPENS_SCOPE || kiln__class_head(head, (size_t)(p - head))) {
         decl = NULL;
         head = ++p;
         continue;

@@ -53,7 +53,11 @@ char *kiln__dialect_namespace_constants(const char *src, const char *log);
  * run. src with each such function that an error of log ("kernel.cu(N): error") falls inside
  * made blanks, newlines kept, so that every line stays where it was; no kernel can call it, as
  * none could under nvcc. A function's head is what follows the last ';', '}' or directive at
- * namespace scope (in a namespace or extern "C" block too) up to its '{', and ends with ')'.
+ * namespace scope (in a namespace or extern "C" block, or a class's body, too) up to its '{',
+ * and ends with ')' (or a member's const, override, ...); a constructor's initializers aside.
+ * A macro of the source in a head keeps it, unless it says only __host__ (or nothing). An
+ * explicit instantiation of a host template ("template void up<float>(float *&, int);") with an
+ * error on its lines is blanked too: a later round's, once the template is gone.
  * A variable nvcc keeps on the host ("const float2 G = make_float2(1, 2);") whose initializer
  * NVRTC refused to run on the device is blanked the same way: no kernel could read it under
  * nvcc either; a constexpr one is kept. NULL when there is none to blank (or memory ran out);

@@ -1156,6 +1156,66 @@ TEST(host_functions_nvrtc_refused_are_blanked) {
   }
 }
 
+/* Host code nvcc compiles that hides from the namespace-scope reading: a head marked by a macro
+ * that says only __host__, member functions defined in their class (a constructor with
+ * initializers, a const method), and an explicit instantiation of a blanked host template.
+ * A member marked __device__ stays, and so does a struct's head, even in an error's lines. */
+TEST(host_members_macros_and_instantiations_nvrtc_refused_are_blanked) {
+  const char *src = "#define HOST __host__\n"                            /* 1 */
+                    "HOST void h(float **x) {\n  cudaMalloc(x, 4);\n}\n" /* 2-4 */
+                    "struct B { float *p; B(int n) : p(0) {\n"           /* 5 */
+                    "  cudaMalloc(&p, n); }\n"                           /* 6 */
+                    "  void show() const {\n  std::cout << 1; }\n"       /* 7-8 */
+                    "  __device__ float get() const { return *p; } };\n" /* 9 */
+                    "template void up<float>(float *&, int);\n"          /* 10 */
+                    "__global__ void k(float *x) { x[0] = 1; }\n";       /* 11 */
+  const char *log = "kernel.cu(3): error: identifier \"cudaMalloc\" is undefined\n"
+                    "kernel.cu(6): error: identifier \"cudaMalloc\" is undefined\n"
+                    "kernel.cu(8): error: name followed by \"::\" must be a class or namespace\n"
+                    "kernel.cu(10): error: up is not a template\n";
+  char *got = kiln__dialect_host_functions(src, log);
+  ASSERT(got != NULL);
+  ASSERT_EQ(strlen(got), strlen(src));
+  for (size_t i = 0; i < strlen(src); i++)
+    if ((src[i] == '\n') != (got[i] == '\n')) FAIL("a newline moved at %zu", i);
+  if (strstr(got, "cudaMalloc") || strstr(got, "cout") || strstr(got, "up<float>"))
+    FAIL("a refused host function is left: '%s'", got);
+  ASSERT_CONTAINS(got, "#define HOST __host__\n");
+  ASSERT_CONTAINS(got, "struct B { float *p;");
+  ASSERT_CONTAINS(got, "__device__ float get() const { return *p; } };\n");
+  ASSERT_CONTAINS(got, "__global__ void k(float *x) { x[0] = 1; }\n");
+  free(got);
+  /* A macro that says more than __host__ may hide a kernel: its head is never host code; nor is
+   * a kernel's explicit instantiation blanked. */
+  const char *kept[][2] = {
+      {"#define HD __host__ __device__\nHD float f(float *p) {\n  return x;\n}\n",
+       "kernel.cu(3): error: x\n"},
+      {"template __global__ void k<float>(float *);\n", "kernel.cu(1): error: x\n"},
+      {"__device__ struct S f(int x) {\n  if (x) { return y; }\n}\n", "kernel.cu(2): error: y\n"},
+  };
+  for (size_t i = 0; i < TEST_COUNT(kept); i++) {
+    got = kiln__dialect_host_functions(kept[i][0], kept[i][1]);
+    if (got) FAIL("'%s' was rewritten as '%s'", kept[i][0], got);
+  }
+}
+
+/* Such programs compile, as under nvcc; a kernel that calls a blanked constructor is refused. */
+TEST(compile_takes_host_members_macros_and_instantiations_as_nvcc_does) {
+  const char *src = "#ifdef __CUDACC__\n#define HOST __host__\n#else\n#define HOST\n#endif\n"
+                    "HOST void h(float **x) { cudaMalloc(x, 4); }\n"
+                    "struct B { float *p; B(int n) : p(0) { cudaMalloc(&p, n); } };\n"
+                    "template <typename T> void up(T *&d, int n) { cudaMalloc(&d, n); }\n"
+                    "template void up<float>(float *&, int);\n"
+                    "__global__ void k(float *x) { x[0] = 1; }\n";
+  kiln_compile_opts opts = {.arch = "sm_90"};
+  kiln_module *m = compile_ok(src, &opts);
+  kiln_module_free(m);
+  const char *calls = "struct B { float *p; B(int n) { cudaMalloc(&p, n); } };\n"
+                      "__global__ void k(float *x) { B b(4); x[0] = 1; }\n";
+  ASSERT_STATUS(kiln_module_from_source(calls, &opts, &m), KILN_ERROR_COMPILE);
+  ASSERT_CONTAINS(kiln_last_error(), "cudaMalloc");
+}
+
 /* A variable at namespace scope that nvcc keeps on the host, whose initializer NVRTC (putting it
  * on the device) refused, becomes blanks, an initializer's braces and lines with it; one the
  * source puts on the device itself, or through a macro, is left, as is a type defined with it. */
