@@ -563,6 +563,19 @@ def test_functions_a_program_adds_to_namespace_pycuda_are_found_for_its_complex(
     """, arch=ARCH, cache_dir=False)
     assert mod.get_function("k").declaration == "k(float *, pycuda::complex<double> *)"
 
+
+def test_algorithms_min_and_max_are_libcuxxs_for_kernels_as_under_relaxed_constexpr():
+    # softmax kernels of torch extensions call std::max, which nvcc lets a kernel call under
+    # --expt-relaxed-constexpr; the rest of <algorithm> stays host code (std::sort in main).
+    mod = kiln.SourceModule("""
+    #include <algorithm>
+    __global__ void k(float *o, float a, float b, int i)
+    { o[0] = std::max(a, b); o[1] = std::min(a, b); o[2] = std::clamp(a, 0.f, 1.f);
+      o[3] = std::max({a, b, 3.f}) + std::max(i, 2); }
+    int main() { int v[2] = {2, 1}; std::sort(v, v + 2); return 0; }
+    """, arch=ARCH, options=["--expt-relaxed-constexpr"], cache_dir=False)
+    assert mod.get_function("k").signature == ("ptr", "f32", "f32", "i32")
+
 def test_pycudas_complex_lays_out_as_numpys_and_pycudas():
     # A struct of a NumPy record array with a complex field is read as NumPy wrote it: the type
     # is aligned as its parts are (complex64: 4 bytes), as PyCUDA's is.

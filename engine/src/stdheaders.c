@@ -589,7 +589,23 @@ static const kiln__stdheader kiln__stdheaders[] = {
     KILN__HOST_HEADER("unordered_set"),
     KILN__HOST_HEADER("queue"),
     KILN__HOST_HEADER("stack"),
-    KILN__HOST_HEADER("algorithm"),
+    /* host code, but for min, max, minmax and clamp: constexpr templates, which kernels call
+     * under nvcc's --expt-relaxed-constexpr (softmax kernels' std::max), given as libcu++'s */
+    {"algorithm",
+     "/* kiln's <algorithm> for NVRTC: host code, which a kernel cannot call, but for std::min, "
+     "std::max, std::minmax and std::clamp, libcu++'s. */\n"
+     "#if __cplusplus >= 201703L && __has_include(<cuda/std/__algorithm/max.h>)\n"
+     "#include <cuda/std/__algorithm/max.h>\n"
+     "#include <cuda/std/__algorithm/min.h>\n"
+     "#include <cuda/std/__algorithm/minmax.h>\n"
+     "#include <cuda/std/__algorithm/clamp.h>\n"
+     "namespace std {\n"
+     "using ::cuda::std::max;\n"
+     "using ::cuda::std::min;\n"
+     "using ::cuda::std::minmax;\n"
+     "using ::cuda::std::clamp;\n"
+     "}\n"
+     "#endif\n"},
     KILN__HOST_HEADER("random"),
     KILN__HOST_HEADER("thread"),
     KILN__HOST_HEADER("mutex"),
@@ -1021,8 +1037,8 @@ kiln_status kiln__stdheaders_select(const char *src, const kiln_compile_opts *op
  * hash these texts, some 10 us, before its first lookup. The C test
  * stdheaders_digest_matches_the_texts recomputes it, so a text edited without it fails. */
 static const unsigned char kiln__stdheaders_sha[KILN__KEY_SIZE] = {
-    0xb0, 0xf1, 0x63, 0x9d, 0xe2, 0x1d, 0x46, 0x29, 0x23, 0xcf, 0x72, 0xec, 0x79, 0x82, 0x62, 0x02,
-    0xab, 0x01, 0x80, 0x8c, 0x40, 0xcb, 0xf5, 0x7c, 0x50, 0x46, 0x24, 0xd5, 0x34, 0x19, 0x8c, 0x08};
+    0x71, 0xb2, 0xae, 0x6d, 0xcc, 0x13, 0xff, 0x3e, 0x05, 0xaa, 0xbf, 0xd1, 0xaa, 0x9d, 0x01, 0xc5,
+    0xd2, 0x72, 0x47, 0x33, 0xec, 0x6d, 0x6f, 0x2e, 0x74, 0xdb, 0xa2, 0x66, 0x04, 0x1b, 0x99, 0x31};
 
 kiln_status kiln__stdheaders_digest(unsigned char out[KILN__KEY_SIZE]) {
   kiln__hasher *h;
