@@ -49,6 +49,11 @@ out = {}
 alloc = kiln.mem_alloc(64)
 freed = kiln.mem_alloc(64)
 freed.free()
+try:  # a second free: PyCUDA's LogicError
+    freed.free()
+    out["second_free"] = None
+except Exception as e:
+    out["second_free"] = [type(e).__name__, isinstance(e, kiln.LogicError), str(e)]
 array = kiln.to_device(np.arange(4, dtype=np.float32))
 out["pointers"] = [int(alloc), int(array.ptr)]
 
@@ -227,6 +232,12 @@ def test_prepared_types_of_the_other_signedness_pass_the_bits_as_pycudas_pack(la
     for name, index in (("bad_prepared_bits_high", 0), ("bad_prepared_bits_low", 5)):
         assert launches[name]["launched"] == 0
         assert launches[name]["error"].startswith(f"ValueError: argument {index} of ints")
+
+
+def test_a_second_free_of_an_allocation_is_a_logic_error_as_pycudas(launches):
+    name, is_logic, message = launches["second_free"]
+    assert is_logic, name
+    assert "freed already" in message
 
 
 def test_launch_shapes_read_again_and_remembered(launches):

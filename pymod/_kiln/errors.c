@@ -334,3 +334,8 @@ PyObject *kpy_raise_logic(kpy_state *st, kiln_status s, int code) {
   kpy_raise_cuda_code(st->ref.LogicError, kpy_message(s), code);
   return NULL;
 }
+
+PyObject *kpy_raise_logic_message(kpy_state *st, const char *message, int code) {
+  kpy_raise_cuda_code(st->ref.LogicError, message, code);
+  return NULL;
+}

@@ -15,6 +15,9 @@ PyObject *kpy_raise(kpy_state *st, kiln_status s);
 /* Raises LogicError with the engine's sentence for s and code as .code: a refusal kiln made
  * itself where PyCUDA's driver gives that CUresult, which PyCUDA programs catch as one. */
 PyObject *kpy_raise_logic(kpy_state *st, kiln_status s, int code);
+/* The same with a message of the caller's: a refusal of kiln's own that PyCUDA's driver call
+ * would have made (code is the CUresult it would have given). */
+PyObject *kpy_raise_logic_message(kpy_state *st, const char *message, int code);
 
 /* The same for a compile: KILN_ERROR_COMPILE becomes CompileError with NVRTC's log (NULL when
  * there is none) as .log and, in the message, the lines of src the log points at. */

@@ -187,6 +187,11 @@ static void kpy_allocation_dealloc(PyObject *op) {
 
 static PyObject *kpy_allocation_free(PyObject *op, PyObject *unused) {
   (void)unused;
+  /* A second free is PyCUDA's LogicError (device_allocation::free, CUDA_ERROR_INVALID_HANDLE):
+   * a program that frees what it freed has lost track of its memory. */
+  if (!((kpy_allocation *)op)->ptr)
+    return kpy_raise_logic_message(kpy_state_of_type(Py_TYPE(op)),
+                                   "free(): the allocation was freed already", 400);
   kiln_status s = kpy_allocation_release((kpy_allocation *)op);
   if (s) return kpy_raise(kpy_state_of_type(Py_TYPE(op)), s);
   Py_RETURN_NONE;
@@ -225,7 +230,8 @@ static PyMethodDef kpy_allocation_methods[] = {
      "memoryview for the host, where the host can reach the memory (managed or mapped "
      "page-locked memory); plain device memory is a ValueError: copy it instead."},
     {"free", kpy_allocation_free, METH_NOARGS,
-     "free($self, /)\n--\n\nFrees the memory now rather than when collected."},
+     "free($self, /)\n--\n\nFrees the memory now rather than when collected; a second free is "
+     "a LogicError, as PyCUDA's."},
     {NULL, NULL, 0, NULL},
 };
 
