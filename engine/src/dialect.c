@@ -376,6 +376,18 @@ static int kiln__host_variable(const char *src, const char *decl, size_t n, int 
   return 0;
 }
 
+/* Past a comment at p in a scan of declarations: where it ends, its newlines counted into
+ * *line; a comment before a declaration's head (only blanks between *head and it) moves *head
+ * past it, since it is not part of the head. */
+static const char *kiln__past_comment_in_scan(const char *p, int *line, const char **head) {
+  const char *end = kiln__past_comment(p), *q = *head;
+  while (q < p && kiln__space(*q)) q++;
+  int before_head = q == p;
+  for (; p < end; p++) *line += *p == '\n';
+  if (before_head) *head = end;
+  return end;
+}
+
 /* ---- Floating constants at namespace scope ----------------------------------------------- */
 
 /* A declaration at namespace scope, as the constants' rewrite reads it. */
@@ -397,11 +409,18 @@ static int kiln__word_is(const char *p, const char *end, const char *word) {
          (p + n == end || !kiln__ident_char(p[n]));
 }
 
+/* Whether [w, end) is a word of an arithmetic type's name (unsigned long is two). */
+static int kiln__arithmetic_word(const char *w, const char *end) {
+  static const char *const words[] = {"float", "double", "int",    "unsigned", "long",
+                                      "short", "char",   "signed", "bool"};
+  for (size_t i = 0; i < sizeof words / sizeof *words; i++)
+    if (kiln__word_is(w, end, words[i])) return 1;
+  return 0;
+}
+
 /* decl[0..end) as "[static] const [static] T name = init" with T an arithmetic type of one or
  * two words; 0 when it is not (more declarators, an array, a pointer, a qualifier beyond). */
 static int kiln__constant_read(const char *decl, const char *end, kiln__constant *c) {
-  static const char *const types[] = {"float", "double", "int",    "unsigned", "long",
-                                      "short", "char",   "signed", "bool"};
   memset(c, 0, sizeof *c);
   c->decl = decl, c->end = end;
   const char *p = decl;
@@ -417,10 +436,7 @@ static int kiln__constant_read(const char *decl, const char *end, kiln__constant
       c->word = w;
       continue;
     }
-    int is_type = 0;
-    for (size_t i = 0; i < sizeof types / sizeof *types && !is_type; i++)
-      is_type = kiln__word_is(w, p, types[i]);
-    if (is_type) {
+    if (kiln__arithmetic_word(w, p)) {
       types_seen++;
       c->floating |= kiln__word_is(w, p, "float") || kiln__word_is(w, p, "double");
       continue;
@@ -444,8 +460,6 @@ static int kiln__constant_read(const char *decl, const char *end, kiln__constant
  * floating ones it names are noted in needs (an index each) when needs is given. */
 static int kiln__constant_folds(const kiln__constant *c, const kiln__constant *before, size_t n,
                                 const kiln__macros *m, unsigned char *needs) {
-  static const char *const casts[] = {"float", "double", "int",  "unsigned", "long", "short",
-                                      "char",  "signed", "bool", "true",     "false"};
   for (const char *p = c->init; p < c->end;) {
     if (kiln__space(*p) || strchr("+-*/%()<>=!&|^~?:", *p)) {
       p++;
@@ -457,9 +471,8 @@ static int kiln__constant_folds(const kiln__constant *c, const kiln__constant *b
       const char *w = p;
       while (p < c->end && kiln__ident_char(*p)) p++;
       size_t len = (size_t)(p - w);
-      int known = 0;
-      for (size_t i = 0; i < sizeof casts / sizeof *casts && !known; i++)
-        known = kiln__word_is(w, p, casts[i]);
+      int known = kiln__arithmetic_word(w, p) || kiln__word_is(w, p, "true") ||
+                  kiln__word_is(w, p, "false"); /* a cast, float(d), or a literal */
       for (size_t i = 0; i < m->n && !known; i++)
         known = m->at[i].len == len && strncmp(m->at[i].name, w, len) == 0;
       for (size_t i = n; i-- > 0 && !known;) /* the latest of the name */
@@ -496,11 +509,9 @@ char *kiln__dialect_namespace_constants(const char *src, const char *log) {
     } else if (kiln__space(*p)) {
       p++;
     } else if (p[0] == '/' && (p[1] == '/' || p[1] == '*')) {
-      const char *end = kiln__past_comment(p), *q = head;
-      while (q < p && kiln__space(*q)) q++;
-      int before_head = q == p;
-      for (; p < end; p++) line += *p == '\n';
-      if (before_head) head = end, head_line = line;
+      const char *was = head;
+      p = kiln__past_comment_in_scan(p, &line, &head);
+      if (head != was) head_line = line;
     } else if (*p == '#' && line_blank) {
       failed = kiln__macros_note(&macros, p) < 0;
       while (*p && (*p != '\n' || p[-1] == '\\')) line += *p++ == '\n';
@@ -629,11 +640,7 @@ char *kiln__dialect_host_functions_in(const char *src, const char *log, const ch
     } else if (kiln__space(*p)) {
       p++;
     } else if (p[0] == '/' && (p[1] == '/' || p[1] == '*')) {
-      const char *end = kiln__past_comment(p), *q = head;
-      while (q < p && kiln__space(*q)) q++;
-      int before_head = q == p; /* a comment before a head is not part of it */
-      for (; p < end; p++) line += *p == '\n';
-      if (before_head) head = end;
+      p = kiln__past_comment_in_scan(p, &line, &head);
     } else if (*p == '#' && line_blank) {      /* a directive, its continued lines with it */
       if (kiln__macros_note(&macros, p) < 0) { /* out of memory: no rewrite */
         free(out);
