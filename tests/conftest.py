@@ -2,7 +2,9 @@
 is none, and fail instead when KILN_REQUIRE_GPU=1 (the GPU machine's runs skip nothing). What
 the tests share besides is in helpers.py."""
 import os
+import pathlib
 import shutil
+import subprocess
 import tempfile
 
 import pytest
@@ -45,3 +47,20 @@ def _gpu_gate(request):
         if os.environ.get("KILN_REQUIRE_GPUS") == "2":
             pytest.fail("KILN_REQUIRE_GPUS=2 but there is one GPU")
         pytest.skip("needs two CUDA devices; this machine has one")
+
+
+@pytest.fixture(scope="session")
+def fake_driver(tmp_path_factory):
+    """A CUDA driver that does no GPU work, built from bench/fakecuda/fakecuda.c: its device
+    memory is host memory, so copies work, and it records each launch. A child Python given
+    KILN_CUDA_PATH=<this path> runs kiln on it on any machine."""
+    cc = os.environ.get("CC", "cc")
+    include = pathlib.Path(os.environ.get("CUDA_HOME", "/usr/local/cuda")) / "include"
+    if not shutil.which(cc) or not (include / "cuda.h").exists():
+        pytest.skip(f"needs a C compiler ({cc}) and cuda.h in {include}")
+    source = pathlib.Path(__file__).resolve().parent.parent / "bench" / "fakecuda" / "fakecuda.c"
+    lib = tmp_path_factory.mktemp("fakecuda") / "libcuda.so.1"
+    subprocess.run([cc, "-O2", "-Wall", "-Wextra", "-Werror", "-shared", "-fPIC",
+                    "-fvisibility=hidden", "-isystem", str(include), str(source), "-lpthread",
+                    "-o", str(lib)], check=True)
+    return lib

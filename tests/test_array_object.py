@@ -8,6 +8,7 @@ arrays point at an address no test reads or writes, so the CPU tests never copy 
 run unchanged on the GPU machine. The tests marked gpu check values, against NumPy's."""
 import gc
 import itertools
+import json
 import operator
 import weakref
 
@@ -16,7 +17,7 @@ import pytest
 
 import kiln
 import kiln.gpuarray as gpuarray
-from helpers import ARCH, HAVE_GPU
+from helpers import ARCH, HAVE_GPU, run_python
 
 # An address no test reads or writes: arrays over it are layouts only.
 FAKE = 1 << 40
@@ -162,6 +163,7 @@ def test_dtype_may_be_assigned_in_place_as_numpys(start, index, dtype):
     ((3,), (), np.complex128, ValueError, "must be a divisor of the total size"),
     ((3,), (), "nonsense", TypeError, "data type 'nonsense' not understood"),
     ((4,), (), np.dtype((np.int16, 2)), ValueError, "cannot be the subarray type"),
+    ((4,), (), object, TypeError, "cannot live on the GPU"),
 ])
 def test_dtype_assignment_numpy_refuses_is_refused(start, index, dtype, error, phrase):
     d0, h0 = fake(start)
@@ -201,12 +203,121 @@ def test_gpudata_may_be_assigned_as_pycudas_plain_attribute():
         assert d.gpudata is owner and d.ptr == FAKE + 8192
     with pytest.raises(AttributeError, match="cannot be deleted"):
         del d.gpudata
-    with pytest.raises(AttributeError, match="size cannot be assigned: make a new array"):
-        d.size = 12  # scikit-cuda's set_realloc, after new memory of another size
+    with pytest.raises(AttributeError, match="its shape's, 6, so size cannot be assigned 12"):
+        d.size = 12  # memory whose size kiln does not know: the shape stays
+    d.size = 6  # the size it has
     assert d.size == 6
     e = kiln.DeviceArray((0, 3), np.float32)
     e.gpudata = None  # an empty array has no memory
     assert e.gpudata is None and e.ptr == 0
+
+
+REALLOC_CHILD = r"""
+import json
+import numpy as np
+import kiln
+import kiln.driver as drv
+import kiln.gpuarray as gpuarray
+
+def set_realloc(x_gpu, data):  # scikit-cuda's misc.set_realloc, as written
+    if x_gpu.shape != data.shape or x_gpu.size != data.size or \
+            x_gpu.strides != data.strides or x_gpu.dtype != data.dtype:
+        x_gpu.gpudata.free()
+        x_gpu.gpudata = drv.mem_alloc(data.dtype.itemsize * data.size)
+        x_gpu.shape = data.shape
+        x_gpu.size = data.size
+        x_gpu.strides = data.strides
+        x_gpu.dtype = data.dtype
+    x_gpu.set(data)
+
+def attempt(f):
+    try:
+        f()
+        return None
+    except Exception as e:
+        return [type(e).__name__, str(e)]
+
+out = {}
+x = gpuarray.to_gpu(np.arange(5, dtype=np.float32))
+for name, data in [("wider", np.arange(20.0).reshape(10, 2)),
+                   ("fewer", np.arange(3.0)),
+                   ("same", np.arange(3.0, 6.0)),
+                   ("column", np.arange(7, dtype=np.float64).reshape(7, 1))]:
+    set_realloc(x, data)
+    got = x.get()
+    out[name] = [list(x.shape), x.size, list(x.strides), str(x.dtype), x.nbytes,
+                 got.tolist() == data.tolist(), str(got.dtype)]
+# Narrower items: the new shape at the old item size is past the new memory, refused.
+out["narrower"] = attempt(lambda: set_realloc(x, np.arange(5, dtype=np.int16)))
+a = gpuarray.to_gpu(np.arange(6, dtype=np.float32))
+out["small_memory"] = attempt(lambda: setattr(a, "gpudata", drv.mem_alloc(16)))
+out["kept"] = [list(a.shape), a.get().tolist()]  # memory still in use: its layout stays
+a.gpudata.free()
+a.gpudata = drv.mem_alloc(10)  # after free(): the elements the new memory holds
+out["after_free"] = [list(a.shape), a.nbytes]
+b = gpuarray.to_gpu(np.arange(6, dtype=np.float32))
+out["past_memory"] = attempt(lambda: setattr(b, "shape", (7,)))
+out["within_memory"] = attempt(lambda: setattr(b, "shape", (2, 2)))
+out["within"] = [list(b.shape), b.get().tolist()]
+out["size_other"] = attempt(lambda: setattr(b, "size", 3))
+out["strides_past"] = attempt(lambda: setattr(b, "strides", (16, 8)))
+b.shape = (3,)
+b.strides = (8,)  # every other float32: the float64 layout, within the 24 bytes
+b.dtype = np.float64  # NumPy refuses (the last axis is not contiguous); PyCUDA takes it
+out["retyped"] = [list(b.shape), list(b.strides), str(b.dtype), b.nbytes]
+c = gpuarray.to_gpu(np.arange(4, dtype=np.float32)).reshape(4, 1)
+out["retype_past"] = attempt(lambda: setattr(c, "dtype", np.float64))
+v = gpuarray.to_gpu(np.arange(6, dtype=np.float32))[1:]
+out["view_resize"] = attempt(lambda: setattr(v, "shape", (4,)))
+print(json.dumps(out))
+"""
+
+
+def test_scikit_cudas_set_realloc_puts_new_memory_and_layout_under_an_array(fake_driver):
+    # PyCUDA's layout attributes are plain: set_realloc frees an array's memory, gives it an
+    # allocation of the new data's bytes, then assigns shape, size, strides and dtype one at a
+    # time. kiln takes each where the layout stays inside the allocation the array holds.
+    # Copies through the fake driver move real bytes (its device memory is host memory).
+    r = run_python(REALLOC_CHILD, env={"KILN_CUDA_PATH": str(fake_driver)})
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout.splitlines()[-1])
+    assert out["wider"] == [[10, 2], 20, [16, 8], "float64", 160, True, "float64"]
+    assert out["fewer"] == [[3], 3, [8], "float64", 24, True, "float64"]
+    assert out["same"] == [[3], 3, [8], "float64", 24, True, "float64"]
+    assert out["column"] == [[7, 1], 7, [8, 8], "float64", 56, True, "float64"]
+    assert out["narrower"] == [
+        "ValueError", "cannot reshape array of size 1 into shape (5,): 5 items of float64 are "
+        "40 bytes, past the 10 the allocation under the array holds from its first element"]
+    assert out["small_memory"][0] == "ValueError"
+    assert "outside the 16 bytes of the allocation" in out["small_memory"][1]
+    assert out["kept"] == [[6], [0, 1, 2, 3, 4, 5]]
+    assert out["after_free"] == [[2], 8]
+    assert out["past_memory"][0] == "ValueError"
+    assert "cannot reshape array of size 6 into shape (7,)" in out["past_memory"][1]
+    assert out["within_memory"] is None and out["within"] == [[2, 2], [[0, 1], [2, 3]]]
+    assert out["size_other"] == [
+        "AttributeError", "a DeviceArray's number of elements is its shape's, 4, so size cannot "
+        "be assigned 3: assign shape first (where the array's allocation holds the new shape), "
+        "or make a new array, GPUArray(shape, dtype, gpudata=memory), gpuarray.empty(shape, "
+        "dtype) or gpuarray.to_gpu(data)"]
+    assert out["strides_past"][0] == "ValueError"
+    assert out["retyped"] == [[3], [8], "float64", 24]
+    assert out["retype_past"][0] == "ValueError"
+    assert "divisor of the total size" in out["retype_past"][1]
+    assert out["view_resize"][0] == "ValueError"  # a view holds no allocation of its own
+
+
+@pytest.mark.gpu
+def test_an_array_given_new_memory_and_layout_computes_on_the_gpu():
+    import kiln.driver as drv
+    x = gpuarray.to_gpu(np.arange(5, dtype=np.float32))
+    for data in [np.arange(20.0).reshape(10, 2), np.arange(3.0), np.arange(7.0).reshape(7, 1)]:
+        x.gpudata.free()
+        x.gpudata = drv.mem_alloc(data.nbytes)
+        x.shape, x.size, x.strides, x.dtype = data.shape, data.size, data.strides, data.dtype
+        x.set(data)
+        np.testing.assert_array_equal((x * 2 + 1).get(), data * 2 + 1)
+        assert float(gpuarray.sum(x).get()) == data.sum()
 
 
 def test_nbytes_a_program_sets_is_given_back_and_moves_nothing():

@@ -1,5 +1,5 @@
 """What a kernel call hands the driver, byte for byte, checked on any machine: kiln opens a CUDA
-driver that does no GPU work (bench/fakecuda/fakecuda.c, built here; bench/cpu.py times
+driver that does no GPU work (bench/fakecuda/fakecuda.c, built by conftest.py's fake_driver; bench/cpu.py times
 launches with it) and that copies each launch's parameters and shape as it is given them.
 
 Every way an argument is packed goes through it: the one-pass path of Python ints and floats,
@@ -9,19 +9,11 @@ packed on the stack), the launch shape read again or remembered, prepared_call; 
 refusal, which must come before anything is launched. The driver is opened once per process,
 so all cases run in one new Python and each test reads its own case's outcome."""
 import json
-import os
-import pathlib
-import shutil
 import struct
-import subprocess
 
 import pytest
 
 from helpers import run_python
-
-ROOT = pathlib.Path(__file__).resolve().parent.parent
-FAKE_SOURCE = ROOT / "bench" / "fakecuda" / "fakecuda.c"
-CUDA_INCLUDE = pathlib.Path(os.environ.get("CUDA_HOME", "/usr/local/cuda")) / "include"
 
 # struct codes of the parameters of the kernel ints: i8, u8, ..., u64, then the pointer
 INT_CODES = ["b", "B", "h", "H", "i", "I", "q", "Q", "Q"]
@@ -143,18 +135,6 @@ case("bad_keyword", "reals", 1.0, 2.0, A, block=b, blocks=b)
 case("after_refusals", "reals", 1.0, 2.0, A, block=b)
 print(json.dumps(out))
 '''
-
-
-@pytest.fixture(scope="module")
-def fake_driver(tmp_path_factory):
-    cc = os.environ.get("CC", "cc")
-    if not shutil.which(cc) or not (CUDA_INCLUDE / "cuda.h").exists():
-        pytest.skip(f"needs a C compiler ({cc}) and cuda.h in {CUDA_INCLUDE}")
-    lib = tmp_path_factory.mktemp("fakecuda") / "libcuda.so.1"
-    subprocess.run([cc, "-O2", "-Wall", "-Wextra", "-Werror", "-shared", "-fPIC",
-                    "-fvisibility=hidden", "-isystem", str(CUDA_INCLUDE), str(FAKE_SOURCE),
-                    "-lpthread", "-o", str(lib)], check=True)
-    return lib
 
 
 @pytest.fixture(scope="module")

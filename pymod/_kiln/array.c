@@ -168,14 +168,7 @@ static int kpy_array_set_strides(PyObject *op, PyObject *value, void *c) {
     return -1;
   kpy_state *st = kpy_state_of_type(Py_TYPE(op));
   if (!st) return -1;
-  if (a->gpudata && Py_IS_TYPE(a->gpudata, st->ref.DeviceAllocation_type)) {
-    const kpy_allocation *m = (const kpy_allocation *)a->gpudata;
-    if (m->ptr && m->ptr <= a->ptr && (size_t)(a->ptr - m->ptr) <= m->size &&
-        m->size <= (size_t)PY_SSIZE_T_MAX) {
-      lo = -(Py_ssize_t)(a->ptr - m->ptr);
-      hi = (Py_ssize_t)m->size + lo;
-    }
-  }
+  kpy_array_room(st, a, &lo, &hi); /* else the bytes it reaches now */
   if (new_lo < lo || new_hi > hi) {
     PyErr_Format(PyExc_ValueError,
                  "strides %R would reach bytes %zd to %zd from the first element, outside the "
@@ -349,16 +342,24 @@ static int kpy_array_set_gpudata(PyObject *op, PyObject *value, void *c) {
   return st ? kpy_array_put_memory(st, KPY_ARRAY(op), value) : -1;
 }
 
-/* PyCUDA's size is a plain attribute too, which scikit-cuda's set_realloc sets after putting
- * memory of another size under an array; kiln's layout checks rest on the size, so it is fixed,
- * and the message says what to do instead. */
+/* PyCUDA's size is a plain attribute too, which scikit-cuda's set_realloc sets after giving an
+ * array new memory and the shape of it; kiln's size is the shape's, so the one value taken is
+ * the size the array has, and any other is refused saying what to do instead. */
 static int kpy_array_set_size(PyObject *op, PyObject *value, void *c) {
-  (void)op, (void)value, (void)c;
-  PyErr_SetString(PyExc_AttributeError,
-                  "a DeviceArray's number of elements is fixed when it is made, so size cannot "
-                  "be assigned: make a new array of the new shape instead, "
-                  "GPUArray(shape, dtype, gpudata=memory), gpuarray.empty(shape, dtype) or "
-                  "gpuarray.to_gpu(data)");
+  (void)c;
+  if (kpy_array_refuse_deletion(value, "size") < 0) return -1;
+  Py_ssize_t size = KPY_ARRAY(op)->size;
+  PyObject *n = PyIndex_Check(value) ? PyNumber_Index(value) : NULL;
+  Py_ssize_t v = n ? PyLong_AsSsize_t(n) : -1;
+  Py_XDECREF(n);
+  if (v == size) return 0;
+  PyErr_Clear();
+  PyErr_Format(PyExc_AttributeError,
+               "a DeviceArray's number of elements is its shape's, %zd, so size cannot be "
+               "assigned %R: assign shape first (where the array's allocation holds the new "
+               "shape), or make a new array, GPUArray(shape, dtype, gpudata=memory), "
+               "gpuarray.empty(shape, dtype) or gpuarray.to_gpu(data)",
+               size, value);
   return -1;
 }
 

@@ -77,6 +77,14 @@ int kpy_layout_extent(int ndim, const Py_ssize_t *shape, const Py_ssize_t *strid
 
 /* Sets a's dtype and shape, checked, with C-contiguous strides, on the current device; its
  * memory is the caller's to set. */
+int kpy_dtype_check(PyArray_Descr *dtype) {
+  if (!PyDataType_REFCHK(dtype) && PyDataType_ELSIZE(dtype)) return 0;
+  PyErr_Format(PyExc_TypeError,
+               "dtype %R cannot live on the GPU: it holds Python objects or has no size",
+               (PyObject *)dtype);
+  return -1;
+}
+
 static int kpy_array_set_layout(kpy_array *a, PyArray_Descr *dtype, int ndim,
                                 const Py_ssize_t *shape) {
   if (ndim > KPY_MAX_DIMS) {
@@ -85,13 +93,7 @@ static int kpy_array_set_layout(kpy_array *a, PyArray_Descr *dtype, int ndim,
     return -1;
   }
   Py_ssize_t itemsize = PyDataType_ELSIZE(dtype);
-  if (PyDataType_REFCHK(dtype) || itemsize == 0) {
-    PyErr_Format(PyExc_TypeError,
-                 "dtype %R cannot live on the GPU: it holds Python objects "
-                 "or has no size",
-                 (PyObject *)dtype);
-    return -1;
-  }
+  if (kpy_dtype_check(dtype) < 0) return -1;
   Py_ssize_t size = 1;
   for (int i = 0; i < ndim; i++) {
     if (shape[i] < 0) {
@@ -251,6 +253,13 @@ typedef struct kpy_array_spec {
   PyObject *allocator, *base, *gpudata; /* borrowed; None when not given */
 } kpy_array_spec;
 
+/* Whether the memory a holds is an allocation that was freed (free()): its layout then
+ * describes no memory at all. */
+static int kpy_array_memory_freed(kpy_state *st, const kpy_array *a) {
+  return a->gpudata && Py_IS_TYPE(a->gpudata, st->ref.DeviceAllocation_type) &&
+         !((kpy_allocation *)a->gpudata)->ptr;
+}
+
 int kpy_array_put_memory(kpy_state *st, kpy_array *a, PyObject *gpudata) {
   Py_ssize_t lo, hi;
   if (kpy_layout_extent(a->ndim, a->shape, a->strides, a->itemsize, &lo, &hi) < 0) return -1;
@@ -269,7 +278,17 @@ int kpy_array_put_memory(kpy_state *st, kpy_array *a, PyObject *gpudata) {
   }
   /* Memory of the caller's: only a kiln.DeviceAllocation says how large it is. */
   int allocation = Py_IS_TYPE(gpudata, st->ref.DeviceAllocation_type);
-  if (allocation && a->size && (lo < 0 || (size_t)hi > ((kpy_allocation *)gpudata)->size)) {
+  size_t room = allocation ? ((kpy_allocation *)gpudata)->size : 0;
+  if (allocation && a->size && (lo < 0 || (size_t)hi > room) && kpy_array_memory_freed(st, a)) {
+    /* scikit-cuda's set_realloc frees an array's memory, puts smaller memory under it, then
+     * assigns the shape of that memory: the old layout is dead, and until the new shape comes
+     * the array is the elements the new memory holds, in a row. */
+    Py_ssize_t count = (Py_ssize_t)(room / (size_t)a->itemsize);
+    if (kpy_array_set_layout(a, a->dtype, 1, &count) < 0) return -1;
+    lo = 0;
+    hi = count * a->itemsize;
+  }
+  if (allocation && a->size && (lo < 0 || (size_t)hi > room)) {
     PyErr_Format(PyExc_ValueError,
                  "the array reaches from byte %zd to byte %zd of gpudata, outside the %zu "
                  "bytes of the allocation",
@@ -290,6 +309,16 @@ int kpy_array_put_memory(kpy_state *st, kpy_array *a, PyObject *gpudata) {
   }
   Py_XSETREF(a->gpudata, gpudata == Py_None ? NULL : Py_NewRef(gpudata));
   return 0;
+}
+
+int kpy_array_room(kpy_state *st, const kpy_array *a, Py_ssize_t *lo, Py_ssize_t *hi) {
+  if (!a->gpudata || !Py_IS_TYPE(a->gpudata, st->ref.DeviceAllocation_type)) return 0;
+  const kpy_allocation *m = (const kpy_allocation *)a->gpudata;
+  if (!m->ptr || m->ptr > a->ptr || a->ptr - m->ptr > m->size || m->size > (size_t)PY_SSIZE_T_MAX)
+    return 0;
+  *lo = -(Py_ssize_t)(a->ptr - m->ptr);
+  *hi = (Py_ssize_t)m->size + *lo;
+  return 1;
 }
 
 /* The memory of a constructed array: checks that its layout is sane and, where it can, that

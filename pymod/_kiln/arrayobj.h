@@ -86,6 +86,17 @@ int kpy_array_refuse_deletion(PyObject *value, const char *attribute);
 int kpy_layout_extent(int ndim, const Py_ssize_t *shape, const Py_ssize_t *strides,
                       Py_ssize_t itemsize, Py_ssize_t *lo, Py_ssize_t *hi);
 
+/* 0 for a dtype whose items can live in device memory; -1 with TypeError for one that holds
+ * Python objects or has no size. */
+int kpy_dtype_check(PyArray_Descr *dtype);
+
+/* The bytes, from element [0, ..., 0], of the allocation a holds as its gpudata: *lo <= 0 where
+ * the allocation begins and *hi where it ends. 1 where a holds a kiln.DeviceAllocation (the
+ * one kind of memory whose size kiln knows) that contains its first element, else 0 and
+ * nothing set. PyCUDA's layout attributes are plain, and programs relay an array out inside the
+ * memory they gave it; these are the bounds a new layout is checked against. */
+int kpy_array_room(kpy_state *st, const kpy_array *a, Py_ssize_t *lo, Py_ssize_t *hi);
+
 /* A C-contiguous DeviceArray of dtype and shape on the current device, with no memory: the
  * caller sets ptr and what keeps it valid (gpudata, base or dlpack). Checks the dtype and the
  * shape. */

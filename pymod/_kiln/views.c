@@ -318,17 +318,58 @@ static void kpy_array_relayout(kpy_array *a, PyArray_Descr *dtype, int ndim,
   kpy_array_update_flags(a);
 }
 
+/* The number of elements of a shape with no -1 in it; -1 for one with a -1, or too large. */
+static Py_ssize_t kpy_shape_count(int ndim, const Py_ssize_t *shape) {
+  Py_ssize_t n = 1;
+  for (int i = 0; i < ndim; i++)
+    if (shape[i] < 0 || __builtin_mul_overflow(n, shape[i], &n)) return -1;
+  return n;
+}
+
+/* a.shape = a shape of another size. PyCUDA's shape is a plain attribute, and a program that
+ * puts new memory under an array (scikit-cuda's set_realloc: gpudata, then shape, size,
+ * strides and dtype, one by one) gives it the shape of that memory. Taken, in C order, where
+ * the allocation the array holds has the new shape's bytes from its first element; NumPy's
+ * refusal where it does not, or where the array's memory is not an allocation of its own. */
+static int kpy_array_resize(kpy_array *a, int ndim, const Py_ssize_t *shape, Py_ssize_t count) {
+  kpy_state *st = kpy_state_of_type(Py_TYPE(a));
+  if (!st) return -1;
+  Py_ssize_t lo, hi, nbytes;
+  int room = kpy_array_room(st, a, &lo, &hi);
+  int overflow = __builtin_mul_overflow(count, a->itemsize, &nbytes);
+  if (!room || overflow || nbytes > hi) {
+    PyObject *t = kpy_shape_tuple(shape, ndim);
+    if (t && room && !overflow)
+      PyErr_Format(PyExc_ValueError,
+                   "cannot reshape array of size %zd into shape %R: %zd items of %S are %zd "
+                   "bytes, past the %zd the allocation under the array holds from its first "
+                   "element",
+                   a->size, t, count, (PyObject *)a->dtype, nbytes, hi);
+    else if (t)
+      PyErr_Format(PyExc_ValueError, "cannot reshape array of size %zd into shape %R", a->size, t);
+    Py_XDECREF(t);
+    return -1;
+  }
+  Py_ssize_t strides[KPY_MAX_DIMS];
+  kpy_strides_contiguous(ndim, shape, a->itemsize, 0, strides);
+  kpy_array_address_out(a); /* a reduction's host mirror is of the old size */
+  kpy_array_relayout(a, a->dtype, ndim, shape, strides);
+  return 0;
+}
+
 /* a.shape = (...): NumPy's reshape in place, taken only where the new shape is a view of the
  * same memory in C order (else NumPy's refusal, which points to reshape()). Views already made
- * keep their own layout. */
+ * keep their own layout. A shape of another size is PyCUDA's plain assignment (above). */
 int kpy_array_set_shape(PyObject *op, PyObject *value, void *closure) {
   (void)closure;
   kpy_array *a = (kpy_array *)op;
   if (kpy_array_refuse_deletion(value, "shape") < 0) return -1;
   Py_ssize_t shape[KPY_MAX_DIMS], strides[KPY_MAX_DIMS];
   int ndim = 0;
-  if (kpy_shape_parse(value, &ndim, shape) < 0 || kpy_reshape_resolve(a, ndim, shape) < 0)
-    return -1;
+  if (kpy_shape_parse(value, &ndim, shape) < 0) return -1;
+  Py_ssize_t count = kpy_shape_count(ndim, shape);
+  if (count >= 0 && count != a->size) return kpy_array_resize(a, ndim, shape, count);
+  if (kpy_reshape_resolve(a, ndim, shape) < 0) return -1;
   if (!a->size || a->flags & KPY_C_CONTIGUOUS) {
     kpy_strides_contiguous(ndim, shape, a->itemsize, 0, strides);
   } else if (!kpy_reshape_strides(a, ndim, shape, 0, strides)) {
@@ -359,6 +400,33 @@ PyObject *kpy_array_ravel(PyObject *op, PyObject *args, PyObject *kwargs) {
 
 /* ---- Reinterpreting and permuting --------------------------------------------------------- */
 
+/* The layout of a reinterpreted as items of `to` bytes, NumPy's view(dtype): shape and strides
+ * (a's to begin with) with the last axis taking the change of size. NULL, or NumPy's words for
+ * why it cannot be. */
+static const char *kpy_view_layout(const kpy_array *a, Py_ssize_t to, Py_ssize_t *shape,
+                                   Py_ssize_t *strides) {
+  Py_ssize_t from = a->itemsize;
+  memcpy(shape, a->shape, (size_t)a->ndim * sizeof *shape);
+  memcpy(strides, a->strides, (size_t)a->ndim * sizeof *strides);
+  if (to == from) return NULL;
+  int last = a->ndim - 1;
+  if (a->ndim == 0)
+    return "Changing the dtype of a 0d array is only supported if the itemsize is unchanged";
+  if (shape[last] != 1 && a->size && strides[last] != from)
+    return "To change to a dtype of a different size, the last axis must be contiguous";
+  if (to && to < from && from % to)
+    return "When changing to a smaller dtype, its size must be a divisor of the size of "
+           "original dtype";
+  if (to && to > from && shape[last] * from % to)
+    return "When changing to a larger dtype, its size must be a divisor of the total size "
+           "in bytes of the last axis of the array.";
+  if (to) {
+    shape[last] = shape[last] * from / to;
+    strides[last] = to;
+  }
+  return NULL;
+}
+
 PyObject *kpy_array_view_as(PyObject *op, PyObject *args, PyObject *kwargs) {
   static char *kwlist[] = {(char *)"dtype", NULL};
   kpy_array *a = (kpy_array *)op;
@@ -367,28 +435,8 @@ PyObject *kpy_array_view_as(PyObject *op, PyObject *args, PyObject *kwargs) {
   PyArray_Descr *dtype = NULL;
   if (dtype_obj == Py_None) dtype = (PyArray_Descr *)Py_NewRef((PyObject *)a->dtype);
   else if (!PyArray_DescrConverter(dtype_obj, &dtype)) return NULL;
-  Py_ssize_t shape[KPY_MAX_DIMS], strides[KPY_MAX_DIMS], from = a->itemsize,
-                                                         to = PyDataType_ELSIZE(dtype);
-  memcpy(shape, a->shape, (size_t)a->ndim * sizeof *shape);
-  memcpy(strides, a->strides, (size_t)a->ndim * sizeof *strides);
-  const char *problem = NULL;
-  if (to != from) { /* the last axis takes the change of size, as in NumPy */
-    int last = a->ndim - 1;
-    if (a->ndim == 0)
-      problem = "Changing the dtype of a 0d array is only supported if the itemsize is unchanged";
-    else if (shape[last] != 1 && a->size && strides[last] != from)
-      problem = "To change to a dtype of a different size, the last axis must be contiguous";
-    else if (to && to < from && from % to)
-      problem = "When changing to a smaller dtype, its size must be a divisor of the size of "
-                "original dtype";
-    else if (to && to > from && shape[last] * from % to)
-      problem = "When changing to a larger dtype, its size must be a divisor of the total size "
-                "in bytes of the last axis of the array.";
-    else if (to) {
-      shape[last] = shape[last] * from / to;
-      strides[last] = to;
-    }
-  }
+  Py_ssize_t shape[KPY_MAX_DIMS], strides[KPY_MAX_DIMS];
+  const char *problem = kpy_view_layout(a, PyDataType_ELSIZE(dtype), shape, strides);
   PyObject *v = NULL;
   if (problem) PyErr_SetString(PyExc_ValueError, problem);
   else v = (PyObject *)kpy_array_view(a, dtype, a->ndim, shape, strides, a->ptr);
@@ -396,8 +444,29 @@ PyObject *kpy_array_view_as(PyObject *op, PyObject *args, PyObject *kwargs) {
   return v;
 }
 
+/* a.dtype = dtype kept with a's shape and strides, as PyCUDA's plain attribute takes it: 1
+ * where the strides already suit the new item size and the layout stays inside the allocation
+ * a holds (scikit-cuda's set_realloc sets the strides of the new dtype before the dtype
+ * itself), else 0. */
+static int kpy_array_retype(kpy_array *a, PyArray_Descr *dtype) {
+  kpy_state *st = kpy_state_of_type(Py_TYPE(a));
+  Py_ssize_t to = PyDataType_ELSIZE(dtype), lo, hi, new_lo, new_hi;
+  if (!st || !kpy_array_room(st, a, &lo, &hi)) return 0;
+  for (int i = 0; i < a->ndim; i++)
+    if (a->shape[i] > 1 && a->strides[i] % to) return 0;
+  if (kpy_layout_extent(a->ndim, a->shape, a->strides, to, &new_lo, &new_hi) < 0) {
+    PyErr_Clear();
+    return 0;
+  }
+  if (a->size && (new_lo < lo || new_hi > hi)) return 0;
+  kpy_array_address_out(a); /* a reduction's host mirror is of the old bytes */
+  kpy_array_relayout(a, dtype, a->ndim, a->shape, a->strides);
+  return 1;
+}
+
 /* a.dtype = t: NumPy's reinterpretation in place, the view(t) layout taken by the array
- * itself (the last axis takes a change of item size), refused where view(t) is refused. */
+ * itself (the last axis takes a change of item size). Where view(t) is refused, PyCUDA's
+ * plain assignment where it is safe (above), else view(t)'s refusal. */
 int kpy_array_set_dtype(PyObject *op, PyObject *value, void *closure) {
   (void)closure;
   if (kpy_array_refuse_deletion(value, "dtype") < 0) return -1;
@@ -411,14 +480,19 @@ int kpy_array_set_dtype(PyObject *op, PyObject *value, void *closure) {
     Py_DECREF(dtype);
     return -1;
   }
-  PyObject *args = PyTuple_Pack(1, (PyObject *)dtype);
+  kpy_array *a = (kpy_array *)op;
+  Py_ssize_t shape[KPY_MAX_DIMS], strides[KPY_MAX_DIMS];
+  const char *problem = kpy_view_layout(a, PyDataType_ELSIZE(dtype), shape, strides);
+  int rc = kpy_dtype_check(dtype);
+  if (rc == 0 && !problem) {
+    kpy_array_address_out(a); /* a reduction's host mirror is of the old dtype */
+    kpy_array_relayout(a, dtype, a->ndim, shape, strides);
+  } else if (rc == 0 && !kpy_array_retype(a, dtype)) {
+    PyErr_SetString(PyExc_ValueError, problem);
+    rc = -1;
+  }
   Py_DECREF(dtype);
-  kpy_array *v = args ? (kpy_array *)kpy_array_view_as(op, args, NULL) : NULL;
-  Py_XDECREF(args);
-  if (!v) return -1;
-  kpy_array_relayout((kpy_array *)op, v->dtype, v->ndim, v->shape, v->strides);
-  Py_DECREF(v);
-  return 0;
+  return rc;
 }
 
 /* a with its axes in the order perm gives. */
