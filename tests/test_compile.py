@@ -736,6 +736,33 @@ def test_type_traits_compiles_under_cxx14_as_the_hosts_does():
     assert older.get_function("k").signature == ("ptr",)
 
 
+REGISTER_SWAP = """
+#define ELEM_SWAP(a, b) { register float t = (a); (a) = (b); (b) = t; }
+__global__ void k(float *a) { register int i = 2 * threadIdx.x; ELEM_SWAP(a[i], a[i + 1]); }
+"""
+
+
+def test_cs_register_compiles_as_nvcc_takes_it():
+    # NVRTC refuses `register` under C++17; nvcc takes it, as GCC does (a median filter's swap).
+    mod = kiln.SourceModule(REGISTER_SWAP, arch="sm_90", cache_dir=False)
+    assert mod.get_function("k").signature == ("ptr",)
+    # Another refusal in the same source is the one said, the register one gone.
+    with pytest.raises(kiln.CompileError, match='identifier "oops" is undefined') as e:
+        kiln.SourceModule(REGISTER_SWAP.replace("(b) = t;", "(b) = oops;"), arch="sm_90",
+                          cache_dir=False)
+    assert "storage class specifier" not in str(e.value)
+    # Under C++14, where NVRTC takes it, nothing is compiled again.
+    assert kiln.SourceModule(REGISTER_SWAP, arch="sm_90", options=["-std=c++14"],
+                             cache_dir=False).log == ""
+
+
+@pytest.mark.gpu
+def test_cs_register_kernel_computes():
+    a = np.arange(8, dtype=np.float32)
+    kiln.SourceModule(REGISTER_SWAP).get_function("k")(kiln.InOut(a), block=(4, 1, 1))
+    np.testing.assert_array_equal(a, [1, 0, 3, 2, 5, 4, 7, 6])
+
+
 def test_thrusts_random_engines_compile_in_device_code():
     # Their headers declare stream operators, for which kiln's <iostream> declares the stream
     # templates (and nothing a kernel could call).

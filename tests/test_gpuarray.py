@@ -579,8 +579,18 @@ def test_take_concatenate_stack_where(rng):
     p, q = values(np.float64, (12), rng).reshape(3, 4), values(np.float64, 8, rng).reshape(2, 4)
     close(gpuarray.concatenate([gpuarray.to_gpu(p), gpuarray.to_gpu(q)]).get(),
           np.concatenate([p, q]))
-    close(gpuarray.stack([gpuarray.to_gpu(p), gpuarray.to_gpu(p)], axis=1).get(),
-          np.stack([p, p], axis=1))
+    for axis in (0, 1, 2, -1):  # PyCUDA's layout: C order along a new first axis, else F
+        s = gpuarray.stack([gpuarray.to_gpu(p), gpuarray.to_gpu(p * 2)], axis=axis)
+        assert s.flags.c_contiguous == (axis == 0) and s.flags.f_contiguous == (axis != 0)
+        close(s.get(), np.stack([p, p * 2], axis=axis))
+    s = gpuarray.stack([gpuarray.to_gpu(x[:4]), gpuarray.to_gpu(np.arange(4))], axis=1)
+    assert s.dtype == np.float64 and s.strides == (8, 32)
+    close(s.get(), np.stack([x[:4], np.arange(4)], axis=1))
+    from kiln.tools import DeviceMemoryPool
+    pool = DeviceMemoryPool()
+    pooled = gpuarray.to_gpu(p, allocator=pool.allocate)
+    assert gpuarray.stack([pooled, pooled], axis=1).allocator == pool.allocate
+    assert gpuarray.concatenate([gpuarray.to_gpu(q), pooled]).allocator == pool.allocate
     c = x > 0
     close(gpuarray.where(gpuarray.to_gpu(c), a, 0.0).get(), np.where(c, x, 0.0))
     close(gpuarray.if_positive(a, a, -a).get(), np.where(x > 0, x, -x))

@@ -505,6 +505,21 @@ static const char **kiln__options_cxx17(const kiln_compile_opts *opts) {
   return out;
 }
 
+static int kiln__refuses_register(const char *log) {
+  return log && strstr(log, "use of the \"register\" storage class specifier is not allowed");
+}
+
+/* The options of opts and one more after them, in a malloc'd array (free it); NULL when out of
+ * memory. */
+static const char **kiln__options_plus(const kiln_compile_opts *opts, const char *extra) {
+  int n = opts ? opts->n_options : 0;
+  const char **out = malloc(sizeof *out * (size_t)(n + 1));
+  if (!out) return NULL;
+  if (n) memcpy(out, opts->options, sizeof *out * (size_t)n);
+  out[n] = extra;
+  return out;
+}
+
 /* One more compile, of dialect.c's rewrite of a source NVRTC refused: its code becomes *out
  * when NVRTC takes it. Otherwise the first refusal stands, its message the last error again,
  * and the rewrite's log is handed over in *second_log when that is given (else freed). */
@@ -567,6 +582,33 @@ kiln_status kiln__compile(const char *src, const kiln_compile_opts *opts, const 
       if (r == KILN_OK) kiln__clear_error();
     } else {
       kiln__compile_free_code(&upgraded);
+      if (first) kiln__fail(KILN_ERROR_COMPILE, "%s", first);
+    }
+    free(first);
+  }
+  /* C's `register`, which NVRTC refuses under C++17 and nvcc takes, as GCC does, with a
+   * warning at most (a median filter's ELEM_SWAP macro): compiled again with it defined as
+   * nothing, in the source and the headers alike, and the rest below from there. If the
+   * source is refused for something else too, that is the refusal the rest starts from. */
+  kiln_compile_opts no_register;
+  const char **register_options = NULL;
+  if (s == KILN_ERROR_COMPILE && kiln__refuses_register(out->log) &&
+      (register_options = kiln__options_plus(opts, "-Dregister="))) {
+    char *first = kiln__dup_str(kiln_last_error());
+    kiln__code second;
+    if (opts) no_register = *opts;
+    else memset(&no_register, 0, sizeof no_register);
+    no_register.options = register_options;
+    no_register.n_options = (opts ? opts->n_options : 0) + 1;
+    kiln_status r = kiln__compile_once(src, &no_register, arch, pch_dir, cwd, &second, &again);
+    if (first && (r == KILN_OK || (second.log && !kiln__refuses_register(second.log)))) {
+      kiln__compile_free_code(out);
+      *out = second;
+      s = r;
+      opts = &no_register;
+      if (r == KILN_OK) kiln__clear_error();
+    } else {
+      kiln__compile_free_code(&second);
       if (first) kiln__fail(KILN_ERROR_COMPILE, "%s", first);
     }
     free(first);
@@ -681,6 +723,7 @@ kiln_status kiln__compile(const char *src, const kiln_compile_opts *opts, const 
   free(literal_src);
   free(literal_log);
   free(cxx17_options);
+  free(register_options);
   return s;
 }
 

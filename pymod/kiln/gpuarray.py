@@ -298,6 +298,12 @@ def _put(dst, indices, values, stream):
 
 # ---- Joining and reshaping -------------------------------------------------------------------
 
+def _first_allocator(arrays, allocator):
+    """The allocator of a result made of arrays, as PyCUDA picks it: the one given, else the
+    first array's that has one (None: kiln's pool)."""
+    return allocator or next((a.allocator for a in arrays if a.allocator), None)
+
+
 def concatenate(arrays, axis=0, allocator=None):
     """NumPy's concatenate of GPUArrays along an existing axis."""
     arrays = list(arrays)
@@ -318,7 +324,7 @@ def concatenate(arrays, axis=0, allocator=None):
     dtype = np.result_type(*[a.dtype for a in arrays])
     shape = list(arrays[0].shape)
     shape[axis] = builtins.sum(a.shape[axis] for a in arrays)
-    out = DeviceArray(tuple(shape), dtype, allocator=allocator)
+    out = DeviceArray(tuple(shape), dtype, allocator=_first_allocator(arrays, allocator))
     at = 0
     for a in arrays:
         n = a.shape[axis]
@@ -330,7 +336,8 @@ def concatenate(arrays, axis=0, allocator=None):
 
 
 def stack(arrays, axis=0, allocator=None):
-    """NumPy's stack of GPUArrays of one shape along a new axis."""
+    """NumPy's stack of GPUArrays of one shape along a new axis, laid out as PyCUDA's: C order
+    along a new first axis, Fortran order along any other."""
     arrays = list(arrays)
     if not arrays:
         raise ValueError("need at least one array to stack")
@@ -341,8 +348,14 @@ def stack(arrays, axis=0, allocator=None):
     axis = axis + nd if axis < 0 else axis
     if not 0 <= axis < nd:
         raise ValueError(f"axis {axis} is out of bounds for {nd} dimensions")
-    expanded = [a[(slice(None),) * axis + (None,)] for a in arrays]
-    return concatenate(expanded, axis=axis, allocator=allocator)
+    out = DeviceArray((*shape[:axis], len(arrays), *shape[axis:]),
+                      np.result_type(*[a.dtype for a in arrays]),
+                      allocator=_first_allocator(arrays, allocator),
+                      order="C" if axis == 0 else "F")
+    if out.size:
+        for i, a in enumerate(arrays):
+            _ops.copy(out[(slice(None),) * axis + (i,)], a)
+    return out
 
 
 def reshape(a, *shape, **kwargs):
