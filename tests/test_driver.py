@@ -2644,3 +2644,34 @@ def test_gpu_memcpy_between_host_and_device_by_keyword():
     drv.memcpy_dtoh_async(back, src=d, stream=s)
     s.synchronize()
     np.testing.assert_array_equal(back, 2 * a)
+
+
+AT_EXIT = r'''
+import os, sys
+import kiln
+f = kiln.SourceModule("__global__ void k(int *p) {}").get_function("k")
+if os.environ["QUEUE"] == "1":
+    f(kiln.mem_alloc(4), block=(1, 1, 1))
+    pid = os.fork()
+    if pid == 0:  # a fork's child cannot use the parent's contexts: it does not wait on them
+        sys.stderr.write("CHILD-END\n")
+        sys.stderr.flush()
+        sys.exit(0)
+    os.waitpid(pid, 0)
+sys.stderr.write("END\n")
+sys.stderr.flush()
+'''
+
+
+def test_the_programs_end_waits_for_the_work_kiln_queued(fake_driver):
+    # PyCUDA's context is destroyed at the program's end, which waits for the kernels still
+    # queued (their printf output appears); kiln's primary context stays, so kiln waits then.
+    # The fake driver says each wait on stderr.
+    env = {"KILN_CUDA_PATH": str(fake_driver), "FAKECUDA_SAY_SYNCHRONIZE": "1"}
+    r = run_python(AT_EXIT, env={**env, "QUEUE": "1"})
+    assert r.returncode == 0, r.stderr
+    lines = [line for line in r.stderr.splitlines() if line]
+    assert lines[-3:] == ["CHILD-END", "END", "fakecuda: cuCtxSynchronize"], r.stderr
+    r = run_python(AT_EXIT, env={**env, "QUEUE": "0"})  # nothing queued: no wait, no device
+    assert r.returncode == 0, r.stderr
+    assert [line for line in r.stderr.splitlines() if line][-1] == "END", r.stderr

@@ -254,6 +254,28 @@ def test_autoinit_prints_a_kernels_printf_when_the_program_ends_without_waiting(
                            for t in range(5) for b in range(2)), r.stdout
 
 
+PRINTF_WITHOUT_AUTOINIT = r'''
+    from kiln import driver, compiler
+    driver.init()
+    context = driver.Device(0).make_context()
+    f = compiler.SourceModule("""
+    #include <stdio.h>
+    __global__ void hello() { printf("thread %u\\n", threadIdx.x); }
+    """).get_function("hello")
+    f(grid=(1, 1, 1), block=(4, 1, 1))
+    context.pop()
+'''
+
+
+@pytest.mark.parametrize("ending", ["context.pop()", "pass"])
+def test_a_program_without_autoinit_prints_its_kernels_printf_when_it_ends(ending):
+    # A course's solution (make_context, a printf kernel, pop, the end): PyCUDA's context is
+    # destroyed when the program ends, which waits for the kernel; kiln waits at the end.
+    r = run_python(PRINTF_WITHOUT_AUTOINIT.replace("context.pop()", ending))
+    assert r.returncode == 0, r.stderr
+    assert sorted(r.stdout.splitlines()) == [f"thread {t}" for t in range(4)], r.stdout
+
+
 # ---- what nvcc gives a kernel without an #include, and C++ headers NVRTC lacks --------------
 
 def test_names_nvcc_gives_bare_have_their_values_on_the_device():

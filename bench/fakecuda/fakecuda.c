@@ -20,6 +20,7 @@
 #endif
 #endif
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -124,7 +125,12 @@ FAKE_EXPORT CUresult cuCtxGetApiVersion(CUcontext ctx, unsigned *version) {
   return CUDA_SUCCESS;
 }
 
-FAKE_EXPORT CUresult cuCtxSynchronize(void) { return CUDA_SUCCESS; }
+/* With FAKECUDA_SAY_SYNCHRONIZE set, each wait says so on stderr: the tests see when kiln
+ * waits (at a program's end) by the order of that line and their own. */
+FAKE_EXPORT CUresult cuCtxSynchronize(void) {
+  if (getenv("FAKECUDA_SAY_SYNCHRONIZE")) fputs("fakecuda: cuCtxSynchronize\n", stderr);
+  return CUDA_SUCCESS;
+}
 
 FAKE_EXPORT CUresult cuStreamSynchronize(CUstream stream) {
   (void)stream;

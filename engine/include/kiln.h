@@ -84,6 +84,11 @@ kiln_status kiln_device_get_info(int device, kiln_device_info *out);
 kiln_status kiln_device_set_current(int device);
 int kiln_device_current(void);
 kiln_status kiln_synchronize(void); /* waits for all work of the current device */
+/* Waits for all work of every device kiln has set up, each in its primary context, and leaves
+ * the thread's current device as it was; the first failure, after waiting for the rest. What a
+ * program's end calls, where a context of its own would have been destroyed (which waits, and
+ * so prints what kernels' printf wrote). Sets nothing up: with no device used, nothing. */
+kiln_status kiln_synchronize_all(void);
 
 /* One attribute of a device: attribute is a CUdevice_attribute, numbered as cuda.h numbers
  * CU_DEVICE_ATTRIBUTE_* (CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK is 1). Reads the device

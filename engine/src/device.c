@@ -1,12 +1,15 @@
 /* Devices, their primary contexts and default pools; the current device of each thread. */
 #include "device.h"
+#include "dup.h"
 
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static pthread_mutex_t kiln__devices_lock = PTHREAD_MUTEX_INITIALIZER;
 static kiln__device **kiln__devices; /* one per ordinal, made on first use, never freed */
+static pid_t kiln__devices_pid;      /* the process that set them up (a fork's child did not) */
 static int kiln__n_devices = -1;
 
 /* Like the CUDA runtime's, the current device is per thread. */
@@ -112,8 +115,12 @@ static kiln_status kiln__device_setup(int ordinal, kiln__device **out) {
       cuuint64_t keep = UINT64_MAX;
       kiln__driver.MemPoolSetAttribute(d->pool, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &keep);
     }
-    if (s) free(d);
-    else __atomic_store_n(&kiln__devices[ordinal], d, __ATOMIC_RELEASE);
+    if (s) {
+      free(d);
+    } else {
+      __atomic_store_n(&kiln__devices_pid, getpid(), __ATOMIC_RELEASE);
+      __atomic_store_n(&kiln__devices[ordinal], d, __ATOMIC_RELEASE);
+    }
   }
   if (!s) *out = kiln__devices[ordinal];
   pthread_mutex_unlock(&kiln__devices_lock);
@@ -280,6 +287,36 @@ kiln_status kiln_device_from_pci_bus_id(const char *pci_bus_id, int *device) {
     }
   }
   return kiln__fail(KILN_ERROR_INVALID, "no CUDA device has the PCI bus id '%s'", pci_bus_id);
+}
+
+kiln_status kiln_synchronize_all(void) {
+  kiln_status first = KILN_OK;
+  char *why = NULL;
+  int n = __atomic_load_n(&kiln__n_devices, __ATOMIC_ACQUIRE);
+  /* A fork's child inherits the devices' slots but not their contexts, which it cannot use. */
+  if (__atomic_load_n(&kiln__devices_pid, __ATOMIC_ACQUIRE) != getpid()) n = 0;
+  for (int i = 0; i < n; i++) {
+    kiln__device *d = __atomic_load_n(&kiln__devices[i], __ATOMIC_ACQUIRE);
+    if (!d) continue;
+    kiln_status s = kiln__device_visit(i, &d);
+    if (!s) {
+      CUresult rc = kiln__driver.CtxSynchronize();
+      if (rc) s = kiln__cuda_fail("cuCtxSynchronize", rc);
+    }
+    if (s && !first) {
+      first = s;
+      why = kiln__dup_str(kiln_last_error());
+    }
+  }
+  /* Back in the current device's context, which a visit left. */
+  kiln__device *current;
+  if (kiln__current >= 0 && kiln__current < n &&
+      __atomic_load_n(&kiln__devices[kiln__current], __ATOMIC_ACQUIRE))
+    (void)kiln__device_enter(&current);
+  if (first) kiln__fail(first, "%s", why ? why : "a device failed to synchronize");
+  else kiln__clear_error();
+  free(why);
+  return first;
 }
 
 kiln_status kiln_synchronize(void) {

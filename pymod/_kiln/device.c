@@ -380,6 +380,21 @@ static PyObject *kpy_synchronize(PyObject *module, PyObject *args, PyObject *kwa
   Py_RETURN_NONE;
 }
 
+/* At the program's end (kiln/__init__.py registers it): PyCUDA's context is destroyed then,
+ * which waits for the kernels still queued and so prints what their printf wrote, in programs
+ * that launch and exit without waiting. kiln's primary contexts outlive the program, so the
+ * wait is made here, for every device kiln set up, when kiln queued any work. A failure (a
+ * fault never waited for) is not raised, as PyCUDA's clean-up does not raise it. */
+static PyObject *kpy_wait_at_exit(PyObject *module, PyObject *unused) {
+  (void)module, (void)unused;
+  if (kiln_work_count()) {
+    Py_BEGIN_ALLOW_THREADS(void)
+      kiln_synchronize_all();
+    Py_END_ALLOW_THREADS
+  }
+  Py_RETURN_NONE;
+}
+
 static PyObject *kpy_init(PyObject *module, PyObject *args, PyObject *kwargs) {
   static char *kwlist[] = {(char *)"flags", NULL};
   unsigned flags = 0;
@@ -421,6 +436,9 @@ static PyMethodDef kpy_device_functions[] = {
      "synchronize($module, /, timeout=None)\n--\n\nWaits for all work on the current device; "
      "raises the error of any that failed. Ctrl-C ends the wait (KeyboardInterrupt) and so does "
      "the timeout in seconds (TimeoutError); the work goes on on the GPU."},
+    {"_wait_at_exit", kpy_wait_at_exit, METH_NOARGS,
+     "_wait_at_exit($module, /)\n--\n\nWaits for the work kiln queued on every device it set "
+     "up, raising nothing: what the program's end calls."},
     {"init", (PyCFunction)(void (*)(void))kpy_init, METH_VARARGS | METH_KEYWORDS,
      "init($module, flags=0)\n--\n\nOpens the driver and runs cuInit now (kiln does it at the "
      "first GPU use); NoDeviceError says why it cannot."},

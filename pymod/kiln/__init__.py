@@ -8,6 +8,9 @@
 Importing kiln needs no GPU and no driver: compiling works anywhere NVRTC does, and the first
 use of the GPU raises kiln.NoDeviceError when there is none.
 """
+import atexit as _atexit
+
+from . import _kiln
 from ._kiln import (
     STREAM_NON_BLOCKING,
     CacheWarning,
@@ -67,6 +70,9 @@ CompileError.__init__ = _compile_error.init
 CompileError.__str__ = _compile_error.text
 _pickle.use_wheel_nvrtc()
 _pickle.use_compile_helper()
+# At the program's end, the wait for queued kernels that the destruction of PyCUDA's context
+# makes (their printf output appears), for programs with or without kiln.autoinit.
+_atexit.register(_kiln._wait_at_exit)
 
 
 from . import _log  # noqa: E402  (the "kiln" logger: compiles, hits, misses, evictions)
