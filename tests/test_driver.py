@@ -1708,10 +1708,10 @@ def test_2d_and_3d_copies_check_their_shape_before_the_device(monkeypatch):
     with pytest.raises(TypeError, match="source's x_in_bytes, y, z, pitch and height are ints"):
         c()
     c.src_y = 0
+    c.set_dst_host(np.zeros(1024, np.uint8))
     c.set_src_host(np.zeros((4, 8), np.float32)[:, ::-1])
     with pytest.raises(ValueError, match="source array has a negative stride"):
         c()
-    c.set_dst_host(np.zeros(1024, np.uint8))
     c.set_src_host(np.zeros((5, 16), np.float32)[1:, 2:10])  # a window: 4 rows of 64 bytes
     c.src_pitch, c.height = 64, 5
     with pytest.raises(ValueError, match="reaches 288 bytes into its source, which has 224"):

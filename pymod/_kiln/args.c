@@ -236,7 +236,11 @@ static int kpy_pack_transfer(const kiln_function *f, int index, kpy_transfer *t,
 
 /* A DeviceArray as the address of its element [0, ..., 0]: a kernel indexes it as contiguous
  * memory, so a strided view is refused; its ptr passes that address on purpose. */
-static int kpy_pack_array(const kiln_function *f, int index, PyObject *obj, void *slot) {
+static int kpy_pack_array(kpy_state *st, const kiln_function *f, int index, PyObject *obj,
+                          void *slot) {
+  if (kpy_array_memory_freed(st, (kpy_array *)obj))
+    return kpy_arg_error(PyExc_ValueError, f, index,
+                         "the array's memory was freed (its gpudata.free())");
   if (kpy_array_device(obj) != kiln_device_current())
     return kpy_arg_error(PyExc_ValueError, f, index,
                          "the array is on device %d; the launch "
@@ -466,7 +470,7 @@ int kpy_pack_arg(kpy_state *st, const kiln_function *f, int index, PyObject *obj
   }
   if (tp == st->ref.DeviceArray_type) {
     if (!kpy_is_pointer_class(cls)) goto wrong;
-    return kpy_pack_array(f, index, obj, slot);
+    return kpy_pack_array(st, f, index, obj, slot);
   }
   if (PyArray_Check(obj)) {
     if (cls == KILN_PARAM_AGGREGATE) return kpy_pack_bytes(f, index, obj, slot);
@@ -512,7 +516,7 @@ int kpy_pack_arg(kpy_state *st, const kiln_function *f, int index, PyObject *obj
   }
   /* A device array first: torch tensors also have __index__, for one-element tensors. */
   if (kpy_is_pointer_class(cls) && !PyLong_Check(obj) && !PyArray_IsScalar(obj, Integer)) {
-    if (kpy_array_check(st, obj)) return kpy_pack_array(f, index, obj, slot); /* a subclass */
+    if (kpy_array_check(st, obj)) return kpy_pack_array(st, f, index, obj, slot); /* a subclass */
     int handled = 0;
     if (kpy_pack_cai(st, f, index, obj, slot, packed, &handled) < 0) return -1;
     if (handled) return 0;

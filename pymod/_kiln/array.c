@@ -363,6 +363,13 @@ static int kpy_array_set_size(PyObject *op, PyObject *value, void *c) {
   return -1;
 }
 
+static PyObject *kpy_array_check_memory_method(PyObject *op, PyObject *unused) {
+  (void)unused;
+  kpy_state *st = kpy_state_of_type(Py_TYPE(op));
+  if (!st || kpy_array_check_memory(st, KPY_ARRAY(op)) < 0) return NULL;
+  Py_RETURN_NONE;
+}
+
 static PyObject *kpy_array_get_allocator(PyObject *op, void *c) {
   (void)c;
   PyObject *allocator = KPY_ARRAY(op)->allocator;
@@ -603,6 +610,9 @@ static PyMethodDef kpy_array_methods[] = {
      "set_async($self, ary, stream=None)\n--\n\nset() on a stream."},
     {"copy", KPY_KW(kpy_array_copy),
      "copy($self, stream=None)\n--\n\nA new contiguous array of the values."},
+    {"_check_memory", kpy_array_check_memory_method, METH_NOARGS,
+     "_check_memory($self)\n--\n\nRaises ValueError once the array's memory was freed (its "
+     "gpudata.free()): for kiln's own launches that pass its address as an int."},
     {"_parts", kpy_array_parts, METH_NOARGS,
      "_parts($self)\n--\n\nA complex array's real and imaginary parts as views, strided as "
      "NumPy's (kiln's own kernels read them in place)."},

@@ -37,6 +37,7 @@ static int kpy_copy_put(kpy_state *st, kpy_array *dev, const void *data, size_t 
  * as In/Out in a launch); kiln.Stream.from_handle gives a queued copy there. */
 static int kpy_copy(kpy_state *st, kpy_array *dev, PyObject *host, size_t n, int to_host,
                     const kpy_on *on) {
+  if (kpy_array_check_memory(st, dev) < 0) return -1;
   kiln_deviceptr p = dev->ptr;
   void *data = PyArray_DATA((PyArrayObject *)host);
   kiln_stream h = on->handle;
@@ -266,6 +267,7 @@ static int kpy_assign_array(kpy_state *st, kpy_array *dst, kpy_array *src, const
 /* The elements of the device array b into a (the same count and dtype; the same shape, or
  * both C-contiguous), queued on on's stream: copy_from's and set's copy between arrays. */
 static int kpy_copy_between(kpy_state *st, kpy_array *a, kpy_array *b, const kpy_on *on) {
+  if (kpy_array_check_memory(st, a) < 0 || kpy_array_check_memory(st, b) < 0) return -1;
   if (b->size != a->size || !PyArray_EquivTypes(b->dtype, a->dtype)) {
     PyErr_Format(PyExc_ValueError, "the source holds %zd elements of %R; this array %zd of %R",
                  b->size, (PyObject *)b->dtype, a->size, (PyObject *)a->dtype);
@@ -332,6 +334,7 @@ static int kpy_overlap(const kpy_array *a, const kpy_array *b) {
  * when both are contiguous alike with one dtype, else kiln._ops.copy. Memory the two share is
  * read through a copy of src first, as NumPy does. */
 static int kpy_assign_array(kpy_state *st, kpy_array *dst, kpy_array *src, const kpy_on *on) {
+  if (kpy_array_check_memory(st, dst) < 0 || kpy_array_check_memory(st, src) < 0) return -1;
   if (src->device != dst->device) {
     PyErr_Format(PyExc_ValueError, "the value is on device %d; the array is on device %d",
                  src->device, dst->device);

@@ -94,13 +94,15 @@ static int kpy_array_set_layout(kpy_array *a, PyArray_Descr *dtype, int ndim,
   }
   Py_ssize_t itemsize = PyDataType_ELSIZE(dtype);
   if (kpy_dtype_check(dtype) < 0) return -1;
-  Py_ssize_t size = 1;
+  /* span: the bytes with each axis of length 0 counted as 1, which bounds the strides; NumPy
+   * refuses a shape whose span is too large even when it has no elements. */
+  Py_ssize_t size = 1, span = itemsize;
   for (int i = 0; i < ndim; i++) {
     if (shape[i] < 0) {
       PyErr_Format(PyExc_ValueError, "negative dimension %zd in the shape", shape[i]);
       return -1;
     }
-    if (shape[i] && size > PY_SSIZE_T_MAX / shape[i] / itemsize) {
+    if (__builtin_mul_overflow(span, shape[i] ? shape[i] : 1, &span)) {
       PyErr_SetString(PyExc_ValueError, "the array is too large");
       return -1;
     }
@@ -253,11 +255,23 @@ typedef struct kpy_array_spec {
   PyObject *allocator, *base, *gpudata; /* borrowed; None when not given */
 } kpy_array_spec;
 
-/* Whether the memory a holds is an allocation that was freed (free()): its layout then
- * describes no memory at all. */
-static int kpy_array_memory_freed(kpy_state *st, const kpy_array *a) {
-  return a->gpudata && Py_IS_TYPE(a->gpudata, st->ref.DeviceAllocation_type) &&
-         !((kpy_allocation *)a->gpudata)->ptr;
+int kpy_array_memory_freed(kpy_state *st, const kpy_array *a) {
+  /* A view leans on the array it views (an address of its, for kiln's own strided views), a
+   * few arrays up at most. */
+  for (int up = 0; up < 8; up++) {
+    PyObject *g = a->gpudata;
+    if (g && Py_IS_TYPE(g, st->ref.DeviceAllocation_type)) return !((kpy_allocation *)g)->ptr;
+    if (!a->base || !kpy_array_check(st, a->base)) return 0;
+    a = (const kpy_array *)a->base;
+  }
+  return 0;
+}
+
+int kpy_array_check_memory(kpy_state *st, const kpy_array *a) {
+  if (!kpy_array_memory_freed(st, a)) return 0;
+  PyErr_SetString(PyExc_ValueError, "the array's memory was freed (its gpudata.free()); give it "
+                                    "new memory (a.gpudata = kiln.mem_alloc(a.nbytes)) first");
+  return -1;
 }
 
 int kpy_array_put_memory(kpy_state *st, kpy_array *a, PyObject *gpudata) {
@@ -295,11 +309,7 @@ int kpy_array_put_memory(kpy_state *st, kpy_array *a, PyObject *gpudata) {
                  lo, hi, ((kpy_allocation *)gpudata)->size);
     return -1;
   }
-  if (a->size && ((kiln_deviceptr)-lo > p || (kiln_deviceptr)hi - 1 > UINT64_MAX - p)) {
-    PyErr_SetString(PyExc_ValueError, "the strides reach past the ends of the address space "
-                                      "from gpudata");
-    return -1;
-  }
+  if (kpy_array_check_span(a, p, "gpudata") < 0) return -1;
   kpy_array_address_out(a); /* a reduction's host mirror is of the memory being let go */
   a->ptr = p;
   a->stream = NULL;
@@ -309,6 +319,15 @@ int kpy_array_put_memory(kpy_state *st, kpy_array *a, PyObject *gpudata) {
   }
   Py_XSETREF(a->gpudata, gpudata == Py_None ? NULL : Py_NewRef(gpudata));
   return 0;
+}
+
+int kpy_array_check_span(const kpy_array *a, kiln_deviceptr p, const char *from) {
+  Py_ssize_t lo, hi;
+  if (kpy_layout_extent(a->ndim, a->shape, a->strides, a->itemsize, &lo, &hi) < 0) return -1;
+  if (!a->size || ((kiln_deviceptr)-lo <= p && (kiln_deviceptr)hi - 1 <= UINT64_MAX - p)) return 0;
+  PyErr_Format(PyExc_ValueError, "the strides reach past the ends of the address space from %s",
+               from);
+  return -1;
 }
 
 int kpy_array_room(kpy_state *st, const kpy_array *a, Py_ssize_t *lo, Py_ssize_t *hi) {

@@ -86,6 +86,18 @@ int kpy_array_refuse_deletion(PyObject *value, const char *attribute);
 int kpy_layout_extent(int ndim, const Py_ssize_t *shape, const Py_ssize_t *strides,
                       Py_ssize_t itemsize, Py_ssize_t *lo, Py_ssize_t *hi);
 
+/* Whether the memory under a was freed: the kiln.DeviceAllocation it holds, or the array it
+ * views holds, was given back by free(), and its address may be another allocation's now.
+ * PyCUDA's GPUArray would launch on it; kiln refuses every launch and copy of such an array. */
+int kpy_array_memory_freed(kpy_state *st, const kpy_array *a);
+/* 0 while a's memory is there; -1 with ValueError once it was freed. */
+int kpy_array_check_memory(kpy_state *st, const kpy_array *a);
+
+/* 0 where a's layout, from address p, stays inside the address space; -1 with ValueError
+ * (naming where p came from) where its strides reach past either end or its extent does not
+ * fit a Py_ssize_t. */
+int kpy_array_check_span(const kpy_array *a, kiln_deviceptr p, const char *from);
+
 /* 0 for a dtype whose items can live in device memory; -1 with TypeError for one that holds
  * Python objects or has no size. */
 int kpy_dtype_check(PyArray_Descr *dtype);

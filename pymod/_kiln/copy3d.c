@@ -37,22 +37,20 @@ static int kpy_strided_host_side(PyObject *obj, int writeable, const char *what,
   return PyBuffer_FillInfo(view, obj, PyArray_DATA(a), extent, !writeable, PyBUF_SIMPLE);
 }
 
-/* One side, given as (kind, memory, x_in_bytes, y, z, pitch, height): a buffer for host (1) and
- * unified (4) memory, held in *view until released; a device address for device (2) memory; an
- * Array for an array (3). *keep is what a queued copy must keep alive (the buffer, the Array). */
+/* One side, given as (kind, memory, x_in_bytes, y, z, pitch, height): its numbers, and the
+ * device address of device (2) memory, in *side; its memory in *memory (borrowed from the
+ * tuple). Reading the numbers and the address runs their __index__, Python code, so both
+ * sides are read before either's buffer is taken (kpy_copy_side_take). */
 static int kpy_copy_side_parse(kpy_state *st, PyObject *tuple, int is_dst, kiln_copy_side *side,
-                               Py_buffer *view, PyObject **keep) {
+                               PyObject **memory) {
   const char *what = is_dst ? "destination" : "source";
-  PyObject *memory;
   Py_ssize_t at[5];
   memset(side, 0, sizeof *side);
-  view->obj = NULL;
-  *keep = NULL;
   if (!PyTuple_Check(tuple)) {
     PyErr_Format(PyExc_TypeError, "the %s of a 2D or 3D copy is not set", what);
     return -1;
   }
-  if (!PyArg_ParseTuple(tuple, "IOnnnnn", &side->kind, &memory, &at[0], &at[1], &at[2], &at[3],
+  if (!PyArg_ParseTuple(tuple, "IOnnnnn", &side->kind, memory, &at[0], &at[1], &at[2], &at[3],
                         &at[4])) {
     if (PyErr_ExceptionMatches(PyExc_TypeError)) {
       PyErr_Clear();
@@ -71,7 +69,18 @@ static int kpy_copy_side_parse(kpy_state *st, PyObject *tuple, int is_dst, kiln_
   side->z = (size_t)at[2];
   side->pitch = (size_t)at[3];
   side->height = (size_t)at[4];
-  if (side->kind == KILN_COPY_DEVICE) return kpy_device_pointer(st, memory, 0, what, &side->device);
+  if (side->kind == KILN_COPY_DEVICE)
+    return kpy_device_pointer(st, *memory, 0, what, &side->device);
+  return 0;
+}
+
+/* The memory of a side read by kpy_copy_side_parse: a buffer for host (1) and unified (4)
+ * memory, held in *view until released; an Array for an array (3). *keep is what a queued copy
+ * must keep alive (the buffer, the Array). */
+static int kpy_copy_side_take(kpy_state *st, PyObject *memory, int is_dst, kiln_copy_side *side,
+                              Py_buffer *view, PyObject **keep) {
+  const char *what = is_dst ? "destination" : "source";
+  if (side->kind == KILN_COPY_DEVICE) return 0;
   if (side->kind == KILN_COPY_ARRAY) {
     kiln_array *a;
     if (kpy_cuarray_get(st, memory, what, &a) < 0) return -1;
@@ -84,6 +93,10 @@ static int kpy_copy_side_parse(kpy_state *st, PyObject *tuple, int is_dst, kiln_
   side->host_size = (size_t)view->len;
   *keep = memory;
   return 0;
+}
+
+static int kpy_copy_side_host(const kiln_copy_side *side) {
+  return side->kind != KILN_COPY_DEVICE && side->kind != KILN_COPY_ARRAY;
 }
 
 static PyObject *kpy_memcpy_3d(PyObject *module, PyObject *args) {
@@ -119,8 +132,20 @@ static PyObject *kpy_memcpy_3d(PyObject *module, PyObject *args) {
   PyObject *result = NULL;
   kiln_status s;
   int waits;
-  if (kpy_copy_side_parse(st, src_t, 0, &src, &views[0], &keep[0]) < 0) return NULL;
-  if (kpy_copy_side_parse(st, dst_t, 1, &dst, &views[1], &keep[1]) < 0) goto done;
+  PyObject *memory[2];
+  views[0].obj = views[1].obj = keep[0] = keep[1] = NULL;
+  if (kpy_copy_side_parse(st, src_t, 0, &src, &memory[0]) < 0 ||
+      kpy_copy_side_parse(st, dst_t, 1, &dst, &memory[1]) < 0)
+    return NULL;
+  /* A NumPy array's buffer last: NumPy counts no buffer it hands out, so Python code that
+   * taking another host buffer runs could free it, where other exporters refuse. */
+  kiln_copy_side *sides[2] = {&src, &dst};
+  int first = kpy_copy_side_host(&src) && PyArray_Check(memory[0]) && kpy_copy_side_host(&dst) &&
+              !PyArray_Check(memory[1]);
+  for (int k = 0; k < 2; k++) {
+    int i = first ? 1 - k : k;
+    if (kpy_copy_side_take(st, memory[i], i, sides[i], &views[i], &keep[i]) < 0) goto done;
+  }
   if ((s = kiln_memcpy_3d_check(&src, &dst, (size_t)width, (size_t)height, (size_t)depth))) {
     kpy_raise(st, s);
     goto done;

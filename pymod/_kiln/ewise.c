@@ -73,13 +73,15 @@ int kpy_ewise_launch(kpy_ewise *k, PyObject *const *objs, kiln_stream stream) {
   packed.n_pointers = 0;
   int rc = -1;
   for (int i = 0; i <= k->nargs; i++) params[i] = storage + f->slots[i].offset;
-  for (int i = 0; i < k->nargs; i++) {
+  for (int i = 0; i < k->nargs; i++)
+    if (!k->vector[i] && kpy_pack_arg(st, f->fn, i, objs[i], params[i], &packed) < 0) goto done;
+  /* The arrays' addresses after the scalars, whose __index__ (Python code) could free the
+   * memory under one. */
+  for (int i = 0; i < k->nargs; i++)
     if (k->vector[i]) {
+      if (kpy_array_check_memory(st, (kpy_array *)objs[i]) < 0) goto done;
       memcpy(params[i], &((kpy_array *)objs[i])->ptr, sizeof(kiln_deviceptr));
-    } else if (kpy_pack_arg(st, f->fn, i, objs[i], params[i], &packed) < 0) {
-      goto done;
     }
-  }
   if (kpy_packed_check_pointers(st, f->fn, &packed) < 0) goto done;
   if (packed.n_transfers) {
     PyErr_Format(PyExc_TypeError,

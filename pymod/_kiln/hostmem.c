@@ -85,8 +85,23 @@ static PyType_Spec kpy_pagelocked_spec = {
     Py_TPFLAGS_DEFAULT | Py_TPFLAGS_IMMUTABLETYPE | Py_TPFLAGS_DISALLOW_INSTANTIATION,
     kpy_pagelocked_slots};
 
+/* Memory kiln allocates holds no Python objects: read as their pointers, its bytes would crash
+ * the interpreter. 0 for a dtype without them; -1 with TypeError. */
+static int kpy_host_dtype_check(PyArray_Descr *dtype) {
+  if (!PyDataType_REFCHK(dtype)) return 0;
+  PyErr_Format(PyExc_TypeError,
+               "dtype %S holds Python objects, which page-locked, managed or device memory "
+               "cannot hold; use numpy.empty for an array of objects",
+               (PyObject *)dtype);
+  return -1;
+}
+
 PyObject *kpy_host_array_over(PyArray_Descr *dtype, int ndim, const npy_intp *dims, int fortran,
                               void *data, PyObject *owner) {
+  if (kpy_host_dtype_check(dtype) < 0) {
+    Py_DECREF(owner);
+    return NULL;
+  }
   Py_INCREF(dtype); /* NewFromDescr steals it */
   PyObject *arr = PyArray_NewFromDescr(&PyArray_Type, dtype, ndim, (npy_intp *)dims, NULL, data,
                                        (fortran ? NPY_ARRAY_FARRAY : NPY_ARRAY_CARRAY), NULL);
@@ -150,6 +165,7 @@ int kpy_host_array_parse(PyObject *args, PyObject *kwargs, const char *fmt,
     goto fail;
   }
   if (!a->dtype) a->dtype = PyArray_DescrFromType(NPY_DOUBLE);
+  if (kpy_host_dtype_check(a->dtype) < 0) goto fail; /* before anything is allocated */
   Py_ssize_t shape[KPY_MAX_DIMS];
   if (kpy_shape_parse(shape_obj, &a->ndim, shape) < 0) goto fail;
   a->nbytes = (size_t)PyDataType_ELSIZE(a->dtype);

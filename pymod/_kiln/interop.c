@@ -331,6 +331,7 @@ static PyObject *kpy_asarray_cai(kpy_state *st, PyObject *obj, const kpy_cai *ca
   }
   a->ptr = cai->ptr;
   a->base = Py_NewRef(obj);
+  if (kpy_array_check_span(a, a->ptr, "the __cuda_array_interface__'s data") < 0) Py_CLEAR(a);
   return (PyObject *)a;
 }
 
@@ -383,6 +384,9 @@ static PyObject *kpy_asarray_dlpack(kpy_state *st, PyObject *obj) {
   }
   if (a) {
     a->ptr = (kiln_deviceptr)(uintptr_t)d->data + d->byte_offset;
+    if (kpy_array_check_span(a, a->ptr, "the DLPack tensor's data") < 0) Py_CLEAR(a);
+  }
+  if (a) {
     a->device = d->device.device_id;
     a->dlpack = t; /* consumed: the array calls its deleter */
     if (PyCapsule_SetName(capsule, "used_dltensor") < 0) {

@@ -304,6 +304,15 @@ int kpy_device_pointer(kpy_state *st, PyObject *obj, size_t nbytes, const char *
   return -1;
 }
 
+/* Whether a buffer's struct-module format has Python objects ('O') among its items; the field
+ * names of a struct format (between colons) are skipped. */
+static int kpy_format_has_objects(const char *format) {
+  for (int in_name = 0; format && *format; format++)
+    if (*format == ':') in_name = !in_name;
+    else if (*format == 'O' && !in_name) return 1;
+  return 0;
+}
+
 int kpy_host_side(PyObject *obj, int writeable, const char *what, Py_buffer *view) {
   if (PyArray_Check(obj)) {
     PyArrayObject *a = (PyArrayObject *)obj;
@@ -316,12 +325,27 @@ int kpy_host_side(PyObject *obj, int writeable, const char *what, Py_buffer *vie
       PyErr_Format(PyExc_ValueError, "the %s array is read-only", what);
       return -1;
     }
-    /* Any dtype, even one the buffer protocol cannot describe: the bytes are what move. */
+    if (PyDataType_REFCHK(PyArray_DESCR(a))) { /* device bytes read as object pointers crash */
+      PyErr_Format(PyExc_TypeError,
+                   "the %s array's dtype %S holds Python objects, which device memory cannot "
+                   "hold",
+                   what, (PyObject *)PyArray_DESCR(a));
+      return -1;
+    }
+    /* Any other dtype, even one the buffer protocol cannot describe: the bytes are what move. */
     return PyBuffer_FillInfo(view, obj, PyArray_DATA(a), (Py_ssize_t)PyArray_NBYTES(a), !writeable,
                              PyBUF_SIMPLE);
   }
-  int flags = PyBUF_ANY_CONTIGUOUS | (writeable ? PyBUF_WRITABLE : 0);
-  if (PyObject_GetBuffer(obj, view, flags) == 0) return 0;
+  int flags = PyBUF_ANY_CONTIGUOUS | PyBUF_FORMAT | (writeable ? PyBUF_WRITABLE : 0);
+  if (PyObject_GetBuffer(obj, view, flags) == 0) {
+    if (!kpy_format_has_objects(view->format)) return 0;
+    PyBuffer_Release(view); /* a memoryview of an array of objects */
+    PyErr_Format(PyExc_TypeError,
+                 "the %s holds Python objects (its buffer's items are 'O'), which device memory "
+                 "cannot hold",
+                 what);
+    return -1;
+  }
   int readonly = PyObject_CheckBuffer(obj) && writeable;
   PyErr_Clear();
   if (readonly) PyErr_Format(PyExc_ValueError, "the %s is read-only", what);
@@ -384,12 +408,17 @@ static PyObject *kpy_memcpy(PyObject *module, PyObject *const *args, Py_ssize_t 
   if (given[2]) on.obj = given[2];
   if (async && kpy_stream_parse(st, on.obj, &on.handle) < 0) return NULL;
   PyObject *host_obj = to_device ? given[1] : given[0], *dev_obj = to_device ? given[0] : given[1];
+  const char *dev_what = to_device ? "destination" : "source";
+  /* The address first: its __index__ is Python code, which could free or resize the host
+   * buffer once taken. An allocation's size is checked once the buffer gives the bytes. */
+  kiln_deviceptr dev;
+  if (kpy_device_pointer(st, dev_obj, 0, dev_what, &dev) < 0) return NULL;
   Py_buffer view;
   if (kpy_host_side(host_obj, !to_device, to_device ? "source" : "destination", &view) < 0)
     return NULL;
   size_t nbytes = (size_t)view.len;
-  kiln_deviceptr dev;
-  if (kpy_device_pointer(st, dev_obj, nbytes, to_device ? "destination" : "source", &dev) < 0) {
+  if (Py_IS_TYPE(dev_obj, st->ref.DeviceAllocation_type) &&
+      kpy_device_pointer(st, dev_obj, nbytes, dev_what, &dev) < 0) {
     PyBuffer_Release(&view);
     return NULL;
   }

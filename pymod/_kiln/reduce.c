@@ -178,13 +178,16 @@ static PyObject *kpy_reduce_launch(kpy_reduce *r, PyObject *const *objs, PyObjec
   memcpy(params[0], &out->ptr, sizeof out->ptr);
   memcpy(params[1], &scratch, sizeof scratch);
   memcpy(params[2], &mirror, sizeof mirror);
-  for (int i = 0; i < r->nargs; i++) {
-    if (r->vector[i]) {
-      memcpy(params[3 + i], &((kpy_array *)objs[i])->ptr, sizeof(kiln_deviceptr));
-    } else if (kpy_pack_arg(st, f->fn, 3 + i, objs[i], params[3 + i], &packed) < 0) {
+  for (int i = 0; i < r->nargs; i++)
+    if (!r->vector[i] && kpy_pack_arg(st, f->fn, 3 + i, objs[i], params[3 + i], &packed) < 0)
       goto done;
+  /* The arrays' addresses after the scalars, whose __index__ (Python code) could free the
+   * memory under one. */
+  for (int i = 0; i < r->nargs; i++)
+    if (r->vector[i]) {
+      if (kpy_array_check_memory(st, (kpy_array *)objs[i]) < 0) goto done;
+      memcpy(params[3 + i], &((kpy_array *)objs[i])->ptr, sizeof(kiln_deviceptr));
     }
-  }
   if (kpy_packed_check_pointers(st, f->fn, &packed) < 0) goto done;
   if (packed.n_transfers) {
     PyErr_Format(PyExc_TypeError,

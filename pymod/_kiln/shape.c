@@ -7,8 +7,14 @@ int kpy_shape_parse(PyObject *obj, int *ndim, Py_ssize_t *shape) {
     *ndim = 1;
     return shape[0] == -1 && PyErr_Occurred() ? -1 : 0;
   }
+  /* A list is read as a tuple of its items: NumPy's converter reads a list in place while the
+   * items' __index__ (Python code) runs, which could empty it under the reader. */
+  PyObject *items = PyList_Check(obj) ? PyList_AsTuple(obj) : Py_NewRef(obj);
+  if (!items) return -1;
   PyArray_Dims dims = {NULL, 0};
-  if (!PyArray_IntpConverter(obj, &dims)) return -1;
+  int converted = PyArray_IntpConverter(items, &dims);
+  Py_DECREF(items);
+  if (!converted) return -1;
   int ok = dims.len <= KPY_MAX_DIMS;
   if (ok) {
     for (int i = 0; i < dims.len; i++) shape[i] = dims.ptr[i];

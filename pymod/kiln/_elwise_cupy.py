@@ -254,6 +254,9 @@ class CupyElementwiseKernel:
         lay_strides = [(0,) * pad + tuple(s) for s in lay_strides]
         packed = np.concatenate([np.asarray(lay_shape, np.int64)]
                                 + [np.asarray(s, np.int64) for s in lay_strides]).tobytes()
+        for a in args:  # an address goes as an int: checked for freed memory here
+            if isinstance(a, DeviceArray):
+                a._check_memory()
         args = [a.ptr if isinstance(a, DeviceArray) else a for a in args]
         grid = max(1, min((n + block - 1) // block, _MAX_GRID))
         f(*args, n, packed, block=(block, 1, 1), grid=(grid, 1), stream=stream)

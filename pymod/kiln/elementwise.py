@@ -226,6 +226,8 @@ class ElementwiseKernel(ElementwiseBase):
             if _is_array(a) and a.device != current:
                 raise ValueError(f"{self.name}: argument {self.arguments[k].name!r} is on "
                                  f"device {a.device}; the launch is on device {current}")
+            if _is_array(a):
+                a._check_memory()
         args = [a.ptr if _is_array(a) else a for a in args]
         f(*args, n, _layout_bytes(shape, strides), block=(BLOCK, 1, 1), grid=(grid, 1),
           stream=stream)
