@@ -320,6 +320,23 @@ def test_an_array_given_new_memory_and_layout_computes_on_the_gpu():
         assert float(gpuarray.sum(x).get()) == data.sum()
 
 
+@pytest.mark.parametrize("dtype, value, error", [
+    (np.int8, 1000, OverflowError), (np.uint8, -1, OverflowError),
+    (np.int64, 2**70, OverflowError), (np.int16, np.int64(40000), OverflowError),
+    (np.int32, 1 + 2j, TypeError),
+])
+def test_fill_refuses_what_numpys_fill_refuses_before_the_device(dtype, value, error):
+    # NumPy's fill and PyCUDA's (struct.pack of the value) refuse a value out of an integer
+    # dtype's range; kiln did not wrap it around either.
+    d, h = fake(3, dtype)
+    with pytest.raises(error):
+        h.fill(value)
+    with pytest.raises(error):
+        d.fill(value)
+    with pytest.raises(error):
+        d[1:] = value
+
+
 def test_nbytes_a_program_sets_is_given_back_and_moves_nothing():
     # PyCUDA's nbytes is a plain attribute; reikna's Array sets the bytes its buffer spans.
     class Spanning(gpuarray.GPUArray):

@@ -604,6 +604,9 @@ def test_array_methods_that_run_kernels(rng):
     close(a.astype(np.float64).get(), x.astype(np.float64))
     b = gpuarray.empty(1000, np.float32)
     assert b.fill(3.5) is b
+    i = gpuarray.empty(5, np.int16)
+    np.testing.assert_array_equal(i.fill(-7.9).get(), np.full(5, -7, np.int16))  # NumPy's fill
+    np.testing.assert_array_equal(i.fill(np.uint64(300)).get(), np.full(5, 300, np.int16))
     close(b.get(), np.full(1000, 3.5, np.float32))
     close(a.mul_add(2, b, -1).get(), 2 * x - np.full(1000, 3.5, np.float32))
     close(a.reverse().get(), x[::-1])

@@ -716,9 +716,12 @@ def fill(dst, value, stream=None):
         return dst
     if isinstance(value, DeviceArray):
         return copy(dst, value, stream=stream)
+    # NumPy's own fill of one element converts: a float truncated into an integer dtype, an
+    # integer out of its range an OverflowError, as NumPy's fill and PyCUDA's struct.pack refuse.
+    one = np.empty((), dst.dtype)
     with np.errstate(all="ignore"):
-        v = np.array(value).astype(dst.dtype, casting="unsafe")[()]
-    _fill_kernel(dst.dtype)(dst, v, stream=stream)
+        one.fill(value)
+    _fill_kernel(dst.dtype)(dst, one[()], stream=stream)
     return dst
 
 
