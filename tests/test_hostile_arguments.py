@@ -80,6 +80,41 @@ for name, f in [("get", a.get), ("set", lambda: a.set(np.ones(8, np.float32))),
                 ("kernel_call", lambda: kiln.SourceModule(
                     "__global__ void f(float *x) {}").get_function("f")(a, block=(1, 1, 1)))]:
     case("freed_" + name, f)
+# Memory freed while a copy uses it is freed when the copy ends: the address's __index__ runs
+# inside the copy, as another thread's free() would.
+M = drv.mem_alloc(1 << 20)
+drv.memset_d8(M, 7, 1 << 20)
+class FreesFirst:
+    def __index__(self):
+        address = int(M)
+        M.free()
+        return address
+got = np.zeros(1 << 20, np.uint8)
+case("free_inside_copy", lambda: drv.memcpy_dtoh(got, FreesFirst()))
+out["copied_then_freed"] = [int(got.min()), int(got.max()), repr(M)]
+
+# Threads: one copies an array, another replaces its memory (the old allocation's last
+# reference let go) or frees it, again and again.
+import threading
+host = np.empty(1 << 22, np.uint8)
+failures = []
+for round_ in range(40):
+    arr = ga.empty(1 << 22, np.uint8)
+    def reader():
+        try:
+            arr.get(ary=host)
+        except ValueError:
+            pass  # the memory was seen freed: refused
+        except Exception as e:
+            failures.append(repr(e))
+    t = threading.Thread(target=reader)
+    t.start()
+    if round_ % 2:
+        arr.gpudata = drv.mem_alloc(1 << 22)
+    else:
+        arr.gpudata.free()
+    t.join()
+out["threads"] = failures
 print(json.dumps(out))
 '''
 
@@ -95,6 +130,13 @@ def test_an_address_whose_index_frees_the_host_buffer_copies_nothing_freed(hosti
     assert hostile["dtoh_index_frees"] == [None, 0]
     assert hostile["htod_index_frees"] == [None, 0]
     assert hostile["sizes_after"] == [0, 0]  # the buffers were emptied before they were taken
+
+
+def test_memory_freed_while_a_copy_uses_it_goes_when_the_copy_ends(hostile):
+    assert hostile["free_inside_copy"] == [None, 0]
+    low, high, after = hostile["copied_then_freed"]
+    assert (low, high) == (7, 7) and "freed" in after
+    assert hostile["threads"] == []
 
 
 def test_a_2d_copy_reads_every_field_before_taking_a_buffer(hostile):

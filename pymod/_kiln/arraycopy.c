@@ -6,6 +6,7 @@
 #include "errors.h"
 #include "hooks.h"
 #include "hostmem.h"
+#include "memory.h"
 #include "pin.h"
 #include "stream.h"
 #include "views.h"
@@ -35,8 +36,8 @@ static int kpy_copy_put(kpy_state *st, kpy_array *dev, const void *data, size_t 
  * stream (an int handle, another library's stream object) it is queued and then waited for: nothing
  * kiln holds past the call could keep host alive, as that stream knows nothing of it (the same rule
  * as In/Out in a launch); kiln.Stream.from_handle gives a queued copy there. */
-static int kpy_copy(kpy_state *st, kpy_array *dev, PyObject *host, size_t n, int to_host,
-                    const kpy_on *on) {
+static int kpy_copy_between_host(kpy_state *st, kpy_array *dev, PyObject *host, size_t n,
+                                 int to_host, const kpy_on *on) {
   if (kpy_array_check_memory(st, dev) < 0) return -1;
   kiln_deviceptr p = dev->ptr;
   void *data = PyArray_DATA((PyArrayObject *)host);
@@ -85,6 +86,16 @@ static int kpy_copy(kpy_state *st, kpy_array *dev, PyObject *host, size_t n, int
     return -1;
   }
   return 0;
+}
+
+/* kpy_copy_between_host as a copy (kpy_copies_begin): the array's memory, read first, may be
+ * let go by another thread while this one waits or copies without the GIL. */
+static int kpy_copy(kpy_state *st, kpy_array *dev, PyObject *host, size_t n, int to_host,
+                    const kpy_on *on) {
+  kpy_copies_begin(st);
+  int r = kpy_copy_between_host(st, dev, host, n, to_host, on);
+  kpy_copies_end(st);
+  return r;
 }
 
 static int kpy_same_shape(const kpy_array *a, PyArrayObject *h) {

@@ -99,7 +99,7 @@ static int kpy_copy_side_host(const kiln_copy_side *side) {
   return side->kind != KILN_COPY_DEVICE && side->kind != KILN_COPY_ARRAY;
 }
 
-static PyObject *kpy_memcpy_3d(PyObject *module, PyObject *args) {
+static PyObject *kpy_memcpy_3d_sides(PyObject *module, PyObject *args) {
   kpy_state *st = kpy_state_of_module(module);
   PyObject *src_t, *dst_t;
   Py_ssize_t width, height, depth;
@@ -179,6 +179,16 @@ done:
   if (src.kind == KILN_COPY_ARRAY && src.array) kpy_cuarray_put(keep[0]);
   if (dst.kind == KILN_COPY_ARRAY && dst.array) kpy_cuarray_put(keep[1]);
   return result;
+}
+
+/* kpy_memcpy_3d_sides as a copy (kpy_copies_begin): it reads the device addresses, may wait
+ * for the stream's work without the GIL, then copies. */
+static PyObject *kpy_memcpy_3d(PyObject *module, PyObject *args) {
+  kpy_state *st = kpy_state_of_module(module);
+  kpy_copies_begin(st);
+  PyObject *r = kpy_memcpy_3d_sides(module, args);
+  kpy_copies_end(st);
+  return r;
 }
 
 static PyMethodDef kpy_copy3d_functions[] = {

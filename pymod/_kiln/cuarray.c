@@ -240,10 +240,12 @@ static PyObject *kpy_cuarray_device_copy(PyObject *module, PyObject *args, PyObj
     return NULL;
   }
   kiln_status s;
+  kpy_copies_begin(st);
   Py_BEGIN_ALLOW_THREADS
     s = to_array ? kiln_memcpy_dtoa(a, (size_t)index, dev, (size_t)len)
                  : kiln_memcpy_atod(dev, a, (size_t)index, (size_t)len);
   Py_END_ALLOW_THREADS
+  kpy_copies_end(st);
   kpy_cuarray_put(ary);
   if (s) return kpy_raise(st, s);
   Py_RETURN_NONE;

@@ -141,14 +141,19 @@ static kiln_status kpy_allocation_release(kpy_allocation *self) {
 /* While a kiln capture is open, the memory goes to an heir that the capture keeps and lets go
  * when it ends (st->deferred): freeing it now would queue the free, and the wait for its last
  * use, on its own stream, and touching the legacy default stream fails the capture of a
- * blocking stream. Quietly does nothing when no capture is open or the heir cannot be made. */
-static void kpy_allocation_defer(kpy_allocation *self) {
+ * blocking stream. So it does, kept in st->after_copies, while a copy of another thread may be
+ * using it (kpy_copies_begin). 1 when handed over; 0 when nothing is to be deferred or the heir
+ * cannot be made (the memory is then freed now). */
+static int kpy_allocation_defer(kpy_allocation *self) {
   PyTypeObject *tp = Py_TYPE(self);
   kpy_state *st = self->st;
-  if (!self->ptr || !st || !st->deferred) return;
+  if (!self->ptr || !st || (!st->deferred && !st->copies)) return 0;
   kpy_raised raised; /* a dealloc may run while an exception is being raised */
   kpy_raised_set_aside(&raised);
-  kpy_allocation *heir = (kpy_allocation *)tp->tp_alloc(tp, 0);
+  int handed = 0;
+  if (!st->deferred && !st->after_copies) st->after_copies = PyList_New(0);
+  PyObject *keeper = st->deferred ? st->deferred : st->after_copies;
+  kpy_allocation *heir = keeper ? (kpy_allocation *)tp->tp_alloc(tp, 0) : NULL;
   if (heir) {
     heir->ptr = self->ptr;
     heir->size = self->size;
@@ -160,10 +165,11 @@ static void kpy_allocation_defer(kpy_allocation *self) {
     heir->used_on = self->used_on;
     heir->used_later = self->used_later;
     heir->st = self->st;
-    if (PyList_Append(st->deferred, (PyObject *)heir) == 0) {
+    if (PyList_Append(keeper, (PyObject *)heir) == 0) {
       self->ptr = 0;
       self->used = NULL;
       self->stream_owner = NULL;
+      handed = 1;
     } else {
       heir->ptr = 0; /* still self's: freed below, now */
       heir->used = NULL;
@@ -171,6 +177,19 @@ static void kpy_allocation_defer(kpy_allocation *self) {
     }
     Py_DECREF(heir);
   }
+  kpy_raised_put_back(&raised);
+  return handed;
+}
+
+void kpy_copies_begin(kpy_state *st) { st->copies++; }
+
+void kpy_copies_end(kpy_state *st) {
+  if (--st->copies || !st->after_copies) return;
+  kpy_raised raised; /* ends a copy that may have failed */
+  kpy_raised_set_aside(&raised);
+  PyObject *held = st->after_copies; /* the heirs' frees may start more copies' ends */
+  st->after_copies = NULL;
+  Py_DECREF(held);
   kpy_raised_put_back(&raised);
 }
 
@@ -192,6 +211,10 @@ static PyObject *kpy_allocation_free(PyObject *op, PyObject *unused) {
   if (!((kpy_allocation *)op)->ptr)
     return kpy_raise_logic_message(kpy_state_of_type(Py_TYPE(op)),
                                    "free(): the allocation was freed already", 400);
+  /* A copy of another thread may be using it: freed when the last such copy ends. */
+  if (((kpy_allocation *)op)->st && ((kpy_allocation *)op)->st->copies &&
+      kpy_allocation_defer((kpy_allocation *)op))
+    Py_RETURN_NONE;
   kiln_status s = kpy_allocation_release((kpy_allocation *)op);
   if (s) return kpy_raise(kpy_state_of_type(Py_TYPE(op)), s);
   Py_RETURN_NONE;
@@ -369,8 +392,8 @@ int kpy_copy_queued(kpy_state *st, const kpy_copy_stream *on, PyObject *host) {
 
 /* One copy between a host buffer and device memory; the host buffer's size is the copy's.
  * args are (dest, src) as PyCUDA orders them, then stream for the _async forms. */
-static PyObject *kpy_memcpy(PyObject *module, PyObject *const *args, Py_ssize_t n,
-                            PyObject *kwnames, int to_device, int async) {
+static PyObject *kpy_memcpy_between(PyObject *module, PyObject *const *args, Py_ssize_t n,
+                                    PyObject *kwnames, int to_device, int async) {
   kpy_state *st = kpy_state_of_module(module);
   const char *name = to_device ? (async ? "memcpy_htod_async" : "memcpy_htod")
                                : (async ? "memcpy_dtoh_async" : "memcpy_dtoh");
@@ -455,6 +478,17 @@ static PyObject *kpy_memcpy(PyObject *module, PyObject *const *args, Py_ssize_t 
   Py_RETURN_NONE;
 }
 
+/* kpy_memcpy_between as a copy (kpy_copies_begin): it reads the device address, may let the
+ * GIL go while it waits for the stream's work, then copies. */
+static PyObject *kpy_memcpy(PyObject *module, PyObject *const *args, Py_ssize_t n,
+                            PyObject *kwnames, int to_device, int async) {
+  kpy_state *st = kpy_state_of_module(module);
+  kpy_copies_begin(st);
+  PyObject *r = kpy_memcpy_between(module, args, n, kwnames, to_device, async);
+  kpy_copies_end(st);
+  return r;
+}
+
 static PyObject *kpy_memcpy_htod(PyObject *module, PyObject *const *args, Py_ssize_t n,
                                  PyObject *kw) {
   return kpy_memcpy(module, args, n, kw, 1, 0);
@@ -511,9 +545,11 @@ static PyObject *kpy_memcpy_dtod_any(PyObject *module, PyObject *args, PyObject 
       kpy_device_pointers(st, dest, src, n, &d, &s_ptr) < 0)
     return NULL;
   kiln_status s;
+  kpy_copies_begin(st);
   Py_BEGIN_ALLOW_THREADS
     s = async ? kiln_memcpy_dtod_async(d, s_ptr, n, handle) : kiln_memcpy_dtod(d, s_ptr, n);
   Py_END_ALLOW_THREADS
+  kpy_copies_end(st);
   if (s) return kpy_raise(st, s);
   Py_RETURN_NONE;
 }

@@ -60,6 +60,13 @@ int kpy_copy_queued(kpy_state *st, const kpy_copy_stream *on, PyObject *keep);
 int kpy_device_pointers(kpy_state *st, PyObject *dest, PyObject *src, size_t nbytes,
                         kiln_deviceptr *d, kiln_deviceptr *s);
 
+/* A copy that reads a device address and then lets the GIL go (to copy, or to wait for the
+ * stream's work first) is between these two: memory freed meanwhile (free(), or the last
+ * reference to a DeviceAllocation let go by another thread) is freed when the last such copy
+ * ends, never under it. Called with the GIL held; end runs what those frees run. */
+void kpy_copies_begin(kpy_state *st);
+void kpy_copies_end(kpy_state *st);
+
 /* A device pointer from obj: a DeviceAllocation (whose size must hold nbytes), an int, or an
  * object with __index__ (a PointerHolderBase). -1 with TypeError or ValueError naming `what`. */
 int kpy_device_pointer(kpy_state *st, PyObject *obj, size_t nbytes, const char *what,

@@ -46,10 +46,12 @@ static PyObject *kpy_memcpy_peer_any(PyObject *module, PyObject *args, PyObject 
       kpy_device_pointers(st, dest, src, (size_t)n, &d, &s_ptr) < 0)
     return NULL;
   kiln_status s;
+  kpy_copies_begin(st);
   Py_BEGIN_ALLOW_THREADS
     s = async ? kiln_memcpy_peer_async(d, dst_device, s_ptr, src_device, (size_t)n, handle)
               : kiln_memcpy_peer(d, dst_device, s_ptr, src_device, (size_t)n);
   Py_END_ALLOW_THREADS
+  kpy_copies_end(st);
   if (s) return kpy_raise(st, s);
   Py_RETURN_NONE;
 }

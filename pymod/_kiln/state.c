@@ -41,6 +41,7 @@ _Static_assert(sizeof(struct kpy_refs) % sizeof(PyObject *) == 0, "kpy_refs hold
 int kpy_state_traverse(kpy_state *st, visitproc visit, void *arg) {
   for (size_t i = 0; i < KPY_N_REFS; i++) Py_VISIT(KPY_REFS(st)[i]);
   Py_VISIT(st->deferred);
+  Py_VISIT(st->after_copies);
   Py_VISIT(st->pin_callback);
   return 0;
 }
@@ -49,6 +50,7 @@ void kpy_state_clear(kpy_state *st) {
   for (size_t i = 0; i < KPY_N_REFS; i++) Py_CLEAR(KPY_REFS(st)[i]);
   for (size_t i = 0; i < KPY_N_STRS; i++) Py_CLEAR(KPY_STRS(st)[i]);
   Py_CLEAR(st->deferred);
+  Py_CLEAR(st->after_copies);
 }
 
 PyTypeObject *kpy_add_type(PyObject *module, PyType_Spec *spec, PyTypeObject *base) {

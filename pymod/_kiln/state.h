@@ -166,6 +166,12 @@ typedef struct kpy_state {
    * the capture of a blocking stream fails when that stream is touched. memory.c and graph.c
    * hand their objects' contents over to an heir kept here. */
   PyObject *deferred;
+  /* memory.c's: how many copies are between reading a device address and their end, the GIL
+   * let go meanwhile (kpy_copies_begin), and what was let go during them, released when the
+   * last ends (NULL until then): freed memory is another allocation's, or unmapped, and a copy
+   * from another thread would read or write it. */
+  int copies;
+  PyObject *after_copies;
   /* pin.c's: the large host buffers seen copied, page-locked from their second copy; the bound
    * and KILN_PIN_REUSED read on first use (pin_ready), and the callback of the weak references
    * to their owners. */
