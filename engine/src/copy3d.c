@@ -99,10 +99,12 @@ static kiln_status kiln__copy_shape(const kiln_copy_side *src, const kiln_copy_s
   for (int i = 0; i < 2; i++) {
     kiln_status s = kiln__copy_side_extent(sides[i], names[i], width, height, depth, &extents[i]);
     if (s) return s;
-    if ((sides[i]->kind == KILN_COPY_HOST || sides[i]->kind == KILN_COPY_UNIFIED) &&
-        extents[i] > sides[i]->host_size)
+    int host = sides[i]->kind == KILN_COPY_HOST || sides[i]->kind == KILN_COPY_UNIFIED;
+    if (host && extents[i] > sides[i]->host_size)
       return kiln__fail(KILN_ERROR_INVALID, "the copy reaches %zu bytes into its %s, which has %zu",
                         extents[i], names[i], sides[i]->host_size);
+    if (host && extents[i] && !sides[i]->host)
+      return kiln__fail(KILN_ERROR_INVALID, "the %s's host memory is NULL", names[i]);
   }
   return KILN_OK;
 }

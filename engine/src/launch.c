@@ -635,13 +635,17 @@ static kiln_status kiln__check_transfers(const kiln_function *f, const kiln_tran
   *total = 0;
   for (int i = 0; i < n_transfers; i++) {
     const kiln_transfer *t = &transfers[i];
-    if (t->param < 0 || t->param >= f->kernel->n_params || !(t->dir & KILN_INOUT) ||
+    if (t->param < 0 || t->param >= f->kernel->n_params ||
+        (t->dir != KILN_IN && t->dir != KILN_OUT && t->dir != KILN_INOUT) ||
         (t->nbytes && !t->host))
       return kiln__fail(KILN_ERROR_INVALID, "transfer %d is malformed", i);
     if (f->kernel->params[t->param].size != sizeof(CUdeviceptr))
       return kiln__fail(KILN_ERROR_INVALID, "parameter %d of %s is %u bytes, not a pointer",
                         t->param, f->kernel->plain, f->kernel->params[t->param].size);
-    *total += kiln__round_up(t->nbytes);
+    size_t rounded = kiln__round_up(t->nbytes);
+    if (rounded < t->nbytes || __builtin_add_overflow(*total, rounded, total))
+      return kiln__fail(KILN_ERROR_INVALID, "transfer %d's %zu bytes are more than memory holds", i,
+                        t->nbytes);
   }
   return KILN_OK;
 }

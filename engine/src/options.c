@@ -418,8 +418,40 @@ static int kiln__names(const char *const *options, int n, const char *const *nam
   return 0;
 }
 
+/* The counts and arrays of opts as kiln.h allows them: no count below 0, an array behind every
+ * count above it, and a name and a text for every include folder and header. */
+static kiln_status kiln__options_check(const kiln_compile_opts *in) {
+  if (!in) return KILN_OK;
+  const struct {
+    int n;
+    const void *array;
+    const char *name;
+  } counts[] = {{in->n_options, in->options, "n_options"},
+                {in->n_include_dirs, in->include_dirs, "n_include_dirs"},
+                {in->n_name_expressions, in->name_expressions, "n_name_expressions"},
+                {in->n_headers, in->header_names, "n_headers (header_names)"},
+                {in->n_headers, in->header_sources, "n_headers (header_sources)"}};
+  for (size_t i = 0; i < sizeof counts / sizeof *counts; i++) {
+    if (counts[i].n < 0)
+      return kiln__fail(KILN_ERROR_INVALID, "%s is %d; a count is 0 or more", counts[i].name,
+                        counts[i].n);
+    if (counts[i].n && !counts[i].array)
+      return kiln__fail(KILN_ERROR_INVALID, "%s is %d, but its array is NULL", counts[i].name,
+                        counts[i].n);
+  }
+  for (int i = 0; i < in->n_include_dirs; i++)
+    if (!in->include_dirs[i]) return kiln__fail(KILN_ERROR_INVALID, "include_dirs[%d] is NULL", i);
+  for (int i = 0; i < in->n_headers; i++)
+    if (!in->header_names[i] || !in->header_sources[i])
+      return kiln__fail(KILN_ERROR_INVALID, "header %d has no %s", i,
+                        in->header_names[i] ? "source (header_sources)" : "name (header_names)");
+  return KILN_OK;
+}
+
 kiln_status kiln__options_translate(const kiln_compile_opts *in, kiln__options *o) {
   memset(o, 0, sizeof *o);
+  kiln_status checked = kiln__options_check(in);
+  if (checked) return checked;
   if (in) o->opts = *in;
   int n = in ? in->n_options : 0;
   /* Each comma or blank may start one more option of a list (KILN__LIST). */

@@ -372,6 +372,33 @@ static kiln_status count_wait(void *arg, kiln_stream stream) {
   return KILN_ERROR_INTERRUPTED;
 }
 
+/* kiln_compile_opts' counts and arrays as kiln.h allows them, or KILN_ERROR_INVALID naming the
+ * field: never a count below 0 taken as a huge one, nor a NULL array read. */
+TEST(compile_options_counts_and_arrays_are_checked) {
+  static const char *src = "__global__ void k(int *p) { p[0] = 1; }";
+  const char *dirs[] = {"/tmp", NULL}, *names[] = {"a.h"}, *texts[] = {NULL};
+  struct {
+    kiln_compile_opts opts;
+    const char *says;
+  } cases[] = {
+      {{.arch = "sm_90", .n_include_dirs = -7}, "n_include_dirs is -7"},
+      {{.arch = "sm_90", .n_options = -1}, "n_options is -1"},
+      {{.arch = "sm_90", .n_name_expressions = -3}, "n_name_expressions is -3"},
+      {{.arch = "sm_90", .n_options = 5}, "n_options is 5, but its array is NULL"},
+      {{.arch = "sm_90", .n_headers = 1, .header_names = names},
+       "n_headers (header_sources) is 1, but its array is NULL"},
+      {{.arch = "sm_90", .include_dirs = dirs, .n_include_dirs = 2}, "include_dirs[1] is NULL"},
+      {{.arch = "sm_90", .header_names = names, .header_sources = texts, .n_headers = 1},
+       "header 0 has no source"},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+    kiln_module *m = NULL;
+    ASSERT_STATUS(kiln_module_from_source(src, &cases[i].opts, &m), KILN_ERROR_INVALID);
+    ASSERT_CONTAINS(kiln_last_error(), cases[i].says);
+    ASSERT(m == NULL);
+  }
+}
+
 TEST(launch_shape_checked_before_the_device) {
   setenv("KILN_CUDA_PATH", "/nonexistent/libcuda.so.1", 1); /* any device use would fail */
   kiln_compile_opts opts = {.arch = "sm_90"};
@@ -407,6 +434,17 @@ TEST(launch_shape_checked_before_the_device) {
   ASSERT_STATUS(kiln_function_call_async_waiting(f, &fine, params, &t, 1, count_wait, &waits),
                 KILN_ERROR_NO_DRIVER);
   ASSERT_EQ(waits, 0);
+  /* Transfers kiln.h does not allow, refused before any copy: a direction that is none of the
+   * three, and a size whose rounding or sum would wrap around. */
+  kiln_transfer odd = {0, (kiln_transfer_dir)5, out, sizeof out};
+  ASSERT_STATUS(kiln_function_call(f, &fine, params, &odd, 1, NULL), KILN_ERROR_INVALID);
+  ASSERT_CONTAINS(kiln_last_error(), "transfer 0 is malformed");
+  kiln_transfer huge[2] = {{0, KILN_IN, out, SIZE_MAX}, {1, KILN_IN, out, SIZE_MAX / 2 + 1}};
+  ASSERT_STATUS(kiln_function_call(f, &fine, params, huge, 1, NULL), KILN_ERROR_INVALID);
+  ASSERT_CONTAINS(kiln_last_error(), "more than memory holds");
+  huge[0].nbytes = SIZE_MAX / 2 + 1;
+  ASSERT_STATUS(kiln_function_call(f, &fine, params, huge, 2, NULL), KILN_ERROR_INVALID);
+  ASSERT_CONTAINS(kiln_last_error(), "transfer 1's");
   /* Whether the GPU reaches an address needs the driver; 0 needs nothing. */
   int reachable = -1;
   ASSERT_OK(kiln_pointer_reachable(0, &reachable));

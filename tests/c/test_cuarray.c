@@ -98,6 +98,10 @@ TEST(arrays_check_their_descriptor_and_copies_first) {
   v.kind = KILN_COPY_ARRAY;
   v.array = &vol;
   ASSERT_OK(kiln_memcpy_3d_check(&h, &v, 128, 4, 2)); /* pitch and height of v unread */
+  h.host = NULL; /* a size but no memory: refused, never handed to the driver */
+  ASSERT_STATUS(kiln_memcpy_3d_check(&h, &v, 128, 4, 2), KILN_ERROR_INVALID);
+  ASSERT_CONTAINS(kiln_last_error(), "the source's host memory is NULL");
+  h.host = host;
   v.z = 1;
   ASSERT_OK(kiln_memcpy_3d_check(&h, &v, 128, 4, 2));
   v.z = 2;
