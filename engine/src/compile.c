@@ -520,6 +520,32 @@ static const char **kiln__options_plus(const kiln_compile_opts *opts, const char
   return out;
 }
 
+/* One more compile of a source NVRTC refused, with other options (alt): taken, into *out with
+ * *taken set, when NVRTC compiles it or refuses it for something `still` does not find in its
+ * log (the rest then starts from that refusal and alt). Otherwise the first refusal stands,
+ * its message the last error again. The status of the compile taken, else the refusal's. */
+static kiln_status kiln__compile_retry(const char *src, const kiln_compile_opts *alt,
+                                       int (*still)(const char *log), const char *arch,
+                                       const char *pch_dir, const char *cwd, kiln__code *out,
+                                       int *again, int *taken) {
+  *taken = 0;
+  char *first = kiln__dup_str(kiln_last_error());
+  kiln__code second;
+  kiln_status r = kiln__compile_once(src, alt, arch, pch_dir, cwd, &second, again);
+  if (first && (r == KILN_OK || (second.log && !still(second.log)))) {
+    kiln__compile_free_code(out);
+    *out = second;
+    *taken = 1;
+    if (r == KILN_OK) kiln__clear_error();
+  } else {
+    kiln__compile_free_code(&second);
+    if (first) kiln__fail(KILN_ERROR_COMPILE, "%s", first);
+    r = KILN_ERROR_COMPILE;
+  }
+  free(first);
+  return r;
+}
+
 /* One more compile, of dialect.c's rewrite of a source NVRTC refused: its code becomes *out
  * when NVRTC takes it. Otherwise the first refusal stands, its message the last error again,
  * and the rewrite's log is handed over in *second_log when that is given (else freed). */
@@ -567,24 +593,14 @@ kiln_status kiln__compile(const char *src, const kiln_compile_opts *opts, const 
    * is; if it is refused for C++17 still, the first refusal stands. */
   kiln_compile_opts cxx17;
   const char **cxx17_options = NULL;
+  int taken = 0;
   if (s == KILN_ERROR_COMPILE && kiln__needs_newer_cxx(out->log) &&
       (cxx17_options = kiln__options_cxx17(opts))) {
-    char *first = kiln__dup_str(kiln_last_error());
-    kiln__code upgraded;
     cxx17 = *opts;
     cxx17.options = cxx17_options;
-    kiln_status r = kiln__compile_once(src, &cxx17, arch, pch_dir, cwd, &upgraded, &again);
-    if (first && (r == KILN_OK || (upgraded.log && !kiln__needs_newer_cxx(upgraded.log)))) {
-      kiln__compile_free_code(out);
-      *out = upgraded;
-      s = r;
-      opts = &cxx17;
-      if (r == KILN_OK) kiln__clear_error();
-    } else {
-      kiln__compile_free_code(&upgraded);
-      if (first) kiln__fail(KILN_ERROR_COMPILE, "%s", first);
-    }
-    free(first);
+    s = kiln__compile_retry(src, &cxx17, kiln__needs_newer_cxx, arch, pch_dir, cwd, out, &again,
+                            &taken);
+    if (taken) opts = &cxx17;
   }
   /* C's `register`, which NVRTC refuses under C++17 and nvcc takes, as GCC does, with a
    * warning at most (a median filter's ELEM_SWAP macro): compiled again with it defined as
@@ -594,24 +610,12 @@ kiln_status kiln__compile(const char *src, const kiln_compile_opts *opts, const 
   const char **register_options = NULL;
   if (s == KILN_ERROR_COMPILE && kiln__refuses_register(out->log) &&
       (register_options = kiln__options_plus(opts, "-Dregister="))) {
-    char *first = kiln__dup_str(kiln_last_error());
-    kiln__code second;
-    if (opts) no_register = *opts;
-    else memset(&no_register, 0, sizeof no_register);
+    no_register = opts ? *opts : (kiln_compile_opts){0};
     no_register.options = register_options;
     no_register.n_options = (opts ? opts->n_options : 0) + 1;
-    kiln_status r = kiln__compile_once(src, &no_register, arch, pch_dir, cwd, &second, &again);
-    if (first && (r == KILN_OK || (second.log && !kiln__refuses_register(second.log)))) {
-      kiln__compile_free_code(out);
-      *out = second;
-      s = r;
-      opts = &no_register;
-      if (r == KILN_OK) kiln__clear_error();
-    } else {
-      kiln__compile_free_code(&second);
-      if (first) kiln__fail(KILN_ERROR_COMPILE, "%s", first);
-    }
-    free(first);
+    s = kiln__compile_retry(src, &no_register, kiln__refuses_register, arch, pch_dir, cwd, out,
+                            &again, &taken);
+    if (taken) opts = &no_register;
   }
   /* A specialization in namespace std of a template kiln's libcu++ headers give (std::
    * numeric_limits<MyType>), which nvcc's host library takes: compiled again with each
