@@ -6,6 +6,14 @@
  * what failed and why (which call, which CUresult, which parameter); it is thread-local and
  * valid until the next kiln call on the same thread.
  *
+ * A NULL where a call needs a pointer (a handle, an out parameter) is KILN_ERROR_INVALID, naming
+ * the call and the parameter; the calls that return no status give 0, NULL or "" for a NULL
+ * handle. A kernel that takes parameters is refused a launch with params NULL.
+ *
+ * Freeing or destroying NULL (or a device pointer of 0) is a no-op that leaves the last error as
+ * it was, so that the cleanup after a failure may run before the failure is read; every other
+ * success, one with nothing to do (a copy of 0 bytes) included, clears it.
+ *
  * libcuda and libnvrtc are opened with dlopen on first use, never linked: compiling works on a
  * machine with no GPU and no driver, and a missing driver is KILN_ERROR_NO_DRIVER, not a crash.
  */

@@ -62,6 +62,7 @@ void kiln__cache_count(kiln__counter c) {
 }
 
 void kiln_cache_get_stats(kiln_cache_stats *out) {
+  if (!out) return;
   uint64_t v[KILN__COUNTERS];
   for (int i = 0; i < KILN__COUNTERS; i++)
     v[i] = __atomic_load_n(&kiln__counters[i], __ATOMIC_RELAXED);
@@ -978,6 +979,7 @@ kiln_status kiln__cache_get(const char *src, const kiln_compile_opts *opts,
 /* ---- Public: info, list, prune, clear ----------------------------------------------------- */
 
 kiln_status kiln_cache_get_info(kiln_cache_info *out) {
+  KILN__NEED(out);
   memset(out, 0, sizeof *out);
   kiln__config c;
   kiln__config_get(&c);

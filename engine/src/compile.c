@@ -732,6 +732,7 @@ kiln_status kiln__compile(const char *src, const kiln_compile_opts *opts, const 
 }
 
 kiln_status kiln_nvrtc_get_info(kiln_nvrtc_info *out) {
+  KILN__NEED(out);
   memset(out, 0, sizeof *out);
   kiln_status s = kiln__nvrtc_load();
   if (s) return s;
@@ -747,6 +748,7 @@ kiln_status kiln_nvrtc_get_info(kiln_nvrtc_info *out) {
 }
 
 kiln_status kiln_compile_default_arch(char *arch, size_t cap) {
+  KILN__NEED(arch);
   kiln__nvrtc_id id;
   kiln_status s = kiln__nvrtc_identify(NULL, 0, &id);
   int n;

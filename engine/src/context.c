@@ -58,6 +58,7 @@ kiln_status kiln_context_pop(int *device) {
 int kiln_context_depth(void) { return kiln__depth; }
 
 kiln_status kiln_context_get_limit(int limit, size_t *value) {
+  KILN__NEED(value);
   *value = 0;
   if (limit < 0 || limit >= CU_LIMIT_MAX)
     return kiln__fail(KILN_ERROR_INVALID, "limit %d is not a CUlimit (0 to %d)", limit,
@@ -120,6 +121,7 @@ kiln_status kiln_context_set_limit(int limit, size_t value) {
 }
 
 kiln_status kiln_context_get_cache_config(int *config) {
+  KILN__NEED(config);
   *config = 0;
   kiln__device *d;
   kiln_status s = kiln__device_enter(&d);
@@ -152,6 +154,7 @@ static kiln_status kiln__shared_config_calls(void) {
 }
 
 kiln_status kiln_context_get_shared_config(int *config) {
+  KILN__NEED(config);
   *config = 0;
   kiln__device *d;
   kiln_status s = kiln__device_enter(&d);
@@ -179,6 +182,7 @@ kiln_status kiln_context_set_shared_config(int config) {
 }
 
 kiln_status kiln_context_handle(int device, uintptr_t *out) {
+  KILN__NEED(out);
   *out = 0;
   kiln__device *d, *current;
   kiln_status s = kiln__device_visit(device, &d);
@@ -191,6 +195,7 @@ kiln_status kiln_context_handle(int device, uintptr_t *out) {
 }
 
 kiln_status kiln_context_api_version(unsigned *version) {
+  KILN__NEED(version);
   *version = 0;
   kiln__device *d;
   kiln_status s = kiln__device_enter(&d);

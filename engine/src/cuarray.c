@@ -85,6 +85,8 @@ static kiln_status kiln__cuarray_check(const kiln_array_desc *d, size_t *element
 }
 
 kiln_status kiln_array_create(const kiln_array_desc *desc, kiln_array **out) {
+  KILN__NEED(desc);
+  KILN__NEED(out);
   *out = NULL;
   size_t element = 0;
   kiln_status s = kiln__cuarray_check(desc, &element);
@@ -120,7 +122,7 @@ kiln_status kiln_array_create(const kiln_array_desc *desc, kiln_array **out) {
 }
 
 kiln_status kiln_array_free(kiln_array *a) {
-  if (!a) return KILN_OK;
+  if (!a) return KILN_OK; /* a no-op, the last error kept (kiln.h) */
   /* In the context it was made in, whichever device is current now (then current again). */
   kiln__device *d;
   kiln_status s = kiln__device_visit(a->device, &d);
@@ -134,11 +136,11 @@ kiln_status kiln_array_free(kiln_array *a) {
   return KILN_OK;
 }
 
-const kiln_array_desc *kiln_array_descriptor(const kiln_array *a) { return &a->desc; }
+const kiln_array_desc *kiln_array_descriptor(const kiln_array *a) { return a ? &a->desc : NULL; }
 
-size_t kiln_array_element_size(const kiln_array *a) { return a->element_bytes; }
+size_t kiln_array_element_size(const kiln_array *a) { return a ? a->element_bytes : 0; }
 
-uintptr_t kiln_array_handle(const kiln_array *a) { return (uintptr_t)a->handle; }
+uintptr_t kiln_array_handle(const kiln_array *a) { return a ? (uintptr_t)a->handle : 0; }
 
 /* nbytes from offset lie in the array's bytes. */
 static kiln_status kiln__cuarray_check_range(const kiln_array *a, size_t offset, size_t nbytes,
@@ -163,7 +165,7 @@ static kiln_status kiln__cuarray_copy_enter(kiln_deviceptr dev, const char *dev_
   *skip = 1;
   kiln__device *d;
   kiln_status s = kiln__device_enter(&d);
-  if (s || !nbytes) return s;
+  if (s || !nbytes) return kiln__done(s);
   if (dev_what && (s = kiln__memory_check_range(dev, nbytes, dev_what))) return s;
   *skip = 0;
   return KILN_OK;

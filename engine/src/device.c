@@ -26,6 +26,7 @@ static kiln_status kiln__device_count_locked(void) {
 }
 
 kiln_status kiln_device_count(int *count) {
+  KILN__NEED(count);
   *count = 0;
   kiln_status s = kiln__driver_load();
   if (s == KILN_ERROR_NO_DEVICE) {
@@ -192,6 +193,7 @@ kiln_status kiln__device_capability(int *major, int *minor) {
 }
 
 kiln_status kiln_device_get_info(int device, kiln_device_info *out) {
+  KILN__NEED(out);
   kiln__device *d;
   kiln_status s = kiln__device_setup(device, &d);
   if (s) return s;
@@ -230,6 +232,7 @@ kiln_status kiln__device_handle(int device, CUdevice *out) {
 }
 
 kiln_status kiln_device_get_attribute(int device, int attribute, int *value) {
+  KILN__NEED(value);
   *value = 0;
   if (attribute < 0 || attribute >= CU_DEVICE_ATTRIBUTE_MAX)
     return kiln__fail(KILN_ERROR_INVALID,
@@ -262,6 +265,7 @@ kiln_status kiln_device_pci_bus_id(int device, char *out, size_t cap) {
 }
 
 kiln_status kiln_device_from_pci_bus_id(const char *pci_bus_id, int *device) {
+  KILN__NEED(device);
   *device = -1;
   if (!pci_bus_id || !*pci_bus_id)
     return kiln__fail(KILN_ERROR_INVALID, "the PCI bus id is empty; it reads like 0000:01:00.0");

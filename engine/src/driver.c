@@ -266,6 +266,7 @@ kiln_status kiln_driver_init(void) {
 }
 
 kiln_status kiln_driver_version(int *version) {
+  KILN__NEED(version);
   *version = 0;
   kiln_status s = kiln__driver_load();
   /* cuDriverGetVersion needs no device: a driver that found none still says what it is. */

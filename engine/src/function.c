@@ -17,6 +17,8 @@ static kiln_status kiln__check_attribute(int attribute) {
 }
 
 kiln_status kiln_function_get_attribute(kiln_function *f, int attribute, int *value) {
+  KILN__NEED(f);
+  KILN__NEED(value);
   *value = 0;
   kiln__device *d;
   kiln_status s = kiln__check_attribute(attribute);
@@ -46,6 +48,7 @@ static int kiln__settable(int attribute) {
 }
 
 kiln_status kiln_function_set_attribute(kiln_function *f, int attribute, int value) {
+  KILN__NEED(f);
   kiln__device *d;
   kiln_status s = kiln__check_attribute(attribute);
   if (s) return s;
@@ -71,6 +74,7 @@ kiln_status kiln_function_set_attribute(kiln_function *f, int attribute, int val
 }
 
 kiln_status kiln_function_set_cache_config(kiln_function *f, int config) {
+  KILN__NEED(f);
   if (config < CU_FUNC_CACHE_PREFER_NONE || config > CU_FUNC_CACHE_PREFER_EQUAL)
     return kiln__fail(KILN_ERROR_INVALID,
                       "cache config %d is not a CUfunc_cache (0 none, 1 shared, 2 L1, 3 equal)",

@@ -94,6 +94,9 @@ static kiln_status kiln__globals_find(kiln_module *m, const char *name, kiln__gl
 
 kiln_status kiln_module_get_global(kiln_module *m, const char *name, kiln_deviceptr *ptr,
                                    size_t *size) {
+  KILN__NEED(m);
+  KILN__NEED(ptr);
+  KILN__NEED(size);
   *ptr = 0;
   *size = 0;
   if (!name || !*name) return kiln__fail(KILN_ERROR_INVALID, "the variable's name is empty");
@@ -138,6 +141,7 @@ kiln_status kiln_module_get_global(kiln_module *m, const char *name, kiln_device
 }
 
 int kiln_module_global_count(kiln_module *m) {
+  if (!m) return 0;
   pthread_mutex_lock(&m->load_lock);
   kiln_status s = kiln__globals_read_locked(m);
   pthread_mutex_unlock(&m->load_lock);

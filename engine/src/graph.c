@@ -80,6 +80,7 @@ static void kiln__graph_abandon(CUstream stream) {
 }
 
 kiln_status kiln_stream_is_capturing(kiln_stream stream, int *capturing) {
+  KILN__NEED(capturing);
   *capturing = 0;
   kiln__device *d;
   kiln_status s = kiln__device_enter(&d);
@@ -114,6 +115,7 @@ kiln_status kiln__graph_refuse_transfers(CUstream stream, int timed) {
 }
 
 kiln_status kiln_graph_begin_capture(kiln_stream stream, kiln_graph **out) {
+  KILN__NEED(out);
   *out = NULL;
   if (!stream || stream == CU_STREAM_LEGACY)
     return kiln__fail(KILN_ERROR_INVALID,
@@ -258,6 +260,9 @@ kiln_status kiln_graph_set_kernel_params(kiln_graph *g, int index, void **params
                       "kernel %d (%s): its node in the graph was not found when it was "
                       "launched, so its arguments cannot be replaced",
                       index, k->f->kernel->plain);
+  if (!params && k->f->kernel->n_params)
+    return kiln__fail(KILN_ERROR_INVALID, "kernel %d (%s): params is NULL, and it takes %d", index,
+                      k->f->kernel->plain, k->f->kernel->n_params);
   /* The driver copies the arguments' bytes now, by the kernel's own parameter layout. */
   CUDA_KERNEL_NODE_PARAMS_v2 p = k->params;
   p.kernelParams = params;

@@ -229,6 +229,7 @@ static kiln_status kiln__from_binary(const void *image, size_t size, kiln__jit *
 }
 
 kiln_status kiln_module_from_image(const void *image, size_t size, kiln_module **out) {
+  KILN__NEED(out);
   *out = NULL;
   if (!image || !size) return kiln__fail(KILN_ERROR_INVALID, "the image is empty");
   const unsigned char *p = image;
@@ -270,6 +271,7 @@ kiln_status kiln_module_from_image_jit(const void *image, size_t size,
                                        const kiln_jit_option *options, int n_options,
                                        char *info_log, size_t info_size, char *error_log,
                                        size_t error_size, kiln_module **out) {
+  KILN__NEED(out);
   *out = NULL;
   if (info_log && info_size) info_log[0] = '\0';
   if (error_log && error_size) error_log[0] = '\0';
@@ -342,6 +344,7 @@ kiln_status kiln_module_from_image_jit(const void *image, size_t size,
 }
 
 kiln_status kiln_module_from_file(const char *path, kiln_module **out) {
+  KILN__NEED(out);
   *out = NULL;
   if (!path) return kiln__fail(KILN_ERROR_INVALID, "the path is NULL");
   struct stat st;

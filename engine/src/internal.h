@@ -29,6 +29,14 @@
  * `return kiln__fail(KILN_ERROR_INVALID, "block.x is %u; ...", x);`. */
 kiln_status kiln__fail(kiln_status s, const char *fmt, ...) KILN__PRINTF(2, 3);
 
+/* A pointer parameter the call cannot do without is NULL: KILN_ERROR_INVALID naming the call and
+ * the parameter. KILN__NEED(out) at the top of a public call returns it, before any work. */
+kiln_status kiln__fail_null(const char *call, const char *param);
+#define KILN__NEED(p)                                               \
+  do {                                                              \
+    if (KILN__UNLIKELY(!(p))) return kiln__fail_null(__func__, #p); \
+  } while (0)
+
 /* Appends to the message of the failure being reported (a list of kernels, say). */
 void kiln__fail_append(const char *fmt, ...) KILN__PRINTF(1, 2);
 
@@ -45,5 +53,9 @@ void kiln__warn(const char *fmt, ...) KILN__PRINTF(1, 2);
 
 /* Clears the last error on a successful public call. */
 void kiln__clear_error(void);
+
+/* s, with the last error cleared when it is KILN_OK: how a public call returns early, with
+ * nothing to do (zero bytes, a NULL to free), keeps kiln_last_error() true. */
+kiln_status kiln__done(kiln_status s);
 
 #endif

@@ -119,7 +119,14 @@ static kiln_status kiln__prepare(kiln_function *f, const kiln_launch_config *cfg
   return kiln__check(f, cfg, d);
 }
 
+/* A kernel with parameters launched with no array of them, which the driver would read through. */
+static kiln_status kiln__params_missing(const kiln_function *f) {
+  return kiln__fail(KILN_ERROR_INVALID, "params is NULL, and kernel %s takes %d parameter%s",
+                    f->kernel->plain, f->kernel->n_params, f->kernel->n_params == 1 ? "" : "s");
+}
+
 static kiln_status kiln__launch(kiln_function *f, const kiln_launch_config *cfg, void **params) {
+  if (KILN__UNLIKELY(!params) && f->kernel->n_params) return kiln__params_missing(f);
   CUresult rc = kiln__driver.LaunchKernel((CUfunction)f->handle, cfg->grid[0], cfg->grid[1],
                                           cfg->grid[2], cfg->block[0], cfg->block[1], cfg->block[2],
                                           cfg->shared, cfg->stream, params, NULL);
@@ -133,6 +140,8 @@ static kiln_status kiln__launch(kiln_function *f, const kiln_launch_config *cfg,
 }
 
 kiln_status kiln_function_launch(kiln_function *f, const kiln_launch_config *cfg, void **params) {
+  KILN__NEED(f);
+  KILN__NEED(cfg);
   kiln__device *d;
   kiln_status s = kiln__prepare(f, cfg, &d);
   if (!s) s = kiln__launch(f, cfg, params);
@@ -141,6 +150,8 @@ kiln_status kiln_function_launch(kiln_function *f, const kiln_launch_config *cfg
 }
 
 kiln_status kiln_function_check_launch(kiln_function *f, const kiln_launch_config *cfg) {
+  KILN__NEED(f);
+  KILN__NEED(cfg);
   kiln__device *d;
   kiln_status s = kiln__check(f, cfg, &d);
   if (!s) kiln__clear_error();
@@ -341,6 +352,8 @@ static kiln_status kiln__check_options_device(kiln_function *f, kiln__device *d,
 
 kiln_status kiln_function_launch_ex(kiln_function *f, const kiln_launch_config *cfg,
                                     const kiln_launch_options *opts, void **params) {
+  KILN__NEED(f);
+  KILN__NEED(cfg);
   static const kiln_launch_options plain;
   const kiln_launch_options *o = opts ? opts : &plain;
   kiln_status s = kiln__check_options_shape(cfg, o);
@@ -359,6 +372,7 @@ kiln_status kiln_function_launch_ex(kiln_function *f, const kiln_launch_config *
   CUlaunchAttribute attrs[3];
   CUlaunchConfig lc;
   kiln__launch_config(cfg, o, attrs, &lc);
+  if (!params && f->kernel->n_params) return kiln__params_missing(f);
   CUresult rc = kiln__driver.LaunchKernelEx(&lc, (CUfunction)f->handle, params, NULL);
   if (KILN__UNLIKELY(rc != CUDA_SUCCESS)) {
     s = kiln__cuda_fail("cuLaunchKernelEx", (int)rc);
@@ -386,6 +400,8 @@ static kiln_status kiln__check_block_threads(const kiln_function *f, unsigned th
 
 kiln_status kiln_function_max_active_blocks(kiln_function *f, unsigned block_threads, size_t shared,
                                             int *blocks) {
+  KILN__NEED(f);
+  KILN__NEED(blocks);
   *blocks = 0;
   kiln_status s = kiln__check_block_threads(f, block_threads);
   kiln__device *d;
@@ -398,6 +414,9 @@ kiln_status kiln_function_max_active_blocks(kiln_function *f, unsigned block_thr
 
 kiln_status kiln_function_suggested_block_size(kiln_function *f, size_t shared, int block_limit,
                                                int *min_grid, int *block_threads) {
+  KILN__NEED(f);
+  KILN__NEED(min_grid);
+  KILN__NEED(block_threads);
   *min_grid = *block_threads = 0;
   if (block_limit < 0 || block_limit > 1024)
     return kiln__fail(KILN_ERROR_INVALID,
@@ -415,6 +434,8 @@ kiln_status kiln_function_suggested_block_size(kiln_function *f, size_t shared, 
 
 kiln_status kiln_function_available_dynamic_shared(kiln_function *f, int blocks,
                                                    unsigned block_threads, size_t *bytes) {
+  KILN__NEED(f);
+  KILN__NEED(bytes);
   *bytes = 0;
   kiln_status s = kiln__check_block_threads(f, block_threads);
   if (!s && blocks < 1)
@@ -430,6 +451,9 @@ kiln_status kiln_function_available_dynamic_shared(kiln_function *f, int blocks,
 
 kiln_status kiln_function_max_active_clusters(kiln_function *f, const kiln_launch_config *cfg,
                                               const kiln_launch_options *opts, int *clusters) {
+  KILN__NEED(f);
+  KILN__NEED(cfg);
+  KILN__NEED(clusters);
   static const kiln_launch_options plain;
   const kiln_launch_options *o = opts ? opts : &plain;
   *clusters = 0;
@@ -653,6 +677,8 @@ static kiln_status kiln__check_transfers(const kiln_function *f, const kiln_tran
 kiln_status kiln_function_call_async_waiting(kiln_function *f, const kiln_launch_config *cfg,
                                              void **params, const kiln_transfer *transfers,
                                              int n_transfers, kiln_wait_fn wait, void *wait_arg) {
+  KILN__NEED(f);
+  KILN__NEED(cfg);
   size_t total;
   kiln_status s = kiln__check_transfers(f, transfers, n_transfers, &total);
   if (s) return s;
@@ -678,6 +704,8 @@ kiln_status kiln_function_call_waiting(kiln_function *f, const kiln_launch_confi
                                        void **params, const kiln_transfer *transfers,
                                        int n_transfers, double *elapsed_s, kiln_wait_fn wait,
                                        void *wait_arg) {
+  KILN__NEED(f);
+  KILN__NEED(cfg);
   size_t total;
   kiln_status s = kiln__check_transfers(f, transfers, n_transfers, &total);
   if (s) return s;

@@ -288,6 +288,8 @@ kiln_status kiln__link_device_runtime(const kiln_compile_opts *opts, kiln__code 
 
 kiln_status kiln_link(const kiln_link_input *inputs, int n_inputs, const char *arch, void **cubin,
                       size_t *size) {
+  KILN__NEED(cubin);
+  KILN__NEED(size);
   *cubin = NULL;
   *size = 0;
   if (n_inputs <= 0 || !inputs) return kiln__fail(KILN_ERROR_INVALID, "there is nothing to link");

@@ -138,6 +138,7 @@ static void kiln__memory_give_back(const kiln__device *d, int wait) {
 /* ---- Memory and copies ------------------------------------------------------------------ */
 
 kiln_status kiln_mem_alloc(size_t nbytes, kiln_deviceptr *out) {
+  KILN__NEED(out);
   *out = 0;
   kiln__device *d;
   kiln_status s = kiln__device_enter(&d);
@@ -163,7 +164,7 @@ kiln_status kiln_mem_alloc(size_t nbytes, kiln_deviceptr *out) {
 }
 
 kiln_status kiln_mem_free(kiln_deviceptr p) {
-  if (!p) return KILN_OK;
+  if (!p) return KILN_OK; /* a no-op, the last error kept (kiln.h) */
   kiln__device *d;
   kiln_status s = kiln__device_enter(&d);
   if (s) return s;
@@ -256,7 +257,7 @@ kiln_status kiln_memcpy_htod(kiln_deviceptr dst, const void *src, size_t nbytes)
   kiln__stream_note_work();
   kiln__device *d;
   kiln_status s = kiln__device_enter(&d);
-  if (s || nbytes == 0) return s;
+  if (s || nbytes == 0) return kiln__done(s);
   if ((s = kiln__memory_check_range(dst, nbytes, "destination"))) return s;
   if ((s = kiln__stage_htod(d, (CUdeviceptr)dst, src, nbytes, NULL, 1))) return s;
   kiln__clear_error();
@@ -267,7 +268,7 @@ kiln_status kiln_memcpy_dtoh(void *dst, kiln_deviceptr src, size_t nbytes) {
   kiln__stream_note_work();
   kiln__device *d;
   kiln_status s = kiln__device_enter(&d);
-  if (s || nbytes == 0) return s;
+  if (s || nbytes == 0) return kiln__done(s);
   if ((s = kiln__memory_check_range(src, nbytes, "source"))) return s;
   if ((s = kiln__stage_dtoh(d, dst, (CUdeviceptr)src, nbytes, NULL, 1))) return s;
   kiln__clear_error();
@@ -284,6 +285,7 @@ static void kiln__append_free(size_t asked) {
 }
 
 kiln_status kiln_mem_alloc_async(size_t nbytes, kiln_stream stream, kiln_deviceptr *out) {
+  KILN__NEED(out);
   *out = 0;
   kiln__device *d;
   kiln_status s = kiln__device_enter(&d);
@@ -327,7 +329,7 @@ kiln_status kiln_mem_alloc_async(size_t nbytes, kiln_stream stream, kiln_devicep
 }
 
 kiln_status kiln_mem_free_async(kiln_deviceptr p, size_t nbytes, kiln_stream stream) {
-  if (!p) return KILN_OK;
+  if (!p) return KILN_OK; /* a no-op, the last error kept (kiln.h) */
   kiln__device *d;
   kiln_status s = kiln__device_enter(&d);
   if (s) return s;
@@ -359,7 +361,7 @@ kiln_status kiln_memcpy_htod_async(kiln_deviceptr dst, const void *src, size_t n
   kiln__stream_note_work();
   kiln__device *d;
   kiln_status s = kiln__device_enter(&d);
-  if (s || nbytes == 0) return s;
+  if (s || nbytes == 0) return kiln__done(s);
   if ((s = kiln__memory_check_range(dst, nbytes, "destination"))) return s;
   if ((s = kiln__stage_htod(d, (CUdeviceptr)dst, src, nbytes, stream, 0))) return s;
   kiln__clear_error();
@@ -371,7 +373,7 @@ kiln_status kiln_memcpy_dtoh_async(void *dst, kiln_deviceptr src, size_t nbytes,
   kiln__stream_note_work();
   kiln__device *d;
   kiln_status s = kiln__device_enter(&d);
-  if (s || nbytes == 0) return s;
+  if (s || nbytes == 0) return kiln__done(s);
   if ((s = kiln__memory_check_range(src, nbytes, "source"))) return s;
   if ((s = kiln__stage_dtoh(d, dst, (CUdeviceptr)src, nbytes, stream, 0))) return s;
   kiln__clear_error();
@@ -383,7 +385,7 @@ kiln_status kiln_memcpy_dtod_async(kiln_deviceptr dst, kiln_deviceptr src, size_
   kiln__stream_note_work();
   kiln__device *d;
   kiln_status s = kiln__device_enter(&d);
-  if (s || nbytes == 0) return s;
+  if (s || nbytes == 0) return kiln__done(s);
   if ((s = kiln__memory_check_range(dst, nbytes, "destination")) ||
       (s = kiln__memory_check_range(src, nbytes, "source")))
     return s;
@@ -397,7 +399,7 @@ kiln_status kiln_memset_async(kiln_deviceptr dst, unsigned char value, size_t nb
   kiln__stream_note_work();
   kiln__device *d;
   kiln_status s = kiln__device_enter(&d);
-  if (s || nbytes == 0) return s;
+  if (s || nbytes == 0) return kiln__done(s);
   if ((s = kiln__memory_check_range(dst, nbytes, "destination"))) return s;
   KILN__CU(MemsetD8Async, ((CUdeviceptr)dst, value, nbytes, stream));
   kiln__clear_error();
@@ -408,7 +410,7 @@ kiln_status kiln_memcpy_dtod(kiln_deviceptr dst, kiln_deviceptr src, size_t nbyt
   kiln__stream_note_work();
   kiln__device *d;
   kiln_status s = kiln__device_enter(&d);
-  if (s || nbytes == 0) return s;
+  if (s || nbytes == 0) return kiln__done(s);
   if ((s = kiln__memory_check_range(dst, nbytes, "destination")) ||
       (s = kiln__memory_check_range(src, nbytes, "source")))
     return s;
@@ -430,7 +432,7 @@ static kiln_status kiln__memset_check(kiln_deviceptr dst, size_t count, unsigned
     return kiln__fail(KILN_ERROR_INVALID, "%zu values of %u bytes is more than memory holds", count,
                       width);
   kiln_status s = kiln__device_enter(d);
-  if (s || count == 0) return s;
+  if (s || count == 0) return kiln__done(s);
   return kiln__memory_check_range(dst, count * width, "destination");
 }
 
@@ -493,6 +495,7 @@ kiln_status kiln_memset_2d_async(kiln_deviceptr dst, size_t pitch, uint32_t valu
 }
 
 kiln_status kiln_mem_alloc_managed(size_t nbytes, unsigned flags, kiln_deviceptr *out) {
+  KILN__NEED(out);
   *out = 0;
   if (flags != KILN_MEM_ATTACH_GLOBAL && flags != KILN_MEM_ATTACH_HOST)
     return kiln__fail(KILN_ERROR_INVALID,
@@ -551,7 +554,7 @@ kiln_status kiln_memset_d8(kiln_deviceptr dst, uint8_t value, size_t count) {
   kiln__stream_note_work();
   kiln__device *d;
   kiln_status s = kiln__memset_check(dst, count, 1, &d);
-  if (s || count == 0) return s;
+  if (s || count == 0) return kiln__done(s);
   KILN__CU(MemsetD8, ((CUdeviceptr)dst, value, count));
   kiln__clear_error();
   return KILN_OK;
@@ -561,7 +564,7 @@ kiln_status kiln_memset_d16(kiln_deviceptr dst, uint16_t value, size_t count) {
   kiln__stream_note_work();
   kiln__device *d;
   kiln_status s = kiln__memset_check(dst, count, 2, &d);
-  if (s || count == 0) return s;
+  if (s || count == 0) return kiln__done(s);
   KILN__CU(MemsetD16, ((CUdeviceptr)dst, value, count));
   kiln__clear_error();
   return KILN_OK;
@@ -571,7 +574,7 @@ kiln_status kiln_memset_d32(kiln_deviceptr dst, uint32_t value, size_t count) {
   kiln__stream_note_work();
   kiln__device *d;
   kiln_status s = kiln__memset_check(dst, count, 4, &d);
-  if (s || count == 0) return s;
+  if (s || count == 0) return kiln__done(s);
   KILN__CU(MemsetD32, ((CUdeviceptr)dst, value, count));
   kiln__clear_error();
   return KILN_OK;
@@ -582,7 +585,7 @@ kiln_status kiln_memset_d16_async(kiln_deviceptr dst, uint16_t value, size_t cou
   kiln__stream_note_work();
   kiln__device *d;
   kiln_status s = kiln__memset_check(dst, count, 2, &d);
-  if (s || count == 0) return s;
+  if (s || count == 0) return kiln__done(s);
   KILN__CU(MemsetD16Async, ((CUdeviceptr)dst, value, count, stream));
   kiln__clear_error();
   return KILN_OK;
@@ -593,7 +596,7 @@ kiln_status kiln_memset_d32_async(kiln_deviceptr dst, uint32_t value, size_t cou
   kiln__stream_note_work();
   kiln__device *d;
   kiln_status s = kiln__memset_check(dst, count, 4, &d);
-  if (s || count == 0) return s;
+  if (s || count == 0) return kiln__done(s);
   KILN__CU(MemsetD32Async, ((CUdeviceptr)dst, value, count, stream));
   kiln__clear_error();
   return KILN_OK;
@@ -601,6 +604,8 @@ kiln_status kiln_memset_d32_async(kiln_deviceptr dst, uint32_t value, size_t cou
 
 kiln_status kiln_mem_alloc_pitch(size_t width, size_t height, unsigned element_bytes,
                                  kiln_deviceptr *out, size_t *pitch) {
+  KILN__NEED(out);
+  KILN__NEED(pitch);
   *out = 0;
   *pitch = 0;
   if (element_bytes != 4 && element_bytes != 8 && element_bytes != 16)
@@ -629,6 +634,8 @@ kiln_status kiln_mem_alloc_pitch(size_t width, size_t height, unsigned element_b
 }
 
 kiln_status kiln_mem_info(size_t *free_bytes, size_t *total_bytes) {
+  KILN__NEED(free_bytes);
+  KILN__NEED(total_bytes);
   kiln__device *d;
   kiln_status s = kiln__device_enter(&d);
   if (s) return s;
@@ -641,8 +648,9 @@ kiln_status kiln_mem_info(size_t *free_bytes, size_t *total_bytes) {
 }
 
 kiln_status kiln_pointer_reachable(kiln_deviceptr p, int *reachable) {
+  KILN__NEED(reachable);
   *reachable = 1;
-  if (!p) return KILN_OK;
+  if (!p) return kiln__done(KILN_OK);
   kiln__device *d;
   kiln_status s = kiln__device_enter(&d);
   if (s) return s;
@@ -656,10 +664,11 @@ kiln_status kiln_pointer_reachable(kiln_deviceptr p, int *reachable) {
 }
 
 kiln_status kiln_pool_get_stats(kiln_pool_stats *out) {
+  KILN__NEED(out);
   memset(out, 0, sizeof *out);
   kiln__device *d;
   kiln_status s = kiln__device_enter(&d);
-  if (s || !d->has_pools) return s;
+  if (s || !d->has_pools) return kiln__done(s);
   cuuint64_t v[4] = {0, 0, 0, 0};
   CUmemPool_attribute attrs[4] = {CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT,
                                   CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH,
@@ -676,7 +685,7 @@ kiln_status kiln_pool_get_stats(kiln_pool_stats *out) {
 kiln_status kiln_pool_trim(size_t keep_bytes) {
   kiln__device *d;
   kiln_status s = kiln__device_enter(&d);
-  if (s || !d->has_pools) return s;
+  if (s || !d->has_pools) return kiln__done(s);
   /* Blocks freed on a stream return to the pool only when that work is done. */
   kiln__memory_small_release(d, NULL, 1);
   KILN__CU(CtxSynchronize, ());
@@ -686,6 +695,7 @@ kiln_status kiln_pool_trim(size_t keep_bytes) {
 }
 
 kiln_status kiln_host_alloc_with_flags(size_t nbytes, unsigned flags, void **out) {
+  KILN__NEED(out);
   *out = NULL;
   unsigned known = KILN_HOST_PORTABLE | KILN_HOST_DEVICEMAP | KILN_HOST_WRITECOMBINED;
   if (flags & ~known)
@@ -738,7 +748,7 @@ kiln_status kiln_host_register(void *p, size_t nbytes, unsigned flags) {
 }
 
 kiln_status kiln_host_unregister(void *p) {
-  if (!p) return KILN_OK;
+  if (!p) return KILN_OK; /* a no-op, the last error kept (kiln.h) */
   kiln__device *d;
   kiln_status s = kiln__device_enter(&d);
   if (s) return s;
@@ -748,6 +758,7 @@ kiln_status kiln_host_unregister(void *p) {
 }
 
 kiln_status kiln_host_get_device_pointer(void *p, kiln_deviceptr *out) {
+  KILN__NEED(out);
   *out = 0;
   kiln__device *d;
   kiln_status s = kiln__device_enter(&d);
@@ -767,6 +778,7 @@ kiln_status kiln_host_get_device_pointer(void *p, kiln_deviceptr *out) {
 }
 
 kiln_status kiln_host_get_flags(void *p, unsigned *out) {
+  KILN__NEED(out);
   *out = 0;
   kiln__device *d;
   kiln_status s = kiln__device_enter(&d);
@@ -781,6 +793,7 @@ kiln_status kiln_host_get_flags(void *p, unsigned *out) {
 }
 
 kiln_status kiln_pointer_host_address(kiln_deviceptr p, size_t nbytes, void **out) {
+  KILN__NEED(out);
   *out = NULL;
   kiln__device *d;
   kiln_status s = kiln__device_enter(&d);
@@ -818,7 +831,7 @@ kiln_status kiln_pointer_host_address(kiln_deviceptr p, size_t nbytes, void **ou
 }
 
 kiln_status kiln_host_free(void *p) {
-  if (!p) return KILN_OK;
+  if (!p) return KILN_OK; /* a no-op, the last error kept (kiln.h) */
   kiln__device *d;
   kiln_status s = kiln__device_enter(&d);
   if (s) return s;

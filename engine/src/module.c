@@ -215,7 +215,9 @@ static kiln_module *kiln__table_insert(kiln_module *m) {
 
 static _Thread_local kiln_compile_report kiln__report;
 
-void kiln_compile_last_report(kiln_compile_report *out) { *out = kiln__report; }
+void kiln_compile_last_report(kiln_compile_report *out) {
+  if (out) *out = kiln__report;
+}
 
 /* What a compile read besides its source and options, so that kiln_module_recall can tell
  * whether the same inputs would still give the same key. */
@@ -318,6 +320,7 @@ static kiln_compile_memo *kiln__memo_of(const kiln__options *t, const kiln__cach
 
 kiln_status kiln_module_from_source_memo(const char *src, const kiln_compile_opts *opts,
                                          kiln_module **out, kiln_compile_memo **memo) {
+  KILN__NEED(out);
   *out = NULL;
   if (memo) *memo = NULL;
   if (!src) return kiln__fail(KILN_ERROR_INVALID, "the source is NULL");
@@ -343,6 +346,7 @@ kiln_status kiln_module_from_source(const char *src, const kiln_compile_opts *op
 }
 
 int kiln_module_recall(const kiln_compile_memo *memo, kiln_module **out) {
+  if (!out) return 0;
   *out = NULL;
   if (!memo) return 0;
   /* What the compile read from the environment must read the same now: the same inputs then
@@ -386,23 +390,24 @@ int kiln_module_recall(const kiln_compile_memo *memo, kiln_module **out) {
 
 void kiln_compile_memo_free(kiln_compile_memo *memo) { free(memo); }
 
-const char *kiln_module_arch(const kiln_module *m) { return m->code.arch; }
-const char *kiln_module_log(const kiln_module *m) { return m->code.log ? m->code.log : ""; }
+const char *kiln_module_arch(const kiln_module *m) { return m ? m->code.arch : NULL; }
+
+const char *kiln_module_log(const kiln_module *m) { return m && m->code.log ? m->code.log : ""; }
 
 const char *kiln_module_ptx(const kiln_module *m, size_t *size) {
-  if (size) *size = m->code.ptx_size;
-  return m->code.ptx;
+  if (size) *size = m ? m->code.ptx_size : 0;
+  return m ? m->code.ptx : NULL;
 }
 
 const void *kiln_module_cubin(const kiln_module *m, size_t *size) {
-  if (size) *size = m->code.cubin_size;
-  return m->code.cubin;
+  if (size) *size = m ? m->code.cubin_size : 0;
+  return m ? m->code.cubin : NULL;
 }
 
-int kiln_module_function_count(const kiln_module *m) { return m->n_kernels; }
+int kiln_module_function_count(const kiln_module *m) { return m ? m->n_kernels : 0; }
 
 const char *kiln_module_function_name(const kiln_module *m, int i) {
-  return i >= 0 && i < m->n_kernels ? m->kernels[i].name : NULL;
+  return m && i >= 0 && i < m->n_kernels ? m->kernels[i].name : NULL;
 }
 
 /* The unqualified tail of a plain name: "scale" of "ns::scale". */
@@ -418,6 +423,8 @@ static void kiln__append_kernel(const kiln__kernel *k, int first) {
 }
 
 kiln_status kiln_module_get_function(kiln_module *m, const char *name, kiln_function **out) {
+  KILN__NEED(m);
+  KILN__NEED(out);
   *out = NULL;
   if (!name) return kiln__fail(KILN_ERROR_INVALID, "the kernel name is NULL");
   /* An exact PTX entry name or a name expression decides alone. */
@@ -468,14 +475,19 @@ kiln_status kiln_module_get_function(kiln_module *m, const char *name, kiln_func
   return KILN_ERROR_NOT_FOUND;
 }
 
-const char *kiln_function_name(const kiln_function *f) { return f->kernel->name; }
+const char *kiln_function_name(const kiln_function *f) { return f ? f->kernel->name : NULL; }
 
 const char *kiln_function_signature(const kiln_function *f) {
+  if (!f) return NULL;
   return f->signature ? f->signature : f->kernel->plain;
 }
-int kiln_function_param_count(const kiln_function *f) { return f->kernel->n_params; }
-const kiln_param *kiln_function_params(const kiln_function *f) { return f->kernel->params; }
-int kiln_function_params_by_size(const kiln_function *f) { return f->kernel->by_size; }
+int kiln_function_param_count(const kiln_function *f) { return f ? f->kernel->n_params : 0; }
+
+const kiln_param *kiln_function_params(const kiln_function *f) {
+  return f ? f->kernel->params : NULL;
+}
+
+int kiln_function_params_by_size(const kiln_function *f) { return f ? f->kernel->by_size : 0; }
 
 /* ---- Loading ------------------------------------------------------------------------------ */
 

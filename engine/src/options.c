@@ -439,6 +439,10 @@ static kiln_status kiln__options_check(const kiln_compile_opts *in) {
       return kiln__fail(KILN_ERROR_INVALID, "%s is %d, but its array is NULL", counts[i].name,
                         counts[i].n);
   }
+  unsigned known = KILN_COMPILE_NO_CACHE | KILN_COMPILE_DEVICE_RUNTIME | KILN_COMPILE_RELOCATABLE;
+  if (in->flags & ~known)
+    return kiln__fail(KILN_ERROR_INVALID, "flags 0x%x has bits no KILN_COMPILE_* names (0x%x)",
+                      in->flags, in->flags & ~known);
   for (int i = 0; i < in->n_include_dirs; i++)
     if (!in->include_dirs[i]) return kiln__fail(KILN_ERROR_INVALID, "include_dirs[%d] is NULL", i);
   for (int i = 0; i < in->n_headers; i++)

@@ -13,6 +13,7 @@ static kiln_status kiln__peer_calls(void) {
 }
 
 kiln_status kiln_device_can_access_peer(int device, int peer, int *can) {
+  KILN__NEED(can);
   *can = 0;
   CUdevice a, b;
   kiln_status s = kiln__device_handle(device, &a);
@@ -105,7 +106,7 @@ static kiln_status kiln__memcpy_peer(kiln_deviceptr dst, int dst_device, kiln_de
   if (!s) s = kiln__peer_check(src_device, src, nbytes, "source", &src_ctx);
   /* Back in the current device's context whatever the checks found. */
   kiln_status back = kiln__device_enter(&d);
-  if (s || (s = back) || (s = kiln__peer_calls()) || nbytes == 0) return s;
+  if (s || (s = back) || (s = kiln__peer_calls()) || nbytes == 0) return kiln__done(s);
   if (async)
     KILN__CU(MemcpyPeerAsync,
              ((CUdeviceptr)dst, dst_ctx, (CUdeviceptr)src, src_ctx, nbytes, stream));

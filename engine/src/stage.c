@@ -111,6 +111,7 @@ typedef struct kiln__stager {
 } kiln__stager;
 
 void kiln_staging_get_info(kiln_staging_info *out) {
+  if (!out) return;
   pthread_once(&kiln__stage_cfg_once, kiln__stage_read_cfg);
   out->min_bytes = kiln__stage_cfg.min;
   out->chunk_bytes = kiln__stage_cfg.chunk;

@@ -46,6 +46,11 @@ void kiln__clear_error(void) {
   kiln__launch_refused = 0;
 }
 
+kiln_status kiln__done(kiln_status s) {
+  if (!s) kiln__clear_error();
+  return s;
+}
+
 /* The sentence of a failure, with its CUresult (0: none) and whether it refused a launch. */
 KILN__PRINTF(3, 0)
 static void kiln__vfail(int cuda_result, int launch_refused, const char *fmt, va_list ap) {
@@ -60,6 +65,10 @@ kiln_status kiln__fail(kiln_status s, const char *fmt, ...) {
   kiln__vfail(0, 0, fmt, ap);
   va_end(ap);
   return s;
+}
+
+kiln_status kiln__fail_null(const char *call, const char *param) {
+  return kiln__fail(KILN_ERROR_INVALID, "%s: %s is NULL, and the call needs it", call, param);
 }
 
 void kiln__fail_append(const char *fmt, ...) {

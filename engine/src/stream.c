@@ -15,6 +15,7 @@ unsigned long long kiln_work_count(void) {
 }
 
 kiln_status kiln_stream_create(unsigned flags, int priority, kiln_stream *out) {
+  KILN__NEED(out);
   *out = NULL;
   kiln__device *d;
   kiln_status s = kiln__device_enter(&d);
@@ -40,6 +41,8 @@ kiln_status kiln_stream_create(unsigned flags, int priority, kiln_stream *out) {
 }
 
 kiln_status kiln_stream_priority_range(int *least, int *greatest) {
+  KILN__NEED(least);
+  KILN__NEED(greatest);
   kiln__device *d;
   kiln_status s = kiln__device_enter(&d);
   if (s) return s;
@@ -49,7 +52,7 @@ kiln_status kiln_stream_priority_range(int *least, int *greatest) {
 }
 
 kiln_status kiln_stream_destroy(kiln_stream stream) {
-  if (!stream) return KILN_OK;
+  if (!stream) return KILN_OK; /* a no-op, the last error kept (kiln.h) */
   kiln__device *d;
   kiln_status s = kiln__device_enter(&d);
   if (s) return s;
@@ -77,6 +80,7 @@ static kiln_status kiln__ready(CUresult rc, const char *call, int *done) {
 }
 
 kiln_status kiln_stream_query(kiln_stream stream, int *done) {
+  KILN__NEED(done);
   kiln__device *d;
   kiln_status s = kiln__device_enter(&d);
   if (s) return s;
@@ -97,6 +101,7 @@ kiln_status kiln_stream_wait_event(kiln_stream stream, kiln_event event) {
 }
 
 kiln_status kiln_event_create_with_flags(unsigned flags, kiln_event *out) {
+  KILN__NEED(out);
   *out = NULL;
   unsigned known = KILN_EVENT_BLOCKING_SYNC | KILN_EVENT_DISABLE_TIMING | KILN_EVENT_INTERPROCESS;
   if (flags & ~known)
@@ -122,7 +127,7 @@ kiln_status kiln_event_create(int timing, kiln_event *out) {
 }
 
 kiln_status kiln_event_destroy(kiln_event event) {
-  if (!event) return KILN_OK;
+  if (!event) return KILN_OK; /* a no-op, the last error kept (kiln.h) */
   kiln__device *d;
   kiln_status s = kiln__device_enter(&d);
   if (s) return s;
@@ -150,6 +155,7 @@ kiln_status kiln_event_synchronize(kiln_event event) {
 }
 
 kiln_status kiln_event_query(kiln_event event, int *done) {
+  KILN__NEED(done);
   kiln__device *d;
   kiln_status s = kiln__device_enter(&d);
   if (s) return s;
@@ -157,6 +163,7 @@ kiln_status kiln_event_query(kiln_event event, int *done) {
 }
 
 kiln_status kiln_event_elapsed_ms(kiln_event start, kiln_event end, float *ms) {
+  KILN__NEED(ms);
   kiln__device *d;
   kiln_status s = kiln__device_enter(&d);
   if (s) return s;

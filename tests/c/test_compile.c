@@ -372,8 +372,8 @@ static kiln_status count_wait(void *arg, kiln_stream stream) {
   return KILN_ERROR_INTERRUPTED;
 }
 
-/* kiln_compile_opts' counts and arrays as kiln.h allows them, or KILN_ERROR_INVALID naming the
- * field: never a count below 0 taken as a huge one, nor a NULL array read. */
+/* kiln_compile_opts' counts, arrays and flags as kiln.h allows them, or KILN_ERROR_INVALID naming
+ * the field: never a count below 0 taken as a huge one, a NULL array read, nor a flag ignored. */
 TEST(compile_options_counts_and_arrays_are_checked) {
   static const char *src = "__global__ void k(int *p) { p[0] = 1; }";
   const char *dirs[] = {"/tmp", NULL}, *names[] = {"a.h"}, *texts[] = {NULL};
@@ -390,6 +390,8 @@ TEST(compile_options_counts_and_arrays_are_checked) {
       {{.arch = "sm_90", .include_dirs = dirs, .n_include_dirs = 2}, "include_dirs[1] is NULL"},
       {{.arch = "sm_90", .header_names = names, .header_sources = texts, .n_headers = 1},
        "header 0 has no source"},
+      {{.arch = "sm_90", .flags = KILN_COMPILE_NO_CACHE | 0x40u},
+       "flags 0x41 has bits no KILN_COMPILE_* names (0x40)"},
   };
   for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
     kiln_module *m = NULL;

@@ -466,3 +466,146 @@ TEST(gpu_managed_memory_2d_memsets_and_the_profiler) {
   ASSERT_OK(kiln_profiler_start());
   ASSERT_OK(kiln_profiler_stop());
 }
+
+/* A NULL where a call needs a pointer is KILN_ERROR_INVALID naming the call and the parameter,
+ * before the driver is opened; the getters that return no status give 0, NULL or "". */
+TEST(null_pointers_are_refused_not_followed) {
+  kiln_launch_config cfg = {.grid = {1, 1, 1}, .block = {1, 1, 1}};
+  int i = 0;
+  size_t z = 0;
+  kiln_deviceptr p = 0;
+  ASSERT_STATUS(kiln_device_count(NULL), KILN_ERROR_INVALID);
+  ASSERT_STR_EQ(kiln_last_error(), "kiln_device_count: count is NULL, and the call needs it");
+  ASSERT_STATUS(kiln_device_get_info(0, NULL), KILN_ERROR_INVALID);
+  ASSERT_STATUS(kiln_device_get_attribute(0, 1, NULL), KILN_ERROR_INVALID);
+  ASSERT_STATUS(kiln_device_from_pci_bus_id("0000:01:00.0", NULL), KILN_ERROR_INVALID);
+  ASSERT_STATUS(kiln_driver_version(NULL), KILN_ERROR_INVALID);
+  ASSERT_STATUS(kiln_context_handle(0, NULL), KILN_ERROR_INVALID);
+  ASSERT_STATUS(kiln_context_get_limit(0, NULL), KILN_ERROR_INVALID);
+  ASSERT_STATUS(kiln_context_get_cache_config(NULL), KILN_ERROR_INVALID);
+  ASSERT_STATUS(kiln_context_get_shared_config(NULL), KILN_ERROR_INVALID);
+  ASSERT_STATUS(kiln_context_api_version(NULL), KILN_ERROR_INVALID);
+  ASSERT_STATUS(kiln_module_from_source("__global__ void k() {}", NULL, NULL), KILN_ERROR_INVALID);
+  ASSERT_STATUS(kiln_module_from_image("x", 1, NULL), KILN_ERROR_INVALID);
+  ASSERT_STATUS(kiln_module_from_file("x.cubin", NULL), KILN_ERROR_INVALID);
+  ASSERT_STATUS(kiln_module_get_function(NULL, "k", NULL), KILN_ERROR_INVALID);
+  ASSERT_CONTAINS(kiln_last_error(), "kiln_module_get_function: m is NULL");
+  ASSERT_STATUS(kiln_module_get_global(NULL, "g", &p, &z), KILN_ERROR_INVALID);
+  ASSERT_STATUS(kiln_nvrtc_get_info(NULL), KILN_ERROR_INVALID);
+  ASSERT_STATUS(kiln_compile_default_arch(NULL, 16), KILN_ERROR_INVALID);
+  ASSERT_STATUS(kiln_cache_get_info(NULL), KILN_ERROR_INVALID);
+  ASSERT_STATUS(kiln_link(NULL, 0, NULL, NULL, NULL), KILN_ERROR_INVALID);
+  ASSERT_STATUS(kiln_function_get_attribute(NULL, 0, &i), KILN_ERROR_INVALID);
+  ASSERT_STATUS(kiln_function_set_attribute(NULL, 0, 0), KILN_ERROR_INVALID);
+  ASSERT_STATUS(kiln_function_set_cache_config(NULL, 0), KILN_ERROR_INVALID);
+  ASSERT_STATUS(kiln_function_launch(NULL, &cfg, NULL), KILN_ERROR_INVALID);
+  ASSERT_CONTAINS(kiln_last_error(), "kiln_function_launch: f is NULL");
+  ASSERT_STATUS(kiln_function_check_launch(NULL, &cfg), KILN_ERROR_INVALID);
+  ASSERT_STATUS(kiln_function_launch_ex(NULL, &cfg, NULL, NULL), KILN_ERROR_INVALID);
+  ASSERT_STATUS(kiln_function_call(NULL, &cfg, NULL, NULL, 0, NULL), KILN_ERROR_INVALID);
+  ASSERT_STATUS(kiln_function_call_async(NULL, &cfg, NULL, NULL, 0), KILN_ERROR_INVALID);
+  ASSERT_STATUS(kiln_function_max_active_blocks(NULL, 32, 0, &i), KILN_ERROR_INVALID);
+  ASSERT_STATUS(kiln_function_suggested_block_size(NULL, 0, 0, &i, &i), KILN_ERROR_INVALID);
+  ASSERT_STATUS(kiln_function_available_dynamic_shared(NULL, 1, 32, &z), KILN_ERROR_INVALID);
+  ASSERT_STATUS(kiln_function_max_active_clusters(NULL, &cfg, NULL, &i), KILN_ERROR_INVALID);
+  ASSERT_STATUS(kiln_mem_alloc(16, NULL), KILN_ERROR_INVALID);
+  ASSERT_STATUS(kiln_mem_alloc_async(16, NULL, NULL), KILN_ERROR_INVALID);
+  ASSERT_STATUS(kiln_mem_alloc_managed(16, KILN_MEM_ATTACH_GLOBAL, NULL), KILN_ERROR_INVALID);
+  ASSERT_STATUS(kiln_mem_alloc_pitch(16, 2, 4, &p, NULL), KILN_ERROR_INVALID);
+  ASSERT_STATUS(kiln_mem_info(NULL, &z), KILN_ERROR_INVALID);
+  ASSERT_STATUS(kiln_pointer_reachable(0, NULL), KILN_ERROR_INVALID);
+  ASSERT_STATUS(kiln_pool_get_stats(NULL), KILN_ERROR_INVALID);
+  ASSERT_STATUS(kiln_host_alloc(16, NULL), KILN_ERROR_INVALID);
+  ASSERT_STATUS(kiln_host_get_device_pointer(&i, NULL), KILN_ERROR_INVALID);
+  ASSERT_STATUS(kiln_host_get_flags(&i, NULL), KILN_ERROR_INVALID);
+  ASSERT_STATUS(kiln_pointer_host_address(0, 0, NULL), KILN_ERROR_INVALID);
+  ASSERT_STATUS(kiln_device_can_access_peer(0, 0, NULL), KILN_ERROR_INVALID);
+  ASSERT_STATUS(kiln_array_create(NULL, NULL), KILN_ERROR_INVALID);
+  ASSERT_STATUS(kiln_stream_create(0, 0, NULL), KILN_ERROR_INVALID);
+  ASSERT_STATUS(kiln_stream_query(NULL, NULL), KILN_ERROR_INVALID);
+  ASSERT_STATUS(kiln_stream_priority_range(&i, NULL), KILN_ERROR_INVALID);
+  ASSERT_STATUS(kiln_stream_is_capturing(NULL, NULL), KILN_ERROR_INVALID);
+  ASSERT_STATUS(kiln_event_create(1, NULL), KILN_ERROR_INVALID);
+  ASSERT_STATUS(kiln_event_query(NULL, NULL), KILN_ERROR_INVALID);
+  ASSERT_STATUS(kiln_event_elapsed_ms(NULL, NULL, NULL), KILN_ERROR_INVALID);
+  ASSERT_STATUS(kiln_graph_begin_capture(NULL, NULL), KILN_ERROR_INVALID);
+  ASSERT(kiln_module_arch(NULL) == NULL && kiln_module_ptx(NULL, &z) == NULL && z == 0);
+  ASSERT(kiln_module_cubin(NULL, &z) == NULL && z == 0);
+  ASSERT_STR_EQ(kiln_module_log(NULL), "");
+  ASSERT(kiln_module_function_count(NULL) == 0 && kiln_module_function_name(NULL, 0) == NULL);
+  ASSERT(kiln_module_global_count(NULL) == 0 && kiln_module_global_name(NULL, 0) == NULL);
+  ASSERT(kiln_function_name(NULL) == NULL && kiln_function_signature(NULL) == NULL);
+  ASSERT(kiln_function_param_count(NULL) == 0 && kiln_function_params(NULL) == NULL);
+  ASSERT(kiln_function_params_by_size(NULL) == 0);
+  ASSERT(kiln_array_descriptor(NULL) == NULL && kiln_array_element_size(NULL) == 0);
+  ASSERT(kiln_array_handle(NULL) == 0);
+  ASSERT(kiln_module_recall(NULL, NULL) == 0);
+  kiln_compile_last_report(NULL);
+  kiln_cache_get_stats(NULL);
+  kiln_staging_get_info(NULL);
+}
+
+/* A kernel that takes parameters, launched with no array of them, is refused before the driver
+ * reads through NULL. */
+TEST(gpu_a_launch_without_its_parameters_is_refused) {
+  kiln_test_require_gpu();
+  kiln_compile_opts opts = {.arch = NULL};
+  kiln_module *m = NULL;
+  kiln_function *f = NULL, *none = NULL;
+  ASSERT_OK(kiln_module_from_source("extern \"C\" __global__ void k(int *p) { p[0] = 1; }\n"
+                                    "extern \"C\" __global__ void none() {}\n",
+                                    &opts, &m));
+  ASSERT_OK(kiln_module_get_function(m, "k", &f));
+  ASSERT_OK(kiln_module_get_function(m, "none", &none));
+  kiln_launch_config cfg = {.grid = {1, 1, 1}, .block = {1, 1, 1}};
+  ASSERT_STATUS(kiln_function_launch(f, &cfg, NULL), KILN_ERROR_INVALID);
+  ASSERT_CONTAINS(kiln_last_error(), "params is NULL, and kernel k takes 1 parameter");
+  ASSERT_STATUS(kiln_function_launch_ex(f, &cfg, NULL, NULL), KILN_ERROR_INVALID);
+  ASSERT_STATUS(kiln_function_call(f, &cfg, NULL, NULL, 0, NULL), KILN_ERROR_INVALID);
+  ASSERT_OK(kiln_function_launch(none, &cfg, NULL));
+  ASSERT_OK(kiln_synchronize());
+  kiln_module_free(m);
+}
+
+/* A call with nothing to do (zero bytes) succeeds and says so: the last error is cleared as by
+ * any other success. A free of NULL leaves it, so that cleanup can run before it is read. */
+TEST(gpu_calls_with_nothing_to_do_clear_the_last_error) {
+  kiln_test_require_gpu();
+  kiln_deviceptr p = 0;
+  ASSERT_OK(kiln_mem_alloc(64, &p));
+  char host[8] = {0};
+  kiln_pool_stats stats;
+#define KILN_TEST_CLEARS(call)                                               \
+  do {                                                                       \
+    ASSERT_STATUS(kiln_device_set_current(-1), KILN_ERROR_INVALID);          \
+    ASSERT_OK(call);                                                         \
+    if (kiln_last_error()[0]) FAIL(#call " left \"%s\"", kiln_last_error()); \
+  } while (0)
+  KILN_TEST_CLEARS(kiln_memcpy_htod(p, host, 0));
+  KILN_TEST_CLEARS(kiln_memcpy_dtoh(host, p, 0));
+  KILN_TEST_CLEARS(kiln_memcpy_htod_async(p, host, 0, NULL));
+  KILN_TEST_CLEARS(kiln_memcpy_dtoh_async(host, p, 0, NULL));
+  KILN_TEST_CLEARS(kiln_memcpy_dtod(p, p, 0));
+  KILN_TEST_CLEARS(kiln_memcpy_dtod_async(p, p, 0, NULL));
+  KILN_TEST_CLEARS(kiln_memset_async(p, 0, 0, NULL));
+  KILN_TEST_CLEARS(kiln_memset_d8(p, 0, 0));
+  KILN_TEST_CLEARS(kiln_memset_d16(p, 0, 0));
+  KILN_TEST_CLEARS(kiln_memset_d32(p, 0, 0));
+  KILN_TEST_CLEARS(kiln_memset_d16_async(p, 0, 0, NULL));
+  KILN_TEST_CLEARS(kiln_memset_d32_async(p, 0, 0, NULL));
+  KILN_TEST_CLEARS(kiln_memcpy_peer(p, 0, p, 0, 0));
+  KILN_TEST_CLEARS(kiln_pointer_reachable(0, &(int){0}));
+  KILN_TEST_CLEARS(kiln_pool_get_stats(&stats));
+  KILN_TEST_CLEARS(kiln_pool_trim(0));
+#undef KILN_TEST_CLEARS
+  ASSERT_STATUS(kiln_device_set_current(-1), KILN_ERROR_INVALID);
+  ASSERT_OK(kiln_mem_free(0));
+  ASSERT_OK(kiln_mem_free_async(0, 0, NULL));
+  ASSERT_OK(kiln_array_free(NULL));
+  ASSERT_OK(kiln_host_free(NULL));
+  ASSERT_OK(kiln_host_unregister(NULL));
+  ASSERT_OK(kiln_stream_destroy(NULL));
+  ASSERT_OK(kiln_event_destroy(NULL));
+  ASSERT_CONTAINS(kiln_last_error(), "device -1 does not exist");
+  ASSERT_OK(kiln_mem_free(p));
+}
