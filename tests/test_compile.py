@@ -763,6 +763,76 @@ def test_cs_register_kernel_computes():
     np.testing.assert_array_equal(a, [1, 0, 3, 2, 5, 4, 7, 6])
 
 
+GNU_BUILTINS = """
+__extension__ typedef unsigned long long u64;
+__global__ void k(unsigned *u, float *x, u64 *w, unsigned __int128 big) {
+  u[0] = __builtin_popcount(u[1]); u[1] = __builtin_clz(u[2]); u[2] = __builtin_ffs(u[3]);
+  w[0] = __builtin_popcountll(w[1]); w[1] = (u64)(big >> 64);
+  x[0] = __builtin_fabsf(x[1]) + __builtin_sqrtf(x[2]); x[3] = __builtin_inff();
+}
+"""
+
+
+def test_gnu_builtins_int128_and_extension_compile_as_nvcc_takes_them():
+    # nvcc takes GCC's builtins in device code, __int128 and __extension__; NVRTC refuses them
+    # until told (--device-int128) or given the device functions they are.
+    mod = kiln.SourceModule(GNU_BUILTINS, arch="sm_90", cache_dir=False)
+    assert mod.get_function("k").signature == ("ptr", "ptr", "ptr", "struct[16]/16")
+    # What has no device function stays refused, with NVRTC's own message.
+    with pytest.raises(kiln.CompileError, match='identifier "__builtin_ctz" is undefined'):
+        kiln.SourceModule("__global__ void k(unsigned *u) { u[0] = __builtin_ctz(u[1]); }",
+                          arch="sm_90", cache_dir=False)
+    # Another refusal in the same source is the one said.
+    with pytest.raises(kiln.CompileError, match='identifier "oops" is undefined') as e:
+        kiln.SourceModule(GNU_BUILTINS.replace("x[3] = ", "x[3] = oops + "), arch="sm_90",
+                          cache_dir=False)
+    assert 'identifier "__builtin_popcount"' not in str(e.value)
+
+
+@pytest.mark.gpu
+def test_gnu_builtins_compute_as_gccs_do():
+    u = np.array([0, 0xF0F0, 0x00010000, 0b101000], np.uint32)
+    x = np.array([0, -2.5, 16, 0], np.float32)
+    w = np.array([0, (1 << 40) | 7], np.uint64)
+    big = np.zeros(1, dtype=np.dtype([("lo", np.uint64), ("hi", np.uint64)], align=True))
+    big["hi"] = 12345
+    f = kiln.SourceModule(GNU_BUILTINS).get_function("k")
+    f(kiln.InOut(u), kiln.InOut(x), kiln.InOut(w), big[0], block=(1, 1, 1))
+    assert list(u[:3]) == [8, 15, 4]
+    assert list(w) == [4, 12345]
+    assert x[0] == 6.5 and np.isinf(x[3]) and x[3] > 0
+
+
+ZERO_ARRAYS = """
+__global__ void k(int n[0], int *out) {
+  extern __shared__ int sh[0];
+  sh[threadIdx.x] = n[threadIdx.x];
+  __syncthreads();
+  out[threadIdx.x] = sh[blockDim.x - 1 - threadIdx.x];
+}
+"""
+
+
+def test_arrays_of_no_elements_compile_as_nvcc_takes_them():
+    # A GNU extension nvcc takes: an array parameter of no elements is a pointer, and so is
+    # extern __shared__ memory of no elements; NVRTC refuses both.
+    mod = kiln.SourceModule(ZERO_ARRAYS, arch="sm_90", cache_dir=False)
+    assert mod.get_function("k").signature == ("ptr", "ptr")
+    with pytest.raises(kiln.CompileError, match="the size of an array must be greater than zero"):
+        kiln.SourceModule("struct S { int n; float d[0]; };\n"
+                          "__global__ void k(S *s, float *o) { o[0] = s->d[1]; }",
+                          arch="sm_90", cache_dir=False)
+
+
+@pytest.mark.gpu
+def test_arrays_of_no_elements_compute():
+    n = np.arange(8, dtype=np.int32)
+    out = np.zeros(8, np.int32)
+    kiln.SourceModule(ZERO_ARRAYS).get_function("k")(kiln.In(n), kiln.Out(out), block=(8, 1, 1),
+                                                     shared=32)
+    np.testing.assert_array_equal(out, n[::-1])
+
+
 def test_thrusts_random_engines_compile_in_device_code():
     # Their headers declare stream operators, for which kiln's <iostream> declares the stream
     # templates (and nothing a kernel could call).

@@ -509,6 +509,101 @@ static int kiln__refuses_register(const char *log) {
   return log && strstr(log, "use of the \"register\" storage class specifier is not allowed");
 }
 
+/* GCC's spellings that nvcc takes in device code and NVRTC refuses, each with NVRTC's message
+ * and the option that makes it take them: its builtins (as the device functions they are, or
+ * their constants), __int128 (which NVRTC takes when asked to), and __extension__ (which marks
+ * what GCC should not warn of: nothing, to NVRTC). */
+#define KILN__SAME(f) {"identifier \"__builtin_" #f "\" is undefined", "-D__builtin_" #f "=" #f}
+#define KILN__INF_F "__int_as_float(0x7f800000)"
+#define KILN__INF_D "__longlong_as_double(0x7ff0000000000000LL)"
+static const struct {
+  const char *refusal, *option;
+} kiln__gnu_spellings[] = {
+    {"identifier \"__builtin_popcount\" is undefined", "-D__builtin_popcount=__popc"},
+    {"identifier \"__builtin_popcountll\" is undefined", "-D__builtin_popcountll=__popcll"},
+    {"identifier \"__builtin_clz\" is undefined", "-D__builtin_clz=__clz"},
+    {"identifier \"__builtin_clzll\" is undefined", "-D__builtin_clzll=__clzll"},
+    {"identifier \"__builtin_ffs\" is undefined", "-D__builtin_ffs=__ffs"},
+    {"identifier \"__builtin_ffsll\" is undefined", "-D__builtin_ffsll=__ffsll"},
+    {"identifier \"__builtin_inff\" is undefined", "-D__builtin_inff()=" KILN__INF_F},
+    {"identifier \"__builtin_huge_valf\" is undefined", "-D__builtin_huge_valf()=" KILN__INF_F},
+    {"identifier \"__builtin_inf\" is undefined", "-D__builtin_inf()=" KILN__INF_D},
+    {"identifier \"__builtin_huge_val\" is undefined", "-D__builtin_huge_val()=" KILN__INF_D},
+    KILN__SAME(fabsf),
+    KILN__SAME(fabs),
+    KILN__SAME(sqrtf),
+    KILN__SAME(sqrt),
+    KILN__SAME(expf),
+    KILN__SAME(exp),
+    KILN__SAME(exp2f),
+    KILN__SAME(logf),
+    KILN__SAME(log),
+    KILN__SAME(log2f),
+    KILN__SAME(log10f),
+    KILN__SAME(floorf),
+    KILN__SAME(floor),
+    KILN__SAME(ceilf),
+    KILN__SAME(ceil),
+    KILN__SAME(roundf),
+    KILN__SAME(round),
+    KILN__SAME(truncf),
+    KILN__SAME(trunc),
+    KILN__SAME(fmaxf),
+    KILN__SAME(fmax),
+    KILN__SAME(fminf),
+    KILN__SAME(fmin),
+    KILN__SAME(fmaf),
+    KILN__SAME(fma),
+    KILN__SAME(powf),
+    KILN__SAME(pow),
+    KILN__SAME(fmodf),
+    KILN__SAME(fmod),
+    KILN__SAME(sinf),
+    KILN__SAME(sin),
+    KILN__SAME(cosf),
+    KILN__SAME(cos),
+    KILN__SAME(tanf),
+    KILN__SAME(tan),
+    KILN__SAME(atan2f),
+    KILN__SAME(nanf),
+    KILN__SAME(nan),
+    KILN__SAME(abs),
+    KILN__SAME(llabs),
+    KILN__SAME(memcpy),
+    KILN__SAME(memset),
+    {"the \"--device-int128\" flag", "--device-int128"},
+};
+#undef KILN__SAME
+#undef KILN__INF_F
+#undef KILN__INF_D
+
+static int kiln__refuses_gnu(const char *log) {
+  for (size_t i = 0; log && i < sizeof kiln__gnu_spellings / sizeof *kiln__gnu_spellings; i++)
+    if (strstr(log, kiln__gnu_spellings[i].refusal)) return 1;
+  return 0;
+}
+
+/* The options of opts and those that make NVRTC take what its refusal (log) names of
+ * kiln__gnu_spellings, and -D__extension__= when the source spells it, in a malloc'd array
+ * (free it) of *n; NULL when there is none to add (or memory ran out). */
+static const char **kiln__options_gnu(const kiln_compile_opts *opts, const char *src,
+                                      const char *log, int *n) {
+  size_t most = sizeof kiln__gnu_spellings / sizeof *kiln__gnu_spellings + 1;
+  int had = opts ? opts->n_options : 0;
+  const char **out = malloc(sizeof *out * ((size_t)had + most));
+  if (!out) return NULL;
+  if (had) memcpy(out, opts->options, sizeof *out * (size_t)had);
+  *n = had;
+  for (size_t i = 0; log && i + 1 < most; i++)
+    if (strstr(log, kiln__gnu_spellings[i].refusal)) out[(*n)++] = kiln__gnu_spellings[i].option;
+  if (strstr(src, "__extension__")) out[(*n)++] = "-D__extension__=";
+  if (*n == had) {
+    free(out);
+    return NULL;
+  }
+  return out;
+}
+
 /* The options of opts and one more after them, in a malloc'd array (free it); NULL when out of
  * memory. */
 static const char **kiln__options_plus(const kiln_compile_opts *opts, const char *extra) {
@@ -617,6 +712,20 @@ kiln_status kiln__compile(const char *src, const kiln_compile_opts *opts, const 
                             &again, &taken);
     if (taken) opts = &no_register;
   }
+  /* GCC's builtins, __int128 and __extension__, which nvcc takes in device code: compiled again
+   * with the options that make NVRTC take them (kiln__gnu_spellings), and the rest from there.
+   * If the source is refused for one of them still, the first refusal stands. */
+  kiln_compile_opts gnu;
+  const char **gnu_options = NULL;
+  if (s == KILN_ERROR_COMPILE && out->log &&
+      (gnu_options = kiln__options_gnu(opts, src, out->log, &gnu.n_options))) {
+    int n_gnu = gnu.n_options;
+    gnu = opts ? *opts : (kiln_compile_opts){0};
+    gnu.options = gnu_options;
+    gnu.n_options = n_gnu;
+    s = kiln__compile_retry(src, &gnu, kiln__refuses_gnu, arch, pch_dir, cwd, out, &again, &taken);
+    if (taken) opts = &gnu;
+  }
   /* A specialization in namespace std of a template kiln's libcu++ headers give (std::
    * numeric_limits<MyType>), which nvcc's host library takes: compiled again with each
    * namespace std block opened as cuda::std, where the template is (dialect.h). If that is
@@ -628,9 +737,14 @@ kiln_status kiln__compile(const char *src, const kiln_compile_opts *opts, const 
    * pi = 3.14f;), which nvcc takes as a GNU extension: compiled again as constexpr. */
   int inclass = s == KILN_ERROR_COMPILE && out->log &&
                 strstr(out->log, "cannot have an in-class initializer");
-  if (std_block || inclass) {
+  /* So is an array of no elements as a parameter or extern __shared__ memory (int n[0]), a GNU
+   * extension of nvcc's: compiled again with "int n[ ]". */
+  int zero_size = s == KILN_ERROR_COMPILE && out->log &&
+                  strstr(out->log, "the size of an array must be greater than zero");
+  if (std_block || inclass || zero_size) {
     char *rewritten = std_block ? kiln__dialect_std_namespace(src)
-                                : kiln__dialect_inclass_constants(src, out->log);
+                      : inclass ? kiln__dialect_inclass_constants(src, out->log)
+                                : kiln__dialect_zero_arrays(src, out->log);
     if (rewritten) s = kiln__compile_again(rewritten, opts, arch, pch_dir, cwd, out, &again, NULL);
     free(rewritten);
   }
@@ -728,6 +842,7 @@ kiln_status kiln__compile(const char *src, const kiln_compile_opts *opts, const 
   free(literal_log);
   free(cxx17_options);
   free(register_options);
+  free(gnu_options);
   return s;
 }
 

@@ -784,3 +784,59 @@ char *kiln__dialect_inclass_constants(const char *src, const char *log) {
   free(at);
   return out;
 }
+
+/* ---- Arrays of no elements -------------------------------------------------------------- */
+
+/* Whether the word that ends at line[at] is one after which a name begins an expression. */
+static int kiln__expression_word(const char *line, size_t at) {
+  static const char *const words[] = {"return", "else", "case", "throw",    "sizeof",
+                                      "delete", "new",  "goto", "co_yield", "co_return"};
+  for (size_t i = 0; i < sizeof words / sizeof *words; i++)
+    if (kiln__word_before(line, at, words[i])) return 1;
+  return 0;
+}
+
+/* Whether the '[' at line[at] opens a declarator's "[0]": its '0' when it does, else 0. */
+static size_t kiln__zero_declarator(const char *line, size_t at, size_t end) {
+  size_t q = at + 1;
+  while (q < end && (line[q] == ' ' || line[q] == '\t')) q++;
+  if (q >= end || line[q] != '0') return 0;
+  size_t zero = q++;
+  while (q < end && (line[q] == ' ' || line[q] == '\t')) q++;
+  if (q >= end || line[q] != ']') return 0;
+  q++;
+  while (q < end && (line[q] == ' ' || line[q] == '\t')) q++;
+  if (q >= end || !strchr(",);", line[q])) return 0;
+  /* The name before the '[', then a type's last word, '*' or '&' before it. */
+  size_t b = at;
+  while (b > 0 && (line[b - 1] == ' ' || line[b - 1] == '\t')) b--;
+  size_t name = b;
+  while (name > 0 && kiln__ident_char(line[name - 1])) name--;
+  if (name == b || !kiln__ident_start(line[name])) return 0;
+  while (name > 0 && (line[name - 1] == ' ' || line[name - 1] == '\t')) name--;
+  if (name == 0) return 0;
+  char c = line[name - 1];
+  if (c == '*' || c == '&') return zero;
+  return kiln__ident_char(c) && !kiln__expression_word(line, name) ? zero : 0;
+}
+
+char *kiln__dialect_zero_arrays(const char *src, const char *log) {
+  static const char what[] = "the size of an array must be greater than zero";
+  char *out = NULL;
+  int line = 1;
+  for (const char *p = src; *p; line++) {
+    const char *end = strchr(p, '\n');
+    if (!end) end = p + strlen(p);
+    if (kiln__error_on(log, "kernel.cu", line, what)) {
+      size_t n = (size_t)(end - p);
+      for (size_t i = 0; i < n; i++) {
+        size_t zero = p[i] == '[' ? kiln__zero_declarator(p, i, n) : 0;
+        if (!zero) continue;
+        if (!out && !(out = strdup(src))) return NULL;
+        out[(size_t)(p - src) + zero] = ' ';
+      }
+    }
+    p = *end ? end + 1 : end;
+  }
+  return out;
+}

@@ -68,4 +68,14 @@ char *kiln__dialect_host_functions(const char *src, const char *log);
  * file ("/path/to/util.h(12): error"). */
 char *kiln__dialect_host_functions_in(const char *text, const char *log, const char *file);
 
+/* An array of no elements declared as a parameter ("int n[0]", which decays to a pointer as any
+ * array parameter does) or as extern __shared__ memory ("extern __shared__ float sh[0];"),
+ * which nvcc's front end takes as a GNU extension and NVRTC refuses ("the size of an array must
+ * be greater than zero"): src with that 0 made a blank on each line an error of log names so,
+ * "int n[ ]", which C++ takes there. Only a declarator's "[0]" is: a name after a type's last
+ * word (or '*', '&') and before ',', ')' or ';', so that "out[0] = n[1]" on the same line stays.
+ * A class's member of no elements ("float d[0];") has no C++ spelling of the same layout and
+ * stays refused. NULL when there is none (or memory ran out); else a malloc'd string (free it). */
+char *kiln__dialect_zero_arrays(const char *src, const char *log);
+
 #endif

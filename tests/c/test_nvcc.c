@@ -1033,6 +1033,45 @@ TEST(inclass_constants_nvrtc_refused_become_constexpr) {
   ASSERT(kiln__dialect_inclass_constants(src, "kernel.cu(3): error: x\n") == NULL);
 }
 
+/* An array of no elements as a parameter or extern __shared__ memory loses its 0 on the lines
+ * NVRTC refused; indexing by 0 on the same lines, and a line no error names, are left. */
+TEST(zero_arrays_nvrtc_refused_lose_their_zero) {
+  const char *log = "kernel.cu(1): error: the size of an array must be greater than zero\n"
+                    "kernel.cu(2): error: the size of an array must be greater than zero\n"
+                    "kernel.cu(4): error: the size of an array must be greater than zero\n";
+  const char *src = "__global__ void k(int n[0], float *const p [ 0 ], int *out) {\n" /* 1 */
+                    "  extern __shared__ float sh[0]; out[0] = n[1]; f(out[0]);\n"    /* 2 */
+                    "  int keep[0];\n"                                                /* 3 */
+                    "  return a[0]; g(x, y[0]); s.d[0]; float *q[0], &r[0];\n}\n";    /* 4 */
+  const char *want = "__global__ void k(int n[ ], float *const p [   ], int *out) {\n"
+                     "  extern __shared__ float sh[ ]; out[0] = n[1]; f(out[0]);\n"
+                     "  int keep[0];\n"
+                     "  return a[0]; g(x, y[0]); s.d[0]; float *q[ ], &r[ ];\n}\n";
+  char *got = kiln__dialect_zero_arrays(src, log);
+  ASSERT(got != NULL);
+  ASSERT_STR_EQ(got, want);
+  free(got);
+  ASSERT(kiln__dialect_zero_arrays(src, "kernel.cu(3): error: x\n") == NULL);
+}
+
+/* Such arrays compile, as under nvcc; a class's member of no elements is still refused, with
+ * NVRTC's own message. */
+TEST(compile_takes_zero_arrays_as_nvcc_does) {
+  const char *src = "__global__ void k(int n[0], int *out) {\n"
+                    "  extern __shared__ int sh[0]; sh[0] = n[1]; out[0] = sh[0]; }\n";
+  kiln_compile_opts opts = {.arch = "sm_90"};
+  kiln_module *m = compile_ok(src, &opts);
+  kiln_function *f;
+  ASSERT_OK(kiln_module_get_function(m, "k", &f));
+  ASSERT_EQ(kiln_function_param_count(f), 2);
+  kiln_module_free(m);
+  const char *member = "struct S { int n; float d[0]; };\n"
+                       "__global__ void k(S *s, float *o) { o[0] = s->d[1]; }\n";
+  ASSERT_STATUS(kiln_module_from_source(member, &opts, &m), KILN_ERROR_COMPILE);
+  ASSERT_CONTAINS(kiln_last_error(), "the size of an array must be greater than zero");
+  kiln_module_free(m);
+}
+
 /* Such a constant compiles, as under nvcc. */
 TEST(compile_takes_a_float_constant_initialized_in_its_class_as_nvcc_does) {
   const char *src =
