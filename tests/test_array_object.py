@@ -354,6 +354,8 @@ def test_nbytes_a_program_sets_is_given_back_and_moves_nothing():
         with pytest.raises(error, match=phrase):
             d.nbytes = value
         assert d.nbytes == 64
+    d.nbytes = None  # reikna's Array(thr, shape, dtype), its nbytes left at None
+    assert d.nbytes is None and d.size == 6
     del d.nbytes
     assert d.nbytes == 24
     del d.nbytes  # nothing set: still size * itemsize

@@ -627,3 +627,32 @@ def test_small_arrays_copied_again_and_again_can_still_be_registered_by_the_prog
     for h in hs:
         reg = drv.register_host_memory(h)
         reg.base.unregister()
+
+
+@pytest.mark.gpu
+def test_an_array_kiln_page_locked_can_still_be_registered_by_the_program():
+    # PyCUDA's register_host_memory of an array its program copied before: kiln locked it
+    # already, and the program's registration with no flags is that one, where the driver would
+    # refuse a second. It holds the array, so the memory stays locked while it lives.
+    import gc
+    import kiln.driver as drv
+    base = pinned()
+    h = sample(np.uint8, PIN)
+    d = kiln.to_device(h)
+    d.set(h)                                           # the second copy locks it
+    assert pinned()[0] == base[0] + 1
+    reg = drv.register_host_memory(h)
+    half = drv.register_host_memory(h[PIN // 2:])      # a part of it too
+    reg[:3] = 9
+    d.set(reg)
+    np.testing.assert_array_equal(d.get(), h)
+    assert reg.base.base is h and half.base.base is not None
+    reg.base.unregister()                              # kiln's lock is kiln's to end
+    half.base.unregister()
+    reg[:3] = 4
+    d.set(h)
+    np.testing.assert_array_equal(d.get(), h)
+    assert pinned()[0] == base[0] + 1
+    del reg, half, h
+    gc.collect()
+    assert pinned() == base

@@ -282,7 +282,8 @@ static PyObject *kpy_array_get_mem_size(PyObject *op, void *c) {
   return kpy_array_told(op, c, KPY_ARRAY(op)->size);
 }
 
-/* Sets (or, deleted, forgets) the program's own value of the attribute named c. */
+/* Sets (or, deleted, forgets) the program's own value of the attribute named c: a count, or None
+ * as PyCUDA's plain attribute takes it. */
 static int kpy_array_set_told(PyObject *op, PyObject *value, void *c) {
   const char *name = c;
   PyObject *dict = PyObject_GenericGetDict(op, NULL);
@@ -294,6 +295,8 @@ static int kpy_array_set_told(PyObject *op, PyObject *value, void *c) {
       PyErr_Clear();
       rc = 0; /* nothing was set: the array's own value stays */
     }
+  } else if (value == Py_None) { /* reikna's Array(thr, shape, dtype) sets its nbytes=None */
+    rc = PyDict_SetItemString(dict, name, value);
   } else {
     PyObject *n = PyNumber_Index(value);
     Py_ssize_t v = n ? PyLong_AsSsize_t(n) : -1;

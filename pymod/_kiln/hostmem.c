@@ -210,13 +210,14 @@ typedef struct kpy_registered {
   PyObject_HEAD
   PyObject *base; /* the registered array, strong */
   void *ptr;      /* NULL once unregistered */
+  int kilns;      /* the memory was page-locked by kiln already (pin.h), which unlocks it */
 } kpy_registered;
 
 static kiln_status kpy_registered_unregister_now(kpy_registered *self) {
   if (!self->ptr) return KILN_OK;
   void *p = self->ptr;
   self->ptr = NULL;
-  return kiln_host_unregister(p);
+  return self->kilns ? KILN_OK : kiln_host_unregister(p);
 }
 
 static PyObject *kpy_registered_unregister(PyObject *op, PyObject *unused) {
@@ -323,19 +324,26 @@ static PyObject *kpy_register_host_memory(PyObject *module, PyObject *args, PyOb
     return NULL;
   }
   void *p = PyArray_DATA(a);
-  kiln_status s;
-  Py_BEGIN_ALLOW_THREADS
-    s = kiln_host_register(p, (size_t)PyArray_NBYTES(a), flags);
-  Py_END_ALLOW_THREADS
+  /* An array kiln page-locked itself for its repeated copies (pin.h) is so until the array is
+   * collected, which the registration outlives by holding it: the program's registration with
+   * no flags is that one, where the driver would refuse a second. */
+  int kilns = !flags && kpy_pin_holds(st, p, (size_t)PyArray_NBYTES(a));
+  kiln_status s = KILN_OK;
+  if (!kilns) {
+    Py_BEGIN_ALLOW_THREADS
+      s = kiln_host_register(p, (size_t)PyArray_NBYTES(a), flags);
+    Py_END_ALLOW_THREADS
+  }
   if (s) return kpy_raise(st, s);
   PyTypeObject *tp = st->ref.RegisteredHostMemory_type;
   kpy_registered *owner = PyObject_GC_New(kpy_registered, tp);
   if (!owner) {
-    kiln_host_unregister(p);
+    if (!kilns) kiln_host_unregister(p);
     return NULL;
   }
   owner->base = Py_NewRef(obj);
   owner->ptr = p;
+  owner->kilns = kilns;
   PyObject_GC_Track(owner);
   PyArray_Descr *dtype = PyArray_DESCR(a);
   Py_INCREF(dtype);

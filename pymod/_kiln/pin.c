@@ -140,6 +140,17 @@ void kpy_pin_reused(kpy_state *st, PyArrayObject *a, size_t nbytes) {
   kpy_raised_put_back(&raised);
 }
 
+int kpy_pin_holds(kpy_state *st, const void *p, size_t n) {
+  const char *c = p;
+  for (int i = 0; i < st->n_pins; i++) {
+    const struct kpy_pin *pin = st->pins[i];
+    if (pin->state == KPY_PIN_REGISTERED && c >= pin->base && n <= pin->size &&
+        (size_t)(c - pin->base) <= pin->size - n)
+      return 1;
+  }
+  return 0;
+}
+
 void kpy_pin_counts(kpy_state *st, Py_ssize_t *buffers, Py_ssize_t *bytes) {
   Py_ssize_t n = 0;
   for (int i = 0; i < st->n_pins; i++) n += st->pins[i]->state == KPY_PIN_REGISTERED;

@@ -26,6 +26,10 @@
  * refuses, the copy is simply staged as before. Never raises. */
 void kpy_pin_reused(kpy_state *st, PyArrayObject *a, size_t nbytes);
 
+/* Whether [p, p + n) lies inside a buffer kiln page-locked itself (above), which stays so for
+ * as long as its array lives. */
+int kpy_pin_holds(kpy_state *st, const void *p, size_t n);
+
 /* The figures staging_info() reports: buffers and bytes page-locked now. */
 void kpy_pin_counts(kpy_state *st, Py_ssize_t *buffers, Py_ssize_t *bytes);
 
