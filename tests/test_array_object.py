@@ -67,7 +67,7 @@ def test_constructed_layout_is_numpys(shape, order, dtype):
     if h.size:
         assert d.strides == h.strides
     assert d.ptr == FAKE and isinstance(d.device, int)
-    assert d.base is None and d.allocator is None
+    assert d.base is None and d.allocator is kiln.pool_alloc and d._allocator is None
 
 
 def test_every_argument_after_dtype_is_a_keyword():
@@ -521,6 +521,31 @@ def test_a_program_may_set_attributes_on_an_array_and_replace_the_types_methods(
     finally:
         kiln.DeviceArray.copy = old
     assert kiln.DeviceArray.copy is old
+
+
+def test_an_array_made_without_an_allocator_gives_kilns_pool_alloc():
+    # PyCUDA's arrays always have an allocator (drv.mem_alloc by default), which programs call
+    # for memory like the array's (nabu's replace_array_memory); an array given it back is a
+    # pool array, as one given none.
+    d = kiln.DeviceArray((3,), np.float32, gpudata=FAKE)
+    assert d.allocator is kiln.pool_alloc and d._allocator is None
+    again = kiln.DeviceArray((3,), np.float32, gpudata=FAKE, allocator=d.allocator)
+    assert again._allocator is None
+    with pytest.raises(ValueError, match="pool_alloc.. needs a positive number of bytes, not 0"):
+        kiln.pool_alloc(0)
+
+
+@pytest.mark.gpu
+def test_pool_alloc_gives_memory_an_array_can_take():
+    a = gpuarray.arange(4, dtype=np.float32)
+    mem = a.allocator(a.nbytes)
+    assert isinstance(mem, kiln.DeviceAllocation) and int(mem) != 0
+    a.gpudata = mem
+    a.fill(3)
+    np.testing.assert_array_equal(a.get(), [3, 3, 3, 3])
+    b = kiln.DeviceArray((4,), np.float32, allocator=a.allocator)
+    b.fill(1)
+    assert b._allocator is None and (b + a).get().tolist() == [4, 4, 4, 4]
 
 
 def test_empty_like_takes_the_arrays_allocator():
@@ -1501,3 +1526,4 @@ def test_pycudas_new_like_me_and_launch_shape():
     for n, blocks in ((0, 1), (1, 1), (256, 1), (257, 2), (10**6, 3907)):
         x = kiln.DeviceArray(n, np.uint8, allocator=allocator)
         assert (x._grid, x._block) == ((blocks, 1), (256, 1, 1)) == gpuarray.splay(n)
+

@@ -373,7 +373,19 @@ static PyObject *kpy_array_check_memory_method(PyObject *op, PyObject *unused) {
   Py_RETURN_NONE;
 }
 
+/* The allocator a program gave, or kiln's pool_alloc for an array made without one: PyCUDA's
+ * arrays always have one, and programs call it for memory like the array's (nabu's
+ * replace_array_memory). */
 static PyObject *kpy_array_get_allocator(PyObject *op, void *c) {
+  (void)c;
+  PyObject *allocator = KPY_ARRAY(op)->allocator;
+  if (allocator) return Py_NewRef(allocator);
+  PyObject *module = PyType_GetModuleByDef(Py_TYPE(op), &kpy_module_def);
+  return module ? PyObject_GetAttrString(module, "pool_alloc") : NULL;
+}
+
+/* The allocator a program gave, or None for kiln's pool: what kiln's own code asks. */
+static PyObject *kpy_array_get_own_allocator(PyObject *op, void *c) {
   (void)c;
   PyObject *allocator = KPY_ARRAY(op)->allocator;
   return Py_NewRef(allocator ? allocator : Py_None);
@@ -695,7 +707,10 @@ static PyGetSetDef kpy_array_getset[] = {
      "What owns its memory (a DeviceAllocation, or what the allocator gave); the address (an "
      "int) of a view that starts elsewhere.",
      NULL},
-    {"allocator", kpy_array_get_allocator, NULL, "The allocator it was made with, or None.", NULL},
+    {"allocator", kpy_array_get_allocator, NULL,
+     "The allocator it was made with; kiln.pool_alloc for one made without.", NULL},
+    {"_allocator", kpy_array_get_own_allocator, NULL,
+     "The allocator it was made with, or None for kiln's pool.", NULL},
     {"T", kpy_array_get_T, NULL, "transpose().", NULL},
     {"real", kpy_array_get_real, kpy_array_set_real,
      "The real parts, PyCUDA's way: a new contiguous array of a complex array's (the array "

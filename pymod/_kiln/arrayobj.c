@@ -354,7 +354,7 @@ static int kpy_array_take_memory(kpy_state *st, kpy_array *a, const kpy_array_sp
                  lo, hi, a->nbytes);
     return -1;
   }
-  if (sp->allocator == Py_None) {
+  if (sp->allocator == Py_None || kpy_is_pool_alloc(sp->allocator)) {
     a->gpudata = kpy_allocation_pooled(st, (size_t)a->nbytes, NULL, NULL);
     if (!a->gpudata) return -1;
     a->ptr = ((kpy_allocation *)a->gpudata)->ptr;
@@ -376,7 +376,9 @@ static int kpy_array_build(kpy_state *st, kpy_array *a, const kpy_array_spec *sp
   }
   if (kpy_array_take_memory(st, a, sp) < 0) return -1;
   Py_XSETREF(a->base, sp->base == Py_None ? NULL : Py_NewRef(sp->base));
-  Py_XSETREF(a->allocator, sp->allocator == Py_None ? NULL : Py_NewRef(sp->allocator));
+  Py_XSETREF(a->allocator, sp->allocator == Py_None || kpy_is_pool_alloc(sp->allocator)
+                               ? NULL
+                               : Py_NewRef(sp->allocator));
   return 0;
 }
 

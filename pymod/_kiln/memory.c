@@ -33,6 +33,21 @@ static PyObject *kpy_mem_alloc(PyObject *module, PyObject *arg) {
   return (PyObject *)self;
 }
 
+PyObject *kpy_pool_alloc(PyObject *module, PyObject *arg) {
+  Py_ssize_t nbytes = PyNumber_AsSsize_t(arg, PyExc_OverflowError);
+  if (nbytes == -1 && PyErr_Occurred()) return NULL;
+  if (nbytes <= 0) {
+    PyErr_Format(PyExc_ValueError, "pool_alloc() needs a positive number of bytes, not %zd",
+                 nbytes);
+    return NULL;
+  }
+  return kpy_allocation_pooled(kpy_state_of_module(module), (size_t)nbytes, NULL, NULL);
+}
+
+int kpy_is_pool_alloc(PyObject *allocator) {
+  return PyCFunction_Check(allocator) && PyCFunction_GET_FUNCTION(allocator) == kpy_pool_alloc;
+}
+
 PyObject *kpy_allocation_pooled(kpy_state *st, size_t nbytes, kiln_stream stream,
                                 PyObject *stream_owner) {
   PyTypeObject *tp = st->ref.DeviceAllocation_type;
@@ -728,6 +743,10 @@ static PyObject *kpy_pool_trim(PyObject *module, PyObject *args, PyObject *kwarg
 static PyMethodDef kpy_memory_functions[] = {
     {"mem_alloc", kpy_mem_alloc, METH_O,
      "mem_alloc($module, nbytes, /)\n--\n\nDevice memory, freed when the allocation is collected."},
+    {"pool_alloc", kpy_pool_alloc, METH_O,
+     "pool_alloc($module, nbytes, /)\n--\n\nDevice memory from kiln's stream-ordered pool, freed "
+     "(in stream order) when the allocation is collected: the allocator of an array made without "
+     "one, as its .allocator gives it."},
     {"memcpy_htod", (PyCFunction)(void (*)(void))kpy_memcpy_htod, METH_FASTCALL | METH_KEYWORDS,
      "memcpy_htod($module, dest, src)\n--\n\nCopies the numpy array (or buffer) src to device "
      "memory dest."},

@@ -77,4 +77,10 @@ int kpy_device_pointer(kpy_state *st, PyObject *obj, size_t nbytes, const char *
 PyObject *kpy_allocation_pooled(kpy_state *st, size_t nbytes, kiln_stream stream,
                                 PyObject *stream_owner);
 
+/* pool_alloc(nbytes): kpy_allocation_pooled on the legacy default stream, as a module function,
+ * which is the .allocator of an array made without one (PyCUDA's arrays always have one, which
+ * programs call); kpy_is_pool_alloc tells it apart, an allocator that means none. */
+PyObject *kpy_pool_alloc(PyObject *module, PyObject *arg);
+int kpy_is_pool_alloc(PyObject *allocator);
+
 #endif

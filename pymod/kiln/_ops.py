@@ -571,9 +571,9 @@ def _result(like, shape, dtype, stream):
     like = next((v for v in arrays if v.shape == shape), arrays[0] if arrays else None)
     if not isinstance(like, DeviceArray):
         return _empty(shape, dtype, stream)
-    if like.shape != shape or (type(like) is DeviceArray and like.allocator is None):
+    if like.shape != shape or (type(like) is DeviceArray and like._allocator is None):
         # a broadcast: none like it
-        return _plain_result(shape, dtype, like.allocator, stream, order)
+        return _plain_result(shape, dtype, like._allocator, stream, order)
     dtype = np.dtype(dtype)
     try:
         # kiln's own _new_like_me keeps an F-ordered array's order for a dtype of its own too;
@@ -588,7 +588,7 @@ def _result(like, shape, dtype, stream):
         # say how it is made (PyCUDA fails here): the result is a plain array, as a view is.
         _log.logger.debug("%s(shape, dtype, ...) failed (%s): a plain result",
                           type(like).__name__, e)
-        return _plain_result(shape, dtype, like.allocator, stream, order)
+        return _plain_result(shape, dtype, like._allocator, stream, order)
     if not isinstance(made, DeviceArray) or made.shape != shape or made.dtype != dtype:
         got = (f"a {type(made).__name__} of shape {made.shape} and dtype {made.dtype}"
                if isinstance(made, DeviceArray) else f"a {type(made).__name__}")

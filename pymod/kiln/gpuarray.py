@@ -301,7 +301,7 @@ def _put(dst, indices, values, stream):
 def _first_allocator(arrays, allocator):
     """The allocator of a result made of arrays, as PyCUDA picks it: the one given, else the
     first array's that has one (None: kiln's pool)."""
-    return allocator or next((a.allocator for a in arrays if a.allocator), None)
+    return allocator or next((a._allocator for a in arrays if a._allocator), None)
 
 
 def concatenate(arrays, axis=0, allocator=None):
