@@ -1527,3 +1527,48 @@ def test_pycudas_new_like_me_and_launch_shape():
         x = kiln.DeviceArray(n, np.uint8, allocator=allocator)
         assert (x._grid, x._block) == ((blocks, 1), (256, 1, 1)) == gpuarray.splay(n)
 
+
+SUBCLASS_FORMULAS = r'''
+import numpy as np, kiln, kiln.gpuarray as gpuarray
+calls = []
+class Own(gpuarray.GPUArray):
+    # GPAW's GPUArray gives its own _axpbyz, _axpbz and _elwise_multiply, which PyCUDA's
+    # operators call.
+    def _axpbyz(self, selffac, other, otherfac, out, add_timer=None, stream=None):
+        calls.append(("axpbyz", selffac, otherfac))
+        return gpuarray.GPUArray._axpbyz(self, selffac, other, otherfac, out)
+    def _axpbz(self, selffac, other, out, stream=None):
+        calls.append(("axpbz", selffac, other))
+        return gpuarray.GPUArray._axpbz(self, selffac, other, out)
+    def _elwise_multiply(self, other, out, stream=None):
+        calls.append(("multiply",))
+        return gpuarray.GPUArray._elwise_multiply(self, other, out)
+h = np.arange(4, dtype=np.float32)
+a = Own(h.shape, h.dtype)
+a.set(h)
+b = gpuarray.to_gpu(h + 1)
+for expr, want, call in [("a + b", h + h + 1, ("axpbyz", 1, 1)),
+                         ("a - b", h - h - 1, ("axpbyz", 1, -1)),
+                         ("a * b", h * (h + 1), ("multiply",)),
+                         ("a + 2", h + 2, ("axpbz", 1, 2)), ("a - 2", h - 2, ("axpbz", 1, -2)),
+                         ("3 - a", 3 - h, ("axpbz", -1, 3)), ("2 * a", 2 * h, ("axpbz", 2, 0)),
+                         ("b + b", 2 * h + 2, None)]:
+    before = len(calls)
+    r = eval(expr)
+    assert calls[before:] == ([call] if call else []), (expr, calls[before:])
+    assert type(r) is (Own if call else gpuarray.GPUArray), (expr, type(r))
+    if CHECK:
+        np.testing.assert_allclose(r.get(), want)
+a += b
+a *= 2
+assert calls[-2:] == [("axpbyz", 1, 1), ("axpbz", 2, 0)], calls[-2:]
+if CHECK:
+    np.testing.assert_allclose(a.get(), (2 * h + 1) * 2)
+print("ok")
+'''
+
+
+def test_a_subclasss_own_axpbyz_axpbz_and_multiply_are_what_its_operators_call(fake_driver):
+    r = run_python("CHECK = False\n" + SUBCLASS_FORMULAS,
+                   env={"KILN_CUDA_PATH": str(fake_driver)})
+    assert r.returncode == 0 and r.stdout.strip() == "ok", r.stdout + r.stderr

@@ -643,3 +643,10 @@ def test_memcpy_discontig_copies_between_any_strides():
         gpuarray._memcpy_discontig(gpuarray.zeros((6, 8), np.float64), dev)
     with pytest.raises(TypeError, match="src must be GPUArray or ndarray"):
         gpuarray._memcpy_discontig(out, [1, 2])
+
+
+
+@pytest.mark.gpu
+def test_a_subclasss_own_formulas_compute():
+    from test_array_object import SUBCLASS_FORMULAS
+    exec("CHECK = True\n" + SUBCLASS_FORMULAS, {})

@@ -606,10 +606,55 @@ def _operand(v, other_out, stream):
     return v
 
 
+def _overrides(v, name):
+    """Whether v is of a GPUArray subclass with a method `name` of its own."""
+    return type(v) is not DeviceArray and isinstance(v, DeviceArray) and \
+        getattr(type(v), name, None) is not getattr(DeviceArray, name)
+
+
+def _subclass_formula(op, x, y, out):
+    """PyCUDA's +, - and * (reflected and in place too) call the array's _axpbyz, _axpbz and
+    _elwise_multiply, so a GPUArray subclass that gives its own (GPAW's, with kernels of its own)
+    has them called as PyCUDA calls them: into a result made by its _new_like_me, or into the
+    array itself in place. NotImplemented when no operand overrides what its operation calls."""
+    arr, other = (x, y) if isinstance(x, DeviceArray) else (y, x)
+    both = isinstance(other, DeviceArray)
+    if arr is not x and (both or op != "add" and op != "multiply" and op != "subtract"):
+        return NotImplemented
+    name = "_elwise_multiply" if op == "multiply" and both else "_axpbyz" if both else "_axpbz"
+    if not _overrides(arr, name) or (both and arr.shape != other.shape) or \
+            not both and not np.isscalar(other):
+        return NotImplemented
+    if out is not None and out is not x:
+        return NotImplemented
+    if out is None:
+        if not both and op != "multiply" and other == 0 and arr is x:
+            return arr.copy()
+        out = arr._new_like_me(_common(arr, other))
+    if op == "multiply":
+        return arr._elwise_multiply(other, out) if both else arr._axpbz(other, 0, out)
+    if both:
+        return arr._axpbyz(1, other, -1 if op == "subtract" else 1, out)
+    if arr is not x:  # other - arr
+        return arr._axpbz(-1, other, out)
+    return arr._axpbz(1, -other if op == "subtract" else other, out)
+
+
+def _common(arr, other):
+    """PyCUDA's _get_common_dtype: the result dtype of arr and other, a scalar as NumPy takes
+    it."""
+    return np.result_type(arr.dtype, other.dtype if isinstance(other, DeviceArray) else other)
+
+
 def binary(op, x, y, out=None, stream=None, casting="same_kind"):
     """x op y with NumPy's broadcasting and promotion, into out when given (in place when out
     is x; with casting="unsafe", converted to out's dtype whatever it is). Every case the C path
     does not take comes here."""
+    if op in ("add", "subtract", "multiply") and casting == "same_kind" and stream is None and (
+            type(x) is not DeviceArray or type(y) is not DeviceArray):
+        done = _subclass_formula(op, x, y, out)
+        if done is not NotImplemented:
+            return done
     for v in (x, y):
         if isinstance(v, np.ndarray) and v.ndim:
             raise TypeError("a numpy array lives in host memory; copy it to the device first "
