@@ -1543,6 +1543,12 @@ class Own(gpuarray.GPUArray):
     def _elwise_multiply(self, other, out, stream=None):
         calls.append(("multiply",))
         return gpuarray.GPUArray._elwise_multiply(self, other, out)
+    def __getitem__(self, index):  # GPAW's views are of its class
+        v = gpuarray.GPUArray.__getitem__(self, index)
+        return Own(v.shape, v.dtype, gpudata=v.gpudata, strides=v.strides, base=self)
+    def fill(self, value, stream=None):
+        calls.append(("fill", value))
+        return gpuarray.GPUArray.fill(self, value)
 h = np.arange(4, dtype=np.float32)
 a = Own(h.shape, h.dtype)
 a.set(h)
@@ -1564,6 +1570,14 @@ a *= 2
 assert calls[-2:] == [("axpbyz", 1, 1), ("axpbz", 2, 0)], calls[-2:]
 if CHECK:
     np.testing.assert_allclose(a.get(), (2 * h + 1) * 2)
+a[1] = 7.0  # PyCUDA's __setitem__ of a scalar: self[index].fill(value)
+a[2:] = np.float32(5)
+assert calls[-2:] == [("fill", 7.0), ("fill", 5)], calls[-2:]
+b[0] = 9  # a plain array's own setitem
+assert calls[-1] == ("fill", 5)
+if CHECK:
+    np.testing.assert_allclose(a.get(), [2, 7, 5, 5])
+    assert b.get()[0] == 9
 print("ok")
 '''
 

@@ -418,12 +418,43 @@ static int kpy_assign(kpy_state *st, kpy_array *dst, PyObject *value, const kpy_
   return rc;
 }
 
+/* Whether type gives its own `name` (a GPUArray subclass's fill or __getitem__). */
+static int kpy_overrides(kpy_state *st, PyTypeObject *type, const char *name) {
+  PyObject *mine = PyObject_GetAttrString((PyObject *)type, name);
+  PyObject *base = mine ? PyObject_GetAttrString((PyObject *)st->ref.DeviceArray_type, name) : NULL;
+  int differ = mine && base && mine != base;
+  Py_XDECREF(mine);
+  Py_XDECREF(base);
+  PyErr_Clear();
+  return differ;
+}
+
+/* PyCUDA's __setitem__ of a scalar is self[index].fill(value): a GPUArray subclass whose own
+ * __getitem__ or fill does more (GPAW's, with kernels of its own) has them called so. 1 when
+ * done, 0 when this is not such a case, -1 on an error. */
+static int kpy_subclass_fill(kpy_state *st, PyObject *op, PyObject *key, PyObject *value) {
+  int scalar = PyLong_Check(value) || PyFloat_Check(value) || PyComplex_Check(value) ||
+               PyArray_IsScalar(value, Generic);
+  if (!scalar ||
+      (!kpy_overrides(st, Py_TYPE(op), "fill") && !kpy_overrides(st, Py_TYPE(op), "__getitem__")))
+    return 0;
+  PyObject *part = PyObject_GetItem(op, key);
+  PyObject *r = part ? PyObject_CallMethod(part, "fill", "O", value) : NULL;
+  Py_XDECREF(part);
+  Py_XDECREF(r);
+  return r ? 1 : -1;
+}
+
 int kpy_array_ass_subscript(PyObject *op, PyObject *key, PyObject *value) {
   if (!value) {
     PyErr_SetString(PyExc_ValueError, "cannot delete array elements");
     return -1;
   }
   kpy_state *st = kpy_state_of_type(Py_TYPE(op));
+  if (st && !Py_IS_TYPE(op, st->ref.DeviceArray_type)) {
+    int done = kpy_subclass_fill(st, op, key, value);
+    if (done) return done < 0 ? -1 : 0;
+  }
   PyObject *view = st ? kpy_array_subscript(op, key) : NULL;
   if (!view) return -1;
   kpy_on on = {Py_None, NULL};
