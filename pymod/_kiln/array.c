@@ -380,7 +380,8 @@ static PyObject *kpy_array_get_allocator(PyObject *op, void *c) {
   (void)c;
   PyObject *allocator = KPY_ARRAY(op)->allocator;
   if (allocator) return Py_NewRef(allocator);
-  PyObject *module = PyType_GetModuleByDef(Py_TYPE(op), &kpy_module_def);
+  kpy_state *st = kpy_state_of_type(Py_TYPE(op));
+  PyObject *module = st ? PyType_GetModule(st->ref.DeviceArray_type) : NULL;
   return module ? PyObject_GetAttrString(module, "pool_alloc") : NULL;
 }
 
