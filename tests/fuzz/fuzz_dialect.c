@@ -1,6 +1,6 @@
 /* libFuzzer target for the rewrites of a refused source (engine/src/dialect.c): compound
  * literals as functional casts, namespace std opened as cuda::std, constants made constexpr,
- * and a whole program's host functions made blanks.
+ * a whole program's host functions made blanks, and arrays of no elements made unsized.
  *
  * The input is the source, in a buffer of exactly its size plus the terminator the functions
  * take. The log names an error on every third line, so that some functions are refused and
@@ -86,6 +86,19 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     check_inserted(src, inclass, "expr", "constexpr", 5);
     free(inclass);
     free(log);
+  }
+  /* Arrays of no elements: some 0s made blanks, with NVRTC's refusal on every third line. */
+  char *zeros = malloc(lines / 3 * 90 + 1);
+  if (zeros) {
+    at = zeros;
+    *at = '\0';
+    for (size_t l = 3; l <= lines; l += 3)
+      at +=
+          sprintf(at, "kernel.cu(%zu): error: the size of an array must be greater than zero\n", l);
+    char *blanked = kiln__dialect_zero_arrays(src, zeros);
+    check_blanked(src, blanked, "0");
+    free(blanked);
+    free(zeros);
   }
   /* Namespace-scope constants made constexpr, with NVRTC's refusal on every other line. */
   char *refusals = malloc((lines / 2 + 1) * 100 + 1);
