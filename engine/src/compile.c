@@ -578,7 +578,7 @@ static const struct {
 #undef KILN__INF_D
 
 static int kiln__refuses_gnu(const char *log) {
-  for (size_t i = 0; log && i < sizeof kiln__gnu_spellings / sizeof *kiln__gnu_spellings; i++)
+  for (size_t i = 0; log && i < KILN__COUNT(kiln__gnu_spellings); i++)
     if (strstr(log, kiln__gnu_spellings[i].refusal)) return 1;
   return 0;
 }
@@ -588,13 +588,12 @@ static int kiln__refuses_gnu(const char *log) {
  * (free it) of *n; NULL when there is none to add (or memory ran out). */
 static const char **kiln__options_gnu(const kiln_compile_opts *opts, const char *src,
                                       const char *log, int *n) {
-  size_t most = sizeof kiln__gnu_spellings / sizeof *kiln__gnu_spellings + 1;
   int had = opts ? opts->n_options : 0;
-  const char **out = malloc(sizeof *out * ((size_t)had + most));
+  const char **out = malloc(sizeof *out * ((size_t)had + KILN__COUNT(kiln__gnu_spellings) + 1));
   if (!out) return NULL;
   if (had) memcpy(out, opts->options, sizeof *out * (size_t)had);
   *n = had;
-  for (size_t i = 0; log && i + 1 < most; i++)
+  for (size_t i = 0; i < KILN__COUNT(kiln__gnu_spellings); i++)
     if (strstr(log, kiln__gnu_spellings[i].refusal)) out[(*n)++] = kiln__gnu_spellings[i].option;
   if (strstr(src, "__extension__")) out[(*n)++] = "-D__extension__=";
   if (*n == had) {
@@ -717,9 +716,9 @@ kiln_status kiln__compile(const char *src, const kiln_compile_opts *opts, const 
    * If the source is refused for one of them still, the first refusal stands. */
   kiln_compile_opts gnu;
   const char **gnu_options = NULL;
+  int n_gnu = 0;
   if (s == KILN_ERROR_COMPILE && out->log &&
-      (gnu_options = kiln__options_gnu(opts, src, out->log, &gnu.n_options))) {
-    int n_gnu = gnu.n_options;
+      (gnu_options = kiln__options_gnu(opts, src, out->log, &n_gnu))) {
     gnu = opts ? *opts : (kiln_compile_opts){0};
     gnu.options = gnu_options;
     gnu.n_options = n_gnu;

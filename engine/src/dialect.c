@@ -799,21 +799,21 @@ static int kiln__expression_word(const char *line, size_t at) {
 /* Whether the '[' at line[at] opens a declarator's "[0]": its '0' when it does, else 0. */
 static size_t kiln__zero_declarator(const char *line, size_t at, size_t end) {
   size_t q = at + 1;
-  while (q < end && (line[q] == ' ' || line[q] == '\t')) q++;
+  while (q < end && kiln__space(line[q])) q++;
   if (q >= end || line[q] != '0') return 0;
   size_t zero = q++;
-  while (q < end && (line[q] == ' ' || line[q] == '\t')) q++;
+  while (q < end && kiln__space(line[q])) q++;
   if (q >= end || line[q] != ']') return 0;
   q++;
-  while (q < end && (line[q] == ' ' || line[q] == '\t')) q++;
+  while (q < end && kiln__space(line[q])) q++;
   if (q >= end || !strchr(",);", line[q])) return 0;
   /* The name before the '[', then a type's last word, '*' or '&' before it. */
   size_t b = at;
-  while (b > 0 && (line[b - 1] == ' ' || line[b - 1] == '\t')) b--;
+  while (b > 0 && kiln__space(line[b - 1])) b--;
   size_t name = b;
   while (name > 0 && kiln__ident_char(line[name - 1])) name--;
   if (name == b || !kiln__ident_start(line[name])) return 0;
-  while (name > 0 && (line[name - 1] == ' ' || line[name - 1] == '\t')) name--;
+  while (name > 0 && kiln__space(line[name - 1])) name--;
   if (name == 0) return 0;
   char c = line[name - 1];
   if (c == '*' || c == '&') return zero;

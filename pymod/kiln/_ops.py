@@ -619,8 +619,6 @@ def _subclass_formula(op, x, y, out):
     array itself in place. NotImplemented when no operand overrides what its operation calls."""
     arr, other = (x, y) if isinstance(x, DeviceArray) else (y, x)
     both = isinstance(other, DeviceArray)
-    if arr is not x and (both or op != "add" and op != "multiply" and op != "subtract"):
-        return NotImplemented
     name = "_elwise_multiply" if op == "multiply" and both else "_axpbyz" if both else "_axpbz"
     if not _overrides(arr, name) or (both and arr.shape != other.shape) or \
             not both and not np.isscalar(other):
