@@ -40,6 +40,14 @@ def make(cls, seed):
     return cls(seed=seed)
 
 
+def in_unit_interval(cls, x):
+    """Whether uniforms x are where cls puts them: (0, 1] as cuRAND's curand_uniform for
+    PyCUDA's generators, [0, 1) for kiln's Philox."""
+    if cls is curandom.PhiloxRandomNumberGenerator:
+        return x.min() >= 0 and x.max() < 1
+    return x.min() > 0 and x.max() <= 1
+
+
 # ---- without a GPU ---------------------------------------------------------------------------
 
 def params(f):
@@ -241,11 +249,11 @@ def within(value, expected, stderr, what):
 @pytest.mark.parametrize("cls", GENERATORS)
 def test_uniform_values(cls, dtype):
     x = make(cls, 1234).gen_uniform(N, dtype).get().astype(np.float64)
-    assert x.min() >= 0 and x.max() < 1
+    assert in_unit_interval(cls, x)
     within(x.mean(), 0.5, np.sqrt(1 / 12 / N), "mean")
     within(x.var(), 1 / 12, np.sqrt((1 / 80 - 1 / 144) / N), "variance")
     buckets = 64 if dtype == np.float16 else 100  # float16 has 2048 values: 32 a bucket
-    counts = np.bincount((x * buckets).astype(int), minlength=buckets)
+    counts = np.bincount(np.minimum((x * buckets).astype(int), buckets - 1), minlength=buckets)
     expected = N / buckets
     assert ((counts - expected) ** 2 / expected).sum() < chi2_limit(buckets - 1)
 
@@ -391,7 +399,7 @@ def test_sizes_views_and_streams(cls):
     for n in (0, 1, 3, 255, 256, 257, 2**20 + 1):
         x = g.gen_uniform(n, np.float32).get()
         assert x.shape == (n,) and (n < 2 or np.unique(x).size > n // 2)
-        assert n == 0 or (x.min() >= 0 and x.max() < 1)
+        assert n == 0 or in_unit_interval(cls, x)
     a = kiln.zeros((100, 40), np.float64)
     g.fill_normal(a[:, ::2])
     host = a.get()
@@ -419,7 +427,7 @@ def test_rand_and_the_seed_getters():
     q = curandom.seed_getter_unique(G).get()
     assert q.dtype == np.int32 and np.unique(q).size > G * 0.99
     xw = curandom.XORWOWRandomNumberGenerator(curandom.seed_getter_uniform)
-    assert xw.gen_uniform(10, np.float32).get().max() < 1
+    assert in_unit_interval(type(xw), xw.gen_uniform(10, np.float32).get())
     xu = curandom.XORWOWRandomNumberGenerator()
     assert xu.state.nbytes == G * curandom._state_size(xu.module)
     assert xu._state is xu.state  # PyCUDA's name, which programs with kernels of their own read
@@ -571,16 +579,18 @@ def test_sobol_points_are_curands_for_element_i_from_dimension_i_mod_16384(cls):
         got = g.gen_uniform(3 * S, np.uint64).get().reshape(3, S)
         expect = sobol_points(vectors, 3, 5, scramble)
     np.testing.assert_array_equal(got, expect)
-    # The next call goes on with each dimension's next point; floats are the points in [0, 1).
+    # The next call goes on with each dimension's next point; floats are the points one step
+    # up, in (0, 1] as PyCUDA's.
     nxt = g.gen_uniform(S, np.float64).get()
     point = sobol_points(vectors, 1, 8, scramble)[0]
-    unit = point / 2.0**32 if bits == 32 else (point >> np.uint64(11)) / 2.0**53
+    unit = ((point + 1.0) / 2.0**32 if bits == 32
+            else ((point >> np.uint64(11)) + np.uint64(1)) / 2.0**53)
     np.testing.assert_array_equal(nxt, unit)
     g.call_skip_ahead(10)  # points 9 ... 18 skipped
     f32 = g.gen_uniform(S, np.float32).get()
     top = sobol_points(vectors, 1, 19, scramble)[0]
     top = top if bits == 32 else top >> np.uint64(32)
-    np.testing.assert_array_equal(f32, (top >> np.uint64(8) if bits == 64 else top >> 8)
+    np.testing.assert_array_equal(f32, ((top >> np.uint64(8) if bits == 64 else top >> 8) + 1)
                                   .astype(np.float32) / np.float32(2**24))
     # Given vectors and constants are used as given.
     again = (cls(dir_vector=kiln.to_device(vectors), scramble_vector=kiln.to_device(scramble),
@@ -599,9 +609,12 @@ def test_sobol_distributions(cls):
     scramble = (_curand_host.scramble_constants(S, bits) if "Scrambled" in cls.__name__
                 else None)
     g = cls()
-    # The first 64 points of each dimension fall one in each 64th of [0, 1).
+    # The first 64 points of each dimension fall one in each 64th of (0, 1]: the first, 0, is
+    # the smallest float32 uniform, 2**-24.
     u = g.gen_uniform(64 * S, np.float32).get()
-    assert u.min() >= 0 and u.max() < 1
+    assert u.min() > 0 and u.max() <= 1
+    if "Scrambled" not in cls.__name__:
+        assert np.all(u[:S] == np.float32(2**-24))
     np.testing.assert_array_equal(np.histogram(u, 64, (0, 1))[0], np.full(64, S))
     # Normals are cuRAND's inverse normal CDF of each point, off zero by half a step.
     z = g.gen_normal(2 * S, np.float64).get().reshape(2, S)

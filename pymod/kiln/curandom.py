@@ -31,8 +31,10 @@ and MRG32k3a always run 65536 generators (element i of a call comes from generat
 i % 65536), not one per multiprocessor as PyCUDA does, so their numbers do not depend on the
 GPU either. Philox's numbers depend on its seed and counter alone.
 
-Where kiln differs from PyCUDA: uniform floats are in [0, 1) (cuRAND's, and so PyCUDA's, are
-in (0, 1]); every fill writes arrays of any strides (through a contiguous temporary) and
+Uniform floats of XORWOW, MRG32k3a and Sobol are in (0, 1], as PyCUDA's (cuRAND's
+curand_uniform); Philox's, and so rand's, are in [0, 1), as NumPy's.
+
+Where kiln differs from PyCUDA: every fill writes arrays of any strides (through a contiguous temporary) and
 refuses a dtype it cannot fill with a TypeError (PyCUDA: NotImplementedError); skips reach
 every generator (PyCUDA's reach those of the first block); float16 and 64-bit integers can be
 filled uniformly; fill_poisson takes a device array of lambdas too. Calls on one XORWOW or
@@ -175,8 +177,9 @@ class _Generator:
         return data
 
     def fill_uniform(self, data, stream=None):
-        """Fills data with uniform values in [0, 1) (float16, float32, float64), or with random
-        bits (int32, uint32, int64, uint64)."""
+        """Fills data with uniform values (float16, float32, float64: in (0, 1] from XORWOW,
+        MRG32k3a and Sobol, as PyCUDA's; in [0, 1) from Philox), or with random bits (int32,
+        uint32, int64, uint64)."""
         self._fill("fill_uniform", self._uniform, data, "uniform", (), stream)
 
     def fill_normal(self, data, stream=None):
