@@ -609,13 +609,15 @@ def test_sobol_distributions(cls):
     scramble = (_curand_host.scramble_constants(S, bits) if "Scrambled" in cls.__name__
                 else None)
     g = cls()
-    # The first 64 points of each dimension fall one in each 64th of (0, 1]: the first, 0, is
-    # the smallest float32 uniform, 2**-24.
+    # The first 64 points of each dimension fall one in each 64th of [0, 1), and the uniforms
+    # are the points one float32 step (2**-24) up, in (0, 1]: the first point, 0, is the
+    # smallest uniform.
     u = g.gen_uniform(64 * S, np.float32).get()
     assert u.min() > 0 and u.max() <= 1
     if "Scrambled" not in cls.__name__:
         assert np.all(u[:S] == np.float32(2**-24))
-    np.testing.assert_array_equal(np.histogram(u, 64, (0, 1))[0], np.full(64, S))
+    points = u - np.float32(2**-24)  # exact
+    np.testing.assert_array_equal(np.histogram(points, 64, (0, 1))[0], np.full(64, S))
     # Normals are cuRAND's inverse normal CDF of each point, off zero by half a step.
     z = g.gen_normal(2 * S, np.float64).get().reshape(2, S)
     x = sobol_points(vectors, 2, 64, scramble)
