@@ -609,6 +609,12 @@ def test_array_methods_that_run_kernels(rng):
     np.testing.assert_array_equal(i.fill(np.uint64(300)).get(), np.full(5, 300, np.int16))
     close(b.get(), np.full(1000, 3.5, np.float32))
     close(a.mul_add(2, b, -1).get(), 2 * x - np.full(1000, 3.5, np.float32))
+    # PyCUDA's add_timer(count, seconds): seconds a callable that waits for the kernel.
+    timed = []
+    c = a.mul_add(2, b, -1, lambda count, seconds: timed.append((count, seconds)))
+    assert len(timed) == 1 and timed[0][0] == 3 * 1000 and callable(timed[0][1])
+    assert 0 <= timed[0][1]() < 10
+    close(c.get(), 2 * x - np.full(1000, 3.5, np.float32))
     close(a.reverse().get(), x[::-1])
     z = values(np.complex64, 10, rng)
     close(gpuarray.to_gpu(z).conj().get(), np.conj(z))
@@ -685,6 +691,20 @@ def test_reduction_kernel_dot_product():
     np.testing.assert_allclose(float(got), float(np.dot(x.astype(np.float64), y)), rtol=1e-5)
     out = gpuarray.empty((), np.float32)
     assert dot(gpuarray.to_gpu(x), gpuarray.to_gpu(y), out=out) is out
+    # PyCUDA's kernel_wrapper is given each launch, called as a prepared_async_call, and
+    # what it returns is launched in its place (a program's timer).
+    launches = []
+
+    def timer(launch):
+        def timed(grid, block, stream, *args, **kwargs):
+            start = kiln.driver.Event().record(stream)
+            launch(grid, block, stream, *args, **kwargs)
+            launches.append(kiln.driver.Event().record(stream).synchronize().time_since(start))
+        return timed
+
+    wrapped = dot(gpuarray.to_gpu(x), gpuarray.to_gpu(y), kernel_wrapper=timer).get()
+    np.testing.assert_allclose(float(wrapped), float(got), rtol=1e-6)
+    assert len(launches) >= 1 and all(t >= 0 for t in launches)
     part = dot(gpuarray.to_gpu(x), gpuarray.to_gpu(y), range=slice(100, 1000, 7)).get()
     np.testing.assert_allclose(float(part), float(np.dot(x[100:1000:7], y[100:1000:7])),
                                rtol=1e-5)

@@ -1010,15 +1010,16 @@ def _mul_add(what, a, selffac, other, otherfac, add_timer, stream, out, casting)
     wire = _wire_dtype(result).type
     if out is None:
         out = _result((a, other), shape, result, stream)
+    start = _timer_start(add_timer, stream)
     if out.size:
-        start = _timer_start(add_timer, stream)
         x = broadcast_to(_operand(a, out, stream), shape)
         if otherfac is None:
             k(out, wire(selffac), x, wire(other), stream=stream)
         else:
             y = broadcast_to(_operand(other, out, stream), shape)
             k(out, wire(selffac), x, wire(otherfac), y, stream=stream)
-        _timer_end(add_timer, start, stream)
+    # PyCUDA counts the elements read and written.
+    _timer_end(add_timer, start, stream, (2 if otherfac is None else 3) * out.size)
     return out
 
 
@@ -1070,14 +1071,20 @@ def _timer_start(add_timer, stream):
     return Event().record(stream)
 
 
-def _timer_end(add_timer, start, stream):
-    """PyCUDA's add_timer(count, seconds) after a timed operation."""
+def _timer_end(add_timer, start, stream, count):
+    """PyCUDA's add_timer(count, seconds) after a timed operation: seconds is what
+    Function.prepared_timed_call returns, a callable that waits for the operation and gives
+    its time in seconds, so the caller decides when to wait."""
     if add_timer is None:
         return
     from ._kiln import Event
     end = Event().record(stream)
-    end.synchronize()
-    add_timer(1, start.elapsed(end) / 1000)
+
+    def seconds():
+        end.synchronize()
+        return start.elapsed(end) / 1000
+
+    add_timer(count, seconds)
 
 
 def method_reverse(a, stream=None):

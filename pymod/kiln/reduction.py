@@ -48,8 +48,8 @@ class ReductionKernel(ReductionBase):
     name="reduce_kernel", keep=False, options=None, preamble="", allocator=None)
 
     Called with the arguments in order, and optionally `stream=`, `out=` (a device array of
-    dtype_out to write the result into), `allocator=`, `range=` or `slice=`; returns the
-    result as a 0-d array."""
+    dtype_out to write the result into), `allocator=`, `range=` or `slice=`, and PyCUDA's
+    `kernel_wrapper=`; returns the result as a 0-d array."""
 
     def __init__(self, dtype_out, neutral, reduce_expr, map_expr=None, arguments=None,
                  name="reduce_kernel", keep=False, options=None, preamble="", allocator=None):
@@ -123,7 +123,7 @@ class ReductionKernel(ReductionBase):
         return f
 
     def _call_general(self, *args, stream=None, out=None, allocator=None, range=None,  # noqa
-                      slice=None):  # noqa: A002
+                      slice=None, kernel_wrapper=None):  # noqa: A002
         """Every call the C path does not take."""
         if len(args) != len(self.arguments):
             raise TypeError(f"{self.name} takes {len(self.arguments)} arguments "
@@ -172,7 +172,12 @@ class ReductionKernel(ReductionBase):
         grid = max(1, min(-(-count // (block * _reduce_src.UNROLL)), most))
         scratch = self._scratch(stream) if grid > 1 else 0
         f = self._function(range is not None)
-        f(out, scratch, 0, *args, *extra, block=(block, 1, 1), grid=(grid, 1), stream=stream)
+        if kernel_wrapper is None:
+            f(out, scratch, 0, *args, *extra, block=(block, 1, 1), grid=(grid, 1),
+              stream=stream)
+        else:
+            kernel_wrapper(_launcher(f))((grid, 1), (block, 1, 1), stream, out, scratch, 0,
+                                         *args, *extra)
         return out
 
     def _check_out(self, out):
@@ -185,6 +190,16 @@ class ReductionKernel(ReductionBase):
             raise (ValueError if isinstance(out, DeviceArray) else TypeError)(
                 f"{self.name}: out must be a contiguous device array of dtype "
                 f"{self.dtype_out} with room for the one result, not a {what}")
+
+
+def _launcher(f):
+    """What PyCUDA's kernel_wrapper is given: a launch of f called as a prepared_async_call,
+    (grid, block, stream, *args, shared_size=0). The wrapper returns what is called in its
+    place (a program's timer around the launch). kiln reduces in one launch, where PyCUDA
+    wraps each of its two stages."""
+    def launch(grid, block, stream, *args, shared_size=0):
+        f(*args, block=block, grid=grid, stream=stream, shared=shared_size)
+    return launch
 
 
 def _empty_result(dtype, stream):
