@@ -30,7 +30,7 @@ CHILD = textwrap.dedent("""
             m = kiln.SourceModule(os.environ["SRC"], arch=os.environ.get("ARCH") or None,
                                   options=json.loads(os.environ.get("OPTIONS", "[]")))
             out["ptx"] = m.ptx
-        except kiln.Error as e:
+        except (kiln.Error, ValueError) as e:
             out["error"] = f"{type(e).__name__}: {e}"
     out["stats"] = kiln.cache_stats()
     out["nvrtc_loaded"] = any("libnvrtc" in line for line in open("/proc/self/maps"))
@@ -142,15 +142,27 @@ def test_a_fifo_as_the_stats_or_locks_file_is_not_waited_on(cache, name):
     assert child(SOURCE + "// another key\n")["stats"]["disk_hits"] == 1
 
 
-def test_a_fifo_under_if_0_where_an_include_resolves_is_not_opened(cache, tmp_path):
+@pytest.mark.parametrize("guard", [False, True])
+def test_a_header_that_is_a_fifo_or_a_device_is_refused_unopened(cache, tmp_path, guard):
+    # NVRTC refuses such a header itself, but only after opening it, and the open of a FIFO
+    # waits for a writer: the compile, and the compile helper every process of the user
+    # shares, would wait without end. An #include under #if 0 counts, as every scanned one.
     work = tmp_path / "work"
     work.mkdir()
     os.mkfifo(work / "never.h")
-    src = '#if 0\n#include "never.h"\n#endif\n' + SOURCE
-    r = child(src, cwd=work)
-    assert r["stats"]["compiles"] == 1 and ", 7;" in r["ptx"]
-    # What NVRTC would read from a FIFO is unknowable, so the result is not stored.
-    assert r["stats"]["stores"] == 0
+    for name, kind in [("never.h", "a FIFO"), ("/dev/zero", "a character device")]:
+        src = f'#include "{name}"\n' + SOURCE
+        if guard:
+            src = "#if 0\n" + src.replace("\n", "\n#endif\n", 1)
+        r = child(src, cwd=work)
+        assert "ptx" not in r and r["stats"]["compiles"] == 0, r
+        assert r["error"].startswith("ValueError") and kind in r["error"], r
+        assert "not a regular file" in r["error"] and name.split("/")[-1] in r["error"]
+    # The same source with a file there compiles and is stored.
+    (work / "never.h").unlink()
+    (work / "never.h").write_text("#define NEVER 1\n")
+    r = child('#include "never.h"\n' + SOURCE, cwd=work)
+    assert r["stats"]["compiles"] == 1 and r["stats"]["stores"] == 1
 
 
 def test_a_fifo_given_to_module_from_file_is_refused(tmp_path):

@@ -46,6 +46,16 @@ char *kiln__file_read(const char *path, size_t max, struct stat *st, size_t *siz
   return buf;
 }
 
+const char *kiln__file_kind(unsigned mode) {
+  if (S_ISREG(mode)) return "a regular file";
+  if (S_ISDIR(mode)) return "a folder";
+  if (S_ISFIFO(mode)) return "a FIFO";
+  if (S_ISCHR(mode)) return "a character device";
+  if (S_ISBLK(mode)) return "a block device";
+  if (S_ISSOCK(mode)) return "a socket";
+  return "not a file";
+}
+
 int kiln__file_write(const char *path, const void *data, size_t n) {
   /* Non-blocking: opening a FIFO for writing would wait for a reader. */
   int fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC | O_NONBLOCK | O_NOCTTY | O_NOFOLLOW, 0644);

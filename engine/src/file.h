@@ -12,6 +12,9 @@ struct stat;
  * never waited on; EFBIG: larger than max). */
 char *kiln__file_read(const char *path, size_t max, struct stat *st, size_t *size);
 
+/* What a file of mode st_mode is, for a message: "a FIFO", "a character device", ... */
+const char *kiln__file_kind(unsigned mode);
+
 /* Writes n bytes to path, replacing what was there: 0, or -1 with errno set. A symlink at
  * path is refused (ELOOP), and so is anything but a regular file (EINVAL), without blocking. */
 int kiln__file_write(const char *path, const void *data, size_t n);

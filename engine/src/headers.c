@@ -349,8 +349,12 @@ static void kiln__probe(kiln__scan *sc, const char *path) {
   if (!data) {
     if (errno == ENOMEM)
       kiln__scan_fail(sc, kiln__fail(KILN_ERROR_NO_MEMORY, "out of memory reading %s", path));
-    else if (errno == EINVAL) /* what NVRTC would read from a FIFO or device is unknowable */
-      sc->out->uncacheable = "a header it can reach is not a regular file";
+    else if (errno == EINVAL) /* NVRTC refuses what is not a regular file, but only once it
+                               * has opened it: the open of a FIFO waits for a writer. */
+      kiln__scan_fail(sc, kiln__fail(KILN_ERROR_INVALID,
+                                     "the header %s is %s, not a regular file: NVRTC refuses "
+                                     "it, and would first wait on it for a writer",
+                                     path, kiln__file_kind(st.st_mode)));
     else kiln__scan_fail(sc, kiln__headers_add(sc->out, &rec)); /* nothing there */
     return;
   }
