@@ -617,3 +617,20 @@ def test_a_process_whose_environment_steers_nvrtc_otherwise_has_a_lasting_helper
     monkeypatch.setenv("CUDA_HOME", "/nonexistent/cuda-home")
     assert helper_report(kernel(fresh_value()))[0] == "lasting"
     assert len(list((served / "pch").glob("nvrtc-*.sock"))) == 2
+
+
+def test_a_lasting_helper_started_under_a_tmpdir_since_removed_still_compiles(
+        served, tmp_path, monkeypatch):
+    """The lasting helper has the environment of the process that started it, and NVRTC writes
+    its temporary files in TMPDIR: once that folder is gone, the helper's compiles for the
+    processes after it use the system's."""
+    gone = tmp_path / "gone"
+    gone.mkdir()
+    monkeypatch.setenv("TMPDIR", str(gone))
+    assert helper_report(kernel(fresh_value()))[0] == "lasting"
+    monkeypatch.delenv("TMPDIR")
+    gone.rmdir()
+    value = fresh_value()
+    assert helper_report(kernel(value)) == ("lasting", "used")
+    ptx = compile_in_new_process(kernel(value))[2]
+    assert code_of(ptx) == code_of(without_pch(kernel(value)))

@@ -313,6 +313,16 @@ static kiln_status kiln__remote_load(void) {
  * next process's edit of a kernel with heavy headers meets NVRTC with the PCH in warm memory.
  * KILN_NVRTC_SERVER=0 turns it off. */
 
+/* NVRTC writes its temporary files in $TMPDIR. The lasting helper has the environment of the
+ * process that started it, which may have removed its TMPDIR since (a test's own folder): the
+ * compiles of every process after it would fail. Where TMPDIR is no folder now, the helper
+ * takes the system's, as NVRTC does with none set. */
+static void kiln__server_check_tmpdir(void) {
+  const char *tmp = getenv("TMPDIR");
+  struct stat st;
+  if (tmp && (stat(tmp, &st) != 0 || !S_ISDIR(st.st_mode))) unsetenv("TMPDIR");
+}
+
 /* The lasting helper's loop on sock: 0 when it ends (idle, its socket removed or taken). */
 static int kiln__server_main(const char *sock, int fixed) {
   /* The spawner waits for this first process alone, which ends once the helper it forks
@@ -372,6 +382,7 @@ static int kiln__server_main(const char *sock, int fixed) {
     }
     int c = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
     if (c < 0) continue;
+    kiln__server_check_tmpdir();
     struct ucred who;
     socklen_t len = sizeof who;
     const unsigned char hello = 'k';
@@ -620,15 +631,20 @@ static int kiln__server_socket(const char *path, const kiln__nvrtc_id *id, const
   return n > 0 && (size_t)n < cap && (size_t)n < sizeof a.sun_path;
 }
 
-/* A connection to the listening socket sock, checked to be held by this user; -1 with errno. */
+/* A connection to the listening socket sock, checked to be held by this user; -1 with errno.
+ * The connect does not wait: a helper stuck in a compile accepts no one, and once its queue of
+ * connections is full a blocking connect would wait as long (EAGAIN instead, and the process
+ * asks a helper of its own). */
 static int kiln__server_connect(const char *sock) {
   struct sockaddr_un a;
   memset(&a, 0, sizeof a);
   a.sun_family = AF_UNIX;
   memcpy(a.sun_path, sock, strlen(sock));
-  int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
   if (fd < 0) return -1;
-  if (connect(fd, (struct sockaddr *)&a, sizeof a) != 0) {
+  int flags = 0;
+  if (connect(fd, (struct sockaddr *)&a, sizeof a) != 0 || (flags = fcntl(fd, F_GETFL)) < 0 ||
+      fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) != 0) {
     int e = errno;
     close(fd);
     errno = e;
