@@ -176,6 +176,22 @@ def test_aligned_arrays_refuse_a_bad_shape(shape, dtype, error, match):
         drv.aligned_zeros(shape, dtype)
 
 @pytest.mark.skipif(not CUDA_H.exists(), reason=f"no {CUDA_H} to compare with")
+def test_the_enumerations_are_ints_of_any_value_as_pycudas():
+    # Boost.Python's enumerations are ints: called with nothing they are 0 (cuda-sim's
+    # `opts = jit_option()`), and a value no member has (a newer driver's) is an int too.
+    assert drv.jit_option() is drv.jit_option.MAX_REGISTERS and drv.ctx_flags() == 0
+    unnamed = drv.device_attribute()
+    assert unnamed == 0 and type(unnamed) is drv.device_attribute and str(unnamed) == "0"
+    assert drv.device_attribute(1) is drv.device_attribute.MAX_THREADS_PER_BLOCK
+    newer = drv.array_format(0x77)
+    assert newer == 0x77 and f"{newer}" == "119" and f"{newer:x}" == "77"
+    assert repr(newer) == "<array_format: 119>" and str(drv.array_format.FLOAT) == "FLOAT"
+    for bad in ("FLOAT", 1.5, None):
+        with pytest.raises(ValueError, match="is not a valid array_format"):
+            drv.array_format(bad)
+    assert 0x77 not in [int(m) for m in drv.array_format]  # not made a member
+
+
 def test_the_enumerations_are_cuda_hs():
     # cudaProfiler.h, beside it, has the profiler's output modes.
     text = CUDA_H.read_text() + CUDA_H.with_name("cudaProfiler.h").read_text()

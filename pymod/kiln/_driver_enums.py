@@ -4,15 +4,39 @@ CU_DEVICE_ATTRIBUTE_WARP_SIZE). tests/test_driver.py checks every value against 
 import enum
 
 
-class _Names(enum.IntEnum):
+class _NamesType(type(enum.IntEnum)):
+    """PyCUDA's enumerations are ints (Boost.Python's), so calling one with no value gives
+    its 0, as int() does: `jit_option()`."""
+
+    def __call__(cls, *args, **kwargs):
+        return super().__call__(*(args or (0,)), **kwargs)
+
+
+class _Names(enum.IntEnum, metaclass=_NamesType):
     """An int that prints as its name, as PyCUDA's enumerations do: `{att}: {value}` over
-    Device.get_attributes() reads MAX_THREADS_PER_BLOCK: 1024."""
+    Device.get_attributes() reads MAX_THREADS_PER_BLOCK: 1024. A value no member has is
+    taken too, as PyCUDA's are ints of any value (a driver newer than kiln's list has more);
+    it prints as its number."""
+
+    @classmethod
+    def _missing_(cls, value):
+        if not isinstance(value, int) or isinstance(value, bool):
+            return None
+        member = int.__new__(cls, value)
+        member._name_ = None
+        member._value_ = value
+        return member
+
+    def __repr__(self):
+        if self._name_ is None:
+            return f"<{type(self).__name__}: {self._value_}>"
+        return super().__repr__()
 
     def __str__(self):
-        return self.name
+        return str(self._value_) if self._name_ is None else self._name_
 
     def __format__(self, spec):
-        return format(self.name, spec) if not spec or spec[-1] not in "bcdoxXn" else \
+        return format(str(self), spec) if not spec or spec[-1] not in "bcdoxXn" else \
             format(int(self), spec)
 
 
