@@ -1252,8 +1252,10 @@ def test_get_into_an_array_of_another_shape_and_pagelocked():
     host = sample((4, 6))
     a = kiln.to_device(host)
     flat = np.empty(24, np.float32)
-    assert a.get(flat) is flat
+    got = a.get(flat)  # PyCUDA's: ary, filled in C order, returned in a's shape
+    assert got.shape == (4, 6) and got.base is flat and a.get(np.empty((4, 6), np.float32)).base is None
     np.testing.assert_array_equal(flat, host.ravel())
+    np.testing.assert_array_equal(got, host)
     other = np.empty((2, 12), np.float32)
     a[:, ::-1].get(ary=other)  # a strided view: C order, through a temporary
     np.testing.assert_array_equal(other, host[:, ::-1].reshape(2, 12))

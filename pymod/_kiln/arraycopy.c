@@ -141,7 +141,8 @@ static int kpy_in_order(const kpy_array *a, int fortran) {
 }
 
 /* a's elements into the host array ary (None: a new one, page-locked when asked); gives back
- * ary, a new reference. A contiguous array is one copy; another goes through a contiguous
+ * ary, a new reference, or, where ary's shape differs, a view of it in a's shape, as PyCUDA's
+ * get returns ary reshaped. A contiguous array is one copy; another goes through a contiguous
  * temporary on the device first. */
 static PyObject *kpy_get_into(kpy_state *st, kpy_array *a, PyObject *ary, int pagelocked,
                               const kpy_on *on, const char *what) {
@@ -170,12 +171,19 @@ static PyObject *kpy_get_into(kpy_state *st, kpy_array *a, PyObject *ary, int pa
     }
     Py_INCREF(ary);
   }
-  if (!a->nbytes) return ary;
-  kpy_array *src = kpy_in_order(a, fortran)
-                       ? (kpy_array *)Py_NewRef((PyObject *)a)
-                       : kpy_array_copy_order(st, a, fortran, on->arg, on->handle);
-  if (!src || kpy_copy(st, src, ary, (size_t)a->nbytes, 1, on) < 0) Py_CLEAR(ary);
-  Py_XDECREF(src);
+  if (a->nbytes) {
+    kpy_array *src = kpy_in_order(a, fortran)
+                         ? (kpy_array *)Py_NewRef((PyObject *)a)
+                         : kpy_array_copy_order(st, a, fortran, on->arg, on->handle);
+    if (!src || kpy_copy(st, src, ary, (size_t)a->nbytes, 1, on) < 0) Py_CLEAR(ary);
+    Py_XDECREF(src);
+  }
+  if (ary && !kpy_same_shape(a, (PyArrayObject *)ary)) { /* C-contiguous: a view */
+    npy_intp dims[KPY_MAX_DIMS];
+    for (int i = 0; i < a->ndim; i++) dims[i] = a->shape[i];
+    PyArray_Dims shape = {dims, a->ndim};
+    Py_SETREF(ary, PyArray_Newshape((PyArrayObject *)ary, &shape, NPY_CORDER));
+  }
   return ary;
 }
 
