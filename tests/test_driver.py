@@ -1013,6 +1013,8 @@ def test_compile_gives_c_names_as_pycudas_and_links_with_code_that_calls_them_so
     assert b".entry k(" in kiln.compiler.compile(src, arch=ARCH, target="ptx")
     assert b".entry _Z1kPf(" in kiln.compiler.compile(src, arch=ARCH, target="ptx",
                                                       no_extern_c=True)
+    with pytest.raises(ValueError, match="kiln makes no fatbin, and a CUBIN loads"):
+        kiln.compiler.compile(src, arch=ARCH, target="fatbin")
     builtins = "__device__ double twice_it(double x) { return 2 * x; }\n"
     caller = kiln.compiler.compile(
         'extern "C" __device__ double twice_it(double);\n'

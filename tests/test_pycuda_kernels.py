@@ -12,6 +12,7 @@ import pytest
 
 import kiln
 import kiln.compiler
+import kiln.driver
 import kiln.gpuarray
 import kiln.tools
 from kiln import elementwise as ew
@@ -372,6 +373,62 @@ def test_cuda_module_is_the_base_of_the_modules():
     assert isinstance(kiln.compiler.DynamicModule(), kiln.compiler.CudaModule)
     assert issubclass(kiln.compiler.DynamicSourceModule, kiln.compiler.CudaModule)
     assert not isinstance(object(), kiln.compiler.CudaModule)
+
+
+class CubinModule(kiln.compiler.CudaModule):
+    """A program's own module over a CUBIN it compiled, with PyCUDA's helpers (a library's
+    BinModule)."""
+
+    def __init__(self, cubin, arch=None):
+        self._check_arch(arch)
+        self.module = kiln.driver.module_from_buffer(cubin)
+        self._bind_module()
+
+
+def test_a_cuda_module_of_a_programs_own_has_pycudas_helpers():
+    class Inner:
+        def get_global(self, name):
+            return ("global", name)
+
+        def get_texref(self, name):
+            return ("texref", name)
+
+        def get_function(self, name):
+            return ("function", name)
+
+    class Own(kiln.compiler.CudaModule):
+        def __init__(self):
+            self.module = Inner()
+            self._bind_module()
+
+    own = Own()
+    assert own.get_global("g") == ("global", "g") and own.get_texref("t") == ("texref", "t")
+    assert own.get_function("k") == ("function", "k") and not hasattr(own, "get_surfref")
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no device or no arch: nothing to say
+        own._check_arch(None)
+        own._check_arch("compute_nonsense")
+
+
+@pytest.mark.gpu
+def test_a_cuda_module_of_a_programs_own_launches():
+    import warnings
+    major, minor = kiln.Context.get_device().compute_capability()
+    arch = f"sm_{major}{minor}"
+    src = '__device__ int scale = 3;\n__global__ void k(int *p) { p[threadIdx.x] *= scale; }'
+    mod = CubinModule(kiln.compiler.compile(src, arch=arch), arch=arch)
+    ptr, size = mod.get_global("scale")
+    assert size == 4
+    kiln.driver.memcpy_htod(ptr, np.int32(5))
+    x = kiln.gpuarray.to_gpu(np.arange(32, dtype=np.int32))
+    mod.get_function("k")(x, block=(32, 1, 1), grid=(1, 1))
+    np.testing.assert_array_equal(x.get(), 5 * np.arange(32))
+    with pytest.warns(UserWarning, match="higher than selected GPU"):
+        CubinModule(kiln.compiler.compile(src, arch=arch), arch=f"sm_{major + 1}0")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        CubinModule(kiln.compiler.compile(src, arch=arch), arch=arch)
 
 
 # ---- on a GPU: each kernel launched the PyCUDA way, against NumPy ----------------------------

@@ -50,7 +50,35 @@ def _default_options():
 class CudaModule(abc.ABC):  # noqa: B024  (a base for isinstance; it asks nothing of its kinds)
     """What SourceModule, DynamicSourceModule and DynamicModule are (PyCUDA's base class of
     them): `isinstance(mod, CudaModule)` holds for each. SourceModule is kiln's own type, so it
-    is registered here rather than derived."""
+    is registered here rather than derived.
+
+    A class of a program's own derived from it (a module made from a CUBIN it compiled, with
+    `self.module = drv.module_from_buffer(cubin)`) has PyCUDA's helpers for it:
+    `_check_arch(arch)`, `_bind_module()` and `get_function(name)`."""
+
+    def _check_arch(self, arch):
+        """Warns when arch ("sm_90") is above the current device's compute capability."""
+        if arch is None:
+            return
+        try:
+            major, minor = _kiln.Context.get_device().compute_capability()
+            wanted = int(arch.split("_")[1].rstrip("af"))
+        except Exception:  # no device, or an arch this cannot read: nothing to say
+            return
+        if wanted > 10 * major + minor:
+            import warnings
+            warnings.warn("trying to compile for a compute capability higher than selected GPU",
+                          stacklevel=2)
+
+    def _bind_module(self):
+        """self.module's get_global (and get_texref, get_surfref) as the object's own."""
+        self.get_global = self.module.get_global
+        self.get_texref = self.module.get_texref
+        if hasattr(self.module, "get_surfref"):
+            self.get_surfref = self.module.get_surfref
+
+    def get_function(self, name):
+        return self.module.get_function(name)
 
 
 CudaModule.register(SourceModule)
@@ -101,7 +129,9 @@ def compile(source, nvcc="nvcc", options=None, keep=False, no_extern_c=False, ar
     compile() gives them: the source inside extern "C" unless no_extern_c. Nothing is loaded
     onto a GPU, and none is needed."""
     if target not in ("cubin", "ptx"):
-        raise ValueError(f"target is 'cubin' or 'ptx' (NVRTC gives both), not {target!r}")
+        raise ValueError(f"target is 'cubin' or 'ptx' (NVRTC gives both), not {target!r}"
+                         + (": kiln makes no fatbin, and a CUBIN loads wherever one does"
+                            if target == "fatbin" else ""))
     module = _compiled_with_c_linkage(source, nvcc, options, keep, no_extern_c, arch, code,
                                       cache_dir, include_dirs)
     return module.cubin if target == "cubin" else module.ptx.encode()
