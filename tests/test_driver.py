@@ -2693,3 +2693,20 @@ def test_the_programs_end_waits_for_the_work_kiln_queued(fake_driver):
     r = run_python(AT_EXIT, env={**env, "QUEUE": "0"})  # nothing queued: no wait, no device
     assert r.returncode == 0, r.stderr
     assert [line for line in r.stderr.splitlines() if line][-1] == "END", r.stderr
+
+
+def test_the_compute_mode_attribute_is_a_compute_mode_member_as_pycudas(fake_driver):
+    # PyCUDA's get_attribute gives COMPUTE_MODE as its enumeration, so a program printing
+    # get_attributes() reads COMPUTE_MODE: DEFAULT, not 0. The fake driver's mode is DEFAULT.
+    r = run_python("""
+        import kiln.driver as drv
+        d = drv.Device(0)
+        mode = d.get_attribute(drv.device_attribute.COMPUTE_MODE)
+        assert mode is drv.compute_mode.DEFAULT and d.compute_mode is mode, repr(mode)
+        attrs = d.get_attributes()
+        assert attrs[drv.device_attribute.COMPUTE_MODE] is mode
+        assert type(attrs[drv.device_attribute.WARP_SIZE]) is int
+        print(f"COMPUTE_MODE: {mode}")
+        """, env={"KILN_CUDA_PATH": str(fake_driver)})
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip().splitlines()[-1] == "COMPUTE_MODE: DEFAULT"

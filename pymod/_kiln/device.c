@@ -117,21 +117,37 @@ static int kpy_attribute_number(PyObject *attr, const char *what, int *out) {
   return 0;
 }
 
+/* kiln.driver's enumeration called name (device_attribute, compute_mode). */
+static PyObject *kpy_driver_enum(const char *name) {
+  PyObject *driver = PyImport_ImportModule("kiln.driver");
+  if (!driver) return NULL;
+  PyObject *e = PyObject_GetAttrString(driver, name);
+  Py_DECREF(driver);
+  return e;
+}
+
+static PyObject *kpy_device_attribute_enum(void) { return kpy_driver_enum("device_attribute"); }
+
+/* cuda.h's CU_DEVICE_ATTRIBUTE_COMPUTE_MODE (kiln.driver's device_attribute.COMPUTE_MODE,
+ * which a test checks against cuda.h). */
+#define KPY_ATTRIBUTE_COMPUTE_MODE 20
+
+/* Attribute a's value v: an int, or for COMPUTE_MODE a compute_mode member, as PyCUDA gives
+ * it (get_attributes() then prints COMPUTE_MODE: DEFAULT). */
+static PyObject *kpy_attribute_value(int a, int v) {
+  if (a != KPY_ATTRIBUTE_COMPUTE_MODE) return PyLong_FromLong(v);
+  PyObject *e = kpy_driver_enum("compute_mode");
+  PyObject *value = e ? PyObject_CallFunction(e, "i", v) : NULL;
+  Py_XDECREF(e);
+  return value;
+}
+
 static PyObject *kpy_device_get_attribute(PyObject *op, PyObject *attr) {
   int a, v = 0;
   if (kpy_attribute_number(attr, "device_attribute", &a) < 0) return NULL;
   kiln_status s = kiln_device_get_attribute(((kpy_device *)op)->ordinal, a, &v);
   if (s) return kpy_raise(kpy_state_of_type(Py_TYPE(op)), s);
-  return PyLong_FromLong(v);
-}
-
-/* kiln.driver's device_attribute, where the names live. */
-static PyObject *kpy_device_attribute_enum(void) {
-  PyObject *driver = PyImport_ImportModule("kiln.driver");
-  if (!driver) return NULL;
-  PyObject *e = PyObject_GetAttrString(driver, "device_attribute");
-  Py_DECREF(driver);
-  return e;
+  return kpy_attribute_value(a, v);
 }
 
 /* {device_attribute member: value} for every attribute this driver knows. */
@@ -149,7 +165,7 @@ static PyObject *kpy_device_get_attributes(PyObject *op, PyObject *unused) {
     }
     kiln_status s = kiln_device_get_attribute(((kpy_device *)op)->ordinal, a, &v);
     if (s == KILN_ERROR_INVALID) continue; /* newer than this driver */
-    PyObject *value = s ? kpy_raise(kpy_state_of_type(Py_TYPE(op)), s) : PyLong_FromLong(v);
+    PyObject *value = s ? kpy_raise(kpy_state_of_type(Py_TYPE(op)), s) : kpy_attribute_value(a, v);
     if (!value || PyDict_SetItem(out, member, value) < 0) Py_CLEAR(out);
     Py_XDECREF(value);
   }
