@@ -51,7 +51,7 @@ CONTEXT_METHODS = ("get_current get_device synchronize push pop detach attach ge
 FUNCTION_NAMES = ("prepare prepared_call prepared_async_call prepared_timed_call get_attribute "
                   "set_attribute set_cache_config num_regs shared_size_bytes local_size_bytes "
                   "const_size_bytes max_threads_per_block attributes").split()
-TOOLS_NAMES = ("DeviceMemoryPool PageLockedMemoryPool PageLockedAllocator make_default_context "
+TOOLS_NAMES = ("DeviceMemoryPool DebugMemoryPool PageLockedMemoryPool PageLockedAllocator make_default_context "
                "clear_context_caches dtype_to_ctype get_default_device DeviceData "
                "OccupancyRecord context_dependent_memoize bitlog2 mark_cuda_test "
                "init_cuda_context_fixture register_dtype get_or_register_dtype").split()
@@ -1141,6 +1141,47 @@ def test_the_pools_number_their_bins_as_pycudas_do():
             [256, 256, 320, 1024, 1 << 30]
         with pytest.raises(ValueError, match="no pool bin is numbered 3"):
             pool.alloc_size(3)
+
+
+def test_the_debug_pool_logs_each_allocation_as_pycudas(monkeypatch):
+    import io
+
+    class Block:  # a DeviceAllocation as the pool uses one, without a device
+        def __init__(self, size):
+            self.size = size
+
+        def __int__(self):
+            return 0x1000
+
+        def free(self):
+            pass
+
+    monkeypatch.setattr(kiln.tools, "mem_alloc", Block)
+    monkeypatch.setattr(kiln._kiln, "mem_info", lambda: (7000, 9000))
+    log = io.StringIO()
+    pool = kiln.tools.DebugMemoryPool(interactive=False, logfile=log)
+    assert isinstance(pool, kiln.tools.DeviceMemoryPool) and pool.last_free == 7000
+
+    def place():
+        return pool.allocate(1000)
+
+    a, b = place(), place()
+    lines = log.getvalue().splitlines()
+    assert lines[1] == ("  Allocation of size 1000 occurring (mem: last_free:7000, free: 7000, "
+                        "total:9000) (pool: held:0, active:0):")
+    assert lines[2].startswith("      at: ") and lines[2].endswith("|place|allocate")
+    assert lines[-1] == "   (1000 bytes): 1x"  # the live blocks, by size and place
+    assert len(pool.blocks) == 2 and pool.active_blocks == 2
+    del a
+    import gc
+    gc.collect()
+    assert len(pool.blocks) == 1 and pool.held_blocks == 1
+    answers = iter(["", "here", ""])  # [Enter] for the stack, a name, then Enter to go on
+    monkeypatch.setattr("builtins.input", lambda prompt="": next(answers))
+    asking = kiln.tools.DebugMemoryPool(logfile=log)
+    asking.allocate(10)
+    assert list(asking.stacktrace_mnemonics.values()) == ["here"]
+    assert "      at: here" in log.getvalue()
 
 
 def test_the_device_pool_counts_active_and_managed_bytes(monkeypatch):

@@ -444,6 +444,65 @@ class DeviceMemoryPool(_Pool):
         allocation.free()
 
 
+class DebugMemoryPool(DeviceMemoryPool):
+    """A DeviceMemoryPool that writes each allocation to logfile (sys.stdout when None): its
+    size, the device's free memory before it and now, the pool's counts, where it was asked
+    for, and how many blocks of each size and place are alive. With interactive, each place
+    is asked a name (a mnemonic) the first time, and every allocation waits for Enter. PyCUDA
+    keeps the mnemonics on disk; kiln keeps them for the pool's life."""
+
+    def __init__(self, interactive=True, logfile=None):
+        import sys
+        import weakref
+        super().__init__()
+        self.last_free, _ = _kiln.mem_info()
+        self.interactive = interactive
+        self.logfile = sys.stdout if logfile is None else logfile
+        self.blocks = weakref.WeakKeyDictionary()  # allocation -> (size, description)
+        self.stacktrace_mnemonics = {}
+
+    def allocate(self, size):
+        import traceback
+        stack = tuple(frame[2] for frame in traceback.extract_stack())
+        description = self.describe(stack, size)
+        histogram = {}
+        for block in list(self.blocks.values()):
+            histogram[block] = histogram.get(block, 0) + 1
+        prefix = os.path.commonprefix([descr for _, descr in histogram])
+        free, total = _kiln.mem_info()
+        print("\n  Allocation of size %d occurring (mem: last_free:%d, free: %d, total:%d) "
+              "(pool: held:%d, active:%d):\n      at: %s"
+              % (size, self.last_free, free, total, self.held_blocks, self.active_blocks,
+                 description), file=self.logfile)
+        for (bsize, descr), count in sorted(histogram.items()):
+            print("  %s (%d bytes): %dx" % (descr[len(prefix):], bsize, count),
+                  file=self.logfile)
+        if self.interactive:
+            input("  [Enter]")
+        result = super().allocate(size)
+        self.blocks[result] = (size, description)
+        self.last_free, _ = _kiln.mem_info()
+        return result
+
+    def describe(self, stack, size):
+        """The place an allocation was asked for: the functions of its stack, or, interactive,
+        the name given for that stack and size."""
+        if not self.interactive:
+            return "|".join(stack)
+        try:
+            return self.stacktrace_mnemonics[stack, size]
+        except KeyError:
+            print(size, stack)
+            while True:
+                mnemonic = input("Enter mnemonic or [Enter] for more info:")
+                if mnemonic:
+                    break
+                import traceback
+                traceback.print_stack()
+            self.stacktrace_mnemonics[stack, size] = mnemonic
+            return mnemonic
+
+
 class PageLockedAllocator:
     """How a PageLockedMemoryPool gets its blocks: page-locked memory with flags (from
     kiln.driver.host_alloc_flags; kiln's is always portable)."""
