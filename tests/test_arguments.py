@@ -77,6 +77,7 @@ def test_bad_argument_names_index_and_expectation(many, index, value, error, phr
 @pytest.mark.parametrize("index, value", [
     (0, -2**31), (0, 2**31 - 1), (1, 2**32 - 1), (2, -128), (3, 255), (5, -2**63),
     (0, True), (0, np.int16(-5)), (1, np.uint32(7)), (6, 3), (6, np.float64(1.25)),
+    (0, np.uint32(2**32 - 1)), (1, np.int32(-1)), (5, np.uint64(2**64 - 1)),  # their bits
     (7, np.float32(2.5)), (6, float("inf")), (6, float("nan")),
     (8, 0), (8, 2**64 - 1), (8, np.uint64(123)),
     (9, np.array([1, 2, 3, 4], np.int32)), (9, bytearray(16)), (9, memoryview(b"\1" * 16)),

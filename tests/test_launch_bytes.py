@@ -81,6 +81,11 @@ case("int_small", "ints", -1, 1, -2, 2, -3, 3, -4, 4, 5, block=b)
 case("int_mixed", "ints", np.int8(-5), True, Index(-7), np.uint16(9), np.int32(-11), 12,
      np.int64(-13), Index(2**64 - 2), A, block=b)
 case("int_array_pointer", "ints", 1, 2, 3, 4, 5, 6, 7, 8, array, block=b)
+# A NumPy integer of the parameter's width and the other sign: its bits (a np.uint32 seed for
+# an int), as PyCUDA packs a NumPy scalar by its own type.
+case("int_numpy_other_sign", "ints", np.uint8(255), np.int8(-1), np.uint16(65535),
+     np.int16(-2), np.uint32(2**32 - 1), np.int32(-5), np.uint64(2**64 - 1), np.int64(-1), A,
+     block=b)
 case("reals", "reals", 1.5, 2.25, A, block=b)
 case("reals_from_ints", "reals", 3, -4, 7, block=b)
 case("reals_numpy", "reals", np.float32(0.5), np.float64(-0.125), A, block=b)
@@ -124,6 +129,8 @@ case("bad_float_for_ptr", "ints", 0, 0, 0, 0, 0, 0, 0, 0, 1.0, block=b)
 case("bad_f32_overflow", "reals", 1e39, 0.0, A, block=b)
 case("bad_str_for_real", "reals", 1.0, "2", A, block=b)
 case("bad_freed", "ints", 0, 0, 0, 0, 0, 0, 0, 0, freed, block=b)
+case("bad_numpy_other_width", "ints", 0, 0, 0, 0, 0, np.int8(-1), 0, 0, A, block=b)
+case("bad_numpy_negative_ptr", "ints", 0, 0, 0, 0, 0, 0, 0, 0, np.int64(-1), block=b)
 case("bad_after_code", "ints", 0, 0, 0, 0, 2**31, 0, 0, Index(1), A, block=b)
 case("bad_count", "ints", 1, 2, 3, block=b)
 case("bad_block_zero", "reals", 1.0, 2.0, A, block=(0, 1, 1))
@@ -172,6 +179,8 @@ def test_numpy_bool_index_and_allocation_among_plain_ints(launches):
     launched_with(launches, "int_mixed",
                   packed(INT_CODES, -5, 1, -7, 9, -11, 12, -13, 2**64 - 2, alloc))
     launched_with(launches, "int_array_pointer", packed(INT_CODES, 1, 2, 3, 4, 5, 6, 7, 8, array))
+    launched_with(launches, "int_numpy_other_sign",
+                  packed(INT_CODES, -1, 255, -1, 2**16 - 2, -1, 2**32 - 5, -1, 2**64 - 1, alloc))
 
 
 def test_reals_from_floats_ints_and_numpy(launches):
@@ -244,6 +253,8 @@ def test_launch_shapes_read_again_and_remembered(launches):
     ("bad_f32_overflow", "ValueError: argument 0 of reals"),
     ("bad_str_for_real", "TypeError: argument 1 of reals"),
     ("bad_freed", "the allocation was freed"),
+    ("bad_numpy_other_width", "ValueError: argument 5 of ints"),
+    ("bad_numpy_negative_ptr", "ValueError: argument 8 of ints"),
     ("bad_after_code", "ValueError: argument 4 of ints"),
     ("bad_count", "TypeError: ints(signed char"),
     ("bad_block_zero", "block.x is 0"),

@@ -526,6 +526,20 @@ int kpy_pack_arg(kpy_state *st, const kiln_function *f, int index, PyObject *obj
         kpy_refuse_array(st, f, index, obj) < 0)
       return -1;
   }
+  /* A NumPy integer of the parameter's width goes as its bits, whatever the two signs: C
+   * converts an unsigned int to an int so, and PyCUDA packs a NumPy scalar by its own type
+   * (a program's np.uint32 seed for an int parameter). A Python int, of no width, and a NumPy
+   * integer of another width are range-checked below; a pointer never takes a negative. */
+  if (PyArray_IsScalar(obj, Integer) && cls >= KILN_PARAM_B8 && cls <= KILN_PARAM_U64 &&
+      cls != KILN_PARAM_B64) {
+    PyArray_Descr *d = PyArray_DescrFromScalar(obj);
+    npy_intp elsize = d ? PyDataType_ELSIZE(d) : 0;
+    Py_XDECREF(d);
+    if (elsize == (npy_intp)kiln_function_params(f)[index].size) {
+      PyArray_ScalarAsCtype(obj, slot); /* little-endian, as the device */
+      return 0;
+    }
+  }
   /* Integer and pointer classes: ints of any kind (bool, numpy integers, __index__). */
   if (PyLong_Check(obj) || PyArray_IsScalar(obj, Integer) || PyArray_IsScalar(obj, Bool) ||
       (!PyFloat_Check(obj) && !PyArray_IsScalar(obj, Inexact) && PyIndex_Check(obj))) {
