@@ -2751,3 +2751,22 @@ def test_the_compute_mode_attribute_is_a_compute_mode_member_as_pycudas(fake_dri
         """, env={"KILN_CUDA_PATH": str(fake_driver)})
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip().splitlines()[-1] == "COMPUTE_MODE: DEFAULT"
+
+
+def test_to_device_copies_in_c_order_as_pycudas(fake_driver):
+    # PyCUDA's to_device copies memoryview(a).tobytes(): a Fortran-ordered array arrives row by
+    # row, and a strided one is taken (kiln copied the Fortran array's memory as it lies, and
+    # refused the strided one).
+    r = run_python("""
+        import numpy as np
+        import kiln.driver as drv
+        a = np.arange(12.0).reshape(3, 4)
+        for h in (a, np.asfortranarray(a), a[:, ::2], a.T, memoryview(a)[::2], bytearray(b"xy")):
+            want = np.frombuffer(memoryview(h).tobytes(), np.uint8)
+            got = np.empty(want.size, np.uint8)
+            drv.memcpy_dtoh(got, drv.to_device(h))
+            assert np.array_equal(got, want), type(h)
+        print("ok")
+        """, env={"KILN_CUDA_PATH": str(fake_driver)})
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip().splitlines()[-1] == "ok"

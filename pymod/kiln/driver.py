@@ -188,8 +188,18 @@ class PointerHolderBase:
 
 def to_device(bf_obj):
     """A DeviceAllocation holding a copy of bf_obj (a numpy array or any buffer), as PyCUDA's
-    to_device; kiln.to_device gives a DeviceArray instead."""
-    nbytes = bf_obj.nbytes if isinstance(bf_obj, _np.ndarray) else memoryview(bf_obj).nbytes
+    to_device; kiln.to_device gives a DeviceArray instead. The elements go in C order, as
+    PyCUDA copies memoryview(bf_obj).tobytes(): a Fortran-ordered or strided array arrives
+    row by row."""
+    if isinstance(bf_obj, _np.ndarray):
+        if not bf_obj.flags.c_contiguous:
+            bf_obj = _np.ascontiguousarray(bf_obj)
+        nbytes = bf_obj.nbytes
+    else:
+        view = memoryview(bf_obj)
+        if not view.c_contiguous:
+            bf_obj = view.tobytes()
+        nbytes = view.nbytes
     result = mem_alloc(nbytes)
     memcpy_htod(result, bf_obj)
     return result
