@@ -328,6 +328,14 @@ def test_prepare_refuses_texture_references(module):
     with pytest.raises(NotImplementedError, match="texture references were removed in CUDA 12"):
         module.get_function("k").prepare("PPif", texrefs=[object()])
     assert module.get_function("k").prepare("PPif", texrefs=[]).arg_format == "PPif"
+    # Today's PyCUDA has prepare(arg_types, texrefs=[]): a list second is texrefs, where an
+    # int is older PyCUDA's shared, and a tuple its block before CUDA 4.
+    f = module.get_function("k")
+    assert f.prepare("PPif", []) is f and f.prepare("PPif", 64) is f
+    with pytest.raises(NotImplementedError, match="texture references were removed"):
+        f.prepare("PPif", [object()])
+    with pytest.raises(TypeError, match="give it to prepared_call"):
+        f.prepare("PPif", (32, 1, 1))
 
 
 def test_a_call_takes_pycudas_texrefs_when_there_are_none(module):

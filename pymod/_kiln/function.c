@@ -456,7 +456,20 @@ static PyObject *kpy_function_prepare(PyObject *op, PyObject *args, PyObject *kw
   PyObject *types, *shared = Py_None, *texrefs = NULL;
   if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|OO:prepare", kwlist, &types, &shared, &texrefs))
     return NULL;
+  /* PyCUDA's prepare is (arg_types, texrefs=[]) now and was (arg_types, shared, texrefs)
+   * before: a list second is today's texrefs. */
+  if (!texrefs && PyList_Check(shared) && PyTuple_GET_SIZE(args) == 2) {
+    texrefs = shared;
+    shared = Py_None;
+  }
   if (texrefs && kpy_texrefs_none(texrefs) < 0) return NULL;
+  if (PyTuple_Check(shared)) {
+    PyErr_Format(PyExc_TypeError,
+                 "prepare(arg_types, %R): a block given to prepare is PyCUDA's before CUDA 4; "
+                 "give it to prepared_call(grid, block, *args)",
+                 shared);
+    return NULL;
+  }
   unsigned shared_bytes = 0;
   if (shared != Py_None) {
     unsigned long long v;
@@ -1098,7 +1111,8 @@ static PyMethodDef kpy_function_methods[] = {
      "(a "
      "struct format such as 'PiiP', or a list of characters and NumPy dtypes) against the "
      "kernel's parameters and returns the function. Optional in kiln, which packs by the "
-     "kernel's signature. texrefs, for PyCUDA's texture references, may only be empty."},
+     "kernel's signature. texrefs, for PyCUDA's texture references, may only be empty; a list "
+     "as the second argument is texrefs, as in PyCUDA's prepare(arg_types, texrefs=[])."},
     {"prepared_call", (PyCFunction)(void (*)(void))kpy_function_prepared_call,
      METH_FASTCALL | METH_KEYWORDS,
      "prepared_call($self, grid, block, *args, shared_size=0)\n--\n\nThe launch, as "
