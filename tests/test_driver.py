@@ -2778,3 +2778,13 @@ def test_to_device_copies_in_c_order_as_pycudas(fake_driver):
         """, env={"KILN_CUDA_PATH": str(fake_driver)})
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip().splitlines()[-1] == "ok"
+
+
+def test_compact_strides_keep_a_host_arrays_order_as_pycudas():
+    # A program's own to_gpu: GPUArray(ary.shape, ary.dtype, strides=_compact_strides(ary)).
+    a = np.zeros((3, 4, 5), np.float32)
+    assert kiln.gpuarray._compact_strides(a) == [80, 20, 4]
+    assert kiln.gpuarray._compact_strides(np.asfortranarray(a)) == [4, 12, 48]
+    assert kiln.gpuarray._compact_strides(a[:, ::2, :]) == [40, 20, 4]
+    assert kiln.gpuarray._compact_strides(a.transpose(2, 0, 1)) == [4, 80, 20]  # as a lies
+    assert kiln.gpuarray._compact_strides(np.zeros((), np.int8)) == []

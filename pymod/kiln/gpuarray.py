@@ -58,6 +58,18 @@ def _get_common_dtype(obj1, obj2):
     return _compyte_array.get_common_dtype(obj1, obj2)
 
 
+def _compact_strides(a):
+    """Strides of a packed array whose axes lie in the order a's strides give them (the
+    smallest stride innermost): PyCUDA's helper, which its to_gpu and programs' own GPUArray
+    makers pass as strides= to keep a host array's order."""
+    strides = [0] * len(a.shape)
+    step = a.dtype.itemsize
+    for _, n, axis in sorted((a.strides[k], a.shape[k], k) for k in range(len(a.shape))):
+        strides[axis] = step
+        step *= n
+    return strides
+
+
 def _memcpy_discontig(dst, src, async_=False, stream=None):
     """src's elements into dst's, PyCUDA's helper that libraries built on it call: arrays of the
     same shape and dtype, each a GPUArray or a NumPy array, of any strides (kiln's copy walks
