@@ -1151,10 +1151,13 @@ def test_the_pools_number_their_bins_as_pycudas_do():
             pool.alloc_size(3)
 
 
-def test_the_debug_pool_logs_each_allocation_as_pycudas(monkeypatch):
-    import io
+@pytest.fixture
+def freed_blocks(monkeypatch):
+    """kiln.tools' mem_alloc made to give DeviceAllocations as the pools use them, without a
+    device; the sizes of those freed, in order."""
+    freed = []
 
-    class Block:  # a DeviceAllocation as the pool uses one, without a device
+    class Block:
         def __init__(self, size):
             self.size = size
 
@@ -1162,9 +1165,15 @@ def test_the_debug_pool_logs_each_allocation_as_pycudas(monkeypatch):
             return 0x1000
 
         def free(self):
-            pass
+            freed.append(self.size)
 
     monkeypatch.setattr(kiln.tools, "mem_alloc", Block)
+    return freed
+
+
+def test_the_debug_pool_logs_each_allocation_as_pycudas(monkeypatch, freed_blocks):
+    import io
+
     monkeypatch.setattr(kiln._kiln, "mem_info", lambda: (7000, 9000))
     log = io.StringIO()
     pool = kiln.tools.DebugMemoryPool(interactive=False, logfile=log)
@@ -1192,20 +1201,8 @@ def test_the_debug_pool_logs_each_allocation_as_pycudas(monkeypatch):
     assert "      at: here" in log.getvalue()
 
 
-def test_the_device_pool_counts_active_and_managed_bytes(monkeypatch):
-    freed = []
-
-    class Block:  # a DeviceAllocation as the pool uses one, without a device
-        def __init__(self, size):
-            self.size = size
-
-        def __int__(self):
-            return 0x1000
-
-        def free(self):
-            freed.append(self.size)
-
-    monkeypatch.setattr(kiln.tools, "mem_alloc", Block)
+def test_the_device_pool_counts_active_and_managed_bytes(freed_blocks):
+    freed = freed_blocks
     pool = kiln.tools.DeviceMemoryPool()
     a, b = pool.allocate(1000), pool.allocate(100)
     assert (pool.active_bytes, pool.managed_bytes, pool.active_blocks) == (1100, 1024 + 256, 2)

@@ -13,6 +13,7 @@ import numpy as np
 
 from . import _cgen, _log
 from ._kiln import DeviceArray
+from .compyte import array as _compyte_array
 
 # ---- C spelling of values --------------------------------------------------------------------
 
@@ -628,7 +629,7 @@ def _subclass_formula(op, x, y, out):
     if out is None:
         if not both and op != "multiply" and other == 0 and arr is x:
             return arr.copy()
-        out = arr._new_like_me(_common(arr, other))
+        out = arr._new_like_me(_compyte_array.get_common_dtype(arr, other))
     if op == "multiply":
         return arr._elwise_multiply(other, out) if both else arr._axpbz(other, 0, out)
     if both:
@@ -636,12 +637,6 @@ def _subclass_formula(op, x, y, out):
     if arr is not x:  # other - arr
         return arr._axpbz(-1, other, out)
     return arr._axpbz(1, -other if op == "subtract" else other, out)
-
-
-def _common(arr, other):
-    """PyCUDA's _get_common_dtype: the result dtype of arr and other, a scalar as NumPy takes
-    it."""
-    return np.result_type(arr.dtype, other.dtype if isinstance(other, DeviceArray) else other)
 
 
 def binary(op, x, y, out=None, stream=None, casting="same_kind"):

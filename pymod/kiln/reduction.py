@@ -175,9 +175,9 @@ class ReductionKernel(ReductionBase):
         if kernel_wrapper is None:
             f(out, scratch, 0, *args, *extra, block=(block, 1, 1), grid=(grid, 1),
               stream=stream)
-        else:
-            kernel_wrapper(_launcher(f))((grid, 1), (block, 1, 1), stream, out, scratch, 0,
-                                         *args, *extra)
+        else:  # given the launch as PyCUDA gives its stages': one here, where it has two
+            kernel_wrapper(f.prepared_async_call)((grid, 1), (block, 1, 1), stream, out,
+                                                  scratch, 0, *args, *extra)
         return out
 
     def _check_out(self, out):
@@ -190,16 +190,6 @@ class ReductionKernel(ReductionBase):
             raise (ValueError if isinstance(out, DeviceArray) else TypeError)(
                 f"{self.name}: out must be a contiguous device array of dtype "
                 f"{self.dtype_out} with room for the one result, not a {what}")
-
-
-def _launcher(f):
-    """What PyCUDA's kernel_wrapper is given: a launch of f called as a prepared_async_call,
-    (grid, block, stream, *args, shared_size=0). The wrapper returns what is called in its
-    place (a program's timer around the launch). kiln reduces in one launch, where PyCUDA
-    wraps each of its two stages."""
-    def launch(grid, block, stream, *args, shared_size=0):
-        f(*args, block=block, grid=grid, stream=stream, shared=shared_size)
-    return launch
 
 
 def _empty_result(dtype, stream):
