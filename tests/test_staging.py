@@ -18,6 +18,15 @@ extern "C" __global__ void copy_bytes(unsigned char *dst, const unsigned char *s
          i += (size_t)gridDim.x * blockDim.x)
         dst[i] = src[i];
 }
+extern "C" __global__ void spin_then_fill(unsigned char *x, size_t n, unsigned char v,
+                                          long long cycles)
+{
+    long long t0 = clock64();
+    while (clock64() - t0 < cycles) { }
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
+         i += (size_t)gridDim.x * blockDim.x)
+        x[i] = v;
+}
 extern "C" __global__ void add_one(unsigned char *x, size_t n)
 {
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
@@ -656,3 +665,77 @@ def test_an_array_kiln_page_locked_can_still_be_registered_by_the_program():
     del reg, half, h
     gc.collect()
     assert pinned() == base
+
+
+SPIN = np.int64(100_000_000)  # about 50 ms of a GPU's clock: a stream still busy when a copy is queued
+
+
+def locked_array(n=PIN):
+    """A pageable array of n bytes that kiln has page-locked in place, and its device copy."""
+    base = pinned()
+    h = sample(np.uint8, n)
+    d = kiln.to_device(h)
+    d.get(out=h)                                       # the second copy locks it
+    assert pinned()[0] == base[0] + 1
+    return h, d
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("how", ["memcpy_dtoh_async", "get_async", "Memcpy2D"])
+def test_a_queued_copy_into_an_array_kiln_page_locked_is_done_when_it_returns(mod, how):
+    # The program gave a pageable array, so PyCUDA's queued copy into it has finished when the
+    # call returns (the driver's rule for pageable memory), and programs read it at once; from
+    # memory page-locked in place the copy would still be behind the stream's work.
+    import kiln.driver as drv
+    h, d = locked_array()
+    s = kiln.Stream()
+    mod.get_function("spin_then_fill")(d, np.uint64(PIN), np.uint8(7), SPIN, stream=s, **LAUNCH)
+    if how == "memcpy_dtoh_async":
+        drv.memcpy_dtoh_async(h, d.gpudata, s)
+    elif how == "get_async":
+        assert d.get_async(stream=s, ary=h) is not None
+    else:
+        c = drv.Memcpy2D()
+        c.set_src_device(d.gpudata)
+        c.set_dst_host(h)
+        c.width_in_bytes = c.src_pitch = c.dst_pitch = 4096
+        c.height = PIN // 4096
+        c(s)
+    assert s.is_done()
+    assert (h == 7).all()
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("how", ["memcpy_htod_async", "set_async"])
+def test_a_queued_copy_from_an_array_kiln_page_locked_has_read_it_when_it_returns(mod, how):
+    # As the driver's copy from pageable memory: the program may write its array again as soon
+    # as the call returns.
+    import kiln.driver as drv
+    h, d = locked_array()
+    want = h.copy()
+    s = kiln.Stream()
+    mod.get_function("spin_then_fill")(d, np.uint64(PIN), np.uint8(0), SPIN, stream=s, **LAUNCH)
+    if how == "memcpy_htod_async":
+        drv.memcpy_htod_async(d.gpudata, h, s)
+    else:
+        d.set_async(h, stream=s)
+    h[...] = 1
+    s.synchronize()
+    np.testing.assert_array_equal(d.get(), want)
+
+
+@pytest.mark.gpu
+def test_an_array_kiln_page_locked_can_be_registered_mapped_by_the_program(mod):
+    # register_host_memory(ary, DEVICEMAP) of an array kiln locked: the driver would refuse a
+    # second registration, so kiln's own, portable and mapped, serves it.
+    import kiln.driver as drv
+    h, d = locked_array()
+    flags = drv.mem_host_register_flags.DEVICEMAP | drv.mem_host_register_flags.PORTABLE
+    reg = drv.register_host_memory(h, flags=flags)
+    ptr = reg.base.get_device_pointer()
+    mod.get_function("spin_then_fill")(np.uintp(ptr), np.uint64(PIN), np.uint8(5), np.int64(0),
+                                       **LAUNCH)
+    kiln.Context.synchronize()
+    assert (h == 5).all() and (reg == 5).all()
+    reg.base.unregister()
+    assert pinned()[0] >= 1

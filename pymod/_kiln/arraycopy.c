@@ -71,8 +71,9 @@ static int kpy_copy_between_host(kpy_state *st, kpy_array *dev, PyObject *host, 
     Py_END_ALLOW_THREADS
     if (!s) kpy_wait_copied(st, kiln_device_current(), work);
   } else {
-    int queued = kpy_stream_is_kiln(st, on->arg);
-    /* A large pageable copy is staged by host threads before the call returns. */
+    /* A large pageable copy is staged by host threads before the call returns; memory kiln
+     * page-locked in place is waited for as pageable memory would be (pin.h). */
+    int queued = kpy_stream_is_kiln(st, on->arg) && !kpy_pin_touches(st, data, n);
     Py_BEGIN_ALLOW_THREADS
       s = to_host ? kiln_memcpy_dtoh_async(data, p, n, h) : kiln_memcpy_htod_async(p, data, n, h);
       if (!s && !queued) s = kiln_stream_synchronize(h);

@@ -7,6 +7,7 @@
 #include "cuarray.h"
 #include "errors.h"
 #include "memory.h"
+#include "pin.h"
 #include "stream.h"
 #include "wait.h"
 
@@ -99,6 +100,12 @@ static int kpy_copy_side_host(const kiln_copy_side *side) {
   return side->kind != KILN_COPY_DEVICE && side->kind != KILN_COPY_ARRAY;
 }
 
+/* Whether a host side's buffer meets memory kiln page-locked in place (pin.h). */
+static int kpy_copy_side_pinned(kpy_state *st, const kiln_copy_side *side) {
+  return (side->kind == KILN_COPY_HOST || side->kind == KILN_COPY_UNIFIED) && side->host &&
+         kpy_pin_touches(st, side->host, side->host_size);
+}
+
 static PyObject *kpy_memcpy_3d_sides(PyObject *module, PyObject *args) {
   kpy_state *st = kpy_state_of_module(module);
   PyObject *src_t, *dst_t;
@@ -170,8 +177,20 @@ static PyObject *kpy_memcpy_3d_sides(PyObject *module, PyObject *args) {
     kpy_raise(st, s);
     goto done;
   }
+  /* A queued copy with host memory kiln page-locked in place is waited for, as the pageable
+   * memory the program gave (pin.h). */
+  if (async && !waits && (kpy_copy_side_pinned(st, &src) || kpy_copy_side_pinned(st, &dst))) {
+    Py_BEGIN_ALLOW_THREADS
+      s = kiln_stream_synchronize(on.handle);
+    Py_END_ALLOW_THREADS
+    if (s) {
+      kpy_raise(st, s);
+      goto done;
+    }
+    waits = 1;
+  }
   for (int i = 0; i < 2; i++)
-    if (async && keep[i] && kpy_copy_queued(st, &on, keep[i]) < 0) goto done;
+    if (async && !waits && keep[i] && kpy_copy_queued(st, &on, keep[i]) < 0) goto done;
   result = Py_NewRef(Py_None);
 done:
   for (int i = 0; i < 2; i++)

@@ -325,9 +325,9 @@ static PyObject *kpy_register_host_memory(PyObject *module, PyObject *args, PyOb
   }
   void *p = PyArray_DATA(a);
   /* An array kiln page-locked itself for its repeated copies (pin.h) is so until the array is
-   * collected, which the registration outlives by holding it: the program's registration with
-   * no flags is that one, where the driver would refuse a second. */
-  int kilns = !flags && kpy_pin_holds(st, p, (size_t)PyArray_NBYTES(a));
+   * collected, which the registration outlives by holding it: the program's registration is
+   * that one, portable and mapped, where the driver would refuse a second. */
+  int kilns = kpy_pin_serves(st, p, (size_t)PyArray_NBYTES(a), flags);
   kiln_status s = KILN_OK;
   if (!kilns) {
     Py_BEGIN_ALLOW_THREADS

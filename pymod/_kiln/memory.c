@@ -479,15 +479,20 @@ static PyObject *kpy_memcpy_between(PyObject *module, PyObject *const *args, Py_
   }
   if (PyArray_Check(host_obj) && (!async || !kpy_stream_is_kiln(st, on.obj)))
     kpy_pin_reused(st, (PyArrayObject *)host_obj, nbytes);
+  /* Memory the program gave as pageable and kiln page-locked is waited for, as pageable (pin.h). */
+  int waited = async && kpy_stream_is_kiln(st, on.obj) && kpy_pin_touches(st, data, nbytes);
   kiln_status s;
   Py_BEGIN_ALLOW_THREADS
     if (async)
       s = to_device ? kiln_memcpy_htod_async(dev, data, nbytes, on.handle)
                     : kiln_memcpy_dtoh_async(data, dev, nbytes, on.handle);
     else s = to_device ? kiln_memcpy_htod(dev, data, nbytes) : kiln_memcpy_dtoh(data, dev, nbytes);
+    if (!s && waited) s = kiln_stream_synchronize(on.handle);
   Py_END_ALLOW_THREADS
   if (!s && !async) kpy_wait_copied(st, kiln_device_current(), work);
-  int failed = s ? (kpy_raise(st, s), 1) : async ? kpy_copy_queued(st, &on, host_obj) < 0 : 0;
+  int failed = s                  ? (kpy_raise(st, s), 1)
+               : async && !waited ? kpy_copy_queued(st, &on, host_obj) < 0
+                                  : 0;
   PyBuffer_Release(&view);
   if (failed) return NULL;
   Py_RETURN_NONE;

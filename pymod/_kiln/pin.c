@@ -132,7 +132,9 @@ void kpy_pin_reused(kpy_state *st, PyArrayObject *a, size_t nbytes) {
     size_t size = p->size;
     kiln_status s;
     Py_BEGIN_ALLOW_THREADS
-      s = kiln_host_register(base, size, 0);
+      /* Mapped too, so that the program's own register_host_memory(ary, DEVICEMAP) of the
+       * array, which the driver would refuse as registered already, is served by this one. */
+      s = kiln_host_register(base, size, KILN_HOST_DEVICEMAP);
     Py_END_ALLOW_THREADS
     if (s) st->pinned_bytes -= size;
     p->state = s ? KPY_PIN_REFUSED : KPY_PIN_REGISTERED;
@@ -149,6 +151,20 @@ int kpy_pin_holds(kpy_state *st, const void *p, size_t n) {
       return 1;
   }
   return 0;
+}
+
+int kpy_pin_touches(kpy_state *st, const void *p, size_t n) {
+  const char *c = p;
+  for (int i = 0; n && i < st->n_pins; i++) {
+    const struct kpy_pin *pin = st->pins[i];
+    if (pin->state == KPY_PIN_REGISTERED && c < pin->base + pin->size && pin->base < c + n)
+      return 1;
+  }
+  return 0;
+}
+
+int kpy_pin_serves(kpy_state *st, const void *p, size_t n, unsigned flags) {
+  return !(flags & ~(KILN_HOST_PORTABLE | KILN_HOST_DEVICEMAP)) && kpy_pin_holds(st, p, n);
 }
 
 void kpy_pin_counts(kpy_state *st, Py_ssize_t *buffers, Py_ssize_t *bytes) {

@@ -30,6 +30,17 @@ void kpy_pin_reused(kpy_state *st, PyArrayObject *a, size_t nbytes);
  * as long as its array lives. */
 int kpy_pin_holds(kpy_state *st, const void *p, size_t n);
 
+/* Whether [p, p + n) meets a buffer kiln page-locked itself. The program gave that memory as
+ * pageable, where a copy queued on a stream has read its host memory (to the device) or
+ * finished (to the host) by the time the call returns; from page-locked memory it would run
+ * later. So a queued copy that meets such a buffer is waited for. */
+int kpy_pin_touches(kpy_state *st, const void *p, size_t n);
+
+/* Whether kiln's own registration (pin.h) serves a program's register_host_memory of
+ * [p, p + n) with flags: it lies inside one such buffer, which kiln page-locked portable and
+ * mapped, the most the program can ask. */
+int kpy_pin_serves(kpy_state *st, const void *p, size_t n, unsigned flags);
+
 /* The figures staging_info() reports: buffers and bytes page-locked now. */
 void kpy_pin_counts(kpy_state *st, Py_ssize_t *buffers, Py_ssize_t *bytes);
 
