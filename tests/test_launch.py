@@ -181,6 +181,36 @@ def test_mem_alloc_memcpy_and_pointers(mod):
         f(buf, 2.0, x.size, block=256, grid=4)
 
 
+def test_an_allocation_takes_a_programs_attributes_as_pycudas_does(mod):
+    # PyCUDA's DeviceAllocation is a Boost.Python object that takes any attribute; quantumsim
+    # sets its own `size` on one. kiln's copies still go by the allocation's true size.
+    import gc
+    import kiln.driver as drv
+    x = np.arange(1000, dtype=np.float32)
+    buf = kiln.mem_alloc(x.nbytes)
+    buf.size = 100
+    buf.shape = x.shape
+    assert buf.size == 100 and buf.shape == (1000,) and buf.__dict__ == {"size": 100,
+                                                                         "shape": (1000,)}
+    kiln.memcpy_htod(buf, x)                          # 4000 bytes: the true size bounds it
+    with pytest.raises(ValueError, match="copying 8000 bytes"):
+        kiln.memcpy_htod(buf, np.zeros(2000, np.float32))
+    out = np.empty_like(x)
+    kiln.memcpy_dtoh(out, buf)
+    assert np.array_equal(out, x)
+    del buf.size
+    assert buf.size == x.nbytes
+    # An allocation in a reference cycle through its attributes is collected, its memory freed.
+    big = 1 << 30
+    free_before = drv.mem_get_info()[0]
+    held = kiln.mem_alloc(big)
+    held.me = held
+    assert drv.mem_get_info()[0] <= free_before - big
+    del held
+    gc.collect()
+    assert drv.mem_get_info()[0] >= free_before - (64 << 20)
+
+
 def test_cuda_array_interface_objects(mod):
     torch = pytest.importorskip("torch")
     t = torch.arange(100, dtype=torch.float32, device="cuda")

@@ -208,9 +208,24 @@ void kpy_copies_end(kpy_state *st) {
   kpy_raised_put_back(&raised);
 }
 
+static int kpy_allocation_traverse(PyObject *op, visitproc visit, void *arg) {
+  Py_VISIT(Py_TYPE(op));
+  Py_VISIT(((kpy_allocation *)op)->dict);
+  Py_VISIT(((kpy_allocation *)op)->stream_owner);
+  return 0;
+}
+
+/* Only the program's attributes: stream_owner keeps the stream the memory is freed on. */
+static int kpy_allocation_clear(PyObject *op) {
+  Py_CLEAR(((kpy_allocation *)op)->dict);
+  return 0;
+}
+
 static void kpy_allocation_dealloc(PyObject *op) {
   kpy_allocation *self = (kpy_allocation *)op;
   PyTypeObject *tp = Py_TYPE(op);
+  PyObject_GC_UnTrack(op);
+  Py_CLEAR(self->dict);
   kpy_allocation_defer(self);
   kpy_allocation_release(self); /* a failure here has no one to tell */
   if (self->used) kiln_event_destroy(self->used);
@@ -247,9 +262,24 @@ static PyObject *kpy_allocation_repr(PyObject *op) {
   return PyUnicode_FromFormat("<kiln.DeviceAllocation of %zu bytes at %s>", self->size, addr);
 }
 
+/* size: the allocation's bytes, unless the program set its own (PyCUDA's allocation has no
+ * size, so a program's is just its attribute); kiln's checks always use the allocation's. */
 static PyObject *kpy_allocation_get_size(PyObject *op, void *closure) {
   (void)closure;
-  return PyLong_FromSize_t(((kpy_allocation *)op)->size);
+  kpy_allocation *self = (kpy_allocation *)op;
+  PyObject *own = self->dict ? PyDict_GetItemString(self->dict, "size") : NULL;
+  return own ? Py_NewRef(own) : PyLong_FromSize_t(self->size);
+}
+
+static int kpy_allocation_set_size(PyObject *op, PyObject *value, void *closure) {
+  (void)closure;
+  kpy_allocation *self = (kpy_allocation *)op;
+  if (!self->dict && !(self->dict = PyDict_New())) return -1;
+  if (value) return PyDict_SetItemString(self->dict, "size", value);
+  /* del a.size: the allocation's own again */
+  if (PyDict_DelItemString(self->dict, "size") < 0 && PyErr_ExceptionMatches(PyExc_KeyError))
+    PyErr_Clear();
+  return PyErr_Occurred() ? -1 : 0;
 }
 
 static PyObject *kpy_allocation_as_buffer(PyObject *op, PyObject *args, PyObject *kwargs) {
@@ -274,8 +304,15 @@ static PyMethodDef kpy_allocation_methods[] = {
 };
 
 static PyGetSetDef kpy_allocation_getset[] = {
-    {"size", kpy_allocation_get_size, NULL, "Size in bytes.", NULL},
+    {"size", kpy_allocation_get_size, kpy_allocation_set_size,
+     "Size in bytes; a program may set its own, which kiln's checks do not use.", NULL},
+    {"__dict__", PyObject_GenericGetDict, PyObject_GenericSetDict, NULL, NULL},
     {NULL, NULL, NULL, NULL, NULL},
+};
+
+static PyMemberDef kpy_allocation_members[] = {
+    {"__dictoffset__", KPY_T_PYSSIZET, offsetof(kpy_allocation, dict), KPY_READONLY, NULL},
+    {NULL, 0, 0, 0, NULL},
 };
 
 static PyType_Slot kpy_allocation_slots[] = {
@@ -283,6 +320,9 @@ static PyType_Slot kpy_allocation_slots[] = {
     {Py_tp_repr, kpy_allocation_repr},
     {Py_tp_methods, kpy_allocation_methods},
     {Py_tp_getset, kpy_allocation_getset},
+    {Py_tp_members, kpy_allocation_members},
+    {Py_tp_traverse, kpy_allocation_traverse},
+    {Py_tp_clear, kpy_allocation_clear},
     {Py_nb_int, kpy_allocation_int},
     {Py_nb_index, kpy_allocation_int},
     {Py_tp_doc, (void *)"Device memory from kiln.mem_alloc(); int() gives its address. "
@@ -292,7 +332,8 @@ static PyType_Slot kpy_allocation_slots[] = {
 
 static PyType_Spec kpy_allocation_spec = {"kiln.DeviceAllocation", sizeof(kpy_allocation), 0,
                                           Py_TPFLAGS_DEFAULT | Py_TPFLAGS_IMMUTABLETYPE |
-                                              Py_TPFLAGS_DISALLOW_INSTANTIATION,
+                                              Py_TPFLAGS_DISALLOW_INSTANTIATION |
+                                              Py_TPFLAGS_HAVE_GC,
                                           kpy_allocation_slots};
 
 /* The device side of a copy: an allocation (its size bounds the copy), an int address, or an

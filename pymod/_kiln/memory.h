@@ -10,6 +10,9 @@ typedef struct kpy_allocation {
   kpy_state *st;      /* the module's, which outlives it */
   kiln_deviceptr ptr; /* 0 once freed */
   size_t size;
+  /* Attributes a program sets, as on PyCUDA's Boost.Python allocation (quantumsim keeps its
+   * own `size` there), or NULL. */
+  PyObject *dict;
   /* Pool memory (kpy_allocation_pooled) is freed in stream order, on the device and stream it
    * was made on; pooled is 0 for kiln.mem_alloc's. */
   int pooled, device;
