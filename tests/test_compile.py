@@ -789,6 +789,35 @@ def test_gnu_builtins_int128_and_extension_compile_as_nvcc_takes_them():
     assert 'identifier "__builtin_popcount"' not in str(e.value)
 
 
+GNU_KEYWORDS = r"""
+extern int printf (__const char *__restrict __format, ...);
+__global__ void k(__const__ float *x, __signed__ char *c, float *y) {
+  __volatile int w = 3; __signed char q = c[0]; __const float z = x[0];
+  unsigned lane; __asm__ __volatile__("mov.u32 %0, %%laneid;" : "=r"(lane));
+  unsigned warp; __asm volatile("mov.u32 %0, %%warpid;" : "=r"(warp));
+  y[0] = z + q + w + lane + warp;
+  if (y[0] < 0) printf("%f\n", y[0]);
+}
+"""
+
+
+def test_gnu_alternate_keywords_compile_as_nvcc_takes_them():
+    # GCC's __const, __volatile, __signed__, __asm__ (Sailfish's kernels declare glibc's printf
+    # with them); NVRTC knows none of them.
+    mod = kiln.SourceModule(GNU_KEYWORDS, arch="sm_90", cache_dir=False)
+    assert mod.get_function("k").signature == ("ptr", "ptr", "ptr")
+
+
+@pytest.mark.gpu
+def test_gnu_alternate_keywords_compute_as_gccs_do():
+    x = np.array([1.5], np.float32)
+    c = np.array([-2], np.int8)
+    y = np.zeros(1, np.float32)
+    kiln.SourceModule(GNU_KEYWORDS).get_function("k")(kiln.In(x), kiln.In(c), kiln.Out(y),
+                                                      block=(1, 1, 1))
+    assert y[0] == 1.5 - 2 + 3
+
+
 @pytest.mark.gpu
 def test_gnu_builtins_compute_as_gccs_do():
     u = np.array([0, 0xF0F0, 0x00010000, 0b101000], np.uint32)

@@ -510,15 +510,23 @@ static int kiln__refuses_register(const char *log) {
 }
 
 /* GCC's spellings that nvcc takes in device code and NVRTC refuses, each with NVRTC's message
- * and the option that makes it take them: its builtins (as the device functions they are, or
- * their constants), __int128 (which NVRTC takes when asked to), and __extension__ (which marks
- * what GCC should not warn of: nothing, to NVRTC). */
+ * and the option that makes it take them: its alternate keywords (glibc's printf declaration,
+ * `__const char *__restrict`, which Sailfish's kernels carry), its builtins (as the device
+ * functions they are, or their constants), __int128 (which NVRTC takes when asked to), and
+ * __extension__ (which marks what GCC should not warn of: nothing, to NVRTC). */
 #define KILN__SAME(f) {"identifier \"__builtin_" #f "\" is undefined", "-D__builtin_" #f "=" #f}
 #define KILN__INF_F "__int_as_float(0x7f800000)"
 #define KILN__INF_D "__longlong_as_double(0x7ff0000000000000LL)"
 static const struct {
   const char *refusal, *option;
 } kiln__gnu_spellings[] = {
+    {"identifier \"__const\" is undefined", "-D__const=const"},
+    {"identifier \"__const__\" is undefined", "-D__const__=const"},
+    {"identifier \"__volatile\" is undefined", "-D__volatile=volatile"},
+    {"identifier \"__signed\" is undefined", "-D__signed=signed"},
+    {"identifier \"__signed__\" is undefined", "-D__signed__=signed"},
+    {"identifier \"__asm\" is undefined", "-D__asm=asm"},
+    {"identifier \"__asm__\" is undefined", "-D__asm__=asm"},
     {"identifier \"__builtin_popcount\" is undefined", "-D__builtin_popcount=__popc"},
     {"identifier \"__builtin_popcountll\" is undefined", "-D__builtin_popcountll=__popcll"},
     {"identifier \"__builtin_clz\" is undefined", "-D__builtin_clz=__clz"},
@@ -577,6 +585,9 @@ static const struct {
 #undef KILN__INF_F
 #undef KILN__INF_D
 
+/* The compiles kiln__gnu_spellings' options may take, each naming more of them. */
+#define KILN__GNU_ROUNDS 4
+
 static int kiln__refuses_gnu(const char *log) {
   for (size_t i = 0; log && i < KILN__COUNT(kiln__gnu_spellings); i++)
     if (strstr(log, kiln__gnu_spellings[i].refusal)) return 1;
@@ -584,8 +595,15 @@ static int kiln__refuses_gnu(const char *log) {
 }
 
 /* The options of opts and those that make NVRTC take what its refusal (log) names of
- * kiln__gnu_spellings, and -D__extension__= when the source spells it, in a malloc'd array
- * (free it) of *n; NULL when there is none to add (or memory ran out). */
+ * kiln__gnu_spellings, and -D__extension__= when the source spells it, each unless opts has it
+ * already, in a malloc'd array (free it) of *n; NULL when there is none to add (or memory ran
+ * out). */
+static int kiln__options_have(const kiln_compile_opts *opts, const char *option) {
+  for (int i = 0; opts && i < opts->n_options; i++)
+    if (!strcmp(opts->options[i], option)) return 1;
+  return 0;
+}
+
 static const char **kiln__options_gnu(const kiln_compile_opts *opts, const char *src,
                                       const char *log, int *n) {
   int had = opts ? opts->n_options : 0;
@@ -594,8 +612,11 @@ static const char **kiln__options_gnu(const kiln_compile_opts *opts, const char 
   if (had) memcpy(out, opts->options, sizeof *out * (size_t)had);
   *n = had;
   for (size_t i = 0; i < KILN__COUNT(kiln__gnu_spellings); i++)
-    if (strstr(log, kiln__gnu_spellings[i].refusal)) out[(*n)++] = kiln__gnu_spellings[i].option;
-  if (strstr(src, "__extension__")) out[(*n)++] = "-D__extension__=";
+    if (strstr(log, kiln__gnu_spellings[i].refusal) &&
+        !kiln__options_have(opts, kiln__gnu_spellings[i].option))
+      out[(*n)++] = kiln__gnu_spellings[i].option;
+  if (strstr(src, "__extension__") && !kiln__options_have(opts, "-D__extension__="))
+    out[(*n)++] = "-D__extension__=";
   if (*n == had) {
     free(out);
     return NULL;
@@ -617,11 +638,12 @@ static const char **kiln__options_plus(const kiln_compile_opts *opts, const char
 /* One more compile of a source NVRTC refused, with other options (alt): taken, into *out with
  * *taken set, when NVRTC compiles it or refuses it for something `still` does not find in its
  * log (the rest then starts from that refusal and alt). Otherwise the first refusal stands,
- * its message the last error again. The status of the compile taken, else the refusal's. */
+ * its message the last error again, and the second's log is handed over in *second_log when
+ * that is given (else freed). The status of the compile taken, else the refusal's. */
 static kiln_status kiln__compile_retry(const char *src, const kiln_compile_opts *alt,
                                        int (*still)(const char *log), const char *arch,
                                        const char *pch_dir, const char *cwd, kiln__code *out,
-                                       int *again, int *taken) {
+                                       int *again, int *taken, char **second_log) {
   *taken = 0;
   char *first = kiln__dup_str(kiln_last_error());
   kiln__code second;
@@ -632,6 +654,10 @@ static kiln_status kiln__compile_retry(const char *src, const kiln_compile_opts 
     *taken = 1;
     if (r == KILN_OK) kiln__clear_error();
   } else {
+    if (second_log) {
+      *second_log = second.log;
+      second.log = NULL;
+    }
     kiln__compile_free_code(&second);
     if (first) kiln__fail(KILN_ERROR_COMPILE, "%s", first);
     r = KILN_ERROR_COMPILE;
@@ -693,7 +719,7 @@ kiln_status kiln__compile(const char *src, const kiln_compile_opts *opts, const 
     cxx17 = *opts;
     cxx17.options = cxx17_options;
     s = kiln__compile_retry(src, &cxx17, kiln__needs_newer_cxx, arch, pch_dir, cwd, out, &again,
-                            &taken);
+                            &taken, NULL);
     if (taken) opts = &cxx17;
   }
   /* C's `register`, which NVRTC refuses under C++17 and nvcc takes, as GCC does, with a
@@ -708,21 +734,34 @@ kiln_status kiln__compile(const char *src, const kiln_compile_opts *opts, const 
     no_register.options = register_options;
     no_register.n_options = (opts ? opts->n_options : 0) + 1;
     s = kiln__compile_retry(src, &no_register, kiln__refuses_register, arch, pch_dir, cwd, out,
-                            &again, &taken);
+                            &again, &taken, NULL);
     if (taken) opts = &no_register;
   }
-  /* GCC's builtins, __int128 and __extension__, which nvcc takes in device code: compiled again
-   * with the options that make NVRTC take them (kiln__gnu_spellings), and the rest from there.
-   * If the source is refused for one of them still, the first refusal stands. */
+  /* GCC's keywords, builtins, __int128 and __extension__, which nvcc takes in device code:
+   * compiled again with the options that make NVRTC take them (kiln__gnu_spellings), and the
+   * rest from there. A refusal inside a declaration hides the rest of it, so while a compile
+   * names more of them, once more with those too (a few rounds at most). If the source is
+   * refused for one of them still, the first refusal stands. */
   kiln_compile_opts gnu;
   const char **gnu_options = NULL;
   int n_gnu = 0;
   if (s == KILN_ERROR_COMPILE && out->log &&
       (gnu_options = kiln__options_gnu(opts, src, out->log, &n_gnu))) {
     gnu = opts ? *opts : (kiln_compile_opts){0};
-    gnu.options = gnu_options;
-    gnu.n_options = n_gnu;
-    s = kiln__compile_retry(src, &gnu, kiln__refuses_gnu, arch, pch_dir, cwd, out, &again, &taken);
+    for (int round = 1;; round++) {
+      gnu.options = gnu_options;
+      gnu.n_options = n_gnu;
+      char *second_log = NULL;
+      s = kiln__compile_retry(src, &gnu, kiln__refuses_gnu, arch, pch_dir, cwd, out, &again, &taken,
+                              &second_log);
+      const char **more = !taken && second_log && round < KILN__GNU_ROUNDS
+                              ? kiln__options_gnu(&gnu, src, second_log, &n_gnu)
+                              : NULL;
+      free(second_log);
+      if (!more) break;
+      free(gnu_options);
+      gnu_options = more;
+    }
     if (taken) opts = &gnu;
   }
   /* A specialization in namespace std of a template kiln's libcu++ headers give (std::
