@@ -885,7 +885,37 @@ static PyObject *kpy_function_attribute(kpy_function *self, int attribute) {
 
 /* func.MAX_THREADS_PER_BLOCK: PyCUDA upper-cases the name it is asked for, so an attribute's
  * own upper-case spelling reads it too. Looked for only once the usual lookup has failed. */
+/* The type's read-only attribute of that name (a getset with no setter), borrowed, or NULL.
+ * PyCUDA's Function has none of kiln's (its attributes come from __getattr__), so what a
+ * program sets of that name is its own attribute there (neon names its kernels:
+ * kernel.name = "lut_bprop"): such a value is kept in the function's __dict__ and read back
+ * from there, while kiln reads its own values from the C side. */
+static PyObject *kpy_function_read_only(PyTypeObject *tp, PyObject *name) {
+  PyObject *d = PyUnicode_Check(name) ? _PyType_Lookup(tp, name) : NULL;
+  return d && Py_IS_TYPE(d, &PyGetSetDescr_Type) && !((PyGetSetDescrObject *)d)->d_getset->set
+             ? d
+             : NULL;
+}
+
+static int kpy_function_setattro(PyObject *op, PyObject *name, PyObject *value) {
+  kpy_function *self = (kpy_function *)op;
+  if (!kpy_function_read_only(Py_TYPE(op), name)) return PyObject_GenericSetAttr(op, name, value);
+  if (!self->dict && !(self->dict = PyDict_New())) return -1;
+  if (value) return PyDict_SetItem(self->dict, name, value);
+  if (PyDict_DelItem(self->dict, name) == 0) return 0; /* kiln's value shows again */
+  if (PyErr_ExceptionMatches(PyExc_KeyError)) {
+    PyErr_Clear();
+    PyErr_Format(PyExc_AttributeError, "'kiln.Function' object has no attribute '%U' set", name);
+  }
+  return -1;
+}
+
 static PyObject *kpy_function_getattro(PyObject *op, PyObject *name) {
+  PyObject *dict = ((kpy_function *)op)->dict;
+  if (dict && PyDict_GET_SIZE(dict) && kpy_function_read_only(Py_TYPE(op), name)) {
+    PyObject *own = PyDict_GetItemWithError(dict, name);
+    if (own || PyErr_Occurred()) return Py_XNewRef(own);
+  }
   PyObject *found = PyObject_GenericGetAttr(op, name);
   if (found || !PyErr_ExceptionMatches(PyExc_AttributeError) || !PyUnicode_Check(name))
     return found;
@@ -1230,6 +1260,7 @@ static PyType_Slot kpy_function_slots[] = {
     {Py_tp_methods, kpy_function_methods},
     {Py_tp_getset, kpy_function_getset},
     {Py_tp_getattro, kpy_function_getattro},
+    {Py_tp_setattro, kpy_function_setattro},
     {Py_tp_doc, (void *)"A kernel: f(*args, block, grid=(1, 1), shared=0, stream=None, "
                         "time_kernel=False, cooperative=False, cluster=None, "
                         "programmatic=False)."},

@@ -28,7 +28,9 @@ def _function_from(module, name):
 
 
 def _reduce_function(function):
-    return _function_from, (_kiln._function_module(function), function.name)
+    # The kernel's own name, whatever a program set as its `name` attribute.
+    name = _kiln.Function.name.__get__(function)
+    return _function_from, (_kiln._function_module(function), name)
 
 
 def _array_from_host(host):
