@@ -795,7 +795,7 @@ __global__ void k(__const__ float *x, __signed__ char *c, float *y) {
   __volatile int w = 3; __signed char q = c[0]; __const float z = x[0];
   unsigned lane; __asm__ __volatile__("mov.u32 %0, %%laneid;" : "=r"(lane));
   unsigned warp; __asm volatile("mov.u32 %0, %%warpid;" : "=r"(warp));
-  y[0] = z + q + w + lane + warp;
+  y[0] = z + q + w + lane + (warp & 0u);
   if (y[0] < 0) printf("%f\n", y[0]);
 }
 """

@@ -18,15 +18,6 @@ extern "C" __global__ void copy_bytes(unsigned char *dst, const unsigned char *s
          i += (size_t)gridDim.x * blockDim.x)
         dst[i] = src[i];
 }
-extern "C" __global__ void spin_then_fill(unsigned char *x, size_t n, unsigned char v,
-                                          long long cycles)
-{
-    long long t0 = clock64();
-    while (clock64() - t0 < cycles) { }
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
-         i += (size_t)gridDim.x * blockDim.x)
-        x[i] = v;
-}
 extern "C" __global__ void add_one(unsigned char *x, size_t n)
 {
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
@@ -667,7 +658,13 @@ def test_an_array_kiln_page_locked_can_still_be_registered_by_the_program():
     assert pinned() == base
 
 
-SPIN = np.int64(100_000_000)  # about 50 ms of a GPU's clock: a stream still busy when a copy is queued
+BUSY = np.int64(100_000_000)  # about 50 ms of a GPU's clock: a stream still busy at the copy
+
+
+def fill_after_a_while(d, value, stream=None, cycles=BUSY):
+    """Queues a kernel that waits cycles, then fills d's PIN bytes with value."""
+    f = kiln.SourceModule(SPIN).get_function("spin_then_fill")
+    f(d, np.uint64(PIN), cycles, np.uint8(value), block=(1024, 1, 1), grid=(1, 1), stream=stream)
 
 
 def locked_array(n=PIN):
@@ -682,14 +679,14 @@ def locked_array(n=PIN):
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("how", ["memcpy_dtoh_async", "get_async", "Memcpy2D"])
-def test_a_queued_copy_into_an_array_kiln_page_locked_is_done_when_it_returns(mod, how):
+def test_a_queued_copy_into_an_array_kiln_page_locked_is_done_when_it_returns(how):
     # The program gave a pageable array, so PyCUDA's queued copy into it has finished when the
     # call returns (the driver's rule for pageable memory), and programs read it at once; from
     # memory page-locked in place the copy would still be behind the stream's work.
     import kiln.driver as drv
     h, d = locked_array()
     s = kiln.Stream()
-    mod.get_function("spin_then_fill")(d, np.uint64(PIN), np.uint8(7), SPIN, stream=s, **LAUNCH)
+    fill_after_a_while(d, 7, s)
     if how == "memcpy_dtoh_async":
         drv.memcpy_dtoh_async(h, d.gpudata, s)
     elif how == "get_async":
@@ -707,14 +704,14 @@ def test_a_queued_copy_into_an_array_kiln_page_locked_is_done_when_it_returns(mo
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("how", ["memcpy_htod_async", "set_async"])
-def test_a_queued_copy_from_an_array_kiln_page_locked_has_read_it_when_it_returns(mod, how):
+def test_a_queued_copy_from_an_array_kiln_page_locked_has_read_it_when_it_returns(how):
     # As the driver's copy from pageable memory: the program may write its array again as soon
     # as the call returns.
     import kiln.driver as drv
     h, d = locked_array()
     want = h.copy()
     s = kiln.Stream()
-    mod.get_function("spin_then_fill")(d, np.uint64(PIN), np.uint8(0), SPIN, stream=s, **LAUNCH)
+    fill_after_a_while(d, 0, s)
     if how == "memcpy_htod_async":
         drv.memcpy_htod_async(d.gpudata, h, s)
     else:
@@ -725,7 +722,7 @@ def test_a_queued_copy_from_an_array_kiln_page_locked_has_read_it_when_it_return
 
 
 @pytest.mark.gpu
-def test_an_array_kiln_page_locked_can_be_registered_mapped_by_the_program(mod):
+def test_an_array_kiln_page_locked_can_be_registered_mapped_by_the_program():
     # register_host_memory(ary, DEVICEMAP) of an array kiln locked: the driver would refuse a
     # second registration, so kiln's own, portable and mapped, serves it.
     import kiln.driver as drv
@@ -733,8 +730,7 @@ def test_an_array_kiln_page_locked_can_be_registered_mapped_by_the_program(mod):
     flags = drv.mem_host_register_flags.DEVICEMAP | drv.mem_host_register_flags.PORTABLE
     reg = drv.register_host_memory(h, flags=flags)
     ptr = reg.base.get_device_pointer()
-    mod.get_function("spin_then_fill")(np.uintp(ptr), np.uint64(PIN), np.uint8(5), np.int64(0),
-                                       **LAUNCH)
+    fill_after_a_while(np.uintp(ptr), 5, cycles=np.int64(0))
     kiln.Context.synchronize()
     assert (h == 5).all() and (reg == 5).all()
     reg.base.unregister()
