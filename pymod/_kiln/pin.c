@@ -25,7 +25,8 @@ struct kpy_pin {
   uintptr_t owner;     /* the owner's address, only compared while owner_ref lives */
   char *base;          /* the owner's memory, registered whole */
   size_t size;
-  int state; /* KPY_PIN_* */
+  int state;  /* KPY_PIN_* */
+  int mapped; /* registered with KILN_HOST_DEVICEMAP */
 };
 
 /* The array whose own memory a's data lies in, or NULL when it is not a numpy array's own
@@ -100,6 +101,7 @@ static struct kpy_pin *kpy_pin_add(kpy_state *st, PyObject *module, PyArrayObjec
   p->base = PyArray_DATA(owner);
   p->size = (size_t)PyArray_NBYTES(owner);
   p->state = KPY_PIN_SEEN;
+  p->mapped = 0;
   st->pins[st->n_pins++] = p;
   return p;
 }
@@ -131,11 +133,18 @@ void kpy_pin_reused(kpy_state *st, PyArrayObject *a, size_t nbytes) {
     char *base = p->base;
     size_t size = p->size;
     kiln_status s;
+    int mapped = 1;
     Py_BEGIN_ALLOW_THREADS
       /* Mapped too, so that the program's own register_host_memory(ary, DEVICEMAP) of the
-       * array, which the driver would refuse as registered already, is served by this one. */
+       * array, which the driver would refuse as registered already, is served by this one;
+       * unmapped where the driver maps none. */
       s = kiln_host_register(base, size, KILN_HOST_DEVICEMAP);
+      if (s) {
+        mapped = 0;
+        s = kiln_host_register(base, size, 0);
+      }
     Py_END_ALLOW_THREADS
+    p->mapped = mapped;
     if (s) st->pinned_bytes -= size;
     p->state = s ? KPY_PIN_REFUSED : KPY_PIN_REGISTERED;
   }
@@ -164,7 +173,15 @@ int kpy_pin_touches(kpy_state *st, const void *p, size_t n) {
 }
 
 int kpy_pin_serves(kpy_state *st, const void *p, size_t n, unsigned flags) {
-  return !(flags & ~(KILN_HOST_PORTABLE | KILN_HOST_DEVICEMAP)) && kpy_pin_holds(st, p, n);
+  const char *c = p;
+  if (flags & ~(KILN_HOST_PORTABLE | KILN_HOST_DEVICEMAP)) return 0;
+  for (int i = 0; i < st->n_pins; i++) {
+    const struct kpy_pin *pin = st->pins[i];
+    if (pin->state == KPY_PIN_REGISTERED && c >= pin->base && n <= pin->size &&
+        (size_t)(c - pin->base) <= pin->size - n)
+      return pin->mapped || !(flags & KILN_HOST_DEVICEMAP);
+  }
+  return 0;
 }
 
 void kpy_pin_counts(kpy_state *st, Py_ssize_t *buffers, Py_ssize_t *bytes) {

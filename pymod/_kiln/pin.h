@@ -38,7 +38,8 @@ int kpy_pin_touches(kpy_state *st, const void *p, size_t n);
 
 /* Whether kiln's own registration (pin.h) serves a program's register_host_memory of
  * [p, p + n) with flags: it lies inside one such buffer, which kiln page-locked portable and
- * mapped, the most the program can ask. */
+ * mapped (the most the program can ask; unmapped where the driver maps none, which then
+ * serves no DEVICEMAP). */
 int kpy_pin_serves(kpy_state *st, const void *p, size_t n, unsigned flags);
 
 /* The figures staging_info() reports: buffers and bytes page-locked now. */
