@@ -357,6 +357,28 @@ def test_scans_compile(dtype, expr, neutral):
         assert m.get_function(name).name in m.kernels
 
 
+@pytest.mark.parametrize("doubles", [3, 16, 48])
+def test_scans_of_large_structs_fit_a_blocks_shared_memory(doubles):
+    # A tile of 2048 structs of three doubles would take 55 KiB of static shared memory, more
+    # than a block has (PyCUDA scans such structs): larger elements take fewer per thread,
+    # then fewer threads.
+    from kiln.tools import get_or_register_dtype
+    dt = get_or_register_dtype(f"kiln_doubles{doubles}_t",
+                               np.dtype([(f"v{k}", np.float64) for k in range(doubles)]))
+    fields = " ".join(f"double v{k};" for k in range(doubles))
+    adds = ", ".join(f"a.v{k} + b.v{k}" for k in range(doubles))
+    pre = (f"struct kiln_doubles{doubles}_t {{ {fields} }};\n"
+           f"__device__ kiln_doubles{doubles}_t add(kiln_doubles{doubles}_t a, "
+           f"kiln_doubles{doubles}_t b) {{ return {{ {adds} }}; }}")
+    block, items, tile = _scan_src.shape(dt)
+    assert (block * items + block) * dt.itemsize <= 48 << 10 and tile == block * items
+    assert (block, items) == {3: (256, 7), 16: (128, 1), 48: (64, 1)}[doubles]
+    m = compile_(_scan_src.source(dt, "add(a, b)", None, "scan", pre))
+    assert len(m.kernels) == 3
+    with pytest.raises(ValueError, match="a scan of 8192-byte elements needs"):
+        _scan_src.shape(np.dtype((np.float64, 1024)))
+
+
 def test_an_inclusive_scan_of_a_struct_needs_no_neutral():
     # PyCUDA's inclusive scan never uses a neutral; kiln's module also holds the exclusive
     # kernel, whose start must still compile for a struct type given none.

@@ -1325,6 +1325,17 @@ def test_register_dtype_names_a_struct_for_generated_kernels():
     assert kiln.tools.get_or_register_dtype("unsigned int") == np.uint32
     with pytest.raises(TypeError, match="no dtype is known for the C type 'kiln_nothing'"):
         kiln.tools.get_or_register_dtype("kiln_nothing")
+    # PyCUDA's registry raises KeyError there (compyte documents TypeNameNotKnown, a
+    # RuntimeError), and a name registered to another dtype is a RuntimeError.
+    from kiln.compyte.dtypes import TypeNameNotKnown
+    for error in (KeyError, RuntimeError, TypeNameNotKnown):
+        with pytest.raises(error):
+            kiln.tools.get_or_register_dtype("kiln_nothing")
+    with pytest.raises(RuntimeError, match="name 'kiln_triple' already registered to different"):
+        kiln.tools.get_or_register_dtype("kiln_triple", pair)
+    with pytest.raises(RuntimeError, match="name 'float' already registered to different"):
+        kiln.tools.register_dtype(np.float64, "float", alias_ok=True)
+    assert kiln.tools.get_or_register_dtype("kiln_triple_t", triple) == triple  # the same again
     with pytest.raises(TypeError, match="c_names is a C type's name or a list"):
         kiln.tools.register_dtype(triple, [])
 
@@ -1402,6 +1413,7 @@ class FakeDeviceData:
     max_threads, warp_size, warps_per_mp, thread_blocks_per_mp = 1024, 32, 64, 32
     registers, registers_per_mp, shared_memory_per_mp, smem_alloc_granularity = (
         65536, 65536, 233472, 128)
+    reserved_shared_memory = 1024
 
 
 def test_device_data_coalesces_whole_warps():
@@ -1417,6 +1429,7 @@ def test_device_data_coalesces_whole_warps():
     (32, 0, 0, 32, "device", 0.5),
     (256, 0, 64, 4, "regs", 0.5),
     (128, 100 * 1024, 0, 2, "smem", 0.125),
+    (128, 16 * 1024, 0, 13, "smem", 0.8125),  # 17 KiB a block with the driver's reserve
     (256, 0, 32, 8, "regs", 1.0),  # regs and warps tie: PyCUDA's min() of the pairs
 ])
 def test_occupancy_records(threads, shared, regs, tb, limited_by, occupancy):
@@ -1426,6 +1439,18 @@ def test_occupancy_records(threads, shared, regs, tb, limited_by, occupancy):
     assert min(r.tb_per_mp_limits) == (r.tb_per_mp, r.limited_by)
     assert [name for _, name in r.tb_per_mp_limits] == (
         ["device", "warps"] + ["regs"] * bool(regs) + ["smem"] * bool(shared))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("threads, shared", [(128, 16 * 1024), (256, 40 * 1024), (64, 3000)])
+def test_occupancy_records_agree_with_the_drivers(threads, shared):
+    from kiln.compiler import SourceModule
+    f = SourceModule(f"__global__ void k(float *p) {{ __shared__ float s[{shared // 4}];\n"
+                     "s[threadIdx.x] = p[threadIdx.x]; __syncthreads();\n"
+                     "p[threadIdx.x] = s[blockDim.x - 1 - threadIdx.x]; }\n").get_function("k")
+    r = kiln.tools.OccupancyRecord(kiln.tools.DeviceData(), threads, f.shared_size_bytes,
+                                   f.num_regs)
+    assert r.tb_per_mp == f.max_active_blocks(threads)
 
 
 def test_occupancy_of_a_block_that_cannot_run_is_refused_as_pycuda_refuses_it():

@@ -238,3 +238,32 @@ def test_pycudas_documented_example():
     dev_data = kiln.to_device(host_data)
     knl(dev_data)
     assert (dev_data.get() == np.cumsum(host_data, axis=0)).all()
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("doubles", [3, 16])
+def test_structs_too_large_for_a_full_tile_are_scanned(doubles):
+    # Elements of 24 and 128 bytes: tiles of fewer items, then fewer threads (_scan_src.shape),
+    # across several tiles, inclusive and exclusive.
+    from kiln.tools import get_or_register_dtype
+    name = f"kiln_scan{doubles}_t"
+    dt = get_or_register_dtype(name, np.dtype([(f"v{k}", np.float64) for k in range(doubles)]))
+    fields = " ".join(f"double v{k};" for k in range(doubles))
+    adds = ", ".join(f"a.v{k} + b.v{k}" for k in range(doubles))
+    zeros = ", ".join("0" for _ in range(doubles))
+    pre = (f"struct {name} {{ {fields} }};\n"
+           f"__device__ {name} add({name} a, {name} b) {{ return {{ {adds} }}; }}\n"
+           f"__device__ {name} zero() {{ return {{ {zeros} }}; }}\n")
+    tile = _scan_src.shape(dt)[2]
+    n = 3 * tile + 5
+    rng = np.random.default_rng(doubles)
+    host = np.zeros(n, dt)
+    for k in range(doubles):
+        host[f"v{k}"] = rng.integers(-50, 50, n)  # exact in float64 whatever the order
+    x = kiln.to_device(host)
+    inc = InclusiveScanKernel(dt, "add(a, b)", preamble=pre)(x, "new").get()
+    exc = ExclusiveScanKernel(dt, "add(a, b)", "zero()", preamble=pre)(x, "new").get()
+    for k in range(doubles):
+        want = np.cumsum(host[f"v{k}"])
+        np.testing.assert_array_equal(inc[f"v{k}"], want)
+        np.testing.assert_array_equal(exc[f"v{k}"], np.concatenate([[0], want[:-1]]))

@@ -1,6 +1,7 @@
 """CUDA source of scans: PyCUDA's InclusiveScanKernel and ExclusiveScanKernel.
 
-A scan of n elements runs over tiles of TILE elements, one block each:
+A scan of n elements runs over tiles of TILE elements (fewer for large elements: `shape`), one
+block each:
 
 1. `<prefix>_tiles`: each block folds its tile into one value (skipped when there is one tile);
 2. those tile values are scanned inclusively, in place, by the same scheme (one tile of them
@@ -14,14 +15,36 @@ Steele, in shared memory: any type, any associative `scan_expr`, in order), and 
 back out through shared memory. No neutral element is needed except for the first output of
 an exclusive scan: a missing prefix is tracked, not padded.
 """
+import numpy as np
+
 from . import _cgen
 
 BLOCK = 256
 ITEMS = 8
 TILE = BLOCK * ITEMS
+# The static shared memory a block may have: the tile and one value per thread live there.
+_SHARED = 48 << 10
+
+
+def shape(dtype):
+    """(block, items, tile) of a scan of dtype: BLOCK threads of ITEMS elements each, or, for
+    elements so large that the tile and the threads' values would not fit in a block's 48 KiB
+    of static shared memory (a struct of three doubles), fewer items a thread, then fewer
+    threads. ValueError for elements too large even for 32 threads of one."""
+    size = np.dtype(dtype).itemsize
+    block, items = BLOCK, ITEMS
+    while items > 1 and (block * items + block) * size > _SHARED:
+        items -= 1
+    while block > 32 and (block * items + block) * size > _SHARED:
+        block //= 2
+    if (block * items + block) * size > _SHARED:
+        raise ValueError(f"a scan of {size}-byte elements needs {64 * size} bytes of shared "
+                         f"memory for 32 threads, more than a block's {_SHARED}")
+    return block, items, block * items
 
 
 def source(dtype, scan_expr, neutral, prefix, preamble=""):
+    BLOCK, ITEMS, TILE = shape(dtype)  # noqa: N806  (the names the source is written with)
     t = _cgen.dtype_to_ctype(dtype)
     head = _cgen.includes_for([dtype], " ".join([preamble, scan_expr, neutral or ""]))
     # An inclusive scan has no neutral to give; its module's exclusive kernel, never launched

@@ -52,6 +52,7 @@ class _ScanKernel:
         # `devices` is PyOpenCL's (a list of devices to build for); a kiln module loads on
         # any device of a compatible arch, so there is nothing to choose.
         self.devices = devices
+        self._block, _, self._tile = _scan_src.shape(self.dtype)
         src = _scan_src.source(self.dtype, scan_expr, self.neutral, name_prefix, preamble)
         self.module = compile_source(src, self.options)
         self._tiles_fn = self.module.get_function(f"{name_prefix}_tiles")
@@ -120,19 +121,19 @@ class _ScanKernel:
 
     def _scan(self, src, dst, n, exclusive, stream):
         """dst = scan of n contiguous elements of src (dst may be src)."""
-        tiles = -(-n // _scan_src.TILE)
+        tiles = -(-n // self._tile)
         if tiles > _MAX_GRID:
             raise ValueError(f"{n} elements are more than one scan launch covers")
         carry = 0
         if tiles > 1:
             sums = _new((tiles,), self.dtype, None, stream)
-            self._tiles_fn(src, sums, n, block=(_scan_src.BLOCK, 1, 1), grid=(tiles, 1),
-                        stream=stream)
+            self._tiles_fn(src, sums, n, block=(self._block, 1, 1), grid=(tiles, 1),
+                           stream=stream)
             # The tile sums scanned inclusively: tile b starts from sums[b - 1].
             self._scan(sums, sums, tiles, False, stream)
             carry = sums
         f = self._exclusive_fn if exclusive else self._inclusive_fn
-        f(src, dst, carry, n, block=(_scan_src.BLOCK, 1, 1), grid=(tiles, 1), stream=stream)
+        f(src, dst, carry, n, block=(self._block, 1, 1), grid=(tiles, 1), stream=stream)
 
 
 class InclusiveScanKernel(_ScanKernel):

@@ -176,12 +176,29 @@ def _c_names(c_names):
     return names
 
 
+class TypeNameNotKnown(KeyError, RuntimeError, TypeError):  # noqa: N818  (compyte's name)
+    """A C type name nothing registered: compyte's TypeNameNotKnown (a RuntimeError), and the
+    KeyError PyCUDA's registry lookup raises."""
+
+    def __str__(self):
+        return str(self.args[0]) if self.args else ""
+
+
 def register_dtype(dtype, c_names, alias_ok=False):
     """Makes dtype (a struct dtype, say) known to generated kernels as the C type c_names (a
     name, or a list whose first is the one kernels are written with). A dtype that has another
-    C name already keeps it unless alias_ok; the new names are then also read as dtype."""
+    C name already keeps it unless alias_ok; the new names are then also read as dtype. A name
+    that stands for another dtype already is a RuntimeError, as in PyCUDA."""
     dtype = _np.dtype(dtype)
     names = _c_names(c_names)
+    for name in names:
+        try:
+            other = _cgen.ctype_to_dtype(name)
+        except ValueError:
+            continue
+        if other != dtype:
+            raise RuntimeError(f"name '{name}' already registered to different dtype "
+                               f"({other!r}, not {dtype!r})")
     try:
         known = dtype_to_ctype(dtype)
     except ValueError:
@@ -205,8 +222,8 @@ def get_or_register_dtype(c_names, dtype=None):
     try:
         return _cgen.ctype_to_dtype(name)
     except ValueError:
-        raise TypeError(f"no dtype is known for the C type {name!r}; register_dtype() names "
-                        f"one") from None
+        raise TypeNameNotKnown(f"no dtype is known for the C type {name!r}; register_dtype() "
+                               f"names one") from None
 
 
 # ---- Device data and occupancy -------------------------------------------------------------------
@@ -232,6 +249,9 @@ class DeviceData:
         self.registers_per_mp = a(device_attribute.MAX_REGISTERS_PER_MULTIPROCESSOR)
         self.shared_memory = a(device_attribute.MAX_SHARED_MEMORY_PER_BLOCK)
         self.shared_memory_per_mp = a(device_attribute.MAX_SHARED_MEMORY_PER_MULTIPROCESSOR)
+        # What the driver keeps of a multiprocessor's shared memory for each block (1 KiB
+        # from sm_80), which the occupancy of a block using shared memory counts.
+        self.reserved_shared_memory = a(device_attribute.RESERVED_SHARED_MEMORY_PER_BLOCK)
         # Threads of a warp read shared memory in one go, bank by bank.
         self.smem_granularity = self.warp_size
         self.smem_alloc_granularity = _SMEM_ALLOC_GRANULARITY
@@ -301,7 +321,8 @@ class OccupancyRecord:
             limits.append((devdata.registers_per_mp // alloc, "regs"))
         if shared_mem:
             granule = devdata.smem_alloc_granularity
-            alloc = -(-shared_mem // granule) * granule
+            taken = shared_mem + getattr(devdata, "reserved_shared_memory", 0)
+            alloc = -(-taken // granule) * granule
             if alloc > devdata.shared_memory_per_mp:
                 raise ValueError(f"too much smem: {shared_mem} bytes a block, more than the "
                                  f"{devdata.shared_memory_per_mp} a multiprocessor has")

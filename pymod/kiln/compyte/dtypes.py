@@ -5,14 +5,11 @@ import re
 import numpy as np
 
 from .. import _cgen
-from ..tools import dtype_to_ctype, get_or_register_dtype, register_dtype  # noqa: F401
+from ..tools import (  # noqa: F401
+    TypeNameNotKnown, dtype_to_ctype, get_or_register_dtype, register_dtype)
 
 __all__ = ["TypeNameNotKnown", "DTypeRegistry", "TYPE_REGISTRY", "dtype_to_ctype",
            "get_or_register_dtype", "register_dtype", "parse_c_arg_backend"]
-
-
-class TypeNameNotKnown(RuntimeError):  # noqa: N818  (compyte's name)
-    """A C type name nothing registered."""
 
 
 class DTypeRegistry:
