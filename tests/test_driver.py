@@ -913,6 +913,20 @@ def test_compile_returns_the_cubin():
         kiln.compiler.compile(TINY, options=["-DN=1"], arch=ARCH, target="fatbin")
 
 
+def test_compile_does_not_call_a_programs_own_source_module(monkeypatch):
+    # A program may rebind compiler.SourceModule to a wrapper of its own that calls compile();
+    # compile() goes on with kiln's, not back into the wrapper (which would never end).
+    calls = []
+
+    def wrapper(source, *args, **kwargs):
+        calls.append(source)
+        return kiln.compiler.compile(source, *args, **kwargs)
+
+    monkeypatch.setattr(kiln.compiler, "SourceModule", wrapper)
+    cubin = kiln.compiler.SourceModule(unique(TINY), options=["-DN=1"], arch=ARCH)
+    assert cubin[:4] == b"\x7fELF" and len(calls) == 1
+
+
 def test_compile_plain_takes_the_source_as_it_is():
     # PyCUDA's inner compile: no extern "C" is added, so a C++ kernel keeps its mangled name.
     src = unique("__global__ void plain(float *a) { a[0] = 1; }")

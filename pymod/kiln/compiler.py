@@ -20,6 +20,10 @@ import types
 from . import _compile_error, _driver_enums, _kiln
 from ._kiln import CompileError, SourceModule  # noqa: F401
 
+# kiln's own, for the functions below: a program may rebind this module's SourceModule to a
+# wrapper of its own that calls compile(), which must not call the wrapper back.
+_SourceModule = SourceModule
+
 DEFAULT_NVCC_FLAGS = os.environ.get("KILN_DEFAULT_NVCC_FLAGS", "").split()
 _kiln._set_default_options(DEFAULT_NVCC_FLAGS)
 
@@ -110,10 +114,10 @@ def _compiled_with_c_linkage(source, nvcc, options, keep, no_extern_c, *rest):
     finds kernels either way, and C++ names tell it their arguments' types.) A compile error
     that C linkage caused says how to do without it."""
     if no_extern_c or isinstance(source, bytes):  # bytes: SourceModule's TypeError says why
-        return SourceModule(source, nvcc, options, keep, no_extern_c, *rest)
+        return _SourceModule(source, nvcc, options, keep, no_extern_c, *rest)
     try:
-        return SourceModule('extern "C" {\n%s\n}\n' % (source,), nvcc, options, keep,
-                            no_extern_c, *rest)
+        return _SourceModule('extern "C" {\n%s\n}\n' % (source,), nvcc, options, keep,
+                             no_extern_c, *rest)
     except CompileError as e:
         if '"C" linkage' not in (e.log or "") and "linkage specification" not in (e.log or ""):
             raise
@@ -207,8 +211,8 @@ class DynamicModule(CudaModule):
         # As a SourceModule, not wrapped in extern "C" as PyCUDA's add_source is: the linked
         # module is loaded from a CUBIN, where only C++ names give the kernels' parameter types
         # (without them a Python int passed for a float would go as an int's bits).
-        module = SourceModule(source, self.nvcc, [*options, "-dc"], False, self.no_extern_c,
-                              self.arch, self.code, self.cache_dir, self.include_dirs or None)
+        module = _SourceModule(source, self.nvcc, [*options, "-dc"], False, self.no_extern_c,
+                               self.arch, self.code, self.cache_dir, self.include_dirs or None)
         if self._link_arch not in (None, module.arch):
             raise ValueError(f"this source compiled for {module.arch}, an earlier one for "
                              f"{self._link_arch}: a link takes code of one arch")
