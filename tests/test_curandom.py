@@ -588,6 +588,11 @@ def test_sobol_points_are_curands_for_element_i_from_dimension_i_mod_16384(cls):
     np.testing.assert_array_equal(nxt, unit)
     g.call_skip_ahead(10)  # points 9 ... 18 skipped
     f32 = g.gen_uniform(S, np.float32).get()
+    # A skip of each dimension's own count, in 32-bit counts as PyCUDA's Sobol32 takes them.
+    h = cls(offset=5)
+    h.call_skip_ahead_array(kiln.to_device(np.full(S, 2, np.uint32)))
+    want = got[2] if bits == 32 else got[2].astype(np.uint64)
+    np.testing.assert_array_equal(h.gen_uniform(S, got.dtype).get(), want)
     top = sobol_points(vectors, 1, 19, scramble)[0]
     top = top if bits == 32 else top >> np.uint64(32)
     np.testing.assert_array_equal(f32, ((top >> np.uint64(8) if bits == 64 else top >> 8) + 1)

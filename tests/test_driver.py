@@ -1072,6 +1072,33 @@ def test_compile_gives_c_names_as_pycudas_and_links_with_code_that_calls_them_so
         assert kiln.compiler.compile(f"#include <{header}>\n{src}", arch=ARCH)[:4] == b"\x7fELF"
 
 
+def test_linker_links_a_module_as_pycudas():
+    # PyCUDA's driver.Linker, under its own DynamicModule: add_data, add_file, link_module.
+    seen = []
+    builtins = "__device__ double twice_it(double x) { return 2 * x; }\n"
+    caller = kiln.compiler.compile(
+        'extern "C" __device__ double twice_it(double);\n'
+        'extern "C" __global__ void use(double *p) { p[0] = twice_it(p[0]); }\n',
+        options=["-rdc=true", "-dc"], arch=ARCH, target="ptx", no_extern_c=True)
+    alone = drv.Linker(message_handler=lambda *a: seen.append(a))
+    alone.add_data(caller, drv.jit_input_type.PTX, "caller.ptx")
+    with pytest.raises(kiln.CompileError):  # twice_it is nowhere
+        alone.link_module()
+    assert seen and seen[0][0] is False and seen[0][2]
+    with pytest.raises(ValueError, match="Linker takes no JIT options"):
+        drv.Linker(options=[(drv.jit_option.MAX_REGISTERS, 32)])
+    if HAVE_GPU:  # the arch kiln compiles for is the device's
+        linker = drv.Linker(message_handler=lambda *a: seen.append(a))
+        linker.add_data(kiln.compiler.compile(builtins, options=["-dc"]),
+                        drv.jit_input_type.CUBIN, "builtins.cubin")
+        linker.add_data(caller, drv.jit_input_type.PTX)
+        mod = linker.link_module()
+        assert seen[-1] == (True, "", "")
+        p = drv.to_device(np.array([21.0]))
+        mod.get_function("use")(p, block=(1, 1, 1), grid=(1, 1))
+        assert drv.from_device(p, (1,), np.float64)[0] == 42.0
+
+
 def test_dynamic_module_errors():
     seen = []
     mod = kiln.compiler.DynamicModule(arch=ARCH, message_handler=lambda *a: seen.append(a))

@@ -338,6 +338,10 @@ class _StatesOnDevice(_Generator):
         if isinstance(counts, np.ndarray):
             counts = to_device(np.ascontiguousarray(counts, dtype=np.uint64))
         count = self._generators
+        if isinstance(counts, DeviceArray) and counts.dtype.kind in "iu" and \
+                counts.dtype.itemsize < 8 and counts.size == count:
+            # PyCUDA's 32-bit Sobol generators read 32-bit counts: widened for kiln's kernel.
+            counts = counts.astype(np.uint64, stream=stream)
         if not (isinstance(counts, DeviceArray) and counts.dtype in (np.uint64, np.int64)
                 and counts.size == count):
             raise TypeError(f"{name} takes a device array of {count} uint64 counts, one per "
@@ -347,7 +351,8 @@ class _StatesOnDevice(_Generator):
         self._launch(name, 0, counts, stream=stream)
 
     def call_skip_ahead_array(self, i, stream=None):
-        """Moves generator g i[g] values on; i holds one uint64 per generator."""
+        """Moves generator g i[g] values on; i holds one count per generator (uint64, or
+        32-bit integers, which PyCUDA's 32-bit Sobol generators take)."""
         self._skip_array("skip", i, stream)
 
 
