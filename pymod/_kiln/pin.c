@@ -151,15 +151,16 @@ void kpy_pin_reused(kpy_state *st, PyArrayObject *a, size_t nbytes) {
   kpy_raised_put_back(&raised);
 }
 
-int kpy_pin_holds(kpy_state *st, const void *p, size_t n) {
+/* The registered buffer [p, p + n) lies inside, or NULL. */
+static const struct kpy_pin *kpy_pin_holding(kpy_state *st, const void *p, size_t n) {
   const char *c = p;
   for (int i = 0; i < st->n_pins; i++) {
     const struct kpy_pin *pin = st->pins[i];
     if (pin->state == KPY_PIN_REGISTERED && c >= pin->base && n <= pin->size &&
         (size_t)(c - pin->base) <= pin->size - n)
-      return 1;
+      return pin;
   }
-  return 0;
+  return NULL;
 }
 
 int kpy_pin_touches(kpy_state *st, const void *p, size_t n) {
@@ -173,15 +174,9 @@ int kpy_pin_touches(kpy_state *st, const void *p, size_t n) {
 }
 
 int kpy_pin_serves(kpy_state *st, const void *p, size_t n, unsigned flags) {
-  const char *c = p;
   if (flags & ~(KILN_HOST_PORTABLE | KILN_HOST_DEVICEMAP)) return 0;
-  for (int i = 0; i < st->n_pins; i++) {
-    const struct kpy_pin *pin = st->pins[i];
-    if (pin->state == KPY_PIN_REGISTERED && c >= pin->base && n <= pin->size &&
-        (size_t)(c - pin->base) <= pin->size - n)
-      return pin->mapped || !(flags & KILN_HOST_DEVICEMAP);
-  }
-  return 0;
+  const struct kpy_pin *pin = kpy_pin_holding(st, p, n);
+  return pin && (pin->mapped || !(flags & KILN_HOST_DEVICEMAP));
 }
 
 void kpy_pin_counts(kpy_state *st, Py_ssize_t *buffers, Py_ssize_t *bytes) {

@@ -26,10 +26,6 @@
  * refuses, the copy is simply staged as before. Never raises. */
 void kpy_pin_reused(kpy_state *st, PyArrayObject *a, size_t nbytes);
 
-/* Whether [p, p + n) lies inside a buffer kiln page-locked itself (above), which stays so for
- * as long as its array lives. */
-int kpy_pin_holds(kpy_state *st, const void *p, size_t n);
-
 /* Whether [p, p + n) meets a buffer kiln page-locked itself. The program gave that memory as
  * pageable, where a copy queued on a stream has read its host memory (to the device) or
  * finished (to the host) by the time the call returns; from page-locked memory it would run

@@ -16,6 +16,7 @@ import sys as _sys
 import numpy as _np
 
 from . import _kiln
+from . import compiler as _compiler
 from . import module_from_file  # noqa: F401
 from ._memcpy import Memcpy2D, Memcpy3D, Memcpy3DPeer  # noqa: F401
 from ._driver_enums import (  # noqa: F401
@@ -166,39 +167,30 @@ class Event(_kiln.Event):
 
 class Linker:
     """PyCUDA's Linker: CUBIN, PTX, objects and libraries linked into one module
-    (link_module()), with nvJitLink where the toolkit has it, else the driver's linker, for
-    the arch kiln compiles for (the current device's, or KILN_ARCH's), so that code compiled
-    by kiln links as it is. The driver's JIT options (options=) are not taken, as
-    compiler.DynamicModule's link_options; message_handler, when given, is called as PyCUDA
-    calls it: (success, info_log, error_log)."""
+    (link_module()) by compiler.DynamicModule's link, for the arch kiln compiles for (the
+    current device's, or KILN_ARCH's), so that code compiled by kiln links as it is. The
+    driver's JIT options (options=) are not taken, as DynamicModule's link_options;
+    message_handler, when given, is called as PyCUDA calls it: (success, info_log,
+    error_log)."""
 
     def __init__(self, message_handler=None, options=None, log_verbose=False):
         if options:
             raise ValueError("Linker takes no JIT options: kiln links with nvJitLink (or the "
                              "driver's linker) without them")
-        self.message_handler, self.log_verbose = message_handler, log_verbose
-        self._inputs = []
+        self._linking = _compiler.DynamicModule(message_handler=message_handler,
+                                                log_verbose=log_verbose)
 
     def add_data(self, data, input_type, name="unknown"):
         """Adds data (bytes: a CUBIN, PTX, fatbin, object or library, as input_type says)."""
-        self._inputs.append((int(input_type), bytes(data), None, str(name)))
+        self._linking.add_data(bytes(data), input_type, name)
 
     def add_file(self, filename, input_type):
         """Adds the file filename, of input_type."""
-        import os
-        self._inputs.append((int(input_type), None, os.fspath(filename), None))
+        self._linking.add_file(filename, input_type)
 
     def link_module(self):
         """The linked module; a link error is a CompileError with the linker's log."""
-        try:
-            cubin = _kiln._link(list(self._inputs), None)
-        except CompileError as e:
-            if self.message_handler is not None:
-                self.message_handler(False, "", str(e))
-            raise
-        if self.message_handler is not None:
-            self.message_handler(True, "", "")
-        return _kiln.module_from_buffer(cubin)
+        return self._linking.link().module
 
 
 class PointerHolderBase:
