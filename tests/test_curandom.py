@@ -453,6 +453,35 @@ def test_a_program_gives_the_generator_states_of_its_own():
     np.testing.assert_array_equal(g.gen_uniform(1000, np.float32).get(), want)
 
 
+@pytest.mark.gpu
+@pytest.mark.parametrize("cls", GENERATORS[1:] + SOBOLS)
+def test_a_programs_own_kernel_over_the_states_draws_what_the_generator_draws(cls):
+    # PyCUDA's generators are cuRAND's curand_uniform over gen.state, element g from state g: a
+    # program's own kernel of that form, over one generator's states, gives what a twin's
+    # gen_uniform gives (XORWOW's doubles two draws each, MRG32k3a's and Sobol's one), and
+    # leaves the states where the twin's are.
+    a, b = (cls() if cls in SOBOLS else make(cls, 21) for _ in range(2))
+    count = a.block_count * a.generators_per_block
+    draw = SourceModule("""
+#include <curand_kernel.h>
+extern "C" __global__ void draw(%s *s, float *f, double *d) {
+  unsigned g = blockIdx.x * blockDim.x + threadIdx.x;
+  f[g] = curand_uniform(&s[g]);
+  d[g] = curand_uniform_double(&s[g]);
+}""" % a.state_type, no_extern_c=True).get_function("draw")
+    f, d = kiln.empty(count, np.float32), kiln.empty(count, np.float64)
+    draw(a.state, f, d, block=(a.generators_per_block, 1, 1), grid=(a.block_count, 1))
+    np.testing.assert_array_equal(f.get(), b.gen_uniform(count, np.float32).get())
+    np.testing.assert_array_equal(d.get(), b.gen_uniform(count, np.float64).get())
+    np.testing.assert_array_equal(a.gen_uniform(count, np.uint32).get(),
+                                  b.gen_uniform(count, np.uint32).get())
+    if cls is curandom.MRG32k3aRandomNumberGenerator:
+        # An offset counts draws: one a double.
+        doubles = make(cls, 21).gen_uniform(2 * count, np.float64).get()
+        np.testing.assert_array_equal(cls(seed=21, offset=1).gen_uniform(count, np.float64)
+                                      .get(), doubles[count:])
+
+
 @pytest.mark.parametrize("kind", ["xorwow", "mrg32k3a", "sobol32", "scrambled_sobol32",
                                   "sobol64", "scrambled_sobol64"])
 def test_state_types_are_pycudas_names_of_the_states_kiln_keeps(kind):
@@ -548,6 +577,12 @@ def test_md5_code_gives_md5_of_the_launch_indices_seed_i_and_n():
         assert tuple(got[i]) == md5_compress(words), i
 
 
+def curand_uniform_f32(x):
+    """cuRAND's float uniform of 32-bit words x (_curand_uniform): x rounded to a float, times
+    2**-32, plus 2**-33, rounded once (the product is exact, and the sum exact in float64)."""
+    return (x.astype(np.float32).astype(np.float64) * 2.0**-32 + 2.0**-33).astype(np.float32)
+
+
 def sobol_points(vectors, count, offset, scramble=None):
     """Points offset ... offset + count - 1 of each dimension (rows of vectors), as cuRAND's
     Gray-code Sobol makes them: the XOR of the direction vectors of the bits of k ^ (k >> 1)."""
@@ -579,12 +614,12 @@ def test_sobol_points_are_curands_for_element_i_from_dimension_i_mod_16384(cls):
         got = g.gen_uniform(3 * S, np.uint64).get().reshape(3, S)
         expect = sobol_points(vectors, 3, 5, scramble)
     np.testing.assert_array_equal(got, expect)
-    # The next call goes on with each dimension's next point; floats are the points one step
-    # up, in (0, 1] as PyCUDA's.
+    # The next call goes on with each dimension's next point; floats are cuRAND's uniforms of
+    # the points, in (0, 1] as PyCUDA's.
     nxt = g.gen_uniform(S, np.float64).get()
     point = sobol_points(vectors, 1, 8, scramble)[0]
     unit = ((point + 1.0) / 2.0**32 if bits == 32
-            else ((point >> np.uint64(11)) + np.uint64(1)) / 2.0**53)
+            else (point >> np.uint64(11)) / 2.0**53 + 2.0**-54)
     np.testing.assert_array_equal(nxt, unit)
     g.call_skip_ahead(10)  # points 9 ... 18 skipped
     f32 = g.gen_uniform(S, np.float32).get()
@@ -595,8 +630,7 @@ def test_sobol_points_are_curands_for_element_i_from_dimension_i_mod_16384(cls):
     np.testing.assert_array_equal(h.gen_uniform(S, got.dtype).get(), want)
     top = sobol_points(vectors, 1, 19, scramble)[0]
     top = top if bits == 32 else top >> np.uint64(32)
-    np.testing.assert_array_equal(f32, ((top >> np.uint64(8) if bits == 64 else top >> 8) + 1)
-                                  .astype(np.float32) / np.float32(2**24))
+    np.testing.assert_array_equal(f32, curand_uniform_f32(top.astype(np.uint32)))
     # Given vectors and constants are used as given.
     again = (cls(dir_vector=kiln.to_device(vectors), scramble_vector=kiln.to_device(scramble),
                  offset=5) if scrambled else cls(dir_vector=vectors, offset=5))
@@ -615,14 +649,16 @@ def test_sobol_distributions(cls):
                 else None)
     g = cls()
     # The first 64 points of each dimension fall one in each 64th of [0, 1), and the uniforms
-    # are the points one float32 step (2**-24) up, in (0, 1]: the first point, 0, is the
-    # smallest uniform.
+    # are cuRAND's of the points, in (0, 1]: the first point, 0, is the smallest uniform.
     u = g.gen_uniform(64 * S, np.float32).get()
     assert u.min() > 0 and u.max() <= 1
     if "Scrambled" not in cls.__name__:
-        assert np.all(u[:S] == np.float32(2**-24))
-    points = u - np.float32(2**-24)  # exact
-    np.testing.assert_array_equal(np.histogram(points, 64, (0, 1))[0], np.full(64, S))
+        assert np.all(u[:S] == np.float32(2**-33))
+    top = sobol_points(vectors, 64, 0, scramble)
+    top = (top if bits == 32 else top >> np.uint64(32)).astype(np.uint32)
+    np.testing.assert_array_equal(np.bincount((top >> 26).ravel(), minlength=64),
+                                  np.full(64, S))
+    np.testing.assert_array_equal(u.reshape(64, S), curand_uniform_f32(top))
     # Normals are cuRAND's inverse normal CDF of each point, off zero by half a step.
     z = g.gen_normal(2 * S, np.float64).get().reshape(2, S)
     x = sobol_points(vectors, 2, 64, scramble)

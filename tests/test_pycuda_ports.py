@@ -228,8 +228,12 @@ def test_events_time_a_kernel(cuda):
     no_timing = cuda.Event(cuda.event_flags.DISABLE_TIMING | cuda.event_flags.BLOCKING_SYNC)
     no_timing.record(cuda.Stream())
     no_timing.synchronize()
-    with pytest.raises(ValueError, match="made without timing"):
+    # kiln's sentence, a ValueError as its checks are, and PyCUDA's LogicError for the driver's
+    # refusal, which programs catch.
+    with pytest.raises(cuda.LogicError, match="made without timing") as refused:
         no_timing.time_since(start)
+    assert isinstance(refused.value, ValueError)
+    assert refused.value.name == "CUDA_ERROR_INVALID_HANDLE"
 
 
 def test_page_locked_memory_and_async_copies(cuda):

@@ -171,9 +171,12 @@ kiln_status kiln_event_elapsed_ms(kiln_event start, kiln_event end, float *ms) {
   if (rc == CUDA_ERROR_NOT_READY)
     return kiln__fail(KILN_ERROR_INVALID, "an event has not completed yet (or was never "
                                           "recorded); synchronize the later one first");
-  if (rc == CUDA_ERROR_INVALID_HANDLE)
-    return kiln__fail(KILN_ERROR_INVALID, "an event was made without timing; make both with "
-                                          "timing to measure between them");
+  if (rc == CUDA_ERROR_INVALID_HANDLE) {
+    kiln__fail(KILN_ERROR_INVALID, "an event was made without timing; make both with timing "
+                                   "to measure between them");
+    kiln__set_cuda_result((int)rc);
+    return KILN_ERROR_INVALID;
+  }
   if (rc) return kiln__cuda_fail("cuEventElapsedTime", (int)rc);
   kiln__clear_error();
   return KILN_OK;

@@ -102,7 +102,17 @@ int kpy_errors_init(PyObject *module, kpy_state *st) {
       "ValueError, a LogicError and a LaunchError, as PyCUDA programs catch the driver's "
       "refusal as either.");
   Py_DECREF(bases);
-  return st->ref.LaunchConfigError ? 0 : -1;
+  if (!st->ref.LaunchConfigError) return -1;
+  /* A call the driver refused as wrong in itself, said in kiln's words: a ValueError, as kiln's
+   * own checks are, and the LogicError PyCUDA raises for the driver's refusal. */
+  if (!(bases = PyTuple_Pack(2, st->ref.LogicError, PyExc_ValueError))) return -1;
+  st->ref.UsageError = kpy_new_exception(
+      module, "UsageError", bases,
+      "A call the driver refused as wrong in itself (times between events made without "
+      "timing; graphs of different shapes updated), said in a sentence; .code and .name are "
+      "its CUresult. Also a ValueError, and a LogicError as PyCUDA's is.");
+  Py_DECREF(bases);
+  return st->ref.UsageError ? 0 : -1;
 }
 
 /* A kernel that could not run, wherever it is reported: the launch, or the next call that
@@ -313,6 +323,8 @@ PyObject *kpy_raise(kpy_state *st, kiln_status s) {
   }
   case KILN_ERROR_INVALID:
     if (kiln_last_error_is_launch_refusal()) kpy_raise_cuda(st->ref.LaunchConfigError, msg);
+    else if (kiln_last_cuda_result() && kpy_is_logic_error(kiln_last_cuda_result()))
+      kpy_raise_cuda(st->ref.UsageError, msg);
     else PyErr_SetString(PyExc_ValueError, msg);
     break;
   case KILN_ERROR_AMBIGUOUS: PyErr_SetString(PyExc_ValueError, msg); break;

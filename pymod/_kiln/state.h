@@ -83,6 +83,7 @@ typedef struct kpy_state {
     PyObject *Error, *CompileError, *CudaError, *LaunchError, *OutOfMemoryError, *NoDeviceError;
     PyObject *NotFoundError;
     PyObject *LaunchConfigError;
+    PyObject *UsageError;
     PyObject *CacheWarning;
     PyTypeObject *ElementwiseBase_type, *ReductionBase_type;
     PyObject *ops_module; /* kiln._ops, once arithmetic or the array object has needed it */

@@ -16,11 +16,13 @@ float64), so the numbers depend on the seed and the counter alone, never on the 
 Poisson values take a variable number of draws each: element i runs cuRAND's Philox state on
 subsequence base + 1 + i (the blocks above live in subsequence 0).
 
-Uniform floats are the top 24 (float32), 11 (float16) or 53 (float64, from two 32-bit values)
-bits of the draws, k, as a fraction of 2**bits. XORWOW, MRG32k3a and Sobol give (k + 1) / 2**bits,
-in (0, 1] as cuRAND's curand_uniform and so PyCUDA's generators: programs written for them take
-logarithms of uniforms, and a Sobol sequence starts at 0 in every dimension. Philox, kiln's own
-and the generator behind rand, gives k / 2**bits, in [0, 1) as NumPy's.
+XORWOW, MRG32k3a and Sobol give uniforms in (0, 1], as PyCUDA's generators: float32 and
+float64 are cuRAND's curand_uniform and curand_uniform_double, so a program's own kernel over
+a generator's states draws what the generator does; float16 is the top 11 bits of a draw, k,
+as (k + 1) / 2**11. Programs written for them take logarithms of uniforms, and a Sobol
+sequence starts at 0 in every dimension. Philox, kiln's own and the generator behind rand,
+gives the top 24 (float32), 11 (float16) or 53 (float64, from two 32-bit values) bits of its
+values as k / 2**bits, in [0, 1) as NumPy's.
 """
 BLOCK = 256
 STATE_BLOCKS = 256
@@ -50,16 +52,14 @@ _COMMON = r"""
 
 typedef unsigned long long kiln_u64;
 
-/* Uniform [0, 1) from the top bits of 32-bit draws, or (0, 1] when one is added to them (every
- * value exact). */
+/* Uniforms from the top bits of 32-bit draws, every value exact: [0, 1), or (0, 1] for
+ * float16 when one is added to them (the stateful generators' float16). */
 __device__ __forceinline__ __half kiln_f16(unsigned a, unsigned one = 0) {
   return __float2half((float)((a >> 21) + one) * (1.0f / 2048.0f));
 }
-__device__ __forceinline__ float kiln_f32(unsigned a, unsigned one = 0) {
-  return (float)((a >> 8) + one) * (1.0f / 16777216.0f);
-}
-__device__ __forceinline__ double kiln_f64(unsigned a, unsigned b, unsigned one = 0) {
-  return (double)((((kiln_u64)(a >> 5) << 26) | (b >> 6)) + one) * (1.0 / 9007199254740992.0);
+__device__ __forceinline__ float kiln_f32(unsigned a) { return (float)(a >> 8) * (1.0f / 16777216.0f); }
+__device__ __forceinline__ double kiln_f64(unsigned a, unsigned b) {
+  return (double)(((kiln_u64)(a >> 5) << 26) | (b >> 6)) * (1.0 / 9007199254740992.0);
 }
 __device__ __forceinline__ kiln_u64 kiln_bits64(unsigned a, unsigned b) { return ((kiln_u64)a << 32) | b; }
 """
@@ -153,11 +153,14 @@ extern "C" __global__ void kiln_rng_init(kiln_state *states, const int *seeds, k
   states[g] = s;
 }
 
-/* Uniforms in (0, 1], as curand_uniform's. Two draws in a fixed order: the first is the high
- * part. */
+/* Uniform float32 and float64 are cuRAND's curand_uniform and curand_uniform_double, as
+ * PyCUDA's: a program's own kernel over the generator's states draws the same numbers, and an
+ * offset counts them (XORWOW's doubles take two draws, MRG32k3a's one). float16 and 64-bit
+ * words, which cuRAND has not, are kiln's: in (0, 1] too, and two draws in a fixed order, the
+ * first the high part. */
 __device__ __forceinline__ __half kiln_draw_f16(kiln_state *s) { return kiln_f16(curand(s), 1); }
-__device__ __forceinline__ float kiln_draw_f32(kiln_state *s) { return kiln_f32(curand(s), 1); }
-__device__ __forceinline__ double kiln_draw_f64(kiln_state *s) { unsigned a = curand(s); return kiln_f64(a, curand(s), 1); }
+__device__ __forceinline__ float kiln_draw_f32(kiln_state *s) { return curand_uniform(s); }
+__device__ __forceinline__ double kiln_draw_f64(kiln_state *s) { return curand_uniform_double(s); }
 __device__ __forceinline__ unsigned kiln_draw_u32(kiln_state *s) { return curand(s); }
 __device__ __forceinline__ kiln_u64 kiln_draw_u64(kiln_state *s) { unsigned a = curand(s); return kiln_bits64(a, curand(s)); }
 """ + _FILLS + r"""
@@ -334,16 +337,15 @@ extern "C" __global__ void kiln_rng_init(kiln_state *states, kiln_point *vectors
 """
 
 _SOBOL = r"""
-/* A point's top 32 bits, and the point as a double in (0, 1], one step above the point (exact
- * for 32-bit points, the top 53 bits of 64-bit ones): one point per element keeps the
- * sequence's low discrepancy, and the first point, 0, is not a uniform of 0. */
+/* One point per element, which keeps the sequence's low discrepancy. Float32 and float64 are
+ * cuRAND's curand_uniform and curand_uniform_double of the point, as PyCUDA's, in (0, 1]: the
+ * first point, 0, is not a uniform of 0. float16 is kiln's: the point's top 11 bits, plus one,
+ * times 2**-11. */
 __device__ __forceinline__ unsigned kiln_top32(unsigned x) { return x; }
 __device__ __forceinline__ unsigned kiln_top32(kiln_u64 x) { return (unsigned)(x >> 32); }
-__device__ __forceinline__ double kiln_unit(unsigned x) { return ((double)x + 1.0) * (1.0 / 4294967296.0); }
-__device__ __forceinline__ double kiln_unit(kiln_u64 x) { return (double)((x >> 11) + 1) * (1.0 / 9007199254740992.0); }
 __device__ __forceinline__ __half kiln_draw_f16(kiln_state *s) { return kiln_f16(kiln_top32(curand(s)), 1); }
-__device__ __forceinline__ float kiln_draw_f32(kiln_state *s) { return kiln_f32(kiln_top32(curand(s)), 1); }
-__device__ __forceinline__ double kiln_draw_f64(kiln_state *s) { return kiln_unit(curand(s)); }
+__device__ __forceinline__ float kiln_draw_f32(kiln_state *s) { return curand_uniform(s); }
+__device__ __forceinline__ double kiln_draw_f64(kiln_state *s) { return curand_uniform_double(s); }
 __device__ __forceinline__ unsigned kiln_draw_u32(kiln_state *s) { return kiln_top32(curand(s)); }
 __device__ __forceinline__ kiln_u64 kiln_draw_u64(kiln_state *s) { return (kiln_u64)curand(s); }
 """ + _FILLS + r"""

@@ -13,6 +13,7 @@ from .driver import (  # noqa: F401  (the error classes, whatever driver's star 
     NotFoundError,
     OutOfMemoryError,
     RuntimeError,
+    UsageError,
 )
 
 

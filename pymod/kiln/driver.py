@@ -73,6 +73,7 @@ from ._kiln import (  # noqa: F401
     PagelockedHostAllocation,
     RegisteredHostMemory,
     Stream,
+    UsageError,
     get_driver_version,
     get_version,
     init,
