@@ -4,6 +4,7 @@ check (raised before the GPU is touched), the compile keywords and the headers. 
 is at the end of this file, and PyCUDA's documented programs are in test_pycuda_ports.py."""
 import os
 import re
+import shutil
 import threading
 import warnings
 from pathlib import Path
@@ -943,6 +944,37 @@ def test_get_nvcc_version_is_what_nvcc_prints_or_a_warning(tmp_path):
     assert kiln.compiler.get_nvcc_version(str(fake)) == "Cuda compilation tools, release 13.0\n"
     with pytest.warns(UserWarning, match="NVCC version could not be determined"):
         assert kiln.compiler.get_nvcc_version(str(tmp_path / "none")) == "nvcc unknown version"
+
+
+def test_preprocess_source_runs_nvccs_preprocessor_as_pycudas_does(tmp_path):
+    # A stand-in nvcc that prints its arguments, then the file it was given, as preprocessed
+    # text; and one that fails, as nvcc does on an #error.
+    fake = tmp_path / "nvcc"
+    fake.write_text('#!/bin/sh\necho "$@"\nfor a; do case "$a" in *.cu) cat "$a";; esac; done\n')
+    fake.chmod(0o755)
+    out = kiln.compiler.preprocess_source("int kiln_marker;\n", ["-DX=1"], str(fake))
+    args, text = out.split("\n", 1)
+    assert args.split()[:2] == ["--preprocess", "-DX=1"]
+    assert args.split()[-2:] == ["--compiler-options", "-P"]
+    assert text == "int kiln_marker;\n" and ".cu" not in out  # the temporary name left out
+    failing = tmp_path / "failing-nvcc"
+    failing.write_text("#!/bin/sh\necho 'source.cu:1: error: boom' >&2\nexit 1\n")
+    failing.chmod(0o755)
+    with pytest.raises(kiln.CompileError, match="nvcc preprocessing failed") as failed:
+        kiln.compiler.preprocess_source("#error boom\n", [], str(failing))
+    assert b"boom" in failed.value.stderr and failed.value.command_line[0] == str(failing)
+    with pytest.raises(kiln.CompileError, match="could not run"):
+        kiln.compiler.preprocess_source("", [], str(tmp_path / "none"))
+
+
+def test_preprocess_source_with_the_toolkits_nvcc():
+    # "nvcc" off PATH is the toolkit's beside NVRTC's headers, as PyCUDA's health checks call it.
+    nvcc = kiln.compiler._nvcc_command("nvcc")
+    if not shutil.which(nvcc):
+        pytest.skip("the CUDA toolkit here has no nvcc")
+    out = kiln.compiler.preprocess_source(
+        "#define N 4\n__global__ void kiln_k(float *x) { x[0] = N; }\n", [], "nvcc")
+    assert "void kiln_k(float *x) { x[0] = 4; }" in out
 
 
 HEADERS = ["stdio.h", "stdlib.h", "math.h", "stdint.h", "assert.h", "limits.h", "float.h",

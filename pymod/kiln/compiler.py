@@ -147,6 +147,42 @@ def compile_plain(source, options, keep, nvcc, cache_dir, target="cubin"):
     return compile(source, nvcc, list(options), keep, True, cache_dir=cache_dir, target=target)
 
 
+def _nvcc_command(nvcc):
+    """The nvcc to run for the name a program gave: as given where it is a path or on PATH,
+    else the one of the toolkit whose headers NVRTC compiles with."""
+    import shutil
+    if os.sep in nvcc or shutil.which(nvcc):
+        return nvcc
+    beside = os.path.join(os.path.dirname(_kiln.nvrtc_info()["include_dir"] or ""), "bin", nvcc)
+    return beside if os.access(beside, os.X_OK) else nvcc
+
+
+def preprocess_source(source, options, nvcc="nvcc"):
+    """PyCUDA's: the source after nvcc's preprocessor (`nvcc --preprocess`, with the host
+    preprocessor's line markers left out), as text. NVRTC has no preprocess-only mode, so this
+    runs nvcc, as PyCUDA does: the one named, else the toolkit's. A CompileError when it fails
+    (.stderr: nvcc's) or cannot be run at all."""
+    import subprocess
+    import tempfile
+    command = _nvcc_command(nvcc)
+    with tempfile.TemporaryDirectory(prefix="kiln-preprocess-") as folder:
+        path = os.path.join(folder, "source.cu")
+        with open(path, "w") as f:
+            f.write(source)
+        cmdline = [command, "--preprocess", *options, path, "--compiler-options", "-P"]
+        try:
+            done = subprocess.run(cmdline, capture_output=True, check=False)
+        except OSError as e:
+            raise CompileError(f"preprocess_source could not run {nvcc!r}: {e}; it needs nvcc, "
+                               f"which kiln's compiles do not", cmdline, stderr=b"") from None
+        if done.returncode != 0:
+            raise CompileError(f"nvcc preprocessing failed:\n"
+                               f"{done.stderr.decode('utf-8', 'replace')}", cmdline,
+                               stderr=done.stderr)
+    # The temporary file's name out, so that the text of one source is the same every time.
+    return done.stdout.decode("utf-8", "replace").replace(path, "").replace("source.cu", "")
+
+
 def get_nvcc_version(nvcc):
     """What `<nvcc> --version` prints, as PyCUDA gives it. kiln compiles with NVRTC and needs
     no nvcc; where that command cannot run, a warning and "nvcc unknown version", as PyCUDA."""
