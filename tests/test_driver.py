@@ -1717,6 +1717,47 @@ def test_managed_arrays_pass_to_kernels_as_they_are():
     drv.Context.synchronize()
 
 
+@pytest.mark.gpu
+def test_a_handler_class_of_the_programs_own_passes_its_device_memory():
+    # reikna's CUDA buffers: a class derived from ArgumentHandler that holds an allocation and
+    # gives it from get_device_alloc, passed to kernels as the memory. The base, made with an
+    # array, allocates memory its size. A class that copies in pre_call or post_call is refused:
+    # kiln's launch would not call them.
+    class Buffer(drv.ArgumentHandler):
+        def __init__(self, size):
+            self._buffer = drv.mem_alloc(size)
+            self.size = size
+
+        def __int__(self):
+            return int(self._buffer)
+
+        def get_device_alloc(self):
+            return self._buffer
+
+    fill = kiln.SourceModule("""
+    __global__ void fill(float *x, int n) { int i = threadIdx.x; if (i < n) x[i] = i + 0.5f; }
+    """).get_function("fill")
+    b = Buffer(64 * 4)
+    fill(b, np.int32(64), block=(64, 1, 1), grid=(1, 1))
+    got = np.empty(64, np.float32)
+    drv.memcpy_dtoh(got, b.get_device_alloc())
+    np.testing.assert_array_equal(got, np.arange(64, dtype=np.float32) + 0.5)
+    base = drv.ArgumentHandler(np.zeros(16, np.float32))
+    fill(base, np.int32(16), block=(64, 1, 1), grid=(1, 1))
+    assert base.dev_alloc is base.get_device_alloc() and base.dev_alloc.size == 64
+    drv.memcpy_dtoh(got[:16], base.dev_alloc)
+    np.testing.assert_array_equal(got[:16], np.arange(16, dtype=np.float32) + 0.5)
+
+    class Copying(drv.ArgumentHandler):
+        def post_call(self, stream):
+            drv.memcpy_dtoh(self.array, self.get_device_alloc())
+
+    with pytest.raises(TypeError, match="argument 0 of fill.*defines pre_call or post_call"):
+        fill(Copying(np.zeros(4, np.float32)), np.int32(4), block=(64, 1, 1), grid=(1, 1))
+    with pytest.raises(TypeError, match="could not determine the size of 'int'"):
+        fill(drv.ArgumentHandler(3), np.int32(4), block=(64, 1, 1), grid=(1, 1))
+
+
 def test_host_memory_names_pycuda_programs_test_for():
     assert drv.HostAllocation is drv.PagelockedHostAllocation
     for host in (drv.PagelockedHostAllocation, drv.RegisteredHostMemory,

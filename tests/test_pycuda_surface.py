@@ -192,10 +192,7 @@ def python_signatures():
 
 
 # Callables whose parameters differ on purpose, with the reason.
-OTHER_PARAMETERS = {
-    "driver.ArgumentHandler": "a base for isinstance checks: In, Out and InOut are kiln's own "
-                              "(docs/pycuda.md)",
-}
+OTHER_PARAMETERS = {}
 
 
 @pytest.mark.skipif(not SDIST.exists(), reason=f"no {SDIST} to read PyCUDA's source from")

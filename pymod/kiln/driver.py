@@ -295,9 +295,44 @@ for _host in (PagelockedHostAllocation, RegisteredHostMemory, AlignedHostAllocat
     HostPointer.register(_host)
 
 
-class ArgumentHandler(_abc.ABC):
-    """PyCUDA's base of In, Out and InOut, which are its subclasses here. kiln's call knows
-    those three; a handler class of the program's own is not called."""
+class ArgumentHandler(_abc.ABC):  # noqa: B024  (a base with PyCUDA's defaults, nothing abstract)
+    """PyCUDA's base of In, Out and InOut, which are registered as its subclasses here (they are
+    kiln's own types). A class of the program's own derived from it passes to a kernel as the
+    device memory its get_device_alloc() gives (by default, memory the size of the array it
+    was made with), as under PyCUDA: a buffer object that knows its allocation. kiln's launch
+    does not call a handler's pre_call or post_call: a class that defines either, to copy
+    around the launch, is refused at the call rather than left uncopied."""
+
+    def __init__(self, ary):
+        self.array = ary
+        self.dev_alloc = None
+
+    def get_device_alloc(self):
+        """The device memory passed to the kernel; made for the array at the first call."""
+        if getattr(self, "dev_alloc", None) is None:
+            array = getattr(self, "array", None)
+            try:
+                self.dev_alloc = mem_alloc_like(array)
+            except AttributeError:
+                raise TypeError(f"could not determine the size of {type(array).__name__!r}: "
+                                f"not an array") from None
+        return self.dev_alloc
+
+    def pre_call(self, stream):
+        """PyCUDA's hook before a launch: nothing, in the base."""
+
+    def __getattr__(self, name):
+        # kiln's launch reads an unknown object's gpudata (PyCUDA's rule for GPU arrays of
+        # other libraries): a handler's is its device memory. Looked up only when the program
+        # set no gpudata of its own.
+        if name != "gpudata":
+            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+        cls = type(self)
+        if cls.pre_call is not ArgumentHandler.pre_call or hasattr(cls, "post_call"):
+            raise TypeError(f"{cls.__name__} defines pre_call or post_call, which kiln's launch "
+                            f"does not call; copy before and after the launch in the program, "
+                            f"or pass kiln.In/Out/InOut")
+        return self.get_device_alloc()
 
 
 for _handler in (In, Out, InOut):
