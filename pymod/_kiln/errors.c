@@ -321,12 +321,13 @@ PyObject *kpy_raise(kpy_state *st, kiln_status s) {
     kpy_raise_cuda(type, msg);
     break;
   }
-  case KILN_ERROR_INVALID:
+  case KILN_ERROR_INVALID: {
+    int code = kiln_last_cuda_result();
     if (kiln_last_error_is_launch_refusal()) kpy_raise_cuda(st->ref.LaunchConfigError, msg);
-    else if (kiln_last_cuda_result() && kpy_is_logic_error(kiln_last_cuda_result()))
-      kpy_raise_cuda(st->ref.UsageError, msg);
+    else if (code && kpy_is_logic_error(code)) kpy_raise_cuda(st->ref.UsageError, msg);
     else PyErr_SetString(PyExc_ValueError, msg);
     break;
+  }
   case KILN_ERROR_AMBIGUOUS: PyErr_SetString(PyExc_ValueError, msg); break;
   case KILN_ERROR_NOT_FOUND: kpy_raise_cuda(st->ref.NotFoundError, msg); break;
   case KILN_ERROR_NO_MEMORY: PyErr_SetString(PyExc_MemoryError, msg); break;

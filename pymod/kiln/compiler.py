@@ -153,8 +153,9 @@ def _nvcc_command(nvcc):
     import shutil
     if os.sep in nvcc or shutil.which(nvcc):
         return nvcc
-    beside = os.path.join(os.path.dirname(_kiln.nvrtc_info()["include_dir"] or ""), "bin", nvcc)
-    return beside if os.access(beside, os.X_OK) else nvcc
+    include = _kiln.nvrtc_info()["include_dir"]
+    beside = include and os.path.join(os.path.dirname(include), "bin", nvcc)
+    return beside if beside and os.access(beside, os.X_OK) else nvcc
 
 
 def preprocess_source(source, options, nvcc="nvcc"):
@@ -166,7 +167,8 @@ def preprocess_source(source, options, nvcc="nvcc"):
     import tempfile
     command = _nvcc_command(nvcc)
     with tempfile.TemporaryDirectory(prefix="kiln-preprocess-") as folder:
-        path = os.path.join(folder, "source.cu")
+        # A name of its own, so that taking it out of the output touches nothing of the source.
+        path = os.path.join(folder, os.path.basename(folder) + ".cu")
         with open(path, "w") as f:
             f.write(source)
         cmdline = [command, "--preprocess", *options, path, "--compiler-options", "-P"]
@@ -180,7 +182,8 @@ def preprocess_source(source, options, nvcc="nvcc"):
                                f"{done.stderr.decode('utf-8', 'replace')}", cmdline,
                                stderr=done.stderr)
     # The temporary file's name out, so that the text of one source is the same every time.
-    return done.stdout.decode("utf-8", "replace").replace(path, "").replace("source.cu", "")
+    return done.stdout.decode("utf-8", "replace").replace(path, "").replace(
+        os.path.basename(path), "")
 
 
 def get_nvcc_version(nvcc):
