@@ -166,6 +166,25 @@ def test_an_operation_that_assigns_a_parameter_takes_one_element_a_thread():
         _elwise_src.UNROLL
 
 
+def test_an_operators_kernel_is_made_without_compiling_a_pattern(monkeypatch):
+    # A process's first x * y must stay under a millisecond (bench/arrays.py): compiling a
+    # regular expression there costs a third of that, so every pattern the plans and the
+    # generated sources use is compiled with its module.
+    import re
+    compiled = []
+    real = re._compile
+    monkeypatch.setattr(re, "_compile", lambda pattern, flags: (compiled.append(pattern),
+                                                               real(pattern, flags))[1])
+    f32, c64 = np.dtype(np.float32), np.dtype(np.complex64)
+    for op, dx, x_arr, dy, y_arr in (("multiply", f32, True, f32, True),
+                                     ("add", c64, True, float, False),
+                                     ("less", np.dtype(np.int8), True, int, False)):
+        kernel = _ops._make_binary_plan(op, dx, x_arr, dy, y_arr, None)[0]
+        assert kernel._per_thread == _elwise_src.UNROLL
+    assert _ops._reduction("sum", np.float32, np.float32) is not None
+    assert compiled == []
+
+
 def test_bare_i_is_told_from_array_indices():
     assert _elwise_src.uses_bare_i("z[i] = x[i]")
     assert not _elwise_src.uses_bare_i("z[z_i] = x[x_i] + a.i")

@@ -485,7 +485,9 @@ def includes_for(dtypes, text=""):
         out.append(f'#include "{COMPLEX_HEADER_NAME}"\n')
     # PyCUDA's generated sources include its complex header, which defines FLT_MAX and DBL_MAX;
     # programs use them (and <float.h>'s other names) as neutrals and in expressions bare.
-    if _FLOAT_H_NAME.search(text):
+    # (The substrings first: the pattern over kiln's 3 KB of helpers took 70 us, a tenth of
+    # a process's first operator.)
+    if ("FLT_" in text or "DBL_" in text) and _FLOAT_H_NAME.search(text):
         out.append("#include <float.h>\n")
     return "".join(out)
 

@@ -33,6 +33,11 @@ _BARE_I = re.compile(r"(?<![\w.])i(?!\w)")
 # `i` assigned (not compared) or stepped: `i = `, `i += `, `i <<= `, `i++`, `--i`.
 _MOVES_I = re.compile(r"(?<![\w.>])i\s*(?:(?:[-+*/%&|^]|<<|>>)?=(?!=)|\+\+|--)"
                       r"|(?:\+\+|--)\s*i(?!\w)")
+# Any name assigned or stepped, `x = `, `a *= `, `p++`, `--p`; one pattern for every parameter
+# list, compiled with the module, as a first operator in a process has no time to compile one.
+# (Two patterns, each searched on its own, so that one's match cannot hide the other's: `a-- x`.)
+_ASSIGNED = (re.compile(r"(?<![\w.>*])([A-Za-z_]\w*)\s*(?:(?:[-+*/%&|^]|<<|>>)?=(?!=)|\+\+|--)"),
+             re.compile(r"(?:\+\+|--)\s*([A-Za-z_]\w*)"))
 UNROLL = 4
 
 
@@ -49,12 +54,8 @@ def moves_i(*texts):
 def assigns_parameter(arguments, *texts):
     """True when the code assigns or steps one of the parameters (`x = &x[k]`, `a *= 2`,
     `p++`), not what they point to (`x[i] = `, `*p = `)."""
-    names = "|".join(re.escape(a.name) for a in arguments)
-    if not names:
-        return False
-    pattern = re.compile(rf"(?<![\w.>*])(?:{names})\s*(?:(?:[-+*/%&|^]|<<|>>)?=(?!=)|\+\+|--)"
-                         rf"|(?:\+\+|--)\s*(?:{names})(?!\w)")
-    return any(pattern.search(t or "") for t in texts)
+    names = {a.name for a in arguments}
+    return any(m[1] in names for t in texts if t for p in _ASSIGNED for m in p.finditer(t))
 
 
 def per_thread(arguments, operation):
