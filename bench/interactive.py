@@ -12,9 +12,12 @@ Run from the repository root once the extension is built (make ext):
                          kiln-nvrtc, the compile helper, whose precompiled header is written by
                          the first compile of the #include lines and used by every later one)
                          beside bare NVRTC with its own automatic PCH (-pch --pch-dir) and bare
-                         NVRTC without one, each side in a fresh process of its own. The
-                         figure is each edit's compile over the same process's first compile:
-                         the median ratio, and the absolute seconds beside it.
+                         NVRTC without one, each given the options kiln's compile has
+                         (-default-device, -lineinfo). Each side runs in fresh processes, kiln
+                         and NVRTC with the PCH taking turns over three rounds (the host's
+                         speed drifts between rounds by more than they differ). The figure is
+                         each edit's compile over the same process's first compile: the median
+                         ratio, and the absolute seconds beside it.
   in a new process       The edit compiled in a new process after another process compiled
                          the first version: kiln's seconds, and its time over its first
                          compile. The helper lays NVRTC out at the same addresses in every
@@ -52,8 +55,8 @@ import uuid
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import (child_environment, cpu_model, save_results, source_commit,  # noqa: E402
-                    stamp, update_performance_page)
+from common import (child_environment, cpu_model, kiln_options, save_results,  # noqa: E402
+                    source_commit, stamp, turns, update_performance_page)
 
 HEAVY = "#include <cub/block/block_reduce.cuh>\n"
 EDIT = ("__global__ void reduce_{tag}(const float *in, float *out)\n"
@@ -79,12 +82,9 @@ def nvrtc_library():
 
 
 def nvrtc_options(arch):
-    import kiln._kiln
-    info = kiln._kiln.nvrtc_info()
-    opts = [f"-arch={arch}", f"-I{info['include_dir']}"]
-    if info["cccl_dir"]:
-        opts.append(f"-I{info['cccl_dir']}")
-    return opts
+    """The options kiln gives the same compile (-default-device and -lineinfo with the arch and
+    the toolkit's folders), so that bare NVRTC does the same work as kiln's compile."""
+    return kiln_options(arch)
 
 
 def nvrtc_compile(lib, src, opts):
@@ -146,17 +146,32 @@ def run_child(args, env):
 
 # ---- The measurements ----------------------------------------------------------------------------
 
-def recompile(arch, edits, env):
-    out = {}
-    for side in ("kiln", "nvrtc-pch", "nvrtc"):
-        r = run_child(["recompile", side, arch, str(edits)], env)
-        r["edit_over_first"] = [e / r["first_s"] for e in r["edits_s"]]
+def recompile(arch, edits, env, rounds, scratch):
+    """kiln and bare NVRTC with its automatic PCH in turns, a fresh process (and for kiln a
+    fresh cache folder, so that each round's first compile writes the PCH) each round: the
+    host's speed drifts between rounds by more than the two sides differ. Bare NVRTC without a
+    PCH, much slower, runs once. Returns the results and the cache folder of kiln's last round,
+    whose lasting helper holds the PCH for the new processes after."""
+    out, folder = {}, None
+    for r in range(rounds):
+        for side in turns(["kiln", "nvrtc-pch"], r):
+            child_env = env
+            if side == "kiln":
+                folder = os.path.join(scratch, f"cache-{r}")
+                child_env = {**env, "KILN_CACHE_DIR": folder}
+            out.setdefault(side, {"rounds": []})["rounds"].append(
+                run_child(["recompile", side, arch, str(edits)], child_env))
+    out["nvrtc"] = {"rounds": [run_child(["recompile", "nvrtc", arch, str(edits)], env)]}
+    for side, r in out.items():
+        done = r["rounds"]
+        r["first_s"] = statistics.median(d["first_s"] for d in done)
+        r["edits_s"] = [e for d in done for e in d["edits_s"]]
+        r["edit_over_first"] = [e / d["first_s"] for d in done for e in d["edits_s"]]
         r["median_edit_s"] = statistics.median(r["edits_s"])
         r["median_ratio"] = statistics.median(r["edit_over_first"])
-        out[side] = r
         print(f"  {side:10} first {r['first_s']:.3f} s, edit {r['median_edit_s']:.3f} s "
-              f"({r['median_ratio']:.2f} of the first)", flush=True)
-    return out
+              f"({r['median_ratio']:.2f} of the first; {len(done)} processes)", flush=True)
+    return out, folder
 
 
 def new_process(arch, repeats, env, first_s):
@@ -299,7 +314,7 @@ def main():
             return child_recompile(rest[0], rest[1], int(rest[2]))
         return child_new_process(rest[0])
 
-    edits, repeats = (2, 1) if args.quick else (6, 5)
+    edits, repeats, rounds = (2, 1, 1) if args.quick else (6, 5, 3)
     cores = os.cpu_count() or 1
     gpu = gpu_name()
     with tempfile.TemporaryDirectory(prefix="kiln-bench-interactive-") as scratch:
@@ -307,8 +322,9 @@ def main():
         env["KILN_CACHE_DIR"] = os.path.join(scratch, "cache")
         os.environ["KILN_CACHE_DIR"] = os.path.join(scratch, "parallel")
         print("recompiling an edited kernel that includes CUB:", flush=True)
-        rc = recompile(args.arch, edits, env)
-        new = new_process(args.arch, repeats, env, rc["kiln"]["first_s"])
+        rc, folder = recompile(args.arch, edits, env, rounds, scratch)
+        new = new_process(args.arch, repeats, {**env, "KILN_CACHE_DIR": folder},
+                          rc["kiln"]["first_s"])
         print("compiling many small kernels:", flush=True)
         par = parallel(args.arch, 16, cores, repeats)
         os.environ.pop("KILN_CACHE_DIR")
@@ -320,7 +336,8 @@ def main():
                         "cores": cores, "nvrtc": "%d.%d" % tuple(info["version"]),
                         "arch": args.arch, "kiln_commit": source_commit(),
                         "platform": platform.platform()},
-        "parameters": {"edits": edits, "repeats": repeats, "header": HEAVY.strip(),
+        "parameters": {"edits": edits, "repeats": repeats, "rounds": rounds,
+                       "nvrtc_options": nvrtc_options(args.arch), "header": HEAVY.strip(),
                        "parallel_kernels": 16, "threads": cores},
         "recompile": rc, "new_process": new, "parallel": par, "targets": TARGETS,
     }
