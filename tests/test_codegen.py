@@ -4,6 +4,8 @@ kiln generates for array arithmetic, elementwise kernels, reductions and scans c
 import concurrent.futures
 import inspect
 import os
+import pathlib
+import re
 
 import numpy as np
 import pytest
@@ -183,6 +185,20 @@ def test_an_operators_kernel_is_made_without_compiling_a_pattern(monkeypatch):
         assert kernel._per_thread == _elwise_src.UNROLL
     assert _ops._reduction("sum", np.float32, np.float32) is not None
     assert compiled == []
+
+
+def test_keep_writes_an_elementwise_kernels_files(capsys):
+    # PyCUDA hands keep= to the compile of the kernel it generates: the folder is printed and
+    # holds the generated source.
+    op = f"y[i] = x[i] * {os.getpid()}.25f"
+    k = ElementwiseKernel("float *x, float *y", op, "kept", keep=True)
+    assert k._error is None
+    out = capsys.readouterr().out
+    folder = re.search(r"^\*\*\* compiler output in (\S+)$", out, re.M)
+    assert folder, out
+    assert op in (pathlib.Path(folder.group(1)) / "kernel.cu").read_text()
+    ElementwiseKernel("float *x, float *y", op, "kept")
+    assert "compiler output" not in capsys.readouterr().out
 
 
 def test_bare_i_is_told_from_array_indices():
@@ -572,3 +588,4 @@ def test_gpuarrays_get_common_dtype_is_numpys_promotion():
     assert _get_common_dtype(f32, np.float64(2)) == np.float64
     assert _get_common_dtype(i32, f32) == np.float64
     assert _get_common_dtype(f32, 1j) == np.complex64
+

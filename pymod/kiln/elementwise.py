@@ -162,7 +162,7 @@ class ElementwiseKernel(ElementwiseBase):
             src = _elwise_src.source(self.arguments, self.operation, self.name, self.preamble,
                                      self.loop_prep, self.after_loop, variant=variant,
                                      ndim=ndim)
-            module = compile_source(src, self.options)
+            module = compile_source(src, self.options, self.keep)
             f = self._functions[key] = module.get_function(self.name)
             self._modules[key] = module
         return f
