@@ -589,3 +589,19 @@ def test_gpuarrays_get_common_dtype_is_numpys_promotion():
     assert _get_common_dtype(i32, f32) == np.float64
     assert _get_common_dtype(f32, 1j) == np.complex64
 
+
+def test_a_preamble_that_closes_pycudas_extern_c_block_compiles():
+    # voltools' preamble closes the extern "C" { } PyCUDA compiles a kernel in, to write C++,
+    # and opens it again; kiln compiles such a source inside one too.
+    closes = '}\ntemplate <class T> __device__ T twice(T x) { return 2 * x; }\nextern "C" {\n'
+    k = ElementwiseKernel("float *x, float *y", "y[i] = twice(x[i])", "closes",
+                          preamble=closes)
+    assert k._error is None
+    k = ElementwiseKernel("pycuda::complex<float> *x, pycuda::complex<float> *y",
+                          "y[i] = twice(x[i])", "closes_c", preamble=closes)
+    assert k._error is None
+    assert SourceModule(closes + "__global__ void k(float *p) { p[0] = twice(p[0]); }\n",
+                        arch=ARCH).get_function("k")
+    with pytest.raises(Exception, match=r'kernel.cu\(2\): error: identifier "y" is undefined'):
+        SourceModule(closes.replace("2 * x", "2 * y") + "__global__ void k(float *p) "
+                     "{ p[0] = twice(p[0]); }\n", arch=ARCH)

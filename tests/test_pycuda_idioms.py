@@ -650,3 +650,23 @@ def test_memcpy_discontig_copies_between_any_strides():
 def test_a_subclasss_own_formulas_compute():
     from test_array_object import SUBCLASS_FORMULAS
     exec("CHECK = True\n" + SUBCLASS_FORMULAS, {})
+
+
+# ---- Closing PyCUDA's extern "C" block -------------------------------------------------------
+
+CLOSES = '}\ntemplate <class T> __device__ T twice(T x) { return 2 * x; }\nextern "C" {\n'
+
+
+def test_a_source_that_closes_the_extern_c_block_computes():
+    # PyCUDA compiles a SourceModule's source, and an elementwise kernel's preamble with it,
+    # inside extern "C" { }; programs close it with "}" to write C++ templates (voltools).
+    f = SourceModule(CLOSES + "__global__ void k(float *p) { p[threadIdx.x] = "
+                     "twice(p[threadIdx.x]); }\n").get_function("k")
+    a = np.arange(32, dtype=np.float32)
+    f(drv.InOut(a), block=(32, 1, 1), grid=(1, 1))
+    assert np.array_equal(a, 2 * np.arange(32, dtype=np.float32))
+    x = gpuarray.to_gpu(np.arange(1000, dtype=np.float64))
+    y = gpuarray.empty_like(x)
+    ElementwiseKernel("double *x, double *y", "y[i] = twice(x[i]) + 1", "tw",
+                      preamble=CLOSES)(x, y)
+    assert np.array_equal(y.get(), 2 * np.arange(1000) + 1.0)

@@ -786,6 +786,18 @@ kiln_status kiln__compile(const char *src, const kiln_compile_opts *opts, const 
     if (rewritten) s = kiln__compile_again(rewritten, opts, arch, pch_dir, cwd, out, &again, NULL);
     free(rewritten);
   }
+  /* A source that closes the extern "C" block PyCUDA's SourceModule would have put it in (a
+   * "}" first, then C++) is compiled inside one. That compile's refusal, if any, is the one
+   * the caller sees: the stray brace was the wrapper's, and what else is wrong is said there,
+   * at the source's own line numbers. */
+  char *wrapped = s == KILN_ERROR_COMPILE && out->log && strstr(out->log, "expected a declaration")
+                      ? kiln__dialect_extern_c(src)
+                      : NULL;
+  if (wrapped) {
+    kiln__compile_free_code(out);
+    s = kiln__compile_once(wrapped, opts, arch, pch_dir, cwd, out, &again);
+    free(wrapped);
+  }
   /* A compound literal, "(float3){x, y, z}", which nvcc takes in C++ and NVRTC refuses: the
    * source is compiled again with each one as a functional cast. Only a refused source is read
    * for them, and if that compile fails too, the first refusal is what the caller sees. */

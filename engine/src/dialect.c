@@ -840,3 +840,35 @@ char *kiln__dialect_zero_arrays(const char *src, const char *log) {
   }
   return out;
 }
+
+char *kiln__dialect_extern_c(const char *src) {
+  int depth = 0, closes_outer = 0, line_start = 1;
+  for (const char *p = src; p && *p && !closes_outer;) {
+    if (line_start && *p == '#') { /* a directive, to its end through continuations */
+      while (*p && !(*p == '\n' && p[-1] != '\\')) p++;
+      continue;
+    }
+    if (*p == '"' || *p == '\'') {
+      p = kiln__past_quoted(p);
+      line_start = 0;
+      continue;
+    }
+    if (p[0] == '/' && (p[1] == '/' || p[1] == '*')) {
+      p = kiln__past_comment(p);
+      continue;
+    }
+    if (*p == '{') depth++;
+    else if (*p == '}') closes_outer = --depth < 0;
+    line_start = *p == '\n' || (line_start && kiln__space(*p));
+    p++;
+  }
+  if (!closes_outer) return NULL;
+  static const char open[] = "extern \"C\" {\n#line 1\n", close[] = "\n}\n";
+  size_t n = strlen(src);
+  char *out = malloc(sizeof open - 1 + n + sizeof close);
+  if (!out) return NULL;
+  memcpy(out, open, sizeof open - 1);
+  memcpy(out + sizeof open - 1, src, n);
+  memcpy(out + sizeof open - 1 + n, close, sizeof close);
+  return out;
+}

@@ -78,4 +78,13 @@ char *kiln__dialect_host_functions_in(const char *text, const char *log, const c
  * stays refused. NULL when there is none (or memory ran out); else a malloc'd string (free it). */
 char *kiln__dialect_zero_arrays(const char *src, const char *log);
 
+/* A source that closes a block it never opened, at namespace scope ("}" on its first line, C++
+ * templates after it, then extern "C" { again): written for PyCUDA's SourceModule, which
+ * compiles it inside extern "C" { } and which the "}" closes so that C++ can follow; NVRTC
+ * refuses the stray brace ("expected a declaration"). src inside extern "C" {\n ... \n}, a
+ * #line directive first so that every line keeps its number. Strings, characters, comments and
+ * directive lines are skipped. NULL when the source closes no block it did not open (or memory
+ * ran out); else a malloc'd string (free it). */
+char *kiln__dialect_extern_c(const char *src);
+
 #endif

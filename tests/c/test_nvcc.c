@@ -1391,3 +1391,38 @@ TEST(compile_leaves_out_a_whole_programs_host_code_as_nvcc_does) {
   ASSERT_OK(kiln_module_get_function(m, "twice<float>", &f));
   kiln_module_free(m);
 }
+
+/* A source that closes a block it did not open is wrapped in extern "C" { }, its lines kept
+ * where they were; braces in strings, characters, comments and directives count for nothing. */
+TEST(extern_c_wraps_a_source_that_closes_pycudas_block) {
+  const char *src = "}\ntemplate <class T> __device__ T twice(T x) { return 2 * x; }\n"
+                    "extern \"C\" {\n__global__ void k(float *p) { p[0] = twice(p[0]); }\n";
+  char *got = kiln__dialect_extern_c(src);
+  ASSERT(got != NULL);
+  ASSERT(strncmp(got, "extern \"C\" {\n#line 1\n", 21) == 0);
+  ASSERT(strncmp(got + 21, src, strlen(src)) == 0);
+  ASSERT_STR_EQ(got + 21 + strlen(src), "\n}\n");
+  free(got);
+  ASSERT(kiln__dialect_extern_c("__global__ void k(int *p) { p[0] = '}'; }\n"
+                                "// }\n/* } */ const char *s = \"}}\";\n"
+                                "#define CLOSE }\n#define LONG { \\\n  }\n") == NULL);
+  ASSERT(kiln__dialect_extern_c("") == NULL);
+}
+
+/* Such a source compiles, its kernel found by its C name; one wrong besides is refused for what
+ * is wrong, at the source's own line. */
+TEST(compile_takes_a_source_that_closes_pycudas_block) {
+  const char *src = "}\ntemplate <class T> __device__ T twice(T x) { return 2 * x; }\n"
+                    "extern \"C\" {\n__global__ void k(float *p) { p[0] = twice(p[0]); }\n";
+  kiln_compile_opts opts = {.arch = "sm_90"};
+  kiln_module *m = compile_ok(src, &opts);
+  kiln_function *f;
+  ASSERT_OK(kiln_module_get_function(m, "k", &f));
+  ASSERT_EQ(kiln_function_param_count(f), 1);
+  kiln_module_free(m);
+  const char *wrong = "}\ntemplate <class T> __device__ T twice(T x) { return 2 * y; }\n"
+                      "extern \"C\" {\n__global__ void k(float *p) { p[0] = twice(p[0]); }\n";
+  ASSERT_STATUS(kiln_module_from_source(wrong, &opts, &m), KILN_ERROR_COMPILE);
+  ASSERT_CONTAINS(kiln_last_error(), "kernel.cu(2): error: identifier \"y\" is undefined");
+  kiln_module_free(m);
+}

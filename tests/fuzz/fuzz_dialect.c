@@ -1,6 +1,7 @@
 /* libFuzzer target for the rewrites of a refused source (engine/src/dialect.c): compound
  * literals as functional casts, namespace std opened as cuda::std, constants made constexpr,
- * a whole program's host functions made blanks, and arrays of no elements made unsized.
+ * a whole program's host functions made blanks, arrays of no elements made unsized, and a
+ * source that closes a block it never opened wrapped in extern "C" { }.
  *
  * The input is the source, in a buffer of exactly its size plus the terminator the functions
  * take. The log names an error on every third line, so that some functions are refused and
@@ -71,6 +72,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   char *std = kiln__dialect_std_namespace(src);
   check_inserted(src, std, "cuda::", "cuda::std", 0);
   free(std);
+  /* wrapped in extern "C" { }, the source itself unchanged between the two ends */
+  char *wrapped = kiln__dialect_extern_c(src);
+  if (wrapped) {
+    static const char open[] = "extern \"C\" {\n#line 1\n";
+    CHECK(strncmp(wrapped, open, sizeof open - 1) == 0);
+    CHECK(memcmp(wrapped + sizeof open - 1, src, size) == 0);
+    CHECK(strcmp(wrapped + sizeof open - 1 + size, "\n}\n") == 0);
+    CHECK(strchr(src, '}') != NULL);
+  }
+  free(wrapped);
   size_t lines = 1;
   for (size_t i = 0; i < size; i++) lines += src[i] == '\n';
   char *log = malloc(lines / 3 * 80 + 1), *at = log;
