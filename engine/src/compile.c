@@ -666,6 +666,11 @@ static kiln_status kiln__compile_retry(const char *src, const kiln_compile_opts 
   return r;
 }
 
+/* NVRTC's refusal of a token at namespace scope that begins no declaration: a stray "}". */
+static int kiln__refuses_brace(const char *log) {
+  return log && strstr(log, "expected a declaration") != NULL;
+}
+
 /* One more compile, of dialect.c's rewrite of a source NVRTC refused: its code becomes *out
  * when NVRTC takes it. Otherwise the first refusal stands, its message the last error again,
  * and the rewrite's log is handed over in *second_log when that is given (else freed). */
@@ -787,15 +792,15 @@ kiln_status kiln__compile(const char *src, const kiln_compile_opts *opts, const 
     free(rewritten);
   }
   /* A source that closes the extern "C" block PyCUDA's SourceModule would have put it in (a
-   * "}" first, then C++) is compiled inside one. That compile's refusal, if any, is the one
-   * the caller sees: the stray brace was the wrapper's, and what else is wrong is said there,
-   * at the source's own line numbers. */
-  char *wrapped = s == KILN_ERROR_COMPILE && out->log && strstr(out->log, "expected a declaration")
-                      ? kiln__dialect_extern_c(src)
-                      : NULL;
+   * "}" first, then C++) is compiled inside one. That compile's refusal is the one the caller
+   * sees, at the source's own line numbers, unless it is of a stray brace again: then the
+   * source's brace was a mistake of its own (one too many at its end), and the first refusal,
+   * which points at it, stands. */
+  char *wrapped =
+      s == KILN_ERROR_COMPILE && kiln__refuses_brace(out->log) ? kiln__dialect_extern_c(src) : NULL;
   if (wrapped) {
-    kiln__compile_free_code(out);
-    s = kiln__compile_once(wrapped, opts, arch, pch_dir, cwd, out, &again);
+    s = kiln__compile_retry(wrapped, opts, kiln__refuses_brace, arch, pch_dir, cwd, out, &again,
+                            &taken, NULL);
     free(wrapped);
   }
   /* A compound literal, "(float3){x, y, z}", which nvcc takes in C++ and NVRTC refuses: the

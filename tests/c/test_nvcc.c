@@ -1425,4 +1425,9 @@ TEST(compile_takes_a_source_that_closes_pycudas_block) {
   ASSERT_STATUS(kiln_module_from_source(wrong, &opts, &m), KILN_ERROR_COMPILE);
   ASSERT_CONTAINS(kiln_last_error(), "kernel.cu(2): error: identifier \"y\" is undefined");
   kiln_module_free(m);
+  /* One brace too many at the end is the source's mistake: refused where it is. */
+  const char *extra = "__global__ void k(float *p) { p[0] = 1; }\n}\n";
+  ASSERT_STATUS(kiln_module_from_source(extra, &opts, &m), KILN_ERROR_COMPILE);
+  ASSERT_CONTAINS(kiln_last_error(), "kernel.cu(2): error: expected a declaration");
+  kiln_module_free(m);
 }
