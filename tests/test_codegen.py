@@ -605,3 +605,13 @@ def test_a_preamble_that_closes_pycudas_extern_c_block_compiles():
     with pytest.raises(Exception, match=r'kernel.cu\(2\): error: identifier "y" is undefined'):
         SourceModule(closes.replace("2 * x", "2 * y") + "__global__ void k(float *p) "
                      "{ p[0] = twice(p[0]); }\n", arch=ARCH)
+
+
+def test_a_generated_complex_kernels_source_compiles_as_printed():
+    # keep=True prints the source of a generated kernel, which names kiln's complex header; a
+    # program that compiles that text itself gets the header as SourceModule's own compiles do.
+    import kiln.compiler
+    args = _cgen.parse_arguments("pycuda::complex<float> *x, pycuda::complex<float> *y")
+    src = _elwise_src.source(args, "y[i] = x[i] * x[i]", "sq")
+    assert _cgen.COMPLEX_HEADER_NAME in src
+    assert kiln.compiler.compile(src, no_extern_c=True, arch=ARCH)[:4] == b"\x7fELF"

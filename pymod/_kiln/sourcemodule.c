@@ -149,10 +149,13 @@ static int kpy_header_on_disk(const kiln_compile_opts *opts, const char *name) {
 }
 
 /* Whether some text of the compile can reach PyCUDA's headers: the source or a header of
- * headers= naming one, an option (-include), or an include folder, whose files may. */
+ * headers= naming one, an option (-include), or an include folder, whose files may. The
+ * source's naming kiln's complex header, under which those are given, counts too: it is in
+ * the source of every generated kernel over complex numbers, which keep=True prints for the
+ * program to compile as it is. */
 static int kpy_reaches_pycuda_headers(const char *src, PyObject *headers,
                                       const kiln_compile_opts *opts) {
-  if (strstr(src, "pycuda-") || opts->n_include_dirs > 0) return 1;
+  if (strstr(src, "pycuda-") || strstr(src, "kiln_complex.h") || opts->n_include_dirs > 0) return 1;
   for (int i = 0; i < opts->n_options; i++)
     if (opts->options[i] &&
         (strstr(opts->options[i], "pycuda-") || strncmp(opts->options[i], "-I", 2) == 0))
