@@ -141,10 +141,12 @@ def test_in_out_arrays_are_checked_at_the_call(many):
         call_with(many, 8, kiln.In(ro))  # reading a read-only array is fine
 
 
-def test_a_zero_dimensional_array_is_its_scalar(many):
-    # As PyCUDA's packing reads one: a reduction's result brought to the host, say.
+def test_an_array_of_one_element_is_its_scalar(many):
+    # As PyCUDA's packing reads one, which packs an array's bytes: a reduction's result brought
+    # to the host, 0-d; np.float32(x) of a one-element array x, an array still.
     for index, value in ((0, np.array(7, np.int16)), (6, np.array(1.5)), (7, np.array(2)),
-                         (1, np.array(True))):
+                         (1, np.array(True)), (6, np.float32(np.array([1.5]))),
+                         (0, np.array([[7]], np.int32))):
         with pytest.raises(ValueError, match="grid.x is 0"):
             call_with(many, index, value)
     with pytest.raises(ValueError, match=r"argument 0 .* 1099511627776 does not fit a signed"):
@@ -154,7 +156,9 @@ def test_a_zero_dimensional_array_is_its_scalar(many):
     with pytest.raises(TypeError, match=r"argument 6 .* expected a real number, got numpy.str_"):
         call_with(many, 6, np.array("x"))
     with pytest.raises(TypeError, match=r"argument 6 .* expected a real number, got numpy.ndarray"):
-        call_with(many, 6, np.array([1.5]))  # one element, but not 0-d: as in NumPy 2
+        call_with(many, 6, np.array([1.5, 2.5]))  # two: not a number
+    with pytest.raises(ValueError, match=r"argument 6 .* does not fit a 32-bit float"):
+        call_with(many, 6, np.array([1e300]))  # converted as a scalar is, and checked
     with pytest.raises(TypeError, match=r"argument 8 .* a numpy array lives in host memory"):
         call_with(many, 8, np.array(0x10000))
 

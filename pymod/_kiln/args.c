@@ -474,13 +474,15 @@ int kpy_pack_arg(kpy_state *st, const kiln_function *f, int index, PyObject *obj
   }
   if (PyArray_Check(obj)) {
     if (cls == KILN_PARAM_AGGREGATE) return kpy_pack_bytes(f, index, obj, slot);
-    /* A 0-d array into a number's parameter is its scalar, as PyCUDA's packing reads it (a
-     * reduction's result brought to the host, np.float32(x) * a 0-d array). */
-    if (PyArray_NDIM((PyArrayObject *)obj) == 0 && !kpy_is_pointer_class(cls)) {
+    /* An array of one element into a number's parameter is that element, as PyCUDA's packing
+     * reads it, which packs an array's bytes: a reduction's result brought to the host, 0-d;
+     * np.float32(x) of a one-element array x, which is such an array still (an ODE solver's
+     * tolerance). Its value is converted to the parameter's type, as a scalar's is. */
+    if (PyArray_SIZE((PyArrayObject *)obj) == 1 && !kpy_is_pointer_class(cls)) {
       PyObject *scalar = PyArray_ToScalar(PyArray_DATA((PyArrayObject *)obj), (PyArrayObject *)obj);
       if (!scalar) return -1;
       int rc = PyArray_Check(scalar)
-                   ? kpy_arg_error(PyExc_TypeError, f, index, "a 0-d array of %.100s is no number",
+                   ? kpy_arg_error(PyExc_TypeError, f, index, "an array of %.100s is no number",
                                    Py_TYPE(scalar)->tp_name)
                    : kpy_pack_arg(st, f, index, scalar, slot, packed);
       Py_DECREF(scalar);
