@@ -81,12 +81,6 @@ def nvrtc_library():
     return ctypes.CDLL(kiln._kiln.nvrtc_info()["path"])
 
 
-def nvrtc_options(arch):
-    """The options kiln gives the same compile (-default-device and -lineinfo with the arch and
-    the toolkit's folders), so that bare NVRTC does the same work as kiln's compile."""
-    return kiln_options(arch)
-
-
 def nvrtc_compile(lib, src, opts):
     """One bare NVRTC compile to CUBIN; its seconds. ctypes drops the GIL around each call."""
     prog = ctypes.c_void_p()
@@ -118,7 +112,7 @@ def child_recompile(side, arch, edits):
         extra = {"pch_created": stats["pch_created"], "pch_used": stats["pch_used"]}
     else:
         lib = nvrtc_library()
-        opts = nvrtc_options(arch)
+        opts = kiln_options(arch)
         if side == "nvrtc-pch":
             opts += ["-pch", f"--pch-dir={tempfile.mkdtemp(prefix='kiln-bench-pch-')}"]
         times = [nvrtc_compile(lib, edit(i), opts) for i in range(edits + 1)]
@@ -197,13 +191,13 @@ def pool_compile(job):
     src, arch = job
     if _pool_nvrtc is None:
         _pool_nvrtc = nvrtc_library()
-    return nvrtc_compile(_pool_nvrtc, src, nvrtc_options(arch))
+    return nvrtc_compile(_pool_nvrtc, src, kiln_options(arch))
 
 
 def parallel(arch, count, workers, repeats):
     import kiln
     lib = nvrtc_library()
-    opts = nvrtc_options(arch)
+    opts = kiln_options(arch)
     # Processes with NVRTC loaded and warm, made before the clock: the floor of compiles at once
     # where NVRTC's own work within a process is not shared between them.
     pool = multiprocessing.get_context("forkserver").Pool(workers)
@@ -337,7 +331,7 @@ def main():
                         "arch": args.arch, "kiln_commit": source_commit(),
                         "platform": platform.platform()},
         "parameters": {"edits": edits, "repeats": repeats, "rounds": rounds,
-                       "nvrtc_options": nvrtc_options(args.arch), "header": HEAVY.strip(),
+                       "nvrtc_options": kiln_options(args.arch), "header": HEAVY.strip(),
                        "parallel_kernels": 16, "threads": cores},
         "recompile": rc, "new_process": new, "parallel": par, "targets": TARGETS,
     }
