@@ -25,6 +25,15 @@ static const char *kiln__past_quoted(const char *p) {
   return *p ? p + 1 : NULL;
 }
 
+/* Whether the apostrophe at p is C++14's digit separator (1'000, 0xFF'FF), not a character
+ * literal's quote: the token it stands in began with a digit (a prefix such as u8'a' or L'a'
+ * begins with a letter) and a digit or letter follows it. */
+static int kiln__digit_separator(const char *src, const char *p) {
+  const char *q = p;
+  while (q > src && (kiln__ident_char(q[-1]) || q[-1] == '\'' || q[-1] == '.')) q--;
+  return q < p && *q >= '0' && *q <= '9' && kiln__ident_char(p[1]);
+}
+
 /* Past a comment that starts at p ("//" or "/ *"): where it ends, the newline of a line comment
  * included; the end of the text when it does not close. */
 static const char *kiln__past_comment(const char *p) {
@@ -78,8 +87,8 @@ char *kiln__dialect_compound_literals(const char *src) {
   for (const char *p = src; p && *p;) {
     if (p[0] == '/' && (p[1] == '/' || p[1] == '*')) {
       p = kiln__past_comment(p);
-    } else if (*p == '\'' && p > src && p[-1] >= '0' && p[-1] <= '9' && kiln__ident_char(p[1])) {
-      p++; /* C++14's digit separator, 1'000: no literal starts here */
+    } else if (*p == '\'' && kiln__digit_separator(src, p)) {
+      p++;
     } else if (*p == '"' || *p == '\'') {
       p = kiln__past_quoted(p);
     } else if (*p == '(') {
@@ -848,7 +857,7 @@ char *kiln__dialect_extern_c(const char *src) {
       while (*p && !(*p == '\n' && p[-1] != '\\')) p++;
       continue;
     }
-    if (*p == '"' || *p == '\'') {
+    if (*p == '"' || (*p == '\'' && !kiln__digit_separator(src, p))) {
       p = kiln__past_quoted(p);
       line_start = 0;
       continue;

@@ -923,6 +923,7 @@ TEST(compound_literals_are_read_as_functional_casts) {
        "uchar4 lut[] = { uchar4 {1, 2, 3, 4},  uchar4 {5}};"},
       {"T operator++(int) { return *this; } x = (float2){1'000, 2};",
        "T operator++(int) { return *this; } x =  float2 {1'000, 2};"},
+      {"c = u8'a'; x = (float2){0x1'0, 2};", "c = u8'a'; x =  float2 {0x1'0, 2};"},
   };
   for (size_t i = 0; i < TEST_COUNT(cases); i++) {
     char *got = kiln__dialect_compound_literals(cases[i][0]);
@@ -1407,6 +1408,12 @@ TEST(extern_c_wraps_a_source_that_closes_pycudas_block) {
                                 "// }\n/* } */ const char *s = \"}}\";\n"
                                 "#define CLOSE }\n#define LONG { \\\n  }\n") == NULL);
   ASSERT(kiln__dialect_extern_c("") == NULL);
+  /* A digit separator is no quote: the brace after it still closes the block. A character
+   * literal with a prefix is one. */
+  got = kiln__dialect_extern_c("__device__ const int n = 1'000; }\n");
+  ASSERT(got != NULL);
+  free(got);
+  ASSERT(kiln__dialect_extern_c("__device__ const char c = u8'}', d = L'}';\n") == NULL);
 }
 
 /* Such a source compiles, its kernel found by its C name; one wrong besides is refused for what
