@@ -4,9 +4,10 @@ elementwise kernel and a sum should have on this GPU, measured beside PyTorch an
 
     PYTHONPATH=pymod python3 bench/kernel_shapes.py [--quick] [--out FILE]
 
-Elementwise: z[i] = x[i] * y[i] over float32, n = 10^3 and 10^7, written eight ways (one
+Elementwise: z[i] = x[i] * y[i] over float32, n = 10^3 and 10^7, written twenty ways (one
 element per thread at several block sizes, 64-bit indices, grid-stride loops over a few grid
-sizes, four elements per thread with and without __restrict__, float4 loads). Sum: float32,
+sizes, four elements per thread with and without __restrict__, float4 loads, float4 loads
+with Hopper's 256-byte L2 prefetch, and Hopper's bulk copies through shared memory). Sum: float32,
 n = 10^3, 10^5 and 10^7, to a host float, written three ways (two launches; one launch whose
 last block adds the partial sums; atomics). Each way is checked against NumPy before it is
 timed. Figures: µs per call for back-to-back calls with one synchronize (the elementwise rows)
@@ -21,6 +22,7 @@ import time
 import numpy as np
 
 import kiln
+from common import source_commit, stamp
 
 SM_COUNT = 0
 
@@ -124,6 +126,70 @@ extern "C" __global__ void k(float *z, const float *x, const float *y, unsigned 
     for (; i < n; i++) z[i] = x[i] * y[i];
   }
 }""", 256, lambda n, b: (n + 4 * b - 1) // (4 * b)),
+    # float4 loads asking the L2 cache to fetch 256 bytes around each (Hopper's prefetch size).
+    "float4-L2-256B/256": ("""
+__device__ __forceinline__ float4 load_256b(const float *p) {
+  float4 a;
+  asm volatile("ld.global.nc.L1::no_allocate.L2::256B.v4.f32 {%0, %1, %2, %3}, [%4];"
+               : "=f"(a.x), "=f"(a.y), "=f"(a.z), "=f"(a.w) : "l"(p));
+  return a;
+}
+extern "C" __global__ void k(float *z, const float *x, const float *y, unsigned n) {
+  unsigned i = (blockIdx.x * blockDim.x + threadIdx.x) * 4;
+  if (i + 3 < n) {
+    float4 a = load_256b(x + i), b = load_256b(y + i);
+    *(float4 *)(z + i) = make_float4(a.x * b.x, a.y * b.y, a.z * b.z, a.w * b.w);
+  } else {
+    for (; i < n; i++) z[i] = x[i] * y[i];
+  }
+}""", 256, lambda n, b: (n + 4 * b - 1) // (4 * b)),
+    # Hopper's bulk copies (the TMA unit): one thread copies a block's 16 KB tile of x and of y
+    # into shared memory, the block multiplies there, one thread copies the tile out. Right for
+    # n a multiple of 4 (a bulk copy moves multiples of 16 bytes), which the sizes here are.
+    "bulk-copy-16KB/256": ("""
+#define TILE 4096
+extern "C" __global__ void k(float *z, const float *x, const float *y, unsigned n) {
+  __shared__ __align__(128) float sx[TILE], sy[TILE];
+  __shared__ __align__(8) unsigned long long bar;
+  unsigned start = blockIdx.x * TILE, count = min(n - start, (unsigned)TILE), bytes = count * 4;
+  unsigned b = (unsigned)__cvta_generic_to_shared(&bar);
+  if (threadIdx.x == 0) {
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(b));
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+  }
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    unsigned long long state;
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 %0, [%1], %2;"
+                 : "=l"(state) : "r"(b), "r"(2 * bytes) : "memory");
+    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes"
+                 " [%0], [%1], %2, [%3];"
+                 ::"r"((unsigned)__cvta_generic_to_shared(sx)), "l"(x + start), "r"(bytes), "r"(b)
+                 : "memory");
+    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes"
+                 " [%0], [%1], %2, [%3];"
+                 ::"r"((unsigned)__cvta_generic_to_shared(sy)), "l"(y + start), "r"(bytes), "r"(b)
+                 : "memory");
+  }
+  unsigned done = 0;
+  while (!done)
+    asm volatile("{ .reg .pred p; mbarrier.try_wait.parity.shared::cta.b64 p, [%1], 0;"
+                 " selp.u32 %0, 1, 0, p; }" : "=r"(done) : "r"(b) : "memory");
+  for (unsigned i = threadIdx.x; i < count / 4; i += blockDim.x) {
+    float4 a = ((float4 *)sx)[i], c = ((float4 *)sy)[i];
+    ((float4 *)sx)[i] = make_float4(a.x * c.x, a.y * c.y, a.z * c.z, a.w * c.w);
+  }
+  asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    asm volatile("cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], %2;"
+                 ::"l"(z + start), "r"((unsigned)__cvta_generic_to_shared(sx)), "r"(bytes)
+                 : "memory");
+    asm volatile("cp.async.bulk.commit_group;" ::: "memory");
+    asm volatile("cp.async.bulk.wait_group.read 0;" ::: "memory");
+  }
+}""", 256, lambda n, b: (n + 4095) // 4096),
 }
 
 REDUCE_SOURCE = r"""
@@ -389,7 +455,8 @@ def main(argv=None):
     el = elementwise_rows((1000, 10**7), calls, repeats, {**t_el, **c_el})
     su = sum_rows((1000, 10**5, 10**7), calls // 4, repeats, {**t_sum, **c_sum})
     lat = {"1": latency_rows(calls // 4, repeats)}
-    result = {"gpu": kiln.Device(0).name(), "sm_count": SM_COUNT, "elementwise_us": el,
+    result = {**stamp(), "gpu": kiln.Device(0).name(), "commit": source_commit(),
+              "sm_count": SM_COUNT, "elementwise_us": el,
               "sum_to_host_us": su, "latency_us": lat}
     if args.out:
         with open(args.out, "w") as f:
