@@ -254,6 +254,25 @@ def test_autoinit_prints_a_kernels_printf_when_the_program_ends_without_waiting(
                            for t in range(5) for b in range(2)), r.stdout
 
 
+def test_autoinits_finish_up_is_pycudas_and_runs_once():
+    # Programs that end the context themselves take autoinit's clean-up off atexit by its name,
+    # or call it; the book's scan example asserts the name is there.
+    r = run_python(r'''
+        import atexit
+        import numpy as np
+        import kiln.autoinit, kiln.autoprimaryctx
+        from kiln import gpuarray
+        assert kiln.autoprimaryctx._finish_up is kiln.autoinit._finish_up
+        kiln.autoinit._finish_up()
+        assert kiln.autoinit.context is None
+        kiln.autoinit._finish_up()  # a second time does nothing, at exit as here
+        atexit.unregister(kiln.autoinit._finish_up)
+        print(gpuarray.to_gpu(np.arange(3.0)).get().sum())
+    ''')
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() == ["3.0"], r.stdout
+
+
 PRINTF_WITHOUT_AUTOINIT = r'''
     from kiln import driver, compiler
     driver.init()

@@ -17,7 +17,13 @@ context = make_default_context()
 device = context.get_device()
 
 
-def _finish():
+def _finish_up():
+    """What runs when the program ends, under PyCUDA's name: programs that end the context
+    themselves take it off with atexit.unregister(autoinit._finish_up), or call it. Once it
+    has run, context is None, as under PyCUDA; running it again does nothing."""
+    global context
+    if context is None:
+        return
     # PyCUDA's context is destroyed when the program ends, which waits for the kernels still
     # queued and so prints what their printf wrote (the book's hello world launches and exits).
     # The primary context outlives the program, so that wait is made here. A fault the program
@@ -28,7 +34,8 @@ def _finish():
         pass
     # Pops the context pushed above if it is still on top; the primary context itself stays.
     context.detach()
+    context = None
     _tools.clear_context_caches()
 
 
-atexit.register(_finish)
+atexit.register(_finish_up)

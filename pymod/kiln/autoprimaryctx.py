@@ -5,4 +5,4 @@ current, the context PyTorch, CuPy and Numba use too.
 kiln works in primary contexts alone, so this is kiln.autoinit under PyCUDA's other name:
 `device` and `context` are the same objects, and the context stays when the process ends.
 """
-from .autoinit import context, cuda, device, make_default_context  # noqa: F401
+from .autoinit import _finish_up, context, cuda, device, make_default_context  # noqa: F401
