@@ -86,6 +86,25 @@ def test_strides_describe_any_layout_over_gpudata():
     assert d.flags.c_contiguous == h.flags.c_contiguous
 
 
+def test_flags_assigned_beside_strides_as_pycudas_program_does():
+    # gpustats gives an array Fortran order by assigning PyCUDA's F strides, then the flags on
+    # its flags object. The object takes them; the array's own flags follow its strides.
+    d = kiln.DeviceArray((3, 4), np.float32, gpudata=FAKE)
+    d.strides = gpuarray._f_contiguous_strides(d.dtype.itemsize, d.shape)
+    d.flags.f_contiguous = True
+    d.flags.c_contiguous = False
+    assert d.flags.f_contiguous and not d.flags.c_contiguous
+    f = d.flags
+    f.c_contiguous = 1  # that object's alone: no layout follows it
+    assert f.c_contiguous and f.forc and not d.flags.c_contiguous
+    assert gpuarray._c_contiguous_strides(4, (3, 4)) == (16, 4)
+    assert gpuarray._as_strided is np.lib.stride_tricks.as_strided
+    with pytest.raises(AttributeError):
+        d.flags.forc = True
+    with pytest.raises(AttributeError, match="cannot be deleted"):
+        del f.f_contiguous
+
+
 def test_strides_may_be_assigned_within_the_memory_the_array_reaches():
     # PyCUDA keeps strides as a plain attribute; programs copy an F-ordered array's onto a new
     # one (v.strides = u.strides).

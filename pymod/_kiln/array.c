@@ -61,7 +61,10 @@ static PyObject *kpy_zeros(PyObject *module, PyObject *args, PyObject *kwargs) {
 /* ---- Flags -------------------------------------------------------------------------------- */
 
 /* a.flags: what NumPy's and PyCUDA's flags say of the layout when read; a layout assigned
- * after (shape, dtype, strides) shows in the next a.flags, not in this one. */
+ * after (shape, dtype, strides) shows in the next a.flags, not in this one. c_contiguous and
+ * f_contiguous may be assigned, as on PyCUDA's flags object (programs set them beside the
+ * strides they assign): the value is this object's, and the array's own flags still follow
+ * its strides, so no operation is misled by it. */
 typedef struct kpy_flags {
   PyObject_HEAD
   int flags;
@@ -70,6 +73,18 @@ typedef struct kpy_flags {
 static PyObject *kpy_flags_get(PyObject *op, void *closure) {
   int want = (int)(intptr_t)closure, flags = ((kpy_flags *)op)->flags;
   return PyBool_FromLong(want ? (flags & want) != 0 : flags != 0); /* 0: forc */
+}
+
+static int kpy_flags_set(PyObject *op, PyObject *value, void *closure) {
+  int bit = (int)(intptr_t)closure, truth;
+  if (!value) {
+    PyErr_SetString(PyExc_AttributeError, "an array's flags cannot be deleted");
+    return -1;
+  }
+  if ((truth = PyObject_IsTrue(value)) < 0) return -1;
+  kpy_flags *f = (kpy_flags *)op;
+  f->flags = truth ? f->flags | bit : f->flags & ~bit;
+  return 0;
 }
 
 static PyObject *kpy_flags_item(PyObject *op, PyObject *key) {
@@ -104,8 +119,9 @@ static void kpy_flags_dealloc(PyObject *op) {
 }
 
 static PyGetSetDef kpy_flags_getset[] = {
-    {"c_contiguous", kpy_flags_get, NULL, "C-contiguous.", (void *)(intptr_t)KPY_C_CONTIGUOUS},
-    {"f_contiguous", kpy_flags_get, NULL, "Fortran-contiguous.",
+    {"c_contiguous", kpy_flags_get, kpy_flags_set, "C-contiguous.",
+     (void *)(intptr_t)KPY_C_CONTIGUOUS},
+    {"f_contiguous", kpy_flags_get, kpy_flags_set, "Fortran-contiguous.",
      (void *)(intptr_t)KPY_F_CONTIGUOUS},
     {"forc", kpy_flags_get, NULL, "C- or Fortran-contiguous.", (void *)(intptr_t)0},
     {NULL, NULL, NULL, NULL, NULL},

@@ -23,6 +23,11 @@ from . import driver as drv  # noqa: F401
 from . import elementwise  # noqa: F401
 from ._kiln import DeviceArray
 from .compyte import array as _compyte_array
+# PyCUDA's gpuarray holds these under private names, which programs use (gpustats gives an
+# array Fortran order with _f_contiguous_strides).
+from .compyte.array import as_strided as _as_strided  # noqa: F401
+from .compyte.array import c_contiguous_strides as _c_contiguous_strides  # noqa: F401
+from .compyte.array import f_contiguous_strides as _f_contiguous_strides  # noqa: F401
 from .elementwise import ElementwiseKernel
 from .reduction import ReductionKernel
 

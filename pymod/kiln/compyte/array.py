@@ -1,10 +1,11 @@
 """`pycuda.compyte.array`: strides, flags and dtype promotion of array-like objects (anything
 with shape, strides and dtype: a GPUArray, a NumPy array)."""
 import numpy as np
+from numpy.lib.stride_tricks import as_strided  # PyCUDA's compyte gives NumPy's under this name
 
 __all__ = ["f_contiguous_strides", "c_contiguous_strides", "equal_strides",
            "is_f_contiguous_strides", "is_c_contiguous_strides", "ArrayFlags",
-           "get_common_dtype"]
+           "get_common_dtype", "as_strided"]
 
 
 def _contiguous_strides(itemsize, shape):
