@@ -841,6 +841,31 @@ def test_operations_on_fortran_ordered_arrays_give_fortran_ordered_results():
     np.testing.assert_allclose(out.get(), (h + h).sum(axis=0))
 
 
+@pytest.mark.parametrize("to_gpu", [gpuarray.to_gpu, gpuarray.to_gpu_async])
+def test_to_gpu_keeps_a_transposed_arrays_layout_packed_as_pycudas(to_gpu):
+    # PyCUDA's to_gpu packs a host array with its axes in the order its strides give them
+    # (_compact_strides): a kernel given the copy's memory reads it in that order, and get()
+    # gives a host array laid out alike.
+    h = np.arange(2 * 3 * 4, dtype=np.float32).reshape(2, 3, 4)
+    for src in (h.transpose(1, 0, 2), h.swapaxes(0, 2)[:, ::2], h.transpose(2, 0, 1)[1:]):
+        g = to_gpu(src)
+        want = list(gpuarray._compact_strides(src))
+        assert list(g.strides) == want and not (g.flags.c_contiguous or g.flags.f_contiguous)
+        kiln.synchronize()
+        got = g.get()
+        np.testing.assert_array_equal(got, src)
+        assert list(got.strides) == want
+        raw = np.empty(src.size, np.float32)
+        kiln.driver.memcpy_dtoh(raw, g.gpudata)  # memory order, as a kernel sees it
+        packed = np.lib.stride_tricks.as_strided(np.empty(src.shape, np.float32), strides=want)
+        packed[...] = src
+        np.testing.assert_array_equal(raw, packed.ravel(order="K"))
+        np.testing.assert_array_equal((g * 2).get(), src * 2)  # and it computes
+    g = gpuarray.to_gpu(h.transpose(1, 0, 2))
+    g.set(np.ascontiguousarray(h.transpose(1, 0, 2)) + 1)  # a C host array into it
+    np.testing.assert_array_equal(g.get(), h.transpose(1, 0, 2) + 1)
+
+
 @pytest.mark.parametrize("func", [gpuarray.empty_like, gpuarray.zeros_like, gpuarray.ones_like])
 def test_like_functions_keep_the_order_for_a_and_k(func):
     h = np.ones((16, 8), np.float32)

@@ -136,6 +136,40 @@ static int kpy_check_host(kpy_array *a, PyObject *host, int receive, const char 
   return 0;
 }
 
+/* Whether a's elements lie packed, in an order that may be neither C's nor Fortran's (a
+ * transposed array's, as to_gpu keeps it): its strides, taken smallest first over the axes
+ * longer than one, begin at the itemsize and each step over the last axis whole. */
+static int kpy_packed(const kpy_array *a) {
+  Py_ssize_t strides[KPY_MAX_DIMS], shape[KPY_MAX_DIMS];
+  int n = 0;
+  for (int i = 0; i < a->ndim; i++) {
+    if (a->shape[i] == 1) continue;
+    if (a->strides[i] <= 0) return 0;
+    int j = n++; /* insertion by stride */
+    for (; j > 0 && strides[j - 1] > a->strides[i]; j--) {
+      strides[j] = strides[j - 1];
+      shape[j] = shape[j - 1];
+    }
+    strides[j] = a->strides[i];
+    shape[j] = a->shape[i];
+  }
+  Py_ssize_t step = a->itemsize;
+  for (int j = 0; j < n; j++) {
+    if (strides[j] != step) return 0;
+    step *= shape[j];
+  }
+  return 1;
+}
+
+/* Whether the host array h lays its elements out as a does, packed: then one copy of all the
+ * bytes moves the elements. */
+static int kpy_packed_alike(const kpy_array *a, PyArrayObject *h) {
+  if (!kpy_same_shape(a, h)) return 0;
+  for (int i = 0; i < a->ndim; i++)
+    if (a->shape[i] != 1 && a->strides[i] != PyArray_STRIDE(h, i)) return 0;
+  return kpy_packed(a);
+}
+
 /* Whether a is contiguous in the order fortran names. */
 static int kpy_in_order(const kpy_array *a, int fortran) {
   return a->flags & (fortran ? KPY_F_CONTIGUOUS : KPY_C_CONTIGUOUS);
@@ -153,6 +187,14 @@ static PyObject *kpy_get_into(kpy_state *st, kpy_array *a, PyObject *ary, int pa
     for (int i = 0; i < a->ndim; i++) dims[i] = a->shape[i];
     if (pagelocked) {
       ary = kpy_pagelocked_array(st, a->dtype, a->ndim, dims, fortran, 0);
+    } else if (!(a->flags & (KPY_C_CONTIGUOUS | KPY_F_CONTIGUOUS)) && kpy_packed(a)) {
+      /* packed in another order: a host array laid out alike, as PyCUDA's get gives */
+      npy_intp strides[KPY_MAX_DIMS];
+      for (int i = 0; i < a->ndim; i++) strides[i] = a->strides[i];
+      Py_INCREF(a->dtype);
+      ary = PyArray_NewFromDescr(&PyArray_Type, a->dtype, a->ndim, dims, strides, NULL, 0, NULL);
+      if (ary && a->nbytes && kpy_copy(st, a, ary, (size_t)a->nbytes, 1, on) < 0) Py_CLEAR(ary);
+      return ary;
     } else {
       Py_INCREF(a->dtype); /* NewFromDescr steals it */
       ary = PyArray_NewFromDescr(&PyArray_Type, a->dtype, a->ndim, dims, NULL, NULL, fortran, NULL);
@@ -194,7 +236,9 @@ static int kpy_set_from(kpy_state *st, kpy_array *a, PyObject *host, const kpy_o
                         const char *what) {
   if (kpy_check_host(a, host, 0, what) < 0) return -1;
   if (!a->nbytes) return 0;
-  PyArrayObject *h = (PyArrayObject *)Py_NewRef(host);
+  PyArrayObject *h = (PyArrayObject *)host;
+  if (kpy_packed_alike(a, h)) return kpy_copy(st, a, host, (size_t)a->nbytes, 0, on);
+  Py_INCREF(h);
   if (!kpy_same_shape(a, h)) {
     npy_intp dims[KPY_MAX_DIMS];
     for (int i = 0; i < a->ndim; i++) dims[i] = a->shape[i];

@@ -101,12 +101,18 @@ def _memcpy_discontig(dst, src, async_=False, stream=None):
 
 def _like_for_copy(ary, allocator):
     """A new GPUArray to copy `ary` into (a NumPy array, or a GPUArray as PyCUDA's to_gpu
-    takes too), contiguous in the order `ary` is (C when it is neither); gives it and the
-    source to copy from."""
+    takes too), and the source to copy from. As PyCUDA's to_gpu, the new array is packed with
+    its axes in the order `ary`'s strides give them (_compact_strides): a transposed array's
+    copy keeps the transposed layout, which a kernel given its memory reads as under PyCUDA.
+    A host array that is neither C- nor Fortran-contiguous is packed so on the host first."""
     if not isinstance(ary, DeviceArray):
         ary = np.asarray(ary)
         if not (ary.flags.c_contiguous or ary.flags.f_contiguous):
-            ary = np.ascontiguousarray(ary)
+            packed = np.empty(ary.shape, ary.dtype)
+            packed = np.lib.stride_tricks.as_strided(packed, strides=_compact_strides(ary))
+            packed[...] = ary
+            return DeviceArray(ary.shape, ary.dtype, allocator=allocator,
+                               strides=packed.strides), packed
     order = "F" if ary.flags.f_contiguous and not ary.flags.c_contiguous else "C"
     return DeviceArray(ary.shape, ary.dtype, allocator=allocator, order=order), ary
 
