@@ -1586,6 +1586,9 @@ for expr, want, call in [("a + b", h + h + 1, ("axpbyz", 1, 1)),
     assert type(r) is (Own if call else gpuarray.GPUArray), (expr, type(r))
     if CHECK:
         np.testing.assert_allclose(r.get(), want)
+c = gpuarray.to_gpu(h)  # kiln's own array in place first: its plan serves the subclass too
+c += b
+c *= 2
 a += b
 a *= 2
 assert calls[-2:] == [("axpbyz", 1, 1), ("axpbz", 2, 0)], calls[-2:]

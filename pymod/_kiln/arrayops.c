@@ -235,11 +235,14 @@ static PyObject *kpy_binary_planned(kpy_state *st, int op, PyObject *x, PyObject
   PyObject *converter = PyTuple_GET_SIZE(plan) > 2 ? PyTuple_GET_ITEM(plan, 2) : Py_None;
   PyObject *fits = PyTuple_GET_SIZE(plan) > 3 ? PyTuple_GET_ITEM(plan, 3) : Py_None;
 
-  /* The fast path: one shape in C order, or an array and a scalar. */
+  /* The fast path: one shape in C order, or an array and a scalar. In place into a
+   * subclass's instance is kiln._ops's, which calls the subclass's own _axpbyz and kin as
+   * PyCUDA's operators do; the plan, shared with kiln's own arrays, cannot tell. */
   int ax = kx < 0x200, ay = ky < 0x200;
   kpy_array *shape_of = (kpy_array *)(ax ? x : y);
   if ((ax && !kpy_plain(x)) || (ay && !kpy_plain(y)) ||
-      (ax && ay && !kpy_same_shape((kpy_array *)x, (kpy_array *)y)) || (inplace && !ax) ||
+      (ax && ay && !kpy_same_shape((kpy_array *)x, (kpy_array *)y)) ||
+      (inplace && (!ax || !Py_IS_TYPE(x, st->ref.DeviceArray_type))) ||
       (!inplace && !kpy_makes_own_results(st, shape_of)))
     return kpy_binary_general(st, op, x, y, inplace);
   /* A negative integer power, NumPy's error, is kiln._ops's to raise. */
