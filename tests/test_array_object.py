@@ -1554,7 +1554,7 @@ import numpy as np, kiln, kiln.gpuarray as gpuarray
 calls = []
 class Own(gpuarray.GPUArray):
     # GPAW's GPUArray gives its own _axpbyz, _axpbz and _elwise_multiply, which PyCUDA's
-    # operators call.
+    # operators call (-a and a / 4 its _axpbz too).
     def _axpbyz(self, selffac, other, otherfac, out, add_timer=None, stream=None):
         calls.append(("axpbyz", selffac, otherfac))
         return gpuarray.GPUArray._axpbyz(self, selffac, other, otherfac, out)
@@ -1579,6 +1579,7 @@ for expr, want, call in [("a + b", h + h + 1, ("axpbyz", 1, 1)),
                          ("a * b", h * (h + 1), ("multiply",)),
                          ("a + 2", h + 2, ("axpbz", 1, 2)), ("a - 2", h - 2, ("axpbz", 1, -2)),
                          ("3 - a", 3 - h, ("axpbz", -1, 3)), ("2 * a", 2 * h, ("axpbz", 2, 0)),
+                         ("a / 4", h / 4, ("axpbz", 0.25, 0)), ("-a", -h, ("axpbz", -1, 0)),
                          ("b + b", 2 * h + 2, None)]:
     before = len(calls)
     r = eval(expr)

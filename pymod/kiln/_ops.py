@@ -614,22 +614,37 @@ def _overrides(v, name):
 
 
 def _subclass_formula(op, x, y, out):
-    """PyCUDA's +, - and * (reflected and in place too) call the array's _axpbyz, _axpbz and
-    _elwise_multiply, so a GPUArray subclass that gives its own (GPAW's, with kernels of its own)
-    has them called as PyCUDA calls them: into a result made by its _new_like_me, or into the
-    array itself in place. NotImplemented when no operand overrides what its operation calls."""
+    """PyCUDA's +, -, * and / (reflected and in place too) call the array's _axpbyz, _axpbz,
+    _elwise_multiply, _div and _rdiv_scalar, so a GPUArray subclass that gives its own (GPAW's,
+    with kernels of its own) has them called as PyCUDA calls them: into a result made by its
+    _new_like_me, or into the array itself in place; a division by a scalar is its _axpbz by
+    the scalar's reciprocal. NotImplemented when no operand overrides what its operation
+    calls."""
     arr, other = (x, y) if isinstance(x, DeviceArray) else (y, x)
     both = isinstance(other, DeviceArray)
-    name = "_elwise_multiply" if op == "multiply" and both else "_axpbyz" if both else "_axpbz"
+    if op == "true_divide":
+        name = "_div" if both else "_axpbz" if arr is x else "_rdiv_scalar"
+    else:
+        name = "_elwise_multiply" if op == "multiply" and both else \
+            "_axpbyz" if both else "_axpbz"
     if not _overrides(arr, name) or (both and arr.shape != other.shape) or \
             not both and not np.isscalar(other):
         return NotImplemented
     if out is not None and out is not x:
         return NotImplemented
     if out is None:
-        if not both and op != "multiply" and other == 0 and arr is x:
+        if not both and arr is x and (op in ("add", "subtract") and other == 0 or
+                                      op == "true_divide" and other == 1):
             return arr.copy()
-        out = arr._new_like_me(_compyte_array.get_common_dtype(arr, other))
+        dtype = (binary_plan(op, x, y)[1] if op == "true_divide" else
+                 _compyte_array.get_common_dtype(arr, other))
+        out = arr._new_like_me(dtype)
+    elif op == "true_divide" and not both and other == 1:
+        return arr
+    if op == "true_divide":
+        if both:
+            return arr._div(other, out)
+        return arr._axpbz(1 / other, 0, out) if arr is x else arr._rdiv_scalar(other, out)
     if op == "multiply":
         return arr._elwise_multiply(other, out) if both else arr._axpbz(other, 0, out)
     if both:
@@ -643,8 +658,8 @@ def binary(op, x, y, out=None, stream=None, casting="same_kind"):
     """x op y with NumPy's broadcasting and promotion, into out when given (in place when out
     is x; with casting="unsafe", converted to out's dtype whatever it is). Every case the C path
     does not take comes here."""
-    if op in ("add", "subtract", "multiply") and casting == "same_kind" and stream is None and (
-            type(x) is not DeviceArray or type(y) is not DeviceArray):
+    if op in ("add", "subtract", "multiply", "true_divide") and casting == "same_kind" and \
+            stream is None and (type(x) is not DeviceArray or type(y) is not DeviceArray):
         done = _subclass_formula(op, x, y, out)
         if done is not NotImplemented:
             return done
@@ -698,7 +713,10 @@ def binary(op, x, y, out=None, stream=None, casting="same_kind"):
 
 
 def unary(op, x, out=None, stream=None):
-    """op over array x, into out when given."""
+    """op over array x, into out when given. -x of a GPUArray subclass with an _axpbz of its
+    own is that: x._axpbz(-1, 0, x._new_like_me()), as PyCUDA's __neg__."""
+    if op == "negative" and out is None and stream is None and _overrides(x, "_axpbz"):
+        return x._axpbz(-1, 0, x._new_like_me())
     kernel, out_dtype = unary_plan(op, x, None if out is None else out.dtype)
     if out is None:
         out = _result(x, x.shape, out_dtype, stream)
