@@ -222,6 +222,13 @@ def test_elementwise_kernel_checks_its_declaration():
     assert k.name == "scale" and [a.name for a in k.arguments] == ["a", "x", "z"]
     with pytest.raises(TypeError, match="takes 3 arguments"):
         k(1.0, 2)
+    # More than it declares: PyCUDA pairs them with the parameters and leaves the rest out;
+    # kiln does too, and says so (then "x" is refused here, before anything is launched).
+    from kiln.elementwise import ArgumentWarning
+    with pytest.warns(ArgumentWarning, match="takes 3 arguments; the 2 more given are left "
+                                             "out, as PyCUDA leaves them"):
+        with pytest.raises(TypeError, match="'x'"):
+            k(1.0, "x", "z", 4, 5)
     with pytest.raises(TypeError, match="unexpected keyword arguments wrong"):
         ElementwiseKernel("float *x", "x[i] = 0", wrong=1)
 

@@ -671,6 +671,22 @@ def test_a_subclasss_own_formulas_compute():
     exec("CHECK = True\n" + SUBCLASS_FORMULAS, {})
 
 
+def test_generated_kernels_leave_out_arguments_past_their_parameters_as_pycudas_do():
+    # howdoespycudawork calls a two-array ElementwiseKernel with three arrays: PyCUDA pairs
+    # arguments with parameters and stops at the shorter.
+    from kiln.elementwise import ArgumentWarning
+    from kiln.reduction import ReductionKernel
+    h = np.arange(1000, dtype=np.float32)
+    a, b, c = (gpuarray.to_gpu(h * k) for k in (1, 2, 3))
+    add = ElementwiseKernel("float *a, const float *b", "a[i] += b[i]", "add_into")
+    with pytest.warns(ArgumentWarning, match="add_into takes 2 arguments; the 1 more"):
+        add(a, b, c)
+    np.testing.assert_array_equal(a.get(), 3 * h)
+    total = ReductionKernel(np.float32, "0", "a+b", "x[i]", "const float *x", name="total")
+    with pytest.warns(ArgumentWarning, match="total takes 1 argument; the 2 more"):
+        assert float(total(b, c, np.float32(1)).get()) == float((2 * h).sum())
+
+
 # ---- Closing PyCUDA's extern "C" block -------------------------------------------------------
 
 CLOSES = '}\ntemplate <class T> __device__ T twice(T x) { return 2 * x; }\nextern "C" {\n'

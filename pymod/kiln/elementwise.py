@@ -19,6 +19,8 @@ a float goes is converted, a float where an int goes is refused, before anything
 launched); arrays that are not contiguous work when the operation indexes them with `x_i`,
 and are refused, saying so, when it uses `i`; `range=`/`slice=` take negative steps too.
 """
+import warnings
+
 import numpy as np
 
 from . import _cgen, _elwise_cupy, _elwise_src, _log, _ops
@@ -68,6 +70,27 @@ def _layout_bytes(shape, strides_list):
     parts = [np.asarray(shape, dtype=np.int64)]
     parts += [np.asarray(s, dtype=np.int64) for s in strides_list]
     return np.concatenate(parts).tobytes()
+
+
+class ArgumentWarning(UserWarning):
+    """A generated kernel was given more arguments than it declares: the extra ones are left
+    out, as PyCUDA's ElementwiseKernel and ReductionKernel leave them (they pair arguments
+    with parameters and stop at the shorter)."""
+
+
+def _without_extra(name, arguments, args):
+    """args, with what goes past the kernel's parameter list left out and warned of; fewer
+    arguments than parameters are a TypeError, as under PyCUDA (whose packing fails)."""
+    if len(args) < len(arguments):
+        raise TypeError(f"{name} takes {len(arguments)} arguments ({len(args)} given)")
+    if len(args) > len(arguments):
+        extra = len(args) - len(arguments)
+        takes = f"{len(arguments)} argument{'' if len(arguments) == 1 else 's'}"
+        warnings.warn(f"{name} takes {takes}; the {extra} more given "
+                      f"{'is' if extra == 1 else 'are'} left out, as PyCUDA leaves them",
+                      ArgumentWarning, stacklevel=3)
+        args = args[:len(arguments)]
+    return args
 
 
 class ElementwiseKernel(ElementwiseBase):
@@ -184,9 +207,7 @@ class ElementwiseKernel(ElementwiseBase):
         overlapping arrays (the first time), wrong argument counts."""
         if self._error is not None:
             self._raise_error()
-        if len(args) != len(self.arguments):
-            raise TypeError(f"{self.name} takes {len(self.arguments)} arguments "
-                            f"({len(args)} given)")
+        args = _without_extra(self.name, self.arguments, args)
         first = args[self._vector_index[0]]
         n = _size_of(first, self.name, self.arguments[self._vector_index[0]].name)
         if range is not None and slice is not None:

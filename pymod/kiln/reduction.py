@@ -32,7 +32,7 @@ import numpy as np
 
 from . import _cgen, _reduce_src
 from ._kiln import REDUCE_MAX_BLOCKS, DeviceArray, ReductionBase
-from .elementwise import compile_source, _contiguous_alike
+from .elementwise import _contiguous_alike, _without_extra, compile_source
 from .tools import context_dependent_memoize
 
 __all__ = ["ReductionKernel", "get_reduction_module", "get_reduction_kernel_and_types",
@@ -125,10 +125,7 @@ class ReductionKernel(ReductionBase):
     def _call_general(self, *args, stream=None, out=None, allocator=None, range=None,  # noqa
                       slice=None, kernel_wrapper=None):  # noqa: A002
         """Every call the C path does not take."""
-        if len(args) != len(self.arguments):
-            raise TypeError(f"{self.name} takes {len(self.arguments)} arguments "
-                            f"({len(args)} given)")
-        args = list(args)
+        args = list(_without_extra(self.name, self.arguments, args))
         first = args[self._vector_index[0]]
         if not isinstance(first, DeviceArray):
             raise TypeError(f"{self.name}: the first array argument "
