@@ -1945,8 +1945,10 @@ def test_2d_and_3d_copies_check_their_shape_before_the_device(monkeypatch):
     d.set_src_host(np.zeros(64, np.uint8))
     d.set_dst_host(np.zeros(64, np.uint8))
     d.width_in_bytes, d.height, d.depth, d.src_pitch, d.dst_pitch = 8, 2, 2, 8, 8
-    with pytest.raises(ValueError, match="source's slices hold 0 rows; the copy needs 2"):
+    d.src_y, d.src_height = 1, 2  # rows 1 and 2 of slices of 2: the driver refuses it too
+    with pytest.raises(ValueError, match="source's slices hold 2 rows; the copy needs 3"):
         d()
+    d.src_y = 0
     d.src_height = d.dst_height = 4
     d.src_z = 7
     with pytest.raises(ValueError, match="reaches 272 bytes into its source, which has 64"):
@@ -1977,6 +1979,34 @@ def test_a_2d_copys_host_pitch_left_unset_is_the_width():
     down.height = 6  # a sixth row of the width would run past the host array
     with pytest.raises(ValueError, match="reaches 1152 bytes into its destination, which has 960"):
         down()
+
+
+@pytest.mark.gpu
+def test_a_3d_copys_pitch_and_height_left_unset_lie_packed():
+    # PyCUDA's Memcpy3D passes a pitch or height the program never set as 0, which the driver
+    # reads as the width and as the rows the copy reaches (y + height): slices packed.
+    host = np.arange(2 * 3 * 16, dtype=np.uint8).reshape(2, 3, 16)
+    alloc = drv.mem_alloc(host.nbytes)
+    up = drv.Memcpy3D()
+    up.set_src_host(host)
+    up.set_dst_device(alloc)
+    up.width_in_bytes, up.height, up.depth = 16, 3, 2
+    up()
+    np.testing.assert_array_equal(drv.from_device(alloc, host.shape, np.uint8), host)
+    back = np.zeros((2, 2, 16), np.uint8)  # rows 1 and 2 of each slice, y = 1 and height 0
+    down = drv.Memcpy3D()
+    down.set_src_device(alloc)
+    down.set_dst_host(back)
+    down.src_y, down.src_pitch, down.src_height = 1, 16, 3
+    down.width_in_bytes, down.height, down.depth = 16, 2, 2
+    down()
+    np.testing.assert_array_equal(back, host[:, 1:])
+    whole = np.zeros((2, 4, 16), np.uint8)  # slices of y + height = 4 rows, the first left
+    down.set_dst_host(whole)
+    down.dst_y, down.dst_pitch = 2, 0
+    down()
+    np.testing.assert_array_equal(whole[:, 2:], host[:, 1:])
+    assert not whole[:, :2].any()
 
 
 @pytest.mark.gpu

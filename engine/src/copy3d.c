@@ -43,6 +43,17 @@ static kiln_status kiln__copy_array_side(const kiln_copy_side *side, const char 
   return KILN_OK;
 }
 
+/* A memory side's pitch: the width when the program left it 0. */
+static size_t kiln__copy_pitch(const kiln_copy_side *side, size_t width) {
+  return side->pitch ? side->pitch : width;
+}
+
+/* A memory side's rows a slice: the rows the copy reaches in it (y + height) when the program
+ * left the height 0; side->y + height is checked against overflow before any use. */
+static size_t kiln__copy_slice_rows(const kiln_copy_side *side, size_t height) {
+  return side->height ? side->height : side->y + height;
+}
+
 /* The bytes from a side's first byte to one past its last, in *out; the shape's own checks. */
 static kiln_status kiln__copy_side_extent(const kiln_copy_side *side, const char *what,
                                           size_t width, size_t height, size_t depth, size_t *out) {
@@ -63,23 +74,25 @@ static kiln_status kiln__copy_side_extent(const kiln_copy_side *side, const char
   if (side->kind == KILN_COPY_ARRAY)
     return kiln__copy_array_side(side, what, width, row_bytes, rows_end, slices_end);
   int slices = depth > 1 || side->z; /* the side's height matters */
-  /* A 2D copy's pitch of 0 is the width, as the driver takes it (PyCUDA's Memcpy2D leaves a
-   * host side's pitch 0 unless the program sets it, and programs count on that). */
-  size_t pitch = side->pitch || slices ? side->pitch : width;
+  /* A pitch of 0 is the width and a height of 0 the rows the copy reaches (y + height), as the
+   * driver takes them in 2D and 3D alike (measured on an H200, driver 580): PyCUDA's Memcpy2D
+   * and Memcpy3D leave a host side's pitch and height 0 unless the program sets them, and
+   * programs count on that. */
+  size_t pitch = kiln__copy_pitch(side, width), slice_rows = kiln__copy_slice_rows(side, height);
   if ((height > 1 || slices) && pitch < row_bytes)
     return kiln__fail(KILN_ERROR_INVALID,
                       "the %s's pitch (%zu bytes from one row to the next) is less than its "
                       "rows' %zu bytes (x_in_bytes %zu and width_in_bytes %zu)",
                       what, pitch, row_bytes, side->x_in_bytes, width);
-  if (slices && side->height < rows_end)
+  if (slices && slice_rows < rows_end) /* the driver refuses it too */
     return kiln__fail(KILN_ERROR_INVALID,
                       "the %s's slices hold %zu rows; the copy needs %zu (rows %zu from row %zu)",
-                      what, side->height, rows_end, height, side->y);
+                      what, slice_rows, rows_end, height, side->y);
   if (!width || !height || !depth) return KILN_OK;
   /* One past the last byte: (z + depth - 1) slices of height rows, (y + height - 1) rows,
    * x + width bytes. */
   size_t slice = 0, last_slice = 0, last_row = 0, end = 0;
-  if (__builtin_mul_overflow(pitch, slices ? side->height : 0, &slice) ||
+  if (__builtin_mul_overflow(pitch, slices ? slice_rows : 0, &slice) ||
       __builtin_mul_overflow(slices_end - 1, slice, &last_slice) ||
       __builtin_mul_overflow(rows_end - 1, pitch, &last_row) ||
       __builtin_add_overflow(last_slice, last_row, &end) ||
@@ -145,7 +158,7 @@ static kiln_status kiln__copy_check(const kiln_copy_side *src, const kiln_copy_s
     (c)->srcDevice = (src)->kind == KILN_COPY_UNIFIED ? (CUdeviceptr)(uintptr_t)(src)->host \
                                                       : (CUdeviceptr)(src)->device;         \
     (c)->srcArray = (src)->kind == KILN_COPY_ARRAY ? (src)->array->handle : NULL;           \
-    (c)->srcPitch = (src)->pitch ? (src)->pitch : (width);                                  \
+    (c)->srcPitch = kiln__copy_pitch((src), (width));                                       \
     (c)->dstXInBytes = (dst)->x_in_bytes;                                                   \
     (c)->dstY = (dst)->y;                                                                   \
     (c)->dstMemoryType = (CUmemorytype)(dst)->kind;                                         \
@@ -153,7 +166,7 @@ static kiln_status kiln__copy_check(const kiln_copy_side *src, const kiln_copy_s
     (c)->dstDevice = (dst)->kind == KILN_COPY_UNIFIED ? (CUdeviceptr)(uintptr_t)(dst)->host \
                                                       : (CUdeviceptr)(dst)->device;         \
     (c)->dstArray = (dst)->kind == KILN_COPY_ARRAY ? (dst)->array->handle : NULL;           \
-    (c)->dstPitch = (dst)->pitch ? (dst)->pitch : (width);                                  \
+    (c)->dstPitch = kiln__copy_pitch((dst), (width));                                       \
     (c)->WidthInBytes = (width);                                                            \
     (c)->Height = (height);                                                                 \
   } while (0)
@@ -163,9 +176,9 @@ static kiln_status kiln__copy_check(const kiln_copy_side *src, const kiln_copy_s
   do {                                                        \
     KILN__COPY_FILL(c, src, dst, width, height);              \
     (c)->srcZ = (src)->z;                                     \
-    (c)->srcHeight = (src)->height;                           \
+    (c)->srcHeight = kiln__copy_slice_rows((src), (height));  \
     (c)->dstZ = (dst)->z;                                     \
-    (c)->dstHeight = (dst)->height;                           \
+    (c)->dstHeight = kiln__copy_slice_rows((dst), (height));  \
     (c)->Depth = (depth);                                     \
   } while (0)
 

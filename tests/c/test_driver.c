@@ -346,8 +346,17 @@ TEST(copies_in_2d_and_3d_check_their_shape_first) {
   ASSERT_STATUS(kiln_memcpy_3d_check(&h, &d, 24, 2, 1), KILN_ERROR_INVALID);
   ASSERT_CONTAINS(kiln_last_error(), "source's pitch (24 bytes from one row to the next)");
   h.x_in_bytes = 0;
+  /* In 3D too, as the driver reads them: a pitch of 0 is the width and a height of 0 the rows
+   * the copy reaches, so two slices of two rows lie packed; slices of the 8 rows given reach
+   * past the buffer. */
   ASSERT_STATUS(kiln_memcpy_3d_check(&h, &d, 32, 2, 2), KILN_ERROR_INVALID);
-  ASSERT_CONTAINS(kiln_last_error(), "source's pitch (0 bytes");
+  ASSERT_CONTAINS(kiln_last_error(), "reaches 320 bytes into its source, which has 256");
+  h.height = 0;
+  ASSERT_OK(kiln_memcpy_3d_check(&h, &d, 32, 2, 2));
+  ASSERT_OK(kiln_memcpy_3d_check(&h, &d, 32, 4, 2));
+  ASSERT_STATUS(kiln_memcpy_3d_check(&h, &d, 32, 4, 3), KILN_ERROR_INVALID);
+  ASSERT_CONTAINS(kiln_last_error(), "reaches 384 bytes into its source, which has 256");
+  h.height = 8;
   h.pitch = 32;
   ASSERT_STATUS(kiln_memcpy_3d_check(&h, &d, 32, 9, 1), KILN_ERROR_INVALID);
   ASSERT_CONTAINS(kiln_last_error(), "reaches 288 bytes into its source, which has 256");
