@@ -2101,8 +2101,15 @@ def test_array_descriptors_are_plain_attributes():
     d3.flags |= drv.array3d_flags.ARRAY3D_LAYERED
     d3.flags |= drv.array3d_flags.SURFACE_LDST
     assert d3.flags == 3 and d3 != drv.ArrayDescriptor()
-    with pytest.raises(AttributeError):
-        d.depth = 4  # a 2D descriptor has no depth: a typo is an error, not a silent attribute
+    with pytest.raises(ValueError, match="has no depth; ArrayDescriptor3D takes depth=4"):
+        d.depth = 4  # a 2D descriptor has no depth: an error, not a silent attribute
+    # cuda-sim's create_2D_array sets flags = 0 on a 2D descriptor, as PyCUDA lets it; other
+    # attributes of a program's own are kept and reach nothing.
+    d.flags = 0
+    d.note = "mine"
+    assert d.note == "mine" and d == drv.ArrayDescriptor(64, 32, drv.array_format.FLOAT, 4)
+    with pytest.raises(AttributeError, match="ArrayDescriptor3D has"):
+        d.flags
 
 
 def test_dtypes_and_their_array_formats():

@@ -411,9 +411,10 @@ def managed_zeros_like(array, mem_flags=0):
 # ---- CUDA arrays -----------------------------------------------------------------------------
 
 class _Descriptor:
-    """Plain attributes, printed and compared by their values."""
+    """Plain attributes, printed and compared by their values. Others a program sets are kept
+    and reach nothing, as on PyCUDA's descriptors."""
 
-    __slots__ = ()
+    __slots__ = ("__dict__",)
 
     def __repr__(self):
         fields = ", ".join(f"{name}={getattr(self, name)!r}" for name in self.__slots__)
@@ -435,6 +436,23 @@ class ArrayDescriptor(_Descriptor):
     def __init__(self, width=0, height=0, format=0, num_channels=0):  # noqa: A002
         self.width, self.height, self.format, self.num_channels = \
             width, height, format, num_channels
+
+    def _no_3d_field(name):  # noqa: N805  (makes the two properties below)
+        def get(self):
+            raise AttributeError(f"an ArrayDescriptor has no {name}: ArrayDescriptor3D has")
+
+        def set_(self, value):
+            # cuda-sim's helper sets flags = 0 on a 2D descriptor, which PyCUDA keeps and never
+            # reads; any other value would ask for what a 2D descriptor cannot make.
+            if value != 0:
+                raise ValueError(f"an ArrayDescriptor makes a 1D or 2D Array and has no {name}; "
+                                 f"ArrayDescriptor3D takes {name}={value!r}")
+
+        return property(get, set_)
+
+    depth = _no_3d_field("depth")
+    flags = _no_3d_field("flags")
+    del _no_3d_field
 
 
 class ArrayDescriptor3D(_Descriptor):
