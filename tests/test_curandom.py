@@ -422,6 +422,12 @@ def test_rand_and_the_seed_getters():
     a = curandom.rand(1000).get()
     np.random.seed(17)
     np.testing.assert_array_equal(curandom.rand(1000).get(), a)
+    # rand draws its seed as PyCUDA's does, one np.random.randint(2**31 - 1): a program's NumPy
+    # numbers drawn after it are those it drew under PyCUDA.
+    after = np.random.randn(3)
+    np.random.seed(17)
+    np.random.randint(2**31 - 1)
+    np.testing.assert_array_equal(np.random.randn(3), after)
     u = curandom.seed_getter_uniform(G).get()
     assert u.dtype == np.int32 and u.size == G and np.all(u == u[0])
     q = curandom.seed_getter_unique(G).get()

@@ -107,8 +107,10 @@ def seed_getter_unique(n):
 def rand(shape, dtype=np.float32, stream=None):
     """An array of shape filled with uniform values of dtype in [0, 1) (random bits for
     integer dtypes), from a Philox generator seeded from NumPy's global generator, so
-    `np.random.seed(s)` makes it repeat, as it does PyCUDA's."""
-    seed = int(np.random.randint(0, 2**63 - 1, dtype=np.int64))
+    `np.random.seed(s)` makes it repeat, as it does PyCUDA's. The seed is drawn as PyCUDA
+    draws its own, np.random.randint(2**31 - 1), so NumPy's numbers drawn after it are the
+    ones a program drew under PyCUDA."""
+    seed = int(np.random.randint(2**31 - 1))
     return PhiloxRandomNumberGenerator(seed).gen_uniform(shape, dtype, stream)
 
 
