@@ -11,6 +11,7 @@ so all cases run in one new Python and each test reads its own case's outcome.""
 import json
 import struct
 
+import numpy as np
 import pytest
 
 from helpers import run_python
@@ -30,12 +31,15 @@ __global__ void ints(signed char a, unsigned char b, short c, unsigned short d, 
 __global__ void reals(float x, double y, int *p) {}
 struct S { int a; float b; double c; };
 __global__ void agg(int i, S s, float x) {}
+struct Zf { float re, im; };
+struct Zd { double re, im; };
+extern "C" __global__ void cplx(Zf a, Zd b, int *p) {}
 extern "C" __global__ void args64(int *p, %s) {}
 extern "C" __global__ void wide(%s) {}
 """ % (", ".join(f"int x{i}" for i in range(1, 64)), ", ".join(f"int w{i}" for i in range(300)))
 m = kiln.SourceModule(SRC)
 SIZES = {"ints": [1, 1, 2, 2, 4, 4, 8, 8, 8], "reals": [4, 8, 8], "agg": [4, 16, 4],
-         "args64": [8] + [4] * 63, "wide": [4] * 300}
+         "args64": [8] + [4] * 63, "wide": [4] * 300, "cplx": [8, 16, 8]}
 functions = {name: m.get_function(name) for name in SIZES}
 out = {}
 alloc = kiln.mem_alloc(64)
@@ -106,6 +110,16 @@ case("prepared_bits_async", "ints", 1, 1, 7, -7, np.uint16(40000), np.int16(-2),
 case("prepared_bits_dtypes", "ints", 1, 1, 0, 0, 0, 0, 2**32 - 1, 0, 0, 0, A,
      call=m.get_function("ints").prepare([np.uint8, np.int8, np.uint16, np.int16, np.uint32,
                                           np.int32, np.uint64, np.int64, np.intp]).prepared_call)
+# Complex struct parameters prepared 'F' and 'D' (pycuda::complex in an extern "C" kernel,
+# whose parameters are known only by size): a number is packed as that complex, as PyCUDA's
+# struct.pack packs it; without prepare such a parameter takes bytes alone.
+cplx_fd = m.get_function("cplx").prepare("FDP")
+case("prepared_complex", "cplx", 1, 1, 1 + 2j, 3, A, call=cplx_fd.prepared_call)
+case("prepared_complex_numpy", "cplx", 1, 1, np.complex128(0.5 - 1j), np.float32(-2.0), A,
+     call=lambda *a: cplx_fd.prepared_async_call(a[0], a[1], None, *a[2:]))
+case("prepared_complex_dtypes", "cplx", 1, 1, 2.5, np.complex128(1 + 1j), A,
+     call=m.get_function("cplx").prepare([np.complex64, np.complex128, np.intp]).prepared_call)
+case("bad_complex_unprepared", "cplx", 1 + 2j, 3, A, block=b)
 case("bad_prepared_bits_high", "ints", 1, 1, 256, 0, 0, 0, 0, 0, 0, 0, A,
      call=swapped.prepared_call)
 case("bad_prepared_bits_low", "ints", 1, 1, 0, 0, 0, 0, 0, -2**31 - 1, 0, 0, A,
@@ -221,6 +235,17 @@ def test_prepared_types_of_the_other_signedness_pass_the_bits_as_pycudas_pack(la
     for name, index in (("bad_prepared_bits_high", 0), ("bad_prepared_bits_low", 5)):
         assert launches[name]["launched"] == 0
         assert launches[name]["error"].startswith(f"ValueError: argument {index} of ints")
+
+
+def test_prepared_complex_types_pack_numbers_as_pycudas_pack(launches):
+    alloc, _ = launches["pointers"]
+    want = lambda f, d: (np.complex64(f).tobytes() + np.complex128(d).tobytes()
+                         + struct.pack("<Q", alloc)).hex()
+    assert launches["prepared_complex"]["bytes"] == want(1 + 2j, 3)
+    assert launches["prepared_complex_numpy"]["bytes"] == want(0.5 - 1j, -2.0)
+    assert launches["prepared_complex_dtypes"]["bytes"] == want(2.5, 1 + 1j)
+    refused = launches["bad_complex_unprepared"]
+    assert refused["launched"] == 0 and "a struct parameter" in refused["error"]
 
 
 def test_a_second_free_of_an_allocation_is_a_logic_error_as_pycudas(launches):

@@ -100,7 +100,11 @@ static int kpy_parse_format(const char *fmt, kpy_argtype *out, int cap, int *n) 
       return -1;
     }
     if (counted && count == 0) continue;
-    char sign = strchr("bhilqn", c) ? 's' : strchr("BHILQN", c) ? 'u' : 0;
+    char sign = strchr("bhilqn", c)   ? 's'
+                : strchr("BHILQN", c) ? 'u'
+                : c == 'F'            ? 'c'
+                : c == 'D'            ? 'z'
+                                      : 0;
     for (unsigned long k = 0; k < (counted ? count : 1); k++) {
       PyOS_snprintf(what, sizeof what, "'%c'", c);
       kpy_add(out, cap, n, size, sign, what);
@@ -169,7 +173,12 @@ int kpy_argtypes_parse(PyObject *types, kpy_argtype *out, int cap, int *n, PyObj
     Py_XDECREF(name);
     PyObject *part = dtype->type_num == NPY_VOID ? PyUnicode_FromFormat("%zds", size)
                                                  : PyUnicode_FromFormat("%c", dtype->type);
-    char sign = dtype->kind == 'i' ? 's' : dtype->kind == 'u' ? 'u' : 0;
+    char sign = dtype->kind == 'i'   ? 's'
+                : dtype->kind == 'u' ? 'u'
+                : dtype->kind == 'c' ? (size == 8    ? 'c'
+                                        : size == 16 ? 'z'
+                                                     : 0)
+                                     : 0;
     Py_DECREF(dtype);
     if (!part || PyList_Append(parts, part) < 0) rc = -1;
     Py_XDECREF(part);

@@ -8,7 +8,8 @@
 /* One parameter the types name. */
 typedef struct kpy_argtype {
   unsigned size; /* bytes */
-  char sign;     /* 's' a signed integer, 'u' an unsigned one ('I', dtype uint32), 0 otherwise */
+  char sign;     /* 's' a signed integer, 'u' an unsigned one ('I', dtype uint32), 'c' a complex
+                  * of two floats ('F', complex64), 'z' of two doubles ('D'), 0 otherwise */
   char what[48]; /* how the types named it, for messages: "'P'", "'16s'", "dtype float32" */
 } kpy_argtype;
 

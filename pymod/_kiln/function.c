@@ -390,6 +390,40 @@ static int kpy_param_is_unsigned(kiln_param_class c) {
   return c == KILN_PARAM_U8 || c == KILN_PARAM_U16 || c == KILN_PARAM_U32 || c == KILN_PARAM_U64;
 }
 
+static void kpy_prepared_bits_free(kpy_function *self, PyObject **owned);
+
+/* *owned made a copy of args (new references) if it is not one yet; -1 when memory ran out. */
+static int kpy_prepared_own(kpy_function *self, PyObject *const *args, PyObject ***owned) {
+  if (*owned) return 0;
+  *owned = PyMem_Calloc((size_t)self->n_params, sizeof **owned);
+  if (!*owned) {
+    PyErr_NoMemory();
+    return -1;
+  }
+  for (int j = 0; j < self->n_params; j++) (*owned)[j] = Py_NewRef(args[j]);
+  return 0;
+}
+
+/* A Python or NumPy number as the NumPy complex scalar of a complex struct parameter (two
+ * doubles when wide, two floats otherwise), as PyCUDA's struct.pack('D' or 'F') packs it; NULL
+ * without an exception for anything else (bytes, a complex scalar of that type already), which
+ * the parameter's own packing takes or refuses. */
+static PyObject *kpy_prepared_complex(PyObject *arg, int wide) {
+  int number = PyLong_Check(arg) || PyFloat_Check(arg) || PyComplex_Check(arg) ||
+               PyArray_IsScalar(arg, Number);
+  if (!number || (wide ? PyArray_IsScalar(arg, CDouble) : PyArray_IsScalar(arg, CFloat)))
+    return NULL;
+  Py_complex c = PyComplex_AsCComplex(arg);
+  if (c.real == -1.0 && PyErr_Occurred()) return NULL;
+  PyArray_Descr *d = PyArray_DescrFromType(wide ? NPY_CDOUBLE : NPY_CFLOAT);
+  if (!d) return NULL;
+  double both[2] = {c.real, c.imag};
+  float narrow[2] = {(float)c.real, (float)c.imag};
+  PyObject *scalar = PyArray_Scalar(wide ? (void *)both : (void *)narrow, d, NULL);
+  Py_DECREF(d);
+  return scalar;
+}
+
 /* The arguments of a prepared call, args[0..n_params), with each integer that prepare() named
  * with the other signedness and that is out of the parameter's range but in that type's (an
  * int given 2863311531 under 'I') replaced by the same bits in the parameter's type. *owned is
@@ -403,6 +437,19 @@ static PyObject *const *kpy_prepared_bits(kpy_function *self, PyObject *const *a
   for (int i = 0; i < self->n_params; i++) {
     char other = self->prepared_bits[i];
     PyObject *arg = args[i];
+    if (other == 'c' || other == 'z') { /* a number into a complex struct parameter */
+      PyObject *wrapped = kpy_prepared_complex(arg, other == 'z');
+      if (!wrapped) {
+        if (PyErr_Occurred()) goto fail;
+        continue;
+      }
+      if (kpy_prepared_own(self, args, owned) < 0) {
+        Py_DECREF(wrapped);
+        return NULL;
+      }
+      Py_SETREF((*owned)[i], wrapped);
+      continue;
+    }
     if (!other || PyBool_Check(arg) || (!PyLong_Check(arg) && !PyArray_IsScalar(arg, Integer)))
       continue;
     PyObject *value = PyNumber_Index(arg);
@@ -426,18 +473,17 @@ static PyObject *const *kpy_prepared_bits(kpy_function *self, PyObject *const *a
     PyErr_Clear();
     Py_DECREF(value);
     if (!wrapped) continue;
-    if (!*owned) {
-      *owned = PyMem_Calloc((size_t)self->n_params, sizeof **owned);
-      if (!*owned) {
-        Py_DECREF(wrapped);
-        PyErr_NoMemory();
-        return NULL;
-      }
-      for (int j = 0; j < self->n_params; j++) (*owned)[j] = Py_NewRef(args[j]);
+    if (kpy_prepared_own(self, args, owned) < 0) {
+      Py_DECREF(wrapped);
+      return NULL;
     }
     Py_SETREF((*owned)[i], wrapped);
   }
   return *owned ? (PyObject *const *)*owned : args;
+fail:
+  kpy_prepared_bits_free(self, *owned);
+  *owned = NULL;
+  return NULL;
 }
 
 static void kpy_prepared_bits_free(kpy_function *self, PyObject **owned) {
@@ -493,7 +539,12 @@ static PyObject *kpy_function_prepare(PyObject *op, PyObject *args, PyObject *kw
       if (named[i].size != p[i].size) bad = i;
   char *bits = NULL;
   for (int i = 0; n == self->n_params && bad < 0 && i < n; i++) {
-    char other = kpy_param_is_signed(p[i].cls) ? 'u' : kpy_param_is_unsigned(p[i].cls) ? 's' : 0;
+    char other =
+        kpy_param_is_signed(p[i].cls)     ? 'u'
+        : kpy_param_is_unsigned(p[i].cls) ? 's'
+        : p[i].cls == KILN_PARAM_AGGREGATE && (named[i].sign == 'c' || named[i].sign == 'z')
+            ? named[i].sign
+            : 0;
     if (!other || named[i].sign != other) continue;
     if (!bits && !(bits = PyMem_Calloc((size_t)n, 1))) {
       PyMem_Free(named);

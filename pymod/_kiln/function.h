@@ -29,7 +29,9 @@ typedef struct kpy_function {
   char *prepared_bits;       /* owned, one a parameter, or NULL: 'u' where prepare() named an
                               * integer parameter unsigned and the kernel has it signed ('I' for
                               * an int), 's' the other way round; those arguments of prepared
-                              * calls are taken as their bits, as PyCUDA's struct.pack gives them */
+                              * calls are taken as their bits, as PyCUDA's struct.pack gives them.
+                              * 'c' or 'z' where it named a struct parameter of 8 or 16 bytes
+                              * complex ('F', 'D'): a number there is packed as that complex */
   kpy_shape_memo block_memo, grid_memo;
   PyObject *dict; /* attributes a program sets (func.block = ...), as on PyCUDA's, or NULL */
 } kpy_function;
