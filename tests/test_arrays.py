@@ -351,6 +351,38 @@ def test_a_copy_overlaps_a_kernel_on_two_streams(mod):
 
 
 @pytest.mark.gpu
+def test_get_and_set_on_a_stream_return_done_unless_async(mod):
+    # PyCUDA's get and set take stream= but use it only with async_=True: otherwise the copy
+    # is done when they return, into or out of page-locked memory too. kiln queues it on the
+    # stream, behind the stream's work, and waits.
+    spin, scale = mod.get_function("spin"), mod.get_function("scale")
+    n = 1 << 16
+    s = kiln.Stream()
+    a = kiln.to_device(np.ones(n, np.float32))
+    spin(np.int64(100_000_000), block=(1, 1, 1), stream=s)  # ~50 ms before the scale
+    scale(a, np.float32(3), np.int32(n), block=(256, 1, 1), grid=(n // 256, 1), stream=s)
+    pinned = kiln.pagelocked_zeros(n, np.float32)
+    assert a.get(ary=pinned, stream=s) is pinned
+    assert np.all(pinned == 3)  # no synchronize: the copy followed the scale, and is done
+    spin(np.int64(100_000_000), block=(1, 1, 1), stream=s)
+    p = a.get(pagelocked=True, stream=s)
+    assert np.all(p == 3)
+    src = kiln.pagelocked_empty(n, np.float32)
+    src[...] = 5
+    spin(np.int64(100_000_000), block=(1, 1, 1), stream=s)
+    a.set(src, stream=s)
+    src[...] = -1  # the copy has read it already
+    s.synchronize()
+    assert np.all(a.get() == 5)
+    # async_=True and get_async stay queued: done once the stream is.
+    spin(np.int64(100_000_000), block=(1, 1, 1), stream=s)
+    later = kiln.pagelocked_zeros(n, np.float32)
+    a.get(ary=later, async_=True, stream=s)
+    s.synchronize()
+    assert np.all(later == 5)
+
+
+@pytest.mark.gpu
 def test_in_out_on_a_kiln_stream_are_queued(mod):
     import gc
     import time

@@ -630,14 +630,16 @@ static PyMethodDef kpy_array_methods[] = {
      "get($self, ary=None, pagelocked=False, async_=False, stream=None, *, out=None)\n--\n\nThe "
      "values as a "
      "numpy array: a new one (page-locked when asked), or into ary (out is another name for "
-     "it), which has the array's dtype and size. On a kiln.Stream the copy is queued."},
+     "it), which has the array's dtype and size. Done on return, as PyCUDA's; with async_=True "
+     "on a kiln.Stream the copy is queued."},
     {"get_async", KPY_KW(kpy_array_get_async),
      "get_async($self, stream=None, ary=None)\n--\n\nget() on a "
      "stream."},
     {"set", KPY_KW(kpy_array_set),
      "set($self, ary, async_=False, stream=None)\n--\n\nThe values of the numpy array ary (the "
      "array's dtype "
-     "and size) copied in."},
+     "and size) copied in: read on return, as PyCUDA's; with async_=True on a kiln.Stream the "
+     "copy is queued."},
     {"set_async", KPY_KW(kpy_array_set_async),
      "set_async($self, ary, stream=None)\n--\n\nset() on a stream."},
     {"copy", KPY_KW(kpy_array_copy),

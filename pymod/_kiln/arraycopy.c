@@ -16,6 +16,7 @@
 
 int kpy_on_parse(kpy_state *st, PyObject *arg, kpy_on *on) {
   on->arg = arg;
+  on->wait = 0;
   return kpy_stream_parse(st, arg, &on->handle);
 }
 
@@ -44,9 +45,12 @@ static int kpy_copy_between_host(kpy_state *st, kpy_array *dev, PyObject *host, 
   kiln_stream h = on->handle;
   kiln_status s;
   if (!n) return 0;
+  /* Whether the call returns with the copy done: on any stream but a kiln.Stream, and on one
+   * when the caller asks (on->wait). */
+  int blocking = on->wait || !kpy_stream_is_kiln(st, on->arg);
   /* A small copy to the host that blocks goes through kiln's page-locked buffer, queued at
    * once and then waited for. */
-  if (to_host && !kpy_stream_is_kiln(st, on->arg)) {
+  if (to_host && blocking) {
     /* A reduction's result whose host mirror holds is read from it, no copy queued. */
     int r = n == (size_t)dev->nbytes ? kpy_mirror_get(st, &dev->mirror, dev->device, data, n) : 0;
     if (!r) r = kpy_small_get(st, data, p, n, h);
@@ -62,8 +66,8 @@ static int kpy_copy_between_host(kpy_state *st, kpy_array *dev, PyObject *host, 
   /* A copy that blocks waits behind its stream's work first, where Ctrl-C can end the wait:
    * once queued, it may not be left behind with host given back. */
   unsigned long long work = kiln_work_count();
-  if (!kpy_stream_is_kiln(st, on->arg) && kpy_wait_before_copy(st, h) < 0) return -1;
-  if (!kpy_stream_is_kiln(st, on->arg)) kpy_pin_reused(st, (PyArrayObject *)host, n);
+  if (blocking && kpy_wait_before_copy(st, h) < 0) return -1;
+  if (blocking) kpy_pin_reused(st, (PyArrayObject *)host, n);
   if (put && (r = kpy_copy_put(st, dev, data, n))) return r < 0 ? -1 : 0;
   if (on->arg == Py_None) {
     Py_BEGIN_ALLOW_THREADS
@@ -73,7 +77,7 @@ static int kpy_copy_between_host(kpy_state *st, kpy_array *dev, PyObject *host, 
   } else {
     /* A large pageable copy is staged by host threads before the call returns; memory kiln
      * page-locked in place is waited for as pageable memory would be (pin.h). */
-    int queued = kpy_stream_is_kiln(st, on->arg) && !kpy_pin_touches(st, data, n);
+    int queued = !blocking && !kpy_pin_touches(st, data, n);
     Py_BEGIN_ALLOW_THREADS
       s = to_host ? kiln_memcpy_dtoh_async(data, p, n, h) : kiln_memcpy_htod_async(p, data, n, h);
       if (!s && !queued) s = kiln_stream_synchronize(h);
@@ -270,11 +274,13 @@ static int kpy_set_from(kpy_state *st, kpy_array *a, PyObject *host, const kpy_o
 }
 
 PyObject *kpy_array_to_host(kpy_state *st, kpy_array *a) {
-  kpy_on on = {Py_None, NULL};
+  kpy_on on = {Py_None, NULL, 0};
   return kpy_get_into(st, a, Py_None, 0, &on, "ary");
 }
 
-/* PyCUDA's async_ is taken and has no effect of its own: the stream decides (see kpy_copy). */
+/* As PyCUDA's: with async_=False the call returns with the copy done, queued on the stream
+ * first (so it follows the stream's work) and then waited for; with async_=True it is queued
+ * on a kiln.Stream (see kpy_copy). */
 PyObject *kpy_array_get(PyObject *op, PyObject *args, PyObject *kwargs) {
   static char *kwlist[] = {(char *)"ary",    (char *)"pagelocked", (char *)"async_",
                            (char *)"stream", (char *)"out",        NULL};
@@ -292,6 +298,7 @@ PyObject *kpy_array_get(PyObject *op, PyObject *args, PyObject *kwargs) {
                                      "both");
     return NULL;
   }
+  on.wait = !async_;
   return kpy_get_into(st, (kpy_array *)op, out ? out : ary, pagelocked, &on, out ? "out" : "ary");
 }
 
@@ -363,6 +370,7 @@ static PyObject *kpy_array_set_impl(PyObject *op, PyObject *args, PyObject *kwar
            ? PyArg_ParseTupleAndKeywords(args, kwargs, fmt, kwlist_async, &ary, &stream_obj)
            : PyArg_ParseTupleAndKeywords(args, kwargs, fmt, kwlist, &ary, &async_, &stream_obj));
   if (!ok || kpy_on_parse(st, stream_obj, &on) < 0) return NULL;
+  on.wait = !async_first && !async_; /* set(async_=False) returns with the host array read */
   /* PyCUDA's set takes a GPUArray too: a copy on the device. */
   if (kpy_array_check(st, ary) ? kpy_copy_between(st, (kpy_array *)op, (kpy_array *)ary, &on) < 0
                                : kpy_set_from(st, (kpy_array *)op, ary, &on, "ary") < 0)
@@ -510,7 +518,7 @@ int kpy_array_ass_subscript(PyObject *op, PyObject *key, PyObject *value) {
   }
   PyObject *view = st ? kpy_array_subscript(op, key) : NULL;
   if (!view) return -1;
-  kpy_on on = {Py_None, NULL};
+  kpy_on on = {Py_None, NULL, 0};
   int rc = kpy_assign(st, (kpy_array *)view, value, &on);
   Py_DECREF(view);
   return rc;

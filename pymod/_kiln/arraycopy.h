@@ -10,6 +10,9 @@
 typedef struct kpy_on {
   PyObject *arg;      /* borrowed: None, a kiln.Stream, an int handle or another library's */
   kiln_stream handle; /* what kpy_stream_parse read from it */
+  int wait;           /* a copy between host and device returns done even on a kiln.Stream:
+                       * PyCUDA's get and set with async_=False, whose stream counts only with
+                       * async_=True (0 from kpy_on_parse) */
 } kpy_on;
 
 int kpy_on_parse(kpy_state *st, PyObject *arg, kpy_on *on);
