@@ -33,7 +33,8 @@ static int kpy_copy_put(kpy_state *st, kpy_array *dev, const void *data, size_t 
 
 /* Copies n bytes between dev's memory and the data of the contiguous numpy array host. With
  * stream= None the copy blocks. On a kiln.Stream it is queued and the stream keeps host alive
- * until it is seen to be done (and dev's memory, when the stream is not its own). On any other
+ * until it is seen to be done (and dev's memory, when the stream is not its own), unless the
+ * caller asks for it done (on->wait), as on other streams. On any other
  * stream (an int handle, another library's stream object) it is queued and then waited for: nothing
  * kiln holds past the call could keep host alive, as that stream knows nothing of it (the same rule
  * as In/Out in a launch); kiln.Stream.from_handle gives a queued copy there. */
