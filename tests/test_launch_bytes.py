@@ -120,6 +120,16 @@ case("prepared_complex_numpy", "cplx", 1, 1, np.complex128(0.5 - 1j), np.float32
 case("prepared_complex_dtypes", "cplx", 1, 1, 2.5, np.complex128(1 + 1j), A,
      call=m.get_function("cplx").prepare([np.complex64, np.complex128, np.intp]).prepared_call)
 case("bad_complex_unprepared", "cplx", 1 + 2j, 3, A, block=b)
+# What complex() takes: a 0-d array (a reduction's .get()) and NumPy's bool, as struct.pack.
+case("prepared_complex_0d", "cplx", 1, 1, np.array(2.0), np.True_, A, call=cplx_fd.prepared_call)
+class Again(float):  # a number whose conversion prepares the function again, mid-call
+    def __complex__(self):
+        cplx_again.prepare("8s16sP")
+        return complex(float(self))
+cplx_again = m.get_function("cplx")
+cplx_again.prepare("FDP")
+case("prepared_complex_reprepared", "cplx", 1, 1, Again(4.0), 5.0, A,
+     call=cplx_again.prepared_call)
 case("bad_prepared_bits_high", "ints", 1, 1, 256, 0, 0, 0, 0, 0, 0, 0, A,
      call=swapped.prepared_call)
 case("bad_prepared_bits_low", "ints", 1, 1, 0, 0, 0, 0, 0, -2**31 - 1, 0, 0, A,
@@ -244,6 +254,9 @@ def test_prepared_complex_types_pack_numbers_as_pycudas_pack(launches):
     assert launches["prepared_complex"]["bytes"] == want(1 + 2j, 3)
     assert launches["prepared_complex_numpy"]["bytes"] == want(0.5 - 1j, -2.0)
     assert launches["prepared_complex_dtypes"]["bytes"] == want(2.5, 1 + 1j)
+    assert launches["prepared_complex_0d"]["bytes"] == want(2.0, 1)
+    # The marks read before the conversion ran: no crash, and the call packs as prepared then.
+    assert launches["prepared_complex_reprepared"]["bytes"] == want(4.0, 5.0)
     refused = launches["bad_complex_unprepared"]
     assert refused["launched"] == 0 and "a struct parameter" in refused["error"]
 

@@ -262,9 +262,8 @@ def test_autoinits_finish_up_is_pycudas_and_runs_once():
         import numpy as np
         import kiln.autoinit, kiln.autoprimaryctx
         from kiln import gpuarray
-        assert kiln.autoprimaryctx._finish_up is kiln.autoinit._finish_up
-        kiln.autoinit._finish_up()
-        assert kiln.autoinit.context is None
+        kiln.autoprimaryctx._finish_up()
+        assert kiln.autoinit.context is None and kiln.autoprimaryctx.context is None
         kiln.autoinit._finish_up()  # a second time does nothing, at exit as here
         atexit.unregister(kiln.autoinit._finish_up)
         print(gpuarray.to_gpu(np.arange(3.0)).get().sum())

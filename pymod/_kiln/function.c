@@ -404,17 +404,24 @@ static int kpy_prepared_own(kpy_function *self, PyObject *const *args, PyObject 
   return 0;
 }
 
-/* A Python or NumPy number as the NumPy complex scalar of a complex struct parameter (two
- * doubles when wide, two floats otherwise), as PyCUDA's struct.pack('D' or 'F') packs it; NULL
- * without an exception for anything else (bytes, a complex scalar of that type already), which
- * the parameter's own packing takes or refuses. */
+/* A number as the NumPy complex scalar of a complex struct parameter (two doubles when wide,
+ * two floats otherwise), as PyCUDA's struct.pack('D' or 'F') packs it: whatever Python's
+ * complex() takes (a Python or NumPy number, NumPy's bool, a 0-d array, an object with
+ * __complex__, __float__ or __index__). NULL without an exception for what the parameter's own
+ * packing takes as it is (a complex scalar of that type, bytes, a structured scalar) or
+ * refuses; NULL with one when the conversion itself failed otherwise. It may run Python code. */
 static PyObject *kpy_prepared_complex(PyObject *arg, int wide) {
-  int number = PyLong_Check(arg) || PyFloat_Check(arg) || PyComplex_Check(arg) ||
-               PyArray_IsScalar(arg, Number);
-  if (!number || (wide ? PyArray_IsScalar(arg, CDouble) : PyArray_IsScalar(arg, CFloat)))
-    return NULL;
+  if (wide ? PyArray_IsScalar(arg, CDouble) : PyArray_IsScalar(arg, CFloat)) return NULL;
+  int numeric = PyArray_IsScalar(arg, Number) || PyArray_IsScalar(arg, Bool) ||
+                (PyArray_Check(arg) && PyArray_NDIM((PyArrayObject *)arg) == 0 &&
+                 (PyArray_ISNUMBER((PyArrayObject *)arg) || PyArray_ISBOOL((PyArrayObject *)arg)));
+  if (!numeric && PyObject_CheckBuffer(arg)) return NULL; /* bytes: the struct as it is */
   Py_complex c = PyComplex_AsCComplex(arg);
-  if (c.real == -1.0 && PyErr_Occurred()) return NULL;
+  if (c.real == -1.0 && PyErr_Occurred()) {
+    if (!PyErr_ExceptionMatches(PyExc_TypeError)) return NULL;
+    PyErr_Clear(); /* not a number: refused by the parameter's packing, which names it */
+    return NULL;
+  }
   PyArray_Descr *d = PyArray_DescrFromType(wide ? NPY_CDOUBLE : NPY_CFLOAT);
   if (!d) return NULL;
   double both[2] = {c.real, c.imag};
@@ -434,8 +441,16 @@ static PyObject *const *kpy_prepared_bits(kpy_function *self, PyObject *const *a
   *owned = NULL;
   if (!self->prepared_bits) return args;
   const kiln_param *p = kiln_function_params(self->fn);
+  /* A copy: a number's __complex__ below is Python code, which may prepare the function again
+   * and free self->prepared_bits. */
+  char *marks = PyMem_Malloc((size_t)self->n_params);
+  if (!marks) {
+    PyErr_NoMemory();
+    return NULL;
+  }
+  memcpy(marks, self->prepared_bits, (size_t)self->n_params);
   for (int i = 0; i < self->n_params; i++) {
-    char other = self->prepared_bits[i];
+    char other = marks[i];
     PyObject *arg = args[i];
     if (other == 'c' || other == 'z') { /* a number into a complex struct parameter */
       PyObject *wrapped = kpy_prepared_complex(arg, other == 'z');
@@ -445,7 +460,7 @@ static PyObject *const *kpy_prepared_bits(kpy_function *self, PyObject *const *a
       }
       if (kpy_prepared_own(self, args, owned) < 0) {
         Py_DECREF(wrapped);
-        return NULL;
+        goto fail;
       }
       Py_SETREF((*owned)[i], wrapped);
       continue;
@@ -475,12 +490,14 @@ static PyObject *const *kpy_prepared_bits(kpy_function *self, PyObject *const *a
     if (!wrapped) continue;
     if (kpy_prepared_own(self, args, owned) < 0) {
       Py_DECREF(wrapped);
-      return NULL;
+      goto fail;
     }
     Py_SETREF((*owned)[i], wrapped);
   }
+  PyMem_Free(marks);
   return *owned ? (PyObject *const *)*owned : args;
 fail:
+  PyMem_Free(marks);
   kpy_prepared_bits_free(self, *owned);
   *owned = NULL;
   return NULL;

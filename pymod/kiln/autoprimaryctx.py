@@ -5,4 +5,13 @@ current, the context PyTorch, CuPy and Numba use too.
 kiln works in primary contexts alone, so this is kiln.autoinit under PyCUDA's other name:
 `device` and `context` are the same objects, and the context stays when the process ends.
 """
-from .autoinit import _finish_up, context, cuda, device, make_default_context  # noqa: F401
+from . import autoinit as _autoinit
+from .autoinit import context, cuda, device, make_default_context  # noqa: F401
+
+
+def _finish_up():
+    """autoinit's clean-up, under this module's name too, as PyCUDA's: afterwards this module's
+    context is None as well as autoinit's."""
+    global context
+    _autoinit._finish_up()
+    context = None
