@@ -441,9 +441,11 @@ static PyObject *const *kpy_prepared_bits(kpy_function *self, PyObject *const *a
   *owned = NULL;
   if (!self->prepared_bits) return args;
   const kiln_param *p = kiln_function_params(self->fn);
-  /* A copy: a number's __complex__ below is Python code, which may prepare the function again
-   * and free self->prepared_bits. */
-  char *marks = PyMem_Malloc((size_t)self->n_params);
+  /* A copy: a number's __complex__ or __index__ below is Python code, which may prepare the
+   * function again and free self->prepared_bits. On the stack for the usual parameter count,
+   * so a prepared call allocates nothing for it. */
+  char stack[64],
+      *marks = self->n_params <= (int)sizeof stack ? stack : PyMem_Malloc((size_t)self->n_params);
   if (!marks) {
     PyErr_NoMemory();
     return NULL;
@@ -494,10 +496,10 @@ static PyObject *const *kpy_prepared_bits(kpy_function *self, PyObject *const *a
     }
     Py_SETREF((*owned)[i], wrapped);
   }
-  PyMem_Free(marks);
+  if (marks != stack) PyMem_Free(marks);
   return *owned ? (PyObject *const *)*owned : args;
 fail:
-  PyMem_Free(marks);
+  if (marks != stack) PyMem_Free(marks);
   kpy_prepared_bits_free(self, *owned);
   *owned = NULL;
   return NULL;
