@@ -562,10 +562,30 @@ def test_queued_copies_are_not_page_locked(mod):
     want = h.copy()
     d = kiln.empty(PIN, np.uint8)
     for _ in range(3):
-        d.set(h, stream=s)
+        d.set(h, stream=s, async_=True)
     h[...] = 0
     s.synchronize()
     np.testing.assert_array_equal(d.get(), want)
+    assert pinned() == base
+
+
+@pytest.mark.gpu
+def test_copies_on_a_stream_done_on_return_are_page_locked_as_others():
+    # set(stream=s) without async_ returns with the array read, so reusing its memory page-locked
+    # is as safe as on the null stream.
+    import gc
+    base = pinned()
+    s = kiln.Stream()
+    h = sample(np.uint8, PIN)
+    d = kiln.empty(PIN, np.uint8)
+    for k in range(3):
+        h[:3] = k
+        d.set(h, stream=s)
+    h[...] = 0
+    np.testing.assert_array_equal(d.get()[:3], [2, 2, 2])
+    assert pinned()[0] == base[0] + 1
+    del h
+    gc.collect()
     assert pinned() == base
 
 
