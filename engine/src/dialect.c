@@ -25,12 +25,13 @@ static const char *kiln__past_quoted(const char *p) {
   return *p ? p + 1 : NULL;
 }
 
-/* Whether the apostrophe at p is C++14's digit separator (1'000, 0xFF'FF), not a character
- * literal's quote: the token it stands in began with a digit (a prefix such as u8'a' or L'a'
- * begins with a letter) and a digit or letter follows it. */
+/* Whether the apostrophe at p is C++14's digit separator (1'000, 0xFF'FF, .5'0), not a
+ * character literal's quote: the token it stands in began with a digit, or a point and a digit
+ * (a prefix such as u8'a' or L'a' begins with a letter), and a digit or letter follows it. */
 static int kiln__digit_separator(const char *src, const char *p) {
   const char *q = p;
   while (q > src && (kiln__ident_char(q[-1]) || q[-1] == '\'' || q[-1] == '.')) q--;
+  if (*q == '.') q++;
   return q < p && *q >= '0' && *q <= '9' && kiln__ident_char(p[1]);
 }
 

@@ -924,6 +924,7 @@ TEST(compound_literals_are_read_as_functional_casts) {
       {"T operator++(int) { return *this; } x = (float2){1'000, 2};",
        "T operator++(int) { return *this; } x =  float2 {1'000, 2};"},
       {"c = u8'a'; x = (float2){0x1'0, 2};", "c = u8'a'; x =  float2 {0x1'0, 2};"},
+      {"y = .5'0; x = (float2){1.2'5, .2'5};", "y = .5'0; x =  float2 {1.2'5, .2'5};"},
   };
   for (size_t i = 0; i < TEST_COUNT(cases); i++) {
     char *got = kiln__dialect_compound_literals(cases[i][0]);
