@@ -861,6 +861,16 @@ def test_to_gpu_keeps_a_transposed_arrays_layout_packed_as_pycudas(to_gpu):
         packed[...] = src
         np.testing.assert_array_equal(raw, packed.ravel(order="K"))
         np.testing.assert_array_equal((g * 2).get(), src * 2)  # and it computes
+        into = np.empty_like(got)  # into a host array laid out alike, as PyCUDA's takes
+        assert g.get(ary=into) is into
+        np.testing.assert_array_equal(into, src)
+        locked = g.get(pagelocked=True)  # page-locked, laid out alike, as PyCUDA's
+        assert list(locked.strides) == want
+        np.testing.assert_array_equal(locked, src)
+        owner = locked.base
+        while isinstance(owner, np.ndarray):
+            owner = owner.base
+        assert isinstance(owner, kiln.driver.PagelockedHostAllocation)
     g = gpuarray.to_gpu(h.transpose(1, 0, 2))
     assert not (g.flags.c_contiguous or g.flags.f_contiguous)
     g.set(np.ascontiguousarray(h.transpose(1, 0, 2)) + 1)  # a C host array into it

@@ -180,6 +180,33 @@ static int kpy_in_order(const kpy_array *a, int fortran) {
   return a->flags & (fortran ? KPY_F_CONTIGUOUS : KPY_C_CONTIGUOUS);
 }
 
+/* A new host array of a's shape with a's strides (a packed, kpy_packed), page-locked when
+ * asked: a view over page-locked memory in C order, which holds the same bytes. */
+static PyObject *kpy_alike_host_array(kpy_state *st, const kpy_array *a, npy_intp *dims,
+                                      int pagelocked) {
+  npy_intp strides[KPY_MAX_DIMS];
+  for (int i = 0; i < a->ndim; i++) strides[i] = a->strides[i];
+  PyObject *base = NULL;
+  void *data = NULL;
+  if (pagelocked) {
+    base = kpy_pagelocked_array(st, a->dtype, a->ndim, dims, 0, 0);
+    if (!base) return NULL;
+    data = PyArray_DATA((PyArrayObject *)base);
+  }
+  Py_INCREF(a->dtype); /* NewFromDescr steals it */
+  PyObject *ary = PyArray_NewFromDescr(&PyArray_Type, a->dtype, a->ndim, dims, strides, data,
+                                       data ? NPY_ARRAY_WRITEABLE : 0, NULL);
+  if (!ary || !base) {
+    Py_XDECREF(base);
+    return ary;
+  }
+  if (PyArray_SetBaseObject((PyArrayObject *)ary, base) < 0) { /* steals base */
+    Py_DECREF(ary);
+    return NULL;
+  }
+  return ary;
+}
+
 /* a's elements into the host array ary (None: a new one, page-locked when asked); gives back
  * ary, a new reference, or, where ary's shape differs, a view of it in a's shape, as PyCUDA's
  * get returns ary reshaped. A contiguous array is one copy; another goes through a contiguous
@@ -187,19 +214,19 @@ static int kpy_in_order(const kpy_array *a, int fortran) {
 static PyObject *kpy_get_into(kpy_state *st, kpy_array *a, PyObject *ary, int pagelocked,
                               const kpy_on *on, const char *what) {
   int fortran = kpy_array_fortran_only(a);
+  /* packed in another order (a transposed array's, as to_gpu keeps it): a host array laid out
+   * alike, as PyCUDA's get gives, takes all the bytes in one copy */
+  int other = !(a->flags & (KPY_C_CONTIGUOUS | KPY_F_CONTIGUOUS)) && kpy_packed(a);
   if (ary == Py_None) {
     npy_intp dims[KPY_MAX_DIMS];
     for (int i = 0; i < a->ndim; i++) dims[i] = a->shape[i];
-    if (pagelocked) {
-      ary = kpy_pagelocked_array(st, a->dtype, a->ndim, dims, fortran, 0);
-    } else if (!(a->flags & (KPY_C_CONTIGUOUS | KPY_F_CONTIGUOUS)) && kpy_packed(a)) {
-      /* packed in another order: a host array laid out alike, as PyCUDA's get gives */
-      npy_intp strides[KPY_MAX_DIMS];
-      for (int i = 0; i < a->ndim; i++) strides[i] = a->strides[i];
-      Py_INCREF(a->dtype);
-      ary = PyArray_NewFromDescr(&PyArray_Type, a->dtype, a->ndim, dims, strides, NULL, 0, NULL);
+    if (other) {
+      ary = kpy_alike_host_array(st, a, dims, pagelocked);
       if (ary && a->nbytes && kpy_copy(st, a, ary, (size_t)a->nbytes, 1, on) < 0) Py_CLEAR(ary);
       return ary;
+    }
+    if (pagelocked) {
+      ary = kpy_pagelocked_array(st, a->dtype, a->ndim, dims, fortran, 0);
     } else {
       Py_INCREF(a->dtype); /* NewFromDescr steals it */
       ary = PyArray_NewFromDescr(&PyArray_Type, a->dtype, a->ndim, dims, NULL, NULL, fortran, NULL);
@@ -208,12 +235,16 @@ static PyObject *kpy_get_into(kpy_state *st, kpy_array *a, PyObject *ary, int pa
   } else {
     if (kpy_check_host(a, ary, 1, what) < 0) return NULL;
     PyArrayObject *h = (PyArrayObject *)ary;
+    if (other && kpy_packed_alike(a, h)) {
+      if (a->nbytes && kpy_copy(st, a, ary, (size_t)a->nbytes, 1, on) < 0) return NULL;
+      return Py_NewRef(ary);
+    }
     if (PyArray_IS_C_CONTIGUOUS(h)) fortran = 0;
     else if (PyArray_IS_F_CONTIGUOUS(h) && kpy_same_shape(a, h)) fortran = 1;
     else {
       PyErr_Format(PyExc_ValueError,
-                   "%s is not C-contiguous (nor Fortran-contiguous with the array's shape); "
-                   "pass one that is, e.g. numpy.empty_like",
+                   "%s is not C-contiguous (nor Fortran-contiguous with the array's shape, nor "
+                   "laid out as the array); pass one that is, e.g. numpy.empty_like of get()",
                    what);
       return NULL;
     }
