@@ -272,6 +272,24 @@ def test_autoinits_finish_up_is_pycudas_and_runs_once():
     assert r.stdout.split() == ["3.0"], r.stdout
 
 
+@pytest.mark.parametrize("unregister", [False, True])
+def test_autoprimaryctxs_finish_up_is_what_atexit_runs(unregister):
+    # A program on the primary context takes autoprimaryctx's clean-up off atexit by that name;
+    # autoinit's, which it imports, then runs no more than its own.
+    r = run_python(f'''
+        import atexit
+        import kiln.autoprimaryctx, kiln.autoinit
+        class Probe:
+            def synchronize(self): print("finished up")
+            def detach(self): pass
+        kiln.autoprimaryctx.context = kiln.autoinit.context = Probe()
+        if {unregister}:
+            atexit.unregister(kiln.autoprimaryctx._finish_up)
+    ''')
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() == ([] if unregister else ["finished", "up"]), r.stdout
+
+
 PRINTF_WITHOUT_AUTOINIT = r'''
     from kiln import driver, compiler
     driver.init()
