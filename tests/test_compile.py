@@ -3,6 +3,7 @@ import numpy as np
 import pytest
 
 import kiln
+import kiln.driver
 from helpers import ARCH, HAVE_GPU
 
 MULTIPLY = """
@@ -99,6 +100,10 @@ def test_lookup_unknown_lists_the_kernels():
     mod = kiln.SourceModule(MULTIPLY, arch=ARCH)
     with pytest.raises(AttributeError, match="no kernel 'multiply'.*multiply_them"):
         mod.get_function("multiply")
+    # and in the words PyCUDA's error has from the driver, which programs look for
+    with pytest.raises(kiln.driver.LogicError,
+                       match="cuModuleGetFunction failed: named symbol not found"):
+        mod.get_function("multiply")
 
 
 def test_lookup_overloads_list_them():
@@ -125,7 +130,14 @@ def test_compile_error_has_log_and_source_lines():
     assert "undefined_thing" in info.value.log
     # PyCUDA's attributes: nvcc's diagnostics are its .stderr, NVRTC's log is kiln's.
     assert info.value.stderr == info.value.log and info.value.stdout == ""
-    assert info.value.msg == str(info.value) and info.value.command_line is None
+    assert info.value.msg == str(info.value)
+    # PyCUDA's nvcc argument list, here NVRTC's: programs print " ".join(e.command_line)
+    arch = f"-arch={ARCH or kiln.SourceModule('__global__ void k() {}').arch}"
+    assert info.value.command_line == ["nvrtc", arch]
+    with pytest.raises(kiln.CompileError) as info:
+        kiln.SourceModule(src, arch=ARCH, options=["-DN=3", "--use_fast_math"])
+    assert info.value.command_line == ["nvrtc", arch, "-DN=3", "--use_fast_math"]
+    assert str(info.value) == info.value.msg  # str() adds a command line given by a program only
     message = str(info.value)
     assert "kernel.cu(3): error" in message
     assert "> 3 |   x[0] = undefined_thing;" in message

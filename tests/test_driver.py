@@ -1121,8 +1121,16 @@ def test_linker_links_a_module_as_pycudas():
     with pytest.raises(kiln.CompileError):  # twice_it is nowhere
         alone.link_module()
     assert seen and seen[0][0] is False and seen[0][2]
-    with pytest.raises(ValueError, match="Linker takes no JIT options"):
-        drv.Linker(options=[(drv.jit_option.MAX_REGISTERS, 32)])
+    # The driver's JIT options are the driver linker's, as PyCUDA's; refused before it is reached
+    # where the driver would not take them.
+    bad = drv.Linker(options=[(drv.jit_option.INFO_LOG_BUFFER, 0)])
+    bad.add_data(caller, drv.jit_input_type.PTX)
+    with pytest.raises(ValueError, match="link option 3 .* the log buffers are kiln's own"):
+        bad.link_module()
+    with pytest.raises(TypeError, match="the link's option 0 must be a \\(jit_option, value\\) pair"):
+        bad = drv.Linker(options=[5])
+        bad.add_data(caller, drv.jit_input_type.PTX)
+        bad.link_module()
     if HAVE_GPU:  # the arch kiln compiles for is the device's
         linker = drv.Linker(message_handler=lambda *a: seen.append(a))
         linker.add_data(kiln.compiler.compile(builtins, options=["-dc"]),
@@ -1135,6 +1143,49 @@ def test_linker_links_a_module_as_pycudas():
         assert drv.from_device(p, (1,), np.float64)[0] == 42.0
 
 
+HEAVY = r"""
+extern "C" __global__ void heavy(double *p) {
+  double v[24];
+#pragma unroll
+  for (int i = 0; i < 24; i++) v[i] = p[i * blockDim.x + threadIdx.x];
+  double s = 0;
+#pragma unroll
+  for (int i = 0; i < 24; i++)
+#pragma unroll
+    for (int j = 0; j < 24; j++) s += v[i] * v[j] * (i + j);
+  p[threadIdx.x] = s;
+}
+"""
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("through", ["DynamicModule", "Linker"])
+def test_link_options_are_the_driver_linkers_jit_options(through):
+    # PsyNeuLink links its PTX with link_options=[(jit_option.MAX_REGISTERS, n)]: the limit holds
+    # in the linked code, which computes as without it.
+    ptx = kiln.compiler.compile(HEAVY, arch=ARCH, target="ptx", no_extern_c=True)
+    h = np.random.default_rng(3).standard_normal(24 * 32)
+    want = None
+    regs = {}
+    for limit in (None, 32):
+        options = [(drv.jit_option.MAX_REGISTERS, limit)] if limit else None
+        if through == "Linker":
+            linker = drv.Linker(options=options)
+            linker.add_data(ptx, drv.jit_input_type.PTX, "heavy.ptx")
+            mod = linker.link_module()
+        else:
+            mod = kiln.compiler.DynamicModule(link_options=options)
+            mod.add_data(ptx, drv.jit_input_type.PTX, "heavy.ptx").link()
+        f = mod.get_function("heavy")
+        regs[limit] = f.num_regs
+        p = drv.to_device(h)
+        f(p, block=(32, 1, 1), grid=(1, 1))
+        got = drv.from_device(p, (32,), np.float64)
+        want = got if want is None else want
+        np.testing.assert_allclose(got, want, rtol=1e-12)
+    assert regs[None] > 32 >= regs[32], regs
+
+
 def test_dynamic_module_errors():
     seen = []
     mod = kiln.compiler.DynamicModule(arch=ARCH, message_handler=lambda *a: seen.append(a))
@@ -1144,8 +1195,9 @@ def test_dynamic_module_errors():
     assert seen and seen[0][0] is False and "Undefined reference" in seen[0][2]
     with pytest.raises(RuntimeError, match="call link"):
         mod.get_function("test_kernel")
-    with pytest.raises(ValueError, match="takes no link_options"):
-        kiln.compiler.DynamicModule(link_options=[(1, 2)])
+    with pytest.raises(ValueError, match="link option 0 has the value -1"):
+        kiln.compiler.DynamicModule(link_options=[(drv.jit_option.MAX_REGISTERS, -1)]) \
+            .add_source(INNER).link()
     with pytest.raises(OSError, match="libnothing.a not found in /nonexistent"):
         kiln.compiler.DynamicModule(cuda_libdir="/nonexistent").add_stdlib("nothing")
     with pytest.raises(TypeError, match="nvcc_options must be a list"):
@@ -1415,6 +1467,16 @@ def test_register_dtype_names_a_struct_for_generated_kernels():
     assert kiln.tools.get_or_register_dtype("kiln_triple_t", triple) == triple  # the same again
     with pytest.raises(TypeError, match="c_names is a C type's name or a list"):
         kiln.tools.register_dtype(triple, [])
+    # An equal dtype made again gives back the object registered first, as PyCUDA's registry
+    # does: programs compare with `is` and read its isalignedstruct.
+    again = np.dtype([("a", np.int32), ("b", np.int32), ("c", np.int32)])
+    assert again is not triple
+    assert kiln.tools.get_or_register_dtype("kiln_triple_t", again) is triple
+    assert kiln.tools.get_or_register_dtype(["kiln_triple_u"], again) is triple
+    assert kiln.tools.get_or_register_dtype("kiln_triple_u") is triple
+    float3 = np.dtype([("x", np.float32), ("y", np.float32), ("z", np.float32)], align=True)
+    assert kiln.tools.get_or_register_dtype("float3", float3) is kiln.gpuarray.vec.float3
+    assert kiln.tools.get_or_register_dtype("float3") is kiln.gpuarray.vec.float3
 
 
 def test_compyte_dtypes_is_the_same_registry():

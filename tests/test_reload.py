@@ -73,7 +73,9 @@ def test_load_of_a_file_that_does_not_compile_raises_naming_the_file(tmp_path):
     with pytest.raises(kiln.CompileError, match="bad.cu") as info:
         kiln.load(cu, arch=ARCH)
     assert "nope" in info.value.log and info.value.stderr == info.value.log
-    assert info.value.msg == str(info.value) and info.value.command_line is None
+    assert info.value.msg == str(info.value)
+    assert info.value.command_line[0] == "nvrtc"
+    assert info.value.command_line[1] == f"-arch={ARCH or kiln.SourceModule('__global__ void k() {}').arch}"
     with pytest.raises(FileNotFoundError):
         kiln.load(tmp_path / "missing.cu")
 

@@ -322,6 +322,13 @@ typedef struct kiln_link_input {
  * the linker's log in the message. */
 kiln_status kiln_link(const kiln_link_input *inputs, int n_inputs, const char *arch, void **cubin,
                       size_t *size);
+/* kiln_link with the driver's JIT options (PyCUDA's DynamicModule link_options and Linker
+ * options), as kiln_module_from_image_jit takes them: the link is then the driver's linker's,
+ * in the current context (it needs a device), as PyCUDA's is. A link option that names the
+ * target replaces arch's. */
+kiln_status kiln_link_jit(const kiln_link_input *inputs, int n_inputs, const char *arch,
+                          const kiln_jit_option *options, int n_options, void **cubin,
+                          size_t *size);
 kiln_status kiln_module_from_file(const char *path, kiln_module **out);
 
 /* A module as bytes to send to another process or machine (pickling): its compiled code (CUBIN

@@ -2,6 +2,7 @@
 #include "driver.h"
 
 #include <dlfcn.h>
+#include <limits.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -295,6 +296,54 @@ const char *kiln_cuda_result_name(int result) {
   case CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE: return "CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE";
   default: return "CUDA_ERROR_UNKNOWN";
   }
+}
+
+/* The JIT options whose values are plain integers (CUjit_option's numbers): the rest are
+ * pointers, or the log buffers kiln gives the loader and the linker itself. WALL_TIME is
+ * written by the driver. */
+static int kiln__jit_option_known(int option) {
+  switch (option) {
+  case CU_JIT_MAX_REGISTERS:
+  case CU_JIT_THREADS_PER_BLOCK:
+  case CU_JIT_WALL_TIME:
+  case CU_JIT_OPTIMIZATION_LEVEL:
+  case CU_JIT_TARGET_FROM_CUCONTEXT:
+  case CU_JIT_TARGET:
+  case CU_JIT_FALLBACK_STRATEGY:
+  case CU_JIT_GENERATE_DEBUG_INFO:
+  case CU_JIT_LOG_VERBOSE:
+  case CU_JIT_GENERATE_LINE_INFO:
+  case CU_JIT_CACHE_MODE:
+  case 16: /* CU_JIT_FAST_COMPILE */
+  case 30: /* CU_JIT_POSITION_INDEPENDENT_CODE */
+  case 31: /* CU_JIT_MIN_CTA_PER_SM */
+  case 32: /* CU_JIT_MAX_THREADS_PER_BLOCK */
+  case 33: /* CU_JIT_OVERRIDE_DIRECTIVE_VALUES */ return 1;
+  default: return 0;
+  }
+}
+
+kiln_status kiln__driver_jit_options(const kiln_jit_option *options, int n, const char *what,
+                                     CUjit_option *keys, void **values) {
+  for (int i = 0; i < n; i++) {
+    int option = options[i].option;
+    long long value = options[i].value;
+    if (!kiln__jit_option_known(option))
+      return kiln__fail(KILN_ERROR_INVALID,
+                        "%s option %d (a CUjit_option) is not one kiln passes: %s", what, option,
+                        option >= CU_JIT_INFO_LOG_BUFFER &&
+                                option <= CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES
+                            ? "the log buffers are kiln's own; read the logs it returns"
+                            : "only options with integer values are taken");
+    if (value < 0 || value > UINT_MAX)
+      return kiln__fail(KILN_ERROR_INVALID,
+                        "%s option %d has the value %lld; an unsigned 32-bit integer is "
+                        "expected",
+                        what, option, value);
+    keys[i] = (CUjit_option)option;
+    values[i] = (void *)(uintptr_t)value;
+  }
+  return KILN_OK;
 }
 
 kiln_status kiln__cuda_fail(const char *call, int result) {

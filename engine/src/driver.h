@@ -168,6 +168,13 @@ extern kiln__driver_table kiln__driver;
  * CUresult's name; short-named like the status helpers, being of their vocabulary. */
 kiln_status kiln__cuda_fail(const char *call, int result);
 
+/* The caller's JIT options (kiln_module_from_image_jit's, kiln_link_jit's) as the driver takes
+ * them, into keys and values (room for n of each): integer values of the options listed in
+ * driver.c. The log buffers are kiln's own and pointer-valued options are not taken:
+ * KILN_ERROR_INVALID naming the option, as the what's ("loader", "link") option i. */
+kiln_status kiln__driver_jit_options(const kiln_jit_option *options, int n, const char *what,
+                                     CUjit_option *keys, void **values);
+
 /* Opens libcuda and runs cuInit once per process; later calls return the first outcome.
  * KILN_ERROR_NO_DRIVER when no driver loads, KILN_ERROR_NO_DEVICE when it finds no GPU. */
 kiln_status kiln__driver_load(void);

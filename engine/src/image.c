@@ -159,30 +159,6 @@ typedef struct kiln__jit {
   char *error_log; /* never NULL when there is a kiln__jit: a failed load says it */
 } kiln__jit;
 
-/* The options whose values are plain integers (CUjit_option's numbers): the rest are pointers,
- * or the log buffers kiln gives the loader itself. WALL_TIME is written by the loader. */
-static int kiln__jit_option_known(int option) {
-  switch (option) {
-  case CU_JIT_MAX_REGISTERS:
-  case CU_JIT_THREADS_PER_BLOCK:
-  case CU_JIT_WALL_TIME:
-  case CU_JIT_OPTIMIZATION_LEVEL:
-  case CU_JIT_TARGET_FROM_CUCONTEXT:
-  case CU_JIT_TARGET:
-  case CU_JIT_FALLBACK_STRATEGY:
-  case CU_JIT_GENERATE_DEBUG_INFO:
-  case CU_JIT_LOG_VERBOSE:
-  case CU_JIT_GENERATE_LINE_INFO:
-  case CU_JIT_CACHE_MODE:
-  case 16: /* CU_JIT_FAST_COMPILE */
-  case 30: /* CU_JIT_POSITION_INDEPENDENT_CODE */
-  case 31: /* CU_JIT_MIN_CTA_PER_SM */
-  case 32: /* CU_JIT_MAX_THREADS_PER_BLOCK */
-  case 33: /* CU_JIT_OVERRIDE_DIRECTIVE_VALUES */ return 1;
-  default: return 0;
-  }
-}
-
 /* One load by the driver's loader; jit may be NULL (no options). */
 static kiln_status kiln__load(CUlibrary *lib, const void *image, kiln__jit *jit) {
   CUresult rc =
@@ -278,25 +254,10 @@ kiln_status kiln_module_from_image_jit(const void *image, size_t size,
   if (n_options < 0 || n_options > KILN__JIT_MAX || (n_options && !options))
     return kiln__fail(KILN_ERROR_INVALID, "%d loader options given; 0 to %d are taken", n_options,
                       KILN__JIT_MAX);
-  kiln__jit jit = {.n = 0};
-  for (int i = 0; i < n_options; i++) {
-    int option = options[i].option;
-    long long value = options[i].value;
-    if (!kiln__jit_option_known(option))
-      return kiln__fail(KILN_ERROR_INVALID,
-                        "loader option %d (a CUjit_option) is not one kiln passes: %s", option,
-                        option >= CU_JIT_INFO_LOG_BUFFER &&
-                                option <= CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES
-                            ? "the log buffers are kiln's own; read the logs it returns"
-                            : "only options with integer values are taken");
-    if (value < 0 || value > UINT_MAX)
-      return kiln__fail(KILN_ERROR_INVALID,
-                        "loader option %d has the value %lld; an unsigned 32-bit integer is "
-                        "expected",
-                        option, value);
-    jit.keys[jit.n] = (CUjit_option)option;
-    jit.values[jit.n++] = (void *)(uintptr_t)value;
-  }
+  kiln__jit jit = {.n = (unsigned)n_options};
+  kiln_status checked =
+      kiln__driver_jit_options(options, n_options, "loader", jit.keys, jit.values);
+  if (checked) return checked;
   if (!image || !size) return kiln__fail(KILN_ERROR_INVALID, "the image is empty");
   /* The logs live as long as the module: a library loads into other contexts later (another
    * device, lazily) with the options of this load, the log buffers among them. Each holds its

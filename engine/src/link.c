@@ -2,7 +2,9 @@
  * relocatable CUBIN whose device-side launches call into libcudadevrt.a; the driver cannot load
  * it until a linker has resolved them. nvJitLink does that without a driver, so a
  * DynamicSourceModule compiles (and fills the cache) on a machine with no GPU, as any other
- * source does; with no nvJitLink the driver's cuLink* do it in the current context. */
+ * source does; with no nvJitLink, or for a link given the driver's JIT options (PyCUDA's
+ * link_options, which are the driver linker's), the driver's cuLink* do it in the current
+ * context. */
 #include "link.h"
 
 #include "device.h"
@@ -182,9 +184,18 @@ static kiln_status kiln__link_nvjitlink(const char *arch, const kiln_link_input 
   return s;
 }
 
-/* The same with the driver's linker, in the current context. */
+/* The driver's JIT options a link is given (kiln_link_jit's), as the driver takes them. */
+typedef struct kiln__link_jit {
+  CUjit_option keys[64];
+  void *values[64];
+  int n;
+} kiln__link_jit;
+
+/* The same with the driver's linker, in the current context, with jit's options (NULL: none)
+ * before kiln's: the target (unless jit names one) and the error log. */
 static kiln_status kiln__link_driver(const char *arch, const kiln_link_input *in, int n,
-                                     void **cubin, size_t *size, char **log) {
+                                     const kiln__link_jit *jit, void **cubin, size_t *size,
+                                     char **log) {
   kiln__device *d;
   kiln_status s = kiln__device_enter(&d);
   if (s) {
@@ -202,11 +213,25 @@ static kiln_status kiln__link_driver(const char *arch, const kiln_link_input *in
   size_t len = strlen(arch);
   if (len && arch[len - 1] == 'a') target += CU_COMPUTE_ACCELERATED_TARGET_BASE;
   else if (len && arch[len - 1] == 'f') target += CU_COMPUTE_FAMILY_TARGET_BASE;
-  CUjit_option keys[] = {CU_JIT_TARGET, CU_JIT_ERROR_LOG_BUFFER,
-                         CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES};
-  void *values[] = {(void *)(uintptr_t)target, text, (void *)(uintptr_t)sizeof text};
+  CUjit_option keys[64 + 3];
+  void *values[64 + 3];
+  unsigned k = 0;
+  int targeted = 0;
+  for (int i = 0; jit && i < jit->n; i++, k++) {
+    keys[k] = jit->keys[i];
+    values[k] = jit->values[i];
+    targeted |= keys[k] == CU_JIT_TARGET || keys[k] == CU_JIT_TARGET_FROM_CUCONTEXT;
+  }
+  if (!targeted) {
+    keys[k] = CU_JIT_TARGET;
+    values[k++] = (void *)(uintptr_t)target;
+  }
+  keys[k] = CU_JIT_ERROR_LOG_BUFFER;
+  values[k++] = text;
+  keys[k] = CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES;
+  values[k++] = (void *)(uintptr_t)sizeof text;
   CUlinkState state = NULL;
-  KILN__CU(LinkCreate, (3, keys, values, &state));
+  KILN__CU(LinkCreate, (k, keys, values, &state));
   CUresult rc = CUDA_SUCCESS;
   for (int i = 0; i < n && !rc; i++) {
     CUjitInputType kind = (CUjitInputType)in[i].kind; /* kiln_link_kind is cuda.h's numbering */
@@ -225,16 +250,19 @@ static kiln_status kiln__link_driver(const char *arch, const kiln_link_input *in
   return s;
 }
 
-/* Links with nvJitLink when it opens, else the driver's linker. */
+/* Links with nvJitLink when it opens and no JIT options are given (jit NULL), else the
+ * driver's linker, whose options they are. */
 static kiln_status kiln__link_inputs(const char *arch, const kiln_link_input *in, int n,
-                                     void **cubin, size_t *size, char **log, const char **linker) {
+                                     const kiln__link_jit *jit, void **cubin, size_t *size,
+                                     char **log, const char **linker) {
   *cubin = NULL;
   *size = 0;
   *log = NULL;
   pthread_once(&kiln__jl_once, kiln__jl_load_once);
-  *linker = kiln__jl_ok ? "nvJitLink" : "the driver's linker";
-  return kiln__jl_ok ? kiln__link_nvjitlink(arch, in, n, cubin, size, log)
-                     : kiln__link_driver(arch, in, n, cubin, size, log);
+  int nvjitlink = kiln__jl_ok && !jit;
+  *linker = nvjitlink ? "nvJitLink" : "the driver's linker";
+  return nvjitlink ? kiln__link_nvjitlink(arch, in, n, cubin, size, log)
+                   : kiln__link_driver(arch, in, n, jit, cubin, size, log);
 }
 
 /* The first line of a linker's log, for a message. */
@@ -261,7 +289,7 @@ kiln_status kiln__link_device_runtime(const kiln_compile_opts *opts, kiln__code 
   size_t size;
   char *log;
   const char *linker;
-  s = kiln__link_inputs(code->arch, in, 2, &linked, &size, &log, &linker);
+  s = kiln__link_inputs(code->arch, in, 2, NULL, &linked, &size, &log, &linker);
   if (s == KILN_ERROR_COMPILE && !linked) {
     const char *text = log ? log : "";
     kiln__fail(KILN_ERROR_COMPILE, "linking with the device runtime failed in %s: %.*s", linker,
@@ -288,10 +316,22 @@ kiln_status kiln__link_device_runtime(const kiln_compile_opts *opts, kiln__code 
 
 kiln_status kiln_link(const kiln_link_input *inputs, int n_inputs, const char *arch, void **cubin,
                       size_t *size) {
+  return kiln_link_jit(inputs, n_inputs, arch, NULL, 0, cubin, size);
+}
+
+kiln_status kiln_link_jit(const kiln_link_input *inputs, int n_inputs, const char *arch,
+                          const kiln_jit_option *options, int n_options, void **cubin,
+                          size_t *size) {
   KILN__NEED(cubin);
   KILN__NEED(size);
   *cubin = NULL;
   *size = 0;
+  kiln__link_jit jit = {.n = n_options};
+  if (n_options < 0 || n_options > (int)KILN__COUNT(jit.keys) || (n_options && !options))
+    return kiln__fail(KILN_ERROR_INVALID, "%d link options given; 0 to %d are taken", n_options,
+                      (int)KILN__COUNT(jit.keys));
+  kiln_status s = kiln__driver_jit_options(options, n_options, "link", jit.keys, jit.values);
+  if (s) return s;
   if (n_inputs <= 0 || !inputs) return kiln__fail(KILN_ERROR_INVALID, "there is nothing to link");
   for (int i = 0; i < n_inputs; i++) {
     const kiln_link_input *in = &inputs[i];
@@ -305,7 +345,6 @@ kiln_status kiln_link(const kiln_link_input *inputs, int n_inputs, const char *a
                         in->data ? "no bytes" : "neither bytes nor a path");
   }
   char chosen[32];
-  kiln_status s = KILN_OK;
   if (!arch || !*arch) s = kiln_compile_default_arch(chosen, sizeof chosen), arch = chosen;
   if (s) return s;
   if (strncmp(arch, "sm_", 3) != 0 || atoi(arch + 3) < 10 || strlen(arch) > 16)
@@ -315,7 +354,8 @@ kiln_status kiln_link(const kiln_link_input *inputs, int n_inputs, const char *a
                       arch);
   char *log;
   const char *linker;
-  s = kiln__link_inputs(arch, inputs, n_inputs, cubin, size, &log, &linker);
+  s = kiln__link_inputs(arch, inputs, n_inputs, n_options ? &jit : NULL, cubin, size, &log,
+                        &linker);
   if (s == KILN_ERROR_COMPILE && !*cubin)
     kiln__fail(KILN_ERROR_COMPILE, "the link for %s failed in %s:\n%s", arch, linker,
                log && log[0] ? log : "no log");

@@ -467,10 +467,13 @@ kiln_status kiln_module_get_function(kiln_module *m, const char *name, kiln_func
   }
   if (m->n_kernels == 0)
     return kiln__fail(KILN_ERROR_NOT_FOUND,
-                      "no kernel '%s': the module has no __global__ "
-                      "functions",
+                      "no kernel '%s' (in PyCUDA's words, cuModuleGetFunction failed: named "
+                      "symbol not found): the module has no __global__ functions",
                       name);
-  kiln__fail(KILN_ERROR_NOT_FOUND, "no kernel '%s' in the module; it has", name);
+  kiln__fail(KILN_ERROR_NOT_FOUND,
+             "no kernel '%s' in the module (in PyCUDA's words, cuModuleGetFunction failed: "
+             "named symbol not found); it has",
+             name);
   for (int i = 0; i < m->n_kernels; i++) kiln__append_kernel(&m->kernels[i], i == 0);
   return KILN_ERROR_NOT_FOUND;
 }

@@ -258,7 +258,7 @@ static void kpy_raise_cuda(PyObject *type, const char *message) {
  * the source lines the log points at, built by kiln._compile_error because it is string work on
  * a path that is already slow. Without the source or the log, the message is the engine's. */
 static void kpy_raise_compile_error(kpy_state *st, const char *msg, const char *src,
-                                    const char *log) {
+                                    const char *log, PyObject *command_line) {
   PyObject *message = NULL;
   if (src && log) {
     PyObject *helper = PyImport_ImportModule("kiln._compile_error");
@@ -279,17 +279,20 @@ static void kpy_raise_compile_error(kpy_state *st, const char *msg, const char *
   }
   if (!log) log = "";
   /* PyCUDA's names too: its .stderr is where nvcc's diagnostics go, NVRTC's log here; NVRTC
-   * runs in the process, so there is no command line and nothing on standard output. */
+   * runs in the process, so nothing is on standard output, and the command line is a list
+   * naming NVRTC and what it was given (programs print " ".join(e.command_line)). */
   PyObject *py_log = PyUnicode_DecodeUTF8(log, (Py_ssize_t)strlen(log), "replace");
   PyObject *empty = PyUnicode_FromString("");
-  if (py_log && empty && PyObject_SetAttrString(exc, "log", py_log) == 0 &&
+  PyObject *command = command_line ? Py_NewRef(command_line) : Py_BuildValue("[s]", "nvrtc");
+  if (py_log && empty && command && PyObject_SetAttrString(exc, "log", py_log) == 0 &&
       PyObject_SetAttrString(exc, "stderr", py_log) == 0 &&
       PyObject_SetAttrString(exc, "stdout", empty) == 0 &&
-      PyObject_SetAttrString(exc, "command_line", Py_None) == 0 &&
+      PyObject_SetAttrString(exc, "command_line", command) == 0 &&
       PyObject_SetAttrString(exc, "msg", message) == 0)
     PyErr_SetObject(st->ref.CompileError, exc);
   Py_XDECREF(py_log);
   Py_XDECREF(empty);
+  Py_XDECREF(command);
   Py_DECREF(message);
   Py_DECREF(exc);
 }
@@ -303,7 +306,7 @@ static const char *kpy_message(kiln_status s) {
 PyObject *kpy_raise(kpy_state *st, kiln_status s) {
   const char *msg = kpy_message(s);
   switch (s) {
-  case KILN_ERROR_COMPILE: kpy_raise_compile_error(st, msg, NULL, NULL); break;
+  case KILN_ERROR_COMPILE: kpy_raise_compile_error(st, msg, NULL, NULL, NULL); break;
   case KILN_ERROR_NO_DRIVER:
   case KILN_ERROR_NO_DEVICE: kpy_raise_cuda(st->ref.NoDeviceError, msg); break;
   case KILN_ERROR_OUT_OF_MEMORY: kpy_raise_cuda(st->ref.OutOfMemoryError, msg); break;
@@ -337,9 +340,10 @@ PyObject *kpy_raise(kpy_state *st, kiln_status s) {
   return NULL;
 }
 
-PyObject *kpy_raise_compile(kpy_state *st, kiln_status s, const char *src, const char *log) {
+PyObject *kpy_raise_compile(kpy_state *st, kiln_status s, const char *src, const char *log,
+                            PyObject *command_line) {
   if (s != KILN_ERROR_COMPILE) return kpy_raise(st, s);
-  kpy_raise_compile_error(st, kpy_message(s), src, log);
+  kpy_raise_compile_error(st, kpy_message(s), src, log, command_line);
   return NULL;
 }
 

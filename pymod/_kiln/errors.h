@@ -20,8 +20,10 @@ PyObject *kpy_raise_logic(kpy_state *st, kiln_status s, int code);
 PyObject *kpy_raise_logic_message(kpy_state *st, const char *message, int code);
 
 /* The same for a compile: KILN_ERROR_COMPILE becomes CompileError with NVRTC's log (NULL when
- * there is none) as .log and, in the message, the lines of src the log points at. */
-PyObject *kpy_raise_compile(kpy_state *st, kiln_status s, const char *src, const char *log);
+ * there is none) as .log and, in the message, the lines of src the log points at; its
+ * .command_line is command_line (a list; NULL: ["nvrtc"]). */
+PyObject *kpy_raise_compile(kpy_state *st, kiln_status s, const char *src, const char *log,
+                            PyObject *command_line);
 
 /* The engine's warnings wait in a per-thread queue until the call that caused them returns;
  * this issues them as kiln.CacheWarning. -1 when a warning filter made one an error. */

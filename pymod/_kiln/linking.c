@@ -1,10 +1,13 @@
-/* _link(inputs, arch=None): kiln_link from Python, for kiln.compiler.DynamicModule. Each input
+/* _link(inputs, arch=None, options=None): kiln_link_jit from Python, for
+ * kiln.compiler.DynamicModule; options are the driver's JIT options, (jit_option, int) pairs,
+ * as PyCUDA's link_options. Each input
  * is (kind, data, path, name): kind a kiln_link_kind (cuda.h's CUjitInputType), data a buffer
  * or None, path a file (str or os.PathLike) when data is None, name a str or None. The buffers
  * and paths are held while the link runs without the GIL. */
 #include "linking.h"
 
 #include "errors.h"
+#include "sourcemodule.h"
 
 #include <string.h>
 
@@ -80,13 +83,20 @@ static int kpy_link_input(PyObject *item, Py_ssize_t i, kpy_link_args *a) {
 
 static PyObject *kpy_link(PyObject *module, PyObject *args, PyObject *kwargs) {
   kpy_state *st = kpy_state_of_module(module);
-  static char *kwlist[] = {(char *)"inputs", (char *)"arch", NULL};
-  PyObject *inputs, *arch = Py_None;
-  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|O:_link", kwlist, &inputs, &arch)) return NULL;
+  static char *kwlist[] = {(char *)"inputs", (char *)"arch", (char *)"options", NULL};
+  PyObject *inputs, *arch = Py_None, *py_options = Py_None;
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|OO:_link", kwlist, &inputs, &arch, &py_options))
+    return NULL;
   const char *arch_text = NULL;
   if (arch != Py_None && !(arch_text = kpy_cstring(arch, "the arch"))) return NULL;
+  kiln_jit_option *options;
+  int n_options;
+  if (kpy_jit_options(py_options, "the link's", &options, &n_options) < 0) return NULL;
   PyObject *seq = PySequence_Fast(inputs, "the link's inputs must be a sequence");
-  if (!seq) return NULL;
+  if (!seq) {
+    PyMem_Free(options);
+    return NULL;
+  }
   kpy_link_args a = {0};
   Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
   PyObject *result = NULL;
@@ -105,7 +115,7 @@ static PyObject *kpy_link(PyObject *module, PyObject *args, PyObject *kwargs) {
   size_t size = 0;
   kiln_status s;
   Py_BEGIN_ALLOW_THREADS
-    s = kiln_link(a.in, (int)n, arch_text, &cubin, &size);
+    s = kiln_link_jit(a.in, (int)n, arch_text, options, n_options, &cubin, &size);
   Py_END_ALLOW_THREADS
   if (s) {
     kpy_raise(st, s);
@@ -116,15 +126,16 @@ static PyObject *kpy_link(PyObject *module, PyObject *args, PyObject *kwargs) {
 done:
   kpy_link_args_free(&a);
   Py_DECREF(seq);
+  PyMem_Free(options);
   return result;
 }
 
 static PyMethodDef kpy_link_functions[] = {
     {"_link", (PyCFunction)(void (*)(void))kpy_link, METH_VARARGS | METH_KEYWORDS,
-     "_link(inputs, arch=None)\n--\n\n"
+     "_link(inputs, arch=None, options=None)\n--\n\n"
      "The CUBIN linked from inputs, a sequence of (kind, data, path, name): kind a "
-     "jit_input_type, data a buffer (or None and path a file). kiln.compiler.DynamicModule "
-     "calls it."},
+     "jit_input_type, data a buffer (or None and path a file); options, (jit_option, int) "
+     "pairs, make it the driver linker's. kiln.compiler.DynamicModule calls it."},
     {NULL, NULL, 0, NULL},
 };
 

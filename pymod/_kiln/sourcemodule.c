@@ -581,6 +581,24 @@ static PyObject *kpy_sourcemodule_make(PyTypeObject *tp, PyObject *args, PyObjec
   return made;
 }
 
+/* A failed compile's command_line, PyCUDA's nvcc argument list: ["nvrtc", "-arch=sm_90", the
+ * options given...] (kiln's own defaults aside); NULL, with no error left, when it cannot be
+ * made (the error's command_line is then ["nvrtc"]). */
+static PyObject *kpy_command_line(const char *arch, const char **options, int n) {
+  PyObject *list = arch ? Py_BuildValue("[ss]", "nvrtc", "-arch") : Py_BuildValue("[s]", "nvrtc");
+  if (list && arch) {
+    PyObject *item = PyUnicode_FromFormat("-arch=%s", arch);
+    if (!item || PyList_SetItem(list, 1, item) < 0) Py_CLEAR(list); /* steals item */
+  }
+  for (int i = 0; list && i < n; i++) {
+    PyObject *item = PyUnicode_DecodeUTF8(options[i], (Py_ssize_t)strlen(options[i]), "replace");
+    if (!item || PyList_Append(list, item) < 0) Py_CLEAR(list);
+    Py_XDECREF(item);
+  }
+  if (!list) PyErr_Clear();
+  return list;
+}
+
 /* SourceModule(source, nvcc="nvcc", options=None, keep=False, no_extern_c=False, arch=None,
  * code=None, cache_dir=None, include_dirs=None, *, name_expressions=None, headers=None): PyCUDA's
  * arguments in PyCUDA's order, and kiln's own after them. */
@@ -692,7 +710,9 @@ static PyObject *kpy_sourcemodule_make_text(PyTypeObject *tp, PyObject *args, Py
   if (keep && m && kpy_keep(m, src) < 0) goto done;
   if (s) {
     if (s == KILN_ERROR_COMPILE) kpy_report_compile(st, NULL, 0);
-    kpy_raise_compile(st, s, src, m ? kiln_module_log(m) : NULL);
+    PyObject *command = kpy_command_line(m ? kiln_module_arch(m) : opts.arch, o, opts.n_options);
+    kpy_raise_compile(st, s, src, m ? kiln_module_log(m) : NULL, command);
+    Py_XDECREF(command);
     goto done;
   }
   if (memoizable) {
@@ -1004,24 +1024,22 @@ static PyType_Spec kpy_sourcemodule_spec = {
     kpy_sourcemodule_slots};
 
 /* One (jit_option, value) pair, a 2-tuple, as options[i]: -1 with TypeError otherwise. */
-static int kpy_jit_option_pair(PyObject *pair, Py_ssize_t i, kiln_jit_option *out) {
+static int kpy_jit_option_pair(PyObject *pair, Py_ssize_t i, const char *what,
+                               kiln_jit_option *out) {
   PyObject *key = PyTuple_GET_ITEM(pair, 0), *value = PyTuple_GET_ITEM(pair, 1);
   int overflow = 0;
   long option = PyLong_Check(key) ? PyLong_AsLongAndOverflow(key, &overflow) : -1;
   if (option == -1 && PyErr_Occurred()) return -1;
   if (!PyLong_Check(key) || overflow || option < INT_MIN || option > INT_MAX) {
-    PyErr_Format(PyExc_TypeError,
-                 "module_from_buffer()'s option %zd names %R; a kiln.driver.jit_option is "
-                 "expected",
-                 i, key);
+    PyErr_Format(PyExc_TypeError, "%s option %zd names %R; a kiln.driver.jit_option is expected",
+                 what, i, key);
     return -1;
   }
   long long v = PyLong_Check(value) ? PyLong_AsLongLongAndOverflow(value, &overflow) : -1;
   if (v == -1 && PyErr_Occurred()) return -1;
   if (!PyLong_Check(value) || overflow) {
-    PyErr_Format(PyExc_TypeError,
-                 "module_from_buffer()'s option %zd (%R) has the value %R; an int is expected", i,
-                 key, value);
+    PyErr_Format(PyExc_TypeError, "%s option %zd (%R) has the value %R; an int is expected", what,
+                 i, key, value);
     return -1;
   }
   out->option = (int)option;
@@ -1029,17 +1047,24 @@ static int kpy_jit_option_pair(PyObject *pair, Py_ssize_t i, kiln_jit_option *ou
   return 0;
 }
 
-/* module_from_buffer's options: a sequence of (jit_option, int) pairs, into *out (malloc'd). */
-static int kpy_jit_options(PyObject *seq, kiln_jit_option **out, int *n_out) {
+int kpy_jit_options(PyObject *seq, const char *what, kiln_jit_option **out, int *n_out) {
   *out = NULL;
   *n_out = 0;
   if (!seq || seq == Py_None) return 0;
-  PyObject *items = PySequence_Fast(seq, "module_from_buffer()'s options must be a list of "
-                                         "(jit_option, value) pairs");
-  if (!items) return -1;
+  PyObject *items = PySequence_Fast(seq, "");
+  if (!items) {
+    if (PyErr_ExceptionMatches(PyExc_TypeError)) {
+      PyErr_Clear();
+      PyErr_Format(PyExc_TypeError,
+                   "%s options must be a list of (jit_option, value) pairs, "
+                   "not %.100s",
+                   what, Py_TYPE(seq)->tp_name);
+    }
+    return -1;
+  }
   Py_ssize_t n = PySequence_Fast_GET_SIZE(items);
   if (n > 64) {
-    PyErr_Format(PyExc_ValueError, "module_from_buffer() takes at most 64 options, not %zd", n);
+    PyErr_Format(PyExc_ValueError, "%s takes at most 64 options, not %zd", what, n);
     Py_DECREF(items);
     return -1;
   }
@@ -1056,15 +1081,13 @@ static int kpy_jit_options(PyObject *seq, kiln_jit_option **out, int *n_out) {
     if (!pair || PyTuple_GET_SIZE(pair) != 2) {
       Py_XDECREF(pair);
       PyErr_Clear();
-      PyErr_Format(PyExc_TypeError,
-                   "module_from_buffer()'s option %zd must be a (jit_option, value) pair, not "
-                   "%.100s",
-                   i, Py_TYPE(item)->tp_name);
+      PyErr_Format(PyExc_TypeError, "%s option %zd must be a (jit_option, value) pair, not %.100s",
+                   what, i, Py_TYPE(item)->tp_name);
       Py_DECREF(item);
       goto fail;
     }
     Py_DECREF(item);
-    int read = kpy_jit_option_pair(pair, i, &options[i]);
+    int read = kpy_jit_option_pair(pair, i, what, &options[i]);
     Py_DECREF(pair);
     if (read < 0) goto fail;
   }
@@ -1096,7 +1119,7 @@ static PyObject *kpy_module_from_buffer(PyObject *module, PyObject *args, PyObje
   }
   kiln_jit_option *options = NULL;
   int n_options = 0;
-  if (kpy_jit_options(py_options, &options, &n_options) < 0) return NULL;
+  if (kpy_jit_options(py_options, "module_from_buffer()'s", &options, &n_options) < 0) return NULL;
   /* Options or a handler load now with the loader's logs, as PyCUDA does; else the code loads
    * at its first launch, and PTX needs no device until then. */
   int now = n_options || handler != Py_None;

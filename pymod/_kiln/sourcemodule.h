@@ -21,4 +21,9 @@ void kpy_sourcemodule_free(kpy_state *st);
  * made (NULL with the exception set). */
 PyObject *kpy_module_adopt(kpy_state *st, kiln_module *m);
 
+/* JIT options given as PyCUDA takes them, a list of (jit_option, int) pairs (None: none), into
+ * *out (PyMem_Malloc'd; PyMem_Free it): -1 with an exception naming what's
+ * ("module_from_buffer()'s") option i otherwise. */
+int kpy_jit_options(PyObject *seq, const char *what, kiln_jit_option **out, int *n_out);
+
 #endif

@@ -63,10 +63,11 @@ def message(log, source):
 
 def again(cls, error, text):
     """A CompileError of cls saying text, with error's log and PyCUDA's names for it (as the
-    extension sets them: .stderr the log, .stdout '', .command_line None, .msg the text)."""
+    extension sets them: .stderr the log, .stdout '', .command_line error's, .msg the text)."""
     err = cls(text)
     err.log = err.stderr = error.log
-    err.stdout, err.command_line, err.msg = "", None, text
+    err.stdout, err.msg = "", text
+    err.command_line = getattr(error, "command_line", None) or ["nvrtc"]
     return err
 
 

@@ -217,16 +217,16 @@ class DynamicModule(CudaModule):
     add_stdlib adds lib<name>.a (cudadevrt) from cuda_libdir, else from beside NVRTC or the
     toolkit. link() links them for the arch the sources were compiled for (nvJitLink, which
     needs no GPU, else the driver's linker) and loads the module: a link error is a
-    CompileError with the linker's log. link_options (driver JIT options) are not taken;
-    message_handler, when given, is called as PyCUDA calls it: (success, info_log, error_log).
+    CompileError with the linker's log. link_options, (jit_option, int) pairs such as
+    (jit_option.MAX_REGISTERS, 64), are the driver linker's JIT options, as in PyCUDA: given
+    any, the link is the driver's, in the current context. message_handler, when given, is
+    called as PyCUDA calls it: (success, info_log, error_log).
     """
 
     def __init__(self, nvcc="nvcc", link_options=None, keep=False, no_extern_c=False, arch=None,
                  code=None, cache_dir=None, include_dirs=None, message_handler=None,
                  log_verbose=False, cuda_libdir=None):
-        if link_options:
-            raise ValueError("DynamicModule takes no link_options: kiln links with nvJitLink (or "
-                             "the driver's linker) without JIT options")
+        self.link_options = list(link_options or ())
         self.nvcc, self.keep, self.no_extern_c = nvcc, keep, no_extern_c
         self.arch, self.code, self.cache_dir = arch, code, cache_dir
         self.include_dirs = list(include_dirs or ())
@@ -287,7 +287,8 @@ class DynamicModule(CudaModule):
         """Links what was added and loads the module (needs a GPU to load)."""
         self._adding()
         try:
-            cubin = _kiln._link(self._inputs, self._link_arch or self.arch)
+            cubin = _kiln._link(self._inputs, self._link_arch or self.arch,
+                                self.link_options or None)
         except CompileError as e:
             if self.message_handler is not None:
                 self.message_handler(False, "", str(e))

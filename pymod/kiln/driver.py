@@ -169,16 +169,14 @@ class Event(_kiln.Event):
 class Linker:
     """PyCUDA's Linker: CUBIN, PTX, objects and libraries linked into one module
     (link_module()) by compiler.DynamicModule's link, for the arch kiln compiles for (the
-    current device's, or KILN_ARCH's), so that code compiled by kiln links as it is. The
-    driver's JIT options (options=) are not taken, as DynamicModule's link_options;
-    message_handler, when given, is called as PyCUDA calls it: (success, info_log,
-    error_log)."""
+    current device's, or KILN_ARCH's), so that code compiled by kiln links as it is. options,
+    (jit_option, int) pairs, are the driver linker's JIT options, as DynamicModule's
+    link_options; message_handler, when given, is called as PyCUDA calls it: (success,
+    info_log, error_log)."""
 
     def __init__(self, message_handler=None, options=None, log_verbose=False):
-        if options:
-            raise ValueError("Linker takes no JIT options: kiln links with nvJitLink (or the "
-                             "driver's linker) without them")
-        self._linking = _compiler.DynamicModule(message_handler=message_handler,
+        self._linking = _compiler.DynamicModule(link_options=options,
+                                                message_handler=message_handler,
                                                 log_verbose=log_verbose)
 
     def add_data(self, data, input_type, name="unknown"):

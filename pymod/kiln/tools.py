@@ -186,11 +186,14 @@ class TypeNameNotKnown(KeyError, RuntimeError, TypeError):  # noqa: N818  (compy
 
 def register_dtype(dtype, c_names, alias_ok=False):
     """Makes dtype (a struct dtype, say) known to generated kernels as the C type c_names (a
-    name, or a list whose first is the one kernels are written with). A dtype that has another
-    C name already keeps it unless alias_ok; the new names are then also read as dtype. A name
-    that stands for another dtype already is a RuntimeError, as in PyCUDA."""
+    name, or a list whose first is the one kernels are written with), and returns the dtype
+    object the names stand for: the one registered first when an equal dtype was (as PyCUDA's
+    registry gives it back). A dtype that has another C name already keeps it unless alias_ok;
+    the new names are then also read as dtype. A name that stands for another dtype already is
+    a RuntimeError, as in PyCUDA."""
     dtype = _np.dtype(dtype)
     names = _c_names(c_names)
+    bound = set()
     for name in names:
         try:
             other = _cgen.ctype_to_dtype(name)
@@ -199,6 +202,7 @@ def register_dtype(dtype, c_names, alias_ok=False):
         if other != dtype:
             raise RuntimeError(f"name '{name}' already registered to different dtype "
                                f"({other!r}, not {dtype!r})")
+        bound.add(name)
     try:
         known = dtype_to_ctype(dtype)
     except ValueError:
@@ -206,18 +210,26 @@ def register_dtype(dtype, c_names, alias_ok=False):
     if known is not None and known not in names and not alias_ok:
         raise RuntimeError(f"dtype {dtype!r} is already the C type {known!r}; pass "
                            f"alias_ok=True to name it {names[0]!r} too")
+    try:  # the object registered first, when it is an equal one
+        first = _cgen.ctype_to_dtype(known) if known is not None else None
+    except ValueError:
+        first = None
+    if first is not None and first == dtype:
+        dtype = first
     for name in reversed(names) if known is None else names:
-        _cgen.register_dtype(dtype, name)  # the first name last: the one dtype_to_ctype gives
+        if name not in bound:  # the first name last: the one dtype_to_ctype gives
+            _cgen.register_dtype(dtype, name)
     if known is not None:
         _cgen.register_dtype(dtype, known)
+    return dtype
 
 
 def get_or_register_dtype(c_names, dtype=None):
-    """With dtype, register_dtype(dtype, c_names) and dtype; without, the dtype the C type
+    """With dtype, register_dtype(dtype, c_names) and the dtype object the names stand for (an
+    equal one registered before is given back, as PyCUDA's); without, the dtype the C type
     c_names (or the first of them) stands for."""
     if dtype is not None:
-        register_dtype(dtype, c_names, alias_ok=True)
-        return _np.dtype(dtype)
+        return register_dtype(dtype, c_names, alias_ok=True)
     name = _c_names(c_names)[0]
     try:
         return _cgen.ctype_to_dtype(name)

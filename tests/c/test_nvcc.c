@@ -869,6 +869,14 @@ TEST(compile_relocatable_then_link_several) {
   ASSERT_STATUS(kiln_link(&one, 1, "sm_90", &out, &size), KILN_ERROR_COMPILE);
   ASSERT_CONTAINS(kiln_last_error(), "Undefined reference");
   ASSERT(out == NULL);
+  /* The driver's JIT options it would not take are refused before any linker is reached. */
+  kiln_jit_option log_buffer = {.option = 3 /* CU_JIT_INFO_LOG_BUFFER */, .value = 0};
+  ASSERT_STATUS(kiln_link_jit(&one, 1, "sm_90", &log_buffer, 1, &out, &size), KILN_ERROR_INVALID);
+  ASSERT_CONTAINS(kiln_last_error(), "link option 3");
+  kiln_jit_option negative = {.option = 0 /* CU_JIT_MAX_REGISTERS */, .value = -1};
+  ASSERT_STATUS(kiln_link_jit(&one, 1, "sm_90", &negative, 1, &out, &size), KILN_ERROR_INVALID);
+  ASSERT_STATUS(kiln_link_jit(&one, 1, "sm_90", NULL, 1, &out, &size), KILN_ERROR_INVALID);
+  ASSERT(out == NULL);
   kiln_module_free(parent);
   /* What a link cannot take. */
   ASSERT_STATUS(kiln_link(&one, 0, "sm_90", &out, &size), KILN_ERROR_INVALID);
