@@ -877,6 +877,18 @@ def test_to_gpu_keeps_a_transposed_arrays_layout_packed_as_pycudas(to_gpu):
     np.testing.assert_array_equal(g.get(), h.transpose(1, 0, 2) + 1)
 
 
+def test_empty_is_the_constructor_with_its_arguments_in_its_order():
+    # PyCUDA's gpuarray.empty is GPUArray: base=, gpudata= and strides= make a view of memory.
+    import inspect
+    assert list(inspect.signature(gpuarray.empty).parameters) == \
+        list(inspect.signature(gpuarray.GPUArray).parameters)
+    a = gpuarray.to_gpu(np.arange(8, dtype=np.float32))
+    v = gpuarray.empty((2, 2), np.float32, None, a, a.gpudata, (4, 8))
+    assert v.base is a and v.ptr == a.ptr and v.strides == (4, 8)
+    np.testing.assert_array_equal(v.get(), np.arange(4, dtype=np.float32).reshape(2, 2).T)
+    assert gpuarray.empty(3, order="F").dtype == np.float64
+
+
 @pytest.mark.parametrize("func", [gpuarray.empty_like, gpuarray.zeros_like, gpuarray.ones_like])
 def test_like_functions_keep_the_order_for_a_and_k(func):
     h = np.ones((16, 8), np.float32)

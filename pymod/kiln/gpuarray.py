@@ -133,21 +133,24 @@ def to_gpu_async(ary, allocator=None, stream=None):
     return result
 
 
-def empty(shape, dtype=np.float64, allocator=None, order="C"):
-    """An uninitialized GPUArray (PyCUDA: a synonym for the GPUArray constructor)."""
-    return DeviceArray(shape, dtype, allocator=allocator, order=order)
+def empty(shape, dtype=np.float64, allocator=None, base=None, gpudata=None, strides=None,
+          order="C"):
+    """An uninitialized GPUArray: the GPUArray constructor, whose synonym it is in PyCUDA, with
+    its arguments in its order (gpudata=, strides= and base= make a view of memory there)."""
+    return DeviceArray(shape, dtype, allocator=allocator, base=base, gpudata=gpudata,
+                       strides=strides, order=order)
 
 
 def zeros(shape, dtype=np.float64, allocator=None, order="C"):
     """A GPUArray of zeros."""
-    a = empty(shape, dtype, allocator, order)
+    a = empty(shape, dtype, allocator, order=order)
     _ops.fill(a, 0)
     return a
 
 
 def ones(shape, dtype=np.float64, allocator=None, order="C"):
     """A GPUArray of ones."""
-    a = empty(shape, dtype, allocator, order)
+    a = empty(shape, dtype, allocator, order=order)
     _ops.fill(a, 1)
     return a
 
