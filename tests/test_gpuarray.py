@@ -877,6 +877,21 @@ def test_to_gpu_keeps_a_transposed_arrays_layout_packed_as_pycudas(to_gpu):
     np.testing.assert_array_equal(g.get(), h.transpose(1, 0, 2) + 1)
 
 
+def test_get_into_a_host_array_of_another_shape_warns_and_a_wrong_dtype_is_a_type_error():
+    # PyCUDA's get: a DeprecationWarning and ary reshaped; "self and ary must have the same
+    # dtype" is a TypeError.
+    a = gpuarray.to_gpu(np.arange(6, dtype=np.float32).reshape(2, 3))
+    flat = np.empty(6, np.float32)
+    with pytest.warns(DeprecationWarning, match="another shape"):
+        got = a.get(flat)
+    assert got.shape == (2, 3) and np.shares_memory(got, flat)
+    np.testing.assert_array_equal(flat, np.arange(6))
+    with pytest.raises(TypeError, match="has dtype"):
+        a.get(np.empty((2, 3)))
+    with pytest.raises(ValueError, match="has dtype"):  # set's is a ValueError, as PyCUDA's
+        a.set(np.empty((2, 3)))
+
+
 def test_empty_is_the_constructor_with_its_arguments_in_its_order():
     # PyCUDA's gpuarray.empty is GPUArray: base=, gpudata= and strides= make a view of memory.
     import inspect

@@ -124,8 +124,10 @@ static int kpy_check_host(kpy_array *a, PyObject *host, int receive, const char 
     return -1;
   }
   if (!PyArray_EquivTypes(PyArray_DESCR(h), a->dtype)) {
-    PyErr_Format(PyExc_ValueError, "%s has dtype %R; the DeviceArray has %R", what,
-                 (PyObject *)PyArray_DESCR(h), (PyObject *)a->dtype);
+    /* PyCUDA's get raises TypeError there, its set ValueError */
+    PyErr_Format(receive ? PyExc_TypeError : PyExc_ValueError,
+                 "%s has dtype %R; the DeviceArray has %R", what, (PyObject *)PyArray_DESCR(h),
+                 (PyObject *)a->dtype);
     return -1;
   }
   if (PyArray_SIZE(h) != a->size) {
@@ -248,6 +250,12 @@ static PyObject *kpy_get_into(kpy_state *st, kpy_array *a, PyObject *ary, int pa
                    what);
       return NULL;
     }
+    if (!kpy_same_shape(a, h) &&
+        PyErr_WarnFormat(PyExc_DeprecationWarning, 1,
+                         "get() into an array of another shape is deprecated, as in PyCUDA: "
+                         "%s is given back as a view in the array's shape",
+                         what) < 0)
+      return NULL;
     Py_INCREF(ary);
   }
   if (a->nbytes) {
