@@ -272,22 +272,32 @@ def test_autoinits_finish_up_is_pycudas_and_runs_once():
     assert r.stdout.split() == ["3.0"], r.stdout
 
 
-@pytest.mark.parametrize("unregister", [False, True])
-def test_autoprimaryctxs_finish_up_is_what_atexit_runs(unregister):
-    # A program on the primary context takes autoprimaryctx's clean-up off atexit by that name;
-    # autoinit's, which it imports, then runs no more than its own.
+@pytest.mark.parametrize("imported, unregistered, runs", [
+    (["autoprimaryctx"], [], 1),
+    (["autoprimaryctx"], ["autoprimaryctx"], 0),
+    (["autoinit"], ["autoinit"], 0),
+    (["autoinit", "autoprimaryctx"], [], 1),
+    (["autoinit", "autoprimaryctx"], ["autoinit"], 1),
+    (["autoinit", "autoprimaryctx"], ["autoinit", "autoprimaryctx"], 0),
+])
+def test_each_auto_modules_finish_up_is_its_own_as_pycudas(imported, unregistered, runs):
+    # Each registers its own clean-up, which a program takes off by that module's name; with
+    # both imported, the one left runs it, once (the context is one).
     r = run_python(f'''
-        import atexit
-        import kiln.autoprimaryctx, kiln.autoinit
+        import atexit, importlib, sys
+        modules = [importlib.import_module("kiln." + name) for name in {imported!r}]
+        assert {{m for m in sys.modules if m in ("kiln.autoinit", "kiln.autoprimaryctx")}} == \\
+            {{m.__name__ for m in modules}}
         class Probe:
             def synchronize(self): print("finished up")
             def detach(self): pass
-        kiln.autoprimaryctx.context = kiln.autoinit.context = Probe()
-        if {unregister}:
-            atexit.unregister(kiln.autoprimaryctx._finish_up)
+        for m in modules:
+            m.context = Probe()
+        for name in {unregistered!r}:
+            atexit.unregister(sys.modules["kiln." + name]._finish_up)
     ''')
     assert r.returncode == 0, r.stderr
-    assert r.stdout.split() == ([] if unregister else ["finished", "up"]), r.stdout
+    assert r.stdout.count("finished up") == runs, r.stdout
 
 
 PRINTF_WITHOUT_AUTOINIT = r'''

@@ -199,15 +199,18 @@ static kiln_status kiln__link_driver(const char *arch, const kiln_link_input *in
   kiln__device *d;
   kiln_status s = kiln__device_enter(&d);
   if (s) {
-    kiln__fail_append("; linking relocatable device code needs nvJitLink or the CUDA driver, and "
-                      "%s",
-                      kiln__jl_why);
+    if (jit) kiln__fail_append("; a link given the driver's JIT options is the driver's linker's");
+    else
+      kiln__fail_append("; linking relocatable device code needs nvJitLink or the CUDA driver, "
+                        "and %s",
+                        kiln__jl_why);
     return s;
   }
   if (!kiln__driver.LinkCreate || !kiln__driver.LinkAddData || !kiln__driver.LinkAddFile ||
       !kiln__driver.LinkComplete || !kiln__driver.LinkDestroy)
     return kiln__fail(KILN_ERROR_CUDA, "this CUDA driver has no cuLinkCreate, and %s",
-                      kiln__jl_why);
+                      jit ? "a link given the driver's JIT options is the driver's linker's"
+                          : kiln__jl_why);
   char text[8192] = "";
   int target = atoi(arch + 3);
   size_t len = strlen(arch);

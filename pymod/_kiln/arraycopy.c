@@ -209,12 +209,31 @@ static PyObject *kpy_alike_host_array(kpy_state *st, const kpy_array *a, npy_int
   return ary;
 }
 
+/* How a's elements go into the host array ary given to get: 1 in one copy, ary laid out as a
+ * (packed in another order, other); 0 through C order, or Fortran order (*fortran set) when
+ * ary has a's shape; -1 with the error raised when ary cannot take them. */
+static int kpy_get_target(kpy_array *a, PyObject *ary, int other, const char *what, int *fortran) {
+  if (kpy_check_host(a, ary, 1, what) < 0) return -1;
+  PyArrayObject *h = (PyArrayObject *)ary;
+  if (other && kpy_packed_alike(a, h)) return 1;
+  if (PyArray_IS_C_CONTIGUOUS(h)) *fortran = 0;
+  else if (PyArray_IS_F_CONTIGUOUS(h) && kpy_same_shape(a, h)) *fortran = 1;
+  else {
+    PyErr_Format(PyExc_ValueError,
+                 "%s is not C-contiguous (nor Fortran-contiguous with the array's shape, nor "
+                 "laid out as the array); pass one that is, e.g. numpy.empty_like of get()",
+                 what);
+    return -1;
+  }
+  return 0;
+}
+
 /* a's elements into the host array ary (None: a new one, page-locked when asked); gives back
  * ary, a new reference, or, where ary's shape differs, a view of it in a's shape, as PyCUDA's
  * get returns ary reshaped. A contiguous array is one copy; another goes through a contiguous
  * temporary on the device first. */
 static PyObject *kpy_get_into(kpy_state *st, kpy_array *a, PyObject *ary, int pagelocked,
-                              const kpy_on *on, const char *what) {
+                              const kpy_on *on, const char *what, int reshape_warns) {
   int fortran = kpy_array_fortran_only(a);
   /* packed in another order (a transposed array's, as to_gpu keeps it): a host array laid out
    * alike, as PyCUDA's get gives, takes all the bytes in one copy */
@@ -235,27 +254,22 @@ static PyObject *kpy_get_into(kpy_state *st, kpy_array *a, PyObject *ary, int pa
     }
     if (!ary) return NULL;
   } else {
-    if (kpy_check_host(a, ary, 1, what) < 0) return NULL;
-    PyArrayObject *h = (PyArrayObject *)ary;
-    if (other && kpy_packed_alike(a, h)) {
+    int how = kpy_get_target(a, ary, other, what, &fortran);
+    if (how == 0 && reshape_warns && !kpy_same_shape(a, (PyArrayObject *)ary)) {
+      if (PyErr_WarnFormat(PyExc_DeprecationWarning, 1,
+                           "get() into an array of another shape is deprecated, as in PyCUDA: "
+                           "%s is given back as a view in the array's shape",
+                           what) < 0)
+        return NULL;
+      /* The warning ran the program's code (a filter, showwarning), which may have resized
+       * ary: it is looked at again. */
+      how = kpy_get_target(a, ary, other, what, &fortran);
+    }
+    if (how < 0) return NULL;
+    if (how == 1) {
       if (a->nbytes && kpy_copy(st, a, ary, (size_t)a->nbytes, 1, on) < 0) return NULL;
       return Py_NewRef(ary);
     }
-    if (PyArray_IS_C_CONTIGUOUS(h)) fortran = 0;
-    else if (PyArray_IS_F_CONTIGUOUS(h) && kpy_same_shape(a, h)) fortran = 1;
-    else {
-      PyErr_Format(PyExc_ValueError,
-                   "%s is not C-contiguous (nor Fortran-contiguous with the array's shape, nor "
-                   "laid out as the array); pass one that is, e.g. numpy.empty_like of get()",
-                   what);
-      return NULL;
-    }
-    if (!kpy_same_shape(a, h) &&
-        PyErr_WarnFormat(PyExc_DeprecationWarning, 1,
-                         "get() into an array of another shape is deprecated, as in PyCUDA: "
-                         "%s is given back as a view in the array's shape",
-                         what) < 0)
-      return NULL;
     Py_INCREF(ary);
   }
   if (a->nbytes) {
@@ -315,7 +329,7 @@ static int kpy_set_from(kpy_state *st, kpy_array *a, PyObject *host, const kpy_o
 
 PyObject *kpy_array_to_host(kpy_state *st, kpy_array *a) {
   kpy_on on = {Py_None, NULL, 0};
-  return kpy_get_into(st, a, Py_None, 0, &on, "ary");
+  return kpy_get_into(st, a, Py_None, 0, &on, "ary", 0);
 }
 
 /* As PyCUDA's: with async_=False the call returns with the copy done, queued on the stream
@@ -339,7 +353,8 @@ PyObject *kpy_array_get(PyObject *op, PyObject *args, PyObject *kwargs) {
     return NULL;
   }
   on.wait = !async_;
-  return kpy_get_into(st, (kpy_array *)op, out ? out : ary, pagelocked, &on, out ? "out" : "ary");
+  return kpy_get_into(st, (kpy_array *)op, out ? out : ary, pagelocked, &on, out ? "out" : "ary",
+                      1);
 }
 
 PyObject *kpy_array_get_async(PyObject *op, PyObject *args, PyObject *kwargs) {
@@ -351,7 +366,7 @@ PyObject *kpy_array_get_async(PyObject *op, PyObject *args, PyObject *kwargs) {
       !PyArg_ParseTupleAndKeywords(args, kwargs, "|OO:get_async", kwlist, &stream_obj, &ary) ||
       kpy_on_parse(st, stream_obj, &on) < 0)
     return NULL;
-  return kpy_get_into(st, (kpy_array *)op, ary, 0, &on, "ary");
+  return kpy_get_into(st, (kpy_array *)op, ary, 0, &on, "ary", 1);
 }
 
 PyObject *kpy_array_copy_to(PyObject *op, PyObject *args, PyObject *kwargs) {
@@ -367,7 +382,7 @@ PyObject *kpy_array_copy_to(PyObject *op, PyObject *args, PyObject *kwargs) {
     PyErr_SetString(PyExc_TypeError, "copy_to() needs the numpy array to copy into");
     return NULL;
   }
-  PyObject *r = kpy_get_into(st, (kpy_array *)op, host, 0, &on, "host");
+  PyObject *r = kpy_get_into(st, (kpy_array *)op, host, 0, &on, "host", 0);
   if (!r) return NULL;
   Py_DECREF(r);
   Py_RETURN_NONE;

@@ -92,13 +92,20 @@ static PyObject *kpy_link(PyObject *module, PyObject *args, PyObject *kwargs) {
   kiln_jit_option *options;
   int n_options;
   if (kpy_jit_options(py_options, "the link's", &options, &n_options) < 0) return NULL;
-  PyObject *seq = PySequence_Fast(inputs, "the link's inputs must be a sequence");
+  /* A tuple of its own, which holds each input while it is read: reading one runs the program's
+   * code (a path's __fspath__, a buffer's), which may change a list given. */
+  PyObject *seq = PySequence_Tuple(inputs);
   if (!seq) {
+    if (PyErr_ExceptionMatches(PyExc_TypeError)) {
+      PyErr_Clear();
+      PyErr_Format(PyExc_TypeError, "the link's inputs must be a sequence, not %.100s",
+                   Py_TYPE(inputs)->tp_name);
+    }
     PyMem_Free(options);
     return NULL;
   }
   kpy_link_args a = {0};
-  Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+  Py_ssize_t n = PyTuple_GET_SIZE(seq);
   PyObject *result = NULL;
   a.in = PyMem_Calloc((size_t)n + 1, sizeof *a.in);
   a.views = PyMem_Calloc((size_t)n + 1, sizeof *a.views);
@@ -109,7 +116,7 @@ static PyObject *kpy_link(PyObject *module, PyObject *args, PyObject *kwargs) {
   }
   for (Py_ssize_t i = 0; i < n; i++) {
     a.n = i + 1;
-    if (kpy_link_input(PySequence_Fast_GET_ITEM(seq, i), i, &a) < 0) goto done;
+    if (kpy_link_input(PyTuple_GET_ITEM(seq, i), i, &a) < 0) goto done;
   }
   void *cubin = NULL;
   size_t size = 0;

@@ -1051,7 +1051,9 @@ int kpy_jit_options(PyObject *seq, const char *what, kiln_jit_option **out, int 
   *out = NULL;
   *n_out = 0;
   if (!seq || seq == Py_None) return 0;
-  PyObject *items = PySequence_Fast(seq, "");
+  /* A tuple of its own: a pair of the program's own type runs its code as it is read, which
+   * may change a list given. */
+  PyObject *items = PySequence_Tuple(seq);
   if (!items) {
     if (PyErr_ExceptionMatches(PyExc_TypeError)) {
       PyErr_Clear();
@@ -1062,9 +1064,9 @@ int kpy_jit_options(PyObject *seq, const char *what, kiln_jit_option **out, int 
     }
     return -1;
   }
-  Py_ssize_t n = PySequence_Fast_GET_SIZE(items);
+  Py_ssize_t n = PyTuple_GET_SIZE(items);
   if (n > 64) {
-    PyErr_Format(PyExc_ValueError, "%s takes at most 64 options, not %zd", what, n);
+    PyErr_Format(PyExc_ValueError, "%s options are at most 64, not %zd", what, n);
     Py_DECREF(items);
     return -1;
   }
@@ -1075,8 +1077,7 @@ int kpy_jit_options(PyObject *seq, const char *what, kiln_jit_option **out, int 
     return -1;
   }
   for (Py_ssize_t i = 0; i < n; i++) {
-    /* Held: reading a pair of the program's own type runs its code, which may change seq. */
-    PyObject *item = Py_NewRef(PySequence_Fast_GET_ITEM(items, i));
+    PyObject *item = Py_NewRef(PyTuple_GET_ITEM(items, i));
     PyObject *pair = PyUnicode_Check(item) || PyBytes_Check(item) ? NULL : PySequence_Tuple(item);
     if (!pair || PyTuple_GET_SIZE(pair) != 2) {
       Py_XDECREF(pair);

@@ -7,19 +7,19 @@ kiln works in primary contexts alone, so this is kiln.autoinit under PyCUDA's ot
 """
 import atexit
 
-from . import autoinit as _autoinit
-from .autoinit import context, cuda, device, make_default_context  # noqa: F401
+from . import _autoctx
+from . import driver as cuda  # noqa: F401
+from .tools import make_default_context  # noqa: F401
+
+context = _autoctx.context
+device = _autoctx.device
 
 
 def _finish_up():
-    """autoinit's clean-up, under this module's name too, as PyCUDA's: afterwards this module's
-    context is None as well as autoinit's."""
-    global context
-    _autoinit._finish_up()
-    context = None
+    """The clean-up at the program's end, under PyCUDA's name, which a program takes off with
+    atexit.unregister(autoprimaryctx._finish_up); the one autoinit's runs too, so that whichever
+    runs first does it, once, and afterwards both modules' context is None."""
+    _autoctx.finish_up(context)
 
 
-# Registered in autoinit's place, so that a program ending the context itself can take this
-# module's clean-up off atexit, as it does with PyCUDA's.
-atexit.unregister(_autoinit._finish_up)
 atexit.register(_finish_up)
