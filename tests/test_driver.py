@@ -1186,6 +1186,35 @@ def test_link_options_are_the_driver_linkers_jit_options(through):
     assert regs[None] > 32 >= regs[32], regs
 
 
+def test_options_and_inputs_a_program_changes_while_they_are_read_do_not_crash():
+    # Reading a (jit_option, value) pair of the program's own type, or an input's path, runs its
+    # code, which may empty the list given: what is read is a copy taken first.
+    options = []
+
+    class Pair:
+        def __iter__(self):
+            options.clear()
+            return iter((drv.jit_option.MAX_REGISTERS, 32))
+
+    options[:] = [Pair()] + [(drv.jit_option.MAX_REGISTERS, 32)] * 40
+    with pytest.raises(kiln.Error):  # no driver to link with here; a GPU's refuses the bytes
+        kiln._kiln._link([(drv.jit_input_type.PTX, b"x", None, None)], "sm_90", options)
+    options[:] = [Pair()] + [(drv.jit_option.MAX_REGISTERS, 32)] * 40
+    with pytest.raises((ValueError, kiln.Error)):
+        drv.module_from_buffer(b"\x7fELF not a cubin", options=options)
+    inputs = []
+
+    class Path:
+        def __fspath__(self):
+            inputs.clear()
+            return "/nonexistent/x.a"
+
+    inputs[:] = [(drv.jit_input_type.LIBRARY, None, Path(), None)] + \
+        [(drv.jit_input_type.LIBRARY, None, "/nonexistent/y.a", f"n{i}") for i in range(40)]
+    with pytest.raises(kiln.Error):
+        kiln._kiln._link(inputs, "sm_90")
+
+
 def test_dynamic_module_errors():
     seen = []
     mod = kiln.compiler.DynamicModule(arch=ARCH, message_handler=lambda *a: seen.append(a))

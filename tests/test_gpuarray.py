@@ -890,6 +890,20 @@ def test_get_into_a_host_array_of_another_shape_warns_and_a_wrong_dtype_is_a_typ
         a.get(np.empty((2, 3)))
     with pytest.raises(ValueError, match="has dtype"):  # set's is a ValueError, as PyCUDA's
         a.set(np.empty((2, 3)))
+    # The warning runs the program's code, which may resize the host array: it is looked at
+    # again before the copy.
+    big = gpuarray.to_gpu(np.arange(1 << 20, dtype=np.float64))
+    host = np.empty((1 << 10, 1 << 10))
+
+    def show(message, category, filename, lineno, file=None, line=None):
+        host.resize((1,), refcheck=False)
+
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("always")
+        warnings.showwarning = show
+        with pytest.raises(ValueError, match="1 elements"):
+            big.get(host)
 
 
 def test_empty_is_the_constructor_with_its_arguments_in_its_order():
