@@ -170,8 +170,27 @@ static kiln_status kiln__load(CUlibrary *lib, const void *image, kiln__jit *jit)
   return s;
 }
 
+/* Why bytes that begin as an ELF file are no CUBIN the driver could load, or NULL: a CUBIN is
+ * a 64-bit little-endian ELF file for EM_CUDA whose section headers lie within it. (The driver
+ * may take any bytes and fail only when a kernel is asked for.) */
+static const char *kiln__cubin_flaw(const unsigned char *p, size_t n) {
+  if (n < 64) return "it is shorter than an ELF file's header (64 bytes)";
+  if (p[4] != 2 || p[5] != 1) return "it is not a 64-bit little-endian ELF file";
+  if ((p[18] | p[19] << 8) != 190) return "it is an ELF file for another machine than EM_CUDA";
+  uint64_t shoff = 0;
+  for (int i = 7; i >= 0; i--) shoff = shoff << 8 | p[40 + i];
+  uint64_t entry = (uint64_t)(p[58] | p[59] << 8), count = (uint64_t)(p[60] | p[61] << 8);
+  if (shoff > n || entry * count > n - shoff) return "its section headers lie past its end";
+  return NULL;
+}
+
 static kiln_status kiln__from_binary(const void *image, size_t size, kiln__jit *jit,
                                      kiln_module **out) {
+  const char *flaw =
+      kiln__image_kind_of(image, size) == KILN__CUBIN ? kiln__cubin_flaw(image, size) : NULL;
+  if (flaw)
+    return kiln__fail(KILN_ERROR_INVALID, "the image begins as an ELF file but is no CUBIN: %s",
+                      flaw);
   kiln__device *d;
   kiln_status s = kiln__device_enter(&d);
   if (s) {

@@ -898,6 +898,27 @@ TEST(module_from_image_reads_ptx_and_refuses_garbage) {
   ASSERT(p == NULL);
   ASSERT_EQ(kiln_module_from_file("/nonexistent/k.cubin", &p), KILN_ERROR_INVALID);
   ASSERT_CONTAINS(kiln_last_error(), "No such file");
+  /* Bytes that begin as an ELF file but are no CUBIN are refused before the driver, which may
+   * take them and fail only when a kernel is asked for; a CUBIN cut short likewise. */
+  ASSERT_EQ(kiln_module_from_image("\x7f"
+                                   "ELF not a cubin",
+                                   16, &p),
+            KILN_ERROR_INVALID);
+  ASSERT_CONTAINS(kiln_last_error(), "no CUBIN: it is shorter than an ELF file's header");
+  size_t cubin_size;
+  const unsigned char *cubin = kiln_module_cubin(m, &cubin_size);
+  ASSERT(cubin && cubin_size > 64);
+  ASSERT_EQ(kiln_module_from_image(cubin, 64, &p), KILN_ERROR_INVALID);
+  ASSERT_CONTAINS(kiln_last_error(), "section headers lie past its end");
+  unsigned char other[64];
+  memcpy(other, cubin, sizeof other);
+  other[18] = 62; /* EM_X86_64 */
+  ASSERT_EQ(kiln_module_from_image(other, sizeof other, &p), KILN_ERROR_INVALID);
+  ASSERT_CONTAINS(kiln_last_error(), "another machine than EM_CUDA");
+  ASSERT(p == NULL);
+  /* The whole CUBIN passes the check: what follows needs the driver. */
+  ASSERT(kiln_module_from_image(cubin, cubin_size, &p) != KILN_ERROR_INVALID);
+  kiln_module_free(p);
   kiln_module_free(m);
 }
 
