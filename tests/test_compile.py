@@ -4,7 +4,7 @@ import pytest
 
 import kiln
 import kiln.driver
-from helpers import ARCH, HAVE_GPU
+from helpers import ARCH, HAVE_GPU, run_python
 
 MULTIPLY = """
 __global__ void multiply_them(float *dest, const float *a, const float *b, int n)
@@ -680,6 +680,23 @@ def test_a_toolkit_header_that_needs_the_host_says_so():
     with pytest.raises(kiln.CompileError, match="holds host code, which NVRTC does not compile"):
         kiln.SourceModule("#include <cub/cub.cuh>\n__global__ void k(int *p) {}\n",
                           arch=ARCH, cache_dir=False)
+
+
+def test_a_static_assert_without_a_message_before_cxx17_says_what_to_do():
+    # FunFact's headers use it under -std=c++14. NVRTC refuses it in a process's first compile
+    # only (after any other it takes it), so a new process compiles it.
+    r = run_python(f'''
+        import kiln
+        src = "static_assert(sizeof(int) == 4);\\n__global__ void k(int *p) {{}}\\n"
+        try:
+            kiln.SourceModule(src, options=["-std=c++14"], no_extern_c=True, arch={ARCH!r},
+                              cache_dir=False)
+        except kiln.CompileError as e:
+            print(e)
+    ''')
+    assert r.returncode == 0, r.stderr
+    assert "not enabled in this mode" in r.stdout and "compile with -std=c++17" in r.stdout, \
+        r.stdout
 
 
 def test_a_subclass_with_an_init_of_its_own_is_compiled_by_sourcemodules_init(tmp_path):

@@ -41,10 +41,23 @@ def _host_header_hint(log):
     return f"\n\nA header the source includes {needs}: {what} (docs/sourcemodule.md, C++ headers)."
 
 
+# A one-argument static_assert is C++17's; headers written for nvcc use it under -std=c++14,
+# which NVRTC refuses (in a process's first compile; it takes it in later ones).
+_STATIC_ASSERT = "the one-argument version of static_assert is not enabled in this mode"
+
+
+def _dialect_hint(log):
+    if _STATIC_ASSERT not in log:
+        return ""
+    return ("\n\nA static_assert without a message is C++17's: compile with -std=c++17 (NVRTC's "
+            "default), or give it a message (static_assert(x, \"...\")).")
+
+
 def message(log, source):
     lines = source.splitlines()
     wanted = sorted({int(m.group(1)) for m in _LOCATION.finditer(log) if m.group(2) == "error"})
-    text = "NVRTC could not compile the source:\n" + log.rstrip() + _host_header_hint(log)
+    text = ("NVRTC could not compile the source:\n" + log.rstrip() + _host_header_hint(log)
+            + _dialect_hint(log))
     if not wanted or not lines:
         return text
     shown = set()
