@@ -174,6 +174,8 @@ kiln_status kiln__cuda_fail(const char *call, int result);
  * KILN_ERROR_INVALID naming the option, as the what's ("loader", "link") option i. */
 kiln_status kiln__driver_jit_options(const kiln_jit_option *options, int n, const char *what,
                                      CUjit_option *keys, void **values);
+/* The most JIT options a load or a link takes from its caller. */
+#define KILN__DRIVER_JIT_MAX 64
 
 /* Opens libcuda and runs cuInit once per process; later calls return the first outcome.
  * KILN_ERROR_NO_DRIVER when no driver loads, KILN_ERROR_NO_DEVICE when it finds no GPU. */

@@ -151,10 +151,9 @@ static kiln_status kiln__describe(CUlibrary lib, kiln__kernel **out, int *n_out)
 }
 
 /* The driver loader's options for one load: the caller's, then the log buffers. */
-#define KILN__JIT_MAX 64
 typedef struct kiln__jit {
-  CUjit_option keys[KILN__JIT_MAX + 4];
-  void *values[KILN__JIT_MAX + 4];
+  CUjit_option keys[KILN__DRIVER_JIT_MAX + 4];
+  void *values[KILN__DRIVER_JIT_MAX + 4];
   unsigned n;
   char *error_log; /* never NULL when there is a kiln__jit: a failed load says it */
 } kiln__jit;
@@ -270,9 +269,9 @@ kiln_status kiln_module_from_image_jit(const void *image, size_t size,
   *out = NULL;
   if (info_log && info_size) info_log[0] = '\0';
   if (error_log && error_size) error_log[0] = '\0';
-  if (n_options < 0 || n_options > KILN__JIT_MAX || (n_options && !options))
+  if (n_options < 0 || n_options > KILN__DRIVER_JIT_MAX || (n_options && !options))
     return kiln__fail(KILN_ERROR_INVALID, "%d loader options given; 0 to %d are taken", n_options,
-                      KILN__JIT_MAX);
+                      KILN__DRIVER_JIT_MAX);
   kiln__jit jit = {.n = (unsigned)n_options};
   kiln_status checked =
       kiln__driver_jit_options(options, n_options, "loader", jit.keys, jit.values);

@@ -186,8 +186,8 @@ static kiln_status kiln__link_nvjitlink(const char *arch, const kiln_link_input 
 
 /* The driver's JIT options a link is given (kiln_link_jit's), as the driver takes them. */
 typedef struct kiln__link_jit {
-  CUjit_option keys[64];
-  void *values[64];
+  CUjit_option keys[KILN__DRIVER_JIT_MAX];
+  void *values[KILN__DRIVER_JIT_MAX];
   int n;
 } kiln__link_jit;
 
@@ -216,8 +216,8 @@ static kiln_status kiln__link_driver(const char *arch, const kiln_link_input *in
   size_t len = strlen(arch);
   if (len && arch[len - 1] == 'a') target += CU_COMPUTE_ACCELERATED_TARGET_BASE;
   else if (len && arch[len - 1] == 'f') target += CU_COMPUTE_FAMILY_TARGET_BASE;
-  CUjit_option keys[64 + 3];
-  void *values[64 + 3];
+  CUjit_option keys[KILN__DRIVER_JIT_MAX + 3];
+  void *values[KILN__DRIVER_JIT_MAX + 3];
   unsigned k = 0;
   int targeted = 0;
   for (int i = 0; jit && i < jit->n; i++, k++) {

@@ -585,13 +585,11 @@ static PyObject *kpy_sourcemodule_make(PyTypeObject *tp, PyObject *args, PyObjec
  * options given...] (kiln's own defaults aside); NULL, with no error left, when it cannot be
  * made (the error's command_line is then ["nvrtc"]). */
 static PyObject *kpy_command_line(const char *arch, const char **options, int n) {
-  PyObject *list = arch ? Py_BuildValue("[ss]", "nvrtc", "-arch") : Py_BuildValue("[s]", "nvrtc");
-  if (list && arch) {
-    PyObject *item = PyUnicode_FromFormat("-arch=%s", arch);
-    if (!item || PyList_SetItem(list, 1, item) < 0) Py_CLEAR(list); /* steals item */
-  }
-  for (int i = 0; list && i < n; i++) {
-    PyObject *item = PyUnicode_DecodeUTF8(options[i], (Py_ssize_t)strlen(options[i]), "replace");
+  PyObject *list = Py_BuildValue("[s]", "nvrtc");
+  for (int i = arch ? -1 : 0; list && i < n; i++) {
+    PyObject *item =
+        i < 0 ? PyUnicode_FromFormat("-arch=%s", arch)
+              : PyUnicode_DecodeUTF8(options[i], (Py_ssize_t)strlen(options[i]), "replace");
     if (!item || PyList_Append(list, item) < 0) Py_CLEAR(list);
     Py_XDECREF(item);
   }
