@@ -569,6 +569,43 @@ def test_multi_put_and_take_put_write_only_where_the_indices_say():
         gpuarray.multi_put([gpuarray.to_gpu(vals[0])], gpuarray.to_gpu(idx + 1), out=dest[:1])
 
 
+def test_multi_calls_check_their_arguments_as_pycudas_and_take_with_offsets():
+    a = [gpuarray.to_gpu(np.arange(10, dtype=np.float32) + 100 * k) for k in range(3)]
+    src = gpuarray.to_gpu(np.array([0, 3, 5], np.int32))
+    dest = gpuarray.to_gpu(np.array([2, 0, 1], np.int32))
+    got = gpuarray.multi_take(a, src)
+    for g, x in zip(got, a):
+        np.testing.assert_array_equal(g.get(), x.get()[[0, 3, 5]])
+    out = gpuarray.multi_take_put(a, dest, src, dest_shape=(4,), src_offsets=[0, 1, 4])
+    for k, o in enumerate(out):
+        want = np.arange(10, dtype=np.float32) + 100 * k
+        np.testing.assert_array_equal(o.get()[:3], want[[3 + [0, 1, 4][k], 5 + [0, 1, 4][k],
+                                                         0 + [0, 1, 4][k]]])
+    assert gpuarray.multi_take([], src) == [] and gpuarray.multi_put([], dest) == []
+    mixed = a[:1] + [gpuarray.to_gpu(np.arange(10.0))]
+    with pytest.raises(TypeError, match="one dtype"):
+        gpuarray.multi_take(mixed, src)
+    with pytest.raises(TypeError, match="one dtype"):
+        gpuarray.multi_put(mixed, dest, dest_shape=(3,))
+    with pytest.raises(ValueError, match="same length"):
+        gpuarray.multi_take(a, src, out=[gpuarray.empty(3, np.float32)])
+    with pytest.raises(TypeError, match="same dtype"):
+        gpuarray.multi_put(a[:1], dest, out=[gpuarray.empty(3, np.float64)])
+    with pytest.raises(TypeError, match="same dtype"):
+        gpuarray.multi_take_put(a, dest, src.astype(np.int64), dest_shape=(3,))
+    with pytest.raises(ValueError, match="same shape"):
+        gpuarray.multi_take_put(a, dest, src[:2], dest_shape=(3,))
+    with pytest.raises(ValueError, match="one offset for each"):
+        gpuarray.multi_take_put(a, dest, src, dest_shape=(3,), src_offsets=[1, 2])
+    with pytest.raises(ValueError, match="1D"):
+        gpuarray.multi_put(a[:1], gpuarray.to_gpu(np.zeros((1, 3), np.int32)), dest_shape=(3,))
+    # Fewer values than indices would read past the values: refused, never read.
+    with pytest.raises(ValueError, match="one value per index"):
+        gpuarray.multi_put([a[0][:2]], dest, dest_shape=(3,))
+    with pytest.raises(TypeError, match="dest_shape"):
+        gpuarray.multi_put(a, dest)
+
+
 def test_take_concatenate_stack_where(rng):
     x = values(np.float32, 100, rng)
     a = gpuarray.to_gpu(x)

@@ -266,18 +266,67 @@ def take(a, indices, out=None, stream=None, mode="raise"):
     return out
 
 
+def _one_dtype(arrays, what):
+    """The dtype all of arrays share (PyCUDA's single_valued): the multi_ calls make one
+    kernel for them all."""
+    dtypes = {a.dtype for a in arrays}
+    if len(dtypes) != 1:
+        raise TypeError(f"{what} must all have one dtype, not {sorted(map(str, dtypes))}")
+    return dtypes.pop()
+
+
+def _multi_out(arrays, out, dest_shape, what):
+    """The arrays a multi_ call writes: out as given, checked as PyCUDA checks it, or new ones
+    of dest_shape with the first array's allocator."""
+    dtype = _one_dtype(arrays, what)
+    if out is None:
+        if dest_shape is None:
+            raise TypeError("give dest_shape (the shape of each result) or out")
+        return [DeviceArray(dest_shape, dtype, allocator=arrays[0]._allocator)
+                for _ in arrays]
+    out = list(out)
+    if len(out) != len(arrays):
+        raise ValueError("out and arrays must have the same length")
+    if _one_dtype(out, "out") != dtype:
+        raise TypeError("arrays and out must have the same dtype")
+    return out
+
+
+def _as_indices(indices, what):
+    if not isinstance(indices, DeviceArray):
+        indices = to_gpu(np.asarray(indices))
+    if indices.dtype.kind not in "iu":
+        raise TypeError(f"{what} must be integers, not {indices.dtype}")
+    if indices.ndim != 1:
+        raise ValueError(f"{what} must be 1D")
+    return indices
+
+
 def multi_take(arrays, indices, out=None, stream=None):
-    """[take(a, indices) for a in arrays] (PyCUDA's)."""
+    """[take(a, indices) for a in arrays] (PyCUDA's): the arrays share one dtype."""
+    arrays = list(arrays)
+    if not arrays:
+        return []
+    _one_dtype(arrays, "arrays")
+    indices = _as_indices(indices, "indices")
+    if out is not None and len(out) != len(arrays):
+        raise ValueError("out and arrays must have the same length")
     outs = out if out is not None else [None] * len(arrays)
     return [take(a, indices, out=o, stream=stream) for a, o in zip(arrays, outs)]
 
 
 def multi_put(arrays, dest_indices, dest_shape=None, out=None, stream=None):
-    """out[k][dest_indices[i]] = arrays[k][i] (PyCUDA's)."""
-    if not isinstance(dest_indices, DeviceArray):
-        dest_indices = to_gpu(np.asarray(dest_indices))
-    if out is None:
-        out = [DeviceArray(dest_shape, a.dtype) for a in arrays]
+    """out[k][dest_indices[i]] = arrays[k][i] (PyCUDA's). Each of arrays has one value per
+    index; an index out of range is an IndexError, where PyCUDA writes there unchecked."""
+    arrays = list(arrays)
+    if not arrays:
+        return []
+    dest_indices = _as_indices(dest_indices, "dest_indices")
+    out = _multi_out(arrays, out, dest_shape, "arrays")
+    for a in arrays:
+        if a.size != dest_indices.size:
+            raise ValueError(f"each array has one value per index: {dest_indices.size} "
+                             f"indices, an array of {a.size}")
     for a, o in zip(arrays, out):
         _put(o, dest_indices, a, stream)
     return out
@@ -286,14 +335,25 @@ def multi_put(arrays, dest_indices, dest_shape=None, out=None, stream=None):
 def multi_take_put(arrays, dest_indices, src_indices, dest_shape=None, out=None,
                    stream=None, src_offsets=None):
     """out[k][dest_indices[i]] = arrays[k][src_indices[i] + src_offsets[k]] (PyCUDA's)."""
+    arrays = list(arrays)
+    if not arrays:
+        return []
+    dest_indices = _as_indices(dest_indices, "dest_indices")
+    src_indices = _as_indices(src_indices, "src_indices")
+    out = _multi_out(arrays, out, dest_shape, "arrays")
+    if src_indices.dtype != dest_indices.dtype:
+        raise TypeError("src_indices and dest_indices must have the same dtype")
+    if src_indices.shape != dest_indices.shape:
+        raise ValueError("src_indices and dest_indices must have the same shape")
+    if src_offsets is not None and len(src_offsets) != len(arrays):
+        raise ValueError("src_offsets must have one offset for each array")
     taken = []
     for k, a in enumerate(arrays):
         idx = src_indices
         if src_offsets is not None and src_offsets[k]:
-            idx = _ops.binary("add", src_indices if isinstance(src_indices, DeviceArray)
-                              else to_gpu(np.asarray(src_indices)), int(src_offsets[k]))
+            idx = _ops.binary("add", src_indices, int(src_offsets[k]))
         taken.append(take(a, idx, stream=stream))
-    return multi_put(taken, dest_indices, dest_shape, out, stream)
+    return multi_put(taken, dest_indices, out=out, stream=stream)
 
 
 _PUT = {}
