@@ -78,6 +78,15 @@ def test_dtype_to_ctype_speaks_pycudas_names():
     assert _cgen.dtype_to_ctype(np.int64) == "long"
     assert _cgen.dtype_to_ctype(np.complex64) == "pycuda::complex<float>"
     assert _cgen.dtype_to_ctype(_cgen.vec.float3) == "float3"
+    # longlong2 is long2's dtype: written with the name registered first, as PyCUDA's
+    # registry writes it, and both names read as it.
+    assert _cgen.dtype_to_ctype(_cgen.vec.longlong2) == "long2"
+    assert _cgen.dtype_to_ctype(_cgen.vec.ulonglong1) == "ulong1"
+    assert _cgen.ctype_to_dtype("longlong2") == _cgen.ctype_to_dtype("long2") == _cgen.vec.long2
+    # with_fp_tex_hack: the names <pycuda-helpers.hpp> defines for floats, the rest as without.
+    assert [_cgen.dtype_to_ctype(t, with_fp_tex_hack=True) for t in
+            (np.float32, np.float64, np.complex64, np.complex128, np.int32)] == [
+        "fp_tex_float", "fp_tex_double", "fp_tex_cfloat", "fp_tex_cdouble", "int"]
     with pytest.raises(ValueError, match="no C type"):
         _cgen.dtype_to_ctype(np.dtype("U4"))
     with pytest.raises(ValueError, match="big-endian"):

@@ -1077,7 +1077,7 @@ def test_compile_gives_c_names_as_pycudas_and_links_with_code_that_calls_them_so
     caller = kiln.compiler.compile(
         'extern "C" __device__ double twice_it(double);\n'
         'extern "C" __global__ void use(double *p) { p[0] = twice_it(p[0]); }\n',
-        options=["-rdc=true", "-dc"], arch=ARCH, target="ptx", no_extern_c=True)
+        options=["-rdc=true"], arch=ARCH, target="ptx", no_extern_c=True)
     assert b"twice_it" in caller and b"_Z8twice_itd" not in caller
     mod = kiln.compiler.DynamicModule(arch=ARCH)
     mod.add_data(kiln.compiler.compile(builtins, options=["-dc"], arch=ARCH),
@@ -1108,6 +1108,21 @@ def test_compile_gives_c_names_as_pycudas_and_links_with_code_that_calls_them_so
         assert kiln.compiler.compile(f"#include <{header}>\n{src}", arch=ARCH)[:4] == b"\x7fELF"
 
 
+def test_compile_with_rdc_gives_relocatable_code_unlinked_as_nvccs():
+    # PyCUDA's compile(options=["-rdc=true"]) is nvcc --cubin -rdc=true: relocatable code with
+    # a call left for a link of several, not the device runtime linked in (which would find
+    # that call undefined).
+    src = "extern __device__ float twice(float);\n__global__ void k(float *a) { a[0] = twice(a[0]); }"
+    for options in (["-rdc=true"], ["-rdc", "true"], ["--relocatable-device-code=true"]):
+        assert kiln.compiler.compile(src, options=options, arch=ARCH)[:4] == b"\x7fELF"
+        assert b".extern .func" in kiln.compiler.compile(src, options=options, arch=ARCH,
+                                                         target="ptx")
+    assert b".extern .func" in kiln.compiler.compile_plain(src, ["-rdc=true"], False, "nvcc",
+                                                           None, target="ptx")
+    with pytest.raises(kiln.CompileError):  # the last -rdc decides, as nvcc reads them
+        kiln.compiler.compile(src, options=["-rdc=true", "-rdc=false"], arch=ARCH)
+
+
 def test_linker_links_a_module_as_pycudas():
     # PyCUDA's driver.Linker, under its own DynamicModule: add_data, add_file, link_module.
     seen = []
@@ -1115,7 +1130,7 @@ def test_linker_links_a_module_as_pycudas():
     caller = kiln.compiler.compile(
         'extern "C" __device__ double twice_it(double);\n'
         'extern "C" __global__ void use(double *p) { p[0] = twice_it(p[0]); }\n',
-        options=["-rdc=true", "-dc"], arch=ARCH, target="ptx", no_extern_c=True)
+        options=["-rdc=true"], arch=ARCH, target="ptx", no_extern_c=True)
     alone = drv.Linker(message_handler=lambda *a: seen.append(a))
     alone.add_data(caller, drv.jit_input_type.PTX, "caller.ptx")
     with pytest.raises(kiln.CompileError):  # twice_it is nowhere
@@ -1133,7 +1148,7 @@ def test_linker_links_a_module_as_pycudas():
         bad.link_module()
     if HAVE_GPU:  # the arch kiln compiles for is the device's
         linker = drv.Linker(message_handler=lambda *a: seen.append(a))
-        linker.add_data(kiln.compiler.compile(builtins, options=["-dc"]),
+        linker.add_data(kiln.compiler.compile(builtins, options=["-rdc", "true"]),
                         drv.jit_input_type.CUBIN, "builtins.cubin")
         linker.add_data(caller, drv.jit_input_type.PTX)
         mod = linker.link_module()

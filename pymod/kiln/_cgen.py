@@ -42,14 +42,19 @@ def register_dtype(dtype, c_name):
     _NAMED[c_name] = dtype
 
 
+# The types <pycuda-helpers.hpp> defines for floats read through a texture as ints, which
+# with_fp_tex_hack names as PyCUDA's does.
+_FP_TEX = {np.dtype(np.float32): "fp_tex_float", np.dtype(np.float64): "fp_tex_double",
+           np.dtype(np.complex64): "fp_tex_cfloat", np.dtype(np.complex128): "fp_tex_cdouble"}
+
+
 def dtype_to_ctype(dtype, with_fp_tex_hack=False):
     """The C type that holds one element of `dtype` in a kernel (PyCUDA's names)."""
     if dtype is None:
         raise ValueError("dtype may not be None")
     dtype = np.dtype(dtype)
-    if with_fp_tex_hack:
-        raise ValueError("texture references were removed in CUDA 12; kiln has no "
-                         "fp_tex types")
+    if with_fp_tex_hack and dtype in _FP_TEX:
+        return _FP_TEX[dtype]
     if dtype.byteorder == ">":
         raise ValueError(f"dtype {dtype} is big-endian; GPUs are little-endian")
     if dtype.isbuiltin and dtype.newbyteorder("=") in _CTYPE:
@@ -160,7 +165,10 @@ def _make_vec_types():
             name = f"{base}{count}"
             dtype = np.dtype([(fields[i], scalar) for i in range(count)])
             setattr(vec, name, dtype)
-            register_dtype(dtype, name)
+            if dtype in _REGISTERED:  # longlong2 after long2: read as one, written as long2,
+                _NAMED[name] = dtype  # as PyCUDA's registry keeps a dtype's first name
+            else:
+                register_dtype(dtype, name)
 
             setattr(vec, f"make_{name}", staticmethod(_vec_maker(name, dtype, fields[:count])))
 

@@ -136,9 +136,30 @@ def compile(source, nvcc="nvcc", options=None, keep=False, no_extern_c=False, ar
         raise ValueError(f"target is 'cubin' or 'ptx' (NVRTC gives both), not {target!r}"
                          + (": kiln makes no fatbin, and a CUBIN loads wherever one does"
                             if target == "fatbin" else ""))
+    if _asks_rdc(options):
+        # nvcc --cubin -rdc=true, PyCUDA's command, gives relocatable code and links nothing: a
+        # source calling a device function of another file compiles, for a Linker to link.
+        options = [*options, "-dc"]
     module = _compiled_with_c_linkage(source, nvcc, options, keep, no_extern_c, arch, code,
                                       cache_dir, include_dirs)
     return module.cubin if target == "cubin" else module.ptx.encode()
+
+
+def _asks_rdc(options):
+    """Whether nvcc's options ask for relocatable device code (-rdc=true, -rdc true, and the
+    long spelling), the last such option deciding, as nvcc reads them."""
+    rdc = False
+    options = list(options or ())
+    for i, option in enumerate(options):
+        if not isinstance(option, str):
+            continue
+        name, equals, value = option.partition("=")
+        if name not in ("-rdc", "--relocatable-device-code"):
+            continue
+        if not equals:
+            value = options[i + 1] if i + 1 < len(options) else ""
+        rdc = value == "true"
+    return rdc
 
 
 def compile_plain(source, options, keep, nvcc, cache_dir, target="cubin"):
