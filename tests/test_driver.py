@@ -409,6 +409,16 @@ def test_get_global_finds_the_name_before_the_gpu(module):
         module.get_global("coefs")
     with pytest.raises(TypeError, match="get_global.. takes a str"):
         module.get_global(3)
+    # name by keyword too, as PyCUDA's get_function and get_global take it
+    with pytest.raises(AttributeError, match="no variable 'coefs'"):
+        module.get_global(name="coefs")
+    with pytest.raises(drv.LogicError, match="no kernel 'nothere'"):
+        module.get_function(name="nothere")
+    for call in (module.get_function, module.get_global):
+        for args, kwargs in (((), {}), (("a", "b"), {}), ((), {"nam": "a"}),
+                             (("a",), {"name": "a"})):
+            with pytest.raises(TypeError, match="takes one argument, name"):
+                call(*args, **kwargs)
 
 
 def test_a_missing_kernel_or_variable_is_pycudas_logic_error_and_an_attribute_error(module):
@@ -1424,6 +1434,9 @@ def test_characterize_without_a_gpu():
         [1, 4, 8, 12, 8]
     assert characterize.sizeof("S", "struct S { double a; char b; };") == 16
     assert characterize.sizeof("kiln_pair", "typedef int2 kiln_pair;") == 8
+    # Any type name, as PyCUDA's sizeof(%s) takes it: arrays and pointers to functions too.
+    assert [characterize.sizeof(t) for t in ("int[3]", "double[2][5]", "void (*)(int)")] == \
+        [12, 80, 8]
     if not HAVE_GPU:
         with pytest.raises(kiln.NoDeviceError):
             characterize.has_double_support()

@@ -790,7 +790,7 @@ static void kpy_module_dealloc(PyObject *op) {
   Py_DECREF(tp);
 }
 
-static PyObject *kpy_module_get_function(PyObject *op, PyObject *name) {
+static PyObject *kpy_module_function_named(PyObject *op, PyObject *name) {
   kpy_module *self = (kpy_module *)op;
   kpy_state *st = kpy_state_of_type(Py_TYPE(op));
   if (!st) return NULL;
@@ -823,7 +823,7 @@ static PyObject *kpy_module_get_function(PyObject *op, PyObject *name) {
 
 /* get_global(name) -> (address, bytes) of a __constant__ or __device__ variable on the current
  * device, for memcpy_htod and the like. */
-static PyObject *kpy_module_get_global(PyObject *op, PyObject *name) {
+static PyObject *kpy_module_global_named(PyObject *op, PyObject *name) {
   kpy_module *self = (kpy_module *)op;
   if (!PyUnicode_Check(name)) {
     PyErr_Format(PyExc_TypeError, "get_global() takes a str, not %.100s", Py_TYPE(name)->tp_name);
@@ -937,11 +937,37 @@ static PyObject *kpy_module_repr(PyObject *op) {
                               kiln_module_function_count(m) == 1 ? "" : "s");
 }
 
+/* The one argument, name, of get_function and get_global: by position or by keyword, as
+ * PyCUDA's take it. Borrowed from the call's arguments. */
+static PyObject *kpy_name_argument(PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames,
+                                   const char *what) {
+  Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
+  if (nargs + nkw == 1 &&
+      (nargs == 1 || PyUnicode_CompareWithASCIIString(PyTuple_GET_ITEM(kwnames, 0), "name") == 0))
+    return args[0];
+  PyErr_Format(PyExc_TypeError, "%s() takes one argument, name", what);
+  return NULL;
+}
+
+static PyObject *kpy_module_get_function(PyObject *op, PyObject *const *args, Py_ssize_t nargs,
+                                         PyObject *kwnames) {
+  PyObject *name = kpy_name_argument(args, nargs, kwnames, "get_function");
+  return name ? kpy_module_function_named(op, name) : NULL;
+}
+
+static PyObject *kpy_module_get_global(PyObject *op, PyObject *const *args, Py_ssize_t nargs,
+                                       PyObject *kwnames) {
+  PyObject *name = kpy_name_argument(args, nargs, kwnames, "get_global");
+  return name ? kpy_module_global_named(op, name) : NULL;
+}
+
 static PyMethodDef kpy_module_methods[] = {
-    {"get_function", kpy_module_get_function, METH_O,
-     "get_function($self, name, /)\n--\n\nThe kernel called name, declared extern \"C\" or not."},
-    {"get_global", kpy_module_get_global, METH_O,
-     "get_global($self, name, /)\n--\n\n(address, bytes) of the __constant__ or __device__ "
+    {"get_function", (PyCFunction)(void (*)(void))kpy_module_get_function,
+     METH_FASTCALL | METH_KEYWORDS,
+     "get_function($self, name)\n--\n\nThe kernel called name, declared extern \"C\" or not."},
+    {"get_global", (PyCFunction)(void (*)(void))kpy_module_get_global,
+     METH_FASTCALL | METH_KEYWORDS,
+     "get_global($self, name)\n--\n\n(address, bytes) of the __constant__ or __device__ "
      "variable name on the current device, for memcpy_htod and memcpy_dtoh."},
     {"get_texref", kpy_module_get_texref, METH_O,
      "get_texref($self, name, /)\n--\n\nRaises NotImplementedError: CUDA 12 removed texture "

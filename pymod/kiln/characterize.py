@@ -33,7 +33,9 @@ def sizeof(type_name, preamble=""):
     key = (type_name, preamble)
     if key not in _SIZES:
         from .elementwise import compile_source
-        module = compile_source(f"{preamble}\nstruct kiln_sizeof_holder {{ {type_name} value; }};\n"
+        # An alias first, so that any type name is one: "int[3]", "void (*)(int)".
+        module = compile_source(f"{preamble}\nusing kiln_sizeof_type = {type_name};\n"
+                                "struct kiln_sizeof_holder { kiln_sizeof_type value; };\n"
                                 "extern \"C\" __global__ void kiln_sizeof(kiln_sizeof_holder h) "
                                 "{ (void)h; }\n")
         (param,) = module.get_function("kiln_sizeof").signature
