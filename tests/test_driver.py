@@ -1318,6 +1318,19 @@ def test_bitlog2_and_the_default_device(monkeypatch):
         kiln.tools.get_default_device()
     with pytest.raises(ValueError, match="CUDA_DEVICE must hold a device number"):
         kiln.tools.make_default_context() if HAVE_GPU else kiln.tools._chosen_ordinal()
+    monkeypatch.delenv("CUDA_DEVICE")
+    monkeypatch.setenv("HOME", "/nonexistent")
+    # Where no device's context can be made, PyCUDA's raises RuntimeError, and where there is
+    # no device at all (kiln's NoDeviceError) too; kiln's are also its own errors.
+    assert issubclass(kiln.NoDeviceError, RuntimeError)
+    assert issubclass(kiln.NoDeviceError, drv.RuntimeError)
+    if HAVE_GPU:
+        def refuse(dev):
+            raise drv.LogicError("refused")
+        with pytest.raises(RuntimeError, match="could make a context on none of the") as e:
+            kiln.tools.make_default_context(refuse)
+        assert isinstance(e.value, drv.LogicError)
+    assert drv.PageLockedAllocator is kiln.tools.PageLockedAllocator
 
 
 def test_the_pools_number_their_bins_as_pycudas_do():
@@ -1648,6 +1661,19 @@ def test_occupancy_records_agree_with_the_drivers(threads, shared):
     r = kiln.tools.OccupancyRecord(kiln.tools.DeviceData(), threads, f.shared_size_bytes,
                                    f.num_regs)
     assert r.tb_per_mp == f.max_active_blocks(threads)
+
+
+class PyCUDAsDeviceData:
+    """A devdata a program builds with the attributes PyCUDA's DeviceData has, and no more."""
+    max_threads, warp_size, warps_per_mp, thread_blocks_per_mp = 1024, 32, 64, 32
+    registers, shared_memory, smem_alloc_granularity = 65536, 233472, 128
+    register_allocation_unit = "warp"
+
+
+def test_occupancy_records_of_a_devdata_with_pycudas_attributes_only():
+    r = kiln.tools.OccupancyRecord(PyCUDAsDeviceData(), 256, 64 * 1024, 64)
+    assert r.tb_per_mp_limits == [(32, "device"), (8, "warps"), (4, "regs"), (3, "smem")]
+    assert (r.tb_per_mp, r.limited_by, r.occupancy) == (3, "smem", 0.375)
 
 
 def test_occupancy_of_a_block_that_cannot_run_is_refused_as_pycuda_refuses_it():

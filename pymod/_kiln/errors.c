@@ -67,13 +67,20 @@ int kpy_errors_init(PyObject *module, kpy_state *st) {
       !(st->ref.LogicError = kpy_new_exception(
             module, "LogicError", st->ref.CudaError,
             "The driver refused a call as wrong in itself: an invalid value, handle or context "
-            "(PyCUDA's LogicError).")) ||
-      !(st->ref.NoDeviceError = kpy_new_exception(
-            module, "NoDeviceError", st->ref.CudaError,
-            "No CUDA driver or no CUDA device: compiling works, launching does not.")))
+            "(PyCUDA's LogicError).")))
     return -1;
+  /* Also Python's RuntimeError, which PyCUDA's make_default_context raises where there is no
+   * device, and which programs catch to carry on without a GPU. */
+  PyObject *bases = PyTuple_Pack(2, st->ref.CudaError, PyExc_RuntimeError);
+  if (!bases) return -1;
+  st->ref.NoDeviceError =
+      kpy_new_exception(module, "NoDeviceError", bases,
+                        "No CUDA driver or no CUDA device: compiling works, launching does not. "
+                        "Also a RuntimeError, as PyCUDA's make_default_context raises there.");
+  Py_DECREF(bases);
+  if (!st->ref.NoDeviceError) return -1;
   /* Also Python's MemoryError, as PyCUDA's is: `except MemoryError` catches device memory. */
-  PyObject *bases = PyTuple_Pack(2, st->ref.CudaError, PyExc_MemoryError);
+  bases = PyTuple_Pack(2, st->ref.CudaError, PyExc_MemoryError);
   if (!bases) return -1;
   st->ref.OutOfMemoryError =
       kpy_new_exception(module, "OutOfMemoryError", bases,

@@ -82,7 +82,13 @@ def make_default_context(ctx_maker=None):
             return ctx_maker(Device(ordinal))
         except _kiln.CudaError as e:
             failures.append(f"device {ordinal}: {e}")
-    raise _kiln.LogicError("no device's context could be made: " + "; ".join(failures))
+    raise _NoContextError("make_default_context() could make a context on none of the "
+                          f"{len(failures)} devices: " + "; ".join(failures))
+
+
+class _NoContextError(_kiln.LogicError, RuntimeError):
+    """make_default_context's failure on every device: the RuntimeError PyCUDA's raises, and a
+    LogicError as the driver's refusals are."""
 
 
 # ---- Memoizing per context -----------------------------------------------------------------------
@@ -320,6 +326,10 @@ class OccupancyRecord:
             raise ValueError(f"shared_mem and registers are counts of 0 or more, not "
                              f"{shared_mem} and {registers}")
         warps = -(-threads // devdata.warp_size)
+        # A devdata of the program's own with PyCUDA's attributes only: its registers and
+        # shared_memory are the multiprocessor's, as PyCUDA's DeviceData has them.
+        regs_per_mp = getattr(devdata, "registers_per_mp", None) or devdata.registers
+        smem_per_mp = getattr(devdata, "shared_memory_per_mp", None) or devdata.shared_memory
         # PyCUDA's public list of (blocks, what limits them); its least is the record's, a tie
         # going to the name first in alphabetical order as PyCUDA's min() of the pairs has it.
         self.tb_per_mp_limits = limits = [(devdata.thread_blocks_per_mp, "device"),
@@ -327,18 +337,18 @@ class OccupancyRecord:
         if registers:
             per_warp = -(-registers * devdata.warp_size // _REGISTER_ALLOC_UNIT)
             alloc = per_warp * _REGISTER_ALLOC_UNIT * warps
-            if alloc > devdata.registers or alloc > devdata.registers_per_mp:
+            if alloc > devdata.registers or alloc > regs_per_mp:
                 raise ValueError(f"too many registers: {threads} threads of {registers} "
                                  f"take {alloc}, more than the {devdata.registers} a block has")
-            limits.append((devdata.registers_per_mp // alloc, "regs"))
+            limits.append((regs_per_mp // alloc, "regs"))
         if shared_mem:
             granule = devdata.smem_alloc_granularity
             taken = shared_mem + getattr(devdata, "reserved_shared_memory", 0)
             alloc = -(-taken // granule) * granule
-            if alloc > devdata.shared_memory_per_mp:
+            if alloc > smem_per_mp:
                 raise ValueError(f"too much smem: {shared_mem} bytes a block, more than the "
-                                 f"{devdata.shared_memory_per_mp} a multiprocessor has")
-            limits.append((devdata.shared_memory_per_mp // alloc, "smem"))
+                                 f"{smem_per_mp} a multiprocessor has")
+            limits.append((smem_per_mp // alloc, "smem"))
         self.tb_per_mp, self.limited_by = min(limits)
         self.warps_per_mp = self.tb_per_mp * warps
         self.occupancy = self.warps_per_mp / devdata.warps_per_mp
@@ -614,7 +624,7 @@ class PageLockedMemoryPool(_Pool):
 def _give_the_driver_its_names():
     from . import driver
     for name in ("DeviceMemoryPool", "PageLockedMemoryPool", "PooledDeviceAllocation",
-                 "PooledHostAllocation", "bitlog2"):
+                 "PooledHostAllocation", "PageLockedAllocator", "bitlog2"):
         setattr(driver, name, globals()[name])
 
 
