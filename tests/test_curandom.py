@@ -140,6 +140,11 @@ def test_bad_input_is_refused_before_a_launch():
         g.gen_normal((3,), np.int32)
     with pytest.raises(TypeError, match="gen_poisson makes arrays of uint32"):
         g.gen_poisson((3,), np.float32, 1.0)
+    # Also the NotImplementedError PyCUDA's generators raise for a dtype they do not fill.
+    with pytest.raises(NotImplementedError, match="gen_normal makes arrays of"):
+        g.gen_normal((3,), np.int32)
+    with pytest.raises(NotImplementedError, match="fill_uniform fills arrays of"):
+        g.fill_uniform(stand_in((4,), np.int8))
     with pytest.raises(TypeError, match="seed is an int"):
         curandom.PhiloxRandomNumberGenerator(seed="x")
     with pytest.raises(ValueError, match="offset is an int >= 0"):

@@ -2095,6 +2095,11 @@ def test_2d_and_3d_copies_check_their_shape_before_the_device(monkeypatch):
     with pytest.raises(ValueError, match="source's slices hold 2 rows; the copy needs 3"):
         d()
     d.src_y = 0
+    assert d.src_lod == d.dst_lod == 0  # PyCUDA's attributes; the driver takes 0 only
+    d.dst_lod = 1
+    with pytest.raises(ValueError, match="src_lod and dst_lod must be 0"):
+        d()
+    d.dst_lod = 0
     d.src_height = d.dst_height = 4
     d.src_z = 7
     with pytest.raises(ValueError, match="reaches 272 bytes into its source, which has 64"):

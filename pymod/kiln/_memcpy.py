@@ -101,8 +101,13 @@ class Memcpy3D(Memcpy2D):
         self.src_z = self.src_height = 0
         self.dst_z = self.dst_height = 0
         self.depth = 0
+        # PyCUDA's, CUDA_MEMCPY3D's level of detail: reserved, 0 as the driver requires.
+        self.src_lod = self.dst_lod = 0
 
     def _sides(self):
+        if self.src_lod or self.dst_lod:
+            raise ValueError(f"{self._what}: src_lod and dst_lod must be 0, as the driver "
+                             f"requires, not {self.src_lod} and {self.dst_lod}")
         return (self._side("src", self.src_z, self.src_height),
                 self._side("dst", self.dst_z, self.dst_height), self.depth)
 

@@ -126,6 +126,11 @@ def _module(kind):
     return m
 
 
+class UnsupportedDtypeError(TypeError, NotImplementedError):
+    """A dtype a generator does not fill: a TypeError, and the NotImplementedError PyCUDA's
+    generators raise, which programs catch."""
+
+
 def _check_data(data, table, method):
     if not isinstance(data, DeviceArray):
         raise TypeError(f"{method} fills a device array (kiln.empty(...)), not "
@@ -134,7 +139,8 @@ def _check_data(data, table, method):
         return table[data.dtype]
     except KeyError:
         names = ", ".join(sorted({str(d) for d in table}))
-        raise TypeError(f"{method} fills arrays of {names}, not {data.dtype}") from None
+        raise UnsupportedDtypeError(f"{method} fills arrays of {names}, not {data.dtype}") \
+            from None
 
 
 def _kernel_name(dist, kind, params):
@@ -248,7 +254,7 @@ class _Generator:
         dtype = np.dtype(dtype)
         if dtype not in table:
             names = ", ".join(sorted({str(d) for d in table}))
-            raise TypeError(f"{method} makes arrays of {names}, not {dtype}")
+            raise UnsupportedDtypeError(f"{method} makes arrays of {names}, not {dtype}")
         result = empty(shape, dtype, stream=stream)
         fill(result)
         return result
