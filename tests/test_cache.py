@@ -282,8 +282,15 @@ def test_module_from_file_reads_ptx_without_a_gpu(cache, tmp_path):
     assert kiln.module_from_buffer(m.ptx).kernels == ("twice",)
     # PyCUDA's keyword, as its binding names it
     assert kiln.module_from_file(filename=tmp_path / "k.ptx").kernels == ("twice",)
-    with pytest.raises(ValueError, match="neither a CUBIN"):
-        kiln.module_from_buffer(b"hello world")
+    # Refused before the driver sees it, as the driver's LogicError (CUDA_ERROR_INVALID_IMAGE)
+    # that PyCUDA programs catch, and a ValueError, as kiln's own checks are.
+    for junk, said in ((b"hello world", "neither a CUBIN"), (b"", "the image is empty"),
+                       (b"\x7fELF" + bytes(60), "begins as an ELF file but is no CUBIN")):
+        with pytest.raises(ValueError, match=said) as e:
+            kiln.module_from_buffer(junk)
+        assert isinstance(e.value, kiln.LogicError) and e.value.name == "CUDA_ERROR_INVALID_IMAGE"
+        with pytest.raises(kiln.LogicError, match=said):
+            kiln.module_from_buffer(junk, options=[(kiln.driver.jit_option.MAX_REGISTERS, 32)])
     with pytest.raises(TypeError, match="bytes"):
         kiln.module_from_buffer(42)
     with pytest.raises(FileNotFoundError):

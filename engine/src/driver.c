@@ -287,10 +287,11 @@ const char *kiln_cuda_result_name(int result) {
       kiln__driver.GetErrorName((CUresult)result, &name) == CUDA_SUCCESS)
     return name;
   /* Without a driver to ask: the results kiln gives what it refuses itself as the driver
-   * would (a launch, a pop with no context pushed). */
+   * would (a launch, a pop with no context pushed, an image that is none). */
   switch (result) {
   case CUDA_ERROR_INVALID_VALUE: return "CUDA_ERROR_INVALID_VALUE";
   case CUDA_ERROR_INVALID_CONTEXT: return "CUDA_ERROR_INVALID_CONTEXT";
+  case CUDA_ERROR_INVALID_IMAGE: return "CUDA_ERROR_INVALID_IMAGE";
   case CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES: return "CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES";
   case CUDA_ERROR_INVALID_CLUSTER_SIZE: return "CUDA_ERROR_INVALID_CLUSTER_SIZE";
   case CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE: return "CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE";

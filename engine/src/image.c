@@ -172,6 +172,14 @@ static kiln_status kiln__load(CUlibrary *lib, const void *image, kiln__jit *jit)
 /* Why bytes that begin as an ELF file are no CUBIN the driver could load, or NULL: a CUBIN is
  * a 64-bit little-endian ELF file for EM_CUDA whose section headers lie within it. (The driver
  * may take any bytes and fail only when a kernel is asked for.) */
+/* An image refused before the driver saw it: KILN_ERROR_INVALID with the driver's own
+ * CUresult for it, CUDA_ERROR_INVALID_IMAGE, so that a caller reporting CUresults (PyCUDA's
+ * LogicError) reports the refusal as the driver's would be. */
+static kiln_status kiln__refuse_image(void) {
+  kiln__set_cuda_result(CUDA_ERROR_INVALID_IMAGE);
+  return KILN_ERROR_INVALID;
+}
+
 static const char *kiln__cubin_flaw(const unsigned char *p, size_t n) {
   if (n < 64) return "it is shorter than an ELF file's header (64 bytes)";
   if (p[4] != 2 || p[5] != 1) return "it is not a 64-bit little-endian ELF file";
@@ -187,9 +195,10 @@ static kiln_status kiln__from_binary(const void *image, size_t size, kiln__jit *
                                      kiln_module **out) {
   const char *flaw =
       kiln__image_kind_of(image, size) == KILN__CUBIN ? kiln__cubin_flaw(image, size) : NULL;
-  if (flaw)
-    return kiln__fail(KILN_ERROR_INVALID, "the image begins as an ELF file but is no CUBIN: %s",
-                      flaw);
+  if (flaw) {
+    kiln__fail(KILN_ERROR_INVALID, "the image begins as an ELF file but is no CUBIN: %s", flaw);
+    return kiln__refuse_image();
+  }
   kiln__device *d;
   kiln_status s = kiln__device_enter(&d);
   if (s) {
@@ -225,7 +234,10 @@ static kiln_status kiln__from_binary(const void *image, size_t size, kiln__jit *
 kiln_status kiln_module_from_image(const void *image, size_t size, kiln_module **out) {
   KILN__NEED(out);
   *out = NULL;
-  if (!image || !size) return kiln__fail(KILN_ERROR_INVALID, "the image is empty");
+  if (!image || !size) {
+    kiln__fail(KILN_ERROR_INVALID, "the image is empty");
+    return kiln__refuse_image();
+  }
   const unsigned char *p = image;
   kiln_status s;
   switch (kiln__image_kind_of(p, size)) {
@@ -233,10 +245,11 @@ kiln_status kiln_module_from_image(const void *image, size_t size, kiln_module *
   case KILN__CUBIN:
   case KILN__FATBIN: s = kiln__from_binary(image, size, NULL, out); break;
   default:
-    return kiln__fail(KILN_ERROR_INVALID,
-                      "the image is neither a CUBIN (ELF), a fatbin nor PTX text; it starts "
-                      "with bytes %02x %02x %02x %02x",
-                      p[0], size > 1 ? p[1] : 0, size > 2 ? p[2] : 0, size > 3 ? p[3] : 0);
+    kiln__fail(KILN_ERROR_INVALID,
+               "the image is neither a CUBIN (ELF), a fatbin nor PTX text; it starts with "
+               "bytes %02x %02x %02x %02x",
+               p[0], size > 1 ? p[1] : 0, size > 2 ? p[2] : 0, size > 3 ? p[3] : 0);
+    return kiln__refuse_image();
   }
   if (!s) kiln__clear_error();
   return s;
@@ -276,7 +289,7 @@ kiln_status kiln_module_from_image_jit(const void *image, size_t size,
   kiln_status checked =
       kiln__driver_jit_options(options, n_options, "loader", jit.keys, jit.values);
   if (checked) return checked;
-  if (!image || !size) return kiln__fail(KILN_ERROR_INVALID, "the image is empty");
+  if (!image || !size) return kiln_module_from_image(image, size, out); /* says it is empty */
   /* The logs live as long as the module: a library loads into other contexts later (another
    * device, lazily) with the options of this load, the log buffers among them. Each holds its
    * caller's size, the last byte always the NUL (the sizes given the loader exclude it). */
