@@ -38,7 +38,7 @@ Function Module module_from_buffer module_from_file synchronize
 Error LogicError LaunchError MemoryError RuntimeError CompileError
 device_attribute function_attribute func_cache shared_config limit ctx_flags event_flags
 host_alloc_flags mem_host_register_flags compute_mode jit_input_type
-mem_get_ipc_handle IPCMemoryHandle ipc_mem_flags memcpy_peer memcpy_peer_async Memcpy3DPeer
+mem_get_address_range mem_get_ipc_handle IPCMemoryHandle ipc_mem_flags memcpy_peer memcpy_peer_async Memcpy3DPeer
 Array ArrayDescriptor ArrayDescriptor3D array_format array3d_flags array_cubemap_face
 dtype_to_array_format matrix_to_array np_to_array gpuarray_to_array make_multichannel_2d_array
 memcpy_htoa memcpy_atoh memcpy_dtoa memcpy_atod memcpy_atoa bind_array_to_texref matrix_to_texref
@@ -1819,6 +1819,21 @@ def test_managed_memory_2d_memsets_and_the_profiler_check_arguments_first():
         drv.memset_d2d8(0x1000, 4, 1, 1, 1, None)  # the blocking form takes no stream
     with pytest.raises(NotImplementedError, match="CUDA 12 removed cuProfilerInitialize"):
         drv.initialize_profiler("config", "out.csv", 0)
+
+
+@pytest.mark.gpu
+def test_mem_get_address_range_gives_the_allocation_an_address_lies_in():
+    a = drv.mem_alloc(1000)
+    base, size = drv.mem_get_address_range(int(a) + 100)
+    assert base == int(a) and size >= 1000
+    assert drv.mem_get_address_range(a) == (base, size)
+    arr = kiln.gpuarray.zeros(50, np.float32)  # kiln's pool: the array's own block
+    base, size = drv.mem_get_address_range(arr.gpudata)
+    assert base <= int(arr.gpudata) and base + size >= int(arr.gpudata) + arr.nbytes
+    with pytest.raises(drv.LogicError, match="is not device memory of the current context"):
+        drv.mem_get_address_range(8)
+    with pytest.raises(TypeError, match="ptr must be"):
+        drv.mem_get_address_range("a")
 
 
 @pytest.mark.gpu

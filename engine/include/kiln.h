@@ -664,6 +664,11 @@ kiln_status kiln_mem_alloc_pitch(size_t width, size_t height, unsigned element_b
  * want of memory. */
 kiln_status kiln_mem_info(size_t *free_bytes, size_t *total_bytes);
 
+/* The allocation p lies in: its first address and its size in bytes, as cuMemGetAddressRange
+ * (a module's variable kiln handed out is its own allocation). KILN_ERROR_INVALID, with the
+ * driver's CUresult, where p is no device memory of the current context. */
+kiln_status kiln_mem_address_range(kiln_deviceptr p, kiln_deviceptr *base, size_t *size);
+
 /* Whether a kernel on the current device can reach the memory at p, as far as the driver can
  * tell: 1 for device or managed memory and page-locked host memory (mapped for the device);
  * 0 for an address the driver knows nothing of (pageable host memory, say a NumPy array's

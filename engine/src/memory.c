@@ -647,6 +647,32 @@ kiln_status kiln_mem_info(size_t *free_bytes, size_t *total_bytes) {
   return KILN_OK;
 }
 
+kiln_status kiln_mem_address_range(kiln_deviceptr p, kiln_deviceptr *base, size_t *size) {
+  KILN__NEED(base);
+  KILN__NEED(size);
+  *base = 0;
+  *size = 0;
+  kiln__device *d;
+  kiln_status s = kiln__device_enter(&d);
+  if (s) return s;
+  CUdeviceptr b = 0;
+  size_t n = 0;
+  CUresult rc = kiln__memory_find_range((CUdeviceptr)p, &b, &n)
+                    ? CUDA_SUCCESS
+                    : kiln__driver.MemGetAddressRange(&b, &n, (CUdeviceptr)p);
+  if (rc == CUDA_ERROR_INVALID_VALUE || rc == CUDA_ERROR_NOT_FOUND) {
+    kiln__fail(KILN_ERROR_INVALID, "0x%" PRIx64 " is not device memory of the current context",
+               (uint64_t)p);
+    kiln__set_cuda_result((int)rc);
+    return KILN_ERROR_INVALID;
+  }
+  if (rc) return kiln__cuda_fail("cuMemGetAddressRange", (int)rc);
+  *base = (kiln_deviceptr)b;
+  *size = n;
+  kiln__clear_error();
+  return KILN_OK;
+}
+
 kiln_status kiln_pointer_reachable(kiln_deviceptr p, int *reachable) {
   KILN__NEED(reachable);
   *reachable = 1;

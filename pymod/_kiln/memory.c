@@ -760,6 +760,17 @@ static PyObject *kpy_mem_info(PyObject *module, PyObject *unused) {
   return Py_BuildValue("(nn)", (Py_ssize_t)free_b, (Py_ssize_t)total_b);
 }
 
+/* mem_get_address_range(ptr): PyCUDA's (base, size) of the allocation ptr lies in. */
+static PyObject *kpy_mem_address_range(PyObject *module, PyObject *ptr_obj) {
+  kpy_state *st = kpy_state_of_module(module);
+  kiln_deviceptr ptr = 0, base = 0;
+  size_t size = 0;
+  if (kpy_device_pointer(st, ptr_obj, 0, "ptr", &ptr) < 0) return NULL;
+  kiln_status s = kiln_mem_address_range(ptr, &base, &size);
+  if (s) return kpy_raise(st, s);
+  return Py_BuildValue("(Kn)", (unsigned long long)base, (Py_ssize_t)size);
+}
+
 static PyObject *kpy_pool_stats(PyObject *module, PyObject *unused) {
   (void)unused;
   kiln_pool_stats p;
@@ -840,6 +851,9 @@ static PyMethodDef kpy_memory_functions[] = {
      "mem_info($module, /)\n--\n\n(free, total) bytes of the current device; what kiln keeps for "
      "reuse\n"
      "is handed back first and counts as free, as after PyCUDA's cuMemFree."},
+    {"mem_get_address_range", kpy_mem_address_range, METH_O,
+     "mem_get_address_range($module, ptr, /)\n--\n\n(base, size): the first address and the "
+     "size in bytes of the device allocation ptr lies in, as cuMemGetAddressRange."},
     {"pool_stats", kpy_pool_stats, METH_NOARGS,
      "pool_stats($module, /)\n--\n\nThe device memory pool: reserved, reserved_high, used, "
      "used_high (bytes)."},

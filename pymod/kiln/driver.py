@@ -78,6 +78,7 @@ from ._kiln import (  # noqa: F401
     get_version,
     init,
     mem_alloc,
+    mem_get_address_range,
     mem_get_ipc_handle,
     managed_empty,
     managed_zeros,

@@ -248,6 +248,15 @@ TEST(gpu_module_variables_and_memsets) {
   ASSERT_EQ(bytes[36], 0x5a);
   ASSERT_STATUS(kiln_memset_d32(a + 60, 0, 2), KILN_ERROR_INVALID);
   ASSERT_CONTAINS(kiln_last_error(), "runs past its allocation");
+  /* the allocation an address lies in: a module variable is its own */
+  kiln_deviceptr base = 0;
+  ASSERT_OK(kiln_mem_address_range(a + 40, &base, &size));
+  ASSERT(base == a && size >= 64);
+  ASSERT_OK(kiln_mem_address_range(t + 8, &base, &size));
+  ASSERT(base == t && size == 4 * sizeof(double));
+  ASSERT_STATUS(kiln_mem_address_range(8, &base, &size), KILN_ERROR_INVALID);
+  ASSERT_CONTAINS(kiln_last_error(), "0x8 is not device memory of the current context");
+  ASSERT(kiln_last_cuda_result() != 0 && base == 0 && size == 0);
   size_t pitch = 0;
   kiln_deviceptr pitched = 0;
   ASSERT_OK(kiln_mem_alloc_pitch(100, 8, 4, &pitched, &pitch));
@@ -522,6 +531,7 @@ TEST(null_pointers_are_refused_not_followed) {
   ASSERT_STATUS(kiln_mem_alloc_managed(16, KILN_MEM_ATTACH_GLOBAL, NULL), KILN_ERROR_INVALID);
   ASSERT_STATUS(kiln_mem_alloc_pitch(16, 2, 4, &p, NULL), KILN_ERROR_INVALID);
   ASSERT_STATUS(kiln_mem_info(NULL, &z), KILN_ERROR_INVALID);
+  ASSERT_STATUS(kiln_mem_address_range(0, NULL, &z), KILN_ERROR_INVALID);
   ASSERT_STATUS(kiln_pointer_reachable(0, NULL), KILN_ERROR_INVALID);
   ASSERT_STATUS(kiln_pool_get_stats(NULL), KILN_ERROR_INVALID);
   ASSERT_STATUS(kiln_host_alloc(16, NULL), KILN_ERROR_INVALID);
