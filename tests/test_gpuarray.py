@@ -600,8 +600,11 @@ def test_multi_calls_check_their_arguments_as_pycudas_and_take_with_offsets():
     with pytest.raises(ValueError, match="1D"):
         gpuarray.multi_put(a[:1], gpuarray.to_gpu(np.zeros((1, 3), np.int32)), dest_shape=(3,))
     # Fewer values than indices would read past the values: refused, never read.
-    with pytest.raises(ValueError, match="one value per index"):
+    with pytest.raises(ValueError, match="a value for every index"):
         gpuarray.multi_put([a[0][:2]], dest, dest_shape=(3,))
+    # More values than indices: the first ones are put, as PyCUDA's
+    out = gpuarray.multi_put([a[1]], dest, dest_shape=(3,))
+    np.testing.assert_array_equal(out[0].get(), (np.arange(10, dtype=np.float32) + 100)[[1, 2, 0]])
     with pytest.raises(TypeError, match="dest_shape"):
         gpuarray.multi_put(a, dest)
 

@@ -169,9 +169,6 @@ static kiln_status kiln__load(CUlibrary *lib, const void *image, kiln__jit *jit)
   return s;
 }
 
-/* Why bytes that begin as an ELF file are no CUBIN the driver could load, or NULL: a CUBIN is
- * a 64-bit little-endian ELF file for EM_CUDA whose section headers lie within it. (The driver
- * may take any bytes and fail only when a kernel is asked for.) */
 /* An image refused before the driver saw it: KILN_ERROR_INVALID with the driver's own
  * CUresult for it, CUDA_ERROR_INVALID_IMAGE, so that a caller reporting CUresults (PyCUDA's
  * LogicError) reports the refusal as the driver's would be. */
@@ -180,6 +177,9 @@ static kiln_status kiln__refuse_image(void) {
   return KILN_ERROR_INVALID;
 }
 
+/* Why bytes that begin as an ELF file are no CUBIN the driver could load, or NULL: a CUBIN is
+ * a 64-bit little-endian ELF file for EM_CUDA whose section headers lie within it. (The driver
+ * may take any bytes and fail only when a kernel is asked for.) */
 static const char *kiln__cubin_flaw(const unsigned char *p, size_t n) {
   if (n < 64) return "it is shorter than an ELF file's header (64 bytes)";
   if (p[4] != 2 || p[5] != 1) return "it is not a 64-bit little-endian ELF file";

@@ -497,11 +497,12 @@ kiln_status kiln__options_translate(const kiln_compile_opts *in, kiln__options *
     case KILN__GENCODE: s = kiln__gencode(o, value); break;
     case KILN__RDC:
       if (!value) value = rule->to;
+      /* the last -rdc decides, as nvcc reads them (it warns of the redefinition) */
       if (strcmp(value, "true") == 0) o->opts.flags |= KILN_COMPILE_DEVICE_RUNTIME;
+      else if (strcmp(value, "false") == 0) o->opts.flags &= ~KILN_COMPILE_DEVICE_RUNTIME;
       else if (strcmp(value, "unlinked") == 0 && rule->to)
         o->opts.flags |= KILN_COMPILE_RELOCATABLE;
-      else if (strcmp(value, "false") != 0)
-        s = kiln__fail(KILN_ERROR_INVALID, "-rdc takes true or false, not '%s'", value);
+      else s = kiln__fail(KILN_ERROR_INVALID, "-rdc takes true or false, not '%s'", value);
       break;
     case KILN__LIBDIR:
       if (!o->opts.device_runtime) o->opts.device_runtime = value;

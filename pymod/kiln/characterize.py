@@ -27,15 +27,16 @@ _SIZES = {}
 
 def sizeof(type_name, preamble=""):
     """sizeof(type_name) in device code, with preamble (say, the struct's definition) before
-    it. Read from the PTX of a kernel that takes the type by value inside a struct, whose
-    parameter NVRTC declares as that many bytes: compiled (and cached), never launched, so no
-    GPU is needed."""
+    it. Read from the PTX of a kernel that takes a struct of that many bytes by value, whose
+    parameter NVRTC declares with its size: compiled (and cached), never launched, so no GPU
+    is needed."""
     key = (type_name, preamble)
     if key not in _SIZES:
         from .elementwise import compile_source
-        # An alias first, so that any type name is one: "int[3]", "void (*)(int)".
-        module = compile_source(f"{preamble}\nusing kiln_sizeof_type = {type_name};\n"
-                                "struct kiln_sizeof_holder { kiln_sizeof_type value; };\n"
+        # sizeof(type_name) as PyCUDA writes it, so that any type name ("int[3]", "int&") or
+        # expression is one; the holder is that many bytes.
+        module = compile_source(f"{preamble}\nstruct kiln_sizeof_holder {{ "
+                                f"char value[sizeof({type_name})]; }};\n"
                                 "extern \"C\" __global__ void kiln_sizeof(kiln_sizeof_holder h) "
                                 "{ (void)h; }\n")
         (param,) = module.get_function("kiln_sizeof").signature

@@ -316,16 +316,17 @@ def multi_take(arrays, indices, out=None, stream=None):
 
 
 def multi_put(arrays, dest_indices, dest_shape=None, out=None, stream=None):
-    """out[k][dest_indices[i]] = arrays[k][i] (PyCUDA's). Each of arrays has one value per
-    index; an index out of range is an IndexError, where PyCUDA writes there unchecked."""
+    """out[k][dest_indices[i]] = arrays[k][i] (PyCUDA's), for every i of dest_indices: an
+    array with fewer values is refused, and an index out of range is an IndexError, where
+    PyCUDA reads and writes there unchecked."""
     arrays = list(arrays)
     if not arrays:
         return []
     dest_indices = _as_indices(dest_indices, "dest_indices")
     out = _multi_out(arrays, out, dest_shape, "arrays")
-    for a in arrays:
-        if a.size != dest_indices.size:
-            raise ValueError(f"each array has one value per index: {dest_indices.size} "
+    for a in arrays:  # the first dest_indices.size values of each are put, as PyCUDA's
+        if a.size < dest_indices.size:
+            raise ValueError(f"each array has a value for every index: {dest_indices.size} "
                              f"indices, an array of {a.size}")
     for a, o in zip(arrays, out):
         _put(o, dest_indices, a, stream)

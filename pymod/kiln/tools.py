@@ -88,7 +88,10 @@ def make_default_context(ctx_maker=None):
 
 class _NoContextError(_kiln.LogicError, RuntimeError):
     """make_default_context's failure on every device: the RuntimeError PyCUDA's raises, and a
-    LogicError as the driver's refusals are."""
+    LogicError as the driver's refusals are. Each device's failure is in the message; the
+    attributes a CudaError has are None, as for no one driver call."""
+
+    code = name = kernel = launch = None
 
 
 # ---- Memoizing per context -----------------------------------------------------------------------
@@ -326,8 +329,8 @@ class OccupancyRecord:
             raise ValueError(f"shared_mem and registers are counts of 0 or more, not "
                              f"{shared_mem} and {registers}")
         warps = -(-threads // devdata.warp_size)
-        # A devdata of the program's own with PyCUDA's attributes only: its registers and
-        # shared_memory are the multiprocessor's, as PyCUDA's DeviceData has them.
+        # A devdata of the program's own with PyCUDA's attributes only: PyCUDA's formula
+        # divides its registers and shared_memory (a block's most, in PyCUDA's DeviceData).
         regs_per_mp = getattr(devdata, "registers_per_mp", None) or devdata.registers
         smem_per_mp = getattr(devdata, "shared_memory_per_mp", None) or devdata.shared_memory
         # PyCUDA's public list of (blocks, what limits them); its least is the record's, a tie
