@@ -279,20 +279,20 @@ def test_prepare_refuses_a_nul_in_the_types(untyped, types, phrase):
         untyped.prepare(types)
 
 
-def test_prepare_reads_a_copy_of_the_types_list(untyped):
-    types = []
+def test_prepare_takes_a_dtype_like_object_as_a_pointer_as_pycudas(untyped):
+    # PyCUDA's prepare reads a NumPy scalar type, a dtype or a format; anything else is a
+    # pointer, even an object NumPy would ask for .dtype (whose code could change the list).
+    asked = []
 
     class DtypeLike:
-        """NumPy asks for .dtype, and this one empties the caller's list meanwhile."""
-
         @property
         def dtype(self):
-            types.clear()
-            types.extend(object() for _ in range(4))
+            asked.append(1)
             return np.dtype(np.int32)
 
-    types += [DtypeLike(), "P"]
+    types = ["i", DtypeLike()]
     assert untyped.prepare(types) is untyped
+    assert untyped.arg_format == "iP" and not asked and len(types) == 2
     with pytest.raises(ValueError, match="grid.x is 0"):
         untyped.prepared_call((0, 1), (1, 1, 1), 1, 0)
 

@@ -153,6 +153,15 @@ int kpy_argtypes_parse(PyObject *types, kpy_argtype *out, int cap, int *n, PyObj
       rc = fmt && kpy_parse_format(fmt, out, cap, n) == 0 ? PyList_Append(parts, item) : -1;
       continue;
     }
+    /* Anything but a format, a dtype or a NumPy scalar type is a pointer, as PyCUDA's prepare
+     * takes it: prepare([GPUArray, np.int32]), a class standing for what is passed. */
+    if (!PyArray_DescrCheck(item) &&
+        !(PyType_Check(item) && PyType_IsSubtype((PyTypeObject *)item, &PyGenericArrType_Type))) {
+      PyObject *pointer = PyUnicode_FromString("P");
+      rc = pointer && kpy_parse_format("P", out, cap, n) == 0 ? PyList_Append(parts, pointer) : -1;
+      Py_XDECREF(pointer);
+      continue;
+    }
     PyArray_Descr *dtype = NULL;
     if (!PyArray_DescrConverter2(item, &dtype) || !dtype) {
       PyErr_Clear();
