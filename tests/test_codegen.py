@@ -177,6 +177,32 @@ def test_an_operation_that_assigns_a_parameter_takes_one_element_a_thread():
         _elwise_src.UNROLL
 
 
+def test_an_operation_that_leaves_early_takes_one_element_a_thread():
+    # `if (m[i] == 0) return;` leaves that element alone undone, as under PyCUDA's launch
+    # shape: four elements a thread would leave the thread's other three undone too.
+    args = _cgen.parse_arguments("float *x, int *m, float *y")
+    for op in ("if (m[i] == 0) return; y[i] = x[i]", "while (1) { y[i] = x[i]; break; }",
+               "if (m[i]) goto done; y[i] = x[i]; done: ;"):
+        assert _elwise_src.leaves_early(op) and _elwise_src.per_thread(args, op) == 1, op
+        src = _elwise_src.source(args, op, "early")
+        assert "for (i = cta_start + tid; i < n; i += total_threads)" in src and "_tile" not in src
+        assert compile_(src).get_function("early")
+    for op in ("y[i] = x[i]", "y[i] = returned[i]", "y[i] = s.return_value", "y_break[i] = 0"):
+        assert not _elwise_src.leaves_early(op), op
+
+
+def test_a_parameter_named_like_an_arrays_index_keeps_its_name():
+    # x_i is element i's index in array x, unless a parameter has that name: then the name is
+    # the parameter's, as in PyCUDA, in every variant.
+    args = _cgen.parse_arguments("float *x, int x_i, float *y")
+    for variant in ("contig", "alias", "range", "strided"):
+        src = _elwise_src.source(args, "y[y_i] = x[i] + x_i", "named", variant=variant, ndim=2)
+        assert "x_i = i" not in src and "long long x_i" not in src, variant
+        assert compile_(src).get_function("named")
+    args = _cgen.parse_arguments("float *y, float *y_i")
+    assert compile_(_elwise_src.source(args, "y_i[i] = y[i]", "named")).get_function("named")
+
+
 def test_an_operators_kernel_is_made_without_compiling_a_pattern(monkeypatch):
     # A process's first x * y must stay under a millisecond (bench/arrays.py): compiling a
     # regular expression there costs a third of that, so every pattern the plans and the

@@ -569,6 +569,22 @@ def test_multi_put_and_take_put_write_only_where_the_indices_say():
         gpuarray.multi_put([gpuarray.to_gpu(vals[0])], gpuarray.to_gpu(idx + 1), out=dest[:1])
 
 
+def test_an_elementwise_return_leaves_its_own_element_alone_undone(rng):
+    # A guard that returns skips its element only, at every size (PyCUDA's one element a
+    # thread), and a parameter named like an array's index keeps its value.
+    k = ElementwiseKernel("float *x, int *m, float *y", "if (m[i] == 0) return; y[i] = 2 * x[i]")
+    for n in (1, 1000, 2**20 + 3):
+        x = rng.random(n).astype(np.float32)
+        m = (rng.random(n) < 0.5).astype(np.int32)
+        y = gpuarray.zeros(n, np.float32)
+        k(gpuarray.to_gpu(x), gpuarray.to_gpu(m), y)
+        np.testing.assert_array_equal(y.get(), np.where(m != 0, 2 * x, 0))
+    named = ElementwiseKernel("float *x, int x_i, float *y", "y[i] = x[i] + x_i")
+    y = gpuarray.zeros(5, np.float32)
+    named(gpuarray.to_gpu(np.arange(5, dtype=np.float32)), 100, y)
+    np.testing.assert_array_equal(y.get(), np.arange(5, dtype=np.float32) + 100)
+
+
 def test_multi_calls_check_their_arguments_as_pycudas_and_take_with_offsets():
     a = [gpuarray.to_gpu(np.arange(10, dtype=np.float32) + 100 * k) for k in range(3)]
     src = gpuarray.to_gpu(np.array([0, 3, 5], np.int32))

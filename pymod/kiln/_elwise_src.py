@@ -38,6 +38,9 @@ _MOVES_I = re.compile(r"(?<![\w.>])i\s*(?:(?:[-+*/%&|^]|<<|>>)?=(?!=)|\+\+|--)"
 # (Two patterns, each searched on its own, so that one's match cannot hide the other's: `a-- x`.)
 _ASSIGNED = (re.compile(r"(?<![\w.>*])([A-Za-z_]\w*)\s*(?:(?:[-+*/%&|^]|<<|>>)?=(?!=)|\+\+|--)"),
              re.compile(r"(?:\+\+|--)\s*([A-Za-z_]\w*)"))
+# A statement that leaves the element's code early: under the four-element step it would
+# leave the thread's other elements undone too.
+_LEAVES = re.compile(r"(?<![\w.])(?:return|break|goto)(?!\w)")
 UNROLL = 4
 
 
@@ -58,11 +61,18 @@ def assigns_parameter(arguments, *texts):
     return any(m[1] in names for t in texts if t for p in _ASSIGNED for m in p.finditer(t))
 
 
+def leaves_early(*texts):
+    """True when the code has a `return`, `break` or `goto` (`if (m[i] == 0) return;`)."""
+    return any(_LEAVES.search(t or "") for t in texts)
+
+
 def per_thread(arguments, operation):
     """The elements a thread of the "contig" and "alias" kernels takes, for the launch shape:
     one where the operation assigns a parameter, so each element sees the parameters as
-    passed (as each thread does under PyCUDA's shape), otherwise UNROLL."""
-    return 1 if assigns_parameter(arguments, operation) else UNROLL
+    passed (as each thread does under PyCUDA's shape), or may leave early, so a `return`
+    leaves its own element alone undone (as under PyCUDA's shape for all but the largest
+    arrays); otherwise UNROLL."""
+    return 1 if assigns_parameter(arguments, operation) or leaves_early(operation) else UNROLL
 
 
 def _declarators(arguments, restrict):
@@ -86,12 +96,20 @@ def _body(operation):
     return "{ " + operation + "; }"
 
 
-def _indexed(vectors, index_type, operation):
+def _index_names(arguments):
+    """`x_i` for each array argument `x`, or None where a parameter has that name (the
+    parameter keeps it, as in PyCUDA)."""
+    taken = {a.name for a in arguments}
+    return [None if f"{a.name}_i" in taken else f"{a.name}_i" for a in arguments
+            if isinstance(a, _cgen.VectorArg)]
+
+
+def _indexed(arguments, index_type, operation):
     """The operation with `x_i` equal to `i` for every array `x`: constants of a block around
     it, which a local of the operation's own by that name shadows (a macro would rewrite it)."""
-    if not vectors:
+    names = [n for n in _index_names(arguments) if n]
+    if not names:
         return _body(operation)
-    names = [f"{v.name}_i" for v in vectors]
     return ("{ const " + index_type + " " + ", ".join(f"{n} = i" for n in names) + "; "
             + " ".join(f"(void){n};" for n in names) + " " + _body(operation) + " }")
 
@@ -107,8 +125,9 @@ def source(arguments, operation, name, preamble="", loop_prep="", after_loop="",
               "  (void)tid; (void)total_threads; (void)cta_start;\n")
     if variant in ("contig", "alias"):
         params = ", ".join(_declarators(arguments, variant == "contig") + ["unsigned long n"])
-        body = _indexed(vectors, "size_t", operation)
-        if moves_i(operation) or assigns_parameter(arguments, operation):
+        body = _indexed(arguments, "size_t", operation)
+        if (moves_i(operation) or assigns_parameter(arguments, operation)
+                or leaves_early(operation)):
             # PyCUDA's own loop (see the module's docstring)
             loop = f"""  for (i = cta_start + tid; i < n; i += total_threads)
     {body}
@@ -135,7 +154,7 @@ __global__ void {name}({params})
     if variant == "range":
         params = ", ".join(_declarators(arguments, False) + ["long start", "long stop",
                                                              "long step"])
-        body = _indexed(vectors, "long", operation)
+        body = _indexed(arguments, "long", operation)
         return f"""{head}
 __global__ void {name}({params})
 {{
@@ -159,9 +178,11 @@ __global__ void {name}({params})
                   f"long long stride[{nv}][{ndim}]; }};\n")
         params = ", ".join(_declarators(arguments, False)
                            + ["unsigned long n", "_kiln_layout _layout"])
-        offsets = "".join(f"    long long {v.name}_i = 0;\n" for v in vectors)
-        steps = "".join(f"      {v.name}_i += _c * _layout.stride[{k}][_d];\n"
-                        for k, v in enumerate(vectors))
+        # The offsets by their x_i names, or names of kiln's own where a parameter has one.
+        index = [n or f"_kiln_index_{k}" for k, n in enumerate(_index_names(arguments))]
+        offsets = "".join(f"    long long {n} = 0;\n" for n in index)
+        steps = "".join(f"      {n} += _c * _layout.stride[{k}][_d];\n"
+                        for k, n in enumerate(index))
         return f"""{head}{layout}
 __global__ void {name}({params})
 {{
