@@ -672,6 +672,19 @@ def test_array_methods_that_run_kernels(rng):
     assert 0 <= timed[0][1]() < 10
     close(c.get(), 2 * x - np.full(1000, 3.5, np.float32))
     close(a.reverse().get(), x[::-1])
+    # More than one axis: PyCUDA's reverses the memory and keeps shape and order.
+    m = np.arange(12, dtype=np.int32).reshape(3, 4)
+    np.testing.assert_array_equal(gpuarray.to_gpu(m).reverse().get(),
+                                  m.ravel()[::-1].reshape(3, 4))
+    mf = np.asfortranarray(m)
+    got = gpuarray.to_gpu(mf).reverse()
+    assert got.flags.f_contiguous and got.shape == (3, 4)
+    np.testing.assert_array_equal(got.get(), mf.ravel("F")[::-1].reshape((3, 4), order="F"))
+    with pytest.raises(ValueError, match="takes a contiguous array"):
+        gpuarray.to_gpu(m)[:, ::2].reverse()
+    # arange's dtype last among the positions: PyCUDA's np.dtype, NumPy's fourth
+    close(gpuarray.arange(0, 5, np.dtype(np.float32)).get(), np.arange(0, 5, dtype=np.float32))
+    assert gpuarray.arange(0, 5, 1, np.int16).dtype == np.int16
     z = values(np.complex64, 10, rng)
     close(gpuarray.to_gpu(z).conj().get(), np.conj(z))
     assert np.isnan(float(a.sum().get()))  # x holds NaN

@@ -1101,9 +1101,15 @@ def _timer_end(add_timer, start, stream, count):
 
 
 def method_reverse(a, stream=None):
-    if a.ndim != 1:
-        raise ValueError("reverse() takes a 1-d array")
-    return ascontiguous(a[::-1], stream=stream, force=True)
+    if a.ndim == 1:
+        return ascontiguous(a[::-1], stream=stream, force=True)
+    # PyCUDA's reverses the array's memory and keeps its shape and order.
+    order = "C" if a.flags.c_contiguous else "F" if a.flags.f_contiguous else None
+    if order is None:
+        raise ValueError("reverse() of an array of more than one axis reverses its memory, "
+                         "as PyCUDA's: it takes a contiguous array, not a strided view")
+    flat = a.reshape(a.size, order=order)
+    return ascontiguous(flat[::-1], stream=stream, force=True).reshape(a.shape, order=order)
 
 
 def method_sum(a, dtype=None, stream=None):

@@ -189,6 +189,10 @@ def arange(*args, dtype=None, stream=None, **kwargs):
     """arange([start,] stop[, step], dtype=None, stream=None): NumPy's arange on the GPU
     (its length, dtype and values)."""
     names = ("start", "stop", "step")
+    # A dtype last among the positions, as PyCUDA's takes one (np.dtype(np.float32)) and
+    # NumPy's fourth (arange(0, 5, 1, np.float32)).
+    if args and dtype is None and (isinstance(args[-1], np.dtype) or len(args) == 4):
+        args, dtype = args[:-1], args[-1]
     if len(args) > 3:
         raise TypeError(f"arange() takes at most 3 positional arguments ({len(args)} given)")
     values = {"stop": args[0]} if len(args) == 1 else dict(zip(names, args))
