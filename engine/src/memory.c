@@ -226,16 +226,14 @@ static int kiln__memory_find_range(CUdeviceptr p, CUdeviceptr *base, size_t *siz
   return found;
 }
 
-/* A copy must stay inside one allocation: checked here so a wrong size is a sentence, not
- * a corrupted neighbour or an illegal-address error later. A module variable kiln handed out
- * is its own extent: the driver may know only the larger block the module's variables share. */
-kiln_status kiln__memory_check_range(kiln_deviceptr p, size_t nbytes, const char *what) {
-  CUdeviceptr base = 0;
-  size_t size = 0;
+/* The allocation p (`what`, in a message) lies in: a module variable kiln handed out is its
+ * own extent, as the driver may know only the larger block the module's variables share.
+ * KILN_ERROR_INVALID where p is no device memory of the current context. */
+static kiln_status kiln__memory_range(kiln_deviceptr p, const char *what, CUdeviceptr *base,
+                                      size_t *size) {
   int known = __atomic_load_n(&kiln__n_ranges, __ATOMIC_RELAXED) &&
-              kiln__memory_find_range((CUdeviceptr)p, &base, &size);
-  CUresult rc =
-      known ? CUDA_SUCCESS : kiln__driver.MemGetAddressRange(&base, &size, (CUdeviceptr)p);
+              kiln__memory_find_range((CUdeviceptr)p, base, size);
+  CUresult rc = known ? CUDA_SUCCESS : kiln__driver.MemGetAddressRange(base, size, (CUdeviceptr)p);
   /* Anything but "not found" is the context's own failure (a kernel's illegal address). */
   if (rc && rc != CUDA_ERROR_INVALID_VALUE && rc != CUDA_ERROR_NOT_FOUND)
     return kiln__cuda_fail("cuMemGetAddressRange", (int)rc);
@@ -243,6 +241,16 @@ kiln_status kiln__memory_check_range(kiln_deviceptr p, size_t nbytes, const char
     return kiln__fail(KILN_ERROR_INVALID,
                       "%s 0x%" PRIx64 " is not device memory of the current context", what,
                       (uint64_t)p);
+  return KILN_OK;
+}
+
+/* A copy must stay inside one allocation: checked here so a wrong size is a sentence, not
+ * a corrupted neighbour or an illegal-address error later. */
+kiln_status kiln__memory_check_range(kiln_deviceptr p, size_t nbytes, const char *what) {
+  CUdeviceptr base = 0;
+  size_t size = 0;
+  kiln_status s = kiln__memory_range(p, what, &base, &size);
+  if (s) return s;
   /* The lookup gives base <= p; written so that no sum can wrap (a 2D copy's extent is the
    * caller's arithmetic, as large as a size_t holds). */
   if (nbytes > size || (uint64_t)p - (uint64_t)base > size - nbytes)
@@ -657,16 +665,10 @@ kiln_status kiln_mem_address_range(kiln_deviceptr p, kiln_deviceptr *base, size_
   if (s) return s;
   CUdeviceptr b = 0;
   size_t n = 0;
-  CUresult rc = kiln__memory_find_range((CUdeviceptr)p, &b, &n)
-                    ? CUDA_SUCCESS
-                    : kiln__driver.MemGetAddressRange(&b, &n, (CUdeviceptr)p);
-  if (rc == CUDA_ERROR_INVALID_VALUE || rc == CUDA_ERROR_NOT_FOUND) {
-    kiln__fail(KILN_ERROR_INVALID, "0x%" PRIx64 " is not device memory of the current context",
-               (uint64_t)p);
-    kiln__set_cuda_result((int)rc);
-    return KILN_ERROR_INVALID;
-  }
-  if (rc) return kiln__cuda_fail("cuMemGetAddressRange", (int)rc);
+  s = kiln__memory_range(p, "the address", &b, &n);
+  /* the driver's own refusal of an address it knows nothing of (PyCUDA's LogicError) */
+  if (s == KILN_ERROR_INVALID) kiln__set_cuda_result(CUDA_ERROR_INVALID_VALUE);
+  if (s) return s;
   *base = (kiln_deviceptr)b;
   *size = n;
   kiln__clear_error();
