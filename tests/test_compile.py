@@ -184,7 +184,8 @@ def test_source_must_be_str():
         kiln.SourceModule(b"__global__ void k() {}")
 
 
-# ---- NUL characters: C would end the string there, so every string argument refuses them ------
+# ---- NUL characters: C would end the string there, so every string argument but the source ----
+# ---- refuses them; the source is read as nvcc reads it ------------------------------------------
 
 NUL = "the value \0 and what follows"
 TWO = ('extern "C" __global__ void first(int *p) {}\n'
@@ -192,7 +193,6 @@ TWO = ('extern "C" __global__ void first(int *p) {}\n'
 
 
 @pytest.mark.parametrize("kwargs, what", [
-    ({"source": TWO.replace("\n", "\0", 1)}, "the source"),
     ({"options": ["-DX=1", "-DY=2\0-DZ=3"]}, r"options\[1\]"),
     ({"include_dirs": ["/tmp\0/etc"]}, r"include_dirs\[0\]"),
     ({"name_expressions": ["first\0"]}, r"name_expressions\[0\]"),
@@ -202,7 +202,7 @@ TWO = ('extern "C" __global__ void first(int *p) {}\n'
     ({"code": "sm_90\0"}, "code"),
     ({"cache_dir": "/tmp\0/x"}, "cache_dir"),
     ({"nvcc": "nvcc\0-other"}, "nvcc"),
-], ids=["source", "options", "include_dirs", "name_expressions", "header-name", "header-text",
+], ids=["options", "include_dirs", "name_expressions", "header-name", "header-text",
         "arch", "code", "cache_dir", "nvcc"])
 def test_a_nul_in_any_compile_string_is_refused(kwargs, what):
     kwargs = dict(kwargs)
@@ -211,6 +211,36 @@ def test_a_nul_in_any_compile_string_is_refused(kwargs, what):
     with pytest.raises(ValueError, match=what + r" holds a NUL character"):
         kiln.SourceModule(source, cache_dir=False, **kwargs) if "cache_dir" not in kwargs \
             else kiln.SourceModule(source, **kwargs)
+
+
+# A NUL in a Python string that is not raw, as programs write `'\0'` in a comment or literal.
+NUL_SOURCE = ('''__global__ void k(int *a) {
+  // if (s[i] == '\0') stop;  /* \0 */
+  const char *s = "a\0" "1";
+  a[0] = s[1]; a[1] = s[2]; a[2] = sizeof("x\0y"); a[3] = '\0'; a[4] = '\0' + 5;
+  int x\0= 3; a[5] = x;
+}''')
+
+
+def test_a_nul_in_the_source_is_read_as_nvcc_reads_it():
+    # nvcc's preprocessor takes a NUL in code or a comment as white space, and keeps one in a
+    # string or character literal; NVRTC, given C strings, would stop at the first.
+    assert "\0" in NUL_SOURCE
+    mod = kiln.SourceModule(NUL_SOURCE, no_extern_c=True, arch=ARCH, cache_dir=False)
+    assert mod.kernels == ("_Z1kPi",)
+    two = kiln.SourceModule(TWO.replace("\n", "\0", 1), arch=ARCH, cache_dir=False)
+    assert two.kernels == ("first", "second")
+    with pytest.raises(kiln.CompileError, match="xy"):  # two names, as nvcc reads them
+        kiln.SourceModule("__global__ void k(int *a) { int x\0y = 3; a[0] = xy; }",
+                          arch=ARCH, cache_dir=False)
+
+
+@pytest.mark.gpu
+def test_a_nul_in_a_literal_is_a_zero_character():
+    f = kiln.SourceModule(NUL_SOURCE).get_function("k")
+    out = np.full(6, -1, np.int32)
+    f(kiln.Out(out), block=(1, 1, 1), grid=(1, 1))
+    assert out.tolist() == [0, ord("1"), 4, 0, 5, 3]
 
 
 def test_a_nul_in_a_path_object_is_refused(tmp_path):

@@ -597,6 +597,56 @@ static PyObject *kpy_command_line(const char *arch, const char **options, int n)
   return list;
 }
 
+/* The source text as nvcc reads it where it holds NUL characters, which would end NVRTC's C
+ * string: nvcc's preprocessor takes a NUL in the code or a comment as white space and keeps
+ * one in a string or character literal (a program's `// if (c == '\0')` written in a Python
+ * string that is not raw holds one). A new str, each NUL written as a space or as the escape
+ * \000 (three digits, so that a digit after it stays a character of its own). Raw strings
+ * are read as plain ones: a NUL in one becomes the four characters \000. */
+static PyObject *kpy_source_nul_as_nvcc(const char *s, Py_ssize_t n) {
+  enum { CODE, LINE_COMMENT, BLOCK_COMMENT, STRING, CHAR } in = CODE;
+  Py_ssize_t extra = 0;
+  for (Py_ssize_t i = 0; i < n; i++) extra += s[i] == '\0' ? 3 : 0;
+  char *out = PyMem_Malloc((size_t)(n + extra + 1));
+  if (!out) return PyErr_NoMemory();
+  Py_ssize_t k = 0;
+  for (Py_ssize_t i = 0; i < n; i++) {
+    char c = s[i], next = i + 1 < n ? s[i + 1] : 0;
+    if (c == '\0') {
+      if (in == STRING || in == CHAR) {
+        memcpy(out + k, "\\000", 4);
+        k += 4;
+      } else {
+        out[k++] = ' ';
+      }
+      continue;
+    }
+    out[k++] = c;
+    switch (in) {
+    case CODE:
+      if (c == '/' && next == '/') in = LINE_COMMENT;
+      else if (c == '/' && next == '*') in = BLOCK_COMMENT, out[k++] = s[++i];
+      else if (c == '"') in = STRING;
+      else if (c == '\'') in = CHAR;
+      break;
+    case LINE_COMMENT:
+      if (c == '\n') in = CODE;
+      break;
+    case BLOCK_COMMENT:
+      if (c == '*' && next == '/') in = CODE, out[k++] = s[++i];
+      break;
+    case STRING:
+    case CHAR:
+      if (c == '\\' && next && next != '\0') out[k++] = s[++i]; /* an escape: \" or \\ */
+      else if (c == (in == STRING ? '"' : '\'') || c == '\n') in = CODE;
+      break;
+    }
+  }
+  PyObject *text = PyUnicode_DecodeUTF8(out, k, "strict");
+  PyMem_Free(out);
+  return text;
+}
+
 /* SourceModule(source, nvcc="nvcc", options=None, keep=False, no_extern_c=False, arch=None,
  * code=None, cache_dir=None, include_dirs=None, *, name_expressions=None, headers=None): PyCUDA's
  * arguments in PyCUDA's order, and kiln's own after them. */
@@ -667,7 +717,13 @@ static PyObject *kpy_sourcemodule_make_text(PyTypeObject *tp, PyObject *args, Py
   kiln_module *m = NULL;
   kiln_compile_memo *memo = NULL;
   PyObject *self = NULL;
-  const char *src = kpy_cstring(source, "the source");
+  Py_ssize_t src_size;
+  const char *src = PyUnicode_AsUTF8AndSize(source, &src_size);
+  if (src && strlen(src) != (size_t)src_size) { /* (a NUL in it) */
+    PyObject *clean = kpy_source_nul_as_nvcc(src, src_size);
+    src = clean && PyList_Append(keep_alive, clean) == 0 ? PyUnicode_AsUTF8(clean) : NULL;
+    Py_XDECREF(clean);
+  }
   if (!src) goto done;
   if (kpy_strings(options, "options", 0, keep_alive, &o, &opts.n_options) < 0 ||
       kpy_strings(include_dirs, "include_dirs", 1, keep_alive, &inc, &opts.n_include_dirs) < 0 ||
