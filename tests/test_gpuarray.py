@@ -654,6 +654,61 @@ def test_take_concatenate_stack_where(rng):
     close(gpuarray.minimum(a, a[::-1]).get(), np.minimum(x, x[::-1]))
 
 
+def test_results_of_an_array_with_an_allocator_take_its_memory(rng):
+    # PyCUDA makes these results with the operand's allocator (_new_like_me, empty_like, or
+    # the first array's in a reduction); a program's pool then counts them.
+    import kiln.driver as drv
+    asked = []
+
+    def counting(nbytes):
+        asked.append(nbytes)
+        return drv.mem_alloc(nbytes)
+
+    x = values(np.float32, 300, rng)
+    z = (x + 1j * x[::-1]).astype(np.complex64)
+    a = gpuarray.to_gpu(x, allocator=counting)
+    m = gpuarray.to_gpu(x.reshape(20, 15), allocator=counting)
+    c = gpuarray.to_gpu(z, allocator=counting)
+    plain = gpuarray.to_gpu(x)
+    idx = gpuarray.to_gpu(np.array([3, 0, 299, 7], np.int32))
+    sub = gpuarray.to_gpu(np.array([1, 2, 5], np.int64), allocator=counting)
+    positive = plain > 0
+    sum_kernel = ReductionKernel(np.float32, "0", "a+b", "x[i]*2", "const float *x")
+    own_kernel = ReductionKernel(np.float32, "0", "a+b", "x[i]*2", "const float *x",
+                                 allocator=counting)
+    made = {
+        "where": (lambda: gpuarray.where(positive, a, plain), np.where(x > 0, x, x)),
+        "where, then_ a scalar": (lambda: gpuarray.where(positive, 1.0, a),
+                                  np.where(x > 0, 1, x)),
+        "if_positive": (lambda: gpuarray.if_positive(plain, a, -plain), np.where(x > 0, x, -x)),
+        "take": (lambda: gpuarray.take(a, idx), x[[3, 0, 299, 7]]),
+        "copy": (lambda: a.copy(), x),
+        "copy of a view": (lambda: m[:, ::2].copy(), x.reshape(20, 15)[:, ::2]),
+        "reverse": (lambda: a.reverse(), x[::-1]),
+        "reverse of a matrix": (lambda: m.reverse(), x[::-1].reshape(20, 15)),
+        "real": (lambda: c.real, z.real),
+        "imag": (lambda: c.imag, z.imag),
+        "imag of a real array": (lambda: a.imag, np.zeros_like(x)),
+        "sum": (lambda: gpuarray.sum(a), x.sum(dtype=np.float64)),
+        "sum of a view": (lambda: gpuarray.sum(a[::3]), x[::3].sum(dtype=np.float64)),
+        "max": (lambda: a.max(), x.max()),
+        "dot": (lambda: gpuarray.dot(a, plain), np.dot(x.astype(np.float64), x)),
+        "subset_sum": (lambda: gpuarray.subset_sum(sub, a), x[[1, 2, 5]].sum()),
+        "a ReductionKernel": (lambda: sum_kernel(a), 2 * x.sum(dtype=np.float64)),
+        "a ReductionKernel's own allocator": (lambda: own_kernel(plain),
+                                              2 * x.sum(dtype=np.float64)),
+    }
+    for what, (make, want) in made.items():
+        before = len(asked)
+        got = make()
+        assert got.allocator is counting and len(asked) == before + 1, what
+        np.testing.assert_allclose(got.get(), want, rtol=1e-5, atol=1e-4, err_msg=what)
+    # The pool's arrays keep the pool, on the C path of reductions too.
+    before = len(asked)
+    assert sum_kernel(plain)._allocator is None and gpuarray.sum(plain)._allocator is None
+    assert plain.copy()._allocator is None and len(asked) == before
+
+
 def test_array_methods_that_run_kernels(rng):
     x = values(np.float32, 1000, rng)
     a = gpuarray.to_gpu(x)

@@ -588,7 +588,8 @@ PyObject *kpy_array_copy(PyObject *op, PyObject *args, PyObject *kwargs) {
       kpy_on_parse(st, stream_obj, &on) < 0)
     return NULL;
   kpy_array *a = (kpy_array *)op;
-  return (PyObject *)kpy_array_copy_order(st, a, kpy_array_fortran_only(a), on.arg, on.handle);
+  return (PyObject *)kpy_array_copy_alloc(st, a, a->allocator, kpy_array_fortran_only(a), on.arg,
+                                          on.handle);
 }
 
 PyObject *kpy_array_copy_from(PyObject *op, PyObject *args, PyObject *kwargs) {

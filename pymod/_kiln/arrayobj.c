@@ -366,6 +366,24 @@ static int kpy_array_take_memory(kpy_state *st, kpy_array *a, const kpy_array_sp
   return kpy_address_of(st, mem, "what allocator returned", &a->ptr);
 }
 
+kpy_array *kpy_array_new_from(kpy_state *st, PyObject *allocator, PyArray_Descr *dtype, int ndim,
+                              const Py_ssize_t *shape, int fortran, kiln_stream stream,
+                              PyObject *owner) {
+  if (!allocator) return kpy_array_new_order(st, dtype, ndim, shape, fortran, stream, owner);
+  kpy_array *a = kpy_array_blank(st, dtype, ndim, shape);
+  if (!a) return NULL;
+  if (fortran) {
+    kpy_strides_contiguous(ndim, shape, a->itemsize, 1, a->strides);
+    kpy_array_update_flags(a);
+  }
+  a->allocator = Py_NewRef(allocator);
+  if (!a->nbytes) return a; /* PyCUDA's rule: no memory, no allocator call */
+  PyObject *mem = PyObject_CallFunction(allocator, "n", a->nbytes);
+  a->gpudata = mem; /* held first, so a refused address is still freed by its owner */
+  if (!mem || kpy_address_of(st, mem, "what allocator returned", &a->ptr) < 0) Py_CLEAR(a);
+  return a;
+}
+
 /* a, fresh from tp_alloc or awaiting its __init__, made as sp says. */
 static int kpy_array_build(kpy_state *st, kpy_array *a, const kpy_array_spec *sp) {
   if (kpy_array_set_layout(a, sp->dtype, sp->ndim, sp->shape) < 0) return -1;

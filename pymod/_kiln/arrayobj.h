@@ -124,6 +124,12 @@ kpy_array *kpy_array_new_order(kpy_state *st, PyArray_Descr *dtype, int ndim,
                                const Py_ssize_t *shape, int fortran, kiln_stream stream,
                                PyObject *owner);
 
+/* The same from allocator's memory when allocator is not NULL (PyCUDA's allocator(nbytes), the
+ * array keeping it as its allocator), as PyCUDA makes the results of an array with one. */
+kpy_array *kpy_array_new_from(kpy_state *st, PyObject *allocator, PyArray_Descr *dtype, int ndim,
+                              const Py_ssize_t *shape, int fortran, kiln_stream stream,
+                              PyObject *owner);
+
 /* A view of a's memory: dtype (NULL: a's), shape, strides (bytes) and the address of its
  * element [0, ..., 0]; on a's device and stream, keeping alive what owns the memory (a, or the
  * array a views: views of views lean on the owner, as in NumPy). The caller has checked that

@@ -40,9 +40,14 @@ int kpy_ops_fill(kpy_state *st, PyObject *dst, PyObject *value, PyObject *stream
 
 kpy_array *kpy_array_copy_order(kpy_state *st, kpy_array *a, int fortran, PyObject *stream_obj,
                                 kiln_stream stream) {
+  return kpy_array_copy_alloc(st, a, NULL, fortran, stream_obj, stream);
+}
+
+kpy_array *kpy_array_copy_alloc(kpy_state *st, kpy_array *a, PyObject *allocator, int fortran,
+                                PyObject *stream_obj, kiln_stream stream) {
   if (kpy_array_check_device(a) < 0 || kpy_array_check_memory(st, a) < 0) return NULL;
-  kpy_array *c = kpy_array_new_order(st, a->dtype, a->ndim, a->shape, fortran, stream,
-                                     kpy_stream_owner(st, stream_obj, stream));
+  kpy_array *c = kpy_array_new_from(st, allocator, a->dtype, a->ndim, a->shape, fortran, stream,
+                                    kpy_stream_owner(st, stream_obj, stream));
   if (!c || !c->nbytes) return c;
   if (a->flags & (fortran ? KPY_F_CONTIGUOUS : KPY_C_CONTIGUOUS)) {
     kiln_status s = kiln_memcpy_dtod_async(c->ptr, a->ptr, (size_t)a->nbytes, stream);

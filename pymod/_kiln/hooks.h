@@ -25,5 +25,9 @@ int kpy_ops_fill(kpy_state *st, PyObject *dst, PyObject *value, PyObject *stream
  * names): one device-to-device copy when a is contiguous in that order, else kiln._ops.copy. */
 kpy_array *kpy_array_copy_order(kpy_state *st, kpy_array *a, int fortran, PyObject *stream_obj,
                                 kiln_stream stream);
+/* The same in memory from allocator (NULL: the pool's), for the copies a program is given
+ * (copy(), real, imag), which PyCUDA makes with the array's allocator. */
+kpy_array *kpy_array_copy_alloc(kpy_state *st, kpy_array *a, PyObject *allocator, int fortran,
+                                PyObject *stream_obj, kiln_stream stream);
 
 #endif

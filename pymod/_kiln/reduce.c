@@ -139,7 +139,11 @@ static PyObject *kpy_reduce_launch(kpy_reduce *r, PyObject *const *objs, PyObjec
     if (!PyObject_TypeCheck(objs[i], st->ref.DeviceArray_type)) return NULL;
     kpy_array *a = (kpy_array *)objs[i];
     if (!kpy_reduce_plain(a) || a->device != device) return NULL;
-    if (i == r->first_vector) n = a->size;
+    if (i == r->first_vector) {
+      n = a->size;
+      /* a new result from its allocator, as PyCUDA's: the general path makes it */
+      if (a->allocator && (!out_obj || out_obj == Py_None)) return NULL;
+    }
   }
   unsigned max_grid;
   if (kpy_reduce_max_grid(r, device, &max_grid) < 0) return NULL;

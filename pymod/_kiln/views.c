@@ -644,7 +644,8 @@ static PyObject *kpy_array_part_copy(kpy_array *a, int imag) {
   kpy_state *st = kpy_state_of_type(Py_TYPE(a));
   kpy_array *v = st ? (kpy_array *)kpy_array_part(a, imag) : NULL;
   if (!v) return NULL;
-  kpy_array *c = kpy_array_copy_order(st, v, kpy_array_fortran_only(a), Py_None, NULL);
+  kpy_array *c =
+      kpy_array_copy_alloc(st, v, a->allocator, kpy_array_fortran_only(a), Py_None, NULL);
   Py_DECREF(v);
   return (PyObject *)c;
 }
@@ -662,8 +663,8 @@ PyObject *kpy_array_get_imag(PyObject *op, void *closure) {
   /* A real array's imaginary part: zeros of its shape and order, all bytes 0. */
   kpy_state *st = kpy_state_of_type(Py_TYPE(op));
   kpy_array *z = st && kpy_array_check_device(a) == 0
-                     ? kpy_array_new_order(st, a->dtype, a->ndim, a->shape,
-                                           kpy_array_fortran_only(a), NULL, NULL)
+                     ? kpy_array_new_from(st, a->allocator, a->dtype, a->ndim, a->shape,
+                                          kpy_array_fortran_only(a), NULL, NULL)
                      : NULL;
   if (z && z->nbytes) {
     kiln_status s = kiln_memset_async(z->ptr, 0, (size_t)z->nbytes, NULL);

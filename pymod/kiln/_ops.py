@@ -781,11 +781,12 @@ def fill(dst, value, stream=None):
     return dst
 
 
-def ascontiguous(a, stream=None, force=False):
-    """a when it is C-contiguous (and not force), else a C-contiguous copy."""
+def ascontiguous(a, stream=None, force=False, allocator=None):
+    """a when it is C-contiguous (and not force), else a C-contiguous copy (in allocator's
+    memory when one is given, else the pool's)."""
     if a.flags.c_contiguous and not force:
         return a
-    out = _empty(a.shape, a.dtype, stream)
+    out = _plain_result(a.shape, a.dtype, allocator, stream)
     if out.size:
         _copy_kernel(a.dtype, a.dtype)(out, a, stream=stream)
     return out
@@ -901,6 +902,8 @@ def reduce(kind, a, dtype=None, stream=None, allocator=None, subset=None):
     if n == 0 and kind in ("max", "min"):
         raise ValueError(f"zero-size array to reduction operation {kind}imum which has no "
                          "identity")
+    # The result's memory as PyCUDA's: the allocator given, else the first array's.
+    allocator = allocator or getattr(subset if subset is not None else a, "_allocator", None)
     a = ascontiguous(a, stream=stream)
     args = [a]
     if subset is not None:
@@ -927,6 +930,7 @@ def dot(a, b, dtype=None, stream=None, allocator=None, subset=None, conjugate=Fa
     out = np.dtype(dtype) if dtype is not None else np.result_type(a.dtype, b.dtype)
     if out == np.bool_:
         out = np.dtype(np.bool_)
+    allocator = allocator or getattr(subset if subset is not None else a, "_allocator", None)
     args = [ascontiguous(a, stream=stream), ascontiguous(b, stream=stream)]
     if subset is not None:
         args.insert(0, ascontiguous(subset, stream=stream))
@@ -1101,15 +1105,17 @@ def _timer_end(add_timer, start, stream, count):
 
 
 def method_reverse(a, stream=None):
+    # In memory from a's allocator, as PyCUDA's _new_like_me makes it.
     if a.ndim == 1:
-        return ascontiguous(a[::-1], stream=stream, force=True)
+        return ascontiguous(a[::-1], stream=stream, force=True, allocator=a._allocator)
     # PyCUDA's reverses the array's memory and keeps its shape and order.
     order = "C" if a.flags.c_contiguous else "F" if a.flags.f_contiguous else None
     if order is None:
         raise ValueError("reverse() of an array of more than one axis reverses its memory, "
                          "as PyCUDA's: it takes a contiguous array, not a strided view")
     flat = a.reshape(a.size, order=order)
-    return ascontiguous(flat[::-1], stream=stream, force=True).reshape(a.shape, order=order)
+    return ascontiguous(flat[::-1], stream=stream, force=True,
+                        allocator=a._allocator).reshape(a.shape, order=order)
 
 
 def method_sum(a, dtype=None, stream=None):

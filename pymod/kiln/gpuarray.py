@@ -241,9 +241,10 @@ def take(a, indices, out=None, stream=None, mode="raise"):
         raise TypeError(f"indices must be integers, not {indices.dtype}")
     if mode not in ("raise", "wrap", "clip"):
         raise ValueError("mode is 'raise', 'wrap' or 'clip'")
+    allocator = a._allocator  # the result's memory, as PyCUDA's take makes it
     a = _ops.ascontiguous(a, stream=stream)
     if out is None:
-        out = DeviceArray(indices.shape, a.dtype)
+        out = DeviceArray(indices.shape, a.dtype, allocator=allocator)
     elif out.shape != indices.shape or out.dtype != a.dtype:
         raise ValueError(f"out must have shape {indices.shape} and dtype {a.dtype}")
     if out.size == 0:
@@ -392,7 +393,8 @@ def _put(dst, indices, values, stream):
 def _first_allocator(arrays, allocator):
     """The allocator of a result made of arrays, as PyCUDA picks it: the one given, else the
     first array's that has one (None: kiln's pool)."""
-    return allocator or next((a._allocator for a in arrays if a._allocator), None)
+    return allocator or next((a._allocator for a in arrays
+                              if isinstance(a, DeviceArray) and a._allocator), None)
 
 
 def concatenate(arrays, axis=0, allocator=None):
@@ -475,7 +477,10 @@ def where(criterion, then_, else_, out=None, stream=None):
     dtype = np.result_type(*(v.dtype if isinstance(v, DeviceArray) else v for v in (x, y)))
     shape = np.broadcast_shapes(*[v.shape for v in ops])
     if out is None:
-        out = _ops._plain_result(shape, dtype, None, stream, _ops._order(ops, shape))
+        # then_'s allocator, as PyCUDA's empty_like(then_); else_'s or criterion's where then_
+        # is a scalar
+        out = _ops._plain_result(shape, dtype, _first_allocator([x, y, criterion], None), stream,
+                                 _ops._order(ops, shape))
     if out.size == 0:
         return out
     args, decl, vals = [out], [f"{_cgen.dtype_to_ctype(out.dtype)} *z"], []

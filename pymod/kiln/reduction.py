@@ -74,9 +74,11 @@ class ReductionKernel(ReductionBase):
         # blocks whose partial values the scratch buffer holds.
         self._top_block = _reduce_src.block_for(self.dtype_out)
         self._most_blocks = _reduce_src.max_blocks_for(self.dtype_out, REDUCE_MAX_BLOCKS)
-        self._bind(self._function(False), self.dtype_out,
-                   bytes(isinstance(a, _cgen.VectorArg) for a in self.arguments),
-                   _reduce_src.BLOCK, _reduce_src.UNROLL, _reduce_src.BLOCKS_PER_SM)
+        f = self._function(False)  # compiled now, as PyCUDA's: errors at construction
+        if allocator is None:  # (the C path makes its results in the pool)
+            self._bind(f, self.dtype_out,
+                       bytes(isinstance(a, _cgen.VectorArg) for a in self.arguments),
+                       _reduce_src.BLOCK, _reduce_src.UNROLL, _reduce_src.BLOCKS_PER_SM)
 
     # PyCUDA's two stages, for programs that launch them themselves (its own call does not).
     block_size = 512
@@ -161,7 +163,8 @@ class ReductionKernel(ReductionBase):
         if out is not None:
             self._check_out(out)
         else:
-            alloc = allocator or self.allocator
+            # PyCUDA's: the allocator given, else the first array's (kiln: the kernel's first)
+            alloc = allocator or self.allocator or first._allocator
             out = (DeviceArray((), self.dtype_out, allocator=alloc) if alloc is not None
                    else _empty_result(self.dtype_out, stream))
         block = _reduce_src.launch_block(count, self._top_block)
