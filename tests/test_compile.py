@@ -235,6 +235,33 @@ def test_a_nul_in_the_source_is_read_as_nvcc_reads_it():
                           arch=ARCH, cache_dir=False)
 
 
+@pytest.mark.parametrize("source, constants", [
+    # a C++14 digit separator is no character literal: the string after it keeps its zero
+    ("__device__ int w = 1'000; __device__ const char s[] = \"it's\0\";",
+     ["w = 1000", "s[6] = {105, 116, 39, 115}"]),
+    # a raw string has no escapes: kiln closes it round the zero and opens it again
+    ('__device__ const char r[] = R"xy(a\0b)x)xy";', ["r[6] = {97, 0, 98, 41, 120}"]),
+    # a raw string across lines holds what would open a comment
+    ('__device__ const char r[] = R"(a\n/* )";\n__device__ const char s[] = "x\0y";\n'
+     '__device__ int q = 3; // */', ["r[6] = {97, 10, 47, 42, 32}", "s[4] = {120, 0, 121}",
+                                     "q = 3"]),
+    # a backslash, a NUL and the line's end continue the line, as nvcc's preprocessor reads it
+    ("#define V 1 + \\\0\n 2\n__device__ int a = V;", ["a = 3"]),
+], ids=["digit-separator", "raw-string", "raw-string-lines", "line-continued"])
+def test_the_constants_a_nul_makes_are_nvccs(source, constants):
+    # What nvcc 13 gives for each source (its PTX's .global lines, read in the same way).
+    ptx = kiln.compiler.compile(source, no_extern_c=True, arch=ARCH, target="ptx",
+                                cache_dir=False).decode()
+    got = [line.split(" ", 4)[-1].rstrip(";") for line in ptx.splitlines()
+           if line.startswith(".global")]
+    assert got == constants
+
+
+def test_a_backslash_before_a_nul_in_a_literal_is_refused_as_nvcc_refuses_it():
+    with pytest.raises(ValueError, match="a backslash before a NUL character"):
+        kiln.SourceModule('__device__ const char s[] = "a\\\0b";', arch=ARCH, cache_dir=False)
+
+
 @pytest.mark.gpu
 def test_a_nul_in_a_literal_is_a_zero_character():
     f = kiln.SourceModule(NUL_SOURCE).get_function("k")

@@ -703,10 +703,24 @@ def test_results_of_an_array_with_an_allocator_take_its_memory(rng):
         got = make()
         assert got.allocator is counting and len(asked) == before + 1, what
         np.testing.assert_allclose(got.get(), want, rtol=1e-5, atol=1e-4, err_msg=what)
-    # The pool's arrays keep the pool, on the C path of reductions too.
+    # The pool's arrays keep the pool, on the C path of reductions too; where takes then_'s.
     before = len(asked)
     assert sum_kernel(plain)._allocator is None and gpuarray.sum(plain)._allocator is None
     assert plain.copy()._allocator is None and len(asked) == before
+    assert gpuarray.where(positive, plain, a)._allocator is None and len(asked) == before
+    # An allocator's failure is the call's, and one that frees the array first is caught.
+    def once(nbytes, calls=[]):  # noqa: B006 (the calls so far)
+        calls.append(nbytes)
+        return counting(nbytes) if len(calls) == 1 else 1 / 0
+
+    refusing = gpuarray.to_gpu(x, allocator=once)
+    with pytest.raises(ZeroDivisionError):
+        refusing.copy()
+    mem = drv.mem_alloc(x.nbytes)
+    freeing = gpuarray.GPUArray(x.shape, x.dtype, gpudata=mem,
+                                allocator=lambda n: mem.free() or counting(n))
+    with pytest.raises(ValueError, match="freed"):
+        freeing.copy()
 
 
 def test_array_methods_that_run_kernels(rng):

@@ -49,6 +49,11 @@ kpy_array *kpy_array_copy_alloc(kpy_state *st, kpy_array *a, PyObject *allocator
   kpy_array *c = kpy_array_new_from(st, allocator, a->dtype, a->ndim, a->shape, fortran, stream,
                                     kpy_stream_owner(st, stream_obj, stream));
   if (!c || !c->nbytes) return c;
+  /* An allocator is Python code, which may have freed a's memory: checked again after it */
+  if (allocator && kpy_array_check_memory(st, a) < 0) {
+    Py_DECREF(c);
+    return NULL;
+  }
   if (a->flags & (fortran ? KPY_F_CONTIGUOUS : KPY_C_CONTIGUOUS)) {
     kiln_status s = kiln_memcpy_dtod_async(c->ptr, a->ptr, (size_t)a->nbytes, stream);
     if (s) {

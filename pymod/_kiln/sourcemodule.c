@@ -5,7 +5,9 @@
 #include "errors.h"
 #include "function.h"
 
+#include <ctype.h>
 #include <limits.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -597,48 +599,115 @@ static PyObject *kpy_command_line(const char *arch, const char **options, int n)
   return list;
 }
 
+/* Whether the ' at s[i] separates digits (C++14's 1'000, 0xFF'FF) rather than opening a
+ * character literal: the token before it began with a digit, as a number does. */
+static int kpy_digit_separator(const char *s, Py_ssize_t i) {
+  Py_ssize_t j = i;
+  while (j > 0 && (isalnum((unsigned char)s[j - 1]) || s[j - 1] == '_' || s[j - 1] == '.' ||
+                   s[j - 1] == '\''))
+    j--;
+  return j < i && (isdigit((unsigned char)s[j]) ||
+                   (s[j] == '.' && j + 1 < i && isdigit((unsigned char)s[j + 1])));
+}
+
+/* The length of a raw string's delimiter when s[i] is the " of R"delim( (R not the end of a
+ * longer name, but for an encoding prefix: u8R, uR, UR, LR), else -1. */
+static Py_ssize_t kpy_raw_delimiter(const char *s, Py_ssize_t n, Py_ssize_t i) {
+  if (i < 1 || s[i - 1] != 'R') return -1;
+  Py_ssize_t p = i - 1; /* the prefix's first character */
+  if (p >= 2 && s[p - 2] == 'u' && s[p - 1] == '8') p -= 2;
+  else if (p >= 1 && (s[p - 1] == 'u' || s[p - 1] == 'U' || s[p - 1] == 'L')) p -= 1;
+  if (p > 0 && (isalnum((unsigned char)s[p - 1]) || s[p - 1] == '_')) return -1;
+  for (Py_ssize_t d = 0; d <= 16 && i + 1 + d < n; d++) {
+    char c = s[i + 1 + d];
+    if (c == '(') return d;
+    if (c == ')' || c == '\\' || c == '"' || c == '\0' || isspace((unsigned char)c)) return -1;
+  }
+  return -1;
+}
+
 /* The source text as nvcc reads it where it holds NUL characters, which would end NVRTC's C
  * string: nvcc's preprocessor takes a NUL in the code or a comment as white space and keeps
  * one in a string or character literal (a program's `// if (c == '\0')` written in a Python
- * string that is not raw holds one). A new str, each NUL written as a space or as the escape
- * \000 (three digits, so that a digit after it stays a character of its own). Raw strings
- * are read as plain ones: a NUL in one becomes the four characters \000. */
+ * string that is not raw holds one). A new str with each NUL written as a space, as the
+ * escape \000 in a literal (three digits, so that a digit after it stays a character of its
+ * own), or in a raw string R"d(...)d", which has no escapes, as the string closed, "\000",
+ * and the string opened again (adjacent literals are one). A NUL after a backslash is dropped,
+ * so that the backslash continues the line as in nvcc, or, in a literal, refused (nvcc
+ * refuses it too). A backslash at the end of a line is not followed as the line's
+ * continuation. */
 static PyObject *kpy_source_nul_as_nvcc(const char *s, Py_ssize_t n) {
-  enum { CODE, LINE_COMMENT, BLOCK_COMMENT, STRING, CHAR } in = CODE;
-  Py_ssize_t extra = 0;
-  for (Py_ssize_t i = 0; i < n; i++) extra += s[i] == '\0' ? 3 : 0;
-  char *out = PyMem_Malloc((size_t)(n + extra + 1));
+  enum { CODE, LINE_COMMENT, BLOCK_COMMENT, STRING, CHAR, RAW } in = CODE;
+  enum { WORST = 2 * 16 + 16 }; /* the most one NUL becomes: )d" "\000" R"d( */
+  Py_ssize_t nuls = 0, delim = 0, delim_at = 0;
+  for (Py_ssize_t i = 0; i < n; i++) nuls += s[i] == '\0';
+  char *out = PyMem_Malloc((size_t)(n + nuls * WORST + 1));
   if (!out) return PyErr_NoMemory();
   Py_ssize_t k = 0;
+  int lone_backslash = 0; /* the last character written a backslash that escapes nothing yet */
   for (Py_ssize_t i = 0; i < n; i++) {
     char c = s[i], next = i + 1 < n ? s[i + 1] : 0;
     if (c == '\0') {
-      if (in == STRING || in == CHAR) {
+      if (lone_backslash && (in == STRING || in == CHAR)) {
+        PyMem_Free(out);
+        PyErr_SetString(PyExc_ValueError,
+                        "the source holds a backslash before a NUL character ('\\0') in a "
+                        "string or character literal, which nvcc refuses too (missing closing "
+                        "quote): write '\\\\0' in Python for C's '\\0'");
+        return NULL;
+      } else if (lone_backslash) {
+        /* dropped: a backslash before a NUL and a line's end continues the line, as nvcc's
+         * preprocessor reads it */
+      } else if (in == STRING || in == CHAR) {
         memcpy(out + k, "\\000", 4);
         k += 4;
+      } else if (in == RAW) {
+        k += snprintf(out + k, WORST + 1, ")%.*s\" \"\\000\" R\"%.*s(", (int)delim, s + delim_at,
+                      (int)delim, s + delim_at);
       } else {
         out[k++] = ' ';
       }
       continue;
     }
     out[k++] = c;
+    lone_backslash = c == '\\' && !((in == STRING || in == CHAR) && next && next != '\0');
     switch (in) {
     case CODE:
-      if (c == '/' && next == '/') in = LINE_COMMENT;
-      else if (c == '/' && next == '*') in = BLOCK_COMMENT, out[k++] = s[++i];
-      else if (c == '"') in = STRING;
-      else if (c == '\'') in = CHAR;
+      if (c == '/' && next == '/') {
+        in = LINE_COMMENT;
+      } else if (c == '/' && next == '*') {
+        in = BLOCK_COMMENT;
+        out[k++] = s[++i];
+      } else if (c == '"') {
+        delim = kpy_raw_delimiter(s, n, i);
+        in = delim < 0 ? STRING : RAW;
+        delim_at = i + 1;
+      } else if (c == '\'' && !kpy_digit_separator(s, i)) {
+        in = CHAR;
+      }
       break;
     case LINE_COMMENT:
       if (c == '\n') in = CODE;
       break;
     case BLOCK_COMMENT:
-      if (c == '*' && next == '/') in = CODE, out[k++] = s[++i];
+      if (c == '*' && next == '/') {
+        in = CODE;
+        out[k++] = s[++i];
+      }
       break;
     case STRING:
     case CHAR:
       if (c == '\\' && next && next != '\0') out[k++] = s[++i]; /* an escape: \" or \\ */
       else if (c == (in == STRING ? '"' : '\'') || c == '\n') in = CODE;
+      break;
+    case RAW: /* ends at )delim" */
+      if (c == ')' && i + delim + 1 < n && memcmp(s + i + 1, s + delim_at, (size_t)delim) == 0 &&
+          s[i + 1 + delim] == '"') {
+        memcpy(out + k, s + i + 1, (size_t)delim + 1);
+        k += delim + 1;
+        i += delim + 1;
+        in = CODE;
+      }
       break;
     }
   }

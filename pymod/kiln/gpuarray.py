@@ -479,8 +479,9 @@ def where(criterion, then_, else_, out=None, stream=None):
     if out is None:
         # then_'s allocator, as PyCUDA's empty_like(then_); else_'s or criterion's where then_
         # is a scalar
-        out = _ops._plain_result(shape, dtype, _first_allocator([x, y, criterion], None), stream,
-                                 _ops._order(ops, shape))
+        allocator = x._allocator if isinstance(x, DeviceArray) else \
+            _first_allocator([y, criterion], None)
+        out = _ops._plain_result(shape, dtype, allocator, stream, _ops._order(ops, shape))
     if out.size == 0:
         return out
     args, decl, vals = [out], [f"{_cgen.dtype_to_ctype(out.dtype)} *z"], []
