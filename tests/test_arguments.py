@@ -204,6 +204,23 @@ def test_in_out_take_numpy_arrays_only():
     assert kiln.InOut(np.zeros(3)).array.shape == (3,)
 
 
+def test_inout_is_an_in_and_an_out_as_pycuda_documents_it():
+    x = np.zeros(3)
+    assert isinstance(kiln.InOut(x), kiln.In) and isinstance(kiln.InOut(x), kiln.Out)
+    assert issubclass(kiln.InOut, (kiln.In, kiln.Out))
+    assert not isinstance(kiln.In(x), kiln.Out) and not isinstance(kiln.Out(x), kiln.In)
+
+    class Staged(kiln.In):  # a program's own subclass, as of PyCUDA's Python classes
+        pass
+
+    staged = Staged(x)
+    assert isinstance(staged, kiln.In) and staged.array is x and "Staged" in repr(staged)
+    with pytest.raises(TypeError, match="cannot create"):
+        type(kiln.In(x)).__mro__[-2](x)  # the base holding the layout makes no objects
+    with pytest.raises(TypeError, match="immutable"):
+        kiln.In.array = None
+
+
 def test_in_takes_a_numpy_scalar_as_its_value_and_out_refuses_one():
     # PyCUDA's In copies any buffer with nbytes: programs pass drv.In(np.int32(n)).
     a = kiln.In(np.int32(7)).array

@@ -124,6 +124,21 @@ def test_inout_and_time_kernel(mod):
     assert np.array_equal(x, expect)
 
 
+def test_a_programs_subclasses_of_in_and_inout_copy_their_way(mod):
+    class Sent(kiln.In):
+        pass
+
+    class Both(kiln.InOut):
+        pass
+
+    x = np.arange(256, dtype=np.float32)
+    kept = x.copy()
+    mod.get_function("scale")(Sent(x), 2.0, x.size, block=256, grid=1)
+    assert np.array_equal(x, kept)  # sent, not brought back
+    mod.get_function("scale")(Both(x), 2.0, x.size, block=256, grid=1)
+    assert np.array_equal(x, kept * 2)
+
+
 def test_large_in_out_goes_through_the_pool(mod):
     x = np.random.rand(4 << 20).astype(np.float32)  # 16 MiB: past the staging buffers
     expect = x * 0.5

@@ -472,6 +472,10 @@ int kpy_pack_arg(kpy_state *st, const kiln_function *f, int index, PyObject *obj
     if (!kpy_is_pointer_class(cls)) goto wrong;
     return kpy_pack_array(st, f, index, obj, slot);
   }
+  if (PyObject_TypeCheck(obj, st->ref.In_type) || PyObject_TypeCheck(obj, st->ref.Out_type)) {
+    if (!kpy_is_pointer_class(cls)) goto wrong; /* a program's subclass of In or Out */
+    return kpy_pack_transfer(f, index, (kpy_transfer *)obj, packed);
+  }
   if (PyArray_Check(obj)) {
     if (cls == KILN_PARAM_AGGREGATE) return kpy_pack_bytes(f, index, obj, slot);
     /* An array of one element into a number's parameter is that element, as PyCUDA's packing

@@ -54,7 +54,11 @@ void kpy_state_clear(kpy_state *st) {
 }
 
 PyTypeObject *kpy_add_type(PyObject *module, PyType_Spec *spec, PyTypeObject *base) {
-  PyTypeObject *tp = (PyTypeObject *)PyType_FromModuleAndSpec(module, spec, (PyObject *)base);
+  return kpy_add_type_bases(module, spec, (PyObject *)base);
+}
+
+PyTypeObject *kpy_add_type_bases(PyObject *module, PyType_Spec *spec, PyObject *bases) {
+  PyTypeObject *tp = (PyTypeObject *)PyType_FromModuleAndSpec(module, spec, bases);
   if (tp && PyModule_AddType(module, tp) < 0) Py_CLEAR(tp);
   return tp;
 }

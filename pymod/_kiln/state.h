@@ -223,6 +223,8 @@ void kpy_state_clear(kpy_state *st);
 /* Makes a heap type from spec (with base, or NULL), bound to module, and adds it to the
  * module. A new reference, or NULL with an exception set. */
 PyTypeObject *kpy_add_type(PyObject *module, PyType_Spec *spec, PyTypeObject *base);
+/* The same with several bases: a tuple of types (a type or NULL as kpy_add_type takes). */
+PyTypeObject *kpy_add_type_bases(PyObject *module, PyType_Spec *spec, PyObject *bases);
 
 /* 1 and *out set when obj has the attribute, 0 when it has not, -1 on another error
  * (PyObject_GetOptionalAttr from Python 3.13, for older Pythons too). */

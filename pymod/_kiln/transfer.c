@@ -11,7 +11,12 @@ static PyObject *kpy_transfer_new(PyTypeObject *tp, PyObject *args, PyObject *kw
     return NULL;
   }
   if (!PyArg_UnpackTuple(args, tp->tp_name, 1, 1, &array)) return NULL;
-  int in = tp == st->ref.In_type;
+  /* InOut first: it is an In and an Out too, as PyCUDA's; a program's subclass goes its
+   * base's way. */
+  kiln_transfer_dir dir = PyType_IsSubtype(tp, st->ref.InOut_type) ? KILN_INOUT
+                          : PyType_IsSubtype(tp, st->ref.In_type)  ? KILN_IN
+                                                                   : KILN_OUT;
+  int in = dir == KILN_IN;
   if (in && PyArray_IsScalar(array, Generic)) {
     /* In(np.int32(n)), as PyCUDA takes it (it copies any buffer with nbytes): its value, in a
      * 0-d array of its own. Out and InOut cannot write a NumPy scalar back. */
@@ -33,7 +38,7 @@ static PyObject *kpy_transfer_new(PyTypeObject *tp, PyObject *args, PyObject *kw
     return NULL;
   }
   self->array = array;
-  self->dir = in ? KILN_IN : tp == st->ref.Out_type ? KILN_OUT : KILN_INOUT;
+  self->dir = dir;
   return (PyObject *)self;
 }
 
@@ -60,7 +65,7 @@ static void kpy_transfer_dealloc(PyObject *op) {
 static PyObject *kpy_transfer_repr(PyObject *op) {
   kpy_transfer *self = (kpy_transfer *)op;
   PyArrayObject *a = (PyArrayObject *)self->array;
-  return PyUnicode_FromFormat("<kiln.%s of %zd bytes>", Py_TYPE(op)->tp_name + 5,
+  return PyUnicode_FromFormat("<%s of %zd bytes>", Py_TYPE(op)->tp_name,
                               (Py_ssize_t)PyArray_NBYTES(a));
 }
 
@@ -74,31 +79,51 @@ static PyGetSetDef kpy_transfer_getset[] = {
     {NULL, NULL, NULL, NULL, NULL},
 };
 
-#define KPY_TRANSFER_TYPE(var, name, doc)      \
-  static PyType_Slot var##_slots[] = {         \
-      {Py_tp_new, kpy_transfer_new},           \
-      {Py_tp_dealloc, kpy_transfer_dealloc},   \
-      {Py_tp_traverse, kpy_transfer_traverse}, \
-      {Py_tp_clear, kpy_transfer_clear},       \
-      {Py_tp_repr, kpy_transfer_repr},         \
-      {Py_tp_getset, kpy_transfer_getset},     \
-      {Py_tp_doc, (void *)doc},                \
-      {0, NULL},                               \
-  };                                           \
-  static PyType_Spec var##_spec = {            \
-      "kiln." name, sizeof(kpy_transfer), 0,   \
-      Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_IMMUTABLETYPE, var##_slots};
+/* The base of In and Out, which holds the layout: they add no fields of their own, so that
+ * InOut can have both as bases, as PyCUDA documents it (a program's isinstance(arg, In) holds
+ * for an InOut). It makes no objects itself. */
+static PyType_Slot kpy_transfer_slots[] = {
+    {Py_tp_dealloc, kpy_transfer_dealloc}, {Py_tp_traverse, kpy_transfer_traverse},
+    {Py_tp_clear, kpy_transfer_clear},     {Py_tp_repr, kpy_transfer_repr},
+    {Py_tp_getset, kpy_transfer_getset},   {0, NULL},
+};
+static PyType_Spec kpy_transfer_spec = {"kiln._kiln._Transfer", sizeof(kpy_transfer), 0,
+                                        Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC |
+                                            Py_TPFLAGS_BASETYPE | Py_TPFLAGS_IMMUTABLETYPE |
+                                            Py_TPFLAGS_DISALLOW_INSTANTIATION,
+                                        kpy_transfer_slots};
+
+#define KPY_TRANSFER_TYPE(var, name, doc)                                                          \
+  static PyType_Slot var##_slots[] = {                                                             \
+      {Py_tp_new, kpy_transfer_new},                                                               \
+      {Py_tp_traverse, kpy_transfer_traverse},                                                     \
+      {Py_tp_clear, kpy_transfer_clear},                                                           \
+      {Py_tp_doc, (void *)doc},                                                                    \
+      {0, NULL},                                                                                   \
+  };                                                                                               \
+  static PyType_Spec var##_spec = {"kiln." name, sizeof(kpy_transfer), 0,                          \
+                                   Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_BASETYPE | \
+                                       Py_TPFLAGS_IMMUTABLETYPE,                                   \
+                                   var##_slots};
 
 KPY_TRANSFER_TYPE(kpy_in, "In",
                   "In(array)\n--\n\nThe array's data is copied to the device before the launch.")
 KPY_TRANSFER_TYPE(kpy_out, "Out",
                   "Out(array)\n--\n\nThe device's data is copied into the array after the launch.")
 KPY_TRANSFER_TYPE(kpy_inout, "InOut",
-                  "InOut(array)\n--\n\nCopied to the device before the launch and back after it.")
+                  "InOut(array)\n--\n\nCopied to the device before the launch and back after it "
+                  "(an In and an Out).")
 
 int kpy_transfer_init(PyObject *module, kpy_state *st) {
-  st->ref.In_type = kpy_add_type(module, &kpy_in_spec, NULL);
-  st->ref.Out_type = kpy_add_type(module, &kpy_out_spec, NULL);
-  st->ref.InOut_type = kpy_add_type(module, &kpy_inout_spec, NULL);
-  return st->ref.In_type && st->ref.Out_type && st->ref.InOut_type ? 0 : -1;
+  PyTypeObject *base = kpy_add_type(module, &kpy_transfer_spec, NULL);
+  if (!base) return -1;
+  st->ref.In_type = kpy_add_type(module, &kpy_in_spec, base);
+  st->ref.Out_type = kpy_add_type(module, &kpy_out_spec, base);
+  Py_DECREF(base); /* the module and In and Out hold it */
+  if (!st->ref.In_type || !st->ref.Out_type) return -1;
+  PyObject *bases = PyTuple_Pack(2, st->ref.In_type, st->ref.Out_type);
+  if (!bases) return -1;
+  st->ref.InOut_type = kpy_add_type_bases(module, &kpy_inout_spec, bases);
+  Py_DECREF(bases);
+  return st->ref.InOut_type ? 0 : -1;
 }
