@@ -569,6 +569,39 @@ def test_multi_put_and_take_put_write_only_where_the_indices_say():
         gpuarray.multi_put([gpuarray.to_gpu(vals[0])], gpuarray.to_gpu(idx + 1), out=dest[:1])
 
 
+def test_take_and_put_count_a_fortran_arrays_elements_in_memory_order(rng):
+    # PyCUDA's take and put index the array's memory: a Fortran-ordered matrix's columns one
+    # after another, which a program moving a triangle into cuBLAS's band storage relies on.
+    n = 9
+    t = np.tril(rng.random((n, n))).astype(np.float32)
+    f = gpuarray.to_gpu(np.asfortranarray(t))
+    assert f.flags.f_contiguous and not f.flags.c_contiguous
+    memory = t.ravel(order="F")
+    idx = np.array([0, 1, n, n + 1, n * n - 1, 5], np.int32)
+    np.testing.assert_array_equal(gpuarray.take(f, gpuarray.to_gpu(idx)).get(), memory[idx])
+    ii, jj = np.tril_indices(n)
+    band = gpuarray.multi_take_put([f], gpuarray.to_gpu(ii + jj * (n - 1)),
+                                   gpuarray.to_gpu(ii + jj * n), (n, n))[0]
+    want = np.zeros(n * n, np.float32)
+    want[ii + jj * (n - 1)] = memory[ii + jj * n]
+    got = band.get().ravel()  # a C-ordered result: its memory is its C order
+    written = ii + jj * (n - 1)
+    np.testing.assert_array_equal(got[written], want[written])
+    # put into a Fortran-ordered destination writes its memory in place, from a Fortran-
+    # ordered array of values read in memory order too
+    dest = gpuarray.to_gpu(np.asfortranarray(np.zeros((n, n), np.float32)))
+    vals = np.asfortranarray(rng.random((2, 3)).astype(np.float32))
+    gpuarray.multi_put([gpuarray.to_gpu(vals)], gpuarray.to_gpu(idx), out=[dest])
+    want = np.zeros(n * n, np.float32)
+    want[idx] = vals.ravel(order="F")
+    assert dest.flags.f_contiguous
+    np.testing.assert_array_equal(dest.get().ravel(order="F"), want)
+    # a strided view, whose memory holds other elements, is read in C order
+    c = gpuarray.to_gpu(t)
+    np.testing.assert_array_equal(gpuarray.take(c[:, ::2], gpuarray.to_gpu(idx[:4])).get(),
+                                  t[:, ::2].ravel()[idx[:4]])
+
+
 def test_an_elementwise_return_leaves_its_own_element_alone_undone(rng):
     # A guard that returns skips its element only, at every size (PyCUDA's one element a
     # thread), and a parameter named like an array's index keeps its value.

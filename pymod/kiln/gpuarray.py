@@ -231,10 +231,23 @@ def arange(*args, dtype=None, stream=None, **kwargs):
 _TAKE = {}
 
 
+def _memory_order(a, stream):
+    """a's elements along one axis as PyCUDA's take and put index them, by their place in
+    memory: a view of an array contiguous in C or Fortran order (a Fortran-ordered matrix's
+    columns one after another, as a program laying out cuBLAS's band storage counts on); a
+    copy in C order of a strided view, whose memory holds other elements between its own."""
+    if a.flags.c_contiguous:
+        return a.reshape(a.size)
+    if a.flags.f_contiguous:
+        return a.reshape(a.size, order="F")
+    return _ops.ascontiguous(a, stream=stream).reshape(a.size)
+
+
 def take(a, indices, out=None, stream=None, mode="raise"):
-    """`out[i] = a.flat[indices[i]]`: elements of a (read in C order) at the given indices.
-    Out-of-range indices raise IndexError (mode="raise", checked on the device before
-    anything is read), wrap around (mode="wrap") or are clipped (mode="clip"), as in NumPy."""
+    """`out[i] = a.flat[indices[i]]`: elements of a at the given indices, counted in its
+    memory's order as PyCUDA's (C order for a strided view). Out-of-range indices raise
+    IndexError (mode="raise", checked on the device before anything is read), wrap around
+    (mode="wrap") or are clipped (mode="clip"), as in NumPy."""
     if not isinstance(indices, DeviceArray):
         indices = to_gpu(np.asarray(indices))
     if indices.dtype.kind not in "iu":
@@ -242,7 +255,7 @@ def take(a, indices, out=None, stream=None, mode="raise"):
     if mode not in ("raise", "wrap", "clip"):
         raise ValueError("mode is 'raise', 'wrap' or 'clip'")
     allocator = a._allocator  # the result's memory, as PyCUDA's take makes it
-    a = _ops.ascontiguous(a, stream=stream)
+    a = _memory_order(a, stream)
     if out is None:
         out = DeviceArray(indices.shape, a.dtype, allocator=allocator)
     elif out.shape != indices.shape or out.dtype != a.dtype:
@@ -366,7 +379,8 @@ _PUT = {}
 
 
 def _put(dst, indices, values, stream):
-    dst_flat = _ops.ascontiguous(dst, stream=stream)
+    dst_flat = _memory_order(dst, stream)  # a view, or a copy written back after
+    values = _memory_order(values, stream)
     key = (dst.dtype, indices.dtype, values.dtype)
     k = _PUT.get(key)
     if k is None:
@@ -384,8 +398,8 @@ def _put(dst, indices, values, stream):
     k(indices, dst_flat, values, dst.size, bad, stream=stream)
     if int(bad.get(stream=stream)[0]):
         raise IndexError(f"an index is out of bounds for an array of size {dst.size}")
-    if dst_flat is not dst:
-        _ops.copy(dst, dst_flat, stream=stream)
+    if not (dst.flags.c_contiguous or dst.flags.f_contiguous):
+        _ops.copy(dst, dst_flat.reshape(dst.shape), stream=stream)
 
 
 # ---- Joining and reshaping -------------------------------------------------------------------
