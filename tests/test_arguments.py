@@ -221,6 +221,49 @@ def test_inout_is_an_in_and_an_out_as_pycuda_documents_it():
         kiln.In.array = None
 
 
+def test_a_programs_subclasses_of_in_and_out_are_made_as_pycudas(many):
+    # PyCUDA's are Python classes: a subclass's __init__ takes what it likes and gives the
+    # array through ArgumentHandler.__init__(self, array) or by setting self.array.
+    class Zeros(kiln.In):
+        def __init__(self, n):
+            super().__init__(np.zeros(n, np.float32))
+
+    class Tagged(kiln.Out):
+        def __init__(self, array, tag):
+            self.array, self.tag = array, tag
+
+    class Forgetful(kiln.In):
+        def __init__(self, n):
+            pass
+
+    assert Zeros(5).array.shape == (5,) and Tagged(np.ones(2), "t").tag == "t"
+    with pytest.raises(TypeError, match=r"takes a numpy array, not list"):
+        Tagged([1, 2], "t")
+    forgot = Forgetful(3)
+    assert "no array yet" in repr(forgot)
+    with pytest.raises(AttributeError, match="has no array yet"):
+        forgot.array
+    with pytest.raises(ValueError, match="holds no array: its __init__ did not give one"):
+        call_with(many, 8, forgot)
+    # A class with both In and Out among its bases copies both ways, as PyCUDA's would (In
+    # brings pre_call, Out post_call): a read-only array is refused as for InOut.
+    ro = np.zeros(3, np.float32)
+    ro.flags.writeable = False
+
+    class Both(kiln.In, kiln.Out):
+        pass
+
+    with pytest.raises(ValueError, match="the array in InOut is read-only"):
+        call_with(many, 8, Both(ro))
+
+    class Hooked(kiln.In):
+        def pre_call(self, stream):
+            pass
+
+    with pytest.raises(TypeError, match="has a pre_call of its own, which kiln does not call"):
+        Hooked(ro)
+
+
 def test_in_takes_a_numpy_scalar_as_its_value_and_out_refuses_one():
     # PyCUDA's In copies any buffer with nbytes: programs pass drv.In(np.int32(n)).
     a = kiln.In(np.int32(7)).array

@@ -215,6 +215,11 @@ static int kpy_pack_transfer(const kiln_function *f, int index, kpy_transfer *t,
                              kpy_packed *packed) {
   static const char *names[] = {"", "In", "Out", "InOut"};
   PyArrayObject *a = (PyArrayObject *)t->array;
+  if (!a)
+    return kpy_arg_error(PyExc_ValueError, f, index,
+                         "the %s holds no array: its __init__ did not give one "
+                         "(In.__init__(self, array), or self.array = array)",
+                         Py_TYPE(t)->tp_name);
   if (!PyArray_IS_C_CONTIGUOUS(a) && !PyArray_IS_F_CONTIGUOUS(a))
     return kpy_arg_error(PyExc_ValueError, f, index,
                          "the array in %s is not contiguous; pass numpy.ascontiguousarray(a)",
@@ -634,7 +639,8 @@ static int kpy_arg_runs_code(kpy_state *st, PyObject *obj) {
   PyTypeObject *tp = Py_TYPE(obj);
   return !(tp == &PyLong_Type || tp == &PyFloat_Type || tp == st->ref.In_type ||
            tp == st->ref.Out_type || tp == st->ref.InOut_type ||
-           tp == st->ref.DeviceAllocation_type || tp == st->ref.DeviceArray_type);
+           tp == st->ref.DeviceAllocation_type || tp == st->ref.DeviceArray_type ||
+           PyObject_TypeCheck(obj, st->ref.In_type) || PyObject_TypeCheck(obj, st->ref.Out_type));
 }
 
 int kpy_pack_args(kpy_state *st, const kiln_function *f, const kpy_slot *slots, int n,

@@ -268,7 +268,6 @@ class Stream:
     def wait_for_event(self, event, /) -> Any: ...
 
 class _Transfer:
-    def __init__(self) -> None: ...
     array: Any
 
 class In(_Transfer):

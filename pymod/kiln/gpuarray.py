@@ -236,16 +236,17 @@ def _memory_order(a, stream):
     memory: a view of an array contiguous in C or Fortran order (a Fortran-ordered matrix's
     columns one after another, as a program laying out cuBLAS's band storage counts on); a
     copy in C order of a strided view, whose memory holds other elements between its own."""
+    # DeviceArray's own reshape: a subclass's could copy, and a put would write the copy.
     if a.flags.c_contiguous:
-        return a.reshape(a.size)
+        return DeviceArray.reshape(a, a.size)
     if a.flags.f_contiguous:
-        return a.reshape(a.size, order="F")
-    return _ops.ascontiguous(a, stream=stream).reshape(a.size)
+        return DeviceArray.reshape(a, a.size, order="F")
+    return DeviceArray.reshape(_ops.ascontiguous(a, stream=stream), a.size)
 
 
 def take(a, indices, out=None, stream=None, mode="raise"):
-    """`out[i] = a.flat[indices[i]]`: elements of a at the given indices, counted in its
-    memory's order as PyCUDA's (C order for a strided view). Out-of-range indices raise
+    """`out[i]` = the element of a at indices[i], counting a's elements in the order of its
+    memory as PyCUDA's (C order for a strided view). Out-of-range indices raise
     IndexError (mode="raise", checked on the device before anything is read), wrap around
     (mode="wrap") or are clipped (mode="clip"), as in NumPy."""
     if not isinstance(indices, DeviceArray):
