@@ -211,6 +211,13 @@ static int kpy_is_pointer_class(kiln_param_class cls) {
 }
 
 /* In, Out, InOut: checks the array and records the transfer; the engine fills the pointer. */
+/* Whether tp is a program's subclass of In or Out (a class statement makes a heap type; the
+ * flag first, so that a NumPy scalar, of a static type, costs no walk of its bases). */
+static int kpy_is_transfer_subclass(kpy_state *st, PyTypeObject *tp) {
+  return (tp->tp_flags & Py_TPFLAGS_HEAPTYPE) &&
+         (PyType_IsSubtype(tp, st->ref.In_type) || PyType_IsSubtype(tp, st->ref.Out_type));
+}
+
 static int kpy_pack_transfer(const kiln_function *f, int index, kpy_transfer *t,
                              kpy_packed *packed) {
   static const char *names[] = {"", "In", "Out", "InOut"};
@@ -477,8 +484,8 @@ int kpy_pack_arg(kpy_state *st, const kiln_function *f, int index, PyObject *obj
     if (!kpy_is_pointer_class(cls)) goto wrong;
     return kpy_pack_array(st, f, index, obj, slot);
   }
-  if (PyObject_TypeCheck(obj, st->ref.In_type) || PyObject_TypeCheck(obj, st->ref.Out_type)) {
-    if (!kpy_is_pointer_class(cls)) goto wrong; /* a program's subclass of In or Out */
+  if (kpy_is_transfer_subclass(st, tp)) {
+    if (!kpy_is_pointer_class(cls)) goto wrong;
     return kpy_pack_transfer(f, index, (kpy_transfer *)obj, packed);
   }
   if (PyArray_Check(obj)) {
@@ -640,7 +647,7 @@ static int kpy_arg_runs_code(kpy_state *st, PyObject *obj) {
   return !(tp == &PyLong_Type || tp == &PyFloat_Type || tp == st->ref.In_type ||
            tp == st->ref.Out_type || tp == st->ref.InOut_type ||
            tp == st->ref.DeviceAllocation_type || tp == st->ref.DeviceArray_type ||
-           PyObject_TypeCheck(obj, st->ref.In_type) || PyObject_TypeCheck(obj, st->ref.Out_type));
+           kpy_is_transfer_subclass(st, tp));
 }
 
 int kpy_pack_args(kpy_state *st, const kiln_function *f, const kpy_slot *slots, int n,
