@@ -6,6 +6,9 @@
  * program's class with both among its bases, as PyCUDA's In brings pre_call and Out
  * post_call. */
 static kiln_transfer_dir kpy_transfer_dir(kpy_state *st, PyTypeObject *tp) {
+  if (tp == st->ref.In_type) return KILN_IN;
+  if (tp == st->ref.Out_type) return KILN_OUT;
+  if (tp == st->ref.InOut_type) return KILN_INOUT;
   return (kiln_transfer_dir)((PyType_IsSubtype(tp, st->ref.In_type) ? KILN_IN : 0) |
                              (PyType_IsSubtype(tp, st->ref.Out_type) ? KILN_OUT : 0));
 }
@@ -78,6 +81,8 @@ static PyObject *kpy_transfer_new(PyTypeObject *tp, PyObject *args, PyObject *kw
 static int kpy_transfer_tp_init(PyObject *op, PyObject *args, PyObject *kwargs) {
   kpy_transfer *self = (kpy_transfer *)op;
   PyObject *given;
+  if (!kwargs && PyTuple_GET_SIZE(args) == 1 && PyTuple_GET_ITEM(args, 0) == self->array)
+    return 0; /* In(array): made by tp_new */
   if (kwargs && PyDict_GET_SIZE(kwargs)) {
     PyErr_Format(PyExc_TypeError, "%s.__init__() takes no keyword arguments", Py_TYPE(op)->tp_name);
     return -1;
