@@ -210,7 +210,6 @@ static int kpy_is_pointer_class(kiln_param_class cls) {
   return cls == KILN_PARAM_PTR || cls == KILN_PARAM_B64;
 }
 
-/* In, Out, InOut: checks the array and records the transfer; the engine fills the pointer. */
 /* Whether tp is a program's subclass of In or Out (a class statement makes a heap type; the
  * flag first, so that a NumPy scalar, of a static type, costs no walk of its bases). */
 static int kpy_is_transfer_subclass(kpy_state *st, PyTypeObject *tp) {
@@ -218,6 +217,7 @@ static int kpy_is_transfer_subclass(kpy_state *st, PyTypeObject *tp) {
          (PyType_IsSubtype(tp, st->ref.In_type) || PyType_IsSubtype(tp, st->ref.Out_type));
 }
 
+/* In, Out, InOut: checks the array and records the transfer; the engine fills the pointer. */
 static int kpy_pack_transfer(const kiln_function *f, int index, kpy_transfer *t,
                              kpy_packed *packed) {
   static const char *names[] = {"", "In", "Out", "InOut"};

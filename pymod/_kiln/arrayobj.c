@@ -143,15 +143,22 @@ kpy_array *kpy_array_blank(kpy_state *st, PyArray_Descr *dtype, int ndim, const 
   return kpy_array_alloc(st->ref.DeviceArray_type, dtype, ndim, shape);
 }
 
-kpy_array *kpy_array_new_order(kpy_state *st, PyArray_Descr *dtype, int ndim,
-                               const Py_ssize_t *shape, int fortran, kiln_stream stream,
-                               PyObject *owner) {
+/* kpy_array_blank in Fortran order when fortran is nonzero. */
+static kpy_array *kpy_array_blank_order(kpy_state *st, PyArray_Descr *dtype, int ndim,
+                                        const Py_ssize_t *shape, int fortran) {
   kpy_array *a = kpy_array_blank(st, dtype, ndim, shape);
-  if (!a) return NULL;
-  if (fortran) {
+  if (a && fortran) {
     kpy_strides_contiguous(ndim, shape, a->itemsize, 1, a->strides);
     kpy_array_update_flags(a);
   }
+  return a;
+}
+
+kpy_array *kpy_array_new_order(kpy_state *st, PyArray_Descr *dtype, int ndim,
+                               const Py_ssize_t *shape, int fortran, kiln_stream stream,
+                               PyObject *owner) {
+  kpy_array *a = kpy_array_blank_order(st, dtype, ndim, shape, fortran);
+  if (!a) return NULL;
   if (!a->nbytes) return a;
   a->gpudata = kpy_allocation_pooled(st, (size_t)a->nbytes, stream, owner);
   if (!a->gpudata) {
@@ -340,6 +347,15 @@ int kpy_array_room(kpy_state *st, const kpy_array *a, Py_ssize_t *lo, Py_ssize_t
   return 1;
 }
 
+/* a's memory from a program's allocator, PyCUDA's allocator(nbytes): what it returns is held
+ * as gpudata first, so that a refused address is still freed by its owner. */
+static int kpy_array_allocate(kpy_state *st, kpy_array *a, PyObject *allocator) {
+  PyObject *mem = PyObject_CallFunction(allocator, "n", a->nbytes);
+  if (!mem) return -1;
+  a->gpudata = mem;
+  return kpy_address_of(st, mem, "what allocator returned", &a->ptr);
+}
+
 /* The memory of a constructed array: checks that its layout is sane and, where it can, that
  * it stays inside the memory; then takes gpudata or allocates. */
 static int kpy_array_take_memory(kpy_state *st, kpy_array *a, const kpy_array_spec *sp) {
@@ -360,27 +376,18 @@ static int kpy_array_take_memory(kpy_state *st, kpy_array *a, const kpy_array_sp
     a->ptr = ((kpy_allocation *)a->gpudata)->ptr;
     return 0;
   }
-  PyObject *mem = PyObject_CallFunction(sp->allocator, "n", a->nbytes);
-  if (!mem) return -1;
-  a->gpudata = mem; /* held first, so a refused address is still freed by its owner */
-  return kpy_address_of(st, mem, "what allocator returned", &a->ptr);
+  return kpy_array_allocate(st, a, sp->allocator);
 }
 
 kpy_array *kpy_array_new_from(kpy_state *st, PyObject *allocator, PyArray_Descr *dtype, int ndim,
                               const Py_ssize_t *shape, int fortran, kiln_stream stream,
                               PyObject *owner) {
   if (!allocator) return kpy_array_new_order(st, dtype, ndim, shape, fortran, stream, owner);
-  kpy_array *a = kpy_array_blank(st, dtype, ndim, shape);
+  kpy_array *a = kpy_array_blank_order(st, dtype, ndim, shape, fortran);
   if (!a) return NULL;
-  if (fortran) {
-    kpy_strides_contiguous(ndim, shape, a->itemsize, 1, a->strides);
-    kpy_array_update_flags(a);
-  }
   a->allocator = Py_NewRef(allocator);
-  if (!a->nbytes) return a; /* PyCUDA's rule: no memory, no allocator call */
-  PyObject *mem = PyObject_CallFunction(allocator, "n", a->nbytes);
-  a->gpudata = mem; /* held first, so a refused address is still freed by its owner */
-  if (!mem || kpy_address_of(st, mem, "what allocator returned", &a->ptr) < 0) Py_CLEAR(a);
+  /* PyCUDA's rule: no memory, no allocator call */
+  if (a->nbytes && kpy_array_allocate(st, a, allocator) < 0) Py_CLEAR(a);
   return a;
 }
 

@@ -88,7 +88,6 @@ static int kpy_transfer_tp_init(PyObject *op, PyObject *args, PyObject *kwargs) 
     return -1;
   }
   if (!PyArg_UnpackTuple(args, "__init__", 1, 1, &given)) return -1;
-  if (given == self->array) return 0;
   PyObject *array = kpy_transfer_array(Py_TYPE(op), self->dir, given);
   if (!array) return -1;
   Py_XSETREF(self->array, array);
